@@ -1,0 +1,37 @@
+//! The command line: one file per subcommand; this file holds the grammar.
+
+mod flows;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "Run agent workflows written in Lua, with every tool call checked and confined.",
+    long_about = "sluice runs agent workflows written in Lua. Each tool a workflow uses (read, write, edit, ls, ...) \
+is a flow: a Lua function backed by Rust that passes one door, where its input is checked, its effects are \
+declared and authorized, and only then does it run.",
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Run(run::RunArgs),
+    Flows(flows::FlowsArgs),
+}
+
+/// Parses the command line and runs it.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Flows(args) => flows::flows(args),
+    }
+}

@@ -1,0 +1,158 @@
+//! `ls`: one page of a folder's entries, sorted by name, each with its kind.
+
+use super::read::positive;
+use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::fsops::{path::io_error, Target};
+use crate::kernel::Action;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::fs;
+
+/// Entries in one page, at most.
+pub const PAGE_ENTRIES: u64 = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    pub path: Option<String>,
+    pub offset: Option<u64>,
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Entry {
+    pub name: String,
+    /// `file`, `directory`, `symlink` or `other`.
+    pub kind: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Output {
+    pub entries: Vec<Entry>,
+    pub total: u64,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+pub struct Ls {
+    target: Target,
+    offset: u64,
+    limit: u64,
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "path": {"type": "string", "description": "Folder to list, relative to the workspace or absolute. Default: the workspace."},
+            "offset": {"type": "integer", "minimum": 1, "description": "First entry of the page, 1-based. Default 1."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": PAGE_ENTRIES, "description": "Entries in the page, at most 1000. Default 1000."}
+        }
+    })
+}
+
+impl Flow for Ls {
+    type Input = Input;
+    type Output = Output;
+    const SPEC: FlowSpec = FlowSpec {
+        name: "ls",
+        description: "Lists one page of a folder's entries, sorted by name, each with its kind (file, directory, symlink, other).",
+        tier: Tier::Sealed,
+        actions: &[Action::FsRead],
+        read_only: true,
+        schema,
+    };
+
+    fn validate(input: &Input) -> FlowResult<()> {
+        positive("offset", input.offset)?;
+        positive("limit", input.limit)?;
+        match input.limit {
+            Some(n) if n > PAGE_ENTRIES => Err(FlowError::invalid_input(
+                "limit",
+                format!("`limit` is at most {PAGE_ENTRIES}; page on with `offset` instead."),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        let target = ctx.resolve("path", input.path.as_deref().unwrap_or("."))?;
+        let envelope = Envelope {
+            tier: Tier::Sealed,
+            reads: vec![target.real.clone()],
+            writes: vec![],
+        };
+        let call = Ls {
+            target,
+            offset: input.offset.unwrap_or(1),
+            limit: input.limit.unwrap_or(PAGE_ENTRIES),
+        };
+        Ok((call, envelope))
+    }
+
+    async fn execute(self, _ctx: &Context) -> FlowResult<Output> {
+        let t = &self.target;
+        let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "list", e))?;
+        if !meta.is_dir() {
+            return Err(FlowError::new(
+                ErrorCode::NotADirectory,
+                format!("{} is not a folder; read it with read.", t.shown.display()),
+            )
+            .with("path", t.shown.display().to_string()));
+        }
+        let mut entries = Vec::new();
+        for dirent in fs::read_dir(&t.real).map_err(|e| io_error(t, "list", e))? {
+            let dirent = dirent.map_err(|e| io_error(t, "list", e))?;
+            let kind = match dirent.file_type() {
+                Ok(ft) if ft.is_symlink() => "symlink",
+                Ok(ft) if ft.is_dir() => "directory",
+                Ok(ft) if ft.is_file() => "file",
+                _ => "other",
+            };
+            let name = dirent.file_name().to_string_lossy().into_owned();
+            entries.push(Entry { name, kind });
+        }
+        entries.sort();
+        self.page(entries)
+    }
+}
+
+impl Ls {
+    fn page(&self, entries: Vec<Entry>) -> FlowResult<Output> {
+        let total = entries.len() as u64;
+        if self.offset > total.max(1) {
+            return Err(FlowError::new(
+                ErrorCode::OffsetOutOfRange,
+                format!(
+                    "offset {} is past the end of {}, which holds {total} entries.",
+                    self.offset,
+                    self.target.shown.display()
+                ),
+            )
+            .with("offset", self.offset)
+            .with("total", total));
+        }
+        let entries: Vec<Entry> = entries
+            .into_iter()
+            .skip((self.offset - 1) as usize)
+            .take(self.limit as usize)
+            .collect();
+        let last = self.offset - 1 + entries.len() as u64;
+        let notice = (last < total).then(|| {
+            format!(
+                "Showing entries {}-{last} of {total}. Continue with offset = {}.",
+                self.offset,
+                last + 1
+            )
+        });
+        Ok(Output {
+            entries,
+            total,
+            truncated: notice.is_some(),
+            notice,
+        })
+    }
+}

@@ -1,0 +1,301 @@
+//! Flows: the tools a workflow calls. Each flow is one file here; this module
+//! holds what they share: the [`Flow`] trait, the tier and effect envelope a
+//! call declares, and the registry (the manifest) that names them all.
+//!
+//! A flow never runs by itself: [`crate::call`] drives every call through the
+//! one-door pipeline (decode, validate, envelope, authorize, execute).
+
+pub mod edit;
+pub mod ls;
+pub mod read;
+pub mod write;
+
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::fsops::{self, Target};
+use crate::kernel::{Action, Capability};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+
+/// How far a call's effects can be undone, which decides how carefully it is
+/// authorized and recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Changes nothing outside the run (a read).
+    Sealed,
+    /// Changes files the run can restore (write, edit).
+    Compensable,
+    /// Changes the world in ways nobody can take back (a POST, a command).
+    Irreversible,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Sealed => "sealed",
+            Tier::Compensable => "compensable",
+            Tier::Irreversible => "irreversible",
+        }
+    }
+}
+
+/// What one call may touch, narrowed from its input as far as it allows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Envelope {
+    pub tier: Tier,
+    /// Canonical paths the call reads.
+    pub reads: Vec<PathBuf>,
+    /// Canonical paths the call writes.
+    pub writes: Vec<PathBuf>,
+}
+
+impl Envelope {
+    /// The capabilities the envelope needs: one per path read or written.
+    pub fn capabilities(&self) -> Vec<Capability> {
+        let reads = self.reads.iter().map(|p| Capability::fs(Action::FsRead, p));
+        let writes = self.writes.iter().map(|p| Capability::fs(Action::FsWrite, p));
+        reads.chain(writes).collect()
+    }
+}
+
+/// The static facts of a flow: what the manifest shows.
+#[derive(Debug)]
+pub struct FlowSpec {
+    pub name: &'static str,
+    /// One line, a verb first, at most 200 characters.
+    pub description: &'static str,
+    pub tier: Tier,
+    /// The kinds of capability its calls ask for.
+    pub actions: &'static [Action],
+    /// Whether a read-only seat may see it.
+    pub read_only: bool,
+    /// JSON Schema of the input.
+    pub schema: fn() -> Value,
+}
+
+/// What a call runs against: the run's workspace and identity.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Canonical workspace root; relative paths resolve against it.
+    pub workspace: PathBuf,
+    pub run_id: String,
+}
+
+impl Context {
+    /// Resolves the path in input field `field`.
+    pub fn resolve(&self, field: &str, given: &str) -> FlowResult<Target> {
+        fsops::path::resolve(&self.workspace, field, given)
+    }
+}
+
+/// A flow, statically typed. An implementing value is one planned call: its
+/// input plus whatever planning resolved (paths, ranges).
+pub trait Flow: Sized + 'static {
+    type Input: DeserializeOwned;
+    type Output: Serialize;
+    const SPEC: FlowSpec;
+
+    /// The flow's own input rules, beyond what the types enforce.
+    fn validate(_input: &Self::Input) -> FlowResult<()> {
+        Ok(())
+    }
+
+    /// Resolves the input and declares the call's envelope.
+    fn plan(ctx: &Context, input: Self::Input) -> FlowResult<(Self, Envelope)>;
+
+    /// Does the work. Runs only after the envelope was authorized.
+    fn execute(self, ctx: &Context) -> impl Future<Output = FlowResult<Self::Output>>;
+}
+
+pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+type Run = Box<dyn for<'a> FnOnce(&'a Context) -> LocalFuture<'a, FlowResult<Value>>>;
+
+/// A call that passed decode, validate and envelope, waiting to be authorized.
+pub struct Prepared {
+    pub envelope: Envelope,
+    run: Run,
+}
+
+impl Prepared {
+    pub fn execute(self, ctx: &Context) -> LocalFuture<'_, FlowResult<Value>> {
+        (self.run)(ctx)
+    }
+}
+
+/// A flow with its types erased, as the registry holds it.
+pub trait DynFlow {
+    fn spec(&self) -> &'static FlowSpec;
+    /// Steps 1-3 of the pipeline: decode, validate, envelope.
+    fn prepare(&self, ctx: &Context, input: Value) -> FlowResult<Prepared>;
+}
+
+struct Entry<F>(std::marker::PhantomData<F>);
+
+impl<F: Flow> DynFlow for Entry<F> {
+    fn spec(&self) -> &'static FlowSpec {
+        &F::SPEC
+    }
+
+    fn prepare(&self, ctx: &Context, input: Value) -> FlowResult<Prepared> {
+        let input: F::Input = decode(F::SPEC.name, input)?;
+        F::validate(&input)?;
+        let (call, envelope) = F::plan(ctx, input)?;
+        let run: Run = Box::new(move |ctx| {
+            Box::pin(async move {
+                let out = call.execute(ctx).await?;
+                serde_json::to_value(out).map_err(|e| {
+                    FlowError::new(ErrorCode::CommandFailed, format!("cannot encode output: {e}"))
+                })
+            })
+        });
+        Ok(Prepared { envelope, run })
+    }
+}
+
+/// Decodes a JSON input into a flow's typed input; an unknown field, a
+/// missing one or a wrong type is `invalid_input` naming the field.
+pub fn decode<T: DeserializeOwned>(flow: &str, input: Value) -> FlowResult<T> {
+    if !input.is_object() {
+        return Err(FlowError::new(
+            ErrorCode::InvalidInput,
+            format!("{flow} takes one table of named fields, e.g. {flow}{{path = \"a.txt\"}}."),
+        ));
+    }
+    serde_path_to_error::deserialize(input).map_err(|e| {
+        let inner = e.inner().to_string();
+        let path = e.path().to_string();
+        // serde_path_to_error's path already ends in an unknown field's name.
+        let field = match quoted_field(&inner) {
+            Some(f) if path == "." => f,
+            Some(f) if !path.ends_with(&f) => format!("{path}.{f}"),
+            _ => path,
+        };
+        FlowError::invalid_input(
+            &field,
+            format!("{flow}: `{field}`: {inner}. `sluice flows {flow}` shows every field."),
+        )
+    })
+}
+
+/// The field serde names in "unknown field `x`" and "missing field `x`".
+fn quoted_field(message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("missing field `"))?;
+    rest.split('`').next().map(str::to_string)
+}
+
+/// Every flow sluice ships, in the manifest's order.
+pub struct Registry {
+    flows: Vec<Box<dyn DynFlow>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::standard()
+    }
+}
+
+impl Registry {
+    pub fn standard() -> Self {
+        let mut r = Registry { flows: Vec::new() };
+        r.add::<read::Read>();
+        r.add::<write::Write>();
+        r.add::<edit::Edit>();
+        r.add::<ls::Ls>();
+        r
+    }
+
+    fn add<F: Flow>(&mut self) {
+        self.flows.push(Box::new(Entry::<F>(std::marker::PhantomData)));
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn DynFlow> {
+        self.flows
+            .iter()
+            .find(|f| f.spec().name == name)
+            .map(|f| f.as_ref())
+    }
+
+    pub fn specs(&self) -> impl Iterator<Item = &'static FlowSpec> + '_ {
+        self.flows.iter().map(|f| f.spec())
+    }
+
+    /// The names a read-only seat may see.
+    pub fn read_only(&self) -> Vec<&'static str> {
+        self.specs().filter(|s| s.read_only).map(|s| s.name).collect()
+    }
+
+    /// The manifest as JSON: every flow, and the read-only set.
+    pub fn manifest(&self) -> Value {
+        let flows: Vec<Value> = self.specs().map(spec_json).collect();
+        json!({ "flows": flows, "readOnly": self.read_only() })
+    }
+}
+
+/// One flow's manifest entry.
+pub fn spec_json(s: &FlowSpec) -> Value {
+    json!({
+        "name": s.name,
+        "description": s.description,
+        "tier": s.tier,
+        "capabilities": s.actions,
+        "readOnly": s.read_only,
+        "inputSchema": (s.schema)(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_start_with_a_verb_and_fit_one_line() {
+        for s in Registry::standard().specs() {
+            assert!(s.description.len() <= 200, "{}", s.name);
+            assert!(!s.description.contains('\n'), "{}", s.name);
+            let first = s.description.split(' ').next().unwrap();
+            assert!(
+                first.ends_with('s') && first.chars().next().unwrap().is_uppercase(),
+                "{}: description should open with a verb like 'Reads': {first}",
+                s.name
+            );
+        }
+    }
+
+    #[test]
+    fn schemas_are_closed_objects_with_described_fields() {
+        for s in Registry::standard().specs() {
+            let schema = (s.schema)();
+            assert_eq!(schema["type"], "object", "{}", s.name);
+            assert_eq!(schema["additionalProperties"], false, "{}", s.name);
+            for (field, prop) in schema["properties"].as_object().unwrap() {
+                assert!(prop["description"].is_string(), "{}.{field}", s.name);
+            }
+        }
+    }
+
+    #[test]
+    fn decode_names_the_field() {
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct In {
+            path: String,
+            offset: Option<u64>,
+        }
+        let e = decode::<In>("read", json!({"path": "a", "offest": 3})).unwrap_err();
+        assert_eq!(e.details["field"], "offest");
+        let e = decode::<In>("read", json!({"path": "a", "offset": "3"})).unwrap_err();
+        assert_eq!(e.details["field"], "offset");
+        assert!(e.message.contains("invalid type"), "{}", e.message);
+        let e = decode::<In>("read", json!({})).unwrap_err();
+        assert_eq!(e.details["field"], "path");
+        let e = decode::<In>("read", json!("a.txt")).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+    }
+}

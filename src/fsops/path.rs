@@ -1,0 +1,216 @@
+//! Turning a path a user typed into the two paths a flow needs: the one to
+//! show back (absolute, as given) and the canonical one that policy checks and
+//! I/O use (every existing symlink resolved, including dangling ones).
+
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// Symlink hops allowed while resolving one path, as in Linux's ELOOP limit.
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// A path named in a flow's input, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Absolute path as the user gave it (relative ones joined to the
+    /// workspace); what messages show.
+    pub shown: PathBuf,
+    /// Canonical absolute path: what capabilities name and I/O touches. For a
+    /// path that does not exist yet, its canonical existing prefix plus the rest.
+    pub real: PathBuf,
+}
+
+/// Resolves `given` (the value of input field `field`) against `root`.
+pub fn resolve(root: &Path, field: &str, given: &str) -> FlowResult<Target> {
+    if given.is_empty() {
+        return Err(FlowError::invalid_input(
+            field,
+            format!("`{field}` is empty: give a path relative to the workspace or an absolute one."),
+        ));
+    }
+    if given.contains('\0') {
+        return Err(FlowError::invalid_input(
+            field,
+            format!("`{field}` contains a NUL byte, which no path may hold."),
+        ));
+    }
+    let shown = absolute(root, Path::new(given));
+    let real = canonical_lenient(&shown).map_err(|e| {
+        FlowError::new(
+            ErrorCode::CommandFailed,
+            format!("cannot resolve {}: {e}", shown.display()),
+        )
+        .with("path", shown.display().to_string())
+    })?;
+    Ok(Target { shown, real })
+}
+
+/// `path` joined to `root` when relative, with `.` components dropped.
+fn absolute(root: &Path, path: &Path) -> PathBuf {
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        root.join(path)
+    };
+    joined
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect()
+}
+
+/// Resolves every symlink that exists along `path`, keeping the missing tail
+/// lexically, so a write through a dangling link lands on the link's target.
+pub fn canonical_lenient(path: &Path) -> io::Result<PathBuf> {
+    match fs::canonicalize(path) {
+        Ok(p) => return Ok(p),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        Err(_) => {}
+    }
+    let mut out = PathBuf::from("/");
+    let mut pending: VecDeque<OsString> = VecDeque::new();
+    push_front(&mut pending, path);
+    let mut hops = 0;
+    let mut missing = false;
+    while let Some(part) = pending.pop_front() {
+        match part.to_str() {
+            Some("/") => out = PathBuf::from("/"),
+            Some("..") => {
+                out.pop();
+            }
+            _ if missing => out.push(&part),
+            _ => {
+                let next = out.join(&part);
+                match fs::symlink_metadata(&next) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        hops += 1;
+                        if hops > MAX_SYMLINK_HOPS {
+                            return Err(io::Error::other("too many levels of symbolic links"));
+                        }
+                        push_front(&mut pending, &fs::read_link(&next)?);
+                    }
+                    Ok(_) => out = next,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        missing = true;
+                        out = next;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn push_front(pending: &mut VecDeque<OsString>, path: &Path) {
+    for c in path.components().rev() {
+        match c {
+            Component::RootDir => pending.push_front("/".into()),
+            Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => pending.push_front("..".into()),
+            Component::Normal(n) => pending.push_front(n.to_os_string()),
+        }
+    }
+}
+
+/// The closest ancestor of `path` that exists and is a directory.
+pub fn nearest_existing_folder(path: &Path) -> PathBuf {
+    let mut cur = path.parent();
+    while let Some(dir) = cur {
+        if dir.is_dir() {
+            return dir.to_path_buf();
+        }
+        cur = dir.parent();
+    }
+    PathBuf::from("/")
+}
+
+/// `not_found` for `target`, naming the nearest existing folder.
+pub fn not_found(target: &Target) -> FlowError {
+    let nearest = nearest_existing_folder(&target.shown);
+    FlowError::new(
+        ErrorCode::NotFound,
+        format!(
+            "{} does not exist. The nearest existing folder is {}; list it with ls to see what it holds.",
+            target.shown.display(),
+            nearest.display()
+        ),
+    )
+    .with("path", target.shown.display().to_string())
+    .with("nearest", nearest.display().to_string())
+}
+
+/// Maps an I/O error on `target` to the flow error a caller can act on.
+pub fn io_error(target: &Target, doing: &str, e: io::Error) -> FlowError {
+    match e.kind() {
+        io::ErrorKind::NotFound => not_found(target),
+        io::ErrorKind::NotADirectory => FlowError::new(
+            ErrorCode::NotADirectory,
+            format!(
+                "{}: a part of this path is a file, not a folder.",
+                target.shown.display()
+            ),
+        )
+        .with("path", target.shown.display().to_string()),
+        _ => FlowError::new(
+            ErrorCode::CommandFailed,
+            format!("cannot {doing} {}: {e}", target.shown.display()),
+        )
+        .with("path", target.shown.display().to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn relative_paths_join_the_root_and_resolve_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir(root.join("real")).unwrap();
+        symlink(root.join("real"), root.join("link")).unwrap();
+        let t = resolve(&root, "path", "./link/new/../f.txt").unwrap();
+        assert_eq!(t.shown, root.join("link/new/../f.txt"));
+        assert_eq!(t.real, root.join("real/f.txt"));
+    }
+
+    #[test]
+    fn dangling_link_resolves_to_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        symlink("sub/target.txt", root.join("dangling")).unwrap();
+        let t = resolve(&root, "path", "dangling").unwrap();
+        assert_eq!(t.real, root.join("sub/target.txt"));
+    }
+
+    #[test]
+    fn link_loops_fail() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        symlink("b", root.join("a")).unwrap();
+        symlink("a", root.join("b")).unwrap();
+        assert_eq!(
+            resolve(&root, "path", "a").unwrap_err().code,
+            ErrorCode::CommandFailed
+        );
+    }
+
+    #[test]
+    fn empty_and_nul_paths_are_invalid_input_naming_the_field() {
+        let e = resolve(Path::new("/"), "path", "").unwrap_err();
+        assert_eq!((e.code, &e.details["field"]), (ErrorCode::InvalidInput, &"path".into()));
+        let e = resolve(Path::new("/"), "path", "a\0b").unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+    }
+
+    #[test]
+    fn nearest_folder_skips_missing_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(nearest_existing_folder(&root.join("x/y/z.txt")), root);
+    }
+}

@@ -1,0 +1,21 @@
+//! sluice: a runtime for agent workflows written in Lua. Every tool call (a
+//! "flow") passes one door: decode, validate, envelope, authorize, execute.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let rt = sluice::Runtime::builder().workspace("/tmp/w").build()?;
+//! let page = rt.call("read", serde_json::json!({"path": "notes.md"})).await?;
+//! println!("{}", page["content"]);
+//! # Ok(()) }
+//! ```
+
+pub mod cli;
+pub mod error;
+pub mod flows;
+pub mod fsops;
+pub mod kernel;
+pub mod pipeline;
+pub mod runtime;
+
+pub use error::{ErrorCode, FlowError, FlowResult};
+pub use runtime::{Runtime, RuntimeBuilder, ScriptError};

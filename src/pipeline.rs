@@ -1,0 +1,48 @@
+//! The one door: every flow call, from Lua, from Rust, and later from the MCP
+//! server and replay, passes through [`Core::call`], in the order DESIGN.md
+//! fixes. Nothing reaches a file, a process or the network another way.
+
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::flows::{Context, Registry};
+use crate::kernel::Kernel;
+use serde_json::Value;
+
+/// What every call of one run shares: the flows, the kernel and the context.
+pub struct Core {
+    pub registry: Registry,
+    pub kernel: Kernel,
+    pub ctx: Context,
+}
+
+impl Core {
+    pub fn new(ctx: Context) -> Self {
+        Core {
+            registry: Registry::standard(),
+            kernel: Kernel::new(ctx.workspace.clone()),
+            ctx,
+        }
+    }
+
+    /// Calls flow `name` with a JSON input and returns its JSON output.
+    pub async fn call(&self, name: &str, input: Value) -> FlowResult<Value> {
+        let flow = self.registry.get(name).ok_or_else(|| unknown_flow(self, name))?;
+        // 1-3. decode, validate, envelope.
+        let call = flow.prepare(&self.ctx, input)?;
+        // 4. authorize every capability the envelope needs.
+        for cap in call.envelope.capabilities() {
+            self.kernel.authorize(&cap)?;
+        }
+        // 5. route, 6. record intent: no process flow or audit store yet.
+        // 7-8. execute and hand the outcome back.
+        call.execute(&self.ctx).await
+    }
+}
+
+fn unknown_flow(core: &Core, name: &str) -> FlowError {
+    let names: Vec<&str> = core.registry.specs().map(|s| s.name).collect();
+    FlowError::new(
+        ErrorCode::InvalidInput,
+        format!("there is no flow named {name:?}; the flows are: {}.", names.join(", ")),
+    )
+    .with("field", "flow")
+}

@@ -1,0 +1,161 @@
+//! The Lua host: one sandboxed state per run, the `sluice` module bound to the
+//! run's pipeline, and the script runner that reports errors with file:line
+//! and a traceback.
+
+mod convert;
+mod module;
+mod sandbox;
+
+use crate::error::FlowResult;
+use crate::flows::Context;
+use crate::pipeline::Core;
+use mlua::{Function, Lua};
+use serde_json::Value;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A script that failed: its Lua message (with file:line) and traceback.
+#[derive(Debug)]
+pub struct ScriptError {
+    pub message: String,
+}
+
+impl fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ScriptError {}
+
+/// Sets up a [`Runtime`].
+#[derive(Debug, Default)]
+pub struct RuntimeBuilder {
+    workspace: Option<PathBuf>,
+    args: Vec<String>,
+    script_dir: Option<PathBuf>,
+}
+
+impl RuntimeBuilder {
+    /// The folder relative paths resolve against and the default grant
+    /// covers. Default: the current folder.
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(dir.into());
+        self
+    }
+
+    /// What scripts see as `sluice.args`.
+    pub fn args(mut self, args: Vec<String>) -> Self {
+        self.args = args;
+        self
+    }
+
+    /// Where `require` looks first. Default: the workspace.
+    pub fn script_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.script_dir = Some(dir.into());
+        self
+    }
+
+    pub fn build(self) -> Result<Runtime, String> {
+        let given = match self.workspace {
+            Some(dir) => dir,
+            None => std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?,
+        };
+        let workspace = std::fs::canonicalize(&given)
+            .map_err(|e| format!("workspace {}: {e}", given.display()))?;
+        if !workspace.is_dir() {
+            return Err(format!("workspace {} is not a folder", given.display()));
+        }
+        let ctx = Context {
+            workspace: workspace.clone(),
+            run_id: new_run_id(),
+        };
+        let core = Rc::new(Core::new(ctx));
+        let lua = sandbox::new_state().map_err(|e| e.to_string())?;
+        let sluice = module::build(&lua, core.clone(), &self.args).map_err(|e| e.to_string())?;
+        lua.globals().set("sluice", &sluice).map_err(|e| e.to_string())?;
+        let script_dir = self.script_dir.unwrap_or(workspace);
+        sandbox::install_require(&lua, script_dir, sluice).map_err(|e| e.to_string())?;
+        Ok(Runtime { core, lua })
+    }
+}
+
+/// One run: a workspace, its pipeline and its Lua state.
+pub struct Runtime {
+    core: Rc<Core>,
+    lua: Lua,
+}
+
+impl Runtime {
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.core.ctx.workspace
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.core.ctx.run_id
+    }
+
+    /// Calls a flow from Rust, through the same door as Lua.
+    pub async fn call(&self, flow: &str, input: Value) -> FlowResult<Value> {
+        self.core.call(flow, input).await
+    }
+
+    /// Runs a workflow script to its end.
+    pub async fn run_script(&self, path: &Path) -> Result<(), ScriptError> {
+        let chunk = sandbox::load_script(&self.lua, path).map_err(|message| ScriptError { message })?;
+        self.run_chunk(chunk).await
+    }
+
+    /// Runs Lua source given as a string, named `name` in messages.
+    pub async fn run_source(&self, name: &str, source: &str) -> Result<(), ScriptError> {
+        let chunk = self
+            .lua
+            .load(source)
+            .set_name(format!("={name}"))
+            .set_mode(mlua::ChunkMode::Text)
+            .into_function()
+            .map_err(|e| ScriptError { message: e.to_string() })?;
+        self.run_chunk(chunk).await
+    }
+
+    /// Evaluates Lua source to a function a Rust caller can call repeatedly
+    /// (benchmarks, embedding).
+    pub fn function(&self, source: &str) -> mlua::Result<Function> {
+        self.lua.load(source).set_mode(mlua::ChunkMode::Text).eval()
+    }
+
+    async fn run_chunk(&self, chunk: Function) -> Result<(), ScriptError> {
+        chunk
+            .call_async::<()>(())
+            .await
+            .map_err(|e| ScriptError { message: describe(&e) })
+    }
+}
+
+/// The text a person sees for a script error: the Lua message with
+/// file:line, then the traceback, without the frames of mlua's async glue.
+fn describe(e: &mlua::Error) -> String {
+    let text = match e {
+        mlua::Error::CallbackError { traceback, cause } => {
+            format!("{}\n{traceback}", describe(cause))
+        }
+        mlua::Error::WithContext { context, cause } => format!("{context}: {}", describe(cause)),
+        mlua::Error::RuntimeError(message) | mlua::Error::SyntaxError { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    text.lines()
+        .filter(|l| !l.contains("in local 'poll'") && !l.contains("[string \"?\"]"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn new_run_id() -> String {
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    format!("{ms:x}-{:x}", std::process::id())
+}

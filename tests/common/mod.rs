@@ -1,0 +1,98 @@
+//! Shared helpers for the integration tests: a scratch workspace and a way to
+//! run a Lua workflow through the real `sluice` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// The `sluice` binary cargo built for these tests.
+pub fn sluice_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// A fresh workspace folder, removed when dropped.
+pub fn workspace() -> tempfile::TempDir {
+    tempfile::tempdir().expect("create a temp workspace")
+}
+
+/// The result of one `sluice run`.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Panics with both streams unless the run exited 0.
+    pub fn ok(self) -> Self {
+        assert_eq!(self.code, 0, "sluice run failed\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Self {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// Writes `script` into a scripts folder beside the workspace (so the script
+/// itself is not a workspace file) and returns its path.
+pub fn script_file(ws: &Path, script: &str) -> PathBuf {
+    let dir = ws.parent().unwrap().join(format!(
+        "{}-scripts",
+        ws.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = std::fs::read_dir(&dir).unwrap().count();
+    let path = dir.join(format!("script{n}.lua"));
+    std::fs::write(&path, script).unwrap();
+    path
+}
+
+/// Runs Lua source as a workflow in `ws`, with `args` as sluice.args.
+pub fn run_lua(ws: &Path, script: &str, args: &[&str]) -> Run {
+    let path = script_file(ws, script);
+    Command::new(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws)
+        .arg("--")
+        .args(args)
+        .output()
+        .expect("spawn sluice")
+        .into()
+}
+
+/// Starts a workflow without waiting for it.
+pub fn spawn_lua(ws: &Path, script: &str, args: &[&str]) -> Child {
+    let path = script_file(ws, script);
+    Command::new(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws)
+        .arg("--")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sluice")
+}
+
+/// Lua prelude that prints a value as JSON on one line: `emit(v)`.
+pub const EMIT: &str = "local function emit(v) print(sluice.json.encode(v)) end\n";
+
+/// Runs `body` (with `emit` defined) and parses each stdout line as JSON.
+pub fn lua_json(ws: &Path, body: &str) -> Vec<serde_json::Value> {
+    let run = run_lua(ws, &format!("{EMIT}{body}"), &[]).ok();
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
