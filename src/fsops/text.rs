@@ -4,7 +4,9 @@
 use super::path::{io_error, Target};
 use super::MAX_FILE_BYTES;
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use std::fs::{self, Metadata};
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 
 /// A text file as loaded: its contents and the metadata they were read with.
 pub struct TextFile {
@@ -15,7 +17,8 @@ pub struct TextFile {
 /// Reads `target` whole, refusing what is not a regular UTF-8 text file no
 /// larger than [`MAX_FILE_BYTES`].
 pub fn load(target: &Target) -> FlowResult<TextFile> {
-    let meta = fs::metadata(&target.real).map_err(|e| io_error(target, "read", e))?;
+    let mut file = open(target)?;
+    let meta = file.metadata().map_err(|e| io_error(target, "read", e))?;
     check_regular(target, &meta)?;
     if meta.len() > MAX_FILE_BYTES {
         return Err(FlowError::new(
@@ -31,9 +34,21 @@ pub fn load(target: &Target) -> FlowResult<TextFile> {
         .with("bytes", meta.len())
         .with("limit", MAX_FILE_BYTES));
     }
-    let bytes = fs::read(&target.real).map_err(|e| io_error(target, "read", e))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
+    file.read_to_end(&mut bytes)
+        .map_err(|e| io_error(target, "read", e))?;
     let text = decode(target, bytes)?;
     Ok(TextFile { text, meta })
+}
+
+/// Opens without blocking, so a FIFO is refused as `not_a_file` instead of
+/// hanging the call until some writer appears.
+fn open(target: &Target) -> FlowResult<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(&target.real)
+        .map_err(|e| io_error(target, "read", e))
 }
 
 /// `is_directory` for a directory, `not_a_file` for anything else irregular.
