@@ -249,3 +249,30 @@ fn retry_busy_returns_other_errors_at_once() {
     );
     assert_eq!(out[0], json!({"calls": 1, "code": "not_found"}));
 }
+
+#[test]
+fn inputs_json_cannot_carry_are_invalid_input_naming_the_field() {
+    let ws = workspace();
+    let out = lua_json(
+        ws.path(),
+        r#"local function fail(input) local _, err = sluice.write(input); return {err.code, err.field} end
+        emit({
+          fail{path = "a.txt", content = "\xff\xfe"},
+          fail{path = "a.txt", content = print},
+          fail{path = "a.txt", content = {deep = {1, coroutine.create(print)}}},
+          fail{"a.txt", content = "x"},
+          fail{path = "a.txt", content = 0/0},
+        })"#,
+    );
+    assert_eq!(
+        out[0],
+        json!([
+            ["invalid_input", "content"],
+            ["invalid_input", "content"],
+            ["invalid_input", "content.deep[2]"],
+            ["invalid_input", "input"],
+            ["invalid_input", "content"],
+        ])
+    );
+    assert!(!ws.path().join("a.txt").exists());
+}

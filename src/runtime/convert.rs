@@ -8,15 +8,94 @@ use serde_json::Value;
 /// Registry key of the metatable every error table shares.
 const ERROR_MT: &str = "sluice.error";
 
-/// A Lua value as JSON; what cannot be expressed (a function, a non-UTF-8
-/// string) is `invalid_input`.
+/// Tables nested deeper than this are refused (and cycles with them).
+const MAX_DEPTH: usize = 64;
+
+/// A Lua value as JSON. What JSON cannot carry (a function, a non-UTF-8
+/// string, a positional value among named ones) is `invalid_input` naming
+/// the field where it sits, e.g. `content` or `headers.accept` or `items[2]`.
 pub fn to_json(lua: &Lua, value: LuaValue) -> Result<Value, FlowError> {
-    lua.from_value(value).map_err(|e| {
-        FlowError::new(
-            ErrorCode::InvalidInput,
-            format!("the input holds a value JSON cannot carry: {e}. Use strings, numbers, booleans and tables."),
-        )
+    convert(lua, value, &mut String::new(), 0)
+}
+
+fn convert(lua: &Lua, value: LuaValue, path: &mut String, depth: usize) -> Result<Value, FlowError> {
+    let bad = |path: &str, what: String| {
+        let field = if path.is_empty() { "input" } else { path };
+        FlowError::invalid_input(field, format!("`{field}` {what}"))
+    };
+    Ok(match value {
+        LuaValue::Nil => Value::Null,
+        LuaValue::LightUserData(p) if p.0.is_null() => Value::Null,
+        LuaValue::Boolean(b) => Value::Bool(b),
+        LuaValue::Integer(i) => Value::from(i),
+        LuaValue::Number(n) => serde_json::Number::from_f64(n)
+            .map(Value::Number)
+            .ok_or_else(|| bad(path, format!("is {n}, which JSON cannot carry; give a finite number.")))?,
+        LuaValue::String(s) => match s.to_str() {
+            Ok(text) => Value::String(text.to_string()),
+            Err(_) => {
+                let bytes = s.as_bytes();
+                let at = std::str::from_utf8(&bytes).map_or_else(|e| e.valid_up_to(), |_| 0);
+                return Err(bad(path, format!("is not UTF-8 text (invalid byte at {at}); flows carry text only.")));
+            }
+        },
+        LuaValue::Table(t) => {
+            if depth >= MAX_DEPTH {
+                return Err(bad(path, format!("nests tables deeper than {MAX_DEPTH} levels (or holds a cycle).")));
+            }
+            table(lua, t, path, depth)?
+        }
+        other => {
+            return Err(bad(
+                path,
+                format!("is a {}; flow inputs hold strings, numbers, booleans and tables.", other.type_name()),
+            ))
+        }
     })
+}
+
+fn table(lua: &Lua, t: Table, path: &mut String, depth: usize) -> Result<Value, FlowError> {
+    let lua_err = |e: mlua::Error| FlowError::new(ErrorCode::InvalidInput, e.to_string());
+    let len = t.raw_len();
+    let is_array = t.metatable().is_some_and(|mt| mt == lua.array_metatable())
+        || (len > 0 && t.clone().pairs::<LuaValue, LuaValue>().count() == len);
+    let base = path.len();
+    if is_array {
+        let mut items = Vec::with_capacity(len);
+        for i in 1..=len {
+            path.push_str(&format!("[{i}]"));
+            let v: LuaValue = t.raw_get(i).map_err(lua_err)?;
+            items.push(convert(lua, v, path, depth + 1)?);
+            path.truncate(base);
+        }
+        return Ok(Value::Array(items));
+    }
+    let mut map = serde_json::Map::new();
+    for pair in t.pairs::<LuaValue, LuaValue>() {
+        let (k, v) = pair.map_err(lua_err)?;
+        let key = match k {
+            LuaValue::String(ref s) => s.to_str().map(|s| s.to_string()).ok(),
+            _ => None,
+        };
+        let Some(key) = key else {
+            let field = if path.is_empty() { "input".to_string() } else { path.clone() };
+            return Err(FlowError::invalid_input(
+                &field,
+                format!(
+                    "`{field}` mixes a positional value (key {}) with named fields; name every field, e.g. {{path = \"a.txt\"}}.",
+                    k.to_string().unwrap_or_else(|_| k.type_name().to_string())
+                ),
+            ));
+        };
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(&key);
+        let v = convert(lua, v, path, depth + 1)?;
+        path.truncate(base);
+        map.insert(key, v);
+    }
+    Ok(Value::Object(map))
 }
 
 /// JSON as a Lua value: absent stays absent, arrays keep their array-ness.
