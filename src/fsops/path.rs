@@ -66,7 +66,7 @@ fn absolute(root: &Path, path: &Path) -> PathBuf {
 pub fn canonical_lenient(path: &Path) -> io::Result<PathBuf> {
     match fs::canonicalize(path) {
         Ok(p) => return Ok(p),
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        Err(e) if !is_missing(&e) => return Err(e),
         Err(_) => {}
     }
     let mut out = PathBuf::from("/");
@@ -92,7 +92,7 @@ pub fn canonical_lenient(path: &Path) -> io::Result<PathBuf> {
                         push_front(&mut pending, &fs::read_link(&next)?);
                     }
                     Ok(_) => out = next,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    Err(e) if is_missing(&e) => {
                         missing = true;
                         out = next;
                     }
@@ -102,6 +102,11 @@ pub fn canonical_lenient(path: &Path) -> io::Result<PathBuf> {
         }
     }
     Ok(out)
+}
+
+/// Not there: absent, or under something that is not a folder.
+fn is_missing(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory)
 }
 
 fn push_front(pending: &mut VecDeque<OsString>, path: &Path) {
