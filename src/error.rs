@@ -145,7 +145,10 @@ impl FlowError {
 
     /// Adds one detail field; `code` and `message` are reserved.
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
-        debug_assert!(key != "code" && key != "message", "reserved error field {key}");
+        debug_assert!(
+            key != "code" && key != "message",
+            "reserved error field {key}"
+        );
         self.details.insert(key.to_string(), value.into());
         self
     }

@@ -25,7 +25,10 @@ impl Core {
 
     /// Calls flow `name` with a JSON input and returns its JSON output.
     pub async fn call(&self, name: &str, input: Value) -> FlowResult<Value> {
-        let flow = self.registry.get(name).ok_or_else(|| unknown_flow(self, name))?;
+        let flow = self
+            .registry
+            .get(name)
+            .ok_or_else(|| unknown_flow(self, name))?;
         // 1-3. decode, validate, envelope.
         let call = flow.prepare(&self.ctx, input)?;
         // 4. authorize every capability the envelope needs.
@@ -42,7 +45,10 @@ fn unknown_flow(core: &Core, name: &str) -> FlowError {
     let names: Vec<&str> = core.registry.specs().map(|s| s.name).collect();
     FlowError::new(
         ErrorCode::InvalidInput,
-        format!("there is no flow named {name:?}; the flows are: {}.", names.join(", ")),
+        format!(
+            "there is no flow named {name:?}; the flows are: {}.",
+            names.join(", ")
+        ),
     )
     .with("field", "flow")
 }

@@ -38,8 +38,14 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
         .collect();
     assert_eq!(tiers, ["sealed", "compensable", "compensable", "sealed"]);
     let edit = &m["flows"][2];
-    assert_eq!(edit["capabilities"], serde_json::json!(["fs:read", "fs:write"]));
-    assert_eq!(edit["inputSchema"]["required"], serde_json::json!(["path", "newString"]));
+    assert_eq!(
+        edit["capabilities"],
+        serde_json::json!(["fs:read", "fs:write"])
+    );
+    assert_eq!(
+        edit["inputSchema"]["required"],
+        serde_json::json!(["path", "newString"])
+    );
     assert_eq!(edit["inputSchema"]["additionalProperties"], false);
 }
 
@@ -49,8 +55,14 @@ fn flows_table_has_a_row_per_flow() {
     assert_eq!(code, 0);
     let rows: Vec<&str> = stdout.lines().collect();
     assert!(rows[0].starts_with("FLOW"), "{stdout}");
-    assert!(rows[1].starts_with("read     sealed       fs:read "), "{stdout}");
-    assert!(rows[3].starts_with("edit     compensable  fs:read,fs:write "), "{stdout}");
+    assert!(
+        rows[1].starts_with("read     sealed       fs:read "),
+        "{stdout}"
+    );
+    assert!(
+        rows[3].starts_with("edit     compensable  fs:read,fs:write "),
+        "{stdout}"
+    );
     assert_eq!(*rows.last().unwrap(), "read-only seat: read, ls");
 }
 
@@ -68,24 +80,38 @@ fn flows_name_shows_one_schema_and_unknown_names_exit_2() {
 
 #[test]
 fn every_subcommand_help_teaches_with_an_example() {
-    for args in [vec!["--help"], vec!["run", "--help"], vec!["flows", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["flows", "--help"],
+    ] {
         let (code, stdout, _) = sluice(&args);
         assert_eq!(code, 0, "{args:?}");
-        assert!(stdout.contains("Examples:\n  sluice "), "{args:?}: {stdout}");
+        assert!(
+            stdout.contains("Examples:\n  sluice "),
+            "{args:?}: {stdout}"
+        );
     }
 }
 
 #[test]
 fn run_defaults_the_workspace_to_the_current_folder() {
     let ws = workspace();
-    let script = script_file(ws.path(), "print(sluice.workspace); sluice.write{path = 'here.txt', content = 'x'}");
+    let script = script_file(
+        ws.path(),
+        "print(sluice.workspace); sluice.write{path = 'here.txt', content = 'x'}",
+    );
     let out = Command::new(sluice_bin())
         .arg("run")
         .arg(&script)
         .current_dir(ws.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         fs::canonicalize(ws.path()).unwrap().display().to_string()
@@ -98,29 +124,52 @@ fn a_missing_workspace_exits_2_and_says_what_to_give() {
     let ws = workspace();
     let script = script_file(ws.path(), "print('never')");
     let missing = ws.path().join("nope");
-    let (code, stdout, stderr) = sluice(&["run", script.to_str().unwrap(), "--workspace", missing.to_str().unwrap()]);
+    let (code, stdout, stderr) = sluice(&[
+        "run",
+        script.to_str().unwrap(),
+        "--workspace",
+        missing.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
     assert_eq!(stdout, "");
-    assert!(stderr.contains("Give an existing folder with --workspace DIR."), "{stderr}");
+    assert!(
+        stderr.contains("Give an existing folder with --workspace DIR."),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn a_missing_script_exits_1_naming_it() {
     let ws = workspace();
-    let (code, _, stderr) = sluice(&["run", "/nonexistent/x.lua", "--workspace", ws.path().to_str().unwrap()]);
+    let (code, _, stderr) = sluice(&[
+        "run",
+        "/nonexistent/x.lua",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+    ]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("cannot read script /nonexistent/x.lua"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read script /nonexistent/x.lua"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn the_readme_example_runs_and_reports_each_step() {
     let ws = workspace();
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hello.lua");
-    let (code, stdout, stderr) = sluice(&["run", example, "--workspace", ws.path().to_str().unwrap()]);
+    let (code, stdout, stderr) =
+        sluice(&["run", example, "--workspace", ws.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("write: 56 bytes to notes/todo.md (created: true)"), "{stdout}");
+    assert!(
+        stdout.contains("write: 56 bytes to notes/todo.md (created: true)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("edit by text: 1 replacement"), "{stdout}");
-    assert!(stdout.contains("a missed anchor: no_match (nearest region: lines 3-4 hold:)"), "{stdout}");
+    assert!(
+        stdout.contains("a missed anchor: no_match (nearest region: lines 3-4 hold:)"),
+        "{stdout}"
+    );
     assert!(stdout.ends_with("ls: todo.md (file)\n"), "{stdout}");
     assert_eq!(
         fs::read_to_string(ws.path().join("notes/todo.md")).unwrap(),

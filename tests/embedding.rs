@@ -16,13 +16,25 @@ fn rust_callers_use_the_same_pipeline() {
     let ws = tempfile::tempdir().unwrap();
     let rt = Runtime::builder().workspace(ws.path()).build().unwrap();
     block_on(async {
-        let w = rt.call("write", json!({"path": "a.txt", "content": "hi\n"})).await.unwrap();
+        let w = rt
+            .call("write", json!({"path": "a.txt", "content": "hi\n"}))
+            .await
+            .unwrap();
         assert_eq!(w, json!({"bytesWritten": 3, "created": true}));
         let r = rt.call("read", json!({"path": "a.txt"})).await.unwrap();
         assert_eq!(r["content"], "hi");
-        let e = rt.call("read", json!({"path": "a.txt", "colour": 1})).await.unwrap_err();
-        assert_eq!((e.code, e.details["field"].as_str()), (ErrorCode::InvalidInput, Some("colour")));
-        let e = rt.call("read", json!({"path": "/nonexistent-sluice-dir/x"})).await.unwrap_err();
+        let e = rt
+            .call("read", json!({"path": "a.txt", "colour": 1}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.code, e.details["field"].as_str()),
+            (ErrorCode::InvalidInput, Some("colour"))
+        );
+        let e = rt
+            .call("read", json!({"path": "/nonexistent-sluice-dir/x"}))
+            .await
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::PermissionDenied);
         assert_eq!(e.details["capability"], "fs:read:/nonexistent-sluice-dir/x");
     });
@@ -33,5 +45,10 @@ fn run_source_reports_lua_errors() {
     let ws = tempfile::tempdir().unwrap();
     let rt = Runtime::builder().workspace(ws.path()).build().unwrap();
     let err = block_on(rt.run_source("inline", "local x = nil; return x.y")).unwrap_err();
-    assert!(err.message.starts_with("inline:1: attempt to index a nil value"), "{}", err.message);
+    assert!(
+        err.message
+            .starts_with("inline:1: attempt to index a nil value"),
+        "{}",
+        err.message
+    );
 }

@@ -102,11 +102,15 @@ fn require_finds_bundled_modules_and_names_where_it_looked() {
     assert_eq!(out[0]["ok"], false);
     let err = out[0]["err"].as_str().unwrap();
     assert!(
-        err.contains("module \"no_such_module\" not found; looked in ") && err.contains("no_such_module.lua"),
+        err.contains("module \"no_such_module\" not found; looked in ")
+            && err.contains("no_such_module.lua"),
         "{err}"
     );
     assert_eq!(out[0]["bad_ok"], false);
-    assert!(out[0]["bad"].as_str().unwrap().contains("is not a module name"));
+    assert!(out[0]["bad"]
+        .as_str()
+        .unwrap()
+        .contains("is not a module name"));
 }
 
 #[test]
@@ -119,19 +123,36 @@ fn a_script_error_exits_1_with_file_line_and_traceback() {
     );
     assert_eq!(run.code, 1);
     let first = run.stderr.lines().next().unwrap();
-    assert!(first.starts_with("sluice: ") && first.ends_with(".lua:2: boom"), "{}", run.stderr);
+    assert!(
+        first.starts_with("sluice: ") && first.ends_with(".lua:2: boom"),
+        "{}",
+        run.stderr
+    );
     assert!(run.stderr.contains("stack traceback:"), "{}", run.stderr);
-    assert!(run.stderr.contains(".lua:4: in main chunk"), "{}", run.stderr);
-    assert!(!run.stderr.contains("'poll'"), "async glue leaks into the traceback: {}", run.stderr);
+    assert!(
+        run.stderr.contains(".lua:4: in main chunk"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("'poll'"),
+        "async glue leaks into the traceback: {}",
+        run.stderr
+    );
 }
 
 #[test]
 fn a_raised_flow_error_prints_code_and_message() {
     let ws = workspace();
-    let run = run_lua(ws.path(), "assert(sluice.read{path = 'missing.txt'})\n", &[]);
+    let run = run_lua(
+        ws.path(),
+        "assert(sluice.read{path = 'missing.txt'})\n",
+        &[],
+    );
     assert_eq!(run.code, 1);
     assert!(
-        run.stderr.starts_with("sluice: not_found: ") && run.stderr.contains("missing.txt does not exist"),
+        run.stderr.starts_with("sluice: not_found: ")
+            && run.stderr.contains("missing.txt does not exist"),
         "{}",
         run.stderr
     );

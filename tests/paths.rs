@@ -46,7 +46,9 @@ fn write_through_a_dangling_link_creates_its_target_and_keeps_the_link() {
 fn a_dangling_link_out_of_the_workspace_is_refused_before_anything_is_created() {
     let ws = workspace();
     let outside = workspace();
-    let target = fs::canonicalize(outside.path()).unwrap().join("new/escape.txt");
+    let target = fs::canonicalize(outside.path())
+        .unwrap()
+        .join("new/escape.txt");
     symlink(&target, ws.path().join("escape.txt")).unwrap();
     let out = lua_json(
         ws.path(),
@@ -55,9 +57,15 @@ fn a_dangling_link_out_of_the_workspace_is_refused_before_anything_is_created() 
     );
     assert_eq!(
         out[0],
-        json!(["permission_denied", format!("fs:write:{}", target.display())])
+        json!([
+            "permission_denied",
+            format!("fs:write:{}", target.display())
+        ])
     );
-    assert!(!target.parent().unwrap().exists(), "nothing created outside");
+    assert!(
+        !target.parent().unwrap().exists(),
+        "nothing created outside"
+    );
 }
 
 #[test]

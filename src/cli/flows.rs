@@ -25,21 +25,39 @@ pub fn flows(args: FlowsArgs) -> ExitCode {
     if let Some(name) = &args.name {
         let Some(flow) = registry.get(name) else {
             let names: Vec<&str> = registry.specs().map(|s| s.name).collect();
-            eprintln!("sluice: no flow named {name:?}; the flows are: {}", names.join(", "));
+            eprintln!(
+                "sluice: no flow named {name:?}; the flows are: {}",
+                names.join(", ")
+            );
             return ExitCode::from(2);
         };
         let spec = spec_json(flow.spec());
-        println!("{}", serde_json::to_string_pretty(&spec).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&spec).unwrap_or_default()
+        );
         return ExitCode::SUCCESS;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&registry.manifest()).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&registry.manifest()).unwrap_or_default()
+        );
         return ExitCode::SUCCESS;
     }
-    println!("{:<8} {:<12} {:<18} DESCRIPTION", "FLOW", "TIER", "CAPABILITIES");
+    println!(
+        "{:<8} {:<12} {:<18} DESCRIPTION",
+        "FLOW", "TIER", "CAPABILITIES"
+    );
     for s in registry.specs() {
         let caps: Vec<&str> = s.actions.iter().map(|a| a.as_str()).collect();
-        println!("{:<8} {:<12} {:<18} {}", s.name, s.tier.as_str(), caps.join(","), s.description);
+        println!(
+            "{:<8} {:<12} {:<18} {}",
+            s.name,
+            s.tier.as_str(),
+            caps.join(","),
+            s.description
+        );
     }
     println!("\nread-only seat: {}", registry.read_only().join(", "));
     ExitCode::SUCCESS

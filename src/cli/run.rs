@@ -28,7 +28,13 @@ pub fn run(args: RunArgs) -> ExitCode {
     let script_dir = args
         .script
         .parent()
-        .map(|p| if p.as_os_str().is_empty() { PathBuf::from(".") } else { p.to_path_buf() })
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                p.to_path_buf()
+            }
+        })
         .unwrap_or_else(|| PathBuf::from("."));
     let mut builder = Runtime::builder().args(args.args).script_dir(script_dir);
     if let Some(ws) = args.workspace {
@@ -41,7 +47,10 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let tokio = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let tokio = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(t) => t,
         Err(e) => {
             eprintln!("sluice: cannot start the async runtime: {e}");

@@ -48,8 +48,15 @@ pub struct Output {
 /// How the caller pointed at the region.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Anchor {
-    Text { old: String, all: bool },
-    Lines { start: u64, end: u64, expect: Option<String> },
+    Text {
+        old: String,
+        all: bool,
+    },
+    Lines {
+        start: u64,
+        end: u64,
+        expect: Option<String>,
+    },
 }
 
 pub struct Edit {
@@ -290,7 +297,10 @@ fn region_json(start: u64, end: u64, content: &str) -> Value {
 /// bytes where the anchor most nearly sits.
 fn missed(t: &Target, text: &str, old: &str) -> FlowError {
     let shown = t.shown.display();
-    let crlf_hint = if !old.contains('\r') && text.contains("\r\n") && text.contains(&old.replace('\n', "\r\n")) {
+    let crlf_hint = if !old.contains('\r')
+        && text.contains("\r\n")
+        && text.contains(&old.replace('\n', "\r\n"))
+    {
         " The file has CRLF line endings: keep the \\r before each \\n in oldString."
     } else {
         ""
@@ -383,7 +393,9 @@ mod tests {
 
     fn input(fields: Value) -> Input {
         let mut base = json!({"path": "f", "newString": "x"});
-        base.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+        base.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
         serde_json::from_value(base).unwrap()
     }
 
@@ -395,27 +407,49 @@ mod tests {
 
     #[test]
     fn the_six_invalid_anchor_combinations() {
-        assert_eq!(invalid_field(json!({"oldString": "a", "startLine": 1})), "oldString");
-        assert_eq!(invalid_field(json!({"oldString": "a", "endLine": 1})), "oldString");
+        assert_eq!(
+            invalid_field(json!({"oldString": "a", "startLine": 1})),
+            "oldString"
+        );
+        assert_eq!(
+            invalid_field(json!({"oldString": "a", "endLine": 1})),
+            "oldString"
+        );
         assert_eq!(invalid_field(json!({})), "oldString");
         assert_eq!(invalid_field(json!({"oldString": ""})), "oldString");
-        assert_eq!(invalid_field(json!({"oldString": "a", "expect": "a"})), "expect");
+        assert_eq!(
+            invalid_field(json!({"oldString": "a", "expect": "a"})),
+            "expect"
+        );
         assert_eq!(
             invalid_field(json!({"startLine": 1, "endLine": 1, "replaceAll": true})),
             "replaceAll"
         );
-        assert_eq!(invalid_field(json!({"startLine": 3, "endLine": 2})), "endLine");
+        assert_eq!(
+            invalid_field(json!({"startLine": 3, "endLine": 2})),
+            "endLine"
+        );
     }
 
     #[test]
     fn exact_text_replaces_once_and_reports_the_hunk() {
         let text = "a\nb\nexport function widen(value: number): number {\n  return value * 2\n}\nc\nd\ne\n";
-        let a = apply_text(&t(), text, "  return value * 2", "  return value * 3", false).unwrap();
+        let a = apply_text(
+            &t(),
+            text,
+            "  return value * 2",
+            "  return value * 3",
+            false,
+        )
+        .unwrap();
         assert_eq!(a.replacements, 1);
         assert!(a.text.contains("value * 3"));
         let (s, e, h) = hunk(&a.text, a.first, a.last_end);
         assert_eq!((s, e), (2, 6));
-        assert_eq!(h, "b\nexport function widen(value: number): number {\n  return value * 3\n}\nc");
+        assert_eq!(
+            h,
+            "b\nexport function widen(value: number): number {\n  return value * 3\n}\nc"
+        );
     }
 
     #[test]
@@ -446,7 +480,11 @@ mod tests {
     #[test]
     fn a_miss_with_no_line_in_common_says_so() {
         let e = apply_text(&t(), "alpha\nbeta\n", "gamma\ndelta", "", false).unwrap_err();
-        assert!(e.message.contains("not one of its lines occurs"), "{}", e.message);
+        assert!(
+            e.message.contains("not one of its lines occurs"),
+            "{}",
+            e.message
+        );
         assert!(e.details.get("nearest").is_none());
     }
 

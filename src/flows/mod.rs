@@ -57,7 +57,10 @@ impl Envelope {
     /// The capabilities the envelope needs: one per path read or written.
     pub fn capabilities(&self) -> Vec<Capability> {
         let reads = self.reads.iter().map(|p| Capability::fs(Action::FsRead, p));
-        let writes = self.writes.iter().map(|p| Capability::fs(Action::FsWrite, p));
+        let writes = self
+            .writes
+            .iter()
+            .map(|p| Capability::fs(Action::FsWrite, p));
         reads.chain(writes).collect()
     }
 }
@@ -148,7 +151,10 @@ impl<F: Flow> DynFlow for Entry<F> {
             Box::pin(async move {
                 let out = call.execute(ctx).await?;
                 serde_json::to_value(out).map_err(|e| {
-                    FlowError::new(ErrorCode::CommandFailed, format!("cannot encode output: {e}"))
+                    FlowError::new(
+                        ErrorCode::CommandFailed,
+                        format!("cannot encode output: {e}"),
+                    )
                 })
             })
         });
@@ -211,7 +217,8 @@ impl Registry {
     }
 
     fn add<F: Flow>(&mut self) {
-        self.flows.push(Box::new(Entry::<F>(std::marker::PhantomData)));
+        self.flows
+            .push(Box::new(Entry::<F>(std::marker::PhantomData)));
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn DynFlow> {
@@ -227,7 +234,10 @@ impl Registry {
 
     /// The names a read-only seat may see.
     pub fn read_only(&self) -> Vec<&'static str> {
-        self.specs().filter(|s| s.read_only).map(|s| s.name).collect()
+        self.specs()
+            .filter(|s| s.read_only)
+            .map(|s| s.name)
+            .collect()
     }
 
     /// The manifest as JSON: every flow, and the read-only set.

@@ -147,7 +147,10 @@ pub fn page(target: &Target, text: &str, offset: u64, limit: u64) -> FlowResult<
     let mut end = offset - 1;
     let mut budget_hit = false;
     let wanted = limit.min(total + 1 - offset);
-    for line in text[line_start(text, offset)..].split('\n').take(wanted as usize) {
+    for line in text[line_start(text, offset)..]
+        .split('\n')
+        .take(wanted as usize)
+    {
         let kept = clip(line);
         let sep = usize::from(!content.is_empty());
         if end >= offset && content.len() + sep + kept.len() > PAGE_BYTES {
@@ -199,11 +202,19 @@ fn notice(start: u64, end: u64, total: u64, budget_hit: bool, clipped: &[u64]) -
         ));
     }
     if !clipped.is_empty() {
-        let mut named: Vec<String> = clipped.iter().take(NAMED_LINES).map(u64::to_string).collect();
+        let mut named: Vec<String> = clipped
+            .iter()
+            .take(NAMED_LINES)
+            .map(u64::to_string)
+            .collect();
         if clipped.len() > NAMED_LINES {
             named.push(format!("and {} more", clipped.len() - NAMED_LINES));
         }
-        let (noun, verb) = if clipped.len() == 1 { ("Line", "is") } else { ("Lines", "are") };
+        let (noun, verb) = if clipped.len() == 1 {
+            ("Line", "is")
+        } else {
+            ("Lines", "are")
+        };
         parts.push(format!(
             "{noun} {} {verb} longer than {MAX_LINE_CHARS} characters and clipped to their first {MAX_LINE_CHARS}; \
              a clipped line cannot be an edit anchor, so anchor it by startLine/endLine.",
@@ -238,14 +249,23 @@ mod tests {
     fn crlf_keeps_every_cr_and_drops_the_final_newline() {
         let p = page(&t(), "one\r\ntwo\r\n", 1, 2000).unwrap();
         assert_eq!(p.content, "one\r\ntwo\r");
-        assert_eq!((p.start_line, p.end_line, p.total_lines, p.truncated), (1, 2, 2, false));
+        assert_eq!(
+            (p.start_line, p.end_line, p.total_lines, p.truncated),
+            (1, 2, 2, false)
+        );
     }
 
     #[test]
     fn empty_file_is_an_empty_page() {
         let p = page(&t(), "", 1, 2000).unwrap();
-        assert_eq!((p.content.as_str(), p.start_line, p.end_line, p.total_lines), ("", 1, 0, 0));
-        assert_eq!(page(&t(), "", 2, 10).unwrap_err().code, ErrorCode::OffsetOutOfRange);
+        assert_eq!(
+            (p.content.as_str(), p.start_line, p.end_line, p.total_lines),
+            ("", 1, 0, 0)
+        );
+        assert_eq!(
+            page(&t(), "", 2, 10).unwrap_err().code,
+            ErrorCode::OffsetOutOfRange
+        );
     }
 
     #[test]
@@ -281,6 +301,9 @@ mod tests {
         assert_eq!(lines[1].chars().count(), MAX_LINE_CHARS);
         assert_eq!(lines[2], "end");
         assert!(p.truncated);
-        assert!(p.notice.unwrap().contains("Line 2 is longer than 2000 characters"));
+        assert!(p
+            .notice
+            .unwrap()
+            .contains("Line 2 is longer than 2000 characters"));
     }
 }

@@ -62,7 +62,13 @@ impl Flow for Write {
             reads: vec![],
             writes: vec![target.real.clone()],
         };
-        Ok((Write { target, content: input.content }, envelope))
+        Ok((
+            Write {
+                target,
+                content: input.content,
+            },
+            envelope,
+        ))
     }
 
     async fn execute(self, _ctx: &Context) -> FlowResult<Output> {

@@ -213,7 +213,11 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        fs::write(lock.join("owner"), format!("pid={dead}\nhost={}\n", hostname())).unwrap();
+        fs::write(
+            lock.join("owner"),
+            format!("pid={dead}\nhost={}\n", hostname()),
+        )
+        .unwrap();
         let e = FileLock::acquire(&t).unwrap_err();
         assert_eq!(e.details["stale"], true);
         assert!(e.message.contains(&lock.display().to_string()));

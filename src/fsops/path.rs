@@ -28,7 +28,9 @@ pub fn resolve(root: &Path, field: &str, given: &str) -> FlowResult<Target> {
     if given.is_empty() {
         return Err(FlowError::invalid_input(
             field,
-            format!("`{field}` is empty: give a path relative to the workspace or an absolute one."),
+            format!(
+                "`{field}` is empty: give a path relative to the workspace or an absolute one."
+            ),
         ));
     }
     if given.contains('\0') {
@@ -106,7 +108,10 @@ pub fn canonical_lenient(path: &Path) -> io::Result<PathBuf> {
 
 /// Not there: absent, or under something that is not a folder.
 fn is_missing(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory)
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
 }
 
 fn push_front(pending: &mut VecDeque<OsString>, path: &Path) {
@@ -207,7 +212,10 @@ mod tests {
     #[test]
     fn empty_and_nul_paths_are_invalid_input_naming_the_field() {
         let e = resolve(Path::new("/"), "path", "").unwrap_err();
-        assert_eq!((e.code, &e.details["field"]), (ErrorCode::InvalidInput, &"path".into()));
+        assert_eq!(
+            (e.code, &e.details["field"]),
+            (ErrorCode::InvalidInput, &"path".into())
+        );
         let e = resolve(Path::new("/"), "path", "a\0b").unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidInput);
     }

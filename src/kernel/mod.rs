@@ -112,8 +112,12 @@ mod tests {
     #[test]
     fn grants_fs_inside_workspace_only() {
         let k = Kernel::new(PathBuf::from("/w"));
-        assert!(k.authorize(&Capability::fs(Action::FsRead, Path::new("/w/a"))).is_ok());
-        assert!(k.authorize(&Capability::fs(Action::FsWrite, Path::new("/w"))).is_ok());
+        assert!(k
+            .authorize(&Capability::fs(Action::FsRead, Path::new("/w/a")))
+            .is_ok());
+        assert!(k
+            .authorize(&Capability::fs(Action::FsWrite, Path::new("/w")))
+            .is_ok());
         let e = k
             .authorize(&Capability::fs(Action::FsRead, Path::new("/wx/a")))
             .unwrap_err();

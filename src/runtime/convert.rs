@@ -18,7 +18,12 @@ pub fn to_json(lua: &Lua, value: LuaValue) -> Result<Value, FlowError> {
     convert(lua, value, &mut String::new(), 0)
 }
 
-fn convert(lua: &Lua, value: LuaValue, path: &mut String, depth: usize) -> Result<Value, FlowError> {
+fn convert(
+    lua: &Lua,
+    value: LuaValue,
+    path: &mut String,
+    depth: usize,
+) -> Result<Value, FlowError> {
     let bad = |path: &str, what: String| {
         let field = if path.is_empty() { "input" } else { path };
         FlowError::invalid_input(field, format!("`{field}` {what}"))
@@ -30,25 +35,39 @@ fn convert(lua: &Lua, value: LuaValue, path: &mut String, depth: usize) -> Resul
         LuaValue::Integer(i) => Value::from(i),
         LuaValue::Number(n) => serde_json::Number::from_f64(n)
             .map(Value::Number)
-            .ok_or_else(|| bad(path, format!("is {n}, which JSON cannot carry; give a finite number.")))?,
+            .ok_or_else(|| {
+                bad(
+                    path,
+                    format!("is {n}, which JSON cannot carry; give a finite number."),
+                )
+            })?,
         LuaValue::String(s) => match s.to_str() {
             Ok(text) => Value::String(text.to_string()),
             Err(_) => {
                 let bytes = s.as_bytes();
                 let at = std::str::from_utf8(&bytes).map_or_else(|e| e.valid_up_to(), |_| 0);
-                return Err(bad(path, format!("is not UTF-8 text (invalid byte at {at}); flows carry text only.")));
+                return Err(bad(
+                    path,
+                    format!("is not UTF-8 text (invalid byte at {at}); flows carry text only."),
+                ));
             }
         },
         LuaValue::Table(t) => {
             if depth >= MAX_DEPTH {
-                return Err(bad(path, format!("nests tables deeper than {MAX_DEPTH} levels (or holds a cycle).")));
+                return Err(bad(
+                    path,
+                    format!("nests tables deeper than {MAX_DEPTH} levels (or holds a cycle)."),
+                ));
             }
             table(lua, t, path, depth)?
         }
         other => {
             return Err(bad(
                 path,
-                format!("is a {}; flow inputs hold strings, numbers, booleans and tables.", other.type_name()),
+                format!(
+                    "is a {}; flow inputs hold strings, numbers, booleans and tables.",
+                    other.type_name()
+                ),
             ))
         }
     })
@@ -78,7 +97,11 @@ fn table(lua: &Lua, t: Table, path: &mut String, depth: usize) -> Result<Value, 
             _ => None,
         };
         let Some(key) = key else {
-            let field = if path.is_empty() { "input".to_string() } else { path.clone() };
+            let field = if path.is_empty() {
+                "input".to_string()
+            } else {
+                path.clone()
+            };
             return Err(FlowError::invalid_input(
                 &field,
                 format!(

@@ -61,7 +61,8 @@ impl RuntimeBuilder {
     pub fn build(self) -> Result<Runtime, String> {
         let given = match self.workspace {
             Some(dir) => dir,
-            None => std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?,
+            None => std::env::current_dir()
+                .map_err(|e| format!("cannot read the current folder: {e}"))?,
         };
         let workspace = std::fs::canonicalize(&given)
             .map_err(|e| format!("workspace {}: {e}", given.display()))?;
@@ -75,7 +76,9 @@ impl RuntimeBuilder {
         let core = Rc::new(Core::new(ctx));
         let lua = sandbox::new_state().map_err(|e| e.to_string())?;
         let sluice = module::build(&lua, core.clone(), &self.args).map_err(|e| e.to_string())?;
-        lua.globals().set("sluice", &sluice).map_err(|e| e.to_string())?;
+        lua.globals()
+            .set("sluice", &sluice)
+            .map_err(|e| e.to_string())?;
         let script_dir = self.script_dir.unwrap_or(workspace);
         sandbox::install_require(&lua, script_dir, sluice).map_err(|e| e.to_string())?;
         Ok(Runtime { core, lua })
@@ -108,7 +111,8 @@ impl Runtime {
 
     /// Runs a workflow script to its end.
     pub async fn run_script(&self, path: &Path) -> Result<(), ScriptError> {
-        let chunk = sandbox::load_script(&self.lua, path).map_err(|message| ScriptError { message })?;
+        let chunk =
+            sandbox::load_script(&self.lua, path).map_err(|message| ScriptError { message })?;
         self.run_chunk(chunk).await
     }
 
@@ -120,7 +124,9 @@ impl Runtime {
             .set_name(format!("={name}"))
             .set_mode(mlua::ChunkMode::Text)
             .into_function()
-            .map_err(|e| ScriptError { message: e.to_string() })?;
+            .map_err(|e| ScriptError {
+                message: e.to_string(),
+            })?;
         self.run_chunk(chunk).await
     }
 
@@ -131,10 +137,9 @@ impl Runtime {
     }
 
     async fn run_chunk(&self, chunk: Function) -> Result<(), ScriptError> {
-        chunk
-            .call_async::<()>(())
-            .await
-            .map_err(|e| ScriptError { message: describe(&e) })
+        chunk.call_async::<()>(()).await.map_err(|e| ScriptError {
+            message: describe(&e),
+        })
     }
 }
 
@@ -146,7 +151,9 @@ fn describe(e: &mlua::Error) -> String {
             format!("{}\n{traceback}", describe(cause))
         }
         mlua::Error::WithContext { context, cause } => format!("{context}: {}", describe(cause)),
-        mlua::Error::RuntimeError(message) | mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::RuntimeError(message) | mlua::Error::SyntaxError { message, .. } => {
+            message.clone()
+        }
         other => other.to_string(),
     };
     text.lines()
@@ -156,6 +163,8 @@ fn describe(e: &mlua::Error) -> String {
 }
 
 fn new_run_id() -> String {
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
     format!("{ms:x}-{:x}", std::process::id())
 }

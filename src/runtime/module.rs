@@ -30,7 +30,9 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
     m.set(
         "now",
         lua.create_function(|_, ()| {
-            let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            let ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis());
             Ok(ms as i64)
         })?,
     )?;
@@ -100,7 +102,8 @@ fn json_module(lua: &Lua) -> mlua::Result<Table> {
             match serde_json::from_slice::<serde_json::Value>(&text.as_bytes()) {
                 Ok(v) => Ok((lua.to_value(&v)?, LuaValue::Nil)),
                 Err(e) => {
-                    let err = FlowError::new(ErrorCode::InvalidInput, format!("not valid JSON: {e}"));
+                    let err =
+                        FlowError::new(ErrorCode::InvalidInput, format!("not valid JSON: {e}"));
                     Ok((LuaValue::Nil, LuaValue::Table(error_table(lua, &err)?)))
                 }
             }

@@ -9,10 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The Lua modules shipped in `lua/`, by module name.
-const BUNDLED: &[(&str, &str)] = &[(
-    "sluice.retry",
-    include_str!("../../lua/sluice/retry.lua"),
-)];
+const BUNDLED: &[(&str, &str)] = &[("sluice.retry", include_str!("../../lua/sluice/retry.lua"))];
 
 /// Globals of the base library that reach the filesystem or load code
 /// unchecked.
@@ -21,7 +18,12 @@ const KEPT_OS: &[&str] = &["time", "clock", "date"];
 
 /// A fresh state with the safe libraries only.
 pub fn new_state() -> mlua::Result<Lua> {
-    let libs = StdLib::COROUTINE | StdLib::TABLE | StdLib::STRING | StdLib::UTF8 | StdLib::MATH | StdLib::OS;
+    let libs = StdLib::COROUTINE
+        | StdLib::TABLE
+        | StdLib::STRING
+        | StdLib::UTF8
+        | StdLib::MATH
+        | StdLib::OS;
     let lua = Lua::new_with(libs, LuaOptions::default())?;
     let globals = lua.globals();
     for name in REMOVED_GLOBALS {
@@ -62,7 +64,11 @@ pub fn install_require(lua: &Lua, script_dir: PathBuf, sluice: Table) -> mlua::R
             .set_name(format!("@{origin}"))
             .set_mode(ChunkMode::Text)
             .call(name.clone())?;
-        let module = if module.is_nil() { Value::Boolean(true) } else { module };
+        let module = if module.is_nil() {
+            Value::Boolean(true)
+        } else {
+            module
+        };
         loaded.set(name, module.clone())?;
         Ok(module)
     })?;
@@ -73,7 +79,10 @@ pub fn install_require(lua: &Lua, script_dir: PathBuf, sluice: Table) -> mlua::R
 fn find_module(script_dir: &Path, name: &str) -> mlua::Result<(String, String)> {
     let valid = !name.is_empty()
         && name.split('.').all(|part| {
-            !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         });
     if !valid {
         return Err(mlua::Error::runtime(format!(
@@ -102,7 +111,8 @@ fn find_module(script_dir: &Path, name: &str) -> mlua::Result<(String, String)> 
 
 /// Loads a script file as a text chunk named by its path.
 pub fn load_script(lua: &Lua, path: &Path) -> Result<Function, String> {
-    let source = fs::read_to_string(path).map_err(|e| format!("cannot read script {}: {e}", path.display()))?;
+    let source = fs::read_to_string(path)
+        .map_err(|e| format!("cannot read script {}: {e}", path.display()))?;
     lua.load(source)
         .set_name(format!("@{}", path.display()))
         .set_mode(ChunkMode::Text)

@@ -25,7 +25,11 @@ pub struct Run {
 impl Run {
     /// Panics with both streams unless the run exited 0.
     pub fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "sluice run failed\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, 0,
+            "sluice run failed\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 }
