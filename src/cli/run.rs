@@ -1,6 +1,6 @@
 //! `sluice run`: run a workflow script.
 
-use crate::runtime::Runtime;
+use crate::runtime::{interrupt, Runtime, ScriptError};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,7 +57,25 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match tokio.block_on(runtime.run_script(&args.script)) {
+    if let Err(e) = interrupt::install_signal_handlers() {
+        eprintln!("sluice: cannot install signal handlers: {e}");
+        return ExitCode::from(2);
+    }
+    let outcome = tokio.block_on(async {
+        tokio::select! {
+            result = runtime.run_script(&args.script) => result,
+            sig = interrupt::wait() => Err(ScriptError { message: format!("interrupted by {}", interrupt::name(sig)) }),
+        }
+    });
+    // Whatever the script was doing when a stop came, it has been dropped.
+    if let Some(sig) = interrupt::requested() {
+        eprintln!(
+            "sluice: interrupted by {}; the run stopped between flow steps",
+            interrupt::name(sig)
+        );
+        return ExitCode::from(128 + sig as u8);
+    }
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sluice: {e}");

@@ -199,39 +199,67 @@ pub fn apply(t: &Target, text: &str, anchor: &Anchor, new: &str) -> FlowResult<A
 }
 
 fn apply_text(t: &Target, text: &str, old: &str, new: &str, all: bool) -> FlowResult<Applied> {
-    let at: Vec<usize> = text.match_indices(old).map(|(i, _)| i).collect();
-    match at.len() {
-        0 => Err(missed(t, text, old)),
-        n if n > 1 && !all => {
-            let lines: Vec<u64> = at.iter().map(|&i| line_of(text, i)).collect();
-            let list: Vec<String> = lines.iter().map(u64::to_string).collect();
-            Err(FlowError::invalid_input(
-                "oldString",
-                format!(
-                    "oldString occurs {n} times in {}, starting on lines {}. Widen it with neighbouring lines until it occurs once, \
-                     or pass replaceAll = true to change every occurrence.",
-                    t.shown.display(),
-                    list.join(", ")
-                ),
-            )
-            .with("lines", lines))
-        }
-        n => {
-            let grow = new.len() as isize - old.len() as isize;
-            let last = at[n - 1] as isize + grow * (n as isize - 1);
-            let text = if all {
-                text.replace(old, new)
-            } else {
-                [&text[..at[0]], new, &text[at[0] + old.len()..]].concat()
-            };
-            Ok(Applied {
-                text,
-                replacements: n as u64,
-                first: at[0],
-                last_end: last as usize + new.len(),
-            })
-        }
+    let starts = occurrences(text, old);
+    match starts.len() {
+        0 => return Err(missed(t, text, old)),
+        1 => {}
+        _ if !all => return Err(ambiguous(t, text, &starts)),
+        // replaceAll replaces left to right, never inside a replaced match.
+        _ => return Ok(replace_every(text, old, new)),
     }
+    let at = starts[0];
+    Ok(Applied {
+        text: [&text[..at], new, &text[at + old.len()..]].concat(),
+        replacements: 1,
+        first: at,
+        last_end: at + new.len(),
+    })
+}
+
+fn replace_every(text: &str, old: &str, new: &str) -> Applied {
+    let at: Vec<usize> = text.match_indices(old).map(|(i, _)| i).collect();
+    let n = at.len();
+    let grow = new.len() as isize - old.len() as isize;
+    let last = at[n - 1] as isize + grow * (n as isize - 1);
+    Applied {
+        text: text.replace(old, new),
+        replacements: n as u64,
+        first: at[0],
+        last_end: last as usize + new.len(),
+    }
+}
+
+/// Where `old` starts in `text`, overlapping occurrences included: in
+/// "end\nend\nend" the anchor "end\nend" sits in two places, and picking one
+/// would be an edit nobody chose.
+fn occurrences(text: &str, old: &str) -> Vec<usize> {
+    let finder = memchr::memmem::Finder::new(old.as_bytes());
+    let mut starts = Vec::new();
+    let mut from = 0;
+    while let Some(i) = finder.find(&text.as_bytes()[from..]) {
+        starts.push(from + i);
+        // Step one character on: `old` may start again inside this match.
+        from += i + text[from + i..].chars().next().map_or(1, char::len_utf8);
+    }
+    starts
+}
+
+/// `invalid_input` for an anchor that occurs more than once, naming every
+/// line an occurrence starts on.
+fn ambiguous(t: &Target, text: &str, starts: &[usize]) -> FlowError {
+    let lines: Vec<u64> = starts.iter().map(|&i| line_of(text, i)).collect();
+    let list: Vec<String> = lines.iter().map(u64::to_string).collect();
+    FlowError::invalid_input(
+        "oldString",
+        format!(
+            "oldString occurs {} times in {}, starting on lines {}. Widen it with neighbouring lines until it occurs once, \
+             or pass replaceAll = true to change every occurrence.",
+            starts.len(),
+            t.shown.display(),
+            list.join(", ")
+        ),
+    )
+    .with("lines", lines)
 }
 
 fn apply_lines(

@@ -27,10 +27,7 @@ pub fn replace(real: &Path, bytes: &[u8], existing: Option<&Metadata>) -> io::Re
 }
 
 fn stage_file(real: &Path) -> io::Result<(PathBuf, File)> {
-    let name: String = real
-        .file_name()
-        .map(|n| n.to_string_lossy().chars().take(100).collect())
-        .unwrap_or_default();
+    let name = short_name(real);
     loop {
         let n = STAGED.fetch_add(1, Ordering::Relaxed);
         let tmp = real.with_file_name(format!(".sluice-{name}.{}.{n}.tmp", std::process::id()));
@@ -45,6 +42,17 @@ fn stage_file(real: &Path) -> io::Result<(PathBuf, File)> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The file's name cut to at most 100 bytes on a character boundary, so the
+/// staging name stays within NAME_MAX whatever the script of the name.
+fn short_name(real: &Path) -> String {
+    let name = real.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let mut end = name.len().min(100);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_string()
 }
 
 fn fill(file: &mut File, bytes: &[u8], existing: Option<&Metadata>) -> io::Result<()> {

@@ -139,7 +139,8 @@ pub fn nearest_existing_folder(path: &Path) -> PathBuf {
 
 /// `not_found` for `target`, naming the nearest existing folder.
 pub fn not_found(target: &Target) -> FlowError {
-    let nearest = nearest_existing_folder(&target.shown);
+    // From the resolved path, so `a/../b` and links name a real folder.
+    let nearest = nearest_existing_folder(&target.real);
     FlowError::new(
         ErrorCode::NotFound,
         format!(

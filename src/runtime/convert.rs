@@ -33,6 +33,8 @@ fn convert(
         LuaValue::LightUserData(p) if p.0.is_null() => Value::Null,
         LuaValue::Boolean(b) => Value::Bool(b),
         LuaValue::Integer(i) => Value::from(i),
+        // Lua's `/` always makes a float: 4/2 is a fine line number.
+        LuaValue::Number(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => Value::from(n as i64),
         LuaValue::Number(n) => serde_json::Number::from_f64(n)
             .map(Value::Number)
             .ok_or_else(|| {

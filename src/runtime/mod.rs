@@ -3,6 +3,7 @@
 //! and a traceback.
 
 mod convert;
+pub mod interrupt;
 mod module;
 mod sandbox;
 
@@ -137,9 +138,12 @@ impl Runtime {
     }
 
     async fn run_chunk(&self, chunk: Function) -> Result<(), ScriptError> {
-        chunk.call_async::<()>(()).await.map_err(|e| ScriptError {
+        let fail = |e: mlua::Error| ScriptError {
             message: describe(&e),
-        })
+        };
+        let thread = self.lua.create_thread(chunk).map_err(fail)?;
+        interrupt::watch(&thread);
+        thread.into_async::<()>(()).await.map_err(fail)
     }
 }
 

@@ -44,6 +44,9 @@ pub fn new_state() -> mlua::Result<Lua> {
     )
     .set_name("=sluice")
     .exec()?;
+    lua.load(include_str!("coroutine.lua"))
+        .set_name("=sluice.coroutine")
+        .call::<()>(Lua::poll_pending())?;
     Ok(lua)
 }
 

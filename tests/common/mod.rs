@@ -10,9 +10,25 @@ pub fn sluice_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_sluice"))
 }
 
-/// A fresh workspace folder, removed when dropped.
-pub fn workspace() -> tempfile::TempDir {
-    tempfile::tempdir().expect("create a temp workspace")
+/// A scratch workspace: `<tmp>/ws`, with the test's scripts kept apart in
+/// `<tmp>/scripts` so they are not workspace files. Both go when dropped.
+pub struct Workspace {
+    _root: tempfile::TempDir,
+    ws: PathBuf,
+}
+
+impl Workspace {
+    pub fn path(&self) -> &Path {
+        &self.ws
+    }
+}
+
+/// A fresh workspace folder, removed (with its scripts) when dropped.
+pub fn workspace() -> Workspace {
+    let root = tempfile::tempdir().expect("create a temp folder");
+    let ws = root.path().join("ws");
+    std::fs::create_dir(&ws).expect("create the workspace");
+    Workspace { _root: root, ws }
 }
 
 /// The result of one `sluice run`.
@@ -44,8 +60,8 @@ impl From<Output> for Run {
     }
 }
 
-/// Writes `script` into a scripts folder beside the workspace (so the script
-/// itself is not a workspace file) and returns its path.
+/// Writes `script` into the scripts folder beside the workspace (so the
+/// script itself is not a workspace file) and returns its path.
 pub fn script_file(ws: &Path, script: &str) -> PathBuf {
     let dir = ws.parent().unwrap().join(format!(
         "{}-scripts",
