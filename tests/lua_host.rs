@@ -297,3 +297,34 @@ fn inputs_json_cannot_carry_are_invalid_input_naming_the_field() {
     );
     assert!(!ws.path().join("a.txt").exists());
 }
+
+#[test]
+fn coroutines_can_wait_on_flows_and_still_yield_their_own_values() {
+    let ws = workspace();
+    fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let out = lua_json(
+        ws.path(),
+        r#"local co = coroutine.create(function(a)
+          sluice.sleep(5)
+          local b = coroutine.yield(a + 1)
+          local page = sluice.read{path = "a.txt"}
+          sluice.sleep(1)
+          return page.content, b
+        end)
+        local r1 = {coroutine.resume(co, 1)}
+        local r2 = {coroutine.resume(co, "B")}
+        local r3 = {coroutine.resume(co)}
+        local nested = coroutine.wrap(function()
+          return coroutine.wrap(function() sluice.sleep(1); return "deep" end)()
+        end)()
+        local ok, err = pcall(coroutine.wrap(function() sluice.sleep(1); error("oops", 0) end))
+        emit({r1 = r1, r2 = r2, r3 = r3, nested = nested, ok = ok, err = err})"#,
+    );
+    assert_eq!(
+        out[0],
+        json!({
+          "r1": [true, 2], "r2": [true, "alpha", "B"], "r3": [false, "cannot resume dead coroutine"],
+          "nested": "deep", "ok": false, "err": "oops",
+        })
+    );
+}

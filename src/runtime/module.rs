@@ -4,7 +4,7 @@
 use super::convert::{error_table, from_json, to_json};
 use crate::error::{ErrorCode, FlowError};
 use crate::pipeline::Core;
-use mlua::{Lua, MultiValue, Table, Value as LuaValue};
+use mlua::{Function, Lua, MultiValue, Table, Value as LuaValue};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,13 +16,24 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
         m.set(spec.name.replace('-', "_"), f)?;
     }
     let call_core = core.clone();
-    m.set(
-        "call",
-        lua.create_async_function(move |lua, (name, input): (String, LuaValue)| {
-            let core = call_core.clone();
-            async move { invoke(&lua, &core, &name, input).await }
-        })?,
-    )?;
+    let call = lua.create_async_function(move |lua, (name, input): (String, LuaValue)| {
+        let core = call_core.clone();
+        async move { invoke(&lua, &core, &name, input).await }
+    })?;
+    let checked: Function = lua
+        .load(
+            r#"local raw = ...
+            return function(name, input)
+              if type(name) ~= "string" then error("sluice.call: the first argument is the flow's name", 2) end
+              if type(input) ~= "table" then
+                error(("sluice.call: expected a table of named fields for %s, got %s"):format(name, type(input)), 2)
+              end
+              return raw(name, input)
+            end"#,
+        )
+        .set_name("=sluice")
+        .call(call)?;
+    m.set("call", checked)?;
     m.set("json", json_module(lua)?)?;
     m.set("args", lua.create_sequence_from(args.iter().cloned())?)?;
     m.set("workspace", core.ctx.workspace.display().to_string())?;
@@ -46,24 +57,31 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
     Ok(m)
 }
 
-fn flow_function(lua: &Lua, core: Rc<Core>, name: &'static str) -> mlua::Result<mlua::Function> {
-    lua.create_async_function(move |lua, input: LuaValue| {
+/// Raises, at the caller's line, for an input that is not a table: a
+/// programming mistake, not an outcome.
+const CHECK_TABLE: &str = r#"
+local raw, label = ...
+return function(input)
+  if type(input) ~= "table" then
+    error(("%s: expected a table of named fields, got %s; call it as %s{path = \"...\"}")
+      :format(label, type(input), label), 2)
+  end
+  return raw(input)
+end"#;
+
+fn flow_function(lua: &Lua, core: Rc<Core>, name: &'static str) -> mlua::Result<Function> {
+    let raw = lua.create_async_function(move |lua, input: LuaValue| {
         let core = core.clone();
         async move { invoke(&lua, &core, name, input).await }
-    })
+    })?;
+    let label = format!("sluice.{}", name.replace('-', "_"));
+    lua.load(CHECK_TABLE)
+        .set_name("=sluice")
+        .call((raw, label))
 }
 
-/// One call from Lua: a table in, `output` or `nil, err` out. A non-table
-/// input is a programming mistake and raises.
+/// One call from Lua: a table in, `output` or `nil, err` out.
 async fn invoke(lua: &Lua, core: &Core, name: &str, input: LuaValue) -> mlua::Result<MultiValue> {
-    if !input.is_table() {
-        return Err(mlua::Error::runtime(format!(
-            "sluice.{}: expected a table of named fields, got {}; call it as sluice.{}{{path = \"...\"}}",
-            name.replace('-', "_"),
-            input.type_name(),
-            name.replace('-', "_")
-        )));
-    }
     let result = match to_json(lua, input) {
         Ok(json) => core.call(name, json).await,
         Err(e) => Err(e),
