@@ -95,7 +95,7 @@ impl Flow for Read {
 
     async fn execute(self, _ctx: &Context) -> FlowResult<Output> {
         let file = text::load(&self.target)?;
-        page(&self.target, &file.text, self.offset, self.limit)
+        page(&self.target, file.text, self.offset, self.limit)
     }
 }
 
@@ -127,8 +127,8 @@ pub fn line_start(text: &str, line: u64) -> usize {
 }
 
 /// Cuts the page `offset..offset+limit` out of `text`.
-pub fn page(target: &Target, text: &str, offset: u64, limit: u64) -> FlowResult<Output> {
-    let total = count_lines(text);
+pub fn page(target: &Target, text: String, offset: u64, limit: u64) -> FlowResult<Output> {
+    let total = count_lines(&text);
     if offset > total.max(1) {
         return Err(FlowError::new(
             ErrorCode::OffsetOutOfRange,
@@ -142,30 +142,35 @@ pub fn page(target: &Target, text: &str, offset: u64, limit: u64) -> FlowResult<
         .with("offset", offset)
         .with("totalLines", total));
     }
-    let mut content = String::new();
+    // First find where the page ends and which lines need clipping, then cut
+    // it out in one piece: no per-line copies in the common case.
+    let from = line_start(&text, offset);
+    let mut to = from;
+    let mut bytes = 0;
     let mut clipped = Vec::new();
     let mut end = offset - 1;
     let mut budget_hit = false;
     let wanted = limit.min(total + 1 - offset);
-    for line in text[line_start(text, offset)..]
-        .split('\n')
-        .take(wanted as usize)
-    {
-        let kept = clip(line);
-        let sep = usize::from(!content.is_empty());
-        if end >= offset && content.len() + sep + kept.len() > PAGE_BYTES {
+    for line in text[from..].split('\n').take(wanted as usize) {
+        let kept = clip(line).len();
+        let sep = usize::from(end >= offset);
+        if sep == 1 && bytes + sep + kept > PAGE_BYTES {
             budget_hit = true;
             break;
         }
-        if sep == 1 {
-            content.push('\n');
-        }
-        content.push_str(kept);
+        bytes += sep + kept;
         end += 1;
-        if kept.len() < line.len() {
+        to = line.as_ptr() as usize - text.as_ptr() as usize + line.len();
+        if kept < line.len() {
             clipped.push(end);
         }
     }
+    let content = if clipped.is_empty() {
+        cut(text, from, to)
+    } else {
+        let lines: Vec<&str> = text[from..to].split('\n').map(clip).collect();
+        lines.join("\n")
+    };
     let notice = notice(offset, end, total, budget_hit, &clipped);
     Ok(Output {
         content,
@@ -175,6 +180,16 @@ pub fn page(target: &Target, text: &str, offset: u64, limit: u64) -> FlowResult<
         truncated: notice.is_some(),
         notice,
     })
+}
+
+/// `text[from..to]`, reusing the file's buffer when the page starts it.
+fn cut(mut text: String, from: usize, to: usize) -> String {
+    if from == 0 {
+        text.truncate(to);
+        text
+    } else {
+        text[from..to].to_string()
+    }
 }
 
 /// `line` cut to its first [`MAX_LINE_CHARS`] characters.
@@ -247,7 +262,7 @@ mod tests {
 
     #[test]
     fn crlf_keeps_every_cr_and_drops_the_final_newline() {
-        let p = page(&t(), "one\r\ntwo\r\n", 1, 2000).unwrap();
+        let p = page(&t(), "one\r\ntwo\r\n".into(), 1, 2000).unwrap();
         assert_eq!(p.content, "one\r\ntwo\r");
         assert_eq!(
             (p.start_line, p.end_line, p.total_lines, p.truncated),
@@ -256,26 +271,34 @@ mod tests {
     }
 
     #[test]
+    fn empty_lines_keep_their_separators() {
+        let p = page(&t(), "\nb\n\n".into(), 1, 2000).unwrap();
+        assert_eq!((p.content.as_str(), p.end_line), ("\nb\n", 3));
+        let p = page(&t(), "a\n\n\nd".into(), 2, 2).unwrap();
+        assert_eq!((p.content.as_str(), p.end_line), ("\n", 3));
+    }
+
+    #[test]
     fn empty_file_is_an_empty_page() {
-        let p = page(&t(), "", 1, 2000).unwrap();
+        let p = page(&t(), "".into(), 1, 2000).unwrap();
         assert_eq!(
             (p.content.as_str(), p.start_line, p.end_line, p.total_lines),
             ("", 1, 0, 0)
         );
         assert_eq!(
-            page(&t(), "", 2, 10).unwrap_err().code,
+            page(&t(), "".into(), 2, 10).unwrap_err().code,
             ErrorCode::OffsetOutOfRange
         );
     }
 
     #[test]
     fn offset_and_limit_select_lines() {
-        let p = page(&t(), "a\nb\nc\nd\n", 2, 2).unwrap();
+        let p = page(&t(), "a\nb\nc\nd\n".into(), 2, 2).unwrap();
         assert_eq!(p.content, "b\nc");
         assert_eq!((p.start_line, p.end_line), (2, 3));
         assert!(p.truncated);
         assert!(p.notice.unwrap().contains("offset = 4"));
-        let e = page(&t(), "a\nb\n", 3, 1).unwrap_err();
+        let e = page(&t(), "a\nb\n".into(), 3, 1).unwrap_err();
         assert_eq!(e.code, ErrorCode::OffsetOutOfRange);
         assert_eq!(e.details["totalLines"], 2);
     }
@@ -284,7 +307,7 @@ mod tests {
     fn byte_budget_ends_on_a_whole_line() {
         let line = "x".repeat(999);
         let text: String = (0..200).map(|_| format!("{line}\n")).collect();
-        let p = page(&t(), &text, 1, 2000).unwrap();
+        let p = page(&t(), text.clone(), 1, 2000).unwrap();
         // 999 bytes, then 1,000 per further line (separator included).
         assert_eq!(p.end_line, 51);
         assert!(p.content.len() <= PAGE_BYTES && p.content.len() + 1000 > PAGE_BYTES);
@@ -296,7 +319,7 @@ mod tests {
     fn long_lines_are_clipped_by_characters_and_named() {
         let long = "é".repeat(5000);
         let text = format!("short\n{long}\nend");
-        let p = page(&t(), &text, 1, 2000).unwrap();
+        let p = page(&t(), text.clone(), 1, 2000).unwrap();
         let lines: Vec<&str> = p.content.split('\n').collect();
         assert_eq!(lines[1].chars().count(), MAX_LINE_CHARS);
         assert_eq!(lines[2], "end");

@@ -40,7 +40,14 @@ pub fn resolve(root: &Path, field: &str, given: &str) -> FlowResult<Target> {
         ));
     }
     let shown = absolute(root, Path::new(given));
-    let real = canonical_lenient(&shown).map_err(|e| {
+    // A relative path is walked from the (already canonical) root, so the
+    // cost is one lstat per component below it, however deep the root is.
+    let (base, rest) = if Path::new(given).is_relative() {
+        (root, Path::new(given))
+    } else {
+        (Path::new("/"), shown.as_path())
+    };
+    let real = resolve_below(base, rest).map_err(|e| {
         FlowError::new(
             ErrorCode::CommandFailed,
             format!("cannot resolve {}: {e}", shown.display()),
@@ -63,17 +70,19 @@ fn absolute(root: &Path, path: &Path) -> PathBuf {
         .collect()
 }
 
-/// Resolves every symlink that exists along `path`, keeping the missing tail
-/// lexically, so a write through a dangling link lands on the link's target.
+/// Resolves every symlink that exists along an absolute `path`, keeping the
+/// missing tail lexically, so a write through a dangling link lands on the
+/// link's target.
 pub fn canonical_lenient(path: &Path) -> io::Result<PathBuf> {
-    match fs::canonicalize(path) {
-        Ok(p) => return Ok(p),
-        Err(e) if !is_missing(&e) => return Err(e),
-        Err(_) => {}
-    }
-    let mut out = PathBuf::from("/");
+    resolve_below(Path::new("/"), path)
+}
+
+/// Like [`canonical_lenient`] for `rest` taken from `base`, which must
+/// already be canonical (`..` and absolute links may still leave it).
+fn resolve_below(base: &Path, rest: &Path) -> io::Result<PathBuf> {
+    let mut out = base.to_path_buf();
     let mut pending: VecDeque<OsString> = VecDeque::new();
-    push_front(&mut pending, path);
+    push_front(&mut pending, rest);
     let mut hops = 0;
     let mut missing = false;
     while let Some(part) = pending.pop_front() {

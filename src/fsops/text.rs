@@ -17,28 +17,37 @@ pub struct TextFile {
 /// Reads `target` whole, refusing what is not a regular UTF-8 text file no
 /// larger than [`MAX_FILE_BYTES`].
 pub fn load(target: &Target) -> FlowResult<TextFile> {
-    let mut file = open(target)?;
+    let file = open(target)?;
     let meta = file.metadata().map_err(|e| io_error(target, "read", e))?;
     check_regular(target, &meta)?;
     if meta.len() > MAX_FILE_BYTES {
-        return Err(FlowError::new(
-            ErrorCode::ResponseTooLarge,
-            format!(
-                "{} is {} bytes, over the {} byte limit for text files; use grep to find the lines you need.",
-                target.shown.display(),
-                meta.len(),
-                MAX_FILE_BYTES
-            ),
-        )
-        .with("path", target.shown.display().to_string())
-        .with("bytes", meta.len())
-        .with("limit", MAX_FILE_BYTES));
+        return Err(too_large(target, meta.len()));
     }
+    // Sized from the fstat above; `take` bounds a file that grows meanwhile
+    // (and skips std's second size probe).
     let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
-    file.read_to_end(&mut bytes)
+    (&file)
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
         .map_err(|e| io_error(target, "read", e))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large(target, bytes.len() as u64));
+    }
     let text = decode(target, bytes)?;
     Ok(TextFile { text, meta })
+}
+
+fn too_large(target: &Target, len: u64) -> FlowError {
+    FlowError::new(
+        ErrorCode::ResponseTooLarge,
+        format!(
+            "{} is {len} bytes, over the {MAX_FILE_BYTES} byte limit for text files; use grep to find the lines you need.",
+            target.shown.display(),
+        ),
+    )
+    .with("path", target.shown.display().to_string())
+    .with("bytes", len)
+    .with("limit", MAX_FILE_BYTES)
 }
 
 /// Opens without blocking, so a FIFO is refused as `not_a_file` instead of
