@@ -290,6 +290,51 @@ mod tests {
     }
 
     #[test]
+    fn envelopes_narrow_to_the_paths_in_the_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(ws.join("a.txt"), "x\n").unwrap();
+        let ctx = Context {
+            workspace: ws.clone(),
+            run_id: "t".into(),
+        };
+        let registry = Registry::standard();
+        let envelope = |flow: &str, input: Value| {
+            let call = registry.get(flow).unwrap().prepare(&ctx, input).unwrap();
+            let caps: Vec<String> = call
+                .envelope
+                .capabilities()
+                .iter()
+                .map(|c| c.to_string())
+                .collect();
+            (call.envelope.tier, caps)
+        };
+        let a = ws.join("a.txt").display().to_string();
+        assert_eq!(
+            envelope("read", json!({"path": "a.txt"})),
+            (Tier::Sealed, vec![format!("fs:read:{a}")])
+        );
+        assert_eq!(
+            envelope("write", json!({"path": "a.txt", "content": ""})),
+            (Tier::Compensable, vec![format!("fs:write:{a}")])
+        );
+        assert_eq!(
+            envelope(
+                "edit",
+                json!({"path": "a.txt", "oldString": "x", "newString": "y"})
+            ),
+            (
+                Tier::Compensable,
+                vec![format!("fs:read:{a}"), format!("fs:write:{a}")]
+            )
+        );
+        assert_eq!(
+            envelope("ls", json!({})),
+            (Tier::Sealed, vec![format!("fs:read:{}", ws.display())])
+        );
+    }
+
+    #[test]
     fn decode_names_the_field() {
         #[derive(serde::Deserialize, Debug)]
         #[serde(deny_unknown_fields)]
