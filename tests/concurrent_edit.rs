@@ -4,34 +4,16 @@
 
 mod common;
 
+use common::{hostname, names_in};
+
 use serde_json::{json, Value};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Edits per process in the race.
 const N: usize = 40;
-
-/// A workspace by its canonical path, removing the scripts folder
-/// `common::script_file` puts beside it.
-struct Ws {
-    _dir: common::Workspace,
-    root: PathBuf,
-}
-
-impl Ws {
-    fn new() -> Ws {
-        let dir = common::workspace();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        Ws { _dir: dir, root }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-}
-
 
 /// A child process killed and reaped when dropped, even if the test panics.
 struct KillOnDrop(Child);
@@ -47,22 +29,6 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
-fn hostname() -> String {
-    nix::unistd::gethostname()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
 }
 
 fn now_ms() -> u128 {
@@ -106,13 +72,13 @@ print(sluice.json.encode({tag = tag, busy = busy}))
 
 #[test]
 fn two_processes_editing_one_file_concurrently_lose_no_update() {
-    let ws = Ws::new();
-    let file = ws.path("shared.txt");
+    let ws = common::workspace();
+    let file = ws.file("shared.txt");
     fs::write(&file, "BEGIN\nEND\n").unwrap();
     let n = N.to_string();
     let start = (now_ms() + 700).to_string();
-    let a = common::spawn_lua(&ws.root, RACER, &["alpha", &n, &start]);
-    let b = common::spawn_lua(&ws.root, RACER, &["beta", &n, &start]);
+    let a = common::spawn_lua(ws.path(), RACER, &["alpha", &n, &start]);
+    let b = common::spawn_lua(ws.path(), RACER, &["beta", &n, &start]);
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     let mut busy_total = 0;
     for (tag, out) in [("alpha", &a), ("beta", &b)] {
@@ -147,21 +113,21 @@ fn two_processes_editing_one_file_concurrently_lose_no_update() {
         let wanted: Vec<String> = (1..=N).map(|i| format!("{tag}-{i}")).collect();
         assert_eq!(mine, wanted, "{tag}'s lines in {text}");
     }
-    assert_eq!(names_in(&ws.root), vec!["shared.txt".to_string()]);
+    assert_eq!(names_in(ws.path()), vec!["shared.txt".to_string()]);
 }
 
 #[test]
 fn a_file_whose_lock_is_held_by_a_live_process_is_refused_as_busy_and_left_unchanged() {
-    let ws = Ws::new();
-    let file = ws.path("busy.txt");
+    let ws = common::workspace();
+    let file = ws.file("busy.txt");
     fs::write(&file, "one\ntwo\n").unwrap();
-    let lock = ws.path(".sluice-busy.txt.lock");
+    let lock = ws.file(".sluice-busy.txt.lock");
     let sleeper = KillOnDrop(Command::new("sleep").arg("30").spawn().unwrap());
     let pid = sleeper.pid();
     hold_lock_by_hand(&lock, &file, pid, &hostname());
 
     let out = common::lua_json(
-        &ws.root,
+        ws.path(),
         r#"local out, err = sluice.edit{path = "busy.txt", oldString = "two", newString = "TWO"}
         emit({out = out or false, err = err})
         -- retry.busy tries again while the file stays busy, then hands back the refusal.
@@ -201,7 +167,7 @@ fn a_file_whose_lock_is_held_by_a_live_process_is_refused_as_busy_and_left_uncha
         format!("pid={pid}\nhost={}\nfile={}\n", hostname(), file.display())
     );
     assert_eq!(
-        names_in(&ws.root),
+        names_in(ws.path()),
         vec![".sluice-busy.txt.lock".to_string(), "busy.txt".to_string()]
     );
 
@@ -209,29 +175,29 @@ fn a_file_whose_lock_is_held_by_a_live_process_is_refused_as_busy_and_left_uncha
     drop(sleeper);
     fs::remove_dir_all(&lock).unwrap();
     let out = common::lua_json(
-        &ws.root,
+        ws.path(),
         r#"emit((assert(sluice.edit{path = "busy.txt", oldString = "two", newString = "TWO"})))"#,
     );
     assert_eq!(
         out[0],
         json!({"startLine": 1, "endLine": 2, "replacements": 1, "hunk": "one\nTWO"})
     );
-    assert_eq!(names_in(&ws.root), vec!["busy.txt".to_string()]);
+    assert_eq!(names_in(ws.path()), vec!["busy.txt".to_string()]);
 }
 
 #[test]
 fn a_lock_left_by_a_dead_process_is_stale_kept_and_not_retried() {
-    let ws = Ws::new();
-    let file = ws.path("stale.txt");
+    let ws = common::workspace();
+    let file = ws.file("stale.txt");
     fs::write(&file, "one\n").unwrap();
-    let lock = ws.path(".sluice-stale.txt.lock");
+    let lock = ws.file(".sluice-stale.txt.lock");
     let mut gone = Command::new("true").spawn().unwrap();
     let pid = gone.id();
     gone.wait().unwrap();
     hold_lock_by_hand(&lock, &file, pid, &hostname());
 
     let out = common::lua_json(
-        &ws.root,
+        ws.path(),
         r#"local calls = 0
         local out, err = require("sluice.retry").busy(function()
           calls = calls + 1
@@ -269,16 +235,16 @@ fn a_lock_left_by_a_dead_process_is_stale_kept_and_not_retried() {
 
 #[test]
 fn a_lock_whose_owner_is_on_another_host_counts_as_busy_even_if_the_pid_is_gone_here() {
-    let ws = Ws::new();
-    let file = ws.path("remote.txt");
+    let ws = common::workspace();
+    let file = ws.file("remote.txt");
     fs::write(&file, "one\n").unwrap();
-    let lock = ws.path(".sluice-remote.txt.lock");
+    let lock = ws.file(".sluice-remote.txt.lock");
     let mut gone = Command::new("true").spawn().unwrap();
     let pid = gone.id();
     gone.wait().unwrap();
     hold_lock_by_hand(&lock, &file, pid, "another-host.invalid");
     let out = common::lua_json(
-        &ws.root,
+        ws.path(),
         r#"local out, err = sluice.edit{path = "remote.txt", oldString = "one", newString = "ONE"}
         emit({out = out or false, busy = err.busy or false, stale = err.stale or false})"#,
     );
@@ -288,13 +254,13 @@ fn a_lock_whose_owner_is_on_another_host_counts_as_busy_even_if_the_pid_is_gone_
 
 #[test]
 fn a_lock_without_an_owner_file_counts_as_busy() {
-    let ws = Ws::new();
-    let file = ws.path("bare.txt");
+    let ws = common::workspace();
+    let file = ws.file("bare.txt");
     fs::write(&file, "one\n").unwrap();
-    let lock = ws.path(".sluice-bare.txt.lock");
+    let lock = ws.file(".sluice-bare.txt.lock");
     fs::create_dir(&lock).unwrap();
     let out = common::lua_json(
-        &ws.root,
+        ws.path(),
         r#"local out, err = sluice.edit{path = "bare.txt", oldString = "one", newString = "ONE"}
         emit({out = out or false, err = err})"#,
     );
@@ -320,16 +286,16 @@ fn a_lock_without_an_owner_file_counts_as_busy() {
 
 #[test]
 fn a_held_lock_also_refuses_edits_through_a_symlink_alias_and_a_case_variant_name() {
-    let ws = Ws::new();
-    let file = ws.path("Notes.TXT");
+    let ws = common::workspace();
+    let file = ws.file("Notes.TXT");
     fs::write(&file, "one\n").unwrap();
-    std::os::unix::fs::symlink("Notes.TXT", ws.path("alias.txt")).unwrap();
+    std::os::unix::fs::symlink("Notes.TXT", ws.file("alias.txt")).unwrap();
     // The key is the resolved file's name, case-folded.
-    let lock = ws.path(".sluice-notes.txt.lock");
+    let lock = ws.file(".sluice-notes.txt.lock");
     let sleeper = KillOnDrop(Command::new("sleep").arg("30").spawn().unwrap());
     hold_lock_by_hand(&lock, &file, sleeper.pid(), &hostname());
     let out = common::lua_json(
-        &ws.root,
+        ws.path(),
         r#"for _, path in ipairs({"Notes.TXT", "alias.txt"}) do
           local out, err = sluice.edit{path = path, oldString = "one", newString = "ONE"}
           emit({out = out or false, busy = err.busy or false, lock = err.lock, path = err.path})
@@ -340,7 +306,7 @@ fn a_held_lock_also_refuses_edits_through_a_symlink_alias_and_a_case_variant_nam
         out,
         vec![
             json!({"out": false, "busy": true, "lock": lock_shown, "path": file.display().to_string()}),
-            json!({"out": false, "busy": true, "lock": lock_shown, "path": ws.path("alias.txt").display().to_string()}),
+            json!({"out": false, "busy": true, "lock": lock_shown, "path": ws.file("alias.txt").display().to_string()}),
         ]
     );
     assert_eq!(fs::read(&file).unwrap(), b"one\n");

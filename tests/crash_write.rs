@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::names_in;
+
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -18,15 +20,6 @@ const ATTEMPTS: usize = 5;
 const BUDGET: Duration = Duration::from_secs(15);
 /// One attempt gives up waiting for the staging file after this long.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
 
 fn is_staging(name: &str) -> bool {
     name.starts_with(".sluice-") && name.ends_with(".tmp")
@@ -64,7 +57,7 @@ fn attempt(ws: &Path) -> Outcome {
             assert!(holds_the_whole_replacement(&target));
             return Outcome::Missed(format!("the writer finished first ({status})"));
         }
-        if let Some(name) = names(&root).into_iter().find(|n| is_staging(n)) {
+        if let Some(name) = names_in(&root).into_iter().find(|n| is_staging(n)) {
             break root.join(name);
         }
         if started.elapsed() > ATTEMPT_TIMEOUT {
@@ -102,7 +95,7 @@ fn attempt(ws: &Path) -> Outcome {
         "target.bin".to_string(),
     ];
     expected.sort();
-    assert_eq!(names(&root), expected);
+    assert_eq!(names_in(&root), expected);
     let staged_bytes = fs::metadata(&staged).unwrap().len();
     assert!(staged_bytes <= BIG as u64);
     eprintln!("killed pid {pid} with {staged_bytes} of {BIG} bytes staged");

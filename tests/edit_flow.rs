@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::{mode_of, names_in};
+
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -78,7 +80,6 @@ impl Ws {
     }
 }
 
-
 fn sluice_files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap()
@@ -87,19 +88,6 @@ fn sluice_files(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
-fn mode_of(p: &Path) -> u32 {
-    fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
 // ---------------------------------------------------------------------------

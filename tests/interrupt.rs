@@ -50,18 +50,27 @@ fn stderr_of(child: &mut Child) -> String {
 #[test]
 fn sigint_stops_a_busy_lua_loop_with_exit_130() {
     let ws = workspace();
-    let mut child = spawn_lua(ws.path(), "print('ready')\nlocal x = 0\nwhile true do x = x + 1 end\n", &[]);
+    let mut child = spawn_lua(
+        ws.path(),
+        "print('ready')\nlocal x = 0\nwhile true do x = x + 1 end\n",
+        &[],
+    );
     wait_for_line(&mut child, "ready");
     signal(&child, Signal::SIGINT);
     let status = wait_within(&mut child, Duration::from_secs(5));
     assert_eq!(status.code(), Some(130));
-    assert!(stderr_of(&mut child).ends_with("sluice: interrupted by SIGINT; the run stopped between flow steps\n"));
+    assert!(stderr_of(&mut child)
+        .ends_with("sluice: interrupted by SIGINT; the run stopped between flow steps\n"));
 }
 
 #[test]
 fn sigterm_stops_a_waiting_script_with_exit_143() {
     let ws = workspace();
-    let mut child = spawn_lua(ws.path(), "print('ready')\nsluice.sleep(60000)\nprint('woke')\n", &[]);
+    let mut child = spawn_lua(
+        ws.path(),
+        "print('ready')\nsluice.sleep(60000)\nprint('woke')\n",
+        &[],
+    );
     wait_for_line(&mut child, "ready");
     signal(&child, Signal::SIGTERM);
     let status = wait_within(&mut child, Duration::from_secs(5));
@@ -97,7 +106,11 @@ fn an_interrupted_editing_loop_leaves_no_lock_or_staging_file() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(*lines.last().unwrap(), "END");
     for (i, line) in lines[..lines.len() - 1].iter().enumerate() {
-        assert_eq!(*line, format!("line {}", i + 1), "every completed edit is whole");
+        assert_eq!(
+            *line,
+            format!("line {}", i + 1),
+            "every completed edit is whole"
+        );
     }
     assert!(lines.len() > 2, "the loop made progress before the signal");
 }
@@ -115,7 +128,10 @@ fn a_second_signal_stops_a_run_at_once() {
     wait_for_line(&mut child, "ready");
     signal(&child, Signal::SIGINT);
     std::thread::sleep(Duration::from_millis(300));
-    assert!(child.try_wait().unwrap().is_none(), "first signal only asks");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "first signal only asks"
+    );
     signal(&child, Signal::SIGINT);
     let status = wait_within(&mut child, Duration::from_secs(5));
     assert_eq!(status.signal(), Some(Signal::SIGINT as i32));

@@ -3,19 +3,11 @@
 
 mod common;
 
+use common::{canon, lua_str};
+
 use serde_json::{json, Value};
 use std::fs;
-use std::path::{Path, PathBuf};
-
-fn canon(p: &Path) -> PathBuf {
-    fs::canonicalize(p).unwrap()
-}
-
-/// `s` as a Lua long-bracket string literal.
-fn lua_str(s: &str) -> String {
-    assert!(!s.contains("]==]"));
-    format!("[==[{s}]==]")
-}
+use std::path::Path;
 
 /// Calls `sluice.ls(<input>)` once per input, in one run, and returns
 /// `(out, err)` for each, JSON null when absent.

@@ -3,20 +3,11 @@
 
 mod common;
 
+use common::{canon, lua_str};
+
 use serde_json::{json, Value};
 use std::fs;
-use std::path::{Path, PathBuf};
-
-/// The workspace as sluice sees it: canonical, every symlink resolved.
-fn canon(p: &Path) -> PathBuf {
-    fs::canonicalize(p).unwrap()
-}
-
-/// `s` as a Lua long-bracket string literal.
-fn lua_str(s: &str) -> String {
-    assert!(!s.contains("]==]"));
-    format!("[==[{s}]==]")
-}
+use std::path::Path;
 
 /// Calls `sluice.read(<input>)` and returns `(out, err)`, each JSON null
 /// when absent.

@@ -5,21 +5,13 @@
 
 mod common;
 
+use common::{canon, hostname, lua_str, mode_of, names_in};
+
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-
-fn canon(p: &Path) -> PathBuf {
-    fs::canonicalize(p).unwrap()
-}
-
-/// `s` as a Lua long-bracket string literal.
-fn lua_str(s: &str) -> String {
-    assert!(!s.contains("]==]"));
-    format!("[==[{s}]==]")
-}
 
 /// Calls `sluice.write{path = path, content = content}` and returns
 /// `(out, err)`, each JSON null when absent. Both go through sluice.args so
@@ -47,27 +39,6 @@ fn write_err(ws: &Path, path: &str, content: &str) -> Value {
     let (out, err) = write(ws, path, content);
     assert_eq!(out, Value::Null, "unexpected success");
     err
-}
-
-/// Names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
-fn mode(p: &Path) -> u32 {
-    fs::metadata(p).unwrap().mode() & 0o7777
-}
-
-fn hostname() -> String {
-    nix::unistd::gethostname()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// The pid of a process that has already exited.
@@ -121,7 +92,7 @@ fn write_creates_a_new_file_and_its_missing_parent_folders() {
         content.as_bytes()
     );
     assert!(root.join("a/b").is_dir());
-    assert_eq!(names(&root.join("a/b/c")), vec!["new.txt"]);
+    assert_eq!(names_in(&root.join("a/b/c")), vec!["new.txt"]);
 }
 
 #[test]
@@ -155,7 +126,7 @@ fn write_keeps_the_file_mode_0751() {
     fs::set_permissions(&p, fs::Permissions::from_mode(0o751)).unwrap();
     let out = write_ok(ws.path(), "run.sh", "#!/bin/sh\necho new\n");
     assert_eq!(out, json!({"bytesWritten": 19, "created": false}));
-    assert_eq!(mode(&p), 0o751);
+    assert_eq!(mode_of(&p), 0o751);
     assert_eq!(fs::read_to_string(&p).unwrap(), "#!/bin/sh\necho new\n");
 }
 
@@ -168,7 +139,7 @@ fn write_keeps_a_read_only_0444_file_read_only() {
     fs::set_permissions(&p, fs::Permissions::from_mode(0o444)).unwrap();
     let out = write_ok(ws.path(), "ro.txt", "new\n");
     assert_eq!(out, json!({"bytesWritten": 4, "created": false}));
-    assert_eq!(mode(&p), 0o444);
+    assert_eq!(mode_of(&p), 0o444);
     assert_eq!(fs::read_to_string(&p).unwrap(), "new\n");
 }
 
@@ -192,9 +163,9 @@ fn write_over_a_directory_is_command_failed_and_leaves_it_untouched() {
         })
     );
     assert!(p.is_dir());
-    assert_eq!(names(&p), vec!["keep.txt"]);
+    assert_eq!(names_in(&p), vec!["keep.txt"]);
     assert_eq!(fs::read_to_string(p.join("keep.txt")).unwrap(), "kept\n");
-    assert_eq!(names(&root), vec!["d"], "no staging or lock files");
+    assert_eq!(names_in(&root), vec!["d"], "no staging or lock files");
 }
 
 #[test]
@@ -219,8 +190,8 @@ fn write_through_a_symlink_keeps_the_link_and_replaces_its_target() {
         fs::read_to_string(root.join("real/config.toml")).unwrap(),
         "new = 2\n"
     );
-    assert_eq!(names(&root), vec!["config.toml", "real"]);
-    assert_eq!(names(&root.join("real")), vec!["config.toml"]);
+    assert_eq!(names_in(&root), vec!["config.toml", "real"]);
+    assert_eq!(names_in(&root.join("real")), vec!["config.toml"]);
 }
 
 #[test]
@@ -243,8 +214,8 @@ fn write_leaves_no_staging_or_lock_files_behind() {
     write_ok(ws.path(), "notes.md", "# one\n");
     write_ok(ws.path(), "notes.md", "# two\n");
     write_ok(ws.path(), "sub/deep.md", "deep\n");
-    assert_eq!(names(&root), vec!["notes.md", "sub"]);
-    assert_eq!(names(&root.join("sub")), vec!["deep.md"]);
+    assert_eq!(names_in(&root), vec!["notes.md", "sub"]);
+    assert_eq!(names_in(&root.join("sub")), vec!["deep.md"]);
     assert_eq!(
         fs::read_to_string(root.join("notes.md")).unwrap(),
         "# two\n"
@@ -271,7 +242,7 @@ fn write_outside_the_workspace_is_permission_denied_and_creates_nothing() {
             "capability": cap,
         })
     );
-    assert_eq!(names(outside.path()), Vec::<String>::new());
+    assert_eq!(names_in(outside.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -286,8 +257,8 @@ fn write_through_a_symlink_pointing_outside_the_workspace_is_permission_denied()
     assert_eq!(err["code"], "permission_denied");
     assert_eq!(err["capability"], format!("fs:write:{}", secret.display()));
     assert_eq!(fs::read_to_string(&secret).unwrap(), "original\n");
-    assert_eq!(names(outside.path()), vec!["secret.txt"]);
-    assert_eq!(names(&root), vec!["innocent.txt"]);
+    assert_eq!(names_in(outside.path()), vec!["secret.txt"]);
+    assert_eq!(names_in(&root), vec!["innocent.txt"]);
 }
 
 #[test]
@@ -320,12 +291,12 @@ fn write_refuses_a_stale_lock_left_by_a_dead_process_and_keeps_it() {
     assert_eq!(fs::read_to_string(&file).unwrap(), "original\n");
     assert!(lock.is_dir(), "a stale lock is never reclaimed");
     assert_eq!(fs::read_to_string(lock.join("owner")).unwrap(), owner);
-    assert_eq!(names(&root), vec![".sluice-notes.txt.lock", "Notes.TXT"]);
+    assert_eq!(names_in(&root), vec![".sluice-notes.txt.lock", "Notes.TXT"]);
     // Once a person removes the lock the refusal named, the write goes through.
     fs::remove_dir_all(&lock).unwrap();
     let out = write_ok(ws.path(), "Notes.TXT", "replacement\n");
     assert_eq!(out, json!({"bytesWritten": 12, "created": false}));
-    assert_eq!(names(&root), vec!["Notes.TXT"]);
+    assert_eq!(names_in(&root), vec!["Notes.TXT"]);
 }
 
 #[test]
@@ -356,7 +327,7 @@ fn write_refuses_a_lock_held_by_a_live_process_as_busy() {
     );
     assert_eq!(fs::read_to_string(&file).unwrap(), "original\n");
     assert_eq!(fs::read_to_string(lock.join("owner")).unwrap(), owner);
-    assert_eq!(names(&root), vec![".sluice-f.txt.lock", "f.txt"]);
+    assert_eq!(names_in(&root), vec![".sluice-f.txt.lock", "f.txt"]);
 }
 
 #[test]
@@ -412,7 +383,7 @@ fn write_of_a_new_file_is_refused_under_a_held_lock_and_creates_nothing() {
     assert_eq!(err["code"], "no_match");
     assert_eq!(err["busy"], true);
     assert_eq!(err["lock"], lock.display().to_string());
-    assert_eq!(names(&root), vec![".sluice-new.txt.lock"]);
+    assert_eq!(names_in(&root), vec![".sluice-new.txt.lock"]);
 }
 
 #[test]
@@ -479,7 +450,7 @@ emit({out = out2, err = err2})
             }}),
         ]
     );
-    assert_eq!(names(ws.path()), Vec::<String>::new());
+    assert_eq!(names_in(ws.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -499,7 +470,7 @@ emit({out = out, err = err})
             "message": "`content` is not UTF-8 text (invalid byte at 2); flows carry text only.",
         }})]
     );
-    assert_eq!(names(ws.path()), Vec::<String>::new());
+    assert_eq!(names_in(ws.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -556,7 +527,7 @@ fn write_over_a_fifo_is_not_a_file_and_leaves_it() {
     );
     use std::os::unix::fs::FileTypeExt;
     assert!(fs::symlink_metadata(&p).unwrap().file_type().is_fifo());
-    assert_eq!(names(&root), vec!["pipe"]);
+    assert_eq!(names_in(&root), vec!["pipe"]);
 }
 
 #[test]
@@ -570,5 +541,5 @@ fn write_file_with_a_long_multibyte_name_works() {
     assert_eq!(err, Value::Null, "a legal file name must be writable");
     assert_eq!(out, json!({"bytesWritten": 5, "created": true}));
     assert_eq!(fs::read_to_string(root.join(&name)).unwrap(), "text\n");
-    assert_eq!(names(&root), vec![name]);
+    assert_eq!(names_in(&root), vec![name]);
 }

@@ -18,15 +18,21 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// The workspace folder, canonical (no symlinks), as sluice shows it.
     pub fn path(&self) -> &Path {
         &self.ws
+    }
+
+    /// `rel` inside the workspace.
+    pub fn file(&self, rel: &str) -> PathBuf {
+        self.ws.join(rel)
     }
 }
 
 /// A fresh workspace folder, removed (with its scripts) when dropped.
 pub fn workspace() -> Workspace {
     let root = tempfile::tempdir().expect("create a temp folder");
-    let ws = root.path().join("ws");
+    let ws = std::fs::canonicalize(root.path()).unwrap().join("ws");
     std::fs::create_dir(&ws).expect("create the workspace");
     Workspace { _root: root, ws }
 }
@@ -115,4 +121,39 @@ pub fn lua_json(ws: &Path, body: &str) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
         .collect()
+}
+
+/// `p` with every symlink resolved, as sluice shows paths it resolved.
+pub fn canon(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap()
+}
+
+/// `s` as a Lua long-bracket string literal.
+pub fn lua_str(s: &str) -> String {
+    assert!(!s.contains("]==]"));
+    format!("[==[{s}]==]")
+}
+
+/// The names in `dir`, sorted.
+pub fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Permission bits of `p`, set-id bits included.
+pub fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).unwrap().mode() & 0o7777
+}
+
+/// This machine's host name, as a lock's owner file records it.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
 }
