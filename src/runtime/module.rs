@@ -4,7 +4,7 @@
 use super::convert::{error_table, from_json, to_json};
 use crate::error::{ErrorCode, FlowError};
 use crate::pipeline::Core;
-use mlua::{Function, Lua, MultiValue, Table, Value as LuaValue};
+use mlua::{Function, Lua, LuaSerdeExt, MultiValue, Table, Value as LuaValue};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,25 +15,7 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
         let f = flow_function(lua, core.clone(), spec.name)?;
         m.set(spec.name.replace('-', "_"), f)?;
     }
-    let call_core = core.clone();
-    let call = lua.create_async_function(move |lua, (name, input): (String, LuaValue)| {
-        let core = call_core.clone();
-        async move { invoke(&lua, &core, &name, input).await }
-    })?;
-    let checked: Function = lua
-        .load(
-            r#"local raw = ...
-            return function(name, input)
-              if type(name) ~= "string" then error("sluice.call: the first argument is the flow's name", 2) end
-              if type(input) ~= "table" then
-                error(("sluice.call: expected a table of named fields for %s, got %s"):format(name, type(input)), 2)
-              end
-              return raw(name, input)
-            end"#,
-        )
-        .set_name("=sluice")
-        .call(call)?;
-    m.set("call", checked)?;
+    m.set("call", call_function(lua, core.clone())?)?;
     m.set("json", json_module(lua)?)?;
     m.set("args", lua.create_sequence_from(args.iter().cloned())?)?;
     m.set("workspace", core.ctx.workspace.display().to_string())?;
@@ -75,9 +57,27 @@ fn flow_function(lua: &Lua, core: Rc<Core>, name: &'static str) -> mlua::Result<
         async move { invoke(&lua, &core, name, input).await }
     })?;
     let label = format!("sluice.{}", name.replace('-', "_"));
-    lua.load(CHECK_TABLE)
-        .set_name("=sluice")
-        .call((raw, label))
+    lua.load(CHECK_TABLE).set_name("=sluice").call((raw, label))
+}
+
+/// `sluice.call(name, input)`: any flow by its name, checked like the rest.
+fn call_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
+    let raw = lua.create_async_function(move |lua, (name, input): (String, LuaValue)| {
+        let core = core.clone();
+        async move { invoke(&lua, &core, &name, input).await }
+    })?;
+    lua.load(
+        r#"local raw = ...
+        return function(name, input)
+          if type(name) ~= "string" then error("sluice.call: the first argument is the flow's name", 2) end
+          if type(input) ~= "table" then
+            error(("sluice.call: expected a table of named fields for %s, got %s"):format(name, type(input)), 2)
+          end
+          return raw(name, input)
+        end"#,
+    )
+    .set_name("=sluice")
+    .call(raw)
 }
 
 /// One call from Lua: a table in, `output` or `nil, err` out.
@@ -129,5 +129,3 @@ fn json_module(lua: &Lua) -> mlua::Result<Table> {
     )?;
     Ok(json)
 }
-
-use mlua::LuaSerdeExt;
