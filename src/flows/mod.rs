@@ -2,7 +2,7 @@
 //! holds what they share: the [`Flow`] trait, the tier and effect envelope a
 //! call declares, and the registry (the manifest) that names them all.
 //!
-//! A flow never runs by itself: [`crate::call`] drives every call through the
+//! A flow never runs by itself: [`crate::pipeline::Core::call`] drives every call through the
 //! one-door pipeline (decode, validate, envelope, authorize, execute).
 
 pub mod edit;
