@@ -47,7 +47,10 @@ fn stage_file(real: &Path) -> io::Result<(PathBuf, File)> {
 /// The file's name cut to at most 100 bytes on a character boundary, so the
 /// staging name stays within NAME_MAX whatever the script of the name.
 fn short_name(real: &Path) -> String {
-    let name = real.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name = real
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     let mut end = name.len().min(100);
     while !name.is_char_boundary(end) {
         end -= 1;
