@@ -73,12 +73,16 @@ struct Fixture {
 impl Fixture {
     fn new() -> Fixture {
         let dir = tempfile::tempdir().expect("a temp folder");
-        let small = dir.path().join(SMALL_NAME);
-        let large = dir.path().join(LARGE_NAME);
+        // As deep as a real project folder: path resolution must not grow
+        // with the workspace's depth.
+        let ws = dir.path().join("home/user/src/project");
+        fs::create_dir_all(&ws).expect("create the workspace");
+        let small = ws.join(SMALL_NAME);
+        let large = ws.join(LARGE_NAME);
         fs::write(&small, text_file(SMALL_BYTES, SMALL_LINE)).expect("write the 4 KiB file");
         fs::write(&large, text_file(LARGE_BYTES, LARGE_LINE)).expect("write the 64 MiB file");
         let runtime = Runtime::builder()
-            .workspace(dir.path())
+            .workspace(&ws)
             .build()
             .expect("a runtime over the temp folder");
         let lua_loop = runtime.function(LUA_LOOP).expect("the Lua read loop");
