@@ -4,25 +4,21 @@
 
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::flows::{Context, Registry};
-use crate::kernel::Kernel;
+use crate::kernel::approval::Approver;
+use crate::kernel::policy::{Decision, Request};
+use crate::kernel::{denied, Kernel};
 use serde_json::Value;
 
-/// What every call of one run shares: the flows, the kernel and the context.
+/// What every call of one run shares: the flows, the kernel, who answers
+/// asks, and the context.
 pub struct Core {
     pub registry: Registry,
     pub kernel: Kernel,
+    pub approver: Approver,
     pub ctx: Context,
 }
 
 impl Core {
-    pub fn new(ctx: Context) -> Self {
-        Core {
-            registry: Registry::standard(),
-            kernel: Kernel::new(ctx.workspace.clone()),
-            ctx,
-        }
-    }
-
     /// Calls flow `name` with a JSON input and returns its JSON output.
     pub async fn call(&self, name: &str, input: Value) -> FlowResult<Value> {
         let flow = self
@@ -30,10 +26,23 @@ impl Core {
             .get(name)
             .ok_or_else(|| unknown_flow(self, name))?;
         // 1-3. decode, validate, envelope.
-        let call = flow.prepare(&self.ctx, input)?;
+        let call = flow.prepare(&self.ctx, input.clone())?;
         // 4. authorize every capability the envelope needs.
         for cap in call.envelope.capabilities() {
-            self.kernel.authorize(&cap)?;
+            let req = Request {
+                capability: &cap,
+                flow: name,
+                tier: call.envelope.tier,
+                input: &input,
+                run_id: &self.ctx.run_id,
+                script: &self.ctx.script,
+            };
+            let verdict = self.kernel.decide(&req);
+            match verdict.decision {
+                Decision::Allow => {}
+                Decision::Deny => return Err(denied(&cap, &verdict)),
+                Decision::Ask => self.approver.approve(&req, &verdict)?,
+            }
         }
         // 5. route, 6. record intent: no process flow or audit store yet.
         // 7-8. execute and hand the outcome back.

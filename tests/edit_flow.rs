@@ -830,7 +830,7 @@ fn edit_messages_through_a_symlink_show_the_path_as_given() {
 }
 
 #[test]
-fn edit_through_a_symlink_leading_out_of_the_workspace_is_permission_denied() {
+fn edit_through_a_symlink_leading_out_of_the_workspace_needs_approval() {
     let ws = Ws::new();
     let outside = common::workspace();
     let secret = fs::canonicalize(outside.path()).unwrap().join("secret.txt");
@@ -839,7 +839,7 @@ fn edit_through_a_symlink_leading_out_of_the_workspace_is_permission_denied() {
     let (out, err) =
         ws.edit(json!({"path": "escape.txt", "oldString": "secret", "newString": "pwned"}));
     assert_eq!(out, false);
-    assert_eq!(err["code"], "permission_denied");
+    assert_eq!(err["code"], "permission_required");
     assert_eq!(fs::read(&secret).unwrap(), b"secret\n");
     assert_eq!(sluice_files(secret.parent().unwrap()), Vec::<String>::new());
 }

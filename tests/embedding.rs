@@ -35,7 +35,7 @@ fn rust_callers_use_the_same_pipeline() {
             .call("read", json!({"path": "/nonexistent-sluice-dir/x"}))
             .await
             .unwrap_err();
-        assert_eq!(e.code, ErrorCode::PermissionDenied);
+        assert_eq!(e.code, ErrorCode::PermissionRequired);
         assert_eq!(e.details["capability"], "fs:read:/nonexistent-sluice-dir/x");
     });
 }

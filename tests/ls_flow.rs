@@ -329,7 +329,7 @@ fn ls_through_a_symlinked_folder_lists_its_target() {
 }
 
 #[test]
-fn ls_outside_the_workspace_is_permission_denied() {
+fn ls_outside_the_workspace_needs_approval() {
     let ws = common::workspace();
     let outside = common::workspace();
     let other = canon(outside.path());
@@ -344,7 +344,7 @@ fn ls_outside_the_workspace_is_permission_denied() {
     let cap = format!("fs:read:{}", other.display());
     for (out, err) in results {
         assert_eq!(out, Value::Null);
-        assert_eq!(err["code"], "permission_denied");
+        assert_eq!(err["code"], "permission_required");
         assert_eq!(err["capability"], cap);
     }
 }

@@ -58,7 +58,7 @@ fn a_dangling_link_out_of_the_workspace_is_refused_before_anything_is_created() 
     assert_eq!(
         out[0],
         json!([
-            "permission_denied",
+            "permission_required",
             format!("fs:write:{}", target.display())
         ])
     );
@@ -81,7 +81,7 @@ fn dot_dot_out_of_the_workspace_is_refused() {
     assert_eq!(
         out[0],
         json!([
-            "permission_denied",
+            "permission_required",
             format!("fs:read:{}", fs::canonicalize(ws.path()).unwrap().display())
         ])
     );

@@ -501,31 +501,19 @@ fn read_through_a_symlink_inside_the_workspace_reads_its_target() {
 }
 
 #[test]
-fn read_through_a_symlink_pointing_outside_the_workspace_is_permission_denied() {
+fn read_through_a_symlink_pointing_outside_the_workspace_needs_approval() {
     let ws = common::workspace();
-    let root = canon(ws.path());
     let outside = common::workspace();
     let secret = canon(outside.path()).join("secret.txt");
     fs::write(&secret, "top secret\n").unwrap();
     std::os::unix::fs::symlink(&secret, ws.path().join("innocent.txt")).unwrap();
     let err = read_err(ws.path(), r#"{path = "innocent.txt"}"#);
     let cap = format!("fs:read:{}", secret.display());
-    assert_eq!(
-        err,
-        json!({
-            "code": "permission_denied",
-            "message": format!(
-                "{cap} is outside the workspace {}; only paths inside it may be read or written. \
-                 Run with --workspace set to a folder that holds it.",
-                root.display()
-            ),
-            "capability": cap,
-        })
-    );
+    assert_eq!(err, common::needs_approval(&cap));
 }
 
 #[test]
-fn read_absolute_path_outside_the_workspace_is_permission_denied() {
+fn read_absolute_path_outside_the_workspace_needs_approval() {
     let ws = common::workspace();
     let outside = common::workspace();
     let secret = canon(outside.path()).join("secret.txt");
@@ -534,12 +522,12 @@ fn read_absolute_path_outside_the_workspace_is_permission_denied() {
         ws.path(),
         &format!("{{path = {}}}", lua_str(&secret.display().to_string())),
     );
-    assert_eq!(err["code"], "permission_denied");
+    assert_eq!(err["code"], "permission_required");
     assert_eq!(err["capability"], format!("fs:read:{}", secret.display()));
 }
 
 #[test]
-fn read_dotdot_out_of_the_workspace_is_permission_denied() {
+fn read_dotdot_out_of_the_workspace_needs_approval() {
     let ws = common::workspace();
     let root = canon(ws.path());
     let sibling = root.parent().unwrap().join(format!(
@@ -550,7 +538,7 @@ fn read_dotdot_out_of_the_workspace_is_permission_denied() {
     let rel = format!("../{}", sibling.file_name().unwrap().to_string_lossy());
     let err = read_err(ws.path(), &format!("{{path = {}}}", lua_str(&rel)));
     fs::remove_file(&sibling).unwrap();
-    assert_eq!(err["code"], "permission_denied");
+    assert_eq!(err["code"], "permission_required");
     assert_eq!(err["capability"], format!("fs:read:{}", sibling.display()));
 }
 

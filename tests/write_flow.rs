@@ -223,30 +223,18 @@ fn write_leaves_no_staging_or_lock_files_behind() {
 }
 
 #[test]
-fn write_outside_the_workspace_is_permission_denied_and_creates_nothing() {
+fn write_outside_the_workspace_needs_approval_and_creates_nothing() {
     let ws = common::workspace();
-    let root = canon(ws.path());
     let outside = common::workspace();
     let target = canon(outside.path()).join("x/new.txt");
     let err = write_err(ws.path(), &target.display().to_string(), "pwned\n");
     let cap = format!("fs:write:{}", target.display());
-    assert_eq!(
-        err,
-        json!({
-            "code": "permission_denied",
-            "message": format!(
-                "{cap} is outside the workspace {}; only paths inside it may be read or written. \
-                 Run with --workspace set to a folder that holds it.",
-                root.display()
-            ),
-            "capability": cap,
-        })
-    );
+    assert_eq!(err, common::needs_approval(&cap));
     assert_eq!(names_in(outside.path()), Vec::<String>::new());
 }
 
 #[test]
-fn write_through_a_symlink_pointing_outside_the_workspace_is_permission_denied() {
+fn write_through_a_symlink_pointing_outside_the_workspace_needs_approval() {
     let ws = common::workspace();
     let root = canon(ws.path());
     let outside = common::workspace();
@@ -254,7 +242,7 @@ fn write_through_a_symlink_pointing_outside_the_workspace_is_permission_denied()
     fs::write(&secret, "original\n").unwrap();
     std::os::unix::fs::symlink(&secret, root.join("innocent.txt")).unwrap();
     let err = write_err(ws.path(), "innocent.txt", "pwned\n");
-    assert_eq!(err["code"], "permission_denied");
+    assert_eq!(err["code"], "permission_required");
     assert_eq!(err["capability"], format!("fs:write:{}", secret.display()));
     assert_eq!(fs::read_to_string(&secret).unwrap(), "original\n");
     assert_eq!(names_in(outside.path()), vec!["secret.txt"]);

@@ -3,6 +3,7 @@
 mod flows;
 mod run;
 
+use crate::kernel::policy::{self, Source};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -25,6 +26,16 @@ pub struct Cli {
 pub enum Command {
     Run(run::RunArgs),
     Flows(flows::FlowsArgs),
+}
+
+/// `--policy NAME`: a file when one exists there, else a built-in policy
+/// (`default`, `readonly`, `ci`), else the file (whose absence the load reports).
+pub(crate) fn policy_source(given: &str) -> Source {
+    let path = std::path::Path::new(given);
+    if path.exists() {
+        return Source::File(path.to_path_buf());
+    }
+    policy::shipped(given).unwrap_or_else(|| Source::File(path.to_path_buf()))
 }
 
 /// Parses the command line and runs it.

@@ -1,5 +1,7 @@
 //! `sluice run`: run a workflow script.
 
+use super::policy_source;
+use crate::kernel::approval::Prompt;
 use crate::runtime::{interrupt, Runtime, ScriptError};
 use clap::Args;
 use std::path::PathBuf;
@@ -12,7 +14,7 @@ use std::process::ExitCode;
 sluice.edit, sluice.ls (and sluice.call(name, input)), its arguments as sluice.args and the workspace as \
 sluice.workspace. Relative paths resolve against the workspace, and only paths inside it may be read or written.\n\n\
 A script error exits 1 and prints the Lua message with file:line and a traceback.",
-    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script"
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'"
 )]
 pub struct RunArgs {
     /// The Lua workflow to run.
@@ -22,28 +24,39 @@ pub struct RunArgs {
     /// The folder the workflow works in [default: the current folder].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// A policy file (repeatable: an organisation's, then a project's; a deny from any wins).
+    /// `default`, `readonly` and `ci` name the built-in policies. [default: default]
+    #[arg(long, value_name = "FILE")]
+    pub policy: Vec<String>,
+    /// Nothing outside these capability patterns is granted, whatever a policy says (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub ceiling: Vec<String>,
+    /// Pre-approve asks matching this capability pattern, e.g. 'net:post:api.example.com' (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub approve: Vec<String>,
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
-    let script_dir = args
-        .script
-        .parent()
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                p.to_path_buf()
-            }
-        })
-        .unwrap_or_else(|| PathBuf::from("."));
-    let mut builder = Runtime::builder().args(args.args).script_dir(script_dir);
+    let mut builder = Runtime::builder()
+        .args(args.args)
+        .script(&args.script)
+        .prompt(Prompt::detect());
     if let Some(ws) = args.workspace {
         builder = builder.workspace(ws);
+    }
+    for policy in &args.policy {
+        builder = builder.policy(policy_source(policy));
+    }
+    for pattern in args.ceiling {
+        builder = builder.ceiling(pattern);
+    }
+    for pattern in args.approve {
+        builder = builder.approve(pattern);
     }
     let runtime = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sluice: {e}\nGive an existing folder with --workspace DIR.");
+            eprintln!("sluice: {e}");
             return ExitCode::from(2);
         }
     };

@@ -86,6 +86,8 @@ pub struct Context {
     /// Canonical workspace root; relative paths resolve against it.
     pub workspace: PathBuf,
     pub run_id: String,
+    /// The script the run executes, as given (empty when embedded).
+    pub script: String,
 }
 
 impl Context {
@@ -297,6 +299,7 @@ mod tests {
         let ctx = Context {
             workspace: ws.clone(),
             run_id: "t".into(),
+            script: String::new(),
         };
         let registry = Registry::standard();
         let envelope = |flow: &str, input: Value| {

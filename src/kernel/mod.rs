@@ -1,15 +1,21 @@
 //! The permission kernel: what a call needs (capabilities) and whether it may
-//! have it (authorize).
-//!
-//! Until Lua policies land, one fixed rule holds: `fs:read` and `fs:write` are
-//! granted inside the workspace root and everything else is refused. It is a
-//! real rule over canonical paths, so a symlink out of the workspace is
-//! refused, not followed.
+//! have it. Every capability passes, in order: the run's ceiling, any
+//! matching deny rule (from any policy), the policies' `decide` hooks, allow
+//! rules, ask rules; nothing matched is the policies' `otherwise` (ask). An ask
+//! goes to the [`approval::Approver`].
 
-use crate::error::{ErrorCode, FlowError, FlowResult};
+pub mod approval;
+pub mod pattern;
+pub mod policy;
+pub mod policy_test;
+
+use crate::error::{ErrorCode, FlowError};
+use pattern::Pattern;
+use policy::{Decision, Policy, Request, Rule, Verdict};
 use serde::Serialize;
+use std::cell::RefCell;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What a capability lets a call do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -31,6 +37,16 @@ pub enum Action {
 }
 
 impl Action {
+    pub const ALL: [Action; 7] = [
+        Action::FsRead,
+        Action::FsWrite,
+        Action::NetGet,
+        Action::NetPost,
+        Action::NetPrivate,
+        Action::ProcSpawn,
+        Action::ModelCall,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Action::FsRead => "fs:read",
@@ -53,6 +69,23 @@ pub struct Capability {
 }
 
 impl Capability {
+    /// Parses `action:resource`, e.g. `fs:read:/w/a.rs` or `net:get:example.org`.
+    pub fn parse(text: &str) -> Result<Capability, String> {
+        let action = Action::ALL
+            .into_iter()
+            .find(|a| text.starts_with(a.as_str()) && text[a.as_str().len()..].starts_with(':'));
+        match action {
+            Some(action) => Ok(Capability {
+                action,
+                resource: text[action.as_str().len() + 1..].to_string(),
+            }),
+            None => Err(format!(
+                "{text:?} is not a capability; write action:resource with an action of {}",
+                Action::ALL.map(Action::as_str).join(", ")
+            )),
+        }
+    }
+
     pub fn fs(action: Action, path: &Path) -> Self {
         Capability {
             action,
@@ -68,66 +101,152 @@ impl fmt::Display for Capability {
 }
 
 /// Decides whether a run may use a capability.
-#[derive(Debug, Clone)]
 pub struct Kernel {
-    workspace: PathBuf,
+    ceiling: Vec<Pattern>,
+    policies: RefCell<Vec<Policy>>,
 }
 
 impl Kernel {
-    /// `workspace` must already be canonical.
-    pub fn new(workspace: PathBuf) -> Self {
-        Kernel { workspace }
-    }
-
-    /// Grants fs:read and fs:write inside the workspace; refuses the rest with
-    /// `permission_denied` naming the capability.
-    pub fn authorize(&self, cap: &Capability) -> FlowResult<()> {
-        let inside = Path::new(&cap.resource).starts_with(&self.workspace);
-        match cap.action {
-            Action::FsRead | Action::FsWrite if inside => Ok(()),
-            Action::FsRead | Action::FsWrite => Err(denied(
-                cap,
-                format!(
-                    "{cap} is outside the workspace {}; only paths inside it may be read or written. \
-                     Run with --workspace set to a folder that holds it.",
-                    self.workspace.display()
-                ),
-            )),
-            _ => Err(denied(
-                cap,
-                format!("{cap} is not granted: this build grants only fs:read and fs:write inside the workspace."),
-            )),
+    /// `ceiling` empty means no ceiling beyond the policies.
+    pub fn new(policies: Vec<Policy>, ceiling: Vec<Pattern>) -> Self {
+        Kernel {
+            ceiling,
+            policies: RefCell::new(policies),
         }
     }
-}
 
-fn denied(cap: &Capability, message: String) -> FlowError {
-    FlowError::new(ErrorCode::PermissionDenied, message).with("capability", cap.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grants_fs_inside_workspace_only() {
-        let k = Kernel::new(PathBuf::from("/w"));
-        assert!(k
-            .authorize(&Capability::fs(Action::FsRead, Path::new("/w/a")))
-            .is_ok());
-        assert!(k
-            .authorize(&Capability::fs(Action::FsWrite, Path::new("/w")))
-            .is_ok());
-        let e = k
-            .authorize(&Capability::fs(Action::FsRead, Path::new("/wx/a")))
-            .unwrap_err();
-        assert_eq!(e.code, ErrorCode::PermissionDenied);
-        assert_eq!(e.details["capability"], "fs:read:/wx/a");
-        let net = Capability {
-            action: Action::NetGet,
-            resource: "example.org".into(),
+    /// The verdict on one capability, with the rule or hook that made it.
+    pub fn decide(&self, req: &Request) -> Verdict {
+        let cap = req.capability;
+        if !self.ceiling.is_empty() && !self.ceiling.iter().any(|c| c.matches(cap)) {
+            let limits: Vec<&str> = self.ceiling.iter().map(|c| c.as_str()).collect();
+            return verdict(
+                Decision::Deny,
+                "the run's ceiling".into(),
+                format!("outside the run's ceiling ({})", limits.join(", ")),
+            );
+        }
+        let mut policies = self.policies.borrow_mut();
+        for p in policies.iter_mut() {
+            p.refresh();
+        }
+        for p in policies.iter() {
+            if let Some(e) = p.load_error() {
+                return verdict(
+                    Decision::Deny,
+                    p.name(),
+                    format!("the policy failed, so nothing is granted: {e}"),
+                );
+            }
+        }
+        if let Some(v) = first_rule(&policies, Decision::Deny, |r| r.pattern.matches(cap)) {
+            return v;
+        }
+        match decide_hooks(&policies, req) {
+            Ok(Some(v)) => return v,
+            Ok(None) => {}
+            Err(v) => return v,
+        }
+        let grants = |r: &Rule| {
+            r.pattern.matches(cap)
+                && (cap.action != Action::NetPrivate || r.pattern.grants_explicitly(cap))
         };
-        let e = k.authorize(&net).unwrap_err();
-        assert_eq!(e.details["capability"], "net:get:example.org");
+        if let Some(v) = first_rule(&policies, Decision::Allow, grants) {
+            return v;
+        }
+        if let Some(v) = first_rule(&policies, Decision::Ask, |r| r.pattern.matches(cap)) {
+            return v;
+        }
+        let strictest = policies
+            .iter()
+            .map(Policy::otherwise)
+            .max()
+            .unwrap_or(Decision::Ask);
+        let names: Vec<String> = policies.iter().map(Policy::name).collect();
+        verdict(
+            strictest,
+            names.join(", "),
+            format!("no rule or hook of the policy matched {cap}"),
+        )
     }
+
+    /// Where a process flow runs: the first policy whose `route` names a
+    /// container, or `None` for the host. A failing hook is a deny.
+    pub fn route(&self, req: &Request) -> Result<Option<String>, Verdict> {
+        let policies = self.policies.borrow();
+        for p in policies.iter() {
+            match p.route(req) {
+                Ok(Some(container)) => return Ok(Some(container)),
+                Ok(None) => {}
+                Err(e) => return Err(verdict(Decision::Deny, p.hook_name("route"), e)),
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn verdict(decision: Decision, by: String, reason: String) -> Verdict {
+    Verdict {
+        decision,
+        by,
+        reason,
+    }
+}
+
+/// The first rule with `decision` that `hit` accepts, across all policies.
+fn first_rule(
+    policies: &[Policy],
+    decision: Decision,
+    hit: impl Fn(&Rule) -> bool,
+) -> Option<Verdict> {
+    policies.iter().find_map(|p| {
+        let rule = p
+            .rules()
+            .iter()
+            .find(|r| r.decision == decision && hit(r))?;
+        let by = format!(
+            "{} \"{}\" (rules[{}] of {})",
+            decision,
+            rule.pattern.as_str(),
+            rule.index,
+            p.name()
+        );
+        let reason = rule.reason.clone().unwrap_or_else(|| match decision {
+            Decision::Allow => "the policy allows it".into(),
+            Decision::Deny => "the policy denies it".into(),
+            Decision::Ask => "the policy asks a person first".into(),
+        });
+        Some(verdict(decision, by, reason))
+    })
+}
+
+/// Every policy's `decide` opinion; the strictest wins (deny, then ask,
+/// then allow). A hook that fails denies.
+fn decide_hooks(policies: &[Policy], req: &Request) -> Result<Option<Verdict>, Verdict> {
+    let mut strictest: Option<Verdict> = None;
+    for p in policies {
+        match p.decide(req) {
+            Ok(None) => {}
+            Ok(Some((decision, reason))) => {
+                if strictest.as_ref().is_some_and(|s| s.decision >= decision) {
+                    continue;
+                }
+                let reason = reason.unwrap_or_else(|| format!("the decide hook says {decision}"));
+                strictest = Some(verdict(decision, p.hook_name("decide"), reason));
+            }
+            Err(e) => return Err(verdict(Decision::Deny, p.hook_name("decide"), e)),
+        }
+    }
+    Ok(strictest)
+}
+
+/// `permission_denied` for `cap`, naming what refused it and why.
+pub fn denied(cap: &Capability, v: &Verdict) -> FlowError {
+    FlowError::new(
+        ErrorCode::PermissionDenied,
+        format!("{cap} is denied by {}: {}.", v.by, v.reason),
+    )
+    .with("capability", cap.to_string())
+    .with("by", v.by.clone())
+    .with("reason", v.reason.clone())
 }

@@ -5,10 +5,14 @@
 mod convert;
 pub mod interrupt;
 mod module;
-mod sandbox;
+pub(crate) mod sandbox;
 
 use crate::error::FlowResult;
-use crate::flows::Context;
+use crate::flows::{Context, Registry};
+use crate::kernel::approval::{Approver, Prompt};
+use crate::kernel::pattern::{Pattern, Vars};
+use crate::kernel::policy::{self, Policy, Source};
+use crate::kernel::Kernel;
 use crate::pipeline::Core;
 use mlua::{Function, Lua};
 use serde_json::Value;
@@ -36,12 +40,16 @@ impl std::error::Error for ScriptError {}
 pub struct RuntimeBuilder {
     workspace: Option<PathBuf>,
     args: Vec<String>,
-    script_dir: Option<PathBuf>,
+    script: Option<PathBuf>,
+    policies: Vec<Source>,
+    ceiling: Vec<String>,
+    approve: Vec<String>,
+    prompt: Option<Prompt>,
 }
 
 impl RuntimeBuilder {
-    /// The folder relative paths resolve against and the default grant
-    /// covers. Default: the current folder.
+    /// The folder relative paths resolve against and `${workspace}` in
+    /// policies names. Default: the current folder.
     pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
         self.workspace = Some(dir.into());
         self
@@ -53,9 +61,36 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Where `require` looks first. Default: the workspace.
-    pub fn script_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.script_dir = Some(dir.into());
+    /// The script this run executes: it names the run in policy requests, and
+    /// `require` looks in its folder first (default: the workspace).
+    pub fn script(mut self, path: impl Into<PathBuf>) -> Self {
+        self.script = Some(path.into());
+        self
+    }
+
+    /// Adds a policy; with none, the built-in `policies/default.lua` applies.
+    /// A deny from any policy wins.
+    pub fn policy(mut self, source: Source) -> Self {
+        self.policies.push(source);
+        self
+    }
+
+    /// Adds a ceiling pattern: nothing outside the ceiling is granted,
+    /// whatever a policy says.
+    pub fn ceiling(mut self, pattern: impl Into<String>) -> Self {
+        self.ceiling.push(pattern.into());
+        self
+    }
+
+    /// Pre-approves asks that match `pattern`.
+    pub fn approve(mut self, pattern: impl Into<String>) -> Self {
+        self.approve.push(pattern.into());
+        self
+    }
+
+    /// Who answers asks. Default: nobody ([`Prompt::Unattended`]).
+    pub fn prompt(mut self, prompt: Prompt) -> Self {
+        self.prompt = Some(prompt);
         self
     }
 
@@ -65,23 +100,65 @@ impl RuntimeBuilder {
             None => std::env::current_dir()
                 .map_err(|e| format!("cannot read the current folder: {e}"))?,
         };
-        let workspace = std::fs::canonicalize(&given)
-            .map_err(|e| format!("workspace {}: {e}", given.display()))?;
+        let workspace = std::fs::canonicalize(&given).map_err(|e| {
+            format!(
+                "workspace {}: {e}. Give an existing folder with --workspace DIR.",
+                given.display()
+            )
+        })?;
         if !workspace.is_dir() {
-            return Err(format!("workspace {} is not a folder", given.display()));
+            return Err(format!(
+                "workspace {} is not a folder. Give an existing folder with --workspace DIR.",
+                given.display()
+            ));
+        }
+        let vars = Vars::new(workspace.clone());
+        let patterns = |list: &[String], flag: &str| {
+            list.iter()
+                .map(|t| Pattern::parse(t, &vars).map_err(|e| format!("{flag} {t:?}: {e}")))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let ceiling = patterns(&self.ceiling, "--ceiling")?;
+        let approve = patterns(&self.approve, "--approve")?;
+        let sources = if self.policies.is_empty() {
+            vec![policy::shipped("default").expect("the default policy is built in")]
+        } else {
+            self.policies
+        };
+        let policies: Vec<Policy> = sources
+            .into_iter()
+            .map(|s| Policy::load(s, vars.clone()))
+            .collect();
+        if let Some(e) = policies.iter().find_map(|p| p.load_error()) {
+            return Err(e.to_string());
         }
         let ctx = Context {
             workspace: workspace.clone(),
             run_id: new_run_id(),
+            script: self
+                .script
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
         };
-        let core = Rc::new(Core::new(ctx));
+        let core = Rc::new(Core {
+            registry: Registry::standard(),
+            kernel: Kernel::new(policies, ceiling),
+            approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
+            ctx,
+        });
         let lua = sandbox::new_state().map_err(|e| e.to_string())?;
         let sluice = module::build(&lua, core.clone(), &self.args).map_err(|e| e.to_string())?;
         lua.globals()
             .set("sluice", &sluice)
             .map_err(|e| e.to_string())?;
-        let script_dir = self.script_dir.unwrap_or(workspace);
-        sandbox::install_require(&lua, script_dir, sluice).map_err(|e| e.to_string())?;
+        let script_dir = match self.script.as_ref().and_then(|p| p.parent()) {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            Some(_) => PathBuf::from("."),
+            None => workspace,
+        };
+        sandbox::install_require(&lua, script_dir, &[("sluice", sluice)])
+            .map_err(|e| e.to_string())?;
         Ok(Runtime { core, lua })
     }
 }

@@ -9,7 +9,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The Lua modules shipped in `lua/`, by module name.
-const BUNDLED: &[(&str, &str)] = &[("sluice.retry", include_str!("../../lua/sluice/retry.lua"))];
+const BUNDLED: &[(&str, &str)] = &[
+    ("sluice.retry", include_str!("../../lua/sluice/retry.lua")),
+    ("sluice.policy", include_str!("../../lua/sluice/policy.lua")),
+];
 
 /// Globals of the base library that reach the filesystem or load code
 /// unchecked.
@@ -51,9 +54,16 @@ pub fn new_state() -> mlua::Result<Lua> {
 }
 
 /// Installs `require` and `package.loaded`, searching `script_dir` first.
-pub fn install_require(lua: &Lua, script_dir: PathBuf, sluice: Table) -> mlua::Result<()> {
+/// `preloaded` modules (the `sluice` module of a script) are found first.
+pub fn install_require(
+    lua: &Lua,
+    script_dir: PathBuf,
+    preloaded: &[(&str, Table)],
+) -> mlua::Result<()> {
     let loaded = lua.create_table()?;
-    loaded.set("sluice", sluice)?;
+    for (name, module) in preloaded {
+        loaded.set(*name, module)?;
+    }
     let package = lua.create_table()?;
     package.set("loaded", &loaded)?;
     lua.globals().set("package", package)?;

@@ -157,3 +157,25 @@ pub fn hostname() -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// The rule of the built-in default policy that asks for files outside the
+/// workspace, as a verdict's `by` names it.
+pub const DEFAULT_OUTSIDE_RULE: &str =
+    r#"ask "fs:*" (rules[10] of policies/default.lua (built in))"#;
+
+/// The error an fs capability outside the workspace gets from the default
+/// policy when nobody is at a terminal to approve it.
+pub fn needs_approval(cap: &str) -> serde_json::Value {
+    let reason = "it is outside the workspace, so a person decides";
+    serde_json::json!({
+        "code": "permission_required",
+        "message": format!(
+            "{cap} needs approval ({DEFAULT_OUTSIDE_RULE}: {reason}) and there is no terminal to ask. \
+             Pre-approve it with --approve '{cap}', or change the policy."
+        ),
+        "capability": cap,
+        "by": DEFAULT_OUTSIDE_RULE,
+        "reason": reason,
+        "approve": format!("--approve '{cap}'"),
+    })
+}

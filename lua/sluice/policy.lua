@@ -1,0 +1,36 @@
+--- Helpers for policy files. A rule is a plain table; the kernel reads
+--- `effect`, `pattern` and the optional `reason`.
+---
+--- local p = require("sluice.policy")
+--- return {
+---   rules = {
+---     p.allow "fs:read:${workspace}/**",
+---     p.deny("fs:*:**/.env", "secrets stay out of agents' reach"),
+---     p.ask "net:post:*",
+---   },
+---   decide = function(req) ... end,   -- optional: "allow" | "deny" | "ask" | nil | {decision=, reason=}
+---   route = function(req) ... end,    -- optional: nil (host) or a container name, for process flows
+---   otherwise = "ask",                -- optional: what nothing matching means ("ask" or "deny")
+--- }
+local M = {}
+
+local function rule(effect)
+  return function(pattern, reason)
+    if type(pattern) ~= "string" then
+      error(("%s takes a capability pattern string, e.g. %s \"fs:read:${workspace}/**\""):format(effect, effect), 2)
+    end
+    if reason ~= nil and type(reason) ~= "string" then
+      error(("%s(%q, reason): the reason must be a string"):format(effect, pattern), 2)
+    end
+    return { effect = effect, pattern = pattern, reason = reason }
+  end
+end
+
+---@type fun(pattern: string, reason?: string): table
+M.allow = rule("allow")
+---@type fun(pattern: string, reason?: string): table
+M.deny = rule("deny")
+---@type fun(pattern: string, reason?: string): table
+M.ask = rule("ask")
+
+return M

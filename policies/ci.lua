@@ -1,0 +1,24 @@
+-- Unattended runs (CI): an explicit allow-list and no asks. Whatever the
+-- list does not name is denied, so a run never stalls waiting for a person.
+local p = require("sluice.policy")
+
+return {
+  rules = {
+    p.deny("fs:*:${workspace}/.git/**", "the repository's internals (hooks, config) run code later"),
+    p.deny("fs:*:${workspace}/.sluice/**", "the audit record is not the workflow's to touch"),
+    p.deny("fs:*:**/.env", "secrets stay out of agents' reach"),
+    p.deny("net:post:*", "CI runs do not send data out"),
+
+    p.allow "fs:read:${workspace}",
+    p.allow "fs:read:${workspace}/**",
+    p.allow "fs:write:${workspace}/**",
+    p.allow "proc:spawn:cargo *",
+    p.allow "proc:spawn:git status",
+    p.allow "proc:spawn:git diff",
+    p.allow "proc:spawn:git diff *",
+    p.allow "proc:spawn:git log",
+    p.allow "proc:spawn:git log *",
+    p.allow "proc:spawn:make *",
+  },
+  otherwise = "deny",
+}

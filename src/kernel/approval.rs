@@ -1,0 +1,147 @@
+//! Answering an ask: a pre-approval (`--approve PATTERN`), an earlier "yes
+//! for the rest of the run", or the person at the terminal. With nobody to
+//! ask, the call fails `permission_required`, naming the capability and the
+//! flag that would grant it.
+
+use super::pattern::Pattern;
+use super::policy::{Request, Verdict};
+use super::{Action, Capability};
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Write};
+
+/// Characters of the input shown in a prompt.
+const SUMMARY_CHARS: usize = 300;
+
+/// Who answers an ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prompt {
+    /// The person at the controlling terminal (`/dev/tty`).
+    Terminal,
+    /// Nobody: every ask that is not pre-approved is `permission_required`.
+    Unattended,
+}
+
+impl Prompt {
+    /// A terminal when standard input is one, else unattended.
+    pub fn detect() -> Prompt {
+        if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            Prompt::Terminal
+        } else {
+            Prompt::Unattended
+        }
+    }
+}
+
+pub struct Approver {
+    preapproved: Vec<Pattern>,
+    prompt: Prompt,
+    /// Capabilities the person approved for the rest of the run.
+    remembered: RefCell<HashSet<String>>,
+}
+
+impl Approver {
+    pub fn new(preapproved: Vec<Pattern>, prompt: Prompt) -> Approver {
+        Approver {
+            preapproved,
+            prompt,
+            remembered: RefCell::new(HashSet::new()),
+        }
+    }
+
+    /// Grants `req`'s capability or fails with why not.
+    pub fn approve(&self, req: &Request, verdict: &Verdict) -> FlowResult<()> {
+        let cap = req.capability;
+        if self.preapproved.iter().any(|p| covers(p, cap))
+            || self.remembered.borrow().contains(&cap.to_string())
+        {
+            return Ok(());
+        }
+        match self.prompt {
+            Prompt::Unattended => Err(required(cap, verdict)),
+            Prompt::Terminal => match ask_terminal(req, verdict) {
+                Ok(Answer::Once) => Ok(()),
+                Ok(Answer::Always) => {
+                    self.remembered.borrow_mut().insert(cap.to_string());
+                    Ok(())
+                }
+                Ok(Answer::No) => Err(FlowError::new(
+                    ErrorCode::PermissionDenied,
+                    format!("{cap} was refused at the terminal."),
+                )
+                .with("capability", cap.to_string())
+                .with("by", "the person at the terminal")),
+                Err(e) => Err(required(cap, verdict).with("terminal", e.to_string())),
+            },
+        }
+    }
+}
+
+/// A pre-approval grants like an allow rule: never `net:private` by wildcard.
+fn covers(p: &Pattern, cap: &Capability) -> bool {
+    p.matches(cap) && (cap.action != Action::NetPrivate || p.grants_explicitly(cap))
+}
+
+fn required(cap: &Capability, v: &Verdict) -> FlowError {
+    FlowError::new(
+        ErrorCode::PermissionRequired,
+        format!(
+            "{cap} needs approval ({}: {}) and there is no terminal to ask. \
+             Pre-approve it with --approve '{cap}', or change the policy.",
+            v.by, v.reason
+        ),
+    )
+    .with("capability", cap.to_string())
+    .with("by", v.by.clone())
+    .with("reason", v.reason.clone())
+    .with("approve", format!("--approve '{cap}'"))
+}
+
+enum Answer {
+    Once,
+    Always,
+    No,
+}
+
+fn ask_terminal(req: &Request, v: &Verdict) -> std::io::Result<Answer> {
+    let mut tty = OpenOptions::new().read(true).write(true).open("/dev/tty")?;
+    let mut reader = BufReader::new(tty.try_clone()?);
+    write!(
+        tty,
+        "\nsluice: {flow} asks for {cap}\n  input: {input}\n  why: {by}: {reason}\n",
+        flow = req.flow,
+        cap = req.capability,
+        input = summary(req.input),
+        by = v.by,
+        reason = v.reason
+    )?;
+    loop {
+        write!(
+            tty,
+            "Allow? [y] once, [a] for the rest of the run, [n] no: "
+        )?;
+        tty.flush()?;
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(Answer::No);
+        }
+        match line.trim() {
+            "y" | "Y" | "yes" => return Ok(Answer::Once),
+            "a" | "A" | "all" => return Ok(Answer::Always),
+            "n" | "N" | "no" | "" => return Ok(Answer::No),
+            _ => writeln!(tty, "Answer y, a or n.")?,
+        }
+    }
+}
+
+/// The input on one line, long strings cut.
+fn summary(input: &serde_json::Value) -> String {
+    let text = input.to_string();
+    if text.chars().count() <= SUMMARY_CHARS {
+        return text;
+    }
+    let cut: String = text.chars().take(SUMMARY_CHARS).collect();
+    format!("{cut}… ({} bytes in all)", text.len())
+}

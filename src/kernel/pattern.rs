@@ -1,0 +1,788 @@
+//! Capability patterns: what a policy rule (`allow "fs:read:${workspace}/**"`),
+//! the run's ceiling (`--ceiling PATTERN`) and `--approve PATTERN` name.
+//!
+//! # Text forms
+//!
+//! - `*`: every capability.
+//! - `FAMILY:VERB`: one action (`fs:read`) or a family (`fs:*`), any resource.
+//!   `*:*` is every action.
+//! - `FAMILY:VERB:RESOURCE`: as above, resource restricted by a glob. The
+//!   resource is everything after the second colon, so origins
+//!   (`net:private:http://127.0.0.1:8080`) and command lines with colons need
+//!   no quoting. `*:*:RESOURCE` applies the glob to every action.
+//!
+//! Actions are `fs:read`, `fs:write`, `net:get`, `net:post`, `net:private`,
+//! `proc:spawn` and `model:call`; families are `fs`, `net`, `proc`, `model`.
+//! An unknown action or family is an error naming the known ones.
+//!
+//! # Resources
+//!
+//! A resource of `*` or `**` alone means any resource, for every action.
+//! Otherwise the glob is compiled once, at parse time, with
+//! [globset](https://docs.rs/globset) (case-sensitive; `\` escapes the next
+//! character; `{a,b}` alternates; `?` and `[...]` as in globset).
+//!
+//! fs resources (`fs:read`, `fs:write`) are canonical absolute paths, so fs
+//! globs have path semantics:
+//! - `*` and `?` stay within one path segment; `**` crosses segments.
+//! - `/w/**` matches everything below `/w` but not `/w` itself, so
+//!   `fs:write:/w/b` (the entry) and `fs:write:/w/b/**` (its contents) are
+//!   distinct grants.
+//! - A glob that starts with `**/` (or is `**`) is unanchored: `**/.env`
+//!   matches `.env` at any depth (`/.env`, `/w/.env`, `/w/a/b/.env`).
+//! - `${workspace}` expands to [`Vars::workspace`] and a leading `~` (alone or
+//!   followed by `/`) to [`Vars::home`]; expanded text is always literal, even
+//!   if the path holds glob characters. Any other glob must be absolute after
+//!   expansion: a relative one is an error (write `${workspace}/...`).
+//! - The fixed part of the glob (the segments before the first one with a
+//!   wildcard or escape) is normalised lexically: `//` and `.` segments are
+//!   dropped and `..` removes the segment before it, and a trailing `/` is
+//!   dropped, so `${workspace}/**` never yields `//`. A `.` or `..` segment
+//!   after a wildcard is an error: it could never match a canonical path.
+//!   Nothing is resolved on disk; [`Vars`] should hold canonical paths.
+//!
+//! Other resources (hosts, origins, command lines, model names) have no
+//! separator: `*` matches any run of characters, `/` and spaces included, so
+//! `proc:spawn:git *` matches `git checkout src/main.rs` (not `gitk`) and
+//! `net:get:*.example.com` matches `api.example.com` (not `example.com`).
+//! `${workspace}` expands there too; `~` does not. One departure from globset:
+//! a `[...]` holding a `:` is literal text, not a character class, so an IPv6
+//! origin such as `net:private:http://[::1]:8080` means what it says.
+//!
+//! Unknown variables (`${HOME}`) are errors; to match the text `${HOME}` write
+//! `$\{HOME\}`.
+//!
+//! # `net:private` needs an explicit grant
+//!
+//! [`Pattern::matches`] reports every match, wildcards included, so
+//! `deny "net:*"` and `deny "*"` do deny `net:private`. A grant of
+//! `net:private` must instead check [`Pattern::grants_explicitly`]: true only
+//! when the pattern names the action exactly (`net:private`, not `*` or
+//! `net:*`) and its resource is one literal origin (no wildcard) equal to the
+//! capability's. `net:private:*` therefore grants nothing.
+
+use super::{Action, Capability};
+use crate::error::{ErrorCode, FlowError};
+use globset::{GlobBuilder, GlobMatcher};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Values that patterns expand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vars {
+    /// `${workspace}`: the run's workspace root, canonical and absolute.
+    pub workspace: PathBuf,
+    /// A leading `~` in an fs pattern; `None` when no home folder is known,
+    /// which makes such a pattern an error. Should be canonical.
+    pub home: Option<PathBuf>,
+}
+
+impl Vars {
+    /// `workspace` (already canonical) and the home folder from `$HOME`:
+    /// canonicalised when it exists, `None` when unset, empty or relative.
+    pub fn new(workspace: PathBuf) -> Vars {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute())
+            .map(|h| std::fs::canonicalize(&h).unwrap_or(h));
+        Vars { workspace, home }
+    }
+}
+
+/// A parsed capability pattern. Cheap to clone (the compiled glob is shared).
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    text: String,
+    select: Select,
+    /// How fs actions' resources match; `None` when no fs action is selected.
+    fs: Option<Resource>,
+    /// How other actions' resources match; `None` when only fs is selected.
+    other: Option<Resource>,
+}
+
+/// A pattern that does not parse: names the bad part and the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternError {
+    /// The pattern as written.
+    pub pattern: String,
+    /// What is wrong with it and how to write it instead.
+    pub message: String,
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid pattern `{}`: {}", self.pattern, self.message)
+    }
+}
+
+impl std::error::Error for PatternError {}
+
+impl From<PatternError> for FlowError {
+    /// `invalid_pattern`, with the pattern as a detail.
+    fn from(e: PatternError) -> Self {
+        FlowError::new(ErrorCode::InvalidPattern, e.to_string()).with("pattern", e.pattern)
+    }
+}
+
+impl Pattern {
+    /// Parses `text` (see the module docs for the forms), expanding `vars`
+    /// and compiling the resource glob.
+    pub fn parse(text: &str, vars: &Vars) -> Result<Pattern, PatternError> {
+        let err = |message: String| PatternError {
+            pattern: text.to_string(),
+            message,
+        };
+        let (select, resource) = parse_select(text).map_err(err)?;
+        let any = match resource {
+            None => true,
+            Some("") => {
+                return Err(err(format!(
+                    "the resource after `{}:` is empty; drop the trailing colon to match any resource, or give a glob",
+                    select_text(select)
+                )))
+            }
+            Some(r) => r == "*" || r == "**",
+        };
+        let raw = resource.unwrap_or("*");
+        let fs = if select.has_fs() {
+            Some(if any {
+                Resource::Any
+            } else {
+                fs_resource(raw, vars).map_err(|m| {
+                    err(if select == Select::All {
+                        format!("{m} (`*:*:RESOURCE` applies RESOURCE as a path to fs actions too; name the actions, e.g. `net:*:{raw}`, to leave fs out)")
+                    } else {
+                        m
+                    })
+                })?
+            })
+        } else {
+            None
+        };
+        let other = if select.has_other() {
+            Some(if any {
+                Resource::Any
+            } else {
+                other_resource(raw, vars).map_err(err)?
+            })
+        } else {
+            None
+        };
+        Ok(Pattern {
+            text: text.to_string(),
+            select,
+            fs,
+            other,
+        })
+    }
+
+    /// Whether `cap` falls under this pattern, wildcards included. Does not
+    /// allocate.
+    pub fn matches(&self, cap: &Capability) -> bool {
+        if !self.select.includes(cap.action) {
+            return false;
+        }
+        self.side(cap.action)
+            .is_some_and(|r| r.matches(&cap.resource))
+    }
+
+    /// Whether this pattern names `cap` exactly: the same action written out
+    /// (not `*`, not a family) and one literal resource (no wildcard) equal
+    /// to `cap`'s. The kernel requires this of any grant of `net:private`.
+    pub fn grants_explicitly(&self, cap: &Capability) -> bool {
+        self.select == Select::Action(cap.action)
+            && matches!(self.side(cap.action), Some(Resource::Literal(lit)) if *lit == cap.resource)
+    }
+
+    /// How `action`'s resources match.
+    fn side(&self, action: Action) -> Option<&Resource> {
+        if is_fs(action) {
+            self.fs.as_ref()
+        } else {
+            self.other.as_ref()
+        }
+    }
+
+    /// Whether the pattern's action part covers `action` (any resource).
+    pub fn selects(&self, action: Action) -> bool {
+        self.select.includes(action)
+    }
+
+    /// The pattern as written, for messages ("which rule decided").
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Every action, in the order messages list them.
+const ACTIONS: [Action; 7] = [
+    Action::FsRead,
+    Action::FsWrite,
+    Action::NetGet,
+    Action::NetPost,
+    Action::NetPrivate,
+    Action::ProcSpawn,
+    Action::ModelCall,
+];
+
+const FAMILIES: [&str; 4] = ["fs", "net", "proc", "model"];
+
+/// The action part of a pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Select {
+    Action(Action),
+    /// A family by its name (one of [`FAMILIES`]).
+    Family(&'static str),
+    All,
+}
+
+impl Select {
+    fn includes(self, action: Action) -> bool {
+        match self {
+            Select::Action(a) => a == action,
+            Select::Family(f) => family(action) == f,
+            Select::All => true,
+        }
+    }
+
+    fn has_fs(self) -> bool {
+        ACTIONS.iter().any(|&a| is_fs(a) && self.includes(a))
+    }
+
+    fn has_other(self) -> bool {
+        ACTIONS.iter().any(|&a| !is_fs(a) && self.includes(a))
+    }
+}
+
+fn select_text(select: Select) -> String {
+    match select {
+        Select::Action(a) => a.as_str().to_string(),
+        Select::Family(f) => format!("{f}:*"),
+        Select::All => "*:*".to_string(),
+    }
+}
+
+fn family(action: Action) -> &'static str {
+    let name = action.as_str();
+    &name[..name.find(':').unwrap_or(name.len())]
+}
+
+fn is_fs(action: Action) -> bool {
+    matches!(action, Action::FsRead | Action::FsWrite)
+}
+
+fn known() -> String {
+    let actions: Vec<&str> = ACTIONS.iter().map(|a| a.as_str()).collect();
+    let families: Vec<String> = FAMILIES.iter().map(|f| format!("{f}:*")).collect();
+    format!(
+        "known actions: {}; families: {}; or `*` for all",
+        actions.join(", "),
+        families.join(", ")
+    )
+}
+
+/// Splits `text` into its action part and its resource (if any).
+fn parse_select(text: &str) -> Result<(Select, Option<&str>), String> {
+    if text == "*" {
+        return Ok((Select::All, None));
+    }
+    let Some((fam, rest)) = text.split_once(':') else {
+        return Err(format!(
+            "`{text}` names no action: write `FAMILY:VERB` (e.g. `fs:read`), `FAMILY:*` or `*`; {}",
+            known()
+        ));
+    };
+    let (verb, resource) = match rest.split_once(':') {
+        Some((v, r)) => (v, Some(r)),
+        None => (rest, None),
+    };
+    let select = if fam == "*" {
+        if verb != "*" {
+            return Err(format!(
+                "`*:{verb}` is not an action: a family wildcard needs `*` as the verb (`*:*`), or name the action; {}",
+                known()
+            ));
+        }
+        Select::All
+    } else if let Some(&f) = FAMILIES.iter().find(|&&f| f == fam) {
+        if verb == "*" {
+            Select::Family(f)
+        } else {
+            let name = format!("{fam}:{verb}");
+            match ACTIONS.iter().find(|a| a.as_str() == name) {
+                Some(&a) => Select::Action(a),
+                None => return Err(format!("unknown action `{name}`; {}", known())),
+            }
+        }
+    } else {
+        return Err(format!("unknown action family `{fam}`; {}", known()));
+    };
+    Ok((select, resource))
+}
+
+/// How a resource matches.
+#[derive(Debug, Clone)]
+enum Resource {
+    Any,
+    /// No wildcard: compared as a string (escapes removed).
+    Literal(String),
+    Glob(GlobMatcher),
+}
+
+impl Resource {
+    fn matches(&self, resource: &str) -> bool {
+        match self {
+            Resource::Any => true,
+            Resource::Literal(lit) => lit == resource,
+            Resource::Glob(m) => m.is_match(resource),
+        }
+    }
+}
+
+/// An fs resource glob: expanded, checked absolute, normalised, compiled.
+fn fs_resource(raw: &str, vars: &Vars) -> Result<Resource, String> {
+    let expanded = expand(raw, vars, true)?;
+    let anchored = expanded.starts_with('/');
+    if !anchored && expanded != "**" && !expanded.starts_with("**/") {
+        let shown = if expanded == raw {
+            String::new()
+        } else {
+            format!(" (`{expanded}` once expanded)")
+        };
+        return Err(format!(
+            "the fs resource `{raw}`{shown} is relative, but fs capabilities name canonical absolute paths; \
+             write `${{workspace}}/{raw}` for a path in the workspace, or `**/{raw}` to match at any depth"
+        ));
+    }
+    let glob = normalise(&expanded, anchored)?;
+    compile(&glob, true)
+}
+
+/// A resource glob for an action without path semantics.
+fn other_resource(raw: &str, vars: &Vars) -> Result<Resource, String> {
+    let expanded = expand(raw, vars, false)?;
+    compile(&literal_brackets(&expanded), false)
+}
+
+/// Replaces `${workspace}` (and, if `tilde`, a leading `~`) with escaped
+/// values, so a path holding glob characters stays literal.
+fn expand(glob: &str, vars: &Vars, tilde: bool) -> Result<String, String> {
+    let mut out = String::with_capacity(glob.len());
+    let mut rest = glob;
+    if tilde {
+        if let Some(after) = glob.strip_prefix('~') {
+            if !(after.is_empty() || after.starts_with('/')) {
+                let user = after.split('/').next().unwrap_or(after);
+                return Err(format!(
+                    "`~{user}` is not supported: only `~` (your home folder) expands; write the absolute path"
+                ));
+            }
+            let home = vars.home.as_deref().ok_or_else(|| {
+                "`~` needs a home folder and none is known; write the absolute path".to_string()
+            })?;
+            out.push_str(&escape(&path_text(home)));
+            rest = after;
+        }
+    }
+    let bytes = rest.as_bytes();
+    let (mut i, mut start) = (0, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'$' if bytes.get(i + 1) == Some(&b'{') => {
+                let Some(len) = rest[i + 2..].find('}') else {
+                    return Err(format!(
+                        "`{}` opens a variable that is never closed; write `${{workspace}}`",
+                        &rest[i..]
+                    ));
+                };
+                let name = &rest[i + 2..i + 2 + len];
+                if name != "workspace" {
+                    return Err(format!(
+                        "unknown variable `${{{name}}}`: the only one is `${{workspace}}` (and a leading `~` in fs paths); \
+                         write `$\\{{{name}\\}}` to match the text itself"
+                    ));
+                }
+                out.push_str(&rest[start..i]);
+                out.push_str(&escape(&path_text(&vars.workspace)));
+                i += len + 3;
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push_str(&rest[start..]);
+    Ok(out)
+}
+
+/// `path` without `.` segments, `//` or a trailing `/`, as text.
+fn path_text(path: &Path) -> String {
+    path.components()
+        .collect::<PathBuf>()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Glob characters that `escape` protects with a backslash.
+fn is_meta(c: char) -> bool {
+    matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\')
+}
+
+/// `text` with every glob character escaped.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_meta(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Normalises an fs glob: drops empty segments; in the fixed prefix, drops
+/// `.` and applies `..`; after it, rejects both.
+fn normalise(glob: &str, anchored: bool) -> Result<String, String> {
+    let mut segments: Vec<&str> = Vec::new();
+    let mut fixed = anchored;
+    for seg in glob.split('/') {
+        if seg.is_empty() {
+            continue;
+        }
+        if fixed && seg.chars().any(is_meta) {
+            fixed = false;
+        }
+        match seg {
+            "." | ".." if !fixed => {
+                return Err(format!(
+                    "`{seg}` after a wildcard in `{glob}` can never match a canonical path; \
+                     write the path without it"
+                ))
+            }
+            "." => {}
+            ".." => {
+                segments.pop();
+            }
+            _ => segments.push(seg),
+        }
+    }
+    let joined = segments.join("/");
+    Ok(if anchored {
+        format!("/{joined}")
+    } else {
+        joined
+    })
+}
+
+/// In a non-path glob, makes each `[...]` that holds a `:` literal text (an
+/// IPv6 host such as `[::1]`) rather than a character class.
+fn literal_brackets(glob: &str) -> String {
+    let mut out = String::with_capacity(glob.len());
+    let mut chars = glob.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                out.push(c);
+                if let Some((_, next)) = chars.next() {
+                    out.push(next);
+                }
+            }
+            '[' => match glob[i + 1..].find(']') {
+                Some(len) if glob[i + 1..i + 1 + len].contains(':') => {
+                    out.push_str(&escape(&glob[i..i + len + 2]));
+                    // Skip the content and the closing bracket.
+                    for _ in glob[i + 1..i + len + 2].chars() {
+                        chars.next();
+                    }
+                }
+                _ => out.push(c),
+            },
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The text `glob` stands for, if it has no wildcard (escapes removed).
+fn literal(glob: &str) -> Option<String> {
+    let mut out = String::with_capacity(glob.len());
+    let mut chars = glob.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next()?),
+            c if is_meta(c) => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+fn compile(glob: &str, path: bool) -> Result<Resource, String> {
+    if let Some(lit) = literal(glob) {
+        return Ok(Resource::Literal(lit));
+    }
+    GlobBuilder::new(glob)
+        .literal_separator(path)
+        .backslash_escape(true)
+        .build()
+        .map(|g| Resource::Glob(g.compile_matcher()))
+        .map_err(|e| {
+            format!(
+                "bad glob `{glob}`: {}; escape a literal `*`, `?`, `[`, `]`, `{{` or `}}` with a backslash",
+                e.kind()
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> Vars {
+        Vars {
+            workspace: PathBuf::from("/w"),
+            home: Some(PathBuf::from("/home/u")),
+        }
+    }
+
+    fn p(text: &str) -> Pattern {
+        Pattern::parse(text, &vars()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn err(text: &str) -> String {
+        Pattern::parse(text, &vars()).unwrap_err().to_string()
+    }
+
+    fn cap(action: Action, resource: &str) -> Capability {
+        Capability {
+            action,
+            resource: resource.to_string(),
+        }
+    }
+
+    fn fs(path: &str) -> Capability {
+        cap(Action::FsRead, path)
+    }
+
+    #[test]
+    fn exact_action_family_and_all() {
+        let read = p("fs:read");
+        assert!(read.matches(&fs("/anything")));
+        assert!(!read.matches(&cap(Action::FsWrite, "/anything")));
+        let fam = p("fs:*");
+        assert!(fam.matches(&fs("/a")) && fam.matches(&cap(Action::FsWrite, "/a")));
+        assert!(!fam.matches(&cap(Action::NetGet, "example.org")));
+        let net = p("net:*");
+        assert!(net.matches(&cap(Action::NetPost, "example.org")));
+        assert!(!net.matches(&cap(Action::ProcSpawn, "ls")));
+        for all in ["*", "*:*", "*:*:*", "*:*:**"] {
+            let all = p(all);
+            for a in ACTIONS {
+                assert!(all.matches(&cap(a, "/x y:z")), "{all} {a:?}");
+            }
+        }
+        assert!(p("model:call").selects(Action::ModelCall));
+        assert!(!p("model:call").selects(Action::NetGet));
+    }
+
+    #[test]
+    fn text_is_kept_for_messages() {
+        let pat = p("fs:read:${workspace}/**");
+        assert_eq!(pat.as_str(), "fs:read:${workspace}/**");
+        assert_eq!(pat.to_string(), "fs:read:${workspace}/**");
+    }
+
+    #[test]
+    fn fs_star_stays_in_one_segment_and_double_star_crosses() {
+        let one = p("fs:read:/w/*.rs");
+        assert!(one.matches(&fs("/w/a.rs")));
+        assert!(!one.matches(&fs("/w/src/a.rs")));
+        let deep = p("fs:read:/w/**/*.rs");
+        assert!(deep.matches(&fs("/w/a.rs")));
+        assert!(deep.matches(&fs("/w/src/x/a.rs")));
+        assert!(!deep.matches(&fs("/v/a.rs")));
+        assert!(!p("fs:read:/w/a?c").matches(&fs("/w/a/c")));
+    }
+
+    #[test]
+    fn contents_glob_does_not_match_the_entry_itself() {
+        let contents = p("fs:write:/w/b/**");
+        assert!(contents.matches(&cap(Action::FsWrite, "/w/b/c")));
+        assert!(contents.matches(&cap(Action::FsWrite, "/w/b/c/d")));
+        assert!(!contents.matches(&cap(Action::FsWrite, "/w/b")));
+        assert!(!contents.matches(&cap(Action::FsWrite, "/w/bc")));
+        let entry = p("fs:write:/w/b");
+        assert!(entry.matches(&cap(Action::FsWrite, "/w/b")));
+        assert!(!entry.matches(&cap(Action::FsWrite, "/w/b/c")));
+    }
+
+    #[test]
+    fn unanchored_env_matches_at_any_depth() {
+        let env = p("fs:*:**/.env");
+        for path in ["/.env", "/w/.env", "/w/a/b/.env"] {
+            assert!(env.matches(&fs(path)), "{path}");
+            assert!(env.matches(&cap(Action::FsWrite, path)), "{path}");
+        }
+        for path in ["/w/x.env", "/w/.env.example", "/w/.env/x"] {
+            assert!(!env.matches(&fs(path)), "{path}");
+        }
+        assert!(p("fs:read:**").matches(&fs("/a/b")));
+    }
+
+    #[test]
+    fn workspace_and_home_expand() {
+        let ws = p("fs:read:${workspace}/**");
+        assert!(ws.matches(&fs("/w/src/a.rs")));
+        assert!(!ws.matches(&fs("/w")));
+        assert!(!ws.matches(&fs("/wx/a")));
+        let home = p("fs:read:~/.cargo/**");
+        assert!(home.matches(&fs("/home/u/.cargo/config.toml")));
+        assert!(p("fs:read:~").matches(&fs("/home/u")));
+        let no_home = Vars {
+            home: None,
+            ..vars()
+        };
+        let e = Pattern::parse("fs:read:~/x", &no_home).unwrap_err();
+        assert!(e.message.contains("home"), "{e}");
+        assert!(err("fs:read:~bob/x").contains("`~bob`"));
+    }
+
+    #[test]
+    fn fixed_prefix_is_normalised() {
+        let slash = Vars {
+            workspace: PathBuf::from("/w/"),
+            home: None,
+        };
+        let pat = Pattern::parse("fs:read:${workspace}/**", &slash).unwrap();
+        assert!(pat.matches(&fs("/w/a")));
+        let pat = Pattern::parse("fs:write:${workspace}/", &slash).unwrap();
+        assert!(pat.matches(&cap(Action::FsWrite, "/w")));
+        assert!(pat.grants_explicitly(&cap(Action::FsWrite, "/w")));
+        assert!(p("fs:read:/w//./a/../b/*").matches(&fs("/w/b/c")));
+        assert!(err("fs:read:/w/*/../x").contains("`..` after a wildcard"));
+    }
+
+    #[test]
+    fn workspace_with_glob_characters_stays_literal() {
+        let odd = Vars {
+            workspace: PathBuf::from("/p[1]/{x}"),
+            home: None,
+        };
+        let pat = Pattern::parse("fs:read:${workspace}/**", &odd).unwrap();
+        assert!(pat.matches(&fs("/p[1]/{x}/a")));
+        assert!(!pat.matches(&fs("/p1/x/a")));
+    }
+
+    #[test]
+    fn relative_fs_patterns_are_rejected() {
+        let e = err("fs:read:src/**");
+        assert!(
+            e.contains("relative") && e.contains("${workspace}/src/**"),
+            "{e}"
+        );
+        assert!(err("fs:*:*.rs").contains("relative"));
+        let e = err("*:*:git *");
+        assert!(e.contains("relative") && e.contains("net:*"), "{e}");
+    }
+
+    #[test]
+    fn spawn_globs_cross_slashes_and_spaces() {
+        let git = p("proc:spawn:git *");
+        assert!(git.matches(&cap(Action::ProcSpawn, "git checkout src/main.rs")));
+        assert!(git.matches(&cap(Action::ProcSpawn, "git log --format=%H:%s")));
+        assert!(!git.matches(&cap(Action::ProcSpawn, "gitk")));
+        assert!(!git.matches(&cap(Action::ProcSpawn, "git")));
+        assert!(!git.matches(&cap(Action::ProcSpawn, "GIT status")));
+        let tool = p("proc:spawn:${workspace}/bin/*");
+        assert!(tool.matches(&cap(Action::ProcSpawn, "/w/bin/fmt --check a/b")));
+    }
+
+    #[test]
+    fn net_host_globs() {
+        let sub = p("net:get:*.example.com");
+        assert!(sub.matches(&cap(Action::NetGet, "api.example.com")));
+        assert!(sub.matches(&cap(Action::NetGet, "a.b.example.com")));
+        assert!(!sub.matches(&cap(Action::NetGet, "example.com")));
+        assert!(!sub.matches(&cap(Action::NetGet, "api.example.com.evil")));
+        assert!(!sub.matches(&cap(Action::NetPost, "api.example.com")));
+        let alt = p("net:*:{a,b}.example.com");
+        assert!(alt.matches(&cap(Action::NetPost, "b.example.com")));
+        assert!(!alt.matches(&cap(Action::NetPost, "c.example.com")));
+    }
+
+    #[test]
+    fn net_private_needs_an_exact_literal_grant() {
+        let local = cap(Action::NetPrivate, "http://127.0.0.1:8080");
+        for wild in ["*", "*:*", "net:*", "net:private", "net:private:*"] {
+            let pat = p(wild);
+            assert!(pat.matches(&local), "{wild} matches (a deny catches it)");
+            assert!(!pat.grants_explicitly(&local), "{wild} must not grant");
+        }
+        let glob = p("net:private:http://127.0.0.1:*");
+        assert!(glob.matches(&local) && !glob.grants_explicitly(&local));
+        let exact = p("net:private:http://127.0.0.1:8080");
+        assert!(exact.matches(&local) && exact.grants_explicitly(&local));
+        let other_port = cap(Action::NetPrivate, "http://127.0.0.1:8081");
+        assert!(!exact.matches(&other_port) && !exact.grants_explicitly(&other_port));
+        let v6 = cap(Action::NetPrivate, "http://[::1]:8080");
+        assert!(p("net:private:http://[::1]:8080").grants_explicitly(&v6));
+        assert!(p(r"net:private:http://\[::1\]:8080").grants_explicitly(&v6));
+        assert!(
+            !p("net:private:http://[::1]:8080").matches(&cap(Action::NetPrivate, "http://1:8080"))
+        );
+    }
+
+    #[test]
+    fn resources_may_hold_colons() {
+        let origin = p("net:get:http://127.0.0.1:8080");
+        assert!(origin.matches(&cap(Action::NetGet, "http://127.0.0.1:8080")));
+        let cmd = p("proc:spawn:echo a:b *");
+        assert!(cmd.matches(&cap(Action::ProcSpawn, "echo a:b c:d")));
+        assert!(p("fs:read:/w/a:b/*").matches(&fs("/w/a:b/c")));
+    }
+
+    #[test]
+    fn unknown_actions_and_bad_forms_are_errors() {
+        let e = err("fs:exec");
+        assert!(
+            e.contains("unknown action `fs:exec`") && e.contains("fs:read, fs:write"),
+            "{e}"
+        );
+        assert!(err("disk:read").contains("unknown action family `disk`"));
+        assert!(err("fs").contains("names no action"));
+        assert!(err("*:read").contains("`*:*`"));
+        assert!(err("fs:read:").contains("empty"));
+        assert!(err("net:get:[a").contains("bad glob"));
+        let e = err("proc:spawn:echo ${HOME}");
+        assert!(
+            e.contains("unknown variable `${HOME}`") && e.contains(r"$\{HOME\}"),
+            "{e}"
+        );
+        assert!(p(r"proc:spawn:echo $\{HOME\}").matches(&cap(Action::ProcSpawn, "echo ${HOME}")));
+        let flow: FlowError = Pattern::parse("fs:exec", &vars()).unwrap_err().into();
+        assert_eq!(flow.code, ErrorCode::InvalidPattern);
+        assert_eq!(flow.details["pattern"], "fs:exec");
+    }
+
+    #[test]
+    fn fifty_rules_decide_quickly() {
+        let rules: Vec<Pattern> = (0..50)
+            .map(|i| p(&format!("fs:read:/w/dir{i}/**/*.rs")))
+            .collect();
+        let c = fs("/w/src/deep/nested/path/file.rs");
+        let start = std::time::Instant::now();
+        let n = 1000;
+        for _ in 0..n {
+            assert!(!rules.iter().any(|r| r.matches(std::hint::black_box(&c))));
+        }
+        let per = start.elapsed() / n;
+        // Generous so unoptimised builds pass; release is far below 10 µs.
+        assert!(per < std::time::Duration::from_micros(500), "{per:?}");
+    }
+}

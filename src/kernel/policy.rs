@@ -1,0 +1,464 @@
+//! Lua policies: a file that returns `{rules = {...}, decide = fn?, route =
+//! fn?, otherwise = "ask"|"deny"}`, loaded into its own sandboxed Lua state
+//! with an instruction and a memory limit.
+//!
+//! A policy never fails open. A file that does not load, a hook that raises,
+//! loops, runs out of memory or returns something that is not a decision:
+//! each denies the call and says which file, which line and why. A policy
+//! file is re-read when it changes on disk, between calls, so an edit takes
+//! effect without restarting a long run.
+
+use super::pattern::{Pattern, Vars};
+use super::Capability;
+use crate::flows::Tier;
+use crate::runtime::sandbox;
+use mlua::{Function, HookTriggers, Lua, LuaSerdeExt, Table, Value as LuaValue, VmState};
+use serde::Serialize;
+use serde_json::Value;
+use std::cell::Cell;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::SystemTime;
+
+/// Lua instructions one load or one hook call may run.
+pub const INSTRUCTION_LIMIT: u64 = 1_000_000;
+/// Bytes a policy's Lua state may hold.
+pub const MEMORY_LIMIT: usize = 32 * 1024 * 1024;
+/// Instructions between two checks of the budget.
+const HOOK_EVERY: u32 = 1000;
+
+/// What a policy says about a capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Ask => "ask",
+            Decision::Deny => "deny",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Decision> {
+        match text {
+            "allow" => Some(Decision::Allow),
+            "ask" => Some(Decision::Ask),
+            "deny" => Some(Decision::Deny),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A decision with what made it (`by`: a rule, a hook, the ceiling) and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    pub decision: Decision,
+    pub by: String,
+    pub reason: String,
+}
+
+/// What a policy hook sees of one capability check, as `req`.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub capability: &'a Capability,
+    pub flow: &'a str,
+    pub tier: Tier,
+    pub input: &'a Value,
+    pub run_id: &'a str,
+    pub script: &'a str,
+}
+
+/// One static rule of a policy.
+#[derive(Debug)]
+pub struct Rule {
+    pub decision: Decision,
+    pub pattern: Pattern,
+    pub reason: Option<String>,
+    /// 1-based position in `rules`.
+    pub index: usize,
+}
+
+/// Where a policy's source comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    File(PathBuf),
+    /// Shipped inside the binary, e.g. `policies/default.lua`.
+    Embedded {
+        name: &'static str,
+        text: &'static str,
+    },
+}
+
+impl Source {
+    pub fn name(&self) -> String {
+        match self {
+            Source::File(p) => p.display().to_string(),
+            Source::Embedded { name, .. } => format!("{name} (built in)"),
+        }
+    }
+}
+
+/// The policies shipped in `policies/`, by name: `default`, `readonly`, `ci`.
+pub fn shipped(name: &str) -> Option<Source> {
+    let (name, text) = match name {
+        "default" => (
+            "policies/default.lua",
+            include_str!("../../policies/default.lua"),
+        ),
+        "readonly" => (
+            "policies/readonly.lua",
+            include_str!("../../policies/readonly.lua"),
+        ),
+        "ci" => ("policies/ci.lua", include_str!("../../policies/ci.lua")),
+        _ => return None,
+    };
+    Some(Source::Embedded { name, text })
+}
+
+/// A policy file, loaded or failed to load.
+pub struct Policy {
+    source: Source,
+    vars: Vars,
+    /// The file's modification time and length when it was loaded.
+    stamp: Option<(SystemTime, u64)>,
+    loaded: Result<Loaded, String>,
+}
+
+struct Loaded {
+    // Hooks and rules belong to this state; kept alive with them.
+    _lua: Lua,
+    rules: Vec<Rule>,
+    decide: Option<Function>,
+    route: Option<Function>,
+    otherwise: Decision,
+    budget: Rc<Cell<u64>>,
+}
+
+impl Policy {
+    /// Loads `source`; a policy that fails to load is kept, and denies.
+    pub fn load(source: Source, vars: Vars) -> Policy {
+        let stamp = stamp_of(&source);
+        let loaded = read_source(&source).and_then(|text| load_text(&source, &text, &vars));
+        Policy {
+            source,
+            vars,
+            stamp,
+            loaded,
+        }
+    }
+
+    pub fn name(&self) -> String {
+        self.source.name()
+    }
+
+    /// Why the policy did not load, if it did not.
+    pub fn load_error(&self) -> Option<&str> {
+        self.loaded.as_ref().err().map(String::as_str)
+    }
+
+    /// Re-reads the file if it changed on disk since it was loaded.
+    pub fn refresh(&mut self) {
+        let stamp = stamp_of(&self.source);
+        if stamp != self.stamp {
+            *self = Policy::load(self.source.clone(), self.vars.clone());
+        }
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        self.loaded.as_ref().map_or(&[], |l| &l.rules)
+    }
+
+    /// The policy's answer when nothing matched.
+    pub fn otherwise(&self) -> Decision {
+        self.loaded.as_ref().map_or(Decision::Deny, |l| l.otherwise)
+    }
+
+    /// `decide(req)`: `None` when there is no hook or it has no opinion.
+    pub fn decide(&self, req: &Request) -> Result<Option<(Decision, Option<String>)>, String> {
+        let Ok(l) = &self.loaded else { return Ok(None) };
+        let Some(hook) = &l.decide else {
+            return Ok(None);
+        };
+        let value = self.call(l, hook, req)?;
+        parse_opinion(value).map_err(|e| format!("{}: {e}", where_defined(hook)))
+    }
+
+    /// `route(req)`: a container name, or `None` for the host.
+    pub fn route(&self, req: &Request) -> Result<Option<String>, String> {
+        let Ok(l) = &self.loaded else { return Ok(None) };
+        let Some(hook) = &l.route else {
+            return Ok(None);
+        };
+        match self.call(l, hook, req)? {
+            LuaValue::Nil => Ok(None),
+            LuaValue::String(s) => Ok(Some(s.to_str().map_err(|e| e.to_string())?.to_string())),
+            other => Err(format!(
+                "{}: route returned a {}; return nil (the host) or a container name",
+                where_defined(hook),
+                other.type_name()
+            )),
+        }
+    }
+
+    /// Whether `hook` is this policy's decide hook, named for messages.
+    pub fn hook_name(&self, which: &str) -> String {
+        let hook = self.loaded.as_ref().ok().and_then(|l| match which {
+            "decide" => l.decide.as_ref(),
+            _ => l.route.as_ref(),
+        });
+        match hook {
+            Some(f) => format!("{which} hook at {}", where_defined(f)),
+            None => format!("{which} hook of {}", self.name()),
+        }
+    }
+
+    fn call(&self, l: &Loaded, hook: &Function, req: &Request) -> Result<LuaValue, String> {
+        l.budget.set(INSTRUCTION_LIMIT);
+        let table = request_table(&l._lua, req).map_err(|e| e.to_string())?;
+        hook.call::<LuaValue>(table)
+            .map_err(|e| format!("{} failed: {}", self.hook_label(hook), lua_error(&e)))
+    }
+
+    fn hook_label(&self, hook: &Function) -> String {
+        format!("the hook at {}", where_defined(hook))
+    }
+}
+
+fn stamp_of(source: &Source) -> Option<(SystemTime, u64)> {
+    match source {
+        Source::File(p) => fs::metadata(p)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len()))),
+        Source::Embedded { .. } => None,
+    }
+}
+
+fn read_source(source: &Source) -> Result<String, String> {
+    match source {
+        Source::File(p) => {
+            fs::read_to_string(p).map_err(|e| format!("cannot read policy {}: {e}", p.display()))
+        }
+        Source::Embedded { text, .. } => Ok(text.to_string()),
+    }
+}
+
+/// Builds the policy's state and reads its returned table.
+fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String> {
+    let name = source.name();
+    let fail = |e: mlua::Error| format!("policy {name}: {}", lua_error(&e));
+    let lua = sandbox::new_state().map_err(fail)?;
+    lua.set_memory_limit(MEMORY_LIMIT).map_err(fail)?;
+    let budget = Rc::new(Cell::new(INSTRUCTION_LIMIT));
+    let hook_budget = budget.clone();
+    lua.set_hook(
+        HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+        move |_, _| {
+            let left = hook_budget.get().saturating_sub(u64::from(HOOK_EVERY));
+            hook_budget.set(left);
+            if left == 0 {
+                return Err(mlua::Error::runtime(format!(
+                    "ran past its limit of {INSTRUCTION_LIMIT} Lua instructions (a runaway loop?)"
+                )));
+            }
+            Ok(VmState::Continue)
+        },
+    );
+    let dir = match source {
+        Source::File(p) => p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        Source::Embedded { .. } => PathBuf::from("/nonexistent"),
+    };
+    sandbox::install_require(&lua, dir, &[]).map_err(fail)?;
+    let chunk_name = match source {
+        Source::File(p) => format!("@{}", p.display()),
+        Source::Embedded { name, .. } => format!("@{name}"),
+    };
+    let returned: LuaValue = lua
+        .load(text)
+        .set_name(chunk_name)
+        .set_mode(mlua::ChunkMode::Text)
+        .eval()
+        .map_err(fail)?;
+    let LuaValue::Table(table) = returned else {
+        return Err(format!(
+            "policy {name} returned a {}; a policy returns a table: {{rules = {{...}}, decide = fn?, route = fn?}}",
+            returned.type_name()
+        ));
+    };
+    let parsed = parse_policy(&table, vars).map_err(|e| format!("policy {name}: {e}"))?;
+    Ok(Loaded {
+        rules: parsed.0,
+        decide: parsed.1,
+        route: parsed.2,
+        otherwise: parsed.3,
+        _lua: lua,
+        budget,
+    })
+}
+
+type Parsed = (Vec<Rule>, Option<Function>, Option<Function>, Decision);
+
+fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
+    for pair in table.clone().pairs::<LuaValue, LuaValue>() {
+        let (key, _) = pair.map_err(|e| e.to_string())?;
+        let name = match &key {
+            LuaValue::String(s) => s.to_string_lossy(),
+            _ => String::new(),
+        };
+        let known = matches!(name.as_str(), "rules" | "decide" | "route" | "otherwise");
+        if !known {
+            return Err(format!(
+                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, otherwise = \"ask\"|\"deny\"}}",
+                key.to_string().unwrap_or_else(|_| key.type_name().to_string())
+            ));
+        }
+    }
+    let rules = match table.get::<LuaValue>("rules").map_err(|e| e.to_string())? {
+        LuaValue::Nil => Vec::new(),
+        LuaValue::Table(t) => parse_rules(&t, vars)?,
+        other => {
+            return Err(format!(
+                "`rules` is a {}; it is a list of p.allow/p.deny/p.ask rules",
+                other.type_name()
+            ))
+        }
+    };
+    let hook = |key: &str| match table.get::<LuaValue>(key) {
+        Ok(LuaValue::Nil) => Ok(None),
+        Ok(LuaValue::Function(f)) => Ok(Some(f)),
+        Ok(other) => Err(format!(
+            "`{key}` is a {}; it is a function(req)",
+            other.type_name()
+        )),
+        Err(e) => Err(e.to_string()),
+    };
+    let otherwise = match table
+        .get::<Option<String>>("otherwise")
+        .map_err(|e| e.to_string())?
+    {
+        None => Decision::Ask,
+        Some(s) if s == "ask" => Decision::Ask,
+        Some(s) if s == "deny" => Decision::Deny,
+        Some(s) => {
+            return Err(format!(
+                "`otherwise` is {s:?}; it is \"ask\" (the default) or \"deny\""
+            ))
+        }
+    };
+    Ok((rules, hook("decide")?, hook("route")?, otherwise))
+}
+
+fn parse_rules(list: &Table, vars: &Vars) -> Result<Vec<Rule>, String> {
+    let mut rules = Vec::new();
+    for (i, item) in list.clone().sequence_values::<LuaValue>().enumerate() {
+        let index = i + 1;
+        let bad = |what: String| format!("rules[{index}]: {what}");
+        let item = item.map_err(|e| bad(e.to_string()))?;
+        let LuaValue::Table(t) = item else {
+            return Err(bad(format!(
+                "is a {}; write rules with p.allow \"...\", p.deny \"...\" or p.ask \"...\"",
+                item.type_name()
+            )));
+        };
+        let effect: Option<String> = t.get("effect").map_err(|e| bad(e.to_string()))?;
+        let decision = effect.as_deref().and_then(Decision::parse).ok_or_else(|| {
+            bad("has no effect allow/deny/ask; write it with p.allow, p.deny or p.ask".into())
+        })?;
+        let text: String = t.get("pattern").map_err(|e| bad(format!("pattern: {e}")))?;
+        let pattern = Pattern::parse(&text, vars).map_err(|e| bad(e.to_string()))?;
+        let reason: Option<String> = t.get("reason").map_err(|e| bad(format!("reason: {e}")))?;
+        rules.push(Rule {
+            decision,
+            pattern,
+            reason,
+            index,
+        });
+    }
+    Ok(rules)
+}
+
+/// `req` as the hooks see it: a fresh table, so a hook cannot change the call.
+fn request_table(lua: &Lua, req: &Request) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set("capability", req.capability.to_string())?;
+    t.set("action", req.capability.action.as_str())?;
+    t.set("resource", req.capability.resource.as_str())?;
+    t.set("flow", req.flow)?;
+    t.set("tier", req.tier.as_str())?;
+    t.set("input", lua.to_value(req.input)?)?;
+    let run = lua.create_table()?;
+    run.set("id", req.run_id)?;
+    run.set("script", req.script)?;
+    t.set("run", run)?;
+    Ok(t)
+}
+
+fn parse_opinion(value: LuaValue) -> Result<Option<(Decision, Option<String>)>, String> {
+    let expected =
+        "return \"allow\", \"deny\", \"ask\", nil (no opinion) or {decision = ..., reason = ...}";
+    match value {
+        LuaValue::Nil => Ok(None),
+        LuaValue::String(s) => {
+            let text = s.to_string_lossy();
+            Decision::parse(&text)
+                .map(|d| Some((d, None)))
+                .ok_or_else(|| format!("decide returned {text:?}; {expected}"))
+        }
+        LuaValue::Table(t) => {
+            let decision: Option<String> = t.get("decision").map_err(|e| e.to_string())?;
+            let reason: Option<String> = t.get("reason").map_err(|e| e.to_string())?;
+            match decision.as_deref().and_then(Decision::parse) {
+                Some(d) => Ok(Some((d, reason))),
+                None => Err(format!(
+                    "decide returned a table whose decision is {decision:?}; {expected}"
+                )),
+            }
+        }
+        other => Err(format!(
+            "decide returned a {}; {expected}",
+            other.type_name()
+        )),
+    }
+}
+
+/// `file:line` where a hook is defined.
+fn where_defined(f: &Function) -> String {
+    let info = f.info();
+    let src = info.short_src.unwrap_or_else(|| "?".into());
+    match info.line_defined {
+        Some(line) => format!("{src}:{line}"),
+        None => src,
+    }
+}
+
+/// A Lua error's first line, without mlua's prefixes.
+fn lua_error(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => lua_error(cause),
+        mlua::Error::MemoryError(_) => {
+            format!("ran past its memory limit of {} MiB", MEMORY_LIMIT >> 20)
+        }
+        mlua::Error::RuntimeError(m) | mlua::Error::SyntaxError { message: m, .. } => {
+            m.lines().next().unwrap_or_default().to_string()
+        }
+        other => other
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    }
+}

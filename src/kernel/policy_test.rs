@@ -1,0 +1,205 @@
+//! `sluice policy test`: runs the `test_*` functions of the `*_test.lua`
+//! files next to a policy, as `opa test` does for Rego. Each test file checks
+//! the policy of the same name without `_test` (`default_test.lua` checks
+//! `default.lua`), through a `policy` table of helpers:
+//!
+//! ```lua
+//! function test_reads_inside_the_workspace()
+//!   policy.allows("fs:read:" .. policy.workspace .. "/src/main.rs")
+//! end
+//! function test_posts_ask() policy.asks("net:post:example.com") end
+//! function test_env_files() policy.denies("fs:read:/anywhere/.env", {flow = "read"}) end
+//! -- policy.decide(capability, {flow =, input =}) returns {decision =, by =, reason =}
+//! ```
+//!
+//! Capabilities are checked as the run's kernel checks them, with
+//! `${workspace}` standing for [`TEST_WORKSPACE`].
+
+use super::pattern::Vars;
+use super::policy::{Policy, Request, Source};
+use super::{Capability, Kernel};
+use crate::flows::{Registry, Tier};
+use crate::runtime::sandbox;
+use mlua::{Lua, Table, Value as LuaValue};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// What `${workspace}` means while testing a policy.
+pub const TEST_WORKSPACE: &str = "/workspace";
+
+/// The outcome of one test function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub file: PathBuf,
+    pub test: String,
+    /// `None` when it passed, else why it failed.
+    pub failure: Option<String>,
+}
+
+/// The `*_test.lua` files at `path` (a file, or a folder searched one level).
+pub fn find_tests(path: &Path) -> Result<Vec<PathBuf>, String> {
+    if path.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let entries = fs::read_dir(path).map_err(|e| format!("cannot list {}: {e}", path.display()))?;
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with("_test.lua"))
+        })
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
+/// Runs every `test_*` function of one test file, in name order.
+pub fn run_file(test_file: &Path) -> Result<Vec<Outcome>, String> {
+    let policy_file = policy_under_test(test_file)?;
+    let vars = Vars::new(PathBuf::from(TEST_WORKSPACE));
+    let policy = Policy::load(Source::File(policy_file.clone()), vars);
+    if let Some(e) = policy.load_error() {
+        return Err(e.to_string());
+    }
+    let kernel = Rc::new(Kernel::new(vec![policy], Vec::new()));
+    let lua = sandbox::new_state().map_err(|e| e.to_string())?;
+    let dir = test_file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    sandbox::install_require(&lua, dir, &[]).map_err(|e| e.to_string())?;
+    lua.globals()
+        .set("policy", helpers(&lua, kernel).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let source = fs::read_to_string(test_file)
+        .map_err(|e| format!("cannot read {}: {e}", test_file.display()))?;
+    lua.load(source)
+        .set_name(format!("@{}", test_file.display()))
+        .set_mode(mlua::ChunkMode::Text)
+        .exec()
+        .map_err(|e| first_line(&e))?;
+    let mut names: Vec<String> = lua
+        .globals()
+        .pairs::<String, LuaValue>()
+        .filter_map(|pair| pair.ok())
+        .filter(|(name, v)| name.starts_with("test_") && v.is_function())
+        .map(|(name, _)| name)
+        .collect();
+    names.sort();
+    let outcomes = names
+        .into_iter()
+        .map(|test| {
+            let f: mlua::Function = lua.globals().get(test.as_str()).expect("listed above");
+            let failure = f.call::<()>(()).err().map(|e| first_line(&e));
+            Outcome {
+                file: test_file.to_path_buf(),
+                test,
+                failure,
+            }
+        })
+        .collect();
+    Ok(outcomes)
+}
+
+/// `x_test.lua` tests `x.lua` beside it.
+fn policy_under_test(test_file: &Path) -> Result<PathBuf, String> {
+    let name = test_file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let Some(stem) = name.strip_suffix("_test.lua") else {
+        return Err(format!(
+            "{}: a policy test file is named <policy>_test.lua",
+            test_file.display()
+        ));
+    };
+    let policy = test_file.with_file_name(format!("{stem}.lua"));
+    if !policy.is_file() {
+        return Err(format!(
+            "{} tests {}, which does not exist",
+            test_file.display(),
+            policy.display()
+        ));
+    }
+    Ok(policy)
+}
+
+/// The `policy` table: decide, allows, denies, asks, workspace.
+fn helpers(lua: &Lua, kernel: Rc<Kernel>) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set("workspace", TEST_WORKSPACE)?;
+    let decide = lua.create_function(move |lua, (cap, opts): (String, Option<Table>)| {
+        let capability = Capability::parse(&cap).map_err(mlua::Error::runtime)?;
+        let flow: Option<String> = opts.as_ref().map(|o| o.get("flow")).transpose()?.flatten();
+        let flow = flow.unwrap_or_else(|| default_flow(&capability).to_string());
+        let input: Value = match opts
+            .as_ref()
+            .map(|o| o.get::<LuaValue>("input"))
+            .transpose()?
+        {
+            Some(v) if !v.is_nil() => mlua::LuaSerdeExt::from_value(lua, v)?,
+            _ => Value::Object(Default::default()),
+        };
+        let tier = Registry::standard()
+            .get(&flow)
+            .map_or(Tier::Irreversible, |f| f.spec().tier);
+        let req = Request {
+            capability: &capability,
+            flow: &flow,
+            tier,
+            input: &input,
+            run_id: "policy-test",
+            script: "policy-test",
+        };
+        let v = kernel.decide(&req);
+        let out = lua.create_table()?;
+        out.set("decision", v.decision.as_str())?;
+        out.set("by", v.by)?;
+        out.set("reason", v.reason)?;
+        Ok(out)
+    })?;
+    t.set("decide", &decide)?;
+    let assert_src = r#"
+local decide = ...
+local function expect(want)
+  return function(cap, opts)
+    local got = decide(cap, opts)
+    if got.decision ~= want then
+      error(("expected %s for %s, got %s by %s: %s"):format(want, cap, got.decision, got.by, got.reason), 2)
+    end
+    return got
+  end
+end
+return expect("allow"), expect("deny"), expect("ask")"#;
+    let (allows, denies, asks): (mlua::Function, mlua::Function, mlua::Function) =
+        lua.load(assert_src).set_name("=policy").call(decide)?;
+    t.set("allows", allows)?;
+    t.set("denies", denies)?;
+    t.set("asks", asks)?;
+    Ok(t)
+}
+
+/// The flow that usually asks for a capability's action.
+pub fn default_flow(cap: &Capability) -> &'static str {
+    use super::Action::*;
+    match cap.action {
+        FsRead => "read",
+        FsWrite => "write",
+        NetGet | NetPrivate => "fetch",
+        NetPost => "http-post",
+        ProcSpawn => "bash",
+        ModelCall => "model",
+    }
+}
+
+fn first_line(e: &mlua::Error) -> String {
+    let text = match e {
+        mlua::Error::CallbackError { cause, .. } => return first_line(cause),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        other => other.to_string(),
+    };
+    text.lines().next().unwrap_or_default().to_string()
+}
