@@ -273,7 +273,8 @@ fn a_lock_without_an_owner_file_counts_as_busy() {
             "err": {
                 "code": "no_match",
                 "message": format!(
-                    "{shown} is busy: another writer holds the lock {lock_shown}. Re-read the file and retry after it finishes."
+                    "{shown} is busy: another writer holds the lock {lock_shown}. Re-read the file and retry after it finishes. \
+                     The lock names no owner: if no sluice process is changing the file, a crash left it; remove that folder."
                 ),
                 "path": shown,
                 "lock": lock_shown,

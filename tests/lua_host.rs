@@ -328,3 +328,16 @@ fn coroutines_can_wait_on_flows_and_still_yield_their_own_values() {
         })
     );
 }
+
+#[test]
+fn load_without_an_environment_sees_the_globals() {
+    let ws = workspace();
+    let out = lua_json(
+        ws.path(),
+        r#"local f = load("y = 5; return y, type(print)")
+        local a, b = f()
+        local g = load("return x", "chunk", "t", {x = 7})
+        emit({a, b, g()})"#,
+    );
+    assert_eq!(out[0], json!([5, "function", 7]));
+}

@@ -86,3 +86,51 @@ fn dot_dot_out_of_the_workspace_is_refused() {
         ])
     );
 }
+
+#[test]
+fn dot_dot_after_a_missing_part_still_resolves_the_links_that_follow() {
+    let ws = workspace();
+    let outside = workspace();
+    fs::write(outside.file("secret.txt"), "SECRET").unwrap();
+    fs::write(ws.file("f.txt"), "x").unwrap();
+    symlink(outside.path(), ws.file("out")).unwrap();
+    let out = lua_json(
+        ws.path(),
+        r#"local _, r = sluice.read{path = "nonexist/../out/secret.txt"}
+        local _, w = sluice.write{path = "gone/../out/pwned.txt", content = "x"}
+        local _, l = sluice.ls{path = "zz/../out"}
+        local _, f = sluice.read{path = "f.txt/x/../../out/secret.txt"}
+        emit({r.capability, w.capability, l.capability, f.capability})"#,
+    );
+    let o = outside.path().display();
+    assert_eq!(
+        out[0],
+        json!([
+            format!("fs:read:{o}/secret.txt"),
+            format!("fs:write:{o}/pwned.txt"),
+            format!("fs:read:{o}"),
+            format!("fs:read:{o}/secret.txt"),
+        ])
+    );
+    assert!(!outside.file("pwned.txt").exists());
+}
+
+#[test]
+fn a_trailing_slash_names_a_folder() {
+    let ws = workspace();
+    fs::write(ws.file("a.txt"), "x\n").unwrap();
+    let out = lua_json(
+        ws.path(),
+        r#"local _, r = sluice.read{path = "a.txt/"}
+        local _, e = sluice.edit{path = "a.txt/", oldString = "x", newString = "y"}
+        local _, w = sluice.write{path = "newdir/", content = "x"}
+        local l = sluice.ls{path = "./"}
+        emit({r.code, e.code, w.code, l.total})"#,
+    );
+    assert_eq!(
+        out[0],
+        json!(["not_a_directory", "not_a_directory", "command_failed", 1])
+    );
+    assert!(!ws.file("newdir").exists());
+    assert_eq!(fs::read_to_string(ws.file("a.txt")).unwrap(), "x\n");
+}

@@ -348,7 +348,8 @@ fn write_treats_a_lock_without_an_owner_file_as_busy() {
         json!({
             "code": "no_match",
             "message": format!(
-                "{} is busy: another writer holds the lock {}. Re-read the file and retry after it finishes.",
+                "{} is busy: another writer holds the lock {}. Re-read the file and retry after it finishes. \
+                 The lock names no owner: if no sluice process is changing the file, a crash left it; remove that folder.",
                 file.display(),
                 lock.display()
             ),

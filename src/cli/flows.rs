@@ -22,7 +22,7 @@ pub struct FlowsArgs {
 
 pub fn flows(args: FlowsArgs) -> ExitCode {
     let registry = Registry::standard();
-    if let Some(name) = &args.name {
+    let text = if let Some(name) = &args.name {
         let Some(flow) = registry.get(name) else {
             let names: Vec<&str> = registry.specs().map(|s| s.name).collect();
             eprintln!(
@@ -31,34 +31,33 @@ pub fn flows(args: FlowsArgs) -> ExitCode {
             );
             return ExitCode::from(2);
         };
-        let spec = spec_json(flow.spec());
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&spec).unwrap_or_default()
-        );
-        return ExitCode::SUCCESS;
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&registry.manifest()).unwrap_or_default()
-        );
-        return ExitCode::SUCCESS;
-    }
-    println!(
-        "{:<8} {:<12} {:<18} DESCRIPTION",
+        pretty(&spec_json(flow.spec()))
+    } else if args.json {
+        pretty(&registry.manifest())
+    } else {
+        table(&registry)
+    };
+    super::print(&text)
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
+}
+
+fn table(registry: &Registry) -> String {
+    let mut out = format!(
+        "{:<8} {:<12} {:<18} DESCRIPTION\n",
         "FLOW", "TIER", "CAPABILITIES"
     );
     for s in registry.specs() {
         let caps: Vec<&str> = s.actions.iter().map(|a| a.as_str()).collect();
-        println!(
-            "{:<8} {:<12} {:<18} {}",
+        out += &format!(
+            "{:<8} {:<12} {:<18} {}\n",
             s.name,
             s.tier.as_str(),
             caps.join(","),
             s.description
         );
     }
-    println!("\nread-only seat: {}", registry.read_only().join(", "));
-    ExitCode::SUCCESS
+    out + &format!("\nread-only seat: {}\n", registry.read_only().join(", "))
 }

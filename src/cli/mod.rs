@@ -38,6 +38,20 @@ pub(crate) fn policy_source(given: &str) -> Source {
     policy::shipped(given).unwrap_or_else(|| Source::File(path.to_path_buf()))
 }
 
+/// Prints `text` to stdout; a reader that went away (`| head`) is not an
+/// error worth a panic.
+pub(crate) fn print(text: &str) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("sluice: cannot write the output: {e}");
+            ExitCode::from(1)
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -20,6 +20,11 @@ use std::fs;
 
 /// Lines of context on each side of the returned hunk.
 pub const HUNK_CONTEXT: u64 = 2;
+/// Lines of a missed anchor used to find where it nearly sits: enough to
+/// place any region a person would paste, and a bound on the search.
+const NEAREST_ANCHOR_LINES: usize = 200;
+/// Lines an anchor line may occur on and still help place the region.
+const COMMON_LINE_HITS: usize = 1000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -117,6 +122,9 @@ impl Flow for Edit {
     async fn execute(self, _ctx: &Context) -> FlowResult<Output> {
         let t = &self.target;
         let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "edit", e))?;
+        if t.names_folder && !meta.is_dir() {
+            return Err(crate::fsops::path::not_a_folder(t));
+        }
         text::check_regular(t, &meta)?;
         let _lock = FileLock::acquire(t)?;
         let file = text::load(t)?;
@@ -160,7 +168,7 @@ pub fn anchor_of(input: &Input) -> FlowResult<Anchor> {
         )),
         (None, Some(_), None) => Err(bad("endLine", "startLine needs endLine (inclusive).")),
         (None, None, Some(_)) => Err(bad("startLine", "endLine needs startLine (1-based).")),
-        (None, Some(_), Some(_)) if input.replace_all == Some(true) => Err(bad(
+        (None, Some(_), Some(_)) if input.replace_all.is_some() => Err(bad(
             "replaceAll",
             "replaceAll goes with oldString; a line range already names one region.",
         )),
@@ -366,24 +374,37 @@ pub fn nearest_region(text: &str, old: &str) -> Option<(u64, u64)> {
     let total = count_lines(text) as i64;
     let anchor: Vec<&str> = old.strip_suffix('\n').unwrap_or(old).split('\n').collect();
     let mut votes: HashMap<i64, u32> = HashMap::new();
-    for (i, line) in anchor.iter().enumerate() {
+    let mut common = None;
+    for (i, line) in anchor.iter().take(NEAREST_ANCHOR_LINES).enumerate() {
         let key = line.trim();
         if key.is_empty() {
             continue;
         }
-        let mut last_line = 0;
+        let mut hits = Vec::new();
         for (at, _) in text.match_indices(key) {
             let line_no = starts.partition_point(|&s| s <= at) as i64;
-            if line_no != last_line {
-                last_line = line_no;
-                *votes.entry(line_no - i as i64).or_default() += 1;
+            if hits.last() != Some(&line_no) {
+                hits.push(line_no);
+            }
+            if hits.len() > COMMON_LINE_HITS {
+                break;
             }
         }
+        if hits.len() > COMMON_LINE_HITS {
+            // Too common to place the anchor (`}`, `end`): it would only cost
+            // time. It still shows the line occurs, if nothing better does.
+            common.get_or_insert(hits[0] - i as i64);
+            continue;
+        }
+        for line_no in hits {
+            *votes.entry(line_no - i as i64).or_default() += 1;
+        }
     }
-    let (&start, _) = votes
+    let best = votes
         .iter()
-        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))?;
-    let start = start.max(1);
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(&start, _)| start);
+    let start = best.or(common)?.max(1);
     let end = (start + anchor.len() as i64 - 1).min(total).max(start);
     Some((start as u64, end as u64))
 }
@@ -416,6 +437,7 @@ mod tests {
         Target {
             shown: PathBuf::from("/w/widen.ts"),
             real: PathBuf::from("/w/widen.ts"),
+            names_folder: false,
         }
     }
 
@@ -456,6 +478,11 @@ mod tests {
         assert_eq!(
             invalid_field(json!({"startLine": 3, "endLine": 2})),
             "endLine"
+        );
+        // Any replaceAll, even false, says the caller mixed the two forms.
+        assert_eq!(
+            invalid_field(json!({"startLine": 1, "endLine": 1, "replaceAll": false})),
+            "replaceAll"
         );
     }
 

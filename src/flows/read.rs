@@ -381,6 +381,7 @@ mod tests {
         Target {
             shown: PathBuf::from("/w/f"),
             real: PathBuf::from("/w/f"),
+            names_folder: false,
         }
     }
 

@@ -73,6 +73,16 @@ impl Flow for Write {
 
     async fn execute(self, _ctx: &Context) -> FlowResult<Output> {
         let t = &self.target;
+        if t.names_folder {
+            return Err(FlowError::new(
+                ErrorCode::CommandFailed,
+                format!(
+                    "{}/ ends in a slash, so it names a folder; write replaces files only. Drop the slash to name a file.",
+                    t.shown.display()
+                ),
+            )
+            .with("path", t.shown.display().to_string()));
+        }
         let existing = existing_file(t)?;
         if existing.is_none() {
             if let Some(parent) = t.real.parent() {

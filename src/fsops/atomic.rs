@@ -1,6 +1,8 @@
 //! Atomic replacement: stage the new bytes in a unique sibling file, give it
 //! the old file's permission bits and ownership, then rename it over the
-//! target. A failure before the rename leaves the original bytes as they were;
+//! target. The staging file is created private (0600) and gets its final
+//! owner and mode before a byte is written, so a private file's new contents
+//! are never readable by others, not even while staged. A failure before the rename leaves the original bytes as they were;
 //! a process killed mid-write leaves at most an orphan `.sluice-*.tmp` file.
 //! No fsync: this is per-file atomicity, not durability after power loss.
 
@@ -9,6 +11,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 static STAGED: AtomicU64 = AtomicU64::new(0);
 
@@ -34,7 +37,7 @@ fn stage_file(real: &Path) -> io::Result<(PathBuf, File)> {
         match OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o666)
+            .mode(0o600)
             .open(&tmp)
         {
             Ok(f) => return Ok((tmp, f)),
@@ -59,25 +62,54 @@ fn short_name(real: &Path) -> String {
 }
 
 fn fill(file: &mut File, bytes: &[u8], existing: Option<&Metadata>) -> io::Result<()> {
-    file.write_all(bytes)?;
-    if let Some(old) = existing {
-        // chown before chmod: changing the owner clears set-id bits.
-        let staged = file.metadata()?;
-        if (staged.uid(), staged.gid()) != (old.uid(), old.gid()) {
-            std::os::unix::fs::fchown(&*file, Some(old.uid()), Some(old.gid())).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "cannot keep the file's owner {}:{} ({e}); the original is unchanged",
-                        old.uid(),
-                        old.gid()
-                    ),
-                )
-            })?;
+    let mode = match existing {
+        Some(old) => {
+            keep_owner(file, old)?;
+            old.mode() & 0o7777
         }
-        file.set_permissions(fs::Permissions::from_mode(old.mode() & 0o7777))?;
+        None => 0o666 & !umask(),
+    };
+    // Set-id bits go on last: a write by a non-root owner clears them.
+    file.set_permissions(fs::Permissions::from_mode(mode & 0o777))?;
+    file.write_all(bytes)?;
+    if mode & 0o7000 != 0 {
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
     }
     Ok(())
+}
+
+/// Gives the staged file `old`'s owner and group, or fails saying why.
+fn keep_owner(file: &File, old: &Metadata) -> io::Result<()> {
+    let staged = file.metadata()?;
+    if (staged.uid(), staged.gid()) == (old.uid(), old.gid()) {
+        return Ok(());
+    }
+    std::os::unix::fs::fchown(file, Some(old.uid()), Some(old.gid())).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot keep the file's owner {}:{} ({e}); the original is unchanged",
+                old.uid(),
+                old.gid()
+            ),
+        )
+    })
+}
+
+/// The process's umask, read without changing it (so no other thread can
+/// create a file under a wrong one meanwhile); 022 if /proc cannot tell.
+fn umask() -> u32 {
+    static UMASK: OnceLock<u32> = OnceLock::new();
+    *UMASK.get_or_init(|| {
+        fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            })
+            .unwrap_or(0o022)
+    })
 }
 
 #[cfg(test)]
@@ -96,6 +128,28 @@ mod tests {
         assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, 0o751);
         let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no staging file left behind");
+    }
+
+    #[test]
+    fn the_staged_file_is_private_until_it_has_the_final_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("secret");
+        fs::write(&f, "old").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
+        let (tmp, file) = stage_file(&f).unwrap();
+        assert_eq!(file.metadata().unwrap().mode() & 0o777, 0o600);
+        drop(file);
+        fs::remove_file(tmp).unwrap();
+        replace(&f, b"new", Some(&fs::metadata(&f).unwrap())).unwrap();
+        assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, 0o600);
+    }
+
+    #[test]
+    fn a_new_file_gets_the_umask_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("new");
+        replace(&f, b"x", None).unwrap();
+        assert_eq!(fs::metadata(&f).unwrap().mode() & 0o777, 0o666 & !umask());
     }
 
     #[test]

@@ -121,9 +121,16 @@ fn held(target: &Target, dir: &Path) -> FlowError {
         ))
         .with("stale", true)
         .with("pid", pid),
-        _ => base(format!(
-            "{shown} is busy: another writer{} holds the lock {}. Re-read the file and retry after it finishes.",
-            owner.pid.map(|p| format!(" (process {p})")).unwrap_or_default(),
+        Some(pid) => base(format!(
+            "{shown} is busy: another writer (process {pid}) holds the lock {}. Re-read the file and retry after it finishes.",
+            dir.display()
+        ))
+        .with("busy", true),
+        // A writer between creating the lock and naming itself, or one that
+        // died right there: only a person can tell which.
+        None => base(format!(
+            "{shown} is busy: another writer holds the lock {}. Re-read the file and retry after it finishes. \
+             The lock names no owner: if no sluice process is changing the file, a crash left it; remove that folder.",
             dir.display()
         ))
         .with("busy", true),
@@ -172,6 +179,7 @@ mod tests {
         Target {
             shown: p.to_path_buf(),
             real: p.to_path_buf(),
+            names_folder: false,
         }
     }
 

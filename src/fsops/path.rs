@@ -21,6 +21,9 @@ pub struct Target {
     /// Canonical absolute path: what capabilities name and I/O touches. For a
     /// path that does not exist yet, its canonical existing prefix plus the rest.
     pub real: PathBuf,
+    /// The path ended in `/`: it names a folder, so a file there is
+    /// `not_a_directory` and nothing may create a file by that name.
+    pub names_folder: bool,
 }
 
 /// Resolves `given` (the value of input field `field`) against `root`.
@@ -54,7 +57,11 @@ pub fn resolve(root: &Path, field: &str, given: &str) -> FlowResult<Target> {
         )
         .with("path", shown.display().to_string())
     })?;
-    Ok(Target { shown, real })
+    Ok(Target {
+        shown,
+        real,
+        names_folder: given.len() > 1 && given.ends_with('/'),
+    })
 }
 
 /// `path` joined to `root` when relative, with `.` components dropped.
@@ -90,6 +97,10 @@ fn resolve_below(base: &Path, rest: &Path) -> io::Result<PathBuf> {
             Some("/") => out = PathBuf::from("/"),
             Some("..") => {
                 out.pop();
+                // Back above the missing part, what follows exists again and
+                // its links must be followed, or `gone/../link/x` would slip
+                // past the check through `link`.
+                missing = missing && fs::symlink_metadata(&out).is_err();
             }
             _ if missing => out.push(&part),
             _ => {
@@ -160,6 +171,18 @@ pub fn not_found(target: &Target) -> FlowError {
     )
     .with("path", target.shown.display().to_string())
     .with("nearest", nearest.display().to_string())
+}
+
+/// `not_a_directory` for a path written with a trailing `/` that is a file.
+pub fn not_a_folder(target: &Target) -> FlowError {
+    FlowError::new(
+        ErrorCode::NotADirectory,
+        format!(
+            "{}/ ends in a slash, so it names a folder, but it is a file. Drop the slash to name the file.",
+            target.shown.display()
+        ),
+    )
+    .with("path", target.shown.display().to_string())
 }
 
 /// Maps an I/O error on `target` to the flow error a caller can act on.

@@ -157,6 +157,9 @@ fn too_large(target: &Target, len: u64) -> FlowError {
 fn open_checked(target: &Target) -> FlowResult<(File, Metadata)> {
     let file = open(target)?;
     let meta = file.metadata().map_err(|e| io_error(target, "read", e))?;
+    if target.names_folder && !meta.is_dir() {
+        return Err(super::path::not_a_folder(target));
+    }
     check_regular(target, &meta)?;
     if meta.len() > MAX_FILE_BYTES {
         return Err(too_large(target, meta.len()));
@@ -233,6 +236,7 @@ mod tests {
         Target {
             shown: PathBuf::from("/w/f"),
             real: PathBuf::from("/w/f"),
+            names_folder: false,
         }
     }
 

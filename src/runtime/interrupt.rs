@@ -58,8 +58,10 @@ pub fn requested() -> Option<i32> {
     }
 }
 
-/// Makes Lua code running on `thread` (and the coroutines it creates, which
-/// inherit the hook) raise "interrupted" once a stop is requested.
+/// Makes Lua code running on `thread` raise "interrupted" once a stop is
+/// requested. mlua keeps one hook per state, bound to one thread, so code in
+/// the script's own coroutines is not watched: there the second signal,
+/// which kills the process, is what stops a runaway loop.
 pub fn watch(thread: &Thread) {
     thread.set_hook(
         HookTriggers::new().every_nth_instruction(CHECK_EVERY),

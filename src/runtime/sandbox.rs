@@ -43,7 +43,7 @@ pub fn new_state() -> mlua::Result<Lua> {
     // Text chunks only: bytecode can break the VM's memory safety.
     lua.load(
         r#"local raw_load = load
-        load = function(chunk, name, _mode, env) return raw_load(chunk, name, "t", env) end"#,
+        load = function(chunk, name, _mode, ...) return raw_load(chunk, name, "t", ...) end"#,
     )
     .set_name("=sluice")
     .exec()?;
