@@ -1,9 +1,10 @@
 //! The command line: one file per subcommand; this file holds the grammar.
 
 mod flows;
+mod policy;
 mod run;
 
-use crate::kernel::policy::{self, Source};
+use crate::kernel::policy::{shipped, Source};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -15,7 +16,7 @@ use std::process::ExitCode;
     long_about = "sluice runs agent workflows written in Lua. Each tool a workflow uses (read, write, edit, ls, ...) \
 is a flow: a Lua function backed by Rust that passes one door, where its input is checked, its effects are \
 declared and authorized, and only then does it run.",
-    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit"
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit\n  sluice policy explain 'fs:write:/tmp/w/.git/config' --workspace /tmp/w"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -26,6 +27,7 @@ pub struct Cli {
 pub enum Command {
     Run(run::RunArgs),
     Flows(flows::FlowsArgs),
+    Policy(policy::PolicyArgs),
 }
 
 /// `--policy NAME`: a file when one exists there, else a built-in policy
@@ -35,7 +37,7 @@ pub(crate) fn policy_source(given: &str) -> Source {
     if path.exists() {
         return Source::File(path.to_path_buf());
     }
-    policy::shipped(given).unwrap_or_else(|| Source::File(path.to_path_buf()))
+    shipped(given).unwrap_or_else(|| Source::File(path.to_path_buf()))
 }
 
 /// Prints `text` to stdout; a reader that went away (`| head`) is not an
@@ -58,5 +60,6 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Flows(args) => flows::flows(args),
+        Command::Policy(args) => policy::policy(args),
     }
 }
