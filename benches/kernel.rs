@@ -175,6 +175,12 @@ fn main() {
     g.bench_function("50 rules + decide hook", |b| {
         b.iter_custom(|n| fx.decide(&fx.fifty, n))
     });
+    g.bench_function("same, built in (no file to check)", |b| {
+        b.iter_custom(|n| fx.decide(&fx.fifty_embedded, n))
+    });
+    g.bench_function("50 rules, no hook, built in", |b| {
+        b.iter_custom(|n| fx.decide(&fx.fifty_no_hook, n))
+    });
     g.finish();
     let mut g = c.benchmark_group("kernel-share");
     g.bench_function("lua sluice.read 4KiB", |b| b.iter_custom(|n| fx.read(n)));
