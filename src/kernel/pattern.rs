@@ -332,7 +332,12 @@ enum Resource {
     Any,
     /// No wildcard: compared as a string (escapes removed).
     Literal(String),
-    Glob(GlobMatcher),
+    /// `prefix` is the glob's literal start: most resources fail on it
+    /// without running the glob's automaton, which dominates a decision.
+    Glob {
+        prefix: String,
+        matcher: GlobMatcher,
+    },
 }
 
 impl Resource {
@@ -340,7 +345,9 @@ impl Resource {
         match self {
             Resource::Any => true,
             Resource::Literal(lit) => lit == resource,
-            Resource::Glob(m) => m.is_match(resource),
+            Resource::Glob { prefix, matcher } => {
+                resource.starts_with(prefix.as_str()) && matcher.is_match(resource)
+            }
         }
     }
 }
@@ -523,6 +530,13 @@ fn literal(glob: &str) -> Option<String> {
     Some(out)
 }
 
+/// The text a glob's matches all start with: everything before its first
+/// special character (a backslash escape ends it too, conservatively).
+fn literal_prefix(glob: &str) -> String {
+    let end = glob.find(['*', '?', '[', '{', '\\']).unwrap_or(glob.len());
+    glob[..end].to_string()
+}
+
 fn compile(glob: &str, path: bool) -> Result<Resource, String> {
     if let Some(lit) = literal(glob) {
         return Ok(Resource::Literal(lit));
@@ -531,7 +545,10 @@ fn compile(glob: &str, path: bool) -> Result<Resource, String> {
         .literal_separator(path)
         .backslash_escape(true)
         .build()
-        .map(|g| Resource::Glob(g.compile_matcher()))
+        .map(|g| Resource::Glob {
+            prefix: literal_prefix(glob),
+            matcher: g.compile_matcher(),
+        })
         .map_err(|e| {
             format!(
                 "bad glob `{glob}`: {}; escape a literal `*`, `?`, `[`, `]`, `{{` or `}}` with a backslash",
