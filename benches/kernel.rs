@@ -73,9 +73,10 @@ impl Fixture {
             .unwrap()
             .join("home/user/src/project");
         fs::create_dir_all(workspace.join("src")).unwrap();
+        // The 4 KiB file of the read bench: 64 lines of 64 bytes.
         fs::write(
             workspace.join("src/small.txt"),
-            "x".repeat(63).repeat(64).replace("xxx", "xx\n"),
+            format!("{}\n", "x".repeat(63)).repeat(64),
         )
         .unwrap();
         let policy_file = dir.path().join("fifty.lua");

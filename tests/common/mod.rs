@@ -179,3 +179,46 @@ pub fn needs_approval(cap: &str) -> serde_json::Value {
         "approve": format!("--approve '{cap}'"),
     })
 }
+
+/// Runs the script at `path` in `ws` with extra `sluice run` flags (e.g.
+/// `--policy FILE`, `--ceiling PATTERN`, `--approve PATTERN`) and `args` as
+/// sluice.args. Standard input is closed, so nobody answers an ask.
+pub fn run_script_with(ws: &Path, path: &Path, flags: &[&str], args: &[&str]) -> Run {
+    Command::new(sluice_bin())
+        .arg("run")
+        .arg(path)
+        .arg("--workspace")
+        .arg(ws)
+        .args(flags)
+        .arg("--")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn sluice")
+        .into()
+}
+
+/// [`run_lua`] with extra `sluice run` flags before the script's arguments.
+pub fn run_lua_with(ws: &Path, script: &str, flags: &[&str], args: &[&str]) -> Run {
+    let path = script_file(ws, script);
+    run_script_with(ws, &path, flags, args)
+}
+
+/// [`spawn_lua`] with extra `sluice run` flags; standard input is closed, so
+/// an ask is never put to the person running the tests.
+pub fn spawn_lua_with(ws: &Path, script: &str, flags: &[&str], args: &[&str]) -> Child {
+    let path = script_file(ws, script);
+    Command::new(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws)
+        .args(flags)
+        .arg("--")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sluice")
+}
