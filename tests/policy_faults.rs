@@ -1,0 +1,513 @@
+//! A policy never fails open: a hook that raises, loops, runs out of memory
+//! or returns something that is not a decision denies the call and names the
+//! policy file, the line and the cause; a policy that does not load stops
+//! `sluice run` before the script starts (exit 2). An edit of the policy file
+//! takes effect between calls of a running workflow, and a broken edit
+//! denies until it is fixed.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::process::Child;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Writes a policy file beside the workspace (not in it); returns its path.
+fn policy(ws: &Workspace, name: &str, text: &str) -> String {
+    let dir = ws.path().parent().unwrap().join("policies");
+    fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// Replaces a policy file in one step (write aside, rename), so a reader
+/// never sees half of it.
+fn replace(path: &str, text: &str) {
+    let aside = format!("{path}.new");
+    fs::write(&aside, text).unwrap();
+    fs::rename(&aside, path).unwrap();
+}
+
+/// The 1-based line of `text` holding `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} is not in the policy"))
+        + 1
+}
+
+const TRY: &str = r#"
+local function try(name, input)
+  local r, e = sluice.call(name, input)
+  if r then emit({ok = name}) else emit(e) end
+end
+"#;
+
+fn lua(ws: &Workspace, flags: &[&str], body: &str) -> Vec<Value> {
+    let run = run_lua_with(ws.path(), &format!("{EMIT}{TRY}{body}"), flags, &[]).ok();
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
+
+fn denied(cap: &str, by: &str, reason: &str) -> Value {
+    json!({
+        "code": "permission_denied",
+        "message": format!("{cap} is denied by {by}: {reason}."),
+        "capability": cap,
+        "by": by,
+        "reason": reason,
+    })
+}
+
+/// A policy allowing everything in the workspace, with `decide` as given
+/// (its body on its own lines). Returns the text and decide's line.
+fn with_decide(body: &str) -> (String, usize) {
+    let text = format!(
+        "local p = require(\"sluice.policy\")\nreturn {{\n  rules = {{ p.allow \"fs:*:${{workspace}}/**\" }},\n  decide = function(req)\n{body}\n  end,\n}}\n"
+    );
+    let line = line_of(&text, "decide = function");
+    (text, line)
+}
+
+/// Runs one read of a.txt under a policy whose decide has `body`; returns
+/// the error, the expected `by`, the policy path and how long the run took.
+fn read_under(body: &str) -> (Value, String, String, Duration) {
+    let ws = workspace();
+    fs::write(ws.file("a.txt"), "a\n").unwrap();
+    let (text, line) = with_decide(body);
+    let pol = policy(&ws, "p.lua", &text);
+    let start = Instant::now();
+    let mut out = lua(&ws, &["--policy", &pol], r#"try("read", {path = "a.txt"})"#);
+    let took = start.elapsed();
+    assert_eq!(out.len(), 1, "{out:?}");
+    let e = out.remove(0);
+    assert_eq!(
+        e["capability"],
+        format!("fs:read:{}", ws.file("a.txt").display())
+    );
+    (e, format!("decide hook at {pol}:{line}"), pol, took)
+}
+
+#[test]
+fn a_decide_hook_that_raises_denies_naming_file_line_and_cause() {
+    let (e, by, pol, _) = read_under("    local x = 1\n    error(\"the lookup table is gone\")");
+    let reason = format!("the hook at {pol}:4 failed: {pol}:6: the lookup table is gone");
+    assert_eq!(e, denied(e["capability"].as_str().unwrap(), &by, &reason));
+}
+
+#[test]
+fn a_runaway_loop_in_decide_is_stopped_by_the_instruction_limit() {
+    let (e, by, pol, took) = read_under("    while true do end");
+    let reason = format!(
+        "the hook at {pol}:4 failed: ran past its limit of 1000000 Lua instructions (a runaway loop?)"
+    );
+    assert_eq!(e, denied(e["capability"].as_str().unwrap(), &by, &reason));
+    assert!(took < Duration::from_secs(10), "the run took {took:?}");
+}
+
+#[test]
+fn a_huge_string_in_decide_is_stopped_by_the_memory_limit() {
+    let (e, by, pol, _) = read_under("    local s = string.rep(\"x\", 1 << 30)\n    return nil");
+    let reason = format!("the hook at {pol}:4 failed: ran past its memory limit of 32 MiB");
+    assert_eq!(e, denied(e["capability"].as_str().unwrap(), &by, &reason));
+}
+
+#[test]
+fn a_growing_table_in_decide_is_stopped_by_the_memory_limit() {
+    let (e, by, pol, _) = read_under(
+        "    local t = {}\n    for i = 1, 1000 do t[i] = string.rep(\"x\", 1 << 20) .. i end\n    return nil",
+    );
+    let reason = format!("the hook at {pol}:4 failed: ran past its memory limit of 32 MiB");
+    assert_eq!(e, denied(e["capability"].as_str().unwrap(), &by, &reason));
+}
+
+#[test]
+fn a_fault_denies_only_the_call_it_happened_in() {
+    let ws = workspace();
+    fs::write(ws.file("a.txt"), "a\n").unwrap();
+    let (text, line) = with_decide(
+        "    calls = (calls or 0) + 1\n    if calls == 1 then while true do end end\n    if calls == 2 then local s = string.rep(\"x\", 1 << 30) end\n    return nil",
+    );
+    let pol = policy(&ws, "p.lua", &text);
+    let out = lua(
+        &ws,
+        &["--policy", &pol],
+        r#"for i = 1, 3 do try("read", {path = "a.txt"}) end"#,
+    );
+    let c = format!("fs:read:{}", ws.file("a.txt").display());
+    let by = format!("decide hook at {pol}:{line}");
+    assert_eq!(
+        out,
+        vec![
+            denied(
+                &c,
+                &by,
+                &format!("the hook at {pol}:{line} failed: ran past its limit of 1000000 Lua instructions (a runaway loop?)")
+            ),
+            denied(
+                &c,
+                &by,
+                &format!("the hook at {pol}:{line} failed: ran past its memory limit of 32 MiB")
+            ),
+            json!({"ok": "read"}),
+        ]
+    );
+}
+
+#[test]
+fn wrong_return_values_from_decide_deny_naming_the_line_where_decide_is_defined() {
+    let ws = workspace();
+    let files = ["num", "word", "nodecision", "baddecision", "bool", "fn"];
+    for f in files {
+        fs::write(ws.file(f), "x\n").unwrap();
+    }
+    let (text, line) = with_decide(
+        r#"    local say = {
+      num = 42,
+      word = "maybe",
+      nodecision = {reason = "forgot the decision"},
+      baddecision = {decision = "perhaps"},
+      bool = true,
+      fn = function() end,
+    }
+    return say[req.input.path]"#,
+    );
+    let pol = policy(&ws, "p.lua", &text);
+    let out = lua(
+        &ws,
+        &["--policy", &pol],
+        r#"for _, f in ipairs{"num", "word", "nodecision", "baddecision", "bool", "fn"} do
+             try("read", {path = f})
+           end"#,
+    );
+    let by = format!("decide hook at {pol}:{line}");
+    let at = format!("{pol}:{line}: decide returned ");
+    let guide =
+        "; return \"allow\", \"deny\", \"ask\", nil (no opinion) or {decision = ..., reason = ...}";
+    // What each reason says between "decide returned " and the guidance.
+    let said = [
+        ("num", "a integer"),
+        ("word", "\"maybe\""),
+        ("nodecision", "a table whose decision is "),
+        ("baddecision", "a table whose decision is "),
+        ("bool", "a boolean"),
+        ("fn", "a function"),
+    ];
+    assert_eq!(out.len(), files.len(), "{out:?}");
+    for (e, (file, what)) in out.iter().zip(said) {
+        let c = format!("fs:read:{}", ws.file(file).display());
+        assert_eq!(e["code"], "permission_denied", "{file}: {e}");
+        assert_eq!(e["capability"], c, "{file}");
+        assert_eq!(e["by"], by, "{file}");
+        let reason = e["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with(&format!("{at}{what}")) && reason.ends_with(guide),
+            "{file}: {reason}"
+        );
+        assert_eq!(e["message"], format!("{c} is denied by {by}: {reason}."));
+    }
+    assert!(out[3]["reason"].as_str().unwrap().contains("perhaps"));
+}
+
+#[test]
+fn sandbox_gaps_inside_decide_deny_the_call() {
+    let ws = workspace();
+    for f in ["io", "os", "req", "dofile"] {
+        fs::write(ws.file(f), "x\n").unwrap();
+    }
+    let (text, line) = with_decide(
+        r#"    local p = req.input.path
+    if p == "io" then return io.open("/etc/passwd") and "allow" end
+    if p == "os" then os.execute("true") return "allow" end
+    if p == "req" then require("no_such_module") return "allow" end
+    if p == "dofile" then dofile("/etc/passwd") return "allow" end"#,
+    );
+    let pol = policy(&ws, "p.lua", &text);
+    let out = lua(
+        &ws,
+        &["--policy", &pol],
+        r#"for _, f in ipairs{"io", "os", "req", "dofile"} do try("read", {path = f}) end"#,
+    );
+    let dir = ws.path().parent().unwrap().join("policies");
+    let causes = [
+        format!(
+            "{pol}:{}: attempt to index a nil value (global 'io')",
+            line + 2
+        ),
+        format!(
+            "{pol}:{}: attempt to call a nil value (field 'execute')",
+            line + 3
+        ),
+        format!(
+            "module \"no_such_module\" not found; looked in {d}/no_such_module.lua, {d}/no_such_module/init.lua and in sluice's bundled modules",
+            d = dir.display()
+        ),
+        format!(
+            "{pol}:{}: attempt to call a nil value (global 'dofile')",
+            line + 5
+        ),
+    ];
+    let by = format!("decide hook at {pol}:{line}");
+    let want: Vec<Value> = ["io", "os", "req", "dofile"]
+        .iter()
+        .zip(&causes)
+        .map(|(f, cause)| {
+            denied(
+                &format!("fs:read:{}", ws.file(f).display()),
+                &by,
+                &format!("the hook at {pol}:{line} failed: {cause}"),
+            )
+        })
+        .collect();
+    assert_eq!(out, want);
+}
+
+/// Runs a script that would leave a mark under a policy that does not load.
+fn run_with_bad_policy(text: &str) -> (Run, String, Workspace) {
+    let ws = workspace();
+    let pol = policy(&ws, "bad.lua", text);
+    let run = run_lua_with(
+        ws.path(),
+        r#"sluice.write{path = "ran.txt", content = "x"}"#,
+        &["--policy", &pol],
+        &[],
+    );
+    (run, pol, ws)
+}
+
+fn assert_load_error(text: &str, message: impl Fn(&str) -> String) {
+    let (run, pol, ws) = run_with_bad_policy(text);
+    assert_eq!(run.code, 2, "{text}\nstderr: {}", run.stderr);
+    assert_eq!(run.stdout, "");
+    assert_eq!(run.stderr, format!("sluice: {}\n", message(&pol)), "{text}");
+    assert!(!ws.file("ran.txt").exists(), "the script must not run");
+}
+
+#[test]
+fn a_policy_with_a_syntax_error_stops_the_run() {
+    assert_load_error("return {\n  rules = {\n", |p| {
+        format!("policy {p}: {p}:3: unexpected symbol near <eof>")
+    });
+    assert_load_error("return { rules = {} } }\n", |p| {
+        format!("policy {p}: {p}:1: <eof> expected near '}}'")
+    });
+}
+
+#[test]
+fn a_policy_that_returns_no_table_stops_the_run() {
+    assert_load_error("return \"allow\"\n", |p| {
+        format!("policy {p} returned a string; a policy returns a table: {{rules = {{...}}, decide = fn?, route = fn?}}")
+    });
+    assert_load_error("local x = 1\n", |p| {
+        format!("policy {p} returned a nil; a policy returns a table: {{rules = {{...}}, decide = fn?, route = fn?}}")
+    });
+}
+
+#[test]
+fn a_policy_with_an_unknown_key_or_a_bad_field_stops_the_run() {
+    assert_load_error("return { rulez = {} }\n", |p| {
+        format!("policy {p}: unknown key rulez; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, otherwise = \"ask\"|\"deny\"}}")
+    });
+    assert_load_error("return { otherwise = \"allow\" }\n", |p| {
+        format!("policy {p}: `otherwise` is \"allow\"; it is \"ask\" (the default) or \"deny\"")
+    });
+    assert_load_error("return { rules = \"fs:*\" }\n", |p| {
+        format!("policy {p}: `rules` is a string; it is a list of p.allow/p.deny/p.ask rules")
+    });
+    assert_load_error("return { route = \"box\" }\n", |p| {
+        format!("policy {p}: `route` is a string; it is a function(req)")
+    });
+    assert_load_error("return { rules = { \"fs:read\" } }\n", |p| {
+        format!("policy {p}: rules[1]: is a string; write rules with p.allow \"...\", p.deny \"...\" or p.ask \"...\"")
+    });
+    assert_load_error(
+        "return { rules = { {effect = \"grant\", pattern = \"fs:read\"} } }\n",
+        |p| {
+            format!("policy {p}: rules[1]: has no effect allow/deny/ask; write it with p.allow, p.deny or p.ask")
+        },
+    );
+}
+
+#[test]
+fn a_policy_with_a_bad_pattern_stops_the_run_naming_the_rule() {
+    let head = "local p = require(\"sluice.policy\")\n";
+    assert_load_error(
+        &format!("{head}return {{ rules = {{ p.allow \"fs:read:${{workspace}}/**\", p.deny \"fs:exec\" }} }}\n"),
+        |p| {
+            format!("policy {p}: rules[2]: invalid pattern `fs:exec`: unknown action `fs:exec`; known actions: fs:read, fs:write, net:get, net:post, net:private, proc:spawn, model:call; families: fs:*, net:*, proc:*, model:*; or `*` for all")
+        },
+    );
+    assert_load_error(
+        &format!("{head}return {{ rules = {{ p.allow \"fs:read:src/**\" }} }}\n"),
+        |p| {
+            format!("policy {p}: rules[1]: invalid pattern `fs:read:src/**`: the fs resource `src/**` is relative, but fs capabilities name canonical absolute paths; write `${{workspace}}/src/**` for a path in the workspace, or `**/src/**` to match at any depth")
+        },
+    );
+    assert_load_error(
+        &format!("{head}return {{ rules = {{ p.allow \"fs:read:${{HOME}}/**\" }} }}\n"),
+        |p| {
+            format!("policy {p}: rules[1]: invalid pattern `fs:read:${{HOME}}/**`: unknown variable `${{HOME}}`: the only one is `${{workspace}}` (and a leading `~` in fs paths); write `$\\{{HOME\\}}` to match the text itself")
+        },
+    );
+}
+
+#[test]
+fn a_policy_reaching_for_io_os_or_c_modules_fails_to_load() {
+    assert_load_error("local f = io.open(\"/etc/passwd\")\nreturn {}\n", |p| {
+        format!("policy {p}: {p}:1: attempt to index a nil value (global 'io')")
+    });
+    assert_load_error(
+        "os.execute(\"touch /tmp/sluice-pwned\")\nreturn {}\n",
+        |p| format!("policy {p}: {p}:1: attempt to call a nil value (field 'execute')"),
+    );
+    assert_load_error("local x = os.getenv(\"HOME\")\nreturn {}\n", |p| {
+        format!("policy {p}: {p}:1: attempt to call a nil value (field 'getenv')")
+    });
+    assert_load_error("local d = debug.getinfo(1)\nreturn {}\n", |p| {
+        format!("policy {p}: {p}:1: attempt to index a nil value (global 'debug')")
+    });
+    let (run, pol, _ws) = run_with_bad_policy("local m = require(\"socket.core\")\nreturn {}\n");
+    let dir = std::path::Path::new(&pol)
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        format!("sluice: policy {pol}: module \"socket.core\" not found; looked in {dir}/socket/core.lua, {dir}/socket/core/init.lua and in sluice's bundled modules\n")
+    );
+    assert_load_error(
+        "local f, err = load(\"\\27Lua\")\nassert(f, err)\nreturn {}\n",
+        |p| format!("policy {p}: {p}:2: attempt to load a binary chunk (mode is 't')"),
+    );
+}
+
+#[test]
+fn a_policy_that_loops_or_bloats_while_loading_stops_the_run() {
+    assert_load_error("while true do end\nreturn {}\n", |p| {
+        format!("policy {p}: ran past its limit of 1000000 Lua instructions (a runaway loop?)")
+    });
+    assert_load_error("local s = string.rep(\"x\", 1 << 30)\nreturn {}\n", |p| {
+        format!("policy {p}: ran past its memory limit of 32 MiB")
+    });
+}
+
+#[test]
+fn a_missing_policy_file_stops_the_run() {
+    let ws = workspace();
+    let missing = ws.path().parent().unwrap().join("nope.lua");
+    let missing = missing.display().to_string();
+    let run = run_lua_with(ws.path(), "print('ran')", &["--policy", &missing], &[]);
+    assert_eq!(run.code, 2);
+    assert_eq!(run.stdout, "");
+    assert_eq!(
+        run.stderr,
+        format!("sluice: cannot read policy {missing}: No such file or directory (os error 2)\n")
+    );
+}
+
+/// Kills a child this test started if the test fails before it ends.
+struct Reaper(Option<Child>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits for the next line from the workflow, failing after `limit`.
+fn next_line(rx: &mpsc::Receiver<String>, limit: Duration, seen: &[String]) -> String {
+    rx.recv_timeout(limit).unwrap_or_else(|e| {
+        panic!("no line from the workflow within {limit:?} ({e}); so far: {seen:#?}")
+    })
+}
+
+#[test]
+fn an_edited_policy_takes_effect_between_calls_and_a_broken_edit_fails_closed() {
+    let ws = workspace();
+    fs::write(ws.file("a.txt"), "a\n").unwrap();
+    let head = "local p = require(\"sluice.policy\")\n";
+    let allow = format!("{head}return {{ rules = {{ p.allow \"fs:read:${{workspace}}/**\" }} }}\n");
+    let deny = format!(
+        "{head}return {{ rules = {{ p.deny(\"fs:read\", \"the second version says no\"), p.allow \"fs:read:${{workspace}}/**\" }} }}\n"
+    );
+    let broken = format!("{head}-- an edit in progress\nreturn {{ rules = {{ p.allow \"fs:read:${{workspace}}/**\" }}\n");
+    let fixed = format!(
+        "{head}-- fixed again\nreturn {{ rules = {{ p.allow \"fs:read:${{workspace}}/**\" }} }}\n"
+    );
+    let pol = policy(&ws, "live.lua", &allow);
+    // Prints each change of outcome; ends once a read is allowed again
+    // after a broken policy, or after 300 rounds.
+    let script = r#"
+local last, broke = nil, false
+for round = 1, 300 do
+  local r, e = sluice.read{path = "a.txt"}
+  local now = r and "allow" or (e.code .. " | " .. e.by .. " | " .. e.reason)
+  if now ~= last then print(now) last = now end
+  if e and e.reason:find("the policy failed", 1, true) then broke = true end
+  if r and broke then break end
+  sluice.sleep(100)
+end
+"#;
+    let mut child = spawn_lua_with(ws.path(), script, &["--policy", &pol], &[]);
+    let stdout = child.stdout.take().unwrap();
+    let mut reaper = Reaper(Some(child));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let limit = Duration::from_secs(15);
+    let mut seen = Vec::new();
+    seen.push(next_line(&rx, limit, &seen));
+    replace(&pol, &deny);
+    seen.push(next_line(&rx, limit, &seen));
+    replace(&pol, &broken);
+    seen.push(next_line(&rx, limit, &seen));
+    replace(&pol, &fixed);
+    seen.push(next_line(&rx, limit, &seen));
+    let mut child = reaper.0.take().unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the workflow did not end; saw {seen:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert_eq!(
+        seen,
+        vec![
+            "allow".to_string(),
+            format!(
+                "permission_denied | deny \"fs:read\" (rules[1] of {pol}) | the second version says no"
+            ),
+            format!(
+                "permission_denied | {pol} | the policy failed, so nothing is granted: policy {pol}: {pol}:4: '}}' expected (to close '{{' at line 3) near <eof>"
+            ),
+            "allow".to_string(),
+        ]
+    );
+    // Nothing more was printed: the run ended on the fixed policy.
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+}
