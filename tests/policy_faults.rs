@@ -192,9 +192,9 @@ fn wrong_return_values_from_decide_deny_naming_the_line_where_decide_is_defined(
         "; return \"allow\", \"deny\", \"ask\", nil (no opinion) or {decision = ..., reason = ...}";
     // What each reason says between "decide returned " and the guidance.
     let said = [
-        ("num", "a integer"),
+        ("num", "an integer"),
         ("word", "\"maybe\""),
-        ("nodecision", "a table whose decision is "),
+        ("nodecision", "a table whose decision is missing"),
         ("baddecision", "a table whose decision is "),
         ("bool", "a boolean"),
         ("fn", "a function"),
@@ -510,4 +510,75 @@ end
     );
     // Nothing more was printed: the run ended on the fixed policy.
     assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+}
+
+#[test]
+fn a_policy_cannot_hide_a_loop_in_a_coroutine_or_catch_its_limits() {
+    // The instruction hook watches one Lua thread, and a limit must end the
+    // call: policies get neither coroutines nor pcall.
+    for body in [
+        "    local co = coroutine.wrap(function() while true do end end)\n    co()\n    return \"allow\"",
+        "    pcall(function() while true do end end)\n    return \"allow\"",
+        "    pcall(string.rep, \"x\", 1 << 30)\n    return \"allow\"",
+        "    xpcall(function() while true do end end, print)\n    return \"allow\"",
+    ] {
+        let (e, by, pol, took) = read_under(body);
+        assert_eq!(e["code"], "permission_denied", "{body}: {e}");
+        assert_eq!(e["by"], by);
+        let reason = e["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with(&format!("the hook at {pol}:4 failed: {pol}:5: attempt to "))
+                && reason.contains("a nil value (global '"),
+            "{body}: {reason}"
+        );
+        assert!(took < Duration::from_secs(10), "{body}: took {took:?}");
+    }
+}
+
+#[test]
+fn a_string_pattern_that_could_backtrack_for_ever_is_refused() {
+    let (e, _, pol, took) =
+        read_under("    local s = (\"a\"):rep(400)\n    s:find(\".-.-.-b\")\n    return \"allow\"");
+    assert_eq!(e["code"], "permission_denied");
+    let reason = e["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!(
+            "the hook at {pol}:4 failed: {pol}:6: string.find: the pattern \".-.-.-b\" on a 400-byte string could backtrack"
+        )),
+        "{reason}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    // Plain finds and single-quantifier patterns stay usable.
+    let (e, ..) = read_under(
+        "    local s = (\"a\"):rep(4000)\n    assert(s:find(\".-.-b\", 1, true) == nil)\n    \
+         assert(s:match(\"^(a+)\") == s)\n    return {decision = \"deny\", reason = \"patterns ran\"}",
+    );
+    assert_eq!(e["reason"], "patterns ran");
+}
+
+#[test]
+fn a_long_policy_path_is_named_in_full() {
+    let ws = workspace();
+    fs::write(ws.file("a.txt"), "a\n").unwrap();
+    let deep = "a-rather-long-folder-name-for-policies/organisation/project-policies";
+    let (text, line) = with_decide("    return \"deny\"");
+    let pol = policy(
+        &ws,
+        &format!("{deep}/org-policy.lua").replace('/', "_"),
+        &text,
+    );
+    // The name above keeps one folder level; make the path long for real.
+    let long_dir = ws.path().parent().unwrap().join(deep);
+    fs::create_dir_all(&long_dir).unwrap();
+    let long = long_dir.join("org-policy.lua");
+    fs::rename(&pol, &long).unwrap();
+    let out = lua(
+        &ws,
+        &["--policy", long.to_str().unwrap()],
+        r#"try("read", {path = "a.txt"})"#,
+    );
+    assert_eq!(
+        out[0]["by"],
+        format!("decide hook at {}:{line}", long.display())
+    );
 }

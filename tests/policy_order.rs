@@ -648,7 +648,8 @@ fn allow_rules_never_grant_net_private_by_a_wildcard_but_deny_rules_catch_it() {
     assert_eq!(
         explain(&ws, &wild, origin),
         format!(
-            "capability: {origin}\nflow:       fetch\ndecision:   ask\nby:         {wild}\nreason:     no rule or hook of the policy matched {origin}\n"
+            "capability: {origin}\nflow:       fetch\ndecision:   ask\nby:         {wild}\nreason:     an allow rule matches {origin} only by a wildcard, \
+             and net:private is granted only by a rule naming its origin exactly\n"
         )
     );
     let exact = policy(

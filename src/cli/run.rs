@@ -12,7 +12,8 @@ use std::process::ExitCode;
 #[command(
     long_about = "Run a workflow script in a workspace. The script sees the flows as sluice.read, sluice.write, \
 sluice.edit, sluice.ls (and sluice.call(name, input)), its arguments as sluice.args and the workspace as \
-sluice.workspace. Relative paths resolve against the workspace, and only paths inside it may be read or written.\n\n\
+sluice.workspace. Relative paths resolve against the workspace. Every call's capabilities pass the \
+policies (--policy; the built-in default grants reads and writes inside the workspace and asks for the rest).\n\n\
 A script error exits 1 and prints the Lua message with file:line and a traceback.",
     after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'"
 )]

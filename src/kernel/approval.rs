@@ -72,7 +72,8 @@ impl Approver {
                     format!("{cap} was refused at the terminal."),
                 )
                 .with("capability", cap.to_string())
-                .with("by", "the person at the terminal")),
+                .with("by", "the person at the terminal")
+                .with("reason", "the person at the terminal said no")),
                 Err(e) => Err(required(cap, verdict).with("terminal", e.to_string())),
             },
         }

@@ -162,11 +162,21 @@ impl Kernel {
             .map(Policy::otherwise)
             .max()
             .unwrap_or(Decision::Ask);
+        let wildcard_only = cap.action == Action::NetPrivate
+            && policies.iter().any(|p| {
+                p.rules()
+                    .iter()
+                    .any(|r| r.decision == Decision::Allow && r.pattern.matches(cap))
+            });
         let names: Vec<String> = policies.iter().map(Policy::name).collect();
         verdict(
             strictest,
             names.join(", "),
-            format!("no rule or hook of the policy matched {cap}"),
+            if wildcard_only {
+                format!("an allow rule matches {cap} only by a wildcard, and net:private is granted only by a rule naming its origin exactly")
+            } else {
+                format!("no rule or hook of the policy matched {cap}")
+            },
         )
     }
 

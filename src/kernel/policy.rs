@@ -207,9 +207,9 @@ impl Policy {
             LuaValue::Nil => Ok(None),
             LuaValue::String(s) => Ok(Some(s.to_str().map_err(|e| e.to_string())?.to_string())),
             other => Err(format!(
-                "{}: route returned a {}; return nil (the host) or a container name",
+                "{}: route returned {}; return nil (the host) or a container name",
                 where_defined(hook),
-                other.type_name()
+                a(other.type_name())
             )),
         }
     }
@@ -282,6 +282,7 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         Source::Embedded { .. } => PathBuf::from("/nonexistent"),
     };
     sandbox::install_require(&lua, dir, &[]).map_err(fail)?;
+    confine(&lua).map_err(fail)?;
     let chunk_name = match source {
         Source::File(p) => format!("@{}", p.display()),
         Source::Embedded { name, .. } => format!("@{name}"),
@@ -294,8 +295,8 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         .map_err(fail)?;
     let LuaValue::Table(table) = returned else {
         return Err(format!(
-            "policy {name} returned a {}; a policy returns a table: {{rules = {{...}}, decide = fn?, route = fn?}}",
-            returned.type_name()
+            "policy {name} returned {}; a policy returns a table: {{rules = {{...}}, decide = fn?, route = fn?}}",
+            a(returned.type_name())
         ));
     };
     let parsed = parse_policy(&table, vars).map_err(|e| format!("policy {name}: {e}"))?;
@@ -308,6 +309,49 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         budget,
     })
 }
+
+/// Closes what lets a policy outrun its limits. The instruction hook
+/// watches one Lua thread, so no coroutines; a limit must end the call, so
+/// no `pcall`/`xpcall` to catch it; and a string pattern runs inside one C
+/// call the hook never interrupts, so patterns whose backtracking could run
+/// away on a long subject are refused before they start.
+fn confine(lua: &Lua) -> mlua::Result<()> {
+    let g = lua.globals();
+    for name in ["coroutine", "pcall", "xpcall"] {
+        g.raw_set(name, LuaValue::Nil)?;
+    }
+    lua.load(PATTERN_GUARD).set_name("=sluice.policy").exec()
+}
+
+/// Wraps the pattern functions of `string` (and so of every string value's
+/// methods) with a cost estimate: subject length to the power of the
+/// pattern's quantifiers, which bounds how far Lua's matcher can backtrack.
+const PATTERN_GUARD: &str = r#"
+local LIMIT = 1e7
+local function quantifiers(p)
+  local n, i = 0, 1
+  while i <= #p do
+    local c = p:sub(i, i)
+    if c == "%" then i = i + 1
+    elseif c == "*" or c == "+" or c == "-" or c == "?" then n = n + 1 end
+    i = i + 1
+  end
+  return n
+end
+for _, name in ipairs{"find", "match", "gmatch", "gsub"} do
+  local raw = string[name]
+  string[name] = function(s, p, a, plain, ...)
+    if type(s) == "string" and type(p) == "string" and not (name == "find" and plain) then
+      local q = quantifiers(p)
+      if q > 1 and (#s) ^ q > LIMIT then
+        error(("string.%s: the pattern %q on a %d-byte string could backtrack for too long in a policy; "
+          .. "use plain find or fewer quantifiers"):format(name, p, #s), 2)
+      end
+    end
+    return raw(s, p, a, plain, ...)
+  end
+end
+"#;
 
 type Parsed = (Vec<Rule>, Option<Function>, Option<Function>, Decision);
 
@@ -331,8 +375,8 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
         LuaValue::Table(t) => parse_rules(&t, vars)?,
         other => {
             return Err(format!(
-                "`rules` is a {}; it is a list of p.allow/p.deny/p.ask rules",
-                other.type_name()
+                "`rules` is {}; it is a list of p.allow/p.deny/p.ask rules",
+                a(other.type_name())
             ))
         }
     };
@@ -340,8 +384,8 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
         Ok(LuaValue::Nil) => Ok(None),
         Ok(LuaValue::Function(f)) => Ok(Some(f)),
         Ok(other) => Err(format!(
-            "`{key}` is a {}; it is a function(req)",
-            other.type_name()
+            "`{key}` is {}; it is a function(req)",
+            a(other.type_name())
         )),
         Err(e) => Err(e.to_string()),
     };
@@ -369,15 +413,22 @@ fn parse_rules(list: &Table, vars: &Vars) -> Result<Vec<Rule>, String> {
         let item = item.map_err(|e| bad(e.to_string()))?;
         let LuaValue::Table(t) = item else {
             return Err(bad(format!(
-                "is a {}; write rules with p.allow \"...\", p.deny \"...\" or p.ask \"...\"",
-                item.type_name()
+                "is {}; write rules with p.allow \"...\", p.deny \"...\" or p.ask \"...\"",
+                a(item.type_name())
             )));
         };
         let effect: Option<String> = t.get("effect").map_err(|e| bad(e.to_string()))?;
         let decision = effect.as_deref().and_then(Decision::parse).ok_or_else(|| {
             bad("has no effect allow/deny/ask; write it with p.allow, p.deny or p.ask".into())
         })?;
-        let text: String = t.get("pattern").map_err(|e| bad(format!("pattern: {e}")))?;
+        let text: String = match t.get::<LuaValue>("pattern") {
+            Ok(LuaValue::String(s)) => s.to_string_lossy(),
+            _ => {
+                return Err(bad(
+                    "has no pattern string; write it as p.allow \"fs:read:${workspace}/**\"".into(),
+                ))
+            }
+        };
         let pattern = Pattern::parse(&text, vars).map_err(|e| bad(e.to_string()))?;
         let reason: Option<String> = t.get("reason").map_err(|e| bad(format!("reason: {e}")))?;
         rules.push(Rule {
@@ -406,6 +457,16 @@ fn request_table(lua: &Lua, req: &Request) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// "a table", "an integer": a Lua type with its article.
+fn a(type_name: &str) -> String {
+    let article = if type_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {type_name}")
+}
+
 fn parse_opinion(value: LuaValue) -> Result<Option<(Decision, Option<String>)>, String> {
     let expected =
         "return \"allow\", \"deny\", \"ask\", nil (no opinion) or {decision = ..., reason = ...}";
@@ -423,13 +484,14 @@ fn parse_opinion(value: LuaValue) -> Result<Option<(Decision, Option<String>)>, 
             match decision.as_deref().and_then(Decision::parse) {
                 Some(d) => Ok(Some((d, reason))),
                 None => Err(format!(
-                    "decide returned a table whose decision is {decision:?}; {expected}"
+                    "decide returned a table whose decision is {}; {expected}",
+                    decision.map_or("missing".to_string(), |d| format!("{d:?}"))
                 )),
             }
         }
         other => Err(format!(
-            "decide returned a {}; {expected}",
-            other.type_name()
+            "decide returned {}; {expected}",
+            a(other.type_name())
         )),
     }
 }
@@ -437,7 +499,11 @@ fn parse_opinion(value: LuaValue) -> Result<Option<(Decision, Option<String>)>, 
 /// `file:line` where a hook is defined.
 fn where_defined(f: &Function) -> String {
     let info = f.info();
-    let src = info.short_src.unwrap_or_else(|| "?".into());
+    // `source` is "@path" in full; `short_src` cuts long paths.
+    let src = match info.source.as_deref().and_then(|s| s.strip_prefix('@')) {
+        Some(path) => path.to_string(),
+        None => info.short_src.unwrap_or_else(|| "?".into()),
+    };
     match info.line_defined {
         Some(line) => format!("{src}:{line}"),
         None => src,

@@ -1,0 +1,1198 @@
+//! Shell command lines, taken apart into what a policy must check.
+//!
+//! `proc:spawn` resources are command lines, and a rule such as
+//! `allow "proc:spawn:git *"` must not let `git status && curl x | sh`
+//! through. [`analyze`] parses a line with a real bash parser
+//! ([brush-parser](https://docs.rs/brush-parser)) and lists every simple
+//! command in it, wherever it sits, so the kernel checks each one:
+//!
+//! - lists and pipelines (`;`, `&&`, `||`, `&`, `|`, `|&`), `!`, `time`;
+//! - subshells `( )`, groups `{ }`, `if`, `for`, `while`, `until`, `case`,
+//!   `(( ))`, `[[ ]]`, `coproc`, and function bodies;
+//! - command substitutions `$(...)` and backticks, inside any word: plain,
+//!   double-quoted, in assignments (`X=$(curl x)`), redirect targets,
+//!   here-strings, unquoted here-documents, `${x:-$(...)}` and `$((...))`;
+//! - process substitutions `<(...)` and `>(...)`;
+//! - commands that run their arguments as a command: the shells
+//!   (`bash -c 'S'`, `sh -lc "S"`, `bash <<'EOF'`), `env`, `timeout`,
+//!   `nice`, `nohup`, `setsid`, `stdbuf`, `time`, `command`, `builtin`,
+//!   `exec`, `sudo`, `doas`, `su -c`, `xargs`, `find -exec`, `eval` and
+//!   `trap`. The wrapper is listed, then the command it runs (whose
+//!   [`Command::text`] starts at that command's name), recursively.
+//!
+//! # Order
+//!
+//! Commands are listed in source order, each before the commands nested in
+//! it: first those in its words and redirects, then the one it runs as a
+//! wrapper. `echo $(curl x)` lists `echo $(curl x)`, then `curl x`.
+//!
+//! # Words
+//!
+//! A word whose value is known before the command runs is given after quote
+//! removal: `'a b'` is `a b`, `"x"` is `x`, `\rm` is `rm`, `$'\x72m'` is
+//! `rm`. A word whose value is only known at run time keeps its source text,
+//! quotes and all: parameter expansions (`$f`, `"$f"`, `${x:-y}`),
+//! substitutions (`$(date)`, `` `date` ``, `$((1+2))`), tilde (`~/.bashrc`),
+//! unquoted glob patterns (`*.rs`, `[ab]`, extglobs) and brace expansions
+//! (`{a,b}`). The source text is never a guess at the value: it still holds
+//! the `$`, backquote, `~`, glob or quote characters, so it matches a rule
+//! only through a wildcard or by spelling them out. `rm "$f"` does not
+//! match `proc:spawn:rm build`, whatever `$f` holds; it does match
+//! `proc:spawn:rm *`, which allows `rm` with any argument anyway. Such a
+//! command has [`Command::dynamic`] set, and so does a redirect target
+//! ([`Redirect::dynamic`]), so the kernel can refuse to take a deny rule's
+//! silence as consent.
+//!
+//! # Lines that are not analyzed
+//!
+//! A line that does not parse, that nests more than [`MAX_DEPTH`] levels
+//! deep, or that is longer than [`MAX_LINE_BYTES`] is
+//! [`Analysis::Unparsed`]: the kernel checks it whole, and unless a rule
+//! matches it whole it is an ask. So is a wrapper whose inner script does
+//! not parse (`bash -c 'echo ('`), and `env -S`, whose argument is split by
+//! rules of its own.
+//!
+//! # What it cannot see
+//!
+//! Only what is written in the line. A command built at run time is listed
+//! as written (`$CMD x` keeps `$CMD x`, dynamic), and a script read from a
+//! file or a pipe (`bash script.sh`, `curl x | sh`) is listed as the command
+//! that reads it (`bash script.sh`, `sh`), not as what it runs. Programs
+//! that run their arguments but are not in the list above (`ssh host cmd`,
+//! `watch`, `parallel`, `flock`, `chroot`, `python -c`, `git -c alias...`)
+//! are listed as themselves only, as are file writes that are not
+//! redirections (`tee f`, `cp a b`, `find -delete`).
+
+use brush_parser::ast;
+use brush_parser::word::{self, Parameter, ParameterExpr, WordPiece, WordPieceWithSource};
+use brush_parser::{Parser, ParserOptions};
+
+/// Lines longer than this are not analyzed (they are
+/// [`Analysis::Unparsed`]).
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// How deeply commands may nest (compound commands, substitutions,
+/// wrappers, each counting one level) before a line is
+/// [`Analysis::Unparsed`].
+pub const MAX_DEPTH: usize = 100;
+
+/// The parser recurses once per nesting level, and a level can be as short
+/// as a few bytes (`{ ` and `;}`), so the analysis runs on its own thread
+/// with a stack sized to the line: measured, brush-parser 0.4 needs up to
+/// about 4.3 KiB of stack per byte of input in a debug build and 1.4 KiB in
+/// a release build. Stack is reserved, not touched, unless the line nests.
+const STACK_BASE: usize = 4 << 20;
+const STACK_PER_BYTE: usize = if cfg!(debug_assertions) { 8 << 10 } else { 4 << 10 };
+
+/// One simple command the line runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    /// The command's words (name first), without leading assignments and
+    /// redirections. See the module doc for static and dynamic words.
+    /// Empty for a command that only redirects (`> f`, or the redirections
+    /// of a compound command such as `{ a; } > f`): it spawns nothing and
+    /// is listed for its [`Command::redirects`] only.
+    pub words: Vec<String>,
+    /// `words` joined by single spaces: the `proc:spawn` resource.
+    pub text: String,
+    /// The command's redirections to or from files, in order. Descriptor
+    /// duplications (`2>&1`, `3>&-`), here-documents and here-strings are
+    /// not files and are not listed. A command run by a wrapper inherits the
+    /// wrapper's redirections; they are listed on the wrapper only.
+    pub redirects: Vec<Redirect>,
+    /// Some word's value is only known at run time: it contains an
+    /// expansion, or the command gets arguments at run time (`xargs rm`,
+    /// `find -exec rm {} ;`).
+    pub dynamic: bool,
+}
+
+/// A file a command reads or writes through a redirection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    /// Opened for writing: `>`, `>>`, `>|`, `&>`, `&>>`, `>&file`, `<>`.
+    /// `false` for `<`.
+    pub write: bool,
+    /// The target word: after quote removal when static, else its source
+    /// text (`~/.bashrc`, `$(curl x)`), as for command words.
+    pub target: String,
+    /// The target's value is only known at run time.
+    pub dynamic: bool,
+}
+
+/// What [`analyze`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Analysis {
+    /// Every simple command in the line, in order (see the module doc).
+    Parsed(Vec<Command>),
+    /// The line could not be analyzed: check it whole.
+    Unparsed { reason: String },
+}
+
+/// Lists every simple command in a shell command line (bash syntax).
+pub fn analyze(line: &str) -> Analysis {
+    if line.len() > MAX_LINE_BYTES {
+        return Analysis::Unparsed {
+            reason: format!(
+                "the command line is {} bytes; lines over {MAX_LINE_BYTES} bytes are not analyzed",
+                line.len()
+            ),
+        };
+    }
+    let stack = STACK_BASE + line.len() * STACK_PER_BYTE;
+    std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new()
+            .name("sluice-shell-parse".into())
+            .stack_size(stack)
+            .spawn_scoped(scope, || analyze_here(line));
+        match spawned {
+            Ok(handle) => handle.join().unwrap_or_else(|_| Analysis::Unparsed {
+                reason: "the shell parser failed on this line".into(),
+            }),
+            Err(e) => Analysis::Unparsed {
+                reason: format!("could not start the shell parser: {e}"),
+            },
+        }
+    })
+}
+
+fn analyze_here(line: &str) -> Analysis {
+    let mut walker = Walker {
+        options: ParserOptions::default(),
+        out: Vec::new(),
+    };
+    match walker.script(line, 0) {
+        Ok(()) => Analysis::Parsed(walker.out),
+        Err(reason) => Analysis::Unparsed { reason },
+    }
+}
+
+/// A word as the command will see it: `text` is the value after quote
+/// removal, or the source text when `dynamic`.
+#[derive(Debug, Clone)]
+struct Arg {
+    text: String,
+    dynamic: bool,
+}
+
+/// A simple command's parts, gathered in order.
+#[derive(Default)]
+struct Parts {
+    words: Vec<Arg>,
+    redirects: Vec<Redirect>,
+    /// The last here-document or here-string on standard input.
+    stdin: Option<Arg>,
+}
+
+/// What a redirection contributes to its command.
+enum Redir {
+    None,
+    File(Redirect),
+    /// A here-document or here-string on standard input: its text.
+    Stdin(Arg),
+}
+
+type Walk<T = ()> = Result<T, String>;
+
+struct Walker {
+    options: ParserOptions,
+    out: Vec<Command>,
+}
+
+impl Walker {
+    // ---- the syntax tree -------------------------------------------------
+
+    fn script(&mut self, src: &str, depth: usize) -> Walk {
+        let depth = deeper(depth)?;
+        let program = Parser::new(src.as_bytes(), &self.options)
+            .parse_program()
+            .map_err(|e| {
+                if depth == 1 {
+                    e.to_string()
+                } else {
+                    format!("{e} in `{}`", snippet(src))
+                }
+            })?;
+        for list in &program.complete_commands {
+            self.list(list, src, depth)?;
+        }
+        Ok(())
+    }
+
+    fn list(&mut self, list: &ast::CompoundList, src: &str, depth: usize) -> Walk {
+        for ast::CompoundListItem(and_or, _) in &list.0 {
+            self.pipeline(&and_or.first, src, depth)?;
+            for next in &and_or.additional {
+                let (ast::AndOr::And(p) | ast::AndOr::Or(p)) = next;
+                self.pipeline(p, src, depth)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn pipeline(&mut self, pipeline: &ast::Pipeline, src: &str, depth: usize) -> Walk {
+        for command in &pipeline.seq {
+            self.command(command, src, depth)?;
+        }
+        Ok(())
+    }
+
+    fn command(&mut self, command: &ast::Command, src: &str, depth: usize) -> Walk {
+        let depth = deeper(depth)?;
+        match command {
+            ast::Command::Simple(simple) => self.simple(simple, src, depth),
+            ast::Command::Compound(compound, redirects) => {
+                self.redirects_only(redirects.as_ref(), src, depth)?;
+                self.compound(compound, src, depth)
+            }
+            ast::Command::Function(function) => {
+                let ast::FunctionBody(compound, redirects) = &function.body;
+                self.redirects_only(redirects.as_ref(), src, depth)?;
+                self.compound(compound, src, depth)
+            }
+            ast::Command::ExtendedTest(test, redirects) => {
+                self.redirects_only(redirects.as_ref(), src, depth)?;
+                self.extended_test(&test.expr, depth)
+            }
+        }
+    }
+
+    fn compound(&mut self, compound: &ast::CompoundCommand, src: &str, depth: usize) -> Walk {
+        use ast::CompoundCommand as C;
+        match compound {
+            C::Arithmetic(arith) => self.scan(&arith.expr.value, depth),
+            C::ArithmeticForClause(f) => {
+                for expr in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.scan(&expr.value, depth)?;
+                }
+                self.list(&f.body.list, src, depth)
+            }
+            C::BraceGroup(group) => self.list(&group.list, src, depth),
+            C::Subshell(subshell) => self.list(&subshell.list, src, depth),
+            C::ForClause(f) => {
+                for value in f.values.iter().flatten() {
+                    self.scan(&value.value, depth)?;
+                }
+                self.list(&f.body.list, src, depth)
+            }
+            C::CaseClause(case) => {
+                self.scan(&case.value.value, depth)?;
+                for item in &case.cases {
+                    for pattern in &item.patterns {
+                        self.scan(&pattern.value, depth)?;
+                    }
+                    if let Some(list) = &item.cmd {
+                        self.list(list, src, depth)?;
+                    }
+                }
+                Ok(())
+            }
+            C::IfClause(clause) => {
+                self.list(&clause.condition, src, depth)?;
+                self.list(&clause.then, src, depth)?;
+                for other in clause.elses.iter().flatten() {
+                    if let Some(condition) = &other.condition {
+                        self.list(condition, src, depth)?;
+                    }
+                    self.list(&other.body, src, depth)?;
+                }
+                Ok(())
+            }
+            C::WhileClause(clause) | C::UntilClause(clause) => {
+                self.list(&clause.0, src, depth)?;
+                self.list(&clause.1.list, src, depth)
+            }
+            C::Coprocess(coproc) => self.command(&coproc.body, src, depth),
+        }
+    }
+
+    fn extended_test(&mut self, expr: &ast::ExtendedTestExpr, depth: usize) -> Walk {
+        use ast::ExtendedTestExpr as E;
+        match expr {
+            E::And(a, b) | E::Or(a, b) => {
+                self.extended_test(a, depth)?;
+                self.extended_test(b, depth)
+            }
+            E::Not(a) | E::Parenthesized(a) => self.extended_test(a, depth),
+            E::UnaryTest(_, w) => self.scan(&w.value, depth),
+            E::BinaryTest(_, a, b) => {
+                self.scan(&a.value, depth)?;
+                self.scan(&b.value, depth)
+            }
+        }
+    }
+
+    fn simple(&mut self, simple: &ast::SimpleCommand, src: &str, depth: usize) -> Walk {
+        // Listed before the commands nested in it: hold its place.
+        let at = self.out.len();
+        self.out.push(Command::new(&[], Vec::new(), false));
+        let mut parts = Parts::default();
+        for item in simple.prefix.iter().flat_map(|p| p.0.iter()) {
+            self.item(item, true, &mut parts, src, depth)?;
+        }
+        if let Some(name) = &simple.word_or_name {
+            parts.words.push(self.word(&name.value, depth)?);
+        }
+        for item in simple.suffix.iter().flat_map(|s| s.0.iter()) {
+            self.item(item, false, &mut parts, src, depth)?;
+        }
+        let Parts {
+            words,
+            redirects,
+            stdin,
+        } = parts;
+        if words.is_empty() && redirects.is_empty() {
+            // A bare assignment: nothing to spawn, nothing to open.
+            self.out.remove(at);
+            return Ok(());
+        }
+        self.out[at] = Command::new(&words, redirects, false);
+        self.unwrap(&words, stdin.as_ref(), depth)
+    }
+
+    fn item(
+        &mut self,
+        item: &ast::CommandPrefixOrSuffixItem,
+        in_prefix: bool,
+        parts: &mut Parts,
+        src: &str,
+        depth: usize,
+    ) -> Walk {
+        use ast::CommandPrefixOrSuffixItem as Item;
+        match item {
+            Item::AssignmentWord(assignment, _) if in_prefix => self.assignment(assignment, depth)?,
+            // After the name, `NAME=value` is an argument (`export A=b`).
+            Item::AssignmentWord(_, w) | Item::Word(w) => parts.words.push(self.word(&w.value, depth)?),
+            Item::IoRedirect(r) => match self.redirect(r, src, depth)? {
+                Redir::None => {}
+                Redir::File(r) => parts.redirects.push(r),
+                Redir::Stdin(text) => parts.stdin = Some(text),
+            },
+            Item::ProcessSubstitution(kind, subshell) => {
+                parts.words.push(Arg {
+                    text: process_substitution_text(kind, subshell, src),
+                    dynamic: true,
+                });
+                self.list(&subshell.list, src, depth)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The redirections of a compound command, as a word-less command.
+    fn redirects_only(&mut self, list: Option<&ast::RedirectList>, src: &str, depth: usize) -> Walk {
+        let Some(list) = list else { return Ok(()) };
+        let at = self.out.len();
+        self.out.push(Command::new(&[], Vec::new(), false));
+        let mut redirects = Vec::new();
+        for r in &list.0 {
+            if let Redir::File(r) = self.redirect(r, src, depth)? {
+                redirects.push(r);
+            }
+        }
+        if redirects.is_empty() {
+            self.out.remove(at);
+        } else {
+            self.out[at].redirects = redirects;
+        }
+        Ok(())
+    }
+
+    fn assignment(&mut self, assignment: &ast::Assignment, depth: usize) -> Walk {
+        if let ast::AssignmentName::ArrayElementName(_, index) = &assignment.name {
+            self.scan(index, depth)?;
+        }
+        match &assignment.value {
+            ast::AssignmentValue::Scalar(w) => self.scan(&w.value, depth),
+            ast::AssignmentValue::Array(items) => {
+                for (key, value) in items {
+                    if let Some(key) = key {
+                        self.scan(&key.value, depth)?;
+                    }
+                    self.scan(&value.value, depth)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn redirect(&mut self, redirect: &ast::IoRedirect, src: &str, depth: usize) -> Walk<Redir> {
+        use ast::{IoFileRedirectKind as K, IoFileRedirectTarget as T, IoRedirect as R};
+        Ok(match redirect {
+            R::File(_, kind, target) => {
+                let write = match kind {
+                    K::Read | K::DuplicateInput => false,
+                    K::Write | K::Append | K::ReadAndWrite | K::Clobber | K::DuplicateOutput => true,
+                };
+                match target {
+                    T::Filename(w) => Redir::File(self.target(&w.value, write, depth)?),
+                    T::Fd(_) => Redir::None,
+                    T::Duplicate(w) => {
+                        // `2>&1`, `3>&-`, `4<&0`, `5>&6-` duplicate or close
+                        // descriptors; `>&file` writes a file.
+                        let r = self.target(&w.value, write, depth)?;
+                        let t = r.target.trim_end_matches('-');
+                        if !r.dynamic && t.bytes().all(|b| b.is_ascii_digit()) {
+                            Redir::None
+                        } else {
+                            Redir::File(r)
+                        }
+                    }
+                    T::ProcessSubstitution(_, subshell) => {
+                        self.list(&subshell.list, src, depth)?;
+                        Redir::None
+                    }
+                }
+            }
+            R::OutputAndError(w, _) => Redir::File(self.target(&w.value, true, depth)?),
+            R::HereDocument(fd, doc) => {
+                let text = if doc.requires_expansion {
+                    let pieces = word::parse_heredoc(&doc.doc.value, &self.options)
+                        .map_err(|e| format!("cannot parse a here-document: {e}"))?;
+                    let mut value = String::new();
+                    let dynamic = self.pieces(&pieces, true, &mut value, depth)?;
+                    Arg {
+                        text: if dynamic { doc.doc.value.clone() } else { value },
+                        dynamic,
+                    }
+                } else {
+                    Arg {
+                        text: doc.doc.value.clone(),
+                        dynamic: false,
+                    }
+                };
+                on_stdin(*fd, text)
+            }
+            R::HereString(fd, w) => {
+                let arg = self.word(&w.value, depth)?;
+                on_stdin(*fd, arg)
+            }
+        })
+    }
+
+    fn target(&mut self, raw: &str, write: bool, depth: usize) -> Walk<Redirect> {
+        let arg = self.word(raw, depth)?;
+        Ok(Redirect {
+            write,
+            target: arg.text,
+            dynamic: arg.dynamic,
+        })
+    }
+
+    // ---- words -----------------------------------------------------------
+
+    /// A word's value (or source text), listing the commands in it.
+    fn word(&mut self, raw: &str, depth: usize) -> Walk<Arg> {
+        let depth = deeper(depth)?;
+        let pieces = match word::parse(raw, &self.options) {
+            Ok(pieces) => pieces,
+            // Without `$` or a backquote the word can hold no command: keep
+            // it as written. Otherwise it might, and it cannot be checked.
+            Err(_) if !raw.contains(['$', '`']) => {
+                return Ok(Arg {
+                    text: raw.to_owned(),
+                    dynamic: true,
+                })
+            }
+            Err(e) => return Err(format!("cannot parse the word `{}`: {e}", snippet(raw))),
+        };
+        let mut value = String::new();
+        let dynamic = self.pieces(&pieces, false, &mut value, depth)?;
+        Ok(Arg {
+            text: if dynamic { raw.to_owned() } else { value },
+            dynamic,
+        })
+    }
+
+    /// Lists the commands in text that is expanded but never a command
+    /// word: assignment values, patterns, arithmetic, `${...}` operands.
+    fn scan(&mut self, text: &str, depth: usize) -> Walk {
+        if text.contains(['$', '`']) {
+            self.word(text, depth)?;
+        }
+        Ok(())
+    }
+
+    /// Appends the static value of `pieces` to `value`; true if some piece
+    /// is only known at run time.
+    fn pieces(
+        &mut self,
+        pieces: &[WordPieceWithSource],
+        quoted: bool,
+        value: &mut String,
+        depth: usize,
+    ) -> Walk<bool> {
+        let mut dynamic = false;
+        for piece in pieces {
+            match &piece.piece {
+                WordPiece::Text(text) => {
+                    dynamic |= !quoted && is_pattern(text);
+                    value.push_str(text);
+                }
+                WordPiece::SingleQuotedText(text) => value.push_str(text),
+                WordPiece::AnsiCQuotedText(body) => match ansi_c(body) {
+                    Some(text) => value.push_str(&text),
+                    None => dynamic = true,
+                },
+                WordPiece::DoubleQuotedSequence(inner) => {
+                    dynamic |= self.pieces(inner, true, value, depth)?;
+                }
+                // `$"..."` is translated at run time.
+                WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    self.pieces(inner, true, value, depth)?;
+                    dynamic = true;
+                }
+                WordPiece::TildeExpansion(_) => dynamic = true,
+                WordPiece::ParameterExpansion(expr) => {
+                    self.parameter(expr, depth)?;
+                    dynamic = true;
+                }
+                WordPiece::CommandSubstitution(script)
+                | WordPiece::BackquotedCommandSubstitution(script) => {
+                    self.script(script, depth)?;
+                    dynamic = true;
+                }
+                WordPiece::EscapeSequence(escape) => unescape(escape, quoted, value),
+                WordPiece::ArithmeticExpression(expr) => {
+                    self.scan(&expr.value, depth)?;
+                    dynamic = true;
+                }
+            }
+        }
+        Ok(dynamic)
+    }
+
+    /// Lists the commands in the operands of `${...}`.
+    fn parameter(&mut self, expr: &ParameterExpr, depth: usize) -> Walk {
+        use ParameterExpr as P;
+        let mut texts: Vec<&str> = Vec::new();
+        let parameter = match expr {
+            P::Parameter { parameter, .. }
+            | P::ParameterLength { parameter, .. }
+            | P::Transform { parameter, .. } => parameter,
+            P::UseDefaultValues {
+                parameter,
+                default_value: text,
+                ..
+            }
+            | P::AssignDefaultValues {
+                parameter,
+                default_value: text,
+                ..
+            }
+            | P::IndicateErrorIfNullOrUnset {
+                parameter,
+                error_message: text,
+                ..
+            }
+            | P::UseAlternativeValue {
+                parameter,
+                alternative_value: text,
+                ..
+            }
+            | P::RemoveSmallestSuffixPattern {
+                parameter,
+                pattern: text,
+                ..
+            }
+            | P::RemoveLargestSuffixPattern {
+                parameter,
+                pattern: text,
+                ..
+            }
+            | P::RemoveSmallestPrefixPattern {
+                parameter,
+                pattern: text,
+                ..
+            }
+            | P::RemoveLargestPrefixPattern {
+                parameter,
+                pattern: text,
+                ..
+            }
+            | P::UppercaseFirstChar {
+                parameter,
+                pattern: text,
+                ..
+            }
+            | P::UppercasePattern {
+                parameter,
+                pattern: text,
+                ..
+            }
+            | P::LowercaseFirstChar {
+                parameter,
+                pattern: text,
+                ..
+            }
+            | P::LowercasePattern {
+                parameter,
+                pattern: text,
+                ..
+            } => {
+                texts.extend(text.as_deref());
+                parameter
+            }
+            P::Substring {
+                parameter,
+                offset,
+                length,
+                ..
+            } => {
+                texts.push(&offset.value);
+                texts.extend(length.as_ref().map(|l| l.value.as_str()));
+                parameter
+            }
+            P::ReplaceSubstring {
+                parameter,
+                pattern,
+                replacement,
+                ..
+            } => {
+                texts.push(pattern);
+                texts.extend(replacement.as_deref());
+                parameter
+            }
+            P::VariableNames { .. } | P::MemberKeys { .. } => return Ok(()),
+        };
+        if let Parameter::NamedWithIndex { index, .. } = parameter {
+            texts.push(index);
+        }
+        for text in texts {
+            self.scan(text, depth)?;
+        }
+        Ok(())
+    }
+
+    // ---- wrappers --------------------------------------------------------
+
+    /// Lists what a command runs when it runs its arguments (or standard
+    /// input) as a command.
+    fn unwrap(&mut self, words: &[Arg], stdin: Option<&Arg>, depth: usize) -> Walk {
+        let depth = deeper(depth)?;
+        let Some((name, args)) = words.split_first() else {
+            return Ok(());
+        };
+        if name.dynamic {
+            return Ok(());
+        }
+        let program = name.text.rsplit('/').next().unwrap_or_default();
+        match program {
+            "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" => match shell_input(args) {
+                ShellInput::Command(Some(script)) => self.inline(script, depth),
+                ShellInput::Stdin => stdin.map_or(Ok(()), |script| self.inline(script, depth)),
+                ShellInput::Command(None) | ShellInput::File => Ok(()),
+            },
+            "su" | "runuser" => match su_command(args) {
+                Some(script) => self.inline(&script, depth),
+                None => Ok(()),
+            },
+            "eval" => {
+                if args.is_empty() || args.iter().any(|a| a.dynamic) {
+                    return Ok(());
+                }
+                let script = args.iter().map(|a| a.text.as_str()).collect::<Vec<_>>().join(" ");
+                self.script(&script, depth)
+            }
+            "trap" => {
+                let args = match args.first() {
+                    Some(a) if a.text == "--" => &args[1..],
+                    _ => args,
+                };
+                match args {
+                    [action, _, ..]
+                        if !action.text.starts_with('-')
+                            && !action.text.bytes().all(|b| b.is_ascii_digit()) =>
+                    {
+                        self.inline(action, depth)
+                    }
+                    _ => Ok(()),
+                }
+            }
+            "find" => {
+                let mut i = 0;
+                while i < args.len() {
+                    if matches!(args[i].text.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+                        let start = i + 1;
+                        let mut end = start;
+                        while end < args.len()
+                            && (args[end].dynamic || !matches!(args[end].text.as_str(), ";" | "+"))
+                        {
+                            end += 1;
+                        }
+                        let inner = &args[start..end];
+                        let appended = inner.iter().any(|a| a.text.contains("{}"));
+                        self.inner(inner, appended, depth)?;
+                        i = end;
+                    }
+                    i += 1;
+                }
+                Ok(())
+            }
+            _ => match wrapped(program, args)? {
+                Some((start, appended)) => self.inner(&args[start..], appended, depth),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// Lists a script given as one word (`sh -c 'S'`); nothing if the
+    /// word's value is only known at run time.
+    fn inline(&mut self, script: &Arg, depth: usize) -> Walk {
+        if script.dynamic {
+            return Ok(());
+        }
+        self.script(&script.text, depth)
+    }
+
+    /// Lists the command a wrapper runs, then what that one runs.
+    fn inner(&mut self, words: &[Arg], appended: bool, depth: usize) -> Walk {
+        if words.is_empty() {
+            return Ok(());
+        }
+        self.out.push(Command::new(words, Vec::new(), appended));
+        self.unwrap(words, None, depth)
+    }
+}
+
+impl Command {
+    fn new(words: &[Arg], redirects: Vec<Redirect>, appended: bool) -> Command {
+        let words_text: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
+        Command {
+            text: words_text.join(" "),
+            words: words_text,
+            redirects,
+            dynamic: appended || words.iter().any(|w| w.dynamic),
+        }
+    }
+}
+
+fn deeper(depth: usize) -> Walk<usize> {
+    if depth >= MAX_DEPTH {
+        return Err(format!("the command line nests more than {MAX_DEPTH} levels deep"));
+    }
+    Ok(depth + 1)
+}
+
+fn on_stdin(fd: Option<ast::IoFd>, text: Arg) -> Redir {
+    if fd.unwrap_or(0) == 0 {
+        Redir::Stdin(text)
+    } else {
+        Redir::None
+    }
+}
+
+/// `<(...)` or `>(...)` as written.
+fn process_substitution_text(
+    kind: &ast::ProcessSubstitutionKind,
+    subshell: &ast::SubshellCommand,
+    src: &str,
+) -> String {
+    let sign = match kind {
+        ast::ProcessSubstitutionKind::Read => '<',
+        ast::ProcessSubstitutionKind::Write => '>',
+    };
+    // Source positions count characters, not bytes.
+    let (start, end) = (subshell.loc.start.index, subshell.loc.end.index);
+    let body: String = src.chars().skip(start).take(end.saturating_sub(start)).collect();
+    if body.starts_with('(') {
+        format!("{sign}{body}")
+    } else {
+        format!("{sign}({})", subshell.list)
+    }
+}
+
+/// Unquoted text that the shell would expand as a pattern: globs,
+/// extglobs and brace expansions.
+fn is_pattern(text: &str) -> bool {
+    text.contains(['*', '?'])
+        || text.find('[').is_some_and(|i| text[i + 1..].contains(']'))
+        || ["+(", "@(", "!("].iter().any(|p| text.contains(p))
+        || (text.contains('{') && text.contains('}') && (text.contains(',') || text.contains("..")))
+}
+
+/// Quote removal for a backslash escape (`\x`), outside or inside double
+/// quotes (where only `$`, backquote, `"`, `\` and newline are escaped).
+fn unescape(escape: &str, quoted: bool, value: &mut String) {
+    let escaped = escape.strip_prefix('\\').unwrap_or(escape);
+    match escaped {
+        "\n" => {}
+        "$" | "`" | "\"" | "\\" => value.push_str(escaped),
+        _ if quoted => value.push_str(escape),
+        _ => value.push_str(escaped),
+    }
+}
+
+/// The value of `$'...'` (bash's ANSI-C quoting), or `None` where it is
+/// not a plain string (a NUL, a raw byte, `\c`), which leaves the word
+/// dynamic.
+fn ansi_c(body: &str) -> Option<String> {
+    let mut value = String::new();
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            value.push(c);
+            continue;
+        }
+        let escape = chars.next()?;
+        let code = match escape {
+            'a' => 0x07,
+            'b' => 0x08,
+            'e' | 'E' => 0x1b,
+            'f' => 0x0c,
+            'n' => 0x0a,
+            'r' => 0x0d,
+            't' => 0x09,
+            'v' => 0x0b,
+            '\\' | '\'' | '"' | '?' => u32::from(escape),
+            '0'..='7' => {
+                let mut code = escape.to_digit(8)?;
+                for _ in 0..2 {
+                    match chars.peek().and_then(|c| c.to_digit(8)) {
+                        Some(d) => {
+                            code = code * 8 + d;
+                            chars.next();
+                        }
+                        None => break,
+                    }
+                }
+                // Values from 0x80 up are raw bytes, not characters.
+                if code >= 0x80 {
+                    return None;
+                }
+                code
+            }
+            'x' | 'u' | 'U' => {
+                let max = match escape {
+                    'x' => 2,
+                    'u' => 4,
+                    _ => 8,
+                };
+                let mut code = 0u32;
+                let mut digits = 0;
+                while digits < max {
+                    match chars.peek().and_then(|c| c.to_digit(16)) {
+                        Some(d) => {
+                            code = code.checked_mul(16)?.checked_add(d)?;
+                            chars.next();
+                            digits += 1;
+                        }
+                        None => break,
+                    }
+                }
+                if digits == 0 || (escape == 'x' && code >= 0x80) {
+                    return None;
+                }
+                code
+            }
+            'c' => return None,
+            // bash keeps unknown escapes as written.
+            other => {
+                value.push('\\');
+                value.push(other);
+                continue;
+            }
+        };
+        // The shell's strings end at a NUL.
+        if code == 0 {
+            return None;
+        }
+        value.push(char::from_u32(code)?);
+    }
+    Some(value)
+}
+
+fn snippet(text: &str) -> String {
+    const MAX: usize = 60;
+    match text.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_owned(),
+    }
+}
+
+// ---- option grammars -------------------------------------------------------
+
+/// The option grammar of a wrapper, as GNU getopt with a leading `+`: the
+/// options end at the first word that is not one (or after `--`).
+struct Options {
+    /// Short options that take an argument, attached (`-n10`) or next
+    /// (`-n 10`).
+    with_arg: &'static str,
+    /// Short options whose argument, if any, is attached (`xargs -i{}`).
+    optional_arg: &'static str,
+    /// Long options that take an argument, `--name=value` or `--name value`
+    /// (an unambiguous prefix such as `--kill` counts too).
+    long_with_arg: &'static [&'static str],
+}
+
+/// What the options of a wrapper were.
+struct Parsed {
+    /// Index of the first word after the options, if there is one.
+    next: Option<usize>,
+    /// Every short option letter seen.
+    short: String,
+    /// Every long option seen, without `--` and `=value`.
+    long: Vec<String>,
+}
+
+impl Options {
+    const NONE: Options = Options {
+        with_arg: "",
+        optional_arg: "",
+        long_with_arg: &[],
+    };
+
+    fn parse(&self, args: &[Arg]) -> Parsed {
+        let mut short = String::new();
+        let mut long = Vec::new();
+        let mut i = 0;
+        while let Some(arg) = args.get(i) {
+            let t = arg.text.as_str();
+            if t == "--" {
+                i += 1;
+                break;
+            }
+            if let Some(name) = t.strip_prefix("--") {
+                let (name, has_value) = match name.split_once('=') {
+                    Some((name, _)) => (name, true),
+                    None => (name, false),
+                };
+                let takes_arg = !name.is_empty()
+                    && self
+                        .long_with_arg
+                        .iter()
+                        .any(|o| o.strip_prefix("--").is_some_and(|o| o.starts_with(name)));
+                long.push(name.to_owned());
+                i += if takes_arg && !has_value { 2 } else { 1 };
+                continue;
+            }
+            if t.len() > 1 && t.starts_with('-') {
+                i += 1;
+                let cluster = &t[1..];
+                for (at, c) in cluster.char_indices() {
+                    short.push(c);
+                    if self.with_arg.contains(c) {
+                        if at + c.len_utf8() == cluster.len() {
+                            i += 1;
+                        }
+                        break;
+                    }
+                    if self.optional_arg.contains(c) {
+                        break;
+                    }
+                }
+                continue;
+            }
+            break;
+        }
+        Parsed {
+            next: (i < args.len()).then_some(i),
+            short,
+            long,
+        }
+    }
+}
+
+/// Skips `NAME=value` words (as `env` and `sudo` take them).
+fn skip_assignments(args: &[Arg], from: usize) -> Option<usize> {
+    let mut i = from;
+    while args.get(i)?.text.contains('=') {
+        i += 1;
+    }
+    Some(i)
+}
+
+/// Where the command a wrapper runs starts in its arguments, and whether
+/// it is given more arguments at run time. `None` for a command that is not
+/// a wrapper or runs nothing.
+fn wrapped(program: &str, args: &[Arg]) -> Walk<Option<(usize, bool)>> {
+    let options = |with_arg, long_with_arg| Options {
+        with_arg,
+        optional_arg: "",
+        long_with_arg,
+    };
+    let at = |parsed: Parsed| parsed.next.map(|i| (i, false));
+    Ok(match program {
+        "env" => {
+            // `-` alone is `-i`.
+            let skip = args.iter().take_while(|a| a.text == "-").count();
+            let parsed = options("uCPa", &["--unset", "--chdir", "--split-string", "--argv0"])
+                .parse(&args[skip..]);
+            let split = parsed.short.contains('S')
+                || parsed
+                    .long
+                    .iter()
+                    .any(|l| l.len() >= 2 && "split-string".starts_with(l.as_str()));
+            if split {
+                return Err("env -S splits its argument into a command line by rules of its own; \
+                            it is not analyzed"
+                    .into());
+            }
+            parsed
+                .next
+                .and_then(|i| skip_assignments(args, skip + i))
+                .map(|i| (i, false))
+        }
+        "timeout" => options("ks", &["--kill-after", "--signal"])
+            .parse(args)
+            .next
+            .filter(|&i| i + 1 < args.len())
+            .map(|i| (i + 1, false)),
+        "nice" => at(options("n", &["--adjustment"]).parse(args)),
+        "nohup" | "builtin" | "setsid" => at(Options::NONE.parse(args)),
+        "stdbuf" => at(options("ioe", &["--input", "--output", "--error"]).parse(args)),
+        "time" => at(options("fo", &["--format", "--output"]).parse(args)),
+        "exec" => at(options("a", &[]).parse(args)),
+        "command" => {
+            let parsed = Options::NONE.parse(args);
+            // `command -v x` and `-V` describe `x`; they do not run it.
+            if parsed.short.contains(['v', 'V']) {
+                None
+            } else {
+                at(parsed)
+            }
+        }
+        "sudo" => {
+            let parsed = Options {
+                with_arg: "aCcDgpRrTtUu",
+                optional_arg: "h",
+                long_with_arg: &[
+                    "--auth-type",
+                    "--close-from",
+                    "--login-class",
+                    "--chdir",
+                    "--group",
+                    "--prompt",
+                    "--chroot",
+                    "--role",
+                    "--type",
+                    "--command-timeout",
+                    "--other-user",
+                    "--user",
+                ],
+            }
+            .parse(args);
+            // Edit, list, validate, reset, version, help: nothing runs.
+            let runs_nothing = parsed.short.contains(['e', 'l', 'v', 'K', 'V', 'h'])
+                || parsed.long.iter().any(|l| {
+                    ["edit", "list", "validate", "remove-timestamp", "version", "help"]
+                        .contains(&l.as_str())
+                });
+            if runs_nothing {
+                None
+            } else {
+                parsed.next.and_then(|i| skip_assignments(args, i)).map(|i| (i, false))
+            }
+        }
+        "doas" => at(options("aCu", &[]).parse(args)),
+        "xargs" => Options {
+            with_arg: "adEILnPs",
+            optional_arg: "eil",
+            long_with_arg: &[
+                "--arg-file",
+                "--delimiter",
+                "--max-args",
+                "--max-procs",
+                "--max-chars",
+                "--process-slot-var",
+            ],
+        }
+        .parse(args)
+        .next
+        .map(|i| (i, true)),
+        _ => None,
+    })
+}
+
+/// What a shell runs, from its arguments.
+enum ShellInput<'a> {
+    /// `-c`: the first word after the options (if any).
+    Command(Option<&'a Arg>),
+    /// No operand (or `-s`): standard input.
+    Stdin,
+    /// A script file.
+    File,
+}
+
+fn shell_input(args: &[Arg]) -> ShellInput<'_> {
+    let (mut command, mut stdin) = (false, false);
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let t = arg.text.as_str();
+        if t == "--" || t == "-" {
+            i += 1;
+            break;
+        }
+        if t.starts_with("--") {
+            i += if matches!(t, "--rcfile" | "--init-file") { 2 } else { 1 };
+            continue;
+        }
+        if t.len() > 1 && (t.starts_with('-') || t.starts_with('+')) {
+            i += 1;
+            for c in t[1..].chars() {
+                match c {
+                    'c' => command = true,
+                    's' => stdin = true,
+                    // `-o pipefail`, `-O extglob`: the option's name is next.
+                    'o' | 'O' => i += 1,
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        break;
+    }
+    if command {
+        ShellInput::Command(args.get(i))
+    } else if stdin || i >= args.len() {
+        ShellInput::Stdin
+    } else {
+        ShellInput::File
+    }
+}
+
+/// The command of `su -c CMD` (also `-cCMD`, `--command CMD`,
+/// `--command=CMD`); su's options may follow the user name.
+fn su_command(args: &[Arg]) -> Option<Arg> {
+    for (i, arg) in args.iter().enumerate() {
+        let t = arg.text.as_str();
+        if t == "--" {
+            break;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (long, None),
+            };
+            if name.len() >= 2 && ("command".starts_with(name) || "session-command".starts_with(name)) {
+                return match value {
+                    Some(value) => Some(Arg {
+                        text: value.to_owned(),
+                        dynamic: arg.dynamic,
+                    }),
+                    None => args.get(i + 1).cloned(),
+                };
+            }
+            continue;
+        }
+        if let Some(cluster) = t.strip_prefix('-') {
+            // The first letter that takes an argument decides.
+            if let Some(at) = cluster.find(['c', 'g', 'G', 's', 'w']) {
+                if cluster[at..].starts_with('c') {
+                    let rest = &cluster[at + 1..];
+                    return if rest.is_empty() {
+                        args.get(i + 1).cloned()
+                    } else {
+                        Some(Arg {
+                            text: rest.to_owned(),
+                            dynamic: arg.dynamic,
+                        })
+                    };
+                }
+            }
+        }
+    }
+    None
+}
