@@ -85,6 +85,7 @@ impl Fixture {
         let fifty = Kernel::new(
             vec![Policy::load(Source::File(policy_file), vars.clone())],
             vec![],
+            vars.clone(),
         );
         assert_eq!(fifty_rules().matches("p.").count(), 50, "fifty rules");
         let embedded = |text: String| Source::Embedded {
@@ -97,14 +98,17 @@ impl Fixture {
                 vars.clone(),
             )],
             vec![],
+            vars.clone(),
         );
         let fifty_embedded = Kernel::new(
             vec![Policy::load(embedded(fifty_rules()), vars.clone())],
             vec![],
+            vars.clone(),
         );
         let default = Kernel::new(
-            vec![Policy::load(shipped("default").unwrap(), vars)],
+            vec![Policy::load(shipped("default").unwrap(), vars.clone())],
             vec![],
+            vars.clone(),
         );
         let runtime = Runtime::builder().workspace(&workspace).build().unwrap();
         let lua_loop = runtime

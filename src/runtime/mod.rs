@@ -143,7 +143,7 @@ impl RuntimeBuilder {
         };
         let core = Rc::new(Core {
             registry: Registry::standard(),
-            kernel: Kernel::new(policies, ceiling),
+            kernel: Kernel::new(policies, ceiling, vars.clone()),
             approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
             ctx,
         });
