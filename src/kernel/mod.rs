@@ -159,6 +159,9 @@ impl Kernel {
                 "the line runs no command".into(),
             );
         };
+        if parts.len() == 1 {
+            return parts.remove(0);
+        }
         if strictest == Decision::Allow {
             let by: Vec<&str> = parts.iter().map(|v| v.by.as_str()).collect();
             return verdict(

@@ -263,7 +263,19 @@ impl Walker {
     fn compound(&mut self, compound: &ast::CompoundCommand, src: &str, depth: usize) -> Walk {
         use ast::CompoundCommand as C;
         match compound {
-            C::Arithmetic(arith) => self.scan(&arith.expr.value, depth),
+            C::Arithmetic(arith) => {
+                // brush-parser reads nested subshells written `( (a) )` or
+                // `((a) )` as `((a))`; bash reads `((` as arithmetic only
+                // when the parentheses touch at both ends.
+                let text = chars(src, &arith.loc);
+                match text.strip_prefix("((").and_then(|t| t.strip_suffix("))")) {
+                    Some(_) => self.scan(&arith.expr.value, depth),
+                    None => {
+                        let inner = text.strip_prefix('(').and_then(|t| t.strip_suffix(')'));
+                        self.script(inner.unwrap_or(&text), depth)
+                    }
+                }
+            }
             C::ArithmeticForClause(f) => {
                 for expr in [&f.initializer, &f.condition, &f.updater]
                     .into_iter()
@@ -822,18 +834,21 @@ fn process_substitution_text(
         ast::ProcessSubstitutionKind::Read => '<',
         ast::ProcessSubstitutionKind::Write => '>',
     };
-    // Source positions count characters, not bytes.
-    let (start, end) = (subshell.loc.start.index, subshell.loc.end.index);
-    let body: String = src
-        .chars()
-        .skip(start)
-        .take(end.saturating_sub(start))
-        .collect();
+    let body = chars(src, &subshell.loc);
     if body.starts_with('(') {
         format!("{sign}{body}")
     } else {
         format!("{sign}({})", subshell.list)
     }
+}
+
+/// The source text a span covers (its positions count characters).
+fn chars(src: &str, span: &brush_parser::SourceSpan) -> String {
+    let (start, end) = (span.start.index, span.end.index);
+    src.chars()
+        .skip(start)
+        .take(end.saturating_sub(start))
+        .collect()
 }
 
 /// Unquoted text that the shell would expand as a pattern: globs,
