@@ -125,3 +125,26 @@ fn a_line_that_does_not_parse_is_checked_whole() {
     // A rule that matches the whole unparsable line decides it.
     assert_eq!(decision(&k, "git log 'unterminated"), "allow");
 }
+
+#[test]
+fn a_redirection_into_home_is_judged_as_a_write_there() {
+    let k = kernel();
+    // Home is outside this policy's grants: denied (otherwise = deny) rather
+    // than an ask for an unknown target.
+    let cap = Capability::parse("proc:spawn:git log > ~/.bashrc").unwrap();
+    let input = json!({});
+    let req = Request {
+        capability: &cap,
+        flow: "bash",
+        tier: Tier::Irreversible,
+        input: &input,
+        run_id: "t",
+        script: "t",
+    };
+    let v = k.decide(&req);
+    assert_eq!(v.decision.as_str(), "deny");
+    assert_eq!(
+        v.reason,
+        "for `redirection to ~/.bashrc` in the line: no rule or hook of the policy matched fs:write:/home/u/.bashrc"
+    );
+}

@@ -194,7 +194,12 @@ impl Kernel {
     /// A redirection: fs:write (or fs:read) of its target, resolved as the
     /// command would (relative to the workspace, `~` to home).
     fn redirect(&self, req: &Request, r: &Redirect) -> Verdict {
-        if r.dynamic {
+        // `~/x` is known here (home), though a shell expands it at run time.
+        let plain_tilde = (r.target == "~" || r.target.starts_with("~/"))
+            && !r
+                .target
+                .contains(['$', '`', '*', '?', '[', '{', '\'', '"', '\\']);
+        if r.dynamic && !plain_tilde {
             return verdict(
                 Decision::Ask,
                 "shell analysis".into(),

@@ -61,7 +61,14 @@
 //! that run their arguments but are not in the list above (`ssh host cmd`,
 //! `watch`, `parallel`, `flock`, `chroot`, `python -c`, `git -c alias...`)
 //! are listed as themselves only, as are file writes that are not
-//! redirections (`tee f`, `cp a b`, `find -delete`).
+//! redirections (`tee f`, `cp a b`, `find -delete`). A redirection to
+//! `/dev/tcp/HOST/PORT` or `/dev/udp/...` is a network connection in bash,
+//! though it is listed as a file like any other.
+//!
+//! brush-parser does not parse `select`, `for ((;;))` with an empty part,
+//! or `case` inside `$(...)`; such lines are [`Analysis::Unparsed`]. It
+//! reads nested subshells written `( (a) )` as arithmetic; this module
+//! corrects that from the source text.
 
 use brush_parser::ast;
 use brush_parser::word::{self, Parameter, ParameterExpr, WordPiece, WordPieceWithSource};
@@ -479,7 +486,7 @@ impl Walker {
                     let pieces = word::parse_heredoc(&doc.doc.value, &self.options)
                         .map_err(|e| format!("cannot parse a here-document: {e}"))?;
                     let mut value = String::new();
-                    let dynamic = self.pieces(&pieces, true, &mut value, depth)?;
+                    let dynamic = self.pieces(&pieces, Quoting::HereDocument, &mut value, depth)?;
                     Arg {
                         text: if dynamic {
                             doc.doc.value.clone()
@@ -530,7 +537,7 @@ impl Walker {
             Err(e) => return Err(format!("cannot parse the word `{}`: {e}", snippet(raw))),
         };
         let mut value = String::new();
-        let dynamic = self.pieces(&pieces, false, &mut value, depth)?;
+        let dynamic = self.pieces(&pieces, Quoting::None, &mut value, depth)?;
         Ok(Arg {
             text: if dynamic { raw.to_owned() } else { value },
             dynamic,
@@ -551,7 +558,7 @@ impl Walker {
     fn pieces(
         &mut self,
         pieces: &[WordPieceWithSource],
-        quoted: bool,
+        quoting: Quoting,
         value: &mut String,
         depth: usize,
     ) -> Walk<bool> {
@@ -559,7 +566,7 @@ impl Walker {
         for piece in pieces {
             match &piece.piece {
                 WordPiece::Text(text) => {
-                    dynamic |= !quoted && is_pattern(text);
+                    dynamic |= quoting == Quoting::None && is_pattern(text);
                     value.push_str(text);
                 }
                 WordPiece::SingleQuotedText(text) => value.push_str(text),
@@ -568,11 +575,11 @@ impl Walker {
                     None => dynamic = true,
                 },
                 WordPiece::DoubleQuotedSequence(inner) => {
-                    dynamic |= self.pieces(inner, true, value, depth)?;
+                    dynamic |= self.pieces(inner, Quoting::Double, value, depth)?;
                 }
                 // `$"..."` is translated at run time.
                 WordPiece::GettextDoubleQuotedSequence(inner) => {
-                    self.pieces(inner, true, value, depth)?;
+                    self.pieces(inner, Quoting::Double, value, depth)?;
                     dynamic = true;
                 }
                 WordPiece::TildeExpansion(_) => dynamic = true,
@@ -585,7 +592,7 @@ impl Walker {
                     self.script(script, depth)?;
                     dynamic = true;
                 }
-                WordPiece::EscapeSequence(escape) => unescape(escape, quoted, value),
+                WordPiece::EscapeSequence(escape) => unescape(escape, quoting, value),
                 WordPiece::ArithmeticExpression(expr) => {
                     self.scan(&expr.value, depth)?;
                     dynamic = true;
@@ -860,15 +867,27 @@ fn is_pattern(text: &str) -> bool {
         || (text.contains('{') && text.contains('}') && (text.contains(',') || text.contains("..")))
 }
 
-/// Quote removal for a backslash escape (`\x`), outside or inside double
-/// quotes (where only `$`, backquote, `"`, `\` and newline are escaped).
-fn unescape(escape: &str, quoted: bool, value: &mut String) {
+/// Where a piece of a word sits, for quote removal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quoting {
+    None,
+    /// Inside `"..."`.
+    Double,
+    /// The body of an unquoted here-document, where `"` is not special.
+    HereDocument,
+}
+
+/// Quote removal for a backslash escape (`\x`): outside quotes it yields
+/// `x`; inside double quotes (and here-documents) only `$`, backquote, `\`
+/// and newline are escaped (and `"`, inside double quotes).
+fn unescape(escape: &str, quoting: Quoting, value: &mut String) {
     let escaped = escape.strip_prefix('\\').unwrap_or(escape);
-    match escaped {
-        "\n" => {}
-        "$" | "`" | "\"" | "\\" => value.push_str(escaped),
-        _ if quoted => value.push_str(escape),
-        _ => value.push_str(escaped),
+    match (escaped, quoting) {
+        ("\n", _) => {}
+        ("$" | "`" | "\\", _) | ("\"", Quoting::Double) | (_, Quoting::None) => {
+            value.push_str(escaped)
+        }
+        _ => value.push_str(escape),
     }
 }
 
@@ -1352,6 +1371,19 @@ mod tests {
     }
 
     #[test]
+    fn nested_subshells_are_not_arithmetic() {
+        // brush-parser reads these as `((...))`; bash runs them as subshells.
+        check("( ( curl x ) )", &["curl x"]);
+        check("((curl x) )", &["curl x"]);
+        check(
+            "echo $( ( ( curl x ) ) )",
+            &["echo $( ( ( curl x ) ) )", "curl x"],
+        );
+        check("(( i++ ))", &[]);
+        check("if (( 1 )); then curl x; fi", &["curl x"]);
+    }
+
+    #[test]
     fn functions_body_and_call() {
         check("f() { curl x; }; f", &["curl x", "f"]);
         check("function g { curl x; }", &["curl x"]);
@@ -1532,6 +1564,15 @@ mod tests {
     }
 
     #[test]
+    fn redirect_without_a_command() {
+        // `$(<file)` reads the file without running anything.
+        check("x=$(</etc/shadow)", &[""]);
+        assert_eq!(redirects("x=$(</etc/shadow)"), [r("/etc/shadow")]);
+        check("exec >/tmp/log 2>&1", &["exec"]);
+        assert_eq!(redirects("exec >/tmp/log 2>&1"), [w("/tmp/log")]);
+    }
+
+    #[test]
     fn descriptor_duplication_is_not_a_file() {
         check("git log 2>&1 | head", &["git log", "head"]);
         assert_eq!(redirects("git log 2>&1 | head"), []);
@@ -1599,6 +1640,12 @@ mod tests {
         );
         check("sh -s <<< 'rm -rf /'", &["sh -s", "rm -rf /"]);
         check("bash script.sh <<< 'rm -rf /'", &["bash script.sh"]);
+        // In an unquoted here-document `\$` is escaped and `\"` is not.
+        check(
+            "bash <<EOF\necho \\\"hi\\\" \\$HOME\nEOF\n",
+            &["bash", "echo \"hi\" $HOME"],
+        );
+        check("bash <<EOF\n$(curl x)\nEOF\n", &["bash", "curl x"]);
     }
 
     #[test]
