@@ -774,7 +774,11 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             let r = (x >> 33) as usize;
             // Mostly text: the last three pieces one time in 40 each.
-            let i = if r.is_multiple_of(40) { 9 + (r / 40) % 3 } else { r % 9 };
+            let i = if r.is_multiple_of(40) {
+                9 + (r / 40) % 3
+            } else {
+                r % 9
+            };
             out.extend_from_slice(PIECES[i]);
         }
         out

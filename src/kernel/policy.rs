@@ -310,14 +310,16 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
     })
 }
 
-/// Closes what lets a policy outrun its limits. The instruction hook
+/// Closes what lets a policy outrun its limits or depend on the clock. No
+/// `os` at all: a decision depends on the request, not on when it is asked.
+/// The instruction hook
 /// watches one Lua thread, so no coroutines; a limit must end the call, so
 /// no `pcall`/`xpcall` to catch it; and a string pattern runs inside one C
 /// call the hook never interrupts, so patterns whose backtracking could run
 /// away on a long subject are refused before they start.
 fn confine(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
-    for name in ["coroutine", "pcall", "xpcall"] {
+    for name in ["coroutine", "pcall", "xpcall", "os"] {
         g.raw_set(name, LuaValue::Nil)?;
     }
     lua.load(PATTERN_GUARD).set_name("=sluice.policy").exec()
