@@ -220,17 +220,6 @@ impl fmt::Display for Pattern {
     }
 }
 
-/// Every action, in the order messages list them.
-const ACTIONS: [Action; 7] = [
-    Action::FsRead,
-    Action::FsWrite,
-    Action::NetGet,
-    Action::NetPost,
-    Action::NetPrivate,
-    Action::ProcSpawn,
-    Action::ModelCall,
-];
-
 const FAMILIES: [&str; 4] = ["fs", "net", "proc", "model"];
 
 /// The action part of a pattern.
@@ -252,11 +241,11 @@ impl Select {
     }
 
     fn has_fs(self) -> bool {
-        ACTIONS.iter().any(|&a| is_fs(a) && self.includes(a))
+        Action::ALL.iter().any(|&a| is_fs(a) && self.includes(a))
     }
 
     fn has_other(self) -> bool {
-        ACTIONS.iter().any(|&a| !is_fs(a) && self.includes(a))
+        Action::ALL.iter().any(|&a| !is_fs(a) && self.includes(a))
     }
 }
 
@@ -278,7 +267,7 @@ fn is_fs(action: Action) -> bool {
 }
 
 fn known() -> String {
-    let actions: Vec<&str> = ACTIONS.iter().map(|a| a.as_str()).collect();
+    let actions: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
     let families: Vec<String> = FAMILIES.iter().map(|f| format!("{f}:*")).collect();
     format!(
         "known actions: {}; families: {}; or `*` for all",
@@ -315,7 +304,7 @@ fn parse_select(text: &str) -> Result<(Select, Option<&str>), String> {
             Select::Family(f)
         } else {
             let name = format!("{fam}:{verb}");
-            match ACTIONS.iter().find(|a| a.as_str() == name) {
+            match Action::ALL.iter().find(|a| a.as_str() == name) {
                 Some(&a) => Select::Action(a),
                 None => return Err(format!("unknown action `{name}`; {}", known())),
             }
@@ -600,7 +589,7 @@ mod tests {
         assert!(!net.matches(&cap(Action::ProcSpawn, "ls")));
         for all in ["*", "*:*", "*:*:*", "*:*:**"] {
             let all = p(all);
-            for a in ACTIONS {
+            for a in Action::ALL {
                 assert!(all.matches(&cap(a, "/x y:z")), "{all} {a:?}");
             }
         }
