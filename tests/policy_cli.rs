@@ -11,15 +11,6 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// Writes a policy file beside the workspace (not in it); returns its path.
-fn policy(ws: &Workspace, name: &str, text: &str) -> String {
-    let dir = ws.path().parent().unwrap().join("policies");
-    fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
 fn sluice(args: &[&str], cwd: &Path) -> Output {
     Command::new(sluice_bin())
         .args(args)

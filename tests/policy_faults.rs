@@ -15,54 +15,12 @@ use std::process::Child;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Writes a policy file beside the workspace (not in it); returns its path.
-fn policy(ws: &Workspace, name: &str, text: &str) -> String {
-    let dir = ws.path().parent().unwrap().join("policies");
-    fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
 /// Replaces a policy file in one step (write aside, rename), so a reader
 /// never sees half of it.
 fn replace(path: &str, text: &str) {
     let aside = format!("{path}.new");
     fs::write(&aside, text).unwrap();
     fs::rename(&aside, path).unwrap();
-}
-
-/// The 1-based line of `text` holding `needle`.
-fn line_of(text: &str, needle: &str) -> usize {
-    text.lines()
-        .position(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("{needle:?} is not in the policy"))
-        + 1
-}
-
-const TRY: &str = r#"
-local function try(name, input)
-  local r, e = sluice.call(name, input)
-  if r then emit({ok = name}) else emit(e) end
-end
-"#;
-
-fn lua(ws: &Workspace, flags: &[&str], body: &str) -> Vec<Value> {
-    let run = run_lua_with(ws.path(), &format!("{EMIT}{TRY}{body}"), flags, &[]).ok();
-    run.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
-        .collect()
-}
-
-fn denied(cap: &str, by: &str, reason: &str) -> Value {
-    json!({
-        "code": "permission_denied",
-        "message": format!("{cap} is denied by {by}: {reason}."),
-        "capability": cap,
-        "by": by,
-        "reason": reason,
-    })
 }
 
 /// A policy allowing everything in the workspace, with `decide` as given
