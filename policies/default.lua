@@ -9,7 +9,9 @@ local p = require("sluice.policy")
 
 return {
   rules = {
+    p.deny("fs:*:${workspace}/.git", "the repository's internals (hooks, config) run code later"),
     p.deny("fs:*:${workspace}/.git/**", "the repository's internals (hooks, config) run code later"),
+    p.deny("fs:write:${workspace}/**/.git/**", "a nested repository's internals run code later too"),
     p.deny("fs:*:${workspace}/.sluice/**", "the audit record is not the workflow's to touch"),
     p.deny("fs:*:**/.env", "secrets stay out of agents' reach"),
 

@@ -27,6 +27,15 @@ impl Core {
             .ok_or_else(|| unknown_flow(self, name))?;
         // 1-3. decode, validate, envelope.
         let call = flow.prepare(&self.ctx, input.clone())?;
+        // A policy names paths as text: one that is not UTF-8 cannot be
+        // named faithfully, so it is refused rather than approximated.
+        if let Some(p) = call.envelope.reads.iter().chain(&call.envelope.writes).find(|p| p.to_str().is_none()) {
+            return Err(FlowError::new(
+                ErrorCode::PermissionDenied,
+                format!("{} is not valid UTF-8, so no policy can name it; rename it.", p.display()),
+            )
+            .with("path", p.display().to_string()));
+        }
         // 4. authorize every capability the envelope needs.
         for cap in call.envelope.capabilities() {
             let req = Request {

@@ -540,3 +540,98 @@ fn a_long_policy_path_is_named_in_full() {
         format!("decide hook at {}:{line}", long.display())
     );
 }
+
+#[test]
+fn a_rule_list_with_a_hole_or_a_named_entry_stops_the_run() {
+    let ws = workspace();
+    for (rules, says) in [
+        ("p.allow \"fs:read\", nil, p.deny \"fs:*:**/.env\"", "rules[2] is nil, so the rules after it would be lost"),
+        ("p.allow \"fs:read\", extra = p.deny \"fs:*\"", "`rules` has the key extra"),
+    ] {
+        let pol = policy(
+            &ws,
+            "holes.lua",
+            &format!("local p = require(\"sluice.policy\")\nreturn {{ rules = {{ {rules} }} }}\n"),
+        );
+        let run = run_lua_with(ws.path(), "print('never')", &["--policy", &pol], &[]);
+        assert_eq!(run.code, 2, "{rules}");
+        assert!(run.stderr.contains(says), "{rules}: {}", run.stderr);
+        assert_eq!(run.stdout, "");
+    }
+}
+
+#[test]
+fn a_run_may_not_rewrite_its_own_policy_file() {
+    let ws = workspace();
+    let pol = ws.file("policy.lua");
+    let text = "local p = require(\"sluice.policy\")\nreturn { rules = { p.allow \"fs:*:${workspace}/**\" } }\n";
+    fs::write(&pol, text).unwrap();
+    let out = lua(
+        &ws,
+        &["--policy", pol.to_str().unwrap()],
+        r#"try("write", {path = "policy.lua", content = "return {rules = {require('sluice.policy').allow '*'}}"})
+        try("write", {path = "other.lua", content = "x"})"#,
+    );
+    assert_eq!(out[0]["code"], "permission_denied");
+    assert_eq!(out[0]["by"], "the kernel");
+    assert_eq!(out[1], json!({"ok": "write"}));
+    assert_eq!(fs::read_to_string(&pol).unwrap(), text);
+}
+
+#[test]
+fn a_decide_hook_cannot_grant_net_private() {
+    let ws = workspace();
+    let pol = policy(
+        &ws,
+        "np.lua",
+        "return { decide = function(req) return \"allow\" end }\n",
+    );
+    let out = std::process::Command::new(sluice_bin())
+        .args(["policy", "explain", "--policy", &pol, "net:private:http://169.254.169.254:80"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("decision:   ask\n"), "{text}");
+    let out = std::process::Command::new(sluice_bin())
+        .args(["policy", "explain", "--policy", &pol, "net:get:example.org"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("decision:   allow\n"));
+}
+
+#[test]
+fn a_hook_sees_long_input_strings_cut_so_a_big_write_is_still_judged() {
+    let (text, _) = with_decide(
+        "    if #req.input.content < 70000 and req.input.content:find(\"bytes in all)\", 1, true) then return \"allow\" end\n    return \"deny\"",
+    );
+    let ws = workspace();
+    let pol = policy(&ws, "p.lua", &text);
+    let out = lua(
+        &ws,
+        &["--policy", &pol],
+        r#"try("write", {path = "big.txt", content = string.rep("x", 40 * 1024 * 1024)})"#,
+    );
+    assert_eq!(out[0], json!({"ok": "write"}));
+}
+
+#[test]
+fn a_single_quantifier_search_on_a_huge_string_is_refused_too() {
+    let (e, _, pol, took) =
+        read_under("    string.rep(\"a\", 100000):find(\".-b\")\n    return \"allow\"");
+    assert_eq!(e["code"], "permission_denied");
+    assert!(
+        e["reason"].as_str().unwrap().contains(&format!("{pol}:5: string.find: the pattern \".-b\" on a 100000-byte string")),
+        "{e}"
+    );
+    assert!(took < Duration::from_secs(10));
+}
+
+#[test]
+fn a_policy_path_that_is_not_a_regular_file_stops_the_run() {
+    let ws = workspace();
+    let fifo = ws.path().parent().unwrap().join("policy.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let run = run_lua_with(ws.path(), "print('never')", &["--policy", fifo.to_str().unwrap()], &[]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("it is not a regular file"), "{}", run.stderr);
+}

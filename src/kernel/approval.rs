@@ -109,14 +109,16 @@ enum Answer {
 fn ask_terminal(req: &Request, v: &Verdict) -> std::io::Result<Answer> {
     let mut tty = OpenOptions::new().read(true).write(true).open("/dev/tty")?;
     let mut reader = BufReader::new(tty.try_clone()?);
+    // Paths and inputs come from the workflow: escape control characters so
+    // nothing it names can rewrite the prompt on the terminal.
     write!(
         tty,
         "\nsluice: {flow} asks for {cap}\n  input: {input}\n  why: {by}: {reason}\n",
-        flow = req.flow,
-        cap = req.capability,
-        input = summary(req.input),
-        by = v.by,
-        reason = v.reason
+        flow = printable(req.flow),
+        cap = printable(&req.capability.to_string()),
+        input = printable(&summary(req.input)),
+        by = printable(&v.by),
+        reason = printable(&v.reason)
     )?;
     loop {
         write!(
@@ -135,6 +137,13 @@ fn ask_terminal(req: &Request, v: &Verdict) -> std::io::Result<Answer> {
             _ => writeln!(tty, "Answer y, a or n.")?,
         }
     }
+}
+
+/// `text` with control characters shown as escapes (`\u{1b}`).
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_debug().to_string() } else { c.to_string() })
+        .collect()
 }
 
 /// The input on one line, long strings cut.

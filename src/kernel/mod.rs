@@ -129,35 +129,45 @@ impl Kernel {
             return self.decide_one(req);
         }
         match shell::analyze(&req.capability.resource) {
-            Analysis::Unparsed { reason } => {
-                let mut v = self.decide_one(req);
-                v.reason = format!("{} (the command was checked whole: {reason})", v.reason);
-                v
-            }
+            Analysis::Unparsed { reason } => self.decide_whole(req, &reason),
             Analysis::Parsed(commands) => self.decide_commands(req, &commands),
         }
+    }
+
+    /// A line that cannot be split into its commands is judged whole, and
+    /// only a rule naming it exactly allows it: a wildcard such as `git *`
+    /// would otherwise wave through whatever hides after a construct the
+    /// parser does not know.
+    fn decide_whole(&self, req: &Request, why: &str) -> Verdict {
+        let mut v = self.decide_inner(req, Grant::Exactly);
+        v.reason = format!("{} (the command was checked whole: {why})", v.reason);
+        v
     }
 
     fn decide_commands(&self, req: &Request, commands: &[Command]) -> Verdict {
         let mut parts: Vec<Verdict> = Vec::new();
         for command in commands {
             if !command.words.is_empty() {
+                // Leading assignments stay in: `GIT_DIR=x git log` is not `git log`.
+                let mut text = command.env.join(" ");
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                text.push_str(&command.text);
                 let cap = Capability {
                     action: Action::ProcSpawn,
-                    resource: command.text.clone(),
+                    resource: text.clone(),
                 };
-                parts.push(self.part(req, &cap, &command.text));
+                parts.push(self.part(req, &cap, &text));
             }
             for redirect in &command.redirects {
                 parts.push(self.redirect(req, redirect));
             }
         }
+        // No simple command (`[[ $x -eq 1 ]]`, a bare `(( ))`) may still run
+        // code through expansions: the line is judged whole.
         let Some(strictest) = parts.iter().map(|v| v.decision).max() else {
-            return verdict(
-                Decision::Allow,
-                "shell analysis".into(),
-                "the line runs no command".into(),
-            );
+            return self.decide_whole(req, "it holds no simple command to check on its own");
         };
         if parts.len() == 1 {
             return parts.remove(0);
@@ -238,6 +248,10 @@ impl Kernel {
 
     /// The verdict on one capability, in the order of the module doc.
     fn decide_one(&self, req: &Request) -> Verdict {
+        self.decide_inner(req, Grant::ByPattern)
+    }
+
+    fn decide_inner(&self, req: &Request, grant: Grant) -> Verdict {
         let cap = req.capability;
         if !self.ceiling.is_empty() && !self.ceiling.iter().any(|c| c.matches(cap)) {
             let limits: Vec<&str> = self.ceiling.iter().map(|c| c.as_str()).collect();
@@ -260,6 +274,15 @@ impl Kernel {
                 );
             }
         }
+        if cap.action == Action::FsWrite {
+            if let Some(p) = policies.iter().find(|p| p.guards(Path::new(&cap.resource))) {
+                return verdict(
+                    Decision::Deny,
+                    "the kernel".into(),
+                    format!("{} is where the policy {} comes from, and a run may not rewrite its own policy", cap.resource, p.name()),
+                );
+            }
+        }
         if let Some(v) = first_rule(&policies, Decision::Deny, |r| r.pattern.matches(cap)) {
             return v;
         }
@@ -268,10 +291,8 @@ impl Kernel {
             Ok(None) => {}
             Err(v) => return v,
         }
-        let grants = |r: &Rule| {
-            r.pattern.matches(cap)
-                && (cap.action != Action::NetPrivate || r.pattern.grants_explicitly(cap))
-        };
+        let exactly = grant == Grant::Exactly || cap.action == Action::NetPrivate;
+        let grants = |r: &Rule| r.pattern.matches(cap) && (!exactly || r.pattern.grants_explicitly(cap));
         if let Some(v) = first_rule(&policies, Decision::Allow, grants) {
             return v;
         }
@@ -314,6 +335,15 @@ impl Kernel {
         }
         Ok(None)
     }
+}
+
+/// How an allow rule may grant a capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grant {
+    /// Any matching pattern, wildcards included.
+    ByPattern,
+    /// Only a pattern naming the capability exactly (no wildcard).
+    Exactly,
 }
 
 /// `items` without repeats, in first-seen order.
@@ -369,6 +399,9 @@ fn decide_hooks(policies: &[Policy], req: &Request) -> Result<Option<Verdict>, V
     for p in policies {
         match p.decide(req) {
             Ok(None) => {}
+            // Only a rule naming its origin grants net:private; a hook's
+            // allow is no opinion there.
+            Ok(Some((Decision::Allow, _))) if req.capability.action == Action::NetPrivate => {}
             Ok(Some((decision, reason))) => {
                 if strictest.as_ref().is_some_and(|s| s.decision >= decision) {
                     continue;

@@ -132,9 +132,11 @@ pub fn shipped(name: &str) -> Option<Source> {
 /// A policy file, loaded or failed to load.
 pub struct Policy {
     source: Source,
+    /// The file's canonical path, which no run may write.
+    canonical: Option<PathBuf>,
     vars: Vars,
     /// The file's modification time and length when it was loaded.
-    stamp: Option<(SystemTime, u64)>,
+    stamp: Option<Stamp>,
     loaded: Result<Loaded, String>,
 }
 
@@ -153,8 +155,13 @@ impl Policy {
     pub fn load(source: Source, vars: Vars) -> Policy {
         let stamp = stamp_of(&source);
         let loaded = read_source(&source).and_then(|text| load_text(&source, &text, &vars));
+        let canonical = match &source {
+            Source::File(p) => crate::fsops::path::canonical_lenient(&absolute(p)).ok(),
+            Source::Embedded { .. } => None,
+        };
         Policy {
             source,
+            canonical,
             vars,
             stamp,
             loaded,
@@ -168,6 +175,11 @@ impl Policy {
     /// Why the policy did not load, if it did not.
     pub fn load_error(&self) -> Option<&str> {
         self.loaded.as_ref().err().map(String::as_str)
+    }
+
+    /// Whether writing `path` would rewrite this policy's own file.
+    pub fn guards(&self, path: &Path) -> bool {
+        self.canonical.as_deref() == Some(path)
     }
 
     /// Re-reads the file if it changed on disk since it was loaded.
@@ -238,19 +250,39 @@ impl Policy {
     }
 }
 
-fn stamp_of(source: &Source) -> Option<(SystemTime, u64)> {
+fn absolute(p: &Path) -> PathBuf {
+    std::env::current_dir().map_or_else(|_| p.to_path_buf(), |cwd| cwd.join(p))
+}
+
+/// What identifies one version of a policy file: a replaced file (new
+/// inode, new ctime) counts as changed even with the old size and mtime.
+type Stamp = (SystemTime, i64, i64, u64, u64);
+
+fn stamp_of(source: &Source) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
     match source {
         Source::File(p) => fs::metadata(p)
             .ok()
-            .and_then(|m| Some((m.modified().ok()?, m.len()))),
+            .and_then(|m| Some((m.modified().ok()?, m.ctime(), m.ctime_nsec(), m.ino(), m.len()))),
         Source::Embedded { .. } => None,
     }
 }
 
+/// Policy files larger than this are refused unread.
+const MAX_POLICY_BYTES: u64 = 1024 * 1024;
+
 fn read_source(source: &Source) -> Result<String, String> {
     match source {
         Source::File(p) => {
-            fs::read_to_string(p).map_err(|e| format!("cannot read policy {}: {e}", p.display()))
+            let cannot = |e: String| format!("cannot read policy {}: {e}", p.display());
+            let meta = fs::metadata(p).map_err(|e| cannot(e.to_string()))?;
+            if !meta.is_file() {
+                return Err(cannot("it is not a regular file".into()));
+            }
+            if meta.len() > MAX_POLICY_BYTES {
+                return Err(cannot(format!("it is over {MAX_POLICY_BYTES} bytes")));
+            }
+            fs::read_to_string(p).map_err(|e| cannot(e.to_string()))
         }
         Source::Embedded { text, .. } => Ok(text.to_string()),
     }
@@ -329,15 +361,19 @@ fn confine(lua: &Lua) -> mlua::Result<()> {
 /// methods) with a cost estimate: subject length to the power of the
 /// pattern's quantifiers, which bounds how far Lua's matcher can backtrack.
 const PATTERN_GUARD: &str = r#"
-local LIMIT = 1e7
+local LIMIT = 3e7
 local function quantifiers(p)
   local n, i = 0, 1
   while i <= #p do
     local c = p:sub(i, i)
-    if c == "%" then i = i + 1
+    if c == "%" then
+      if p:sub(i + 1, i + 1) == "b" then n = n + 1 end
+      i = i + 1
     elseif c == "*" or c == "+" or c == "-" or c == "?" then n = n + 1 end
     i = i + 1
   end
+  -- An unanchored search retries at every start position.
+  if p:sub(1, 1) ~= "^" then n = n + 1 end
   return n
 end
 for _, name in ipairs{"find", "match", "gmatch", "gsub"} do
@@ -345,7 +381,7 @@ for _, name in ipairs{"find", "match", "gmatch", "gsub"} do
   string[name] = function(s, p, a, plain, ...)
     if type(s) == "string" and type(p) == "string" and not (name == "find" and plain) then
       local q = quantifiers(p)
-      if q > 1 and (#s) ^ q > LIMIT then
+      if (#s) ^ q > LIMIT then
         error(("string.%s: the pattern %q on a %d-byte string could backtrack for too long in a policy; "
           .. "use plain find or fewer quantifiers"):format(name, p, #s), 2)
       end
@@ -408,6 +444,27 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
 }
 
 fn parse_rules(list: &Table, vars: &Vars) -> Result<Vec<Rule>, String> {
+    // Every key must be 1..n: a nil hole or a named entry would silently
+    // drop the rules after it.
+    let mut keys = Vec::new();
+    for pair in list.clone().pairs::<LuaValue, LuaValue>() {
+        let (key, _) = pair.map_err(|e| e.to_string())?;
+        match key {
+            LuaValue::Integer(i) if i >= 1 => keys.push(i),
+            other => {
+                return Err(format!(
+                    "`rules` has the key {}; it is a plain list of p.allow/p.deny/p.ask rules",
+                    other.to_string().unwrap_or_else(|_| other.type_name().to_string())
+                ))
+            }
+        }
+    }
+    keys.sort_unstable();
+    if let Some(hole) = keys.iter().zip(1..).find(|(k, i)| **k != *i).map(|(_, i)| i) {
+        return Err(format!(
+            "rules[{hole}] is nil, so the rules after it would be lost; remove the nil (or the condition that made it)"
+        ));
+    }
     let mut rules = Vec::new();
     for (i, item) in list.clone().sequence_values::<LuaValue>().enumerate() {
         let index = i + 1;
@@ -443,6 +500,23 @@ fn parse_rules(list: &Table, vars: &Vars) -> Result<Vec<Rule>, String> {
     Ok(rules)
 }
 
+/// Characters of one input string a hook sees; longer ones are cut, so a
+/// 40 MB `write` does not fill the policy's memory just to be judged.
+const HOOK_STRING_CHARS: usize = 64 * 1024;
+
+/// `input` with long strings cut to [`HOOK_STRING_CHARS`] and a note.
+fn for_hook(input: &Value) -> Value {
+    match input {
+        Value::String(s) if s.len() > HOOK_STRING_CHARS => {
+            let cut: String = s.chars().take(HOOK_STRING_CHARS).collect();
+            Value::String(format!("{cut}… ({} bytes in all)", s.len()))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(for_hook).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), for_hook(v))).collect()),
+        other => other.clone(),
+    }
+}
+
 /// `req` as the hooks see it: a fresh table, so a hook cannot change the call.
 fn request_table(lua: &Lua, req: &Request) -> mlua::Result<Table> {
     let t = lua.create_table()?;
@@ -451,7 +525,7 @@ fn request_table(lua: &Lua, req: &Request) -> mlua::Result<Table> {
     t.set("resource", req.capability.resource.as_str())?;
     t.set("flow", req.flow)?;
     t.set("tier", req.tier.as_str())?;
-    t.set("input", lua.to_value(req.input)?)?;
+    t.set("input", lua.to_value(&for_hook(req.input))?)?;
     let run = lua.create_table()?;
     run.set("id", req.run_id)?;
     run.set("script", req.script)?;

@@ -104,8 +104,11 @@ pub struct Command {
     /// of a compound command such as `{ a; } > f`): it spawns nothing and
     /// is listed for its [`Command::redirects`] only.
     pub words: Vec<String>,
-    /// `words` joined by single spaces: the `proc:spawn` resource.
+    /// `words` joined by single spaces.
     pub text: String,
+    /// Leading assignments as written (`GIT_DIR=x` in `GIT_DIR=x git log`):
+    /// they change what the command does, so the kernel checks them with it.
+    pub env: Vec<String>,
     /// The command's redirections to or from files, in order. Descriptor
     /// duplications (`2>&1`, `3>&-`), here-documents and here-strings are
     /// not files and are not listed. A command run by a wrapper inherits the
@@ -189,6 +192,7 @@ struct Arg {
 #[derive(Default)]
 struct Parts {
     words: Vec<Arg>,
+    env: Vec<String>,
     redirects: Vec<Redirect>,
     /// The last here-document or here-string on standard input.
     stdin: Option<Arg>,
@@ -363,6 +367,7 @@ impl Walker {
         }
         let Parts {
             words,
+            env,
             redirects,
             stdin,
         } = parts;
@@ -372,6 +377,7 @@ impl Walker {
             return Ok(());
         }
         self.out[at] = Command::new(&words, redirects, false);
+        self.out[at].env = env;
         self.unwrap(&words, stdin.as_ref(), depth)
     }
 
@@ -385,7 +391,8 @@ impl Walker {
     ) -> Walk {
         use ast::CommandPrefixOrSuffixItem as Item;
         match item {
-            Item::AssignmentWord(assignment, _) if in_prefix => {
+            Item::AssignmentWord(assignment, w) if in_prefix => {
+                parts.env.push(w.value.clone());
                 self.assignment(assignment, depth)?
             }
             // After the name, `NAME=value` is an argument (`export A=b`).
@@ -808,6 +815,7 @@ impl Command {
         Command {
             text: words_text.join(" "),
             words: words_text,
+            env: Vec::new(),
             redirects,
             dynamic: appended || words.iter().any(|w| w.dynamic),
         }
