@@ -29,10 +29,19 @@ impl Core {
         let call = flow.prepare(&self.ctx, input.clone())?;
         // A policy names paths as text: one that is not UTF-8 cannot be
         // named faithfully, so it is refused rather than approximated.
-        if let Some(p) = call.envelope.reads.iter().chain(&call.envelope.writes).find(|p| p.to_str().is_none()) {
+        if let Some(p) = call
+            .envelope
+            .reads
+            .iter()
+            .chain(&call.envelope.writes)
+            .find(|p| p.to_str().is_none())
+        {
             return Err(FlowError::new(
                 ErrorCode::PermissionDenied,
-                format!("{} is not valid UTF-8, so no policy can name it; rename it.", p.display()),
+                format!(
+                    "{} is not valid UTF-8, so no policy can name it; rename it.",
+                    p.display()
+                ),
             )
             .with("path", p.display().to_string()));
         }

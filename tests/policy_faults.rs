@@ -545,8 +545,14 @@ fn a_long_policy_path_is_named_in_full() {
 fn a_rule_list_with_a_hole_or_a_named_entry_stops_the_run() {
     let ws = workspace();
     for (rules, says) in [
-        ("p.allow \"fs:read\", nil, p.deny \"fs:*:**/.env\"", "rules[2] is nil, so the rules after it would be lost"),
-        ("p.allow \"fs:read\", extra = p.deny \"fs:*\"", "`rules` has the key extra"),
+        (
+            "p.allow \"fs:read\", nil, p.deny \"fs:*:**/.env\"",
+            "rules[2] is nil, so the rules after it would be lost",
+        ),
+        (
+            "p.allow \"fs:read\", extra = p.deny \"fs:*\"",
+            "`rules` has the key extra",
+        ),
     ] {
         let pol = policy(
             &ws,
@@ -587,7 +593,13 @@ fn a_decide_hook_cannot_grant_net_private() {
         "return { decide = function(req) return \"allow\" end }\n",
     );
     let out = std::process::Command::new(sluice_bin())
-        .args(["policy", "explain", "--policy", &pol, "net:private:http://169.254.169.254:80"])
+        .args([
+            "policy",
+            "explain",
+            "--policy",
+            &pol,
+            "net:private:http://169.254.169.254:80",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -620,7 +632,9 @@ fn a_single_quantifier_search_on_a_huge_string_is_refused_too() {
         read_under("    string.rep(\"a\", 100000):find(\".-b\")\n    return \"allow\"");
     assert_eq!(e["code"], "permission_denied");
     assert!(
-        e["reason"].as_str().unwrap().contains(&format!("{pol}:5: string.find: the pattern \".-b\" on a 100000-byte string")),
+        e["reason"].as_str().unwrap().contains(&format!(
+            "{pol}:5: string.find: the pattern \".-b\" on a 100000-byte string"
+        )),
         "{e}"
     );
     assert!(took < Duration::from_secs(10));
@@ -631,7 +645,16 @@ fn a_policy_path_that_is_not_a_regular_file_stops_the_run() {
     let ws = workspace();
     let fifo = ws.path().parent().unwrap().join("policy.fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let run = run_lua_with(ws.path(), "print('never')", &["--policy", fifo.to_str().unwrap()], &[]);
+    let run = run_lua_with(
+        ws.path(),
+        "print('never')",
+        &["--policy", fifo.to_str().unwrap()],
+        &[],
+    );
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("it is not a regular file"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("it is not a regular file"),
+        "{}",
+        run.stderr
+    );
 }

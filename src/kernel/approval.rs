@@ -5,6 +5,7 @@
 
 use super::pattern::Pattern;
 use super::policy::{Request, Verdict};
+use super::shell::{self, Analysis};
 use super::{Action, Capability};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use std::cell::RefCell;
@@ -80,9 +81,37 @@ impl Approver {
     }
 }
 
-/// A pre-approval grants like an allow rule: never `net:private` by wildcard.
+/// A pre-approval grants like an allow rule: never `net:private` by
+/// wildcard, and a command line only when the pattern covers every command
+/// in it (`--approve 'proc:spawn:git *'` does not approve `git x && curl y`);
+/// a line with redirections or that does not parse, only exactly.
 fn covers(p: &Pattern, cap: &Capability) -> bool {
-    p.matches(cap) && (cap.action != Action::NetPrivate || p.grants_explicitly(cap))
+    if !p.matches(cap) {
+        return false;
+    }
+    match cap.action {
+        Action::NetPrivate => p.grants_explicitly(cap),
+        Action::ProcSpawn => match shell::analyze(&cap.resource) {
+            Analysis::Parsed(commands)
+                if !commands.is_empty() && commands.iter().all(|c| c.redirects.is_empty()) =>
+            {
+                commands.iter().all(|c| {
+                    let text = if c.env.is_empty() {
+                        c.text.clone()
+                    } else {
+                        format!("{} {}", c.env.join(" "), c.text)
+                    };
+                    c.words.is_empty()
+                        || p.matches(&Capability {
+                            action: Action::ProcSpawn,
+                            resource: text,
+                        })
+                })
+            }
+            _ => p.grants_explicitly(cap),
+        },
+        _ => true,
+    }
 }
 
 fn required(cap: &Capability, v: &Verdict) -> FlowError {
@@ -142,7 +171,13 @@ fn ask_terminal(req: &Request, v: &Verdict) -> std::io::Result<Answer> {
 /// `text` with control characters shown as escapes (`\u{1b}`).
 fn printable(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() { c.escape_debug().to_string() } else { c.to_string() })
+        .map(|c| {
+            if c.is_control() {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
         .collect()
 }
 

@@ -292,7 +292,8 @@ impl Kernel {
             Err(v) => return v,
         }
         let exactly = grant == Grant::Exactly || cap.action == Action::NetPrivate;
-        let grants = |r: &Rule| r.pattern.matches(cap) && (!exactly || r.pattern.grants_explicitly(cap));
+        let grants =
+            |r: &Rule| r.pattern.matches(cap) && (!exactly || r.pattern.grants_explicitly(cap));
         if let Some(v) = first_rule(&policies, Decision::Allow, grants) {
             return v;
         }

@@ -261,9 +261,15 @@ type Stamp = (SystemTime, i64, i64, u64, u64);
 fn stamp_of(source: &Source) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
     match source {
-        Source::File(p) => fs::metadata(p)
-            .ok()
-            .and_then(|m| Some((m.modified().ok()?, m.ctime(), m.ctime_nsec(), m.ino(), m.len()))),
+        Source::File(p) => fs::metadata(p).ok().and_then(|m| {
+            Some((
+                m.modified().ok()?,
+                m.ctime(),
+                m.ctime_nsec(),
+                m.ino(),
+                m.len(),
+            ))
+        }),
         Source::Embedded { .. } => None,
     }
 }
@@ -454,13 +460,20 @@ fn parse_rules(list: &Table, vars: &Vars) -> Result<Vec<Rule>, String> {
             other => {
                 return Err(format!(
                     "`rules` has the key {}; it is a plain list of p.allow/p.deny/p.ask rules",
-                    other.to_string().unwrap_or_else(|_| other.type_name().to_string())
+                    other
+                        .to_string()
+                        .unwrap_or_else(|_| other.type_name().to_string())
                 ))
             }
         }
     }
     keys.sort_unstable();
-    if let Some(hole) = keys.iter().zip(1..).find(|(k, i)| **k != *i).map(|(_, i)| i) {
+    if let Some(hole) = keys
+        .iter()
+        .zip(1..)
+        .find(|(k, i)| **k != *i)
+        .map(|(_, i)| i)
+    {
         return Err(format!(
             "rules[{hole}] is nil, so the rules after it would be lost; remove the nil (or the condition that made it)"
         ));
@@ -512,7 +525,9 @@ fn for_hook(input: &Value) -> Value {
             Value::String(format!("{cut}… ({} bytes in all)", s.len()))
         }
         Value::Array(items) => Value::Array(items.iter().map(for_hook).collect()),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), for_hook(v))).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), for_hook(v))).collect())
+        }
         other => other.clone(),
     }
 }
