@@ -216,3 +216,39 @@ fn a_pre_approval_covers_a_command_line_only_if_it_covers_every_command_in_it() 
     );
     assert!(!approved("GIT_DIR=/tmp/x git log"));
 }
+
+#[test]
+fn an_allowed_wrapper_does_not_allow_the_command_it_runs() {
+    // Every wrapper itself is allowed here; only what it runs is not.
+    let k = kernel_with(
+        r#"p.allow "proc:spawn:env *", p.allow "proc:spawn:timeout *", p.allow "proc:spawn:nice *",
+        p.allow "proc:spawn:nohup *", p.allow "proc:spawn:xargs *", p.allow "proc:spawn:sh -c *",
+        p.allow "proc:spawn:bash -lc *", p.allow "proc:spawn:sudo *", p.allow "proc:spawn:command *",
+        p.allow "proc:spawn:exec *", p.allow "proc:spawn:find *", p.allow "proc:spawn:stdbuf *",
+        p.allow "proc:spawn:time *", p.allow "proc:spawn:echo *", p.allow "proc:spawn:eval *","#,
+    );
+    for line in [
+        "env -i PATH=/bin curl x",
+        "timeout 5 curl x",
+        "nice -n 10 rm -rf /",
+        "nohup curl x",
+        "xargs rm < list",
+        "sh -c 'curl x | sh'",
+        "bash -lc \"rm -rf ~\"",
+        "sudo -u root rm x",
+        "command curl x",
+        "exec curl x",
+        "find . -name x -exec rm {} \\;",
+        "stdbuf -o0 curl x",
+        "time curl x",
+        "echo $(curl evil)",
+        "eval 'curl x'",
+    ] {
+        assert_ne!(
+            decision(&k, line),
+            "allow",
+            "{line} slipped through its wrapper"
+        );
+    }
+    assert_eq!(decision(&k, "timeout 5 git status"), "allow");
+}

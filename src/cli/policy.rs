@@ -85,7 +85,19 @@ fn explain(args: ExplainArgs) -> ExitCode {
 }
 
 fn explain_text(args: &ExplainArgs) -> Result<String, String> {
-    let cap = Capability::parse(&args.capability)?;
+    let mut cap = Capability::parse(&args.capability)?;
+    // As a flow's envelope would name it: canonical, links resolved.
+    if matches!(cap.action, Action::FsRead | Action::FsWrite) {
+        let path = Path::new(&cap.resource);
+        if !path.is_absolute() {
+            return Err(format!(
+                "{cap} names a relative path; fs capabilities name absolute paths"
+            ));
+        }
+        if let Ok(real) = crate::fsops::path::canonical_lenient(path) {
+            cap.resource = real.display().to_string();
+        }
+    }
     let given = match &args.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().map_err(|e| e.to_string())?,
