@@ -47,18 +47,25 @@ fn kernel_with(extra: &str) -> Kernel {
     Kernel::new(vec![policy], vec![], vars)
 }
 
+/// What `bash` would ask the kernel for `cap`.
+fn bash_request<'a>(cap: &'a Capability, input: &'a serde_json::Value) -> Request<'a> {
+    Request {
+        capability: cap,
+        flow: "bash",
+        tier: Tier::Irreversible,
+        input,
+        run_id: "t",
+        script: "t",
+    }
+}
+
 fn decision(k: &Kernel, line: &str) -> String {
     let cap = Capability::parse(&format!("proc:spawn:{line}")).unwrap();
     let input = json!({"command": line});
-    let req = Request {
-        capability: &cap,
-        flow: "bash",
-        tier: Tier::Irreversible,
-        input: &input,
-        run_id: "t",
-        script: "t",
-    };
-    k.decide(&req).decision.as_str().to_string()
+    k.decide(&bash_request(&cap, &input))
+        .decision
+        .as_str()
+        .to_string()
 }
 
 #[test]
@@ -156,15 +163,7 @@ fn a_redirection_into_home_is_judged_as_a_write_there() {
     // than an ask for an unknown target.
     let cap = Capability::parse("proc:spawn:git log > ~/.bashrc").unwrap();
     let input = json!({});
-    let req = Request {
-        capability: &cap,
-        flow: "bash",
-        tier: Tier::Irreversible,
-        input: &input,
-        run_id: "t",
-        script: "t",
-    };
-    let v = k.decide(&req);
+    let v = k.decide(&bash_request(&cap, &input));
     assert_eq!(v.decision.as_str(), "deny");
     assert_eq!(
         v.reason,
@@ -193,15 +192,9 @@ fn a_pre_approval_covers_a_command_line_only_if_it_covers_every_command_in_it() 
     let approved = |line: &str| {
         let cap = Capability::parse(&format!("proc:spawn:{line}")).unwrap();
         let input = json!({});
-        let req = Request {
-            capability: &cap,
-            flow: "bash",
-            tier: Tier::Irreversible,
-            input: &input,
-            run_id: "t",
-            script: "t",
-        };
-        approver.approve(&req, &asked).is_ok()
+        approver
+            .approve(&bash_request(&cap, &input), &asked)
+            .is_ok()
     };
     assert!(approved("git status"));
     assert!(approved("git status && git log"));
