@@ -3,7 +3,7 @@
 //! fixes. Nothing reaches a file, a process or the network another way.
 
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::flows::{Context, Registry};
+use crate::flows::{Context, Envelope, Registry};
 use crate::kernel::approval::Approver;
 use crate::kernel::policy::{Decision, Request};
 use crate::kernel::{denied, Kernel};
@@ -27,15 +27,20 @@ impl Core {
             .ok_or_else(|| unknown_flow(self, name))?;
         // 1-3. decode, validate, envelope.
         let call = flow.prepare(&self.ctx, input.clone())?;
+        // 4. authorize every capability the envelope needs.
+        self.authorize(name, &input, &call.envelope)?;
+        // 5. route, 6. record intent: no process flow or audit store yet.
+        // 7-8. execute and hand the outcome back.
+        call.execute(&self.ctx).await
+    }
+
+    /// Step 4: each capability of `envelope` through the kernel; an ask goes
+    /// to the approver.
+    fn authorize(&self, flow: &str, input: &Value, envelope: &Envelope) -> FlowResult<()> {
         // A policy names paths as text: one that is not UTF-8 cannot be
         // named faithfully, so it is refused rather than approximated.
-        if let Some(p) = call
-            .envelope
-            .reads
-            .iter()
-            .chain(&call.envelope.writes)
-            .find(|p| p.to_str().is_none())
-        {
+        let paths = envelope.reads.iter().chain(&envelope.writes);
+        if let Some(p) = paths.clone().find(|p| p.to_str().is_none()) {
             return Err(FlowError::new(
                 ErrorCode::PermissionDenied,
                 format!(
@@ -45,13 +50,12 @@ impl Core {
             )
             .with("path", p.display().to_string()));
         }
-        // 4. authorize every capability the envelope needs.
-        for cap in call.envelope.capabilities() {
+        for cap in envelope.capabilities() {
             let req = Request {
                 capability: &cap,
-                flow: name,
-                tier: call.envelope.tier,
-                input: &input,
+                flow,
+                tier: envelope.tier,
+                input,
                 run_id: &self.ctx.run_id,
                 script: &self.ctx.script,
             };
@@ -62,9 +66,7 @@ impl Core {
                 Decision::Ask => self.approver.approve(&req, &verdict)?,
             }
         }
-        // 5. route, 6. record intent: no process flow or audit store yet.
-        // 7-8. execute and hand the outcome back.
-        call.execute(&self.ctx).await
+        Ok(())
     }
 }
 
