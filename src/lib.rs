@@ -11,6 +11,7 @@
 
 pub mod cli;
 pub mod error;
+pub mod exec;
 pub mod flows;
 pub mod fsops;
 pub mod kernel;

@@ -1,0 +1,333 @@
+//! The process executor: runs one command for a flow and reports what
+//! happened, without ever hanging the caller or leaking processes, output or
+//! credentials.
+//!
+//! The seam has two steps, kept apart on purpose:
+//!
+//! 1. [`resolve`] turns a caller's [`Request`] (optional workdir, timeout,
+//!    output budget) into a [`Spec`] whose every value is filled from
+//!    [`Limits`] and capped, and validates what the caller declared
+//!    (`invalid_input` naming the field). Policy checks and audit logs see the
+//!    spec, so they see exactly what will run.
+//! 2. [`run`] takes only a resolved spec and always returns an [`Outcome`]:
+//!    nonzero exits, signals, timeouts, aborts and spawn failures are facts in
+//!    the outcome, not errors, so a caller never mistakes a cut-short run for
+//!    a clean one.
+//!
+//! Background jobs (later) reuse the same `Spec`, process-group handling and
+//! collectors; only the foreground timeout does not apply to them.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), sluice::FlowError> {
+//! use sluice::exec::{resolve, run, Limits, Request};
+//! let limits = Limits::new("/tmp/w");
+//! let spec = resolve(Request::shell("echo hi; exit 3"), &limits)?;
+//! let out = run(spec).await;
+//! assert_eq!(out.exit_code, Some(3));
+//! # Ok(()) }
+//! ```
+
+pub mod env;
+pub mod output;
+mod process;
+
+pub use env::Managed;
+pub use output::{Captured, Spill, SpillDir, DEFAULT_SPILL_CAP};
+pub use process::{run, Outcome, SpawnFailure, SpawnFailureKind};
+
+use crate::error::FlowError;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What to launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandLine {
+    /// A program and its arguments, launched directly (no shell parsing).
+    Argv(Vec<OsString>),
+    /// A shell command string, launched as `<Limits::shell> -c <command>`.
+    Shell(String),
+}
+
+/// Turns the command's argv into the argv actually launched: the seam where a
+/// sandbox runner or a container (`docker exec ...`) wraps the command. It
+/// runs after `resolve`, at launch, so the wrapper sees the final argv and
+/// working directory; an error is reported as a spawn failure of kind
+/// [`SpawnFailureKind::Wrap`], never as a silent unwrapped run.
+pub trait Wrap: fmt::Debug + Send + Sync {
+    fn wrap(&self, argv: Vec<OsString>, cwd: &Path) -> Result<Vec<OsString>, String>;
+}
+
+/// The simplest wrapper: a fixed argv prefix (`["nice", "-n", "10"]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefix(pub Vec<OsString>);
+
+impl Wrap for Prefix {
+    fn wrap(&self, argv: Vec<OsString>, _cwd: &Path) -> Result<Vec<OsString>, String> {
+        let mut out = self.0.clone();
+        out.extend(argv);
+        Ok(out)
+    }
+}
+
+/// The caller's side of cancellation: [`AbortHandle::abort`] kills the command
+/// (TERM to its group, KILL after the grace period). A watch channel rather
+/// than a oneshot, so one handle can cancel many calls and be cloned into
+/// background jobs later.
+#[derive(Debug, Clone)]
+pub struct AbortHandle(Arc<watch::Sender<bool>>);
+
+/// The executor's side of cancellation, carried in the request and spec.
+#[derive(Debug, Clone)]
+pub struct AbortSignal(watch::Receiver<bool>);
+
+/// A connected handle and signal.
+pub fn abort_pair() -> (AbortHandle, AbortSignal) {
+    let (tx, rx) = watch::channel(false);
+    (AbortHandle(Arc::new(tx)), AbortSignal(rx))
+}
+
+impl AbortHandle {
+    pub fn abort(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl AbortSignal {
+    pub fn is_aborted(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves when aborted; never resolves if the handle is dropped unfired
+    /// (dropping the handle is not a request to cancel).
+    pub async fn aborted(&mut self) {
+        if self.0.wait_for(|v| *v).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// A caller's request: everything optional is filled by [`resolve`].
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub command: CommandLine,
+    /// Working directory; relative paths are taken from `Limits::default_cwd`.
+    pub cwd: Option<PathBuf>,
+    /// Declared environment entries (trusted callers only; see [`env`](mod@env)).
+    pub env: BTreeMap<String, String>,
+    /// Bytes written to stdin, then closed. `None` means stdin is closed from
+    /// the start, so a command that reads it gets EOF instead of hanging.
+    pub stdin: Option<Vec<u8>>,
+    /// Per-call timeout override; capped at `Limits::max_timeout`.
+    pub timeout: Option<Duration>,
+    /// In-memory stdout budget in bytes; capped at `Limits::max_output_bytes`.
+    /// Stderr always uses `Limits::default_output_bytes`.
+    pub output_budget: Option<usize>,
+    pub abort: Option<AbortSignal>,
+    /// The managed `SLUICE_*` facts of this call.
+    pub managed: Managed,
+    /// The run's spill folder; without one, overflowing output is dropped
+    /// (and counted) instead of spilled.
+    pub spill: Option<Arc<SpillDir>>,
+    pub wrap: Option<Arc<dyn Wrap>>,
+}
+
+impl Request {
+    pub fn new(command: CommandLine) -> Self {
+        Request {
+            command,
+            cwd: None,
+            env: BTreeMap::new(),
+            stdin: None,
+            timeout: None,
+            output_budget: None,
+            abort: None,
+            managed: Managed::default(),
+            spill: None,
+            wrap: None,
+        }
+    }
+
+    pub fn shell(command: impl Into<String>) -> Self {
+        Self::new(CommandLine::Shell(command.into()))
+    }
+
+    pub fn argv<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Self::new(CommandLine::Argv(
+            argv.into_iter().map(Into::into).collect(),
+        ))
+    }
+}
+
+/// Executor configuration: defaults and caps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    pub default_cwd: PathBuf,
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    pub default_output_bytes: usize,
+    pub max_output_bytes: usize,
+    /// Time between SIGTERM and SIGKILL to the group, and the longest the
+    /// executor waits for pipes after the direct child exits.
+    pub grace: Duration,
+    pub spill_cap: u64,
+    /// The shell for [`CommandLine::Shell`].
+    pub shell: PathBuf,
+}
+
+impl Limits {
+    pub fn new(default_cwd: impl Into<PathBuf>) -> Self {
+        Limits {
+            default_cwd: default_cwd.into(),
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            default_output_bytes: 32 * 1024,
+            max_output_bytes: 1024 * 1024,
+            grace: Duration::from_secs(3),
+            spill_cap: DEFAULT_SPILL_CAP,
+            shell: PathBuf::from("/bin/sh"),
+        }
+    }
+}
+
+/// A fully resolved command: every value the executor acts on is here.
+///
+/// Fields are private so that [`resolve`] is the only way to make one: a
+/// spec that exists has passed validation, its env has been scrubbed, and its
+/// timeout and budgets are capped. Policy checks and audit read it through the
+/// accessors.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    argv: Vec<OsString>,
+    cwd: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+    stdout_budget: usize,
+    stderr_budget: usize,
+    grace: Duration,
+    spill_cap: u64,
+    abort: Option<AbortSignal>,
+    spill: Option<Arc<SpillDir>>,
+    wrap: Option<Arc<dyn Wrap>>,
+}
+
+impl Spec {
+    /// The command's argv before wrapping (the shell form is expanded).
+    pub fn argv(&self) -> &[OsString] {
+        &self.argv
+    }
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+    /// The complete environment; nothing else is inherited.
+    pub fn env(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+    pub fn stdin(&self) -> Option<&[u8]> {
+        self.stdin.as_deref()
+    }
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    pub fn stdout_budget(&self) -> usize {
+        self.stdout_budget
+    }
+    pub fn stderr_budget(&self) -> usize {
+        self.stderr_budget
+    }
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+    pub fn spill_cap(&self) -> u64 {
+        self.spill_cap
+    }
+    pub fn has_wrap(&self) -> bool {
+        self.wrap.is_some()
+    }
+}
+
+/// Fills and caps a request using the harness's own environment as the
+/// ambient source of the bootstrap allowlist.
+pub fn resolve(request: Request, limits: &Limits) -> Result<Spec, FlowError> {
+    resolve_with_ambient(request, limits, std::env::vars_os())
+}
+
+/// [`resolve`] with an explicit ambient environment (tests, embedders).
+pub fn resolve_with_ambient(
+    request: Request,
+    limits: &Limits,
+    ambient: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Result<Spec, FlowError> {
+    let argv = match request.command {
+        CommandLine::Argv(argv) => {
+            if argv.is_empty() || argv[0].is_empty() {
+                return Err(FlowError::invalid_input(
+                    "argv",
+                    "argv needs at least a program name",
+                ));
+            }
+            argv
+        }
+        CommandLine::Shell(cmd) => {
+            if cmd.contains('\0') {
+                return Err(FlowError::invalid_input(
+                    "command",
+                    "command contains a NUL byte",
+                ));
+            }
+            vec![limits.shell.clone().into(), "-c".into(), cmd.into()]
+        }
+    };
+    env::validate(&request.env)?;
+    let timeout = match request.timeout {
+        Some(t) if t.is_zero() => {
+            return Err(FlowError::invalid_input(
+                "timeout",
+                "timeout must be positive",
+            ))
+        }
+        Some(t) => t.min(limits.max_timeout),
+        None => limits.default_timeout.min(limits.max_timeout),
+    };
+    let stdout_budget = match request.output_budget {
+        Some(0) => {
+            return Err(FlowError::invalid_input(
+                "output_budget",
+                "output budget must be positive",
+            ))
+        }
+        Some(n) => n.min(limits.max_output_bytes),
+        None => limits.default_output_bytes,
+    };
+    let cwd = match request.cwd {
+        Some(p) if p.is_absolute() => p,
+        Some(p) => limits.default_cwd.join(p),
+        None => limits.default_cwd.clone(),
+    };
+    Ok(Spec {
+        argv,
+        cwd,
+        env: env::build(ambient, &request.env, &request.managed),
+        stdin: request.stdin,
+        timeout,
+        stdout_budget,
+        stderr_budget: limits.default_output_bytes,
+        grace: limits.grace,
+        spill_cap: limits.spill_cap,
+        abort: request.abort,
+        spill: request.spill,
+        wrap: request.wrap,
+    })
+}
+
+#[cfg(test)]
+mod tests;
