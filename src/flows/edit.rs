@@ -431,14 +431,9 @@ pub fn hunk(text: &str, first: usize, last_end: usize) -> (u64, u64, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     fn t() -> Target {
-        Target {
-            shown: PathBuf::from("/w/widen.ts"),
-            real: PathBuf::from("/w/widen.ts"),
-            names_folder: false,
-        }
+        Target::at("/w/widen.ts")
     }
 
     fn input(fields: Value) -> Input {

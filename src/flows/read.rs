@@ -375,14 +375,9 @@ fn notice(start: u64, end: u64, total: u64, budget_hit: bool, clipped: &[u64]) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     fn t() -> Target {
-        Target {
-            shown: PathBuf::from("/w/f"),
-            real: PathBuf::from("/w/f"),
-            names_folder: false,
-        }
+        Target::at("/w/f")
     }
 
     /// The whole-file `page` that `read` used before it streamed, verbatim:
@@ -390,17 +385,7 @@ mod tests {
     fn whole_page(target: &Target, text: String, offset: u64, limit: u64) -> FlowResult<Output> {
         let total = count_lines(&text);
         if offset > total.max(1) {
-            return Err(FlowError::new(
-                ErrorCode::OffsetOutOfRange,
-                format!(
-                    "offset {offset} is past the end of {}, which has {total} line{}. Give an offset from 1 to {}.",
-                    target.shown.display(),
-                    if total == 1 { "" } else { "s" },
-                    total.max(1)
-                ),
-            )
-            .with("offset", offset)
-            .with("totalLines", total));
+            return Err(out_of_range(target, offset, total));
         }
         // First find where the page ends and which lines need clipping, then cut
         // it out in one piece: no per-line copies in the common case.

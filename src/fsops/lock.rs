@@ -176,11 +176,7 @@ mod tests {
     use super::*;
 
     fn target(p: &Path) -> Target {
-        Target {
-            shown: p.to_path_buf(),
-            real: p.to_path_buf(),
-            names_folder: false,
-        }
+        Target::at(p)
     }
 
     #[test]

@@ -26,6 +26,19 @@ pub struct Target {
     pub names_folder: bool,
 }
 
+#[cfg(test)]
+impl Target {
+    /// A target whose shown and real paths are both `p` (unit tests).
+    pub fn at(p: impl Into<PathBuf>) -> Target {
+        let p = p.into();
+        Target {
+            shown: p.clone(),
+            real: p,
+            names_folder: false,
+        }
+    }
+}
+
 /// Resolves `given` (the value of input field `field`) against `root`.
 pub fn resolve(root: &Path, field: &str, given: &str) -> FlowResult<Target> {
     if given.is_empty() {

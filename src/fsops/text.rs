@@ -230,14 +230,9 @@ fn binary(target: &Target, what: &str, offset: u64) -> FlowError {
 mod tests {
     use super::*;
     use std::io;
-    use std::path::PathBuf;
 
     fn t() -> Target {
-        Target {
-            shown: PathBuf::from("/w/f"),
-            real: PathBuf::from("/w/f"),
-            names_folder: false,
-        }
+        Target::at("/w/f")
     }
 
     /// A file that grows past the limit while it is streamed is refused by

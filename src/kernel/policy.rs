@@ -226,7 +226,7 @@ impl Policy {
         }
     }
 
-    /// Whether `hook` is this policy's decide hook, named for messages.
+    /// The `decide` or `route` hook, named for messages: where it is defined.
     pub fn hook_name(&self, which: &str) -> String {
         let hook = self.loaded.as_ref().ok().and_then(|l| match which {
             "decide" => l.decide.as_ref(),
@@ -241,12 +241,13 @@ impl Policy {
     fn call(&self, l: &Loaded, hook: &Function, req: &Request) -> Result<LuaValue, String> {
         l.budget.set(INSTRUCTION_LIMIT);
         let table = request_table(&l._lua, req).map_err(|e| e.to_string())?;
-        hook.call::<LuaValue>(table)
-            .map_err(|e| format!("{} failed: {}", self.hook_label(hook), lua_error(&e)))
-    }
-
-    fn hook_label(&self, hook: &Function) -> String {
-        format!("the hook at {}", where_defined(hook))
+        hook.call::<LuaValue>(table).map_err(|e| {
+            format!(
+                "the hook at {} failed: {}",
+                where_defined(hook),
+                lua_error(&e)
+            )
+        })
     }
 }
 
