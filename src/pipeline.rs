@@ -8,6 +8,7 @@ use crate::kernel::approval::Approver;
 use crate::kernel::policy::{Decision, Request};
 use crate::kernel::{denied, Kernel};
 use serde_json::Value;
+use std::cell::Cell;
 
 /// What every call of one run shares: the flows, the kernel, who answers
 /// asks, and the context.
@@ -16,6 +17,8 @@ pub struct Core {
     pub kernel: Kernel,
     pub approver: Approver,
     pub ctx: Context,
+    /// Calls made so far in the run; numbers each call.
+    pub calls: Cell<u64>,
 }
 
 impl Core {
@@ -25,13 +28,16 @@ impl Core {
             .registry
             .get(name)
             .ok_or_else(|| unknown_flow(self, name))?;
+        let seq = self.calls.get() + 1;
+        self.calls.set(seq);
+        let ctx = self.ctx.for_call(seq);
         // 1-3. decode, validate, envelope.
-        let call = flow.prepare(&self.ctx, input.clone())?;
+        let call = flow.prepare(&ctx, input.clone())?;
         // 4. authorize every capability the envelope needs.
         self.authorize(name, &input, &call.envelope)?;
         // 5. route, 6. record intent: no process flow or audit store yet.
         // 7-8. execute and hand the outcome back.
-        call.execute(&self.ctx).await
+        call.execute(&ctx).await
     }
 
     /// Step 4: each capability of `envelope` through the kernel; an ask goes

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 #[derive(Debug, Args)]
 #[command(
     long_about = "Run a workflow script in a workspace. The script sees the flows as sluice.read, sluice.write, \
-sluice.edit, sluice.ls (and sluice.call(name, input)), its arguments as sluice.args and the workspace as \
+sluice.edit, sluice.ls, sluice.bash, sluice.shell_command (and sluice.call(name, input)), its arguments as sluice.args and the workspace as \
 sluice.workspace. Relative paths resolve against the workspace. Every call's capabilities pass the \
 policies (--policy; the built-in default grants reads and writes inside the workspace and asks for the rest).\n\n\
 A script error exits 1 and prints the Lua message with file:line and a traceback.",
@@ -35,13 +35,18 @@ pub struct RunArgs {
     /// Pre-approve asks matching this capability pattern, e.g. 'net:post:api.example.com' (repeatable).
     #[arg(long, value_name = "PATTERN")]
     pub approve: Vec<String>,
+    /// Keep the files that hold commands' complete output when it overflowed the in-memory bound
+    /// (results name them as stdoutSpillPath/stderrSpillPath); by default they are removed when the run ends.
+    #[arg(long)]
+    pub keep_spill: bool,
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
     let mut builder = Runtime::builder()
         .args(args.args)
         .script(&args.script)
-        .prompt(Prompt::detect());
+        .prompt(Prompt::detect())
+        .keep_spill(args.keep_spill);
     if let Some(ws) = args.workspace {
         builder = builder.workspace(ws);
     }
@@ -81,7 +86,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             sig = interrupt::wait() => Err(ScriptError { message: format!("interrupted by {}", interrupt::name(sig)) }),
         }
     });
-    // Whatever the script was doing when a stop came, it has been dropped.
+    // Whatever the script was doing when a stop came, it has been dropped;
+    // background jobs end with the run, stopped and reaped.
+    tokio.block_on(runtime.shutdown());
     if let Some(sig) = interrupt::requested() {
         eprintln!(
             "sluice: interrupted by {}; the run stopped between flow steps",

@@ -28,10 +28,13 @@
 //! ```
 
 pub mod env;
+mod executor;
+pub mod job;
 pub mod output;
 mod process;
 
 pub use env::Managed;
+pub use executor::{Executor, STREAM_BUDGET};
 pub use output::{Captured, Spill, SpillDir, DEFAULT_SPILL_CAP};
 pub use process::{run, Outcome, SpawnFailure, SpawnFailureKind};
 
@@ -134,6 +137,9 @@ pub struct Request {
     /// (and counted) instead of spilled.
     pub spill: Option<Arc<SpillDir>>,
     pub wrap: Option<Arc<dyn Wrap>>,
+    /// Send stderr into the stdout stream, interleaved in the order the
+    /// command wrote them (as a terminal shows them); `stderr` stays empty.
+    pub merge_output: bool,
 }
 
 impl Request {
@@ -149,6 +155,7 @@ impl Request {
             managed: Managed::default(),
             spill: None,
             wrap: None,
+            merge_output: false,
         }
     }
 
@@ -218,6 +225,7 @@ pub struct Spec {
     abort: Option<AbortSignal>,
     spill: Option<Arc<SpillDir>>,
     wrap: Option<Arc<dyn Wrap>>,
+    merge_output: bool,
 }
 
 impl Spec {
@@ -326,6 +334,7 @@ pub fn resolve_with_ambient(
         abort: request.abort,
         spill: request.spill,
         wrap: request.wrap,
+        merge_output: request.merge_output,
     })
 }
 

@@ -126,6 +126,10 @@ pub struct Captured {
     /// Reading stopped at the grace deadline while a leftover process still
     /// held the pipe open, so the stream may be longer than `total_bytes`.
     pub cut_short: bool,
+    /// Lines in the whole stream, counted as `str::lines` counts them (a
+    /// final line without a newline counts; a trailing newline adds none),
+    /// so a shaper can say how long the stream was after cutting it.
+    pub lines: u64,
 }
 
 impl Captured {
@@ -166,6 +170,8 @@ pub(crate) struct Collector {
     file: Option<(PathBuf, File, u64)>,
     spill_error: Option<String>,
     cut_short: bool,
+    newlines: u64,
+    last_byte: u8,
 }
 
 impl Collector {
@@ -187,11 +193,18 @@ impl Collector {
             file: None,
             spill_error: None,
             cut_short: false,
+            newlines: 0,
+            last_byte: b'\n',
         }
     }
 
     pub(crate) fn push(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
         self.total += data.len() as u64;
+        self.newlines += memchr::memchr_iter(b'\n', data).count() as u64;
+        self.last_byte = data[data.len() - 1];
         if !self.overflowed {
             if self.head.len() + data.len() <= self.budget {
                 self.head.extend_from_slice(data);
@@ -257,6 +270,11 @@ impl Collector {
         }
     }
 
+    /// The spill file, once the stream has overflowed into one.
+    pub(crate) fn spill_path(&self) -> Option<&Path> {
+        self.file.as_ref().map(|(path, _, _)| path.as_path())
+    }
+
     pub(crate) fn mark_cut_short(&mut self) {
         self.cut_short = true;
     }
@@ -276,6 +294,7 @@ impl Collector {
             spill,
             spill_error: self.spill_error,
             cut_short: self.cut_short,
+            lines: self.newlines + u64::from(self.last_byte != b'\n'),
         }
     }
 }

@@ -23,7 +23,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Child;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, Instant};
 
 /// Why a command never started.
@@ -89,6 +91,15 @@ impl Outcome {
         }
     }
 
+    /// The status as a shell reports it: the exit code, or 128 plus the
+    /// number of the signal that ended the command. `None` if it never ran.
+    pub fn shell_status(&self) -> Option<i32> {
+        self.exit_code.or_else(|| {
+            let sig = self.signal.as_deref()?.parse::<Signal>().ok()?;
+            Some(128 + sig as i32)
+        })
+    }
+
     /// True only for a command that ran to completion and exited 0.
     pub fn success(&self) -> bool {
         self.exit_code == Some(0)
@@ -127,7 +138,7 @@ fn probe_cwd(spec: &Spec) -> Option<(SpawnFailureKind, String)> {
 
 /// SIGTERM/SIGKILL to the whole group. ESRCH (group already gone) is fine.
 /// A pgid of 0 or 1 would mean our own group or init's: never signal those.
-fn signal_group(pgid: Pid, sig: Signal) {
+pub(crate) fn signal_group(pgid: Pid, sig: Signal) {
     if pgid.as_raw() > 1 {
         let _ = killpg(pgid, sig);
     }
@@ -136,7 +147,7 @@ fn signal_group(pgid: Pid, sig: Signal) {
 /// Whether any live (non-zombie) process remains in the group. `killpg(0)`
 /// also counts zombies, which linger when PID 1 does not reap orphans (common
 /// in containers), so on Linux a positive answer is confirmed from /proc.
-fn group_alive(pgid: Pid) -> bool {
+pub(crate) fn group_alive(pgid: Pid) -> bool {
     if pgid.as_raw() <= 1 || killpg(pgid, None) == Err(Errno::ESRCH) {
         return false;
     }
@@ -186,23 +197,32 @@ impl Drop for GroupGuard {
     }
 }
 
-async fn collect(
+/// Reads `pipe` into `sink` until end-of-file or until `stop` fires; true
+/// when stopped early (a leftover process still held the pipe).
+pub(crate) async fn collect_into(
     mut pipe: impl AsyncRead + Unpin,
-    mut collector: Collector,
     mut stop: watch::Receiver<bool>,
-) -> Captured {
+    mut sink: impl FnMut(&[u8]),
+) -> bool {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         tokio::select! {
             r = pipe.read(&mut buf) => match r {
-                Ok(0) | Err(_) => break,
-                Ok(n) => collector.push(&buf[..n]),
+                Ok(0) | Err(_) => return false,
+                Ok(n) => sink(&buf[..n]),
             },
-            _ = stop.wait_for(|s| *s) => {
-                collector.mark_cut_short();
-                break;
-            }
+            _ = stop.wait_for(|s| *s) => return true,
         }
+    }
+}
+
+async fn collect(
+    pipe: impl AsyncRead + Unpin,
+    mut collector: Collector,
+    stop: watch::Receiver<bool>,
+) -> Captured {
+    if collect_into(pipe, stop, |chunk| collector.push(chunk)).await {
+        collector.mark_cut_short();
     }
     collector.finish()
 }
@@ -212,28 +232,50 @@ enum Cause {
     Abort,
 }
 
-/// Runs a resolved spec to its end. Never fails: spawn failures, timeouts and
-/// aborts are facts of the [`Outcome`].
-pub async fn run(spec: Spec) -> Outcome {
-    let started = Instant::now();
-    if spec.abort.as_ref().is_some_and(|a| a.is_aborted()) {
-        let mut out = Outcome::not_started(&spec, started);
-        out.aborted = true;
-        return out;
+/// The output pipes of a launched command.
+pub(crate) type Pipe = Box<dyn AsyncRead + Unpin + Send>;
+
+/// A command that started: its child (whose pid is its process group id),
+/// its output pipes, and the writer feeding its stdin.
+pub(crate) struct Launched {
+    pub child: Child,
+    pub pid: u32,
+    pub pgid: Pid,
+    pub stdout: Pipe,
+    /// `None` when stderr is merged into stdout.
+    pub stderr: Option<Pipe>,
+    pub stdin_task: Option<JoinHandle<()>>,
+}
+
+/// Checks the working directory, applies the wrapper and starts the command
+/// in its own process group with a closed (or fed) stdin and piped output.
+pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
+    if let Some((kind, message)) = probe_cwd(spec) {
+        return Err(SpawnFailure { kind, message });
     }
-    if let Some((kind, message)) = probe_cwd(&spec) {
-        return failure(&spec, started, kind, message);
-    }
+    let wrap_failure = |message: String| SpawnFailure {
+        kind: SpawnFailureKind::Wrap,
+        message,
+    };
     let argv = match &spec.wrap {
         Some(w) => match w.wrap(spec.argv.clone(), &spec.cwd) {
             Ok(argv) if !argv.is_empty() => argv,
-            Ok(_) => {
-                let msg = "wrapper produced an empty argv".to_string();
-                return failure(&spec, started, SpawnFailureKind::Wrap, msg);
-            }
-            Err(e) => return failure(&spec, started, SpawnFailureKind::Wrap, e),
+            Ok(_) => return Err(wrap_failure("wrapper produced an empty argv".into())),
+            Err(e) => return Err(wrap_failure(e)),
         },
         None => spec.argv.clone(),
+    };
+    let spawn_failure = |e: std::io::Error| {
+        let kind = match e.kind() {
+            ErrorKind::NotFound => SpawnFailureKind::ProgramNotFound,
+            ErrorKind::PermissionDenied => SpawnFailureKind::PermissionDenied,
+            _ => SpawnFailureKind::Other,
+        };
+        let program = argv[0].to_string_lossy();
+        SpawnFailure {
+            kind,
+            message: format!("cannot start {program}: {e}"),
+        }
     };
 
     let mut cmd = tokio::process::Command::new(&argv[0]);
@@ -246,51 +288,35 @@ pub async fn run(spec: Spec) -> Outcome {
             Stdio::piped()
         } else {
             Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            let program = argv[0].to_string_lossy();
-            let kind = match e.kind() {
-                ErrorKind::NotFound => SpawnFailureKind::ProgramNotFound,
-                ErrorKind::PermissionDenied => SpawnFailureKind::PermissionDenied,
-                _ => SpawnFailureKind::Other,
-            };
-            return failure(&spec, started, kind, format!("cannot start {program}: {e}"));
+        });
+    // Merged output shares one pipe, so the reader sees stdout and stderr
+    // in the order the command wrote them, as a terminal would.
+    let merged = if spec.merge_output {
+        let (reader, writer) = std::io::pipe().map_err(spawn_failure)?;
+        let second = writer.try_clone().map_err(spawn_failure)?;
+        cmd.stdout(Stdio::from(writer)).stderr(Stdio::from(second));
+        Some(reader)
+    } else {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        None
+    };
+    let spawned = cmd.spawn();
+    // The command object holds our copies of the merged pipe's write end;
+    // they must close now or the reader never sees end-of-file.
+    drop(cmd);
+    let mut child = spawned.map_err(spawn_failure)?;
+    let pid = child.id().unwrap_or(0);
+    let (stdout, stderr): (Pipe, Option<Pipe>) = match merged {
+        Some(reader) => {
+            let fd = std::os::fd::OwnedFd::from(reader);
+            let rx = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map_err(spawn_failure)?;
+            (Box::new(rx), None)
         }
-    };
-    let pid = child.id();
-    let pgid = Pid::from_raw(pid.unwrap_or(0) as i32);
-    let mut guard = GroupGuard {
-        pgid,
-        armed: pid.is_some(),
-    };
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stdout = child.stdout.take().expect("stdout piped");
-    let stderr = child.stderr.take().expect("stderr piped");
-    let out_task = tokio::spawn(collect(
-        stdout,
-        Collector::new(
-            "stdout",
-            spec.stdout_budget,
-            spec.spill.clone(),
-            spec.spill_cap,
+        None => (
+            Box::new(child.stdout.take().expect("stdout piped")),
+            Some(Box::new(child.stderr.take().expect("stderr piped"))),
         ),
-        stop_rx.clone(),
-    ));
-    let err_task = tokio::spawn(collect(
-        stderr,
-        Collector::new(
-            "stderr",
-            spec.stderr_budget,
-            spec.spill.clone(),
-            spec.spill_cap,
-        ),
-        stop_rx,
-    ));
+    };
     // A command that never reads its stdin must not block the call: the
     // writer runs on its own and a broken pipe is ignored.
     let stdin_task = match (child.stdin.take(), spec.stdin.clone()) {
@@ -300,6 +326,52 @@ pub async fn run(spec: Spec) -> Outcome {
         })),
         _ => None,
     };
+    Ok(Launched {
+        child,
+        pid,
+        pgid: Pid::from_raw(pid as i32),
+        stdout,
+        stderr,
+        stdin_task,
+    })
+}
+
+/// Runs a resolved spec to its end. Never fails: spawn failures, timeouts and
+/// aborts are facts of the [`Outcome`].
+pub async fn run(spec: Spec) -> Outcome {
+    let started = Instant::now();
+    if spec.abort.as_ref().is_some_and(|a| a.is_aborted()) {
+        let mut out = Outcome::not_started(&spec, started);
+        out.aborted = true;
+        return out;
+    }
+    let Launched {
+        mut child,
+        pid,
+        pgid,
+        stdout,
+        stderr,
+        stdin_task,
+    } = match launch(&spec) {
+        Ok(l) => l,
+        Err(f) => return failure(&spec, started, f.kind, f.message),
+    };
+    let mut guard = GroupGuard { pgid, armed: true };
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let collector = |name, budget| Collector::new(name, budget, spec.spill.clone(), spec.spill_cap);
+    let out_task = tokio::spawn(collect(
+        stdout,
+        collector("stdout", spec.stdout_budget),
+        stop_rx.clone(),
+    ));
+    let err_task = stderr.map(|pipe| {
+        tokio::spawn(collect(
+            pipe,
+            collector("stderr", spec.stderr_budget),
+            stop_rx,
+        ))
+    });
 
     let deadline = started + spec.timeout;
     let mut abort = spec.abort.clone();
@@ -341,10 +413,12 @@ pub async fn run(spec: Spec) -> Outcome {
         sleep_until(grace_deadline).await;
         stop_tx.send_replace(true);
     });
-    let (stdout, stderr) = tokio::join!(out_task, err_task);
+    let stdout = out_task.await.unwrap_or_default();
+    let stderr = match err_task {
+        Some(task) => task.await.unwrap_or_default(),
+        None => Captured::default(),
+    };
     stopper.abort();
-    let stdout = stdout.unwrap_or_default();
-    let stderr = stderr.unwrap_or_default();
 
     // Leftovers in the group: wait for them to honour TERM until the grace
     // deadline, then KILL, and give the kernel a moment to finish them so the
@@ -370,17 +444,7 @@ pub async fn run(spec: Spec) -> Outcome {
         t.abort();
     }
 
-    let (exit_code, signal) = match status {
-        Ok(s) => (
-            s.code(),
-            s.signal().map(|n| {
-                Signal::try_from(n)
-                    .map(|sig| sig.as_str().to_string())
-                    .unwrap_or_else(|_| format!("SIG{n}"))
-            }),
-        ),
-        Err(_) => (None, None),
-    };
+    let (exit_code, signal) = exit_facts(status.ok());
     Outcome {
         exit_code,
         signal,
@@ -390,7 +454,21 @@ pub async fn run(spec: Spec) -> Outcome {
         stdout,
         stderr,
         elapsed: started.elapsed(),
-        pid,
+        pid: Some(pid),
         spawn_failure: None,
     }
+}
+
+/// The exit code, or the name of the signal that ended the process
+/// (`"SIGKILL"`); neither when the status could not be read.
+pub(crate) fn exit_facts(status: Option<ExitStatus>) -> (Option<i32>, Option<String>) {
+    let Some(s) = status else {
+        return (None, None);
+    };
+    let signal = s.signal().map(|n| {
+        Signal::try_from(n)
+            .map(|sig| sig.as_str().to_string())
+            .unwrap_or_else(|_| format!("SIG{n}"))
+    });
+    (s.code(), signal)
 }

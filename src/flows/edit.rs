@@ -110,6 +110,7 @@ impl Flow for Edit {
             tier: Tier::Compensable,
             reads: vec![target.real.clone()],
             writes: vec![target.real.clone()],
+            commands: vec![],
         };
         let call = Edit {
             target,

@@ -84,6 +84,7 @@ impl Flow for Ls {
             tier: Tier::Sealed,
             reads: vec![target.real.clone()],
             writes: vec![],
+            commands: vec![],
         };
         let call = Ls {
             target,

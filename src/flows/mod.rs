@@ -5,12 +5,16 @@
 //! A flow never runs by itself: [`crate::pipeline::Core::call`] drives every call through the
 //! one-door pipeline (decode, validate, envelope, authorize, execute).
 
+pub mod bash;
 pub mod edit;
 pub mod ls;
 pub mod read;
+pub mod shape;
+pub mod shell_command;
 pub mod write;
 
 use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::exec::Executor;
 use crate::fsops::{self, Target};
 use crate::kernel::{Action, Capability};
 use serde::de::DeserializeOwned;
@@ -19,6 +23,7 @@ use serde_json::{json, Value};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// How far a call's effects can be undone, which decides how carefully it is
 /// authorized and recorded.
@@ -51,17 +56,25 @@ pub struct Envelope {
     pub reads: Vec<PathBuf>,
     /// Canonical paths the call writes.
     pub writes: Vec<PathBuf>,
+    /// Command lines the call spawns (`proc:spawn`), each judged per simple
+    /// command by the kernel.
+    pub commands: Vec<String>,
 }
 
 impl Envelope {
-    /// The capabilities the envelope needs: one per path read or written.
+    /// The capabilities the envelope needs: one per command spawned and per
+    /// path read or written.
     pub fn capabilities(&self) -> Vec<Capability> {
+        let commands = self.commands.iter().map(|c| Capability {
+            action: Action::ProcSpawn,
+            resource: c.clone(),
+        });
         let reads = self.reads.iter().map(|p| Capability::fs(Action::FsRead, p));
         let writes = self
             .writes
             .iter()
             .map(|p| Capability::fs(Action::FsWrite, p));
-        reads.chain(writes).collect()
+        commands.chain(reads).chain(writes).collect()
     }
 }
 
@@ -80,7 +93,8 @@ pub struct FlowSpec {
     pub schema: fn() -> Value,
 }
 
-/// What a call runs against: the run's workspace and identity.
+/// What a call runs against: the run's workspace, identity and process
+/// services, and the call's number in the run.
 #[derive(Debug, Clone)]
 pub struct Context {
     /// Canonical workspace root; relative paths resolve against it.
@@ -88,9 +102,33 @@ pub struct Context {
     pub run_id: String,
     /// The script the run executes, as given (empty when embedded).
     pub script: String,
+    /// The run's executor: limits, spill folder, background jobs.
+    pub exec: Arc<Executor>,
+    /// This call's sequence number in the run (1 for the first call; 0
+    /// outside a call).
+    pub call_seq: u64,
 }
 
 impl Context {
+    /// The context of a run, before any call.
+    pub fn new(workspace: PathBuf, run_id: String, script: String) -> Context {
+        Context {
+            exec: Arc::new(Executor::new(&workspace, &run_id)),
+            workspace,
+            run_id,
+            script,
+            call_seq: 0,
+        }
+    }
+
+    /// The context of call number `seq`.
+    pub fn for_call(&self, seq: u64) -> Context {
+        Context {
+            call_seq: seq,
+            ..self.clone()
+        }
+    }
+
     /// Resolves the path in input field `field`.
     pub fn resolve(&self, field: &str, given: &str) -> FlowResult<Target> {
         fsops::path::resolve(&self.workspace, field, given)
@@ -173,7 +211,26 @@ pub fn decode<T: DeserializeOwned>(flow: &str, input: Value) -> FlowResult<T> {
             format!("{flow} takes one table of named fields, e.g. {flow}{{path = \"a.txt\"}}."),
         ));
     }
-    serde_path_to_error::deserialize(input).map_err(|e| {
+    let mut input = input;
+    let e = loop {
+        match serde_path_to_error::deserialize::<_, T>(&input) {
+            Ok(v) => return Ok(v),
+            // Lua has one empty table for `{}` and `[]`, and it reaches us
+            // as an object: where a list is expected, it is an empty list.
+            Err(e)
+                if e.inner()
+                    .to_string()
+                    .starts_with("invalid type: map, expected a sequence") =>
+            {
+                match empty_object_at(&mut input, e.path()) {
+                    Some(slot) => *slot = Value::Array(vec![]),
+                    None => break e,
+                }
+            }
+            Err(e) => break e,
+        }
+    };
+    {
         let inner = e.inner().to_string();
         let path = e.path().to_string();
         // serde_path_to_error's path already ends in an unknown field's name.
@@ -182,11 +239,28 @@ pub fn decode<T: DeserializeOwned>(flow: &str, input: Value) -> FlowResult<T> {
             Some(f) if !path.ends_with(&f) => format!("{path}.{f}"),
             _ => path,
         };
-        FlowError::invalid_input(
+        Err(FlowError::invalid_input(
             &field,
             format!("{flow}: `{field}`: {inner}. `sluice flows {flow}` shows every field."),
-        )
-    })
+        ))
+    }
+}
+
+/// The value at `path` if it is an empty object.
+fn empty_object_at<'v>(
+    root: &'v mut Value,
+    path: &serde_path_to_error::Path,
+) -> Option<&'v mut Value> {
+    use serde_path_to_error::Segment;
+    let mut at = root;
+    for seg in path.iter() {
+        at = match seg {
+            Segment::Map { key } => at.get_mut(key.as_str())?,
+            Segment::Seq { index } => at.get_mut(*index)?,
+            _ => return None,
+        };
+    }
+    at.as_object().is_some_and(|o| o.is_empty()).then_some(at)
 }
 
 /// The field serde names in "unknown field `x`" and "missing field `x`".
@@ -215,6 +289,8 @@ impl Registry {
         r.add::<write::Write>();
         r.add::<edit::Edit>();
         r.add::<ls::Ls>();
+        r.add::<bash::Bash>();
+        r.add::<shell_command::ShellCommand>();
         r
     }
 
@@ -296,11 +372,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::write(ws.join("a.txt"), "x\n").unwrap();
-        let ctx = Context {
-            workspace: ws.clone(),
-            run_id: "t".into(),
-            script: String::new(),
-        };
+        let ctx = Context::new(ws.clone(), "t".into(), String::new());
         let registry = Registry::standard();
         let envelope = |flow: &str, input: Value| {
             let call = registry.get(flow).unwrap().prepare(&ctx, input).unwrap();

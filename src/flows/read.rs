@@ -89,6 +89,7 @@ impl Flow for Read {
             tier: Tier::Sealed,
             reads: vec![target.real.clone()],
             writes: vec![],
+            commands: vec![],
         };
         let call = Read {
             target,

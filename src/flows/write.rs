@@ -61,6 +61,7 @@ impl Flow for Write {
             tier: Tier::Compensable,
             reads: vec![],
             writes: vec![target.real.clone()],
+            commands: vec![],
         };
         Ok((
             Write {

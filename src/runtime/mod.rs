@@ -8,6 +8,7 @@ mod module;
 pub(crate) mod sandbox;
 
 use crate::error::FlowResult;
+use crate::exec::Executor;
 use crate::flows::{Context, Registry};
 use crate::kernel::approval::{Approver, Prompt};
 use crate::kernel::pattern::{Pattern, Vars};
@@ -16,9 +17,11 @@ use crate::kernel::Kernel;
 use crate::pipeline::Core;
 use mlua::{Function, Lua};
 use serde_json::Value;
+use std::cell::Cell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A script that failed: its Lua message (with file:line) and traceback.
@@ -45,9 +48,24 @@ pub struct RuntimeBuilder {
     ceiling: Vec<String>,
     approve: Vec<String>,
     prompt: Option<Prompt>,
+    keep_spill: bool,
+    max_jobs: Option<usize>,
 }
 
 impl RuntimeBuilder {
+    /// Keep the files holding commands' complete overflowing output after
+    /// the run (default: removed).
+    pub fn keep_spill(mut self, keep: bool) -> Self {
+        self.keep_spill = keep;
+        self
+    }
+
+    /// How many background jobs may run at once (default 16).
+    pub fn max_jobs(mut self, max: usize) -> Self {
+        self.max_jobs = Some(max);
+        self
+    }
+
     /// The folder relative paths resolve against and `${workspace}` in
     /// policies names. Default: the current folder.
     pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
@@ -132,20 +150,25 @@ impl RuntimeBuilder {
         if let Some(e) = policies.iter().find_map(|p| p.load_error()) {
             return Err(e.to_string());
         }
-        let ctx = Context {
-            workspace: workspace.clone(),
-            run_id: new_run_id(),
-            script: self
-                .script
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-        };
+        let script = self
+            .script
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let mut ctx = Context::new(workspace.clone(), new_run_id(), script);
+        if let Some(max) = self.max_jobs {
+            let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
+            ctx.exec = Arc::new(exec);
+        }
+        if self.keep_spill {
+            ctx.exec.keep_spill();
+        }
         let core = Rc::new(Core {
             registry: Registry::standard(),
             kernel: Kernel::new(policies, ceiling, vars.clone()),
             approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
             ctx,
+            calls: Cell::new(0),
         });
         let lua = sandbox::new_state().map_err(|e| e.to_string())?;
         let sluice = module::build(&lua, core.clone(), &self.args).map_err(|e| e.to_string())?;
@@ -185,6 +208,13 @@ impl Runtime {
     /// Calls a flow from Rust, through the same door as Lua.
     pub async fn call(&self, flow: &str, input: Value) -> FlowResult<Value> {
         self.core.call(flow, input).await
+    }
+
+    /// Ends the run's processes: every background job still running is
+    /// killed and reaped. Call it when the run is over; dropping the runtime
+    /// without it kills them at once.
+    pub async fn shutdown(&self) {
+        self.core.ctx.exec.shutdown().await;
     }
 
     /// Runs a workflow script to its end.

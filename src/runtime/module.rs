@@ -3,9 +3,11 @@
 
 use super::convert::{error_table, from_json, to_json};
 use crate::error::{ErrorCode, FlowError};
+use crate::exec::job::Job;
 use crate::pipeline::Core;
 use mlua::{Function, Lua, LuaSerdeExt, MultiValue, Table, Value as LuaValue};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Builds the module for one run.
@@ -16,6 +18,11 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
         m.set(spec.name.replace('-', "_"), f)?;
     }
     m.set("call", call_function(lua, core.clone())?)?;
+    let wrapper: Function = lua
+        .load(JOB)
+        .set_name("=sluice.job")
+        .call(job_ops(lua, core.clone())?)?;
+    lua.set_named_registry_value(JOB_WRAPPER, wrapper)?;
     m.set("json", json_module(lua)?)?;
     m.set("args", lua.create_sequence_from(args.iter().cloned())?)?;
     m.set("workspace", core.ctx.workspace.display().to_string())?;
@@ -80,13 +87,20 @@ fn call_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
     .call(raw)
 }
 
-/// One call from Lua: a table in, `output` or `nil, err` out.
+/// One call from Lua: a table in, `output` or `nil, err` out. An output
+/// that is a background job's handle becomes a job object.
 async fn invoke(lua: &Lua, core: &Core, name: &str, input: LuaValue) -> mlua::Result<MultiValue> {
     let result = match to_json(lua, input) {
         Ok(json) => core.call(name, json).await,
         Err(e) => Err(e),
     };
     match result {
+        Ok(out) if out.get("jobId").is_some() => {
+            let wrap: Function = lua.named_registry_value(JOB_WRAPPER)?;
+            Ok(MultiValue::from_vec(
+                vec![wrap.call(from_json(lua, &out)?)?],
+            ))
+        }
         Ok(out) => Ok(MultiValue::from_vec(vec![from_json(lua, &out)?])),
         Err(err) => Ok(MultiValue::from_vec(vec![
             LuaValue::Nil,
@@ -128,4 +142,83 @@ fn json_module(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     Ok(json)
+}
+
+const JOB_WRAPPER: &str = "sluice.job";
+
+/// A background job as scripts see it: the handle's fields (`jobId`, `pid`)
+/// plus live `status`, `exitCode` and `signal`, and the methods `read`,
+/// `wait` and `kill`.
+const JOB: &str = r#"
+local ops = ...
+local methods = {}
+function methods:read() return ops.read(rawget(self, "jobId")) end
+function methods:wait(ms)
+  if ms ~= nil and type(ms) ~= "number" then
+    error("job:wait(ms): ms is a number of milliseconds, or nil to wait until the job ends", 2)
+  end
+  return ops.wait(rawget(self, "jobId"), ms)
+end
+function methods:kill() return ops.kill(rawget(self, "jobId")) end
+local live = { status = true, exitCode = true, signal = true }
+local mt = {
+  __index = function(job, key)
+    if live[key] then return ops.state(rawget(job, "jobId"))[key] end
+    return methods[key]
+  end,
+  __tostring = function(job)
+    return ("job %d (pid %d, %s)"):format(job.jobId, job.pid, job.status)
+  end,
+}
+return function(handle)
+  handle.status = nil
+  return setmetatable(handle, mt)
+end"#;
+
+/// The Rust side of job objects. An unknown id is a programming mistake.
+fn job_ops(lua: &Lua, core: Rc<Core>) -> mlua::Result<Table> {
+    fn find(core: &Core, id: u64) -> mlua::Result<Arc<Job>> {
+        core.ctx
+            .exec
+            .jobs
+            .get(id)
+            .ok_or_else(|| mlua::Error::runtime(format!("there is no job {id} in this run")))
+    }
+    let ops = lua.create_table()?;
+    let c = core.clone();
+    ops.set(
+        "state",
+        lua.create_function(move |lua, id: u64| {
+            let s = find(&c, id)?.snapshot();
+            let t = lua.create_table()?;
+            t.set("status", s.status.as_str())?;
+            t.set("exitCode", s.exit_code)?;
+            t.set("signal", s.signal)?;
+            Ok(t)
+        })?,
+    )?;
+    let c = core.clone();
+    ops.set(
+        "read",
+        lua.create_function(move |lua, id: u64| {
+            let delta = find(&c, id)?.read();
+            lua.to_value(&delta)
+        })?,
+    )?;
+    let c = core.clone();
+    ops.set(
+        "wait",
+        lua.create_async_function(move |_, (id, ms): (u64, Option<f64>)| {
+            let job = find(&c, id);
+            async move {
+                let timeout = ms.map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+                Ok(job?.wait(timeout).await)
+            }
+        })?,
+    )?;
+    ops.set(
+        "kill",
+        lua.create_function(move |_, id: u64| Ok(find(&core, id)?.kill()))?,
+    )?;
+    Ok(ops)
 }

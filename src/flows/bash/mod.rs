@@ -1,0 +1,491 @@
+//! `bash`: runs one command line, or a script delivered as data to an
+//! interpreter, and returns its exit code and bounded output.
+//!
+//! Two shapes, told apart by where the payload is parsed:
+//! - `command`: a line for the shell (bash where installed, else `/bin/sh`),
+//!   run as written with its own arguments;
+//! - `script` + `interpreter` (default `bash`) + `args`: program text fed to
+//!   the interpreter on stdin, so nothing quotes or escapes it, and `args`
+//!   reach it as arguments, never as interpolated text.
+//!
+//! A non-zero exit is a value. The error channel is for what is not a
+//! verdict on the command: bad input, a refused permission, the hermetic
+//! pre-check, a timeout (which still carries everything the command printed)
+//! and a launch the host could not perform.
+//!
+//! With `background = true` the command becomes a job of the run (see
+//! [`crate::exec::job`]) and the output is its handle: `jobId`, `pid`,
+//! `status`.
+
+pub mod hermetic;
+mod probe;
+
+use super::shape::{bounded, Bounded};
+use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::exec::job::StartError;
+use crate::exec::{self, CommandLine, Outcome, SpawnFailureKind};
+use crate::kernel::pattern::Vars;
+use crate::kernel::Action;
+use probe::InvalidProbe;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Ten minutes, the default for `timeoutMs`.
+pub const DEFAULT_TIMEOUT_MS: u64 = 10 * 60 * 1000;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Unhermetic,
+    Hermetic,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Input {
+    pub command: Option<String>,
+    pub script: Option<String>,
+    pub interpreter: Option<String>,
+    pub args: Option<Vec<String>>,
+    pub stdin: Option<String>,
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub mode: Mode,
+    pub reads: Option<Vec<String>>,
+    pub writes: Option<Vec<String>>,
+    #[serde(default)]
+    pub background: bool,
+    pub container: Option<String>,
+}
+
+/// The result of a command that ran to its end.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finished {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub stdout_dropped_bytes: u64,
+    pub stderr_dropped_bytes: u64,
+    /// The signal that ended the command (`exitCode` is then 128 + its number).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// The complete stream, when it was truncated and could be kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_spill_path: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_spill_path: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invalid_probe: Option<InvalidProbe>,
+}
+
+/// The handle of a background job.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub job_id: u64,
+    pub pid: u32,
+    pub status: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Output {
+    Finished(Finished),
+    Started(Started),
+}
+
+/// One planned call.
+pub struct Bash {
+    /// What the policy saw and listings show.
+    label: String,
+    launch: CommandLine,
+    stdin: Option<Vec<u8>>,
+    cwd: PathBuf,
+    env: BTreeMap<String, String>,
+    timeout: Duration,
+    background: bool,
+    /// Set when the host can tell, before running, that the command's
+    /// program does not exist.
+    missing_program: Option<InvalidProbe>,
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "command": {"type": "string", "description": "A command line, run by the shell exactly as written. Give this or `script`."},
+            "script": {"type": "string", "description": "Program text delivered to `interpreter` on stdin; nothing quotes or escapes it."},
+            "interpreter": {"type": "string", "description": "Program that runs `script` (default bash): bash, zsh, sh and dash get -s, python and python3 get -, others nothing."},
+            "args": {"type": "array", "items": {"type": "string"}, "description": "Arguments for `script`, passed as arguments, never interpolated."},
+            "stdin": {"type": "string", "description": "Text written to the command's stdin (with `command` only). Without it stdin is closed."},
+            "cwd": {"type": "string", "description": "Working folder, relative to the workspace or absolute (default: the workspace)."},
+            "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment entries, applied after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL)."},
+            "timeoutMs": {"type": "integer", "minimum": 1, "description": "Milliseconds before the command is stopped (default 600000, also the cap)."},
+            "mode": {"type": "string", "enum": ["unhermetic", "hermetic"], "description": "hermetic checks the command's literal paths against `reads` and `writes` before it runs."},
+            "reads": {"type": "array", "items": {"type": "string"}, "description": "Hermetic mode: path globs the command may read."},
+            "writes": {"type": "array", "items": {"type": "string"}, "description": "Hermetic mode: path globs the command may write."},
+            "background": {"type": "boolean", "description": "Start the command as a job and return its handle at once (no timeout)."},
+            "container": {"type": "string", "description": "A container to run in; refused (provider_unavailable) where no container route is configured."}
+        }
+    })
+}
+
+impl Flow for Bash {
+    type Input = Input;
+    type Output = Output;
+    const SPEC: FlowSpec = FlowSpec {
+        name: "bash",
+        description: "Runs a command line or an interpreter script and returns its exit code and bounded stdout and stderr; can start it as a background job.",
+        tier: Tier::Irreversible,
+        actions: &[Action::ProcSpawn],
+        read_only: false,
+        schema,
+    };
+
+    fn validate(input: &Input) -> FlowResult<()> {
+        validate(input)
+    }
+
+    fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        plan(ctx, input)
+    }
+
+    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+        let exec = &ctx.exec;
+        let mut req = exec.request(self.launch.clone(), ctx.call_seq);
+        req.cwd = Some(self.cwd.clone());
+        req.env = self.env.clone();
+        req.stdin = self.stdin.clone();
+        req.timeout = Some(self.timeout);
+        req.output_budget = Some(exec::STREAM_BUDGET);
+        let spec = exec::resolve(req, &exec.limits)?;
+        if self.background {
+            return self.start(ctx, spec);
+        }
+        let outcome = exec::run(spec).await;
+        self.finish(outcome)
+    }
+}
+
+fn refuse(field: &str, message: &str) -> FlowResult<()> {
+    Err(FlowError::invalid_input(field, message))
+}
+
+/// The refused combinations, each naming the fix.
+fn validate(i: &Input) -> FlowResult<()> {
+    match (&i.command, &i.script) {
+        (Some(_), Some(_)) => return refuse("script", "give `command` (a command line) or `script` (program text for `interpreter`), not both"),
+        (None, None) => return refuse("command", "give `command`, e.g. sluice.bash{command = \"ls -la\"}, or `script` with an `interpreter`"),
+        _ => {}
+    }
+    if i.script.is_some() && i.stdin.is_some() {
+        return refuse("stdin", "`script` is delivered on stdin, so `stdin` cannot be given with it; read data inside the script, or use `command` with `stdin`");
+    }
+    if i.command.is_some() && i.args.is_some() {
+        return refuse(
+            "args",
+            "`args` go to a `script`; with `command`, write the arguments in the command line",
+        );
+    }
+    if i.command.is_some() && i.interpreter.is_some() {
+        return refuse("interpreter", "`interpreter` runs a `script`; give the program text as `script`, or drop `interpreter` and write the interpreter in `command`");
+    }
+    if i.mode == Mode::Hermetic && i.container.is_some() {
+        return refuse("container", "hermetic mode checks host paths before spawning and cannot vouch for a container; drop `container` or use mode = \"unhermetic\"");
+    }
+    if i.mode == Mode::Hermetic && (i.reads.is_none() || i.writes.is_none()) {
+        let field = if i.reads.is_none() { "reads" } else { "writes" };
+        return refuse(field, "mode = \"hermetic\" needs both `reads` and `writes` (path globs; an empty list declares nothing)");
+    }
+    if i.mode == Mode::Unhermetic && (i.reads.is_some() || i.writes.is_some()) {
+        let field = if i.reads.is_some() { "reads" } else { "writes" };
+        return refuse(field, "`reads` and `writes` declare a hermetic envelope; add mode = \"hermetic\" or drop them");
+    }
+    if i.timeout_ms == Some(0) {
+        return refuse(
+            "timeoutMs",
+            "timeoutMs must be at least 1 (default 600000, ten minutes)",
+        );
+    }
+    if i.background && i.timeout_ms.is_some() {
+        return refuse(
+            "timeoutMs",
+            "a background job has no timeout; drop `timeoutMs` and use job:wait(ms) and job:kill()",
+        );
+    }
+    if let Some(interp) = &i.interpreter {
+        if interp.is_empty() || interp.contains(char::is_whitespace) || interp.contains('\0') {
+            return refuse("interpreter", "`interpreter` is one program name or path, e.g. \"python3\"; pass its options in `args`");
+        }
+    }
+    if let Some(name) = i
+        .env
+        .keys()
+        .find(|k| k.starts_with(exec::env::MANAGED_PREFIX))
+    {
+        return refuse(&format!("env.{name}"), "SLUICE_* names are set by sluice for each call (run id, call sequence, workspace) and cannot be given; choose another name");
+    }
+    exec::env::validate(&i.env)?;
+    if i.container.is_some() {
+        return Err(FlowError::new(
+            ErrorCode::ProviderUnavailable,
+            "this host has no container route, so `container` cannot be honoured; drop `container` to run on the host",
+        )
+        .with("field", "container"));
+    }
+    Ok(())
+}
+
+/// How an interpreter is told to read its program from stdin.
+fn stdin_flag(interpreter: &str) -> Option<&'static str> {
+    let name = Path::new(interpreter)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(interpreter);
+    match name {
+        "bash" | "zsh" | "sh" | "dash" => Some("-s"),
+        "python" | "python3" => Some("-"),
+        _ => None,
+    }
+}
+
+fn is_shell(interpreter: &str) -> bool {
+    stdin_flag(interpreter) == Some("-s")
+}
+
+/// A word as a shell would need it quoted, for the line a policy sees.
+fn quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
+    let cwd = match &input.cwd {
+        Some(c) if c.contains('\0') => {
+            return Err(FlowError::invalid_input("cwd", "cwd contains a NUL byte"))
+        }
+        Some(c) => ctx.workspace.join(c),
+        None => ctx.workspace.clone(),
+    };
+    let cwd = crate::fsops::path::canonical_lenient(&cwd).unwrap_or(cwd);
+    let (label, launch, stdin, checked) = match (input.command, input.script) {
+        (Some(command), _) => {
+            if command.contains('\0') {
+                return Err(FlowError::invalid_input(
+                    "command",
+                    "command contains a NUL byte",
+                ));
+            }
+            let launch = CommandLine::Shell(command.clone());
+            (
+                command.clone(),
+                launch,
+                input.stdin.map(String::into_bytes),
+                vec![command],
+            )
+        }
+        (None, Some(script)) => {
+            let interpreter = input.interpreter.unwrap_or_else(|| "bash".into());
+            let args = input.args.unwrap_or_default();
+            let mut argv = vec![interpreter.clone()];
+            argv.extend(stdin_flag(&interpreter).map(String::from));
+            if is_shell(&interpreter) && !args.is_empty() {
+                argv.push("--".into());
+            }
+            argv.extend(args);
+            let line: Vec<String> = argv.iter().map(|w| quote(w)).collect();
+            let line = line.join(" ");
+            // A shell script is checked command by command, like a line.
+            let mut checked = vec![line.clone()];
+            if is_shell(&interpreter) {
+                checked.push(script.clone());
+            }
+            let launch = CommandLine::Argv(argv.into_iter().map(Into::into).collect());
+            (line, launch, Some(script.into_bytes()), checked)
+        }
+        (None, None) => unreachable!("validate requires command or script"),
+    };
+    let mut envelope = Envelope {
+        tier: Tier::Irreversible,
+        reads: vec![],
+        writes: vec![],
+        commands: checked.clone(),
+    };
+    if input.mode == Mode::Hermetic {
+        let vars = Vars::new(ctx.workspace.clone());
+        let declared = hermetic::Declared::new(
+            input.reads.as_deref().unwrap_or_default(),
+            input.writes.as_deref().unwrap_or_default(),
+            &vars,
+        )?;
+        let text = match &launch {
+            CommandLine::Shell(c) => c.clone(),
+            CommandLine::Argv(_) if checked.len() == 2 => checked[1].clone(),
+            CommandLine::Argv(_) => return refuse("mode", "hermetic mode checks shell text only; a script for another interpreter cannot be checked lexically, so run it with mode = \"unhermetic\"").map(|()| unreachable!()),
+        };
+        let touched = hermetic::check(&text, &cwd, &declared, &vars)?;
+        envelope.tier = Tier::Compensable;
+        envelope.reads = touched.reads;
+        envelope.writes = touched.writes;
+    }
+    let path_var = match input.env.get("PATH") {
+        Some(p) => Some(p.clone()),
+        None => std::env::var("PATH").ok(),
+    };
+    let missing_program = match &launch {
+        CommandLine::Shell(c) => probe::missing_program(c, &cwd, path_var.as_deref()),
+        CommandLine::Argv(_) => None,
+    };
+    let timeout = Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
+    Ok((
+        Bash {
+            label,
+            launch,
+            stdin,
+            cwd,
+            env: input.env,
+            timeout,
+            background: input.background,
+            missing_program,
+        },
+        envelope,
+    ))
+}
+
+impl Bash {
+    fn start(self, ctx: &Context, spec: exec::Spec) -> FlowResult<Output> {
+        match ctx.exec.jobs.start(spec, self.label.clone()) {
+            Ok(job) => Ok(Output::Started(Started {
+                job_id: job.id,
+                pid: job.pid,
+                status: "running",
+            })),
+            Err(StartError::TooMany { max }) => Err(FlowError::new(
+                ErrorCode::CommandFailed,
+                format!("{max} background jobs are already running in this run; wait for one (job:wait) or stop one (job:kill) first"),
+            )
+            .with("limit", max)),
+            Err(StartError::Spawn(f)) => Err(self.launch_error(&f.message, f.kind)),
+        }
+    }
+
+    /// A launch the host could not perform. Missing programs and folders
+    /// are reported as an invalid probe on the foreground path instead.
+    fn launch_error(&self, message: &str, kind: SpawnFailureKind) -> FlowError {
+        let code = match kind {
+            SpawnFailureKind::Wrap => ErrorCode::ProviderUnavailable,
+            _ => ErrorCode::CommandFailed,
+        };
+        FlowError::new(code, format!("{message}; the command did not run"))
+            .with("command", self.label.clone())
+    }
+
+    fn finish(self, out: Outcome) -> FlowResult<Output> {
+        if let Some(f) = &out.spawn_failure {
+            let probe = match f.kind {
+                SpawnFailureKind::ProgramNotFound => {
+                    Some(probe::unknown_program(&self.launch, &f.message))
+                }
+                SpawnFailureKind::CwdNotFound => Some(probe::unknown_cwd(&self.cwd)),
+                _ => None,
+            };
+            let Some(probe) = probe else {
+                return Err(self.launch_error(&f.message, f.kind));
+            };
+            let code = if f.kind == SpawnFailureKind::CwdNotFound {
+                1
+            } else {
+                127
+            };
+            return Ok(Output::Finished(Finished {
+                exit_code: code,
+                stdout: String::new(),
+                stderr: format!("sluice: {}\n", f.message),
+                stdout_truncated: false,
+                stderr_truncated: false,
+                stdout_dropped_bytes: 0,
+                stderr_dropped_bytes: 0,
+                signal: None,
+                stdout_spill_path: None,
+                stderr_spill_path: None,
+                invalid_probe: Some(probe),
+            }));
+        }
+        let stdout = bounded(&out.stdout);
+        let stderr = bounded(&out.stderr);
+        if out.timed_out {
+            return Err(self.timeout_error(&out, stdout, stderr));
+        }
+        let exit_code = out.shell_status().unwrap_or(-1);
+        let invalid_probe = match exit_code {
+            127 => self.missing_program,
+            _ => None,
+        };
+        Ok(Output::Finished(Finished {
+            exit_code,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            stdout_dropped_bytes: stdout.dropped_bytes,
+            stderr_dropped_bytes: stderr.dropped_bytes,
+            stdout: stdout.text,
+            stderr: stderr.text,
+            signal: out.signal.clone(),
+            stdout_spill_path: spill_path(&out.stdout),
+            stderr_spill_path: spill_path(&out.stderr),
+            invalid_probe,
+        }))
+    }
+
+    /// The `timeout` error keeps everything the command printed.
+    fn timeout_error(&self, out: &Outcome, stdout: Bounded, stderr: Bounded) -> FlowError {
+        let limit = out.timeout.as_millis() as u64;
+        let mut e = FlowError::new(
+            ErrorCode::Timeout,
+            format!(
+                "the command did not finish within {limit} ms and was stopped (TERM, then KILL after the grace period); what it printed is in this error's stdout and stderr. Raise timeoutMs (cap 600000) or run it with background = true"
+            ),
+        )
+        .with("command", self.label.clone())
+        .with("timeoutMs", limit)
+        .with("elapsedMs", out.elapsed.as_millis() as u64)
+        .with("stdoutTruncated", stdout.truncated)
+        .with("stderrTruncated", stderr.truncated)
+        .with("stdoutDroppedBytes", stdout.dropped_bytes)
+        .with("stderrDroppedBytes", stderr.dropped_bytes)
+        .with("stdout", stdout.text)
+        .with("stderr", stderr.text);
+        if let Some(p) = spill_path(&out.stdout) {
+            e = e.with("stdoutSpillPath", p.display().to_string());
+        }
+        if let Some(p) = spill_path(&out.stderr) {
+            e = e.with("stderrSpillPath", p.display().to_string());
+        }
+        e
+    }
+}
+
+fn spill_path(c: &exec::Captured) -> Option<PathBuf> {
+    c.spill
+        .as_ref()
+        .filter(|_| c.dropped_bytes > 0)
+        .map(|s| s.path.clone())
+}

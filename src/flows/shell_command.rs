@@ -1,0 +1,149 @@
+//! `shell_command`: Codex CLI's tool of the same name, for a model trained
+//! on that shape. It takes Codex's fields (`command`, `workdir`,
+//! `timeout_ms`) and returns Codex's rendering of the result: exit code,
+//! wall time and the interleaved output cut to a 10,000-token budget in the
+//! middle. A timeout is a value (exit code 124), as in Codex.
+//!
+//! Codex's `sandbox_permissions`, `justification` and `prefix_rule` are
+//! deliberately absent: the permission kernel owns sandboxing and
+//! escalation here. Prefer `bash` for new work.
+
+use super::shape::{codex_output, CODEX_CAPTURE_BUDGET, TIMEOUT_EXIT_CODE};
+use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::exec::{self, CommandLine, SpawnFailureKind};
+use crate::kernel::Action;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Codex's default: ten seconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    pub command: String,
+    pub workdir: Option<String>,
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Output {
+    /// Codex's text: `Exit code: N`, `Wall time: S seconds`, maybe
+    /// `Total output lines: N`, `Output:`, then the output.
+    pub output: String,
+    /// 124 when the command timed out.
+    pub exit_code: i32,
+}
+
+pub struct ShellCommand {
+    command: String,
+    workdir: PathBuf,
+    timeout: Duration,
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["command"],
+        "properties": {
+            "command": {"type": "string", "description": "The shell command to execute."},
+            "workdir": {"type": "string", "description": "The working directory to execute the command in (default: the workspace)."},
+            "timeout_ms": {"type": "integer", "minimum": 1, "description": "The timeout for the command in milliseconds (default 10000)."}
+        }
+    })
+}
+
+impl Flow for ShellCommand {
+    type Input = Input;
+    type Output = Output;
+    const SPEC: FlowSpec = FlowSpec {
+        name: "shell_command",
+        description: "Runs a shell command the way Codex CLI's shell_command tool does and returns Codex's text: exit code, wall time and the output.",
+        tier: Tier::Irreversible,
+        actions: &[Action::ProcSpawn],
+        read_only: false,
+        schema,
+    };
+
+    fn validate(input: &Input) -> FlowResult<()> {
+        if input.command.trim().is_empty() {
+            return Err(FlowError::invalid_input(
+                "command",
+                "command is empty; give the command line to run, e.g. {command = \"ls -la\"}",
+            ));
+        }
+        if input.command.contains('\0') {
+            return Err(FlowError::invalid_input(
+                "command",
+                "command contains a NUL byte",
+            ));
+        }
+        if input.timeout_ms == Some(0) {
+            return Err(FlowError::invalid_input(
+                "timeout_ms",
+                "timeout_ms must be at least 1 (default 10000)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        let workdir = match &input.workdir {
+            Some(w) => ctx.workspace.join(w),
+            None => ctx.workspace.clone(),
+        };
+        let workdir = crate::fsops::path::canonical_lenient(&workdir).unwrap_or(workdir);
+        let envelope = Envelope {
+            tier: Tier::Irreversible,
+            reads: vec![],
+            writes: vec![],
+            commands: vec![input.command.clone()],
+        };
+        let timeout = Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
+        Ok((
+            ShellCommand {
+                command: input.command,
+                workdir,
+                timeout,
+            },
+            envelope,
+        ))
+    }
+
+    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+        let exec = &ctx.exec;
+        let mut req = exec.request(CommandLine::Shell(self.command.clone()), ctx.call_seq);
+        req.cwd = Some(self.workdir.clone());
+        req.timeout = Some(self.timeout);
+        req.output_budget = Some(CODEX_CAPTURE_BUDGET);
+        req.merge_output = true;
+        let spec = exec::resolve(req, &exec.limits)?;
+        let out = exec::run(spec).await;
+        if let Some(f) = out.spawn_failure {
+            let code = match f.kind {
+                SpawnFailureKind::CwdNotFound | SpawnFailureKind::CwdNotDirectory => {
+                    ErrorCode::NotFound
+                }
+                _ => ErrorCode::CommandFailed,
+            };
+            return Err(
+                FlowError::new(code, format!("{}; the command did not run", f.message))
+                    .with("field", "workdir"),
+            );
+        }
+        let exit_code = if out.timed_out {
+            TIMEOUT_EXIT_CODE
+        } else {
+            out.shell_status().unwrap_or(-1)
+        };
+        Ok(Output {
+            output: codex_output(exit_code, out.elapsed, out.timed_out, &out.stdout),
+            exit_code,
+        })
+    }
+}
