@@ -52,3 +52,7 @@ print(miss.nearest.content)
 for _, entry in ipairs(check(sluice.ls{path = "notes"}).entries) do
   print(("ls: %s (%s)"):format(entry.name, entry.kind))
 end
+
+-- Commands are flows too: the exit code is a value, the output is bounded.
+local wc = check(sluice.bash{command = "grep -c '^- ' notes/todo.md"})
+print(("bash: %d items in the list (exit %d)"):format(tonumber(wc.stdout), wc.exitCode))

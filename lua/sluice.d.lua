@@ -72,6 +72,72 @@
 ---@field truncated boolean
 ---@field notice? string
 
+---@class sluice.BashInput
+---@field command? string a line for /bin/sh -c, run exactly as written (or give script)
+---@field script? string program text fed to interpreter on stdin, never quoted or escaped
+---@field interpreter? string default "bash" (-s); python/python3 get -, others nothing
+---@field args? string[] arguments for script, passed as arguments
+---@field stdin? string text for the command's stdin (command form); otherwise stdin is closed
+---@field cwd? string relative to the workspace (default: the workspace)
+---@field env? table<string, string> extra variables after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL)
+---@field timeoutMs? integer default and cap 600000 (ten minutes)
+---@field mode? "unhermetic"|"hermetic" hermetic checks literal paths against reads/writes first
+---@field reads? string[] hermetic: path globs the command may read
+---@field writes? string[] hermetic: path globs the command may write
+---@field background? boolean start as a job and return a sluice.Job at once
+
+---@class sluice.InvalidProbe
+---@field reason "unknown-command"|"unknown-path"|"unknown-test"|"unknown-module"|"unknown-environment"
+---@field evidence string what the host observed
+---@field message string what the result does and does not prove
+
+---@class sluice.BashOutput
+---@field exitCode integer a non-zero exit is a value, not an error (128+N after signal N)
+---@field stdout string at most 30,000 bytes: first and last 15,000 with "[N bytes omitted]" between
+---@field stderr string bounded like stdout
+---@field stdoutTruncated boolean a fragment: never write it to a file as if it were the output
+---@field stderrTruncated boolean
+---@field stdoutDroppedBytes integer
+---@field stderrDroppedBytes integer
+---@field signal? string the signal that ended the command, e.g. "SIGKILL"
+---@field stdoutSpillPath? string the complete stream (up to 64 MiB), while the run lasts or with --keep-spill
+---@field stderrSpillPath? string
+---@field invalidProbe? sluice.InvalidProbe the command never reached any code
+
+---@class sluice.JobRead
+---@field stdout string output since the previous read
+---@field stderr string
+---@field lossy boolean unread output was lost; the spill files hold all of it
+---@field stdoutSpillPath? string
+---@field stderrSpillPath? string
+
+---@class sluice.Job
+---@field jobId integer
+---@field pid integer
+---@field status "running"|"exited"|"killed" live
+---@field exitCode? integer live; nil while running or after a signal
+---@field signal? string live
+local Job = {}
+--- Output produced since the previous read; never repeats a byte.
+---@return sluice.JobRead
+function Job:read() end
+--- Waits until the job ends, at most `ms` (nil: no limit). True when it has ended.
+---@param ms? integer
+---@return boolean
+function Job:wait(ms) end
+--- TERM to the job's process group, KILL after 3 s. False if it had already ended.
+---@return boolean
+function Job:kill() end
+
+---@class sluice.ShellCommandInput
+---@field command string
+---@field workdir? string
+---@field timeout_ms? integer default 10000
+
+---@class sluice.ShellCommandOutput
+---@field output string "Exit code: N\nWall time: S seconds\nOutput:\n..." as Codex renders it
+---@field exitCode integer 124 after a timeout
+
 ---@class sluice
 ---@field args string[] the script's arguments
 ---@field workspace string the canonical workspace folder
@@ -93,6 +159,16 @@ function sluice.edit(input) end
 ---@param input sluice.LsInput
 ---@return sluice.LsOutput?, sluice.Error?
 function sluice.ls(input) end
+
+--- Runs a command line or a script; with background = true returns a sluice.Job.
+---@param input sluice.BashInput
+---@return (sluice.BashOutput|sluice.Job)?, sluice.Error?
+function sluice.bash(input) end
+
+--- Codex CLI's shell_command: Codex's fields in, Codex's text out.
+---@param input sluice.ShellCommandInput
+---@return sluice.ShellCommandOutput?, sluice.Error?
+function sluice.shell_command(input) end
 
 --- Calls any flow by name (a dash stays a dash: "http-post").
 ---@param name string

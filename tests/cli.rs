@@ -170,7 +170,11 @@ fn the_readme_example_runs_and_reports_each_step() {
         stdout.contains("a missed anchor: no_match (nearest region: lines 3-4 hold:)"),
         "{stdout}"
     );
-    assert!(stdout.ends_with("ls: todo.md (file)\n"), "{stdout}");
+    assert!(stdout.contains("ls: todo.md (file)\n"), "{stdout}");
+    assert!(
+        stdout.ends_with("bash: 3 items in the list (exit 0)\n"),
+        "{stdout}"
+    );
     assert_eq!(
         fs::read_to_string(ws.path().join("notes/todo.md")).unwrap(),
         "# Todo\n\n- write the report\n- [x] review the patch\n- ship it on Friday\n"

@@ -38,7 +38,6 @@ impl Executor {
     pub fn new(workspace: &Path, run_id: &str) -> Executor {
         let mut limits = Limits::new(workspace);
         limits.default_output_bytes = STREAM_BUDGET;
-        limits.shell = default_shell();
         Executor {
             jobs: Jobs::new(DEFAULT_MAX_LIVE, limits.max_output_bytes),
             limits,
@@ -97,9 +96,9 @@ impl Executor {
     }
 }
 
-/// bash where it is installed (the flow is named for it, and scripts
-/// written for it use `[[`, arrays and `pipefail`), else the POSIX shell.
-fn default_shell() -> PathBuf {
+/// bash where it is installed, else the POSIX shell: for flows that mimic
+/// a tool whose users expect bash (`shell_command`, as Codex runs it).
+pub fn bash_or_sh() -> PathBuf {
     ["/bin/bash", "/usr/bin/bash"]
         .iter()
         .map(PathBuf::from)

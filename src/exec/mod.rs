@@ -34,7 +34,7 @@ pub mod output;
 mod process;
 
 pub use env::Managed;
-pub use executor::{Executor, STREAM_BUDGET};
+pub use executor::{bash_or_sh, Executor, STREAM_BUDGET};
 pub use output::{Captured, Spill, SpillDir, DEFAULT_SPILL_CAP};
 pub use process::{run, Outcome, SpawnFailure, SpawnFailureKind};
 

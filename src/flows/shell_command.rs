@@ -117,7 +117,10 @@ impl Flow for ShellCommand {
 
     async fn execute(self, ctx: &Context) -> FlowResult<Output> {
         let exec = &ctx.exec;
-        let mut req = exec.request(CommandLine::Shell(self.command.clone()), ctx.call_seq);
+        // Codex runs the command with the user's shell; models trained on
+        // it write bash.
+        let argv = vec![exec::bash_or_sh().into(), "-c".into(), self.command.clone().into()];
+        let mut req = exec.request(CommandLine::Argv(argv), ctx.call_seq);
         req.cwd = Some(self.workdir.clone());
         req.timeout = Some(self.timeout);
         req.output_budget = Some(CODEX_CAPTURE_BUDGET);

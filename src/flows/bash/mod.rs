@@ -2,8 +2,8 @@
 //! interpreter, and returns its exit code and bounded output.
 //!
 //! Two shapes, told apart by where the payload is parsed:
-//! - `command`: a line for the shell (bash where installed, else `/bin/sh`),
-//!   run as written with its own arguments;
+//! - `command`: a line for the platform shell (`/bin/sh -c`), run exactly
+//!   as written with its own arguments;
 //! - `script` + `interpreter` (default `bash`) + `args`: program text fed to
 //!   the interpreter on stdin, so nothing quotes or escapes it, and `args`
 //!   reach it as arguments, never as interpolated text.
@@ -125,7 +125,7 @@ fn schema() -> Value {
         "type": "object",
         "additionalProperties": false,
         "properties": {
-            "command": {"type": "string", "description": "A command line, run by the shell exactly as written. Give this or `script`."},
+            "command": {"type": "string", "description": "A command line, run by the platform shell (/bin/sh -c) exactly as written. For bash syntax give `script` (default interpreter bash). Give this or `script`."},
             "script": {"type": "string", "description": "Program text delivered to `interpreter` on stdin; nothing quotes or escapes it."},
             "interpreter": {"type": "string", "description": "Program that runs `script` (default bash): bash, zsh, sh and dash get -s, python and python3 get -, others nothing."},
             "args": {"type": "array", "items": {"type": "string"}, "description": "Arguments for `script`, passed as arguments, never interpolated."},
