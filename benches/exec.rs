@@ -73,7 +73,11 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    if !filter.is_empty() && !filter.iter().any(|f| "exec-spawn exec-1GiB".contains(f.as_str())) {
+    if !filter.is_empty()
+        && !filter
+            .iter()
+            .any(|f| "exec-spawn exec-1GiB".contains(f.as_str()))
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -28,7 +28,10 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["read", "write", "edit", "ls"]);
+    assert_eq!(
+        names,
+        ["read", "write", "edit", "ls", "bash", "shell_command"]
+    );
     assert_eq!(m["readOnly"], serde_json::json!(["read", "ls"]));
     let tiers: Vec<&str> = m["flows"]
         .as_array()
@@ -36,7 +39,17 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
         .iter()
         .map(|f| f["tier"].as_str().unwrap())
         .collect();
-    assert_eq!(tiers, ["sealed", "compensable", "compensable", "sealed"]);
+    assert_eq!(
+        tiers,
+        [
+            "sealed",
+            "compensable",
+            "compensable",
+            "sealed",
+            "irreversible",
+            "irreversible"
+        ]
+    );
     let edit = &m["flows"][2];
     assert_eq!(
         edit["capabilities"],

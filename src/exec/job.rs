@@ -16,7 +16,7 @@
 //! the owner is dropped without that, the groups get KILL at once.
 
 use super::output::Collector;
-use super::process::{collect_into, exit_facts, group_alive, launch, signal_group, Launched};
+use super::process::{collect_into, end_group, exit_facts, launch, signal_group, Launched};
 use super::{SpawnFailure, Spec};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -328,6 +328,7 @@ impl Drop for Jobs {
     fn drop(&mut self) {
         for job in self.table().values() {
             if !job.is_done() {
+                job.lock().kill_requested = true;
                 signal_group(job.pgid, Signal::SIGKILL);
             }
         }
@@ -378,13 +379,7 @@ async fn settle(
         let _ = t.await;
     }
     stopper.abort();
-    while group_alive(pgid) {
-        if Instant::now() >= grace_deadline {
-            signal_group(pgid, Signal::SIGKILL);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    end_group(pgid, grace_deadline, false).await;
     if let Some(t) = stdin_task {
         t.abort();
     }

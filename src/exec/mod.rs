@@ -339,4 +339,6 @@ pub fn resolve_with_ambient(
 }
 
 #[cfg(test)]
+mod job_tests;
+#[cfg(test)]
 mod tests;

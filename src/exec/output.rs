@@ -230,10 +230,16 @@ impl Collector {
         let seen = std::mem::take(&mut self.head);
         self.spill_write(&seen);
         self.spill_write(data);
+        // The head is the stream's first bytes, which may reach into the
+        // chunk that overflowed (one large write read in one go).
         let head_cap = self.budget / 2;
-        self.head = seen[..head_cap.min(seen.len())].to_vec();
-        self.push_tail(&seen[self.head.len()..]);
-        self.push_tail(data);
+        let from_seen = head_cap.min(seen.len());
+        let from_data = (head_cap - from_seen).min(data.len());
+        let mut head = seen[..from_seen].to_vec();
+        head.extend_from_slice(&data[..from_data]);
+        self.head = head;
+        self.push_tail(&seen[from_seen..]);
+        self.push_tail(&data[from_data..]);
     }
 
     fn push_tail(&mut self, data: &[u8]) {
@@ -344,6 +350,22 @@ mod tests {
             .to_str()
             .unwrap()
             .contains('/'));
+    }
+
+    #[test]
+    fn one_chunk_past_the_budget_keeps_its_first_bytes_as_the_head() {
+        let mut c = Collector::new("stdout", 8, None, 100);
+        c.push(b"ab");
+        c.push(b"cdefghijklmnop");
+        let cap = c.finish();
+        assert_eq!(cap.head, b"abcd");
+        assert_eq!(cap.tail, b"mnop");
+        assert_eq!(cap.dropped_bytes, 8);
+        let mut c = Collector::new("stdout", 8, None, 100);
+        c.push(b"abcdefghij");
+        let cap = c.finish();
+        assert_eq!((&cap.head[..], &cap.tail[..]), (&b"abcd"[..], &b"ghij"[..]));
+        assert_eq!(cap.dropped_bytes, 2);
     }
 
     #[test]

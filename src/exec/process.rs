@@ -182,6 +182,29 @@ pub(crate) fn group_alive(pgid: Pid) -> bool {
     true
 }
 
+/// Waits for what is left of a group (which has had TERM) until the grace
+/// deadline, then KILLs it, and gives the kernel a moment to finish the
+/// killed, so a caller reports an outcome only once nothing of the command
+/// is left running. `killed`: the group already had KILL.
+pub(crate) async fn end_group(pgid: Pid, grace_deadline: Instant, mut killed: bool) {
+    if !killed {
+        while group_alive(pgid) {
+            if Instant::now() >= grace_deadline {
+                signal_group(pgid, Signal::SIGKILL);
+                killed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    if killed {
+        let settle = Instant::now() + Duration::from_millis(200);
+        while group_alive(pgid) && Instant::now() < settle {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
 /// Kills the group with SIGKILL if the run future is dropped mid-flight, so a
 /// cancelled caller never leaks the command.
 struct GroupGuard {
@@ -420,25 +443,7 @@ pub async fn run(spec: Spec) -> Outcome {
     };
     stopper.abort();
 
-    // Leftovers in the group: wait for them to honour TERM until the grace
-    // deadline, then KILL, and give the kernel a moment to finish them so the
-    // outcome is only reported once nothing of the command is left running.
-    if !killed {
-        while group_alive(pgid) {
-            if Instant::now() >= grace_deadline {
-                signal_group(pgid, Signal::SIGKILL);
-                killed = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-    if killed {
-        let settle = Instant::now() + Duration::from_millis(200);
-        while group_alive(pgid) && Instant::now() < settle {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
+    end_group(pgid, grace_deadline, killed).await;
     guard.armed = false;
     if let Some(t) = stdin_task {
         t.abort();

@@ -119,7 +119,11 @@ impl Flow for ShellCommand {
         let exec = &ctx.exec;
         // Codex runs the command with the user's shell; models trained on
         // it write bash.
-        let argv = vec![exec::bash_or_sh().into(), "-c".into(), self.command.clone().into()];
+        let argv = vec![
+            exec::bash_or_sh().into(),
+            "-c".into(),
+            self.command.clone().into(),
+        ];
         let mut req = exec.request(CommandLine::Argv(argv), ctx.call_seq);
         req.cwd = Some(self.workdir.clone());
         req.timeout = Some(self.timeout);

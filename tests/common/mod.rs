@@ -269,3 +269,69 @@ pub fn denied(cap: &str, by: &str, reason: &str) -> serde_json::Value {
         "reason": reason,
     })
 }
+
+/// [`run_lua_with`] with extra environment variables set on the `sluice`
+/// process itself (for the environment a command inherits, and `TMPDIR`).
+pub fn run_lua_env(
+    ws: &Path,
+    script: &str,
+    flags: &[&str],
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
+    let path = script_file(ws, script);
+    Command::new(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws)
+        .args(flags)
+        .arg("--")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn sluice")
+        .into()
+}
+
+// Helpers for the background-job tests.
+
+/// Whether `pid` is a live process: present in /proc and not a zombie.
+pub fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let rest = &stat[stat.rfind(')').unwrap() + 1..];
+            rest.split_whitespace().next() != Some("Z")
+        }
+        Err(_) => false,
+    }
+}
+
+/// The first line a spawned run prints on stdout, without its newline.
+/// Takes the child's stdout: print nothing after that line.
+pub fn read_stdout_line(child: &mut Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim_end_matches('\n').to_string()
+}
+
+/// The child's exit, killing it and failing the test if it takes longer
+/// than `limit`.
+pub fn exit_within(child: &mut Child, limit: std::time::Duration) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("the run did not stop within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

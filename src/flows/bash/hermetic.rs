@@ -48,7 +48,8 @@
 //!   - `find`: its start points are read, or written with `-delete`;
 //!     `-fprint` and `-fls` files are written.
 //! - Any other command reads its path-like words: a word that starts with
-//!   `/`, `./`, `../` or `~/`, is `.`, `..` or `~`, or contains a `/`. For a
+//!   `/`, `./`, `../` or `~/`, is `.`, `..` or `~`, contains a `/`, or
+//!   names an entry that exists in the working folder (`cat notes.txt`). For a
 //!   word that starts with `-` only the `--name=VALUE` form is looked into
 //!   (VALUE is the candidate; `-o/x` is an option, not a path), and in a
 //!   `NAME=VALUE` word VALUE is the candidate. URLs (`scheme://...`) are not
@@ -153,7 +154,10 @@ pub fn check(
         vars.workspace.join(cwd)
     };
 
-    let mut collector = Collector::default();
+    let mut collector = Collector {
+        cwd: cwd.clone(),
+        ..Collector::default()
+    };
     for (i, cmd) in commands.iter().enumerate() {
         // A wrapper (`sudo rm x`, `timeout 5 cp a b`) is followed by the
         // command it runs; that command's words are checked there, with
@@ -628,6 +632,9 @@ const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash"];
 struct Collector {
     tokens: Vec<Token>,
     changes_folder: bool,
+    /// Where bare words are looked up: one that names an existing entry
+    /// there is a path token.
+    cwd: PathBuf,
 }
 
 impl Collector {
@@ -751,7 +758,9 @@ impl Collector {
             } else {
                 key_value(text).unwrap_or(text)
             };
-            if is_path_like(candidate) && !is_url(candidate) {
+            let names_entry =
+                !candidate.is_empty() && self.cwd.join(candidate).symlink_metadata().is_ok();
+            if (is_path_like(candidate) || names_entry) && !is_url(candidate) {
                 self.push(Word::Lit(candidate.into()), false, by);
             }
         }
@@ -1248,6 +1257,20 @@ mod tests {
         assert_err(r, ErrorCode::OutsideDeclaredWrites, &w.join("out/x"));
         let r = ws.check("sort < in/data", &[], &["out/**"]);
         assert_err(r, ErrorCode::OutsideDeclaredReads, &w.join("in/data"));
+    }
+
+    #[test]
+    fn a_bare_word_naming_an_existing_file_is_a_path_token() {
+        let ws = ws();
+        fs::write(ws.w().join("other.txt"), "x").unwrap();
+        let r = ws.check("cat other.txt", &["src/**"], &[]);
+        assert_err(
+            r,
+            ErrorCode::OutsideDeclaredReads,
+            &ws.w().join("other.txt"),
+        );
+        // A word naming nothing there is not a path (`git status`).
+        assert!(ws.check("git status", &["src/**"], &[]).is_ok());
     }
 
     #[test]
