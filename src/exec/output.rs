@@ -129,6 +129,8 @@ pub struct Captured {
     /// Lines in the whole stream, counted as `str::lines` counts them (a
     /// final line without a newline counts; a trailing newline adds none),
     /// so a shaper can say how long the stream was after cutting it.
+    /// Counted only for merged output (see [`super::Request::merge_output`]);
+    /// 0 otherwise.
     pub lines: u64,
 }
 
@@ -170,11 +172,20 @@ pub(crate) struct Collector {
     file: Option<(PathBuf, File, u64)>,
     spill_error: Option<String>,
     cut_short: bool,
+    /// Counting lines reads every byte again, which a gigabyte stream
+    /// notices; only shapers that report line counts ask for it.
+    count_lines: bool,
     newlines: u64,
     last_byte: u8,
 }
 
 impl Collector {
+    /// Also count the stream's lines ([`Captured::lines`]).
+    pub(crate) fn counting_lines(mut self) -> Self {
+        self.count_lines = true;
+        self
+    }
+
     pub(crate) fn new(
         name: &'static str,
         budget: usize,
@@ -193,6 +204,7 @@ impl Collector {
             file: None,
             spill_error: None,
             cut_short: false,
+            count_lines: false,
             newlines: 0,
             last_byte: b'\n',
         }
@@ -203,8 +215,10 @@ impl Collector {
             return;
         }
         self.total += data.len() as u64;
-        self.newlines += memchr::memchr_iter(b'\n', data).count() as u64;
-        self.last_byte = data[data.len() - 1];
+        if self.count_lines {
+            self.newlines += memchr::memchr_iter(b'\n', data).count() as u64;
+            self.last_byte = data[data.len() - 1];
+        }
         if !self.overflowed {
             if self.head.len() + data.len() <= self.budget {
                 self.head.extend_from_slice(data);

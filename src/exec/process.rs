@@ -19,6 +19,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -227,7 +228,7 @@ pub(crate) async fn collect_into(
     mut stop: watch::Receiver<bool>,
     mut sink: impl FnMut(&[u8]),
 ) -> bool {
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; READ_BYTES];
     loop {
         tokio::select! {
             r = pipe.read(&mut buf) => match r {
@@ -331,14 +332,18 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
     let pid = child.id().unwrap_or(0);
     let (stdout, stderr): (Pipe, Option<Pipe>) = match merged {
         Some(reader) => {
+            widen(&reader);
             let fd = std::os::fd::OwnedFd::from(reader);
             let rx = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map_err(spawn_failure)?;
             (Box::new(rx), None)
         }
-        None => (
-            Box::new(child.stdout.take().expect("stdout piped")),
-            Some(Box::new(child.stderr.take().expect("stderr piped"))),
-        ),
+        None => {
+            let stdout = child.stdout.take().expect("stdout piped");
+            let stderr = child.stderr.take().expect("stderr piped");
+            widen(&stdout);
+            widen(&stderr);
+            (Box::new(stdout), Some(Box::new(stderr)))
+        }
     };
     // A command that never reads its stdin must not block the call: the
     // writer runs on its own and a broken pipe is ignored.
@@ -357,6 +362,25 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         stderr,
         stdin_task,
     })
+}
+
+/// Bytes a pipe holds before its writer blocks. Linux's default of 64 KiB
+/// makes a fast writer and this reader trade places every 64 KiB; 1 MiB
+/// (the unprivileged maximum) lets each side work in long runs. A refusal
+/// leaves the default.
+const PIPE_BYTES: i32 = 1 << 20;
+
+/// The read buffer: a whole pipe's worth in one call.
+const READ_BYTES: usize = 256 << 10;
+
+fn widen(pipe: &impl std::os::fd::AsFd) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = nix::fcntl::fcntl(
+            pipe.as_fd().as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES),
+        );
+    }
 }
 
 /// Runs a resolved spec to its end. Never fails: spawn failures, timeouts and
@@ -383,11 +407,11 @@ pub async fn run(spec: Spec) -> Outcome {
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let collector = |name, budget| Collector::new(name, budget, spec.spill.clone(), spec.spill_cap);
-    let out_task = tokio::spawn(collect(
-        stdout,
-        collector("stdout", spec.stdout_budget),
-        stop_rx.clone(),
-    ));
+    let mut out_collector = collector("stdout", spec.stdout_budget);
+    if spec.merge_output {
+        out_collector = out_collector.counting_lines();
+    }
+    let out_task = tokio::spawn(collect(stdout, out_collector, stop_rx.clone()));
     let err_task = stderr.map(|pipe| {
         tokio::spawn(collect(
             pipe,

@@ -259,7 +259,7 @@ mod tests {
     /// Captures `data` the way the executor does: a collector with `budget`,
     /// fed in chunks of `chunk` bytes (which split characters at will).
     fn capture(data: &[u8], budget: usize, chunk: usize) -> Captured {
-        let mut col = Collector::new("stdout", budget, None, 0);
+        let mut col = Collector::new("stdout", budget, None, 0).counting_lines();
         for piece in data.chunks(chunk.max(1)) {
             col.push(piece);
         }
