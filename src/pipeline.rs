@@ -6,7 +6,7 @@ use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::flows::{Context, Envelope, Registry};
 use crate::kernel::approval::Approver;
 use crate::kernel::policy::{Decision, Request};
-use crate::kernel::{denied, Kernel};
+use crate::kernel::{denied, Action, Capability, Kernel};
 use serde_json::Value;
 use std::cell::Cell;
 
@@ -35,7 +35,9 @@ impl Core {
         let call = flow.prepare(&ctx, input.clone())?;
         // 4. authorize every capability the envelope needs.
         self.authorize(name, &input, &call.envelope)?;
-        // 5. route, 6. record intent: no process flow or audit store yet.
+        // 5. route: where a command runs.
+        self.route(name, &input, &call.envelope)?;
+        // 6. record intent: no audit store yet.
         // 7-8. execute and hand the outcome back.
         call.execute(&ctx).await
     }
@@ -73,6 +75,41 @@ impl Core {
             }
         }
         Ok(())
+    }
+}
+
+impl Core {
+    /// Step 5: a policy's `route` may send a command into a container.
+    /// This host has no container transport, so such a call is refused
+    /// rather than quietly run on the host against the policy's intent.
+    fn route(&self, flow: &str, input: &Value, envelope: &Envelope) -> FlowResult<()> {
+        let Some(command) = envelope.commands.first() else {
+            return Ok(());
+        };
+        let cap = Capability {
+            action: Action::ProcSpawn,
+            resource: command.clone(),
+        };
+        let req = Request {
+            capability: &cap,
+            flow,
+            tier: envelope.tier,
+            input,
+            run_id: &self.ctx.run_id,
+            script: &self.ctx.script,
+        };
+        match self.kernel.route(&req) {
+            Ok(None) => Ok(()),
+            Ok(Some(container)) => Err(FlowError::new(
+                ErrorCode::ProviderUnavailable,
+                format!(
+                    "the policy routes this command into container {container:?}, but this host has no container transport; \
+                     the command did not run. Drop the route from the policy to run it on the host."
+                ),
+            )
+            .with("container", container)),
+            Err(verdict) => Err(denied(&cap, &verdict)),
+        }
     }
 }
 

@@ -861,3 +861,36 @@ return {
     // The same policy lets another command run.
     assert_eq!(lines[1]["out"], finished(0, "ok\n", ""));
 }
+
+#[test]
+fn bash_routed_into_a_container_by_policy_is_refused_and_does_not_run() {
+    let ws = common::workspace();
+    let policy = common::policy(
+        &ws,
+        "route.lua",
+        r#"local p = require("sluice.policy")
+return {
+  rules = { p.allow "proc:spawn:*", p.allow "fs:*:${workspace}/**" },
+  route = function(req)
+    if req.resource:find("^touch") then return "testbed" end
+  end,
+}
+"#,
+    );
+    let run = common::run_lua_with(
+        ws.path(),
+        &format!("{PRELUDE}b{{command = \"touch made\"}}\nb{{command = \"echo host\"}}\n"),
+        &["--policy", &policy],
+        &[],
+    );
+    let lines = json_lines(run);
+    assert_eq!(lines[0]["out"], Value::Null);
+    assert_eq!(lines[0]["err"]["code"], "provider_unavailable");
+    assert_eq!(lines[0]["err"]["container"], "testbed");
+    assert!(
+        !ws.file("made").exists(),
+        "the routed command ran on the host"
+    );
+    // A command the policy does not route runs on the host.
+    assert_eq!(lines[1]["out"], finished(0, "host\n", ""));
+}

@@ -224,7 +224,7 @@ fn the_seventeenth_live_job_is_refused_naming_the_limit_and_the_fix() {
         out[0],
         json!({"refused": true, "err": {
             "code": "command_failed",
-            "message": "16 background jobs are already running in this run; wait for one (job:wait) or stop one (job:kill) first",
+            "message": "this run already has 16 background jobs running, the most it allows; wait for one (job:wait) or stop one (job:kill) first, or raise the limit with sluice run --max-jobs N",
             "limit": 16,
         }})
     );
@@ -306,4 +306,23 @@ fn job_wait_with_a_non_number_raises_a_lua_error_naming_job_wait() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn max_jobs_flag_sets_the_live_job_limit() {
+    let ws = common::workspace();
+    let run = common::run_lua_with(
+        ws.path(),
+        r#"local a = assert(sluice.bash{command = "sleep 30", background = true})
+local b, err = sluice.bash{command = "sleep 30", background = true}
+print(b == nil, err.code, err.limit)
+a:kill(); a:wait(5000)
+local c = sluice.bash{command = "true", background = true}
+print(c ~= nil)
+"#,
+        &["--max-jobs", "1"],
+        &[],
+    )
+    .ok();
+    assert_eq!(run.stdout, "true\tcommand_failed\t1\ntrue\n");
 }

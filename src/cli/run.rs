@@ -39,6 +39,9 @@ pub struct RunArgs {
     /// (results name them as stdoutSpillPath/stderrSpillPath); by default they are removed when the run ends.
     #[arg(long)]
     pub keep_spill: bool,
+    /// Background jobs (sluice.bash{background = true}) that may run at once; one more is refused.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_jobs: u16,
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
@@ -46,7 +49,8 @@ pub fn run(args: RunArgs) -> ExitCode {
         .args(args.args)
         .script(&args.script)
         .prompt(Prompt::detect())
-        .keep_spill(args.keep_spill);
+        .keep_spill(args.keep_spill)
+        .max_jobs(usize::from(args.max_jobs));
     if let Some(ws) = args.workspace {
         builder = builder.workspace(ws);
     }

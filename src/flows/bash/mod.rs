@@ -381,7 +381,7 @@ impl Bash {
             })),
             Err(StartError::TooMany { max }) => Err(FlowError::new(
                 ErrorCode::CommandFailed,
-                format!("{max} background jobs are already running in this run; wait for one (job:wait) or stop one (job:kill) first"),
+                format!("this run already has {max} background jobs running, the most it allows; wait for one (job:wait) or stop one (job:kill) first, or raise the limit with sluice run --max-jobs N"),
             )
             .with("limit", max)),
             Err(StartError::Spawn(f)) => Err(self.launch_error(&f.message, f.kind)),
