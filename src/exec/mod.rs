@@ -14,8 +14,14 @@
 //!    the outcome, not errors, so a caller never mistakes a cut-short run for
 //!    a clean one.
 //!
-//! Background jobs (later) reuse the same `Spec`, process-group handling and
-//! collectors; only the foreground timeout does not apply to them.
+//! Background jobs ([`job`]) reuse the same `Spec`, process-group handling
+//! and collectors; only the foreground timeout does not apply to them. The
+//! [`Executor`] is what one run's process flows share: limits, the spill
+//! folder, the jobs, and each call's managed `SLUICE_*` facts.
+//!
+//! A sandbox or a container plugs in at two points: a [`Wrap`] turns the
+//! argv into the confined or transported one at launch, and the spec it
+//! wraps is fully resolved, so a policy on it sees what will run.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), sluice::FlowError> {
