@@ -52,3 +52,40 @@ fn run_source_reports_lua_errors() {
         err.message
     );
 }
+
+#[test]
+fn rust_callers_run_commands_and_background_jobs() {
+    let ws = tempfile::tempdir().unwrap();
+    let rt = Runtime::builder().workspace(ws.path()).build().unwrap();
+    block_on(async {
+        let out = rt
+            .call("bash", json!({"command": "echo hi; exit 4"}))
+            .await
+            .unwrap();
+        assert_eq!(out["exitCode"], 4);
+        assert_eq!(out["stdout"], "hi\n");
+        let started = rt
+            .call(
+                "bash",
+                json!({"command": "echo bg; sleep 30", "background": true}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(started["status"], "running");
+        let job = rt.job(started["jobId"].as_u64().unwrap()).unwrap();
+        assert_eq!(job.pid as u64, started["pid"].as_u64().unwrap());
+        let mut seen = String::new();
+        for _ in 0..200 {
+            seen += &job.read().stdout;
+            if !seen.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(seen, "bg\n");
+        // The end of the run stops it.
+        rt.shutdown().await;
+        assert!(job.is_done());
+        assert_eq!(job.snapshot().status, sluice::exec::job::Status::Killed);
+    });
+}

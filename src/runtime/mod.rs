@@ -210,6 +210,12 @@ impl Runtime {
         self.core.call(flow, input).await
     }
 
+    /// A background job of this run, by the `jobId` a `bash` call with
+    /// `background = true` returned.
+    pub fn job(&self, id: u64) -> Option<std::sync::Arc<crate::exec::job::Job>> {
+        self.core.ctx.exec.jobs.get(id)
+    }
+
     /// Ends the run's processes: every background job still running is
     /// killed and reaped. Call it when the run is over; dropping the runtime
     /// without it kills them at once.
