@@ -15,6 +15,7 @@ pub mod exec;
 pub mod flows;
 pub mod fsops;
 pub mod kernel;
+pub mod net;
 pub mod pipeline;
 pub mod runtime;
 

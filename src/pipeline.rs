@@ -3,22 +3,75 @@
 //! fixes. Nothing reaches a file, a process or the network another way.
 
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::flows::{Context, Envelope, Registry};
+use crate::flows::{Context, Envelope, Registry, Tier};
 use crate::kernel::approval::Approver;
 use crate::kernel::policy::{Decision, Request};
 use crate::kernel::{denied, Action, Capability, Kernel};
 use serde_json::Value;
 use std::cell::Cell;
+use std::fmt;
+use std::rc::Rc;
 
-/// What every call of one run shares: the flows, the kernel, who answers
-/// asks, and the context.
+/// What every call of one run shares: the flows, the gate, and the context.
 pub struct Core {
     pub registry: Registry,
-    pub kernel: Kernel,
-    pub approver: Approver,
+    pub gate: Rc<Gate>,
     pub ctx: Context,
     /// Calls made so far in the run; numbers each call.
     pub calls: Cell<u64>,
+}
+
+/// The kernel and whoever answers its asks: what authorizes a capability.
+pub struct Gate {
+    pub kernel: Kernel,
+    pub approver: Approver,
+}
+
+impl Gate {
+    /// Allow passes; deny is `permission_denied`; an ask goes to the
+    /// approver (`permission_required` when nobody answers).
+    pub fn check(&self, req: &Request) -> FlowResult<()> {
+        let verdict = self.kernel.decide(req);
+        match verdict.decision {
+            Decision::Allow => Ok(()),
+            Decision::Deny => Err(denied(req.capability, &verdict)),
+            Decision::Ask => self.approver.approve(req, &verdict),
+        }
+    }
+}
+
+/// One call's use of the gate for capabilities its flow only finds while it
+/// runs: the next host of a redirect, a private address DNS returned. They
+/// are judged like the envelope's, as requests of this call.
+#[derive(Clone)]
+pub struct CallGate {
+    gate: Rc<Gate>,
+    flow: String,
+    tier: Tier,
+    input: Rc<Value>,
+    run_id: String,
+    script: String,
+}
+
+impl fmt::Debug for CallGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallGate")
+            .field("flow", &self.flow)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallGate {
+    pub fn authorize(&self, cap: &Capability) -> FlowResult<()> {
+        self.gate.check(&Request {
+            capability: cap,
+            flow: &self.flow,
+            tier: self.tier,
+            input: &self.input,
+            run_id: &self.run_id,
+            script: &self.script,
+        })
+    }
 }
 
 impl Core {
@@ -30,11 +83,19 @@ impl Core {
             .ok_or_else(|| unknown_flow(self, name))?;
         let seq = self.calls.get() + 1;
         self.calls.set(seq);
-        let ctx = self.ctx.for_call(seq);
+        let mut ctx = self.ctx.for_call(seq);
         // 1-3. decode, validate, envelope.
         let call = flow.prepare(&ctx, input.clone())?;
         // 4. authorize every capability the envelope needs.
         self.authorize(name, &input, &call.envelope)?;
+        ctx.gate = Some(CallGate {
+            gate: self.gate.clone(),
+            flow: name.to_string(),
+            tier: call.envelope.tier,
+            input: Rc::new(input.clone()),
+            run_id: self.ctx.run_id.clone(),
+            script: self.ctx.script.clone(),
+        });
         // 5. route: where a command runs.
         self.route(name, &input, &call.envelope)?;
         // 6. record intent: no audit store yet.
@@ -67,12 +128,7 @@ impl Core {
                 run_id: &self.ctx.run_id,
                 script: &self.ctx.script,
             };
-            let verdict = self.kernel.decide(&req);
-            match verdict.decision {
-                Decision::Allow => {}
-                Decision::Deny => return Err(denied(&cap, &verdict)),
-                Decision::Ask => self.approver.approve(&req, &verdict)?,
-            }
+            self.gate.check(&req)?;
         }
         Ok(())
     }
@@ -98,7 +154,7 @@ impl Core {
             run_id: &self.ctx.run_id,
             script: &self.ctx.script,
         };
-        match self.kernel.route(&req) {
+        match self.gate.kernel.route(&req) {
             Ok(None) => Ok(()),
             Ok(Some(container)) => Err(FlowError::new(
                 ErrorCode::ProviderUnavailable,

@@ -2,6 +2,7 @@
 
 use super::policy_source;
 use crate::kernel::approval::Prompt;
+use crate::net::dns::Hosts;
 use crate::runtime::{interrupt, Runtime, ScriptError};
 use clap::Args;
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use std::process::ExitCode;
 #[derive(Debug, Args)]
 #[command(
     long_about = "Run a workflow script in a workspace. The script sees the flows as sluice.read, sluice.write, \
-sluice.edit, sluice.ls, sluice.bash, sluice.shell_command (and sluice.call(name, input)), its arguments as sluice.args and the workspace as \
+sluice.edit, sluice.ls, sluice.bash, sluice.shell_command, sluice.fetch, sluice.http_post, sluice.webfetch (and sluice.call(name, input)), its arguments as sluice.args and the workspace as \
 sluice.workspace. Relative paths resolve against the workspace. Every call's capabilities pass the \
 policies (--policy; the built-in default grants reads and writes inside the workspace and asks for the rest).\n\n\
 A script error exits 1 and prints the Lua message with file:line and a traceback.",
@@ -42,6 +43,10 @@ pub struct RunArgs {
     /// Background jobs (sluice.bash{background = true}) that may run at once; one more is refused.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_jobs: u16,
+    /// Resolve HOST to these addresses instead of asking DNS, like curl's --resolve:
+    /// HOST=ADDR[,ADDR...] (repeatable). Destination checks judge these addresses.
+    #[arg(long, value_name = "HOST=ADDR")]
+    pub resolve: Vec<String>,
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
@@ -62,6 +67,16 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
     for pattern in args.approve {
         builder = builder.approve(pattern);
+    }
+    if !args.resolve.is_empty() {
+        let mut hosts = Hosts::over_system();
+        for entry in &args.resolve {
+            if let Err(e) = hosts.add_entry(entry) {
+                eprintln!("sluice: --resolve {e}");
+                return ExitCode::from(2);
+            }
+        }
+        builder = builder.dns(std::sync::Arc::new(hosts));
     }
     let runtime = match builder.build() {
         Ok(rt) => rt,

@@ -111,6 +111,7 @@ impl Flow for Edit {
             reads: vec![target.real.clone()],
             writes: vec![target.real.clone()],
             commands: vec![],
+            network: vec![],
         };
         let call = Edit {
             target,

@@ -85,6 +85,7 @@ impl Flow for Ls {
             reads: vec![target.real.clone()],
             writes: vec![],
             commands: vec![],
+            network: vec![],
         };
         let call = Ls {
             target,

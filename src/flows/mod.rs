@@ -7,16 +7,21 @@
 
 pub mod bash;
 pub mod edit;
+pub mod fetch;
+pub mod http_post;
 pub mod ls;
 pub mod read;
 pub mod shape;
 pub mod shell_command;
+pub mod webfetch;
 pub mod write;
 
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::Executor;
 use crate::fsops::{self, Target};
 use crate::kernel::{Action, Capability};
+use crate::net::Net;
+use crate::pipeline::CallGate;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -59,6 +64,14 @@ pub struct Envelope {
     /// Command lines the call spawns (`proc:spawn`), each judged per simple
     /// command by the kernel.
     pub commands: Vec<String>,
+    /// Where the call sends requests first (`net:get`, `net:post`); hops
+    /// found later (redirects, private addresses) are judged as they come.
+    #[serde(serialize_with = "as_text")]
+    pub network: Vec<Capability>,
+}
+
+fn as_text<S: serde::Serializer>(caps: &[Capability], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(caps.iter().map(|c| c.to_string()))
 }
 
 impl Envelope {
@@ -74,7 +87,8 @@ impl Envelope {
             .writes
             .iter()
             .map(|p| Capability::fs(Action::FsWrite, p));
-        commands.chain(reads).chain(writes).collect()
+        let network = self.network.iter().cloned();
+        commands.chain(network).chain(reads).chain(writes).collect()
     }
 }
 
@@ -104,9 +118,13 @@ pub struct Context {
     pub script: String,
     /// The run's executor: limits, spill folder, background jobs.
     pub exec: Arc<Executor>,
+    /// The run's HTTP client and DNS seam.
+    pub net: Arc<Net>,
     /// This call's sequence number in the run (1 for the first call; 0
     /// outside a call).
     pub call_seq: u64,
+    /// Authorizes what the call finds while it runs; `None` outside a call.
+    pub gate: Option<CallGate>,
 }
 
 impl Context {
@@ -114,10 +132,25 @@ impl Context {
     pub fn new(workspace: PathBuf, run_id: String, script: String) -> Context {
         Context {
             exec: Arc::new(Executor::new(&workspace, &run_id)),
+            net: Arc::new(Net::default()),
             workspace,
             run_id,
             script,
             call_seq: 0,
+            gate: None,
+        }
+    }
+
+    /// Authorizes a capability found while the call runs. Outside a call
+    /// (no gate) everything is refused: nothing may skip the kernel.
+    pub fn authorize(&self, cap: &Capability) -> FlowResult<()> {
+        match &self.gate {
+            Some(gate) => gate.authorize(cap),
+            None => Err(FlowError::new(
+                ErrorCode::PermissionDenied,
+                format!("{cap} was asked for outside a flow call, where nothing can authorize it"),
+            )
+            .with("capability", cap.to_string())),
         }
     }
 
@@ -291,6 +324,9 @@ impl Registry {
         r.add::<ls::Ls>();
         r.add::<bash::Bash>();
         r.add::<shell_command::ShellCommand>();
+        r.add::<fetch::Fetch>();
+        r.add::<http_post::HttpPost>();
+        r.add::<webfetch::WebFetch>();
         r
     }
 

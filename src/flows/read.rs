@@ -90,6 +90,7 @@ impl Flow for Read {
             reads: vec![target.real.clone()],
             writes: vec![],
             commands: vec![],
+            network: vec![],
         };
         let call = Read {
             target,

@@ -103,6 +103,7 @@ impl Flow for ShellCommand {
             reads: vec![],
             writes: vec![],
             commands: vec![input.command.clone()],
+            network: vec![],
         };
         let timeout = Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
         Ok((

@@ -62,6 +62,7 @@ impl Flow for Write {
             reads: vec![],
             writes: vec![target.real.clone()],
             commands: vec![],
+            network: vec![],
         };
         Ok((
             Write {

@@ -14,7 +14,9 @@ use crate::kernel::approval::{Approver, Prompt};
 use crate::kernel::pattern::{Pattern, Vars};
 use crate::kernel::policy::{self, Policy, Source};
 use crate::kernel::Kernel;
-use crate::pipeline::Core;
+use crate::net::dns::Dns;
+use crate::net::Net;
+use crate::pipeline::{Core, Gate};
 use mlua::{Function, Lua};
 use serde_json::Value;
 use std::cell::Cell;
@@ -50,9 +52,17 @@ pub struct RuntimeBuilder {
     prompt: Option<Prompt>,
     keep_spill: bool,
     max_jobs: Option<usize>,
+    dns: Option<Arc<dyn Dns>>,
 }
 
 impl RuntimeBuilder {
+    /// How network flows resolve host names (default: the system
+    /// resolver). Every destination check runs on what it returns.
+    pub fn dns(mut self, dns: Arc<dyn Dns>) -> Self {
+        self.dns = Some(dns);
+        self
+    }
+
     /// Keep the files holding commands' complete overflowing output after
     /// the run (default: removed).
     pub fn keep_spill(mut self, keep: bool) -> Self {
@@ -163,10 +173,15 @@ impl RuntimeBuilder {
         if self.keep_spill {
             ctx.exec.keep_spill();
         }
+        if let Some(dns) = self.dns {
+            ctx.net = Arc::new(Net::new(dns));
+        }
         let core = Rc::new(Core {
             registry: Registry::standard(),
-            kernel: Kernel::new(policies, ceiling, vars.clone()),
-            approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
+            gate: Rc::new(Gate {
+                kernel: Kernel::new(policies, ceiling, vars.clone()),
+                approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
+            }),
             ctx,
             calls: Cell::new(0),
         });

@@ -329,6 +329,7 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
         reads: vec![],
         writes: vec![],
         commands: checked.clone(),
+        network: vec![],
     };
     if input.mode == Mode::Hermetic {
         let vars = Vars::new(ctx.workspace.clone());

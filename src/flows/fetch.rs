@@ -1,0 +1,132 @@
+//! `fetch`: a raw GET whose body comes back as text. An error status is a
+//! value; only a transport failure, a refusal, a timeout or a body over
+//! 5 MiB use the error channel.
+
+use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use crate::error::FlowResult;
+use crate::kernel::{Action, Capability};
+use crate::net::client::{check_headers, timeout};
+use crate::net::destination::{self, Destination};
+use crate::net::{clip, Method, Outgoing};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    pub url: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds.
+    pub timeout: Option<f64>,
+}
+
+/// What `fetch` and `http-post` return.
+#[derive(Debug, Serialize)]
+pub struct Output {
+    pub status: u16,
+    pub body: String,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+impl Output {
+    /// The response as text, its head kept (60,000 bytes).
+    pub fn of(resp: &crate::net::Incoming) -> Output {
+        let c = clip(resp.text());
+        Output {
+            status: resp.status,
+            body: c.text,
+            truncated: c.truncated,
+            notice: c.notice,
+        }
+    }
+}
+
+pub struct Fetch {
+    dest: Destination,
+    headers: Vec<(String, String)>,
+    timeout: Duration,
+}
+
+/// The input fields `fetch`, `http-post` and `webfetch` share.
+pub fn request_schema() -> serde_json::Map<String, Value> {
+    let v = json!({
+        "url": {"type": "string", "description": "Absolute http or https URL, without user:password@."},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers. authorization and cookie are dropped when a redirect leaves the URL's origin."},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds for the whole request and body (default 30, at most 120)."}
+    });
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["url"],
+        "properties": request_schema(),
+    })
+}
+
+/// The capability the first hop needs.
+pub fn first_hop(action: Action, dest: &Destination) -> Envelope {
+    Envelope {
+        tier: if action == Action::NetPost {
+            Tier::Irreversible
+        } else {
+            Tier::Sealed
+        },
+        reads: vec![],
+        writes: vec![],
+        commands: vec![],
+        network: vec![Capability {
+            action,
+            resource: dest.resource.clone(),
+        }],
+    }
+}
+
+impl Flow for Fetch {
+    type Input = Input;
+    type Output = Output;
+    const SPEC: FlowSpec = FlowSpec {
+        name: "fetch",
+        description: "Gets a URL and returns its status and body as text (the first 60,000 bytes); an error status is a value.",
+        tier: Tier::Sealed,
+        actions: &[Action::NetGet, Action::NetPrivate],
+        read_only: true,
+        schema,
+    };
+
+    fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        let dest = destination::parse("url", &input.url)?;
+        let envelope = first_hop(Action::NetGet, &dest);
+        let call = Fetch {
+            dest,
+            headers: check_headers(&input.headers)?,
+            timeout: timeout("timeout", input.timeout)?,
+        };
+        Ok((call, envelope))
+    }
+
+    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+        let resp = ctx
+            .net
+            .send(
+                Outgoing {
+                    method: Method::Get,
+                    dest: self.dest,
+                    headers: self.headers,
+                    body: None,
+                    timeout: self.timeout,
+                    max_redirects: 10,
+                },
+                ctx,
+            )
+            .await?;
+        Ok(Output::of(&resp))
+    }
+}

@@ -1,0 +1,162 @@
+//! `webfetch`: a page rendered for reading. HTML becomes Markdown (default)
+//! or plain text; other text passes through as it arrived; binaries are
+//! refused. Up to 10 redirects are followed, each one checked.
+
+use super::fetch::{first_hop, request_schema};
+use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::kernel::Action;
+use crate::net::client::{check_headers, timeout};
+use crate::net::destination::{self, Destination};
+use crate::net::{clip, html, Incoming, Method, Outgoing};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Markdown,
+    Text,
+    Html,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    pub url: String,
+    #[serde(default)]
+    pub format: Format,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    pub timeout: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Output {
+    /// Where the last redirect ended.
+    pub url: String,
+    pub status: u16,
+    pub content_type: String,
+    pub content: String,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+pub struct WebFetch {
+    dest: Destination,
+    format: Format,
+    headers: Vec<(String, String)>,
+    timeout: Duration,
+}
+
+fn schema() -> Value {
+    let mut props = request_schema();
+    props.insert(
+        "format".into(),
+        json!({"type": "string", "enum": ["markdown", "text", "html"], "description": "How an HTML page comes back (default markdown); other text passes through."}),
+    );
+    json!({"type": "object", "additionalProperties": false, "required": ["url"], "properties": props})
+}
+
+impl Flow for WebFetch {
+    type Input = Input;
+    type Output = Output;
+    const SPEC: FlowSpec = FlowSpec {
+        name: "webfetch",
+        description: "Fetches a web page and returns it as Markdown, plain text or HTML, following up to 10 redirects.",
+        tier: Tier::Sealed,
+        actions: &[Action::NetGet, Action::NetPrivate],
+        read_only: true,
+        schema,
+    };
+
+    fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        let dest = destination::parse("url", &input.url)?;
+        let envelope = first_hop(Action::NetGet, &dest);
+        let mut headers = input.headers;
+        if !headers.keys().any(|k| k.eq_ignore_ascii_case("accept")) {
+            let accept = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5";
+            headers.insert("accept".into(), accept.into());
+        }
+        let call = WebFetch {
+            dest,
+            format: input.format,
+            headers: check_headers(&headers)?,
+            timeout: timeout("timeout", input.timeout)?,
+        };
+        Ok((call, envelope))
+    }
+
+    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+        let resp = ctx
+            .net
+            .send(
+                Outgoing {
+                    method: Method::Get,
+                    dest: self.dest,
+                    headers: self.headers,
+                    body: None,
+                    timeout: self.timeout,
+                    max_redirects: 10,
+                },
+                ctx,
+            )
+            .await?;
+        let content_type = kind_of(&resp)?;
+        let text = resp.text();
+        let is_html = content_type.contains("html");
+        let content = match self.format {
+            Format::Markdown if is_html => html::to_markdown(&text, Some(&resp.url)),
+            Format::Text if is_html => html::to_text(&text),
+            _ => text,
+        };
+        let c = clip(content);
+        Ok(Output {
+            url: resp.url.to_string(),
+            status: resp.status,
+            content_type,
+            content: c.text,
+            truncated: c.truncated,
+            notice: c.notice,
+        })
+    }
+}
+
+/// The media type, when it is text sluice can render: `text/*`, or any
+/// type carrying `json` or `xml`. Without a content type, a body that is
+/// UTF-8 without NUL bytes is taken as `text/plain`.
+fn kind_of(resp: &Incoming) -> FlowResult<String> {
+    let media = match resp.content_type() {
+        Some(ct) => ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase(),
+        None if std::str::from_utf8(&resp.body).is_ok() && !resp.body.contains(&0) => {
+            return Ok("text/plain".into())
+        }
+        None => String::new(),
+    };
+    if media.starts_with("text/") || media.contains("json") || media.contains("xml") {
+        return Ok(media);
+    }
+    let shown = if media.is_empty() {
+        "no content type and binary bytes".to_string()
+    } else {
+        media.clone()
+    };
+    Err(FlowError::new(
+        ErrorCode::UnsupportedContentType,
+        format!(
+            "{} answered with {shown}; webfetch renders text (text/*, JSON, XML), not binaries",
+            resp.url
+        ),
+    )
+    .with("contentType", media))
+}

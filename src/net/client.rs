@@ -1,0 +1,405 @@
+//! The one HTTP client every network flow uses.
+//!
+//! Each hop of a request, the first and every redirect, goes through the
+//! same steps, in this order:
+//!
+//! 1. authorize `net:get:RESOURCE` or `net:post:RESOURCE` (see
+//!    [`Destination::resource`]) before any DNS or transport; the first hop
+//!    was authorized by the pipeline with the call's envelope;
+//! 2. resolve the host through the [`Dns`] seam (`localhost` names and
+//!    numeric hosts need no lookup); no address is `request_failed`;
+//! 3. if any address is private, authorize `net:private:ORIGIN`, which only
+//!    a rule naming that origin exactly grants;
+//! 4. connect only to those addresses (pinned: the connection cannot be
+//!    steered by a second lookup), with the host name kept for `Host` and
+//!    TLS, through no proxy;
+//! 5. a redirect is followed here, not by the HTTP library, so the next hop
+//!    starts again at 1; once a hop leaves the first origin, `authorization`
+//!    and `cookie` headers are no longer sent.
+//!
+//! One deadline bounds every hop and the body read (`timeout`); a body over
+//! [`MAX_BODY`] is `response_too_large`, judged on `content-length` first and
+//! then while reading.
+
+use super::destination::{self, is_localhost_name, is_private, Destination};
+use super::dns::{Dns, SystemDns};
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::flows::Context;
+use crate::kernel::{Action, Capability};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use url::Url;
+
+/// The largest response body read: 5 MiB.
+pub const MAX_BODY: u64 = 5 * 1024 * 1024;
+/// Seconds a request may take when the caller does not say.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+/// The most a caller may ask for.
+pub const MAX_TIMEOUT_SECS: u64 = 120;
+
+/// Per-run network services: the DNS seam.
+#[derive(Debug, Clone)]
+pub struct Net {
+    dns: Arc<dyn Dns>,
+}
+
+impl Default for Net {
+    fn default() -> Self {
+        Net::new(Arc::new(SystemDns))
+    }
+}
+
+/// GET or POST: what the request does, and which capability it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+}
+
+impl Method {
+    fn action(self) -> Action {
+        match self {
+            Method::Get => Action::NetGet,
+            Method::Post => Action::NetPost,
+        }
+    }
+}
+
+/// A request about to leave.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub method: Method,
+    pub dest: Destination,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+    pub timeout: Duration,
+    /// Redirects to follow; 0 returns a 3xx as it came.
+    pub max_redirects: usize,
+}
+
+/// A response, its body read whole (at most [`MAX_BODY`]).
+#[derive(Debug, Clone)]
+pub struct Incoming {
+    /// Where the last hop went.
+    pub url: Url,
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Incoming {
+    pub fn content_type(&self) -> Option<&str> {
+        self.headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+    }
+
+    /// The body as text, decoded by the charset the content type names
+    /// (UTF-8 when it names none); undecodable bytes become U+FFFD.
+    pub fn text(&self) -> String {
+        let label = self.content_type().and_then(charset);
+        let encoding = label
+            .and_then(|l| encoding_rs::Encoding::for_label(l.as_bytes()))
+            .unwrap_or(encoding_rs::UTF_8);
+        encoding.decode(&self.body).0.into_owned()
+    }
+}
+
+/// The `charset` parameter of a content type.
+fn charset(content_type: &str) -> Option<&str> {
+    content_type.split(';').skip(1).find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("charset")
+            .then(|| v.trim().trim_matches('"'))
+    })
+}
+
+impl Net {
+    pub fn new(dns: Arc<dyn Dns>) -> Net {
+        Net { dns }
+    }
+
+    /// Sends `req` under the call's gate, following redirects as the module
+    /// doc describes.
+    pub async fn send(&self, req: Outgoing, ctx: &Context) -> FlowResult<Incoming> {
+        let secs = req.timeout.as_secs_f64();
+        let deadline = Instant::now() + req.timeout;
+        match tokio::time::timeout_at(deadline, self.exchange(req, ctx, deadline)).await {
+            Ok(result) => result,
+            Err(_) => Err(FlowError::new(
+                ErrorCode::Timeout,
+                format!("no complete response within {secs} s; raise `timeout` (seconds, at most {MAX_TIMEOUT_SECS})"),
+            )
+            .with("timeout", secs)),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        req: Outgoing,
+        ctx: &Context,
+        deadline: Instant,
+    ) -> FlowResult<Incoming> {
+        let first_origin = req.dest.origin.clone();
+        let mut dest = req.dest;
+        let mut method = req.method;
+        let mut body = req.body;
+        let mut hop = 0;
+        loop {
+            if hop > 0 {
+                ctx.authorize(&Capability {
+                    action: req.method.action(),
+                    resource: dest.resource.clone(),
+                })?;
+            }
+            let addrs = self.addresses(&dest, ctx).await?;
+            let crossed = dest.origin != first_origin;
+            let resp = transmit(
+                &dest,
+                &addrs,
+                method,
+                &req.headers,
+                crossed,
+                body.clone(),
+                deadline,
+            )
+            .await?;
+            let status = resp.status().as_u16();
+            let location = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .map(str::to_string);
+            match (is_redirect(status), location) {
+                (true, Some(loc)) if req.max_redirects > 0 => {
+                    if hop == req.max_redirects {
+                        return Err(FlowError::new(
+                            ErrorCode::RequestFailed,
+                            format!(
+                                "stopped after {} redirects (the last one from {} to {loc})",
+                                hop, dest.url
+                            ),
+                        ));
+                    }
+                    dest = next_hop(&dest.url, &loc)?;
+                    // 303, and 301/302 after a POST, continue as a GET.
+                    if status == 303 || (method == Method::Post && matches!(status, 301 | 302)) {
+                        method = Method::Get;
+                        body = None;
+                    }
+                    hop += 1;
+                }
+                _ => return read(dest.url, resp).await,
+            }
+        }
+    }
+
+    /// Steps 2 and 3: the addresses to connect to, after the private check.
+    async fn addresses(&self, dest: &Destination, ctx: &Context) -> FlowResult<Vec<IpAddr>> {
+        let addrs = match dest.ip {
+            Some(ip) => vec![ip],
+            None if is_localhost_name(&dest.host) => {
+                vec![
+                    IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    IpAddr::V6(Ipv6Addr::LOCALHOST),
+                ]
+            }
+            None => {
+                let found = self.dns.lookup(&dest.host).await.map_err(|e| {
+                    FlowError::new(
+                        ErrorCode::RequestFailed,
+                        format!("cannot resolve {}: {e}", dest.host),
+                    )
+                    .with("host", dest.host.clone())
+                })?;
+                if found.is_empty() {
+                    return Err(FlowError::new(
+                        ErrorCode::RequestFailed,
+                        format!("{} resolves to no address", dest.host),
+                    )
+                    .with("host", dest.host.clone()));
+                }
+                found
+            }
+        };
+        let private = is_localhost_name(&dest.host) || addrs.iter().any(|a| is_private(*a));
+        if private {
+            ctx.authorize(&Capability {
+                action: Action::NetPrivate,
+                resource: dest.origin.clone(),
+            })?;
+        }
+        Ok(addrs)
+    }
+}
+
+fn is_redirect(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
+}
+
+fn next_hop(from: &Url, location: &str) -> FlowResult<Destination> {
+    let url = from.join(location).map_err(|e| {
+        FlowError::new(
+            ErrorCode::RequestFailed,
+            format!("{from} redirected to {location:?}, which is not a URL: {e}"),
+        )
+    })?;
+    destination::from_url("url", url).map_err(|e| {
+        FlowError::new(
+            ErrorCode::RequestFailed,
+            format!(
+                "{from} redirected somewhere sluice does not go: {}",
+                e.message
+            ),
+        )
+    })
+}
+
+/// Step 4: one HTTP exchange pinned to `addrs`.
+async fn transmit(
+    dest: &Destination,
+    addrs: &[IpAddr],
+    method: Method,
+    headers: &[(String, String)],
+    crossed: bool,
+    body: Option<Vec<u8>>,
+    deadline: Instant,
+) -> FlowResult<reqwest::Response> {
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(deadline.saturating_duration_since(Instant::now()));
+    if dest.ip.is_none() {
+        let pinned: Vec<SocketAddr> = addrs
+            .iter()
+            .map(|ip| SocketAddr::new(*ip, dest.port))
+            .collect();
+        builder = builder.resolve_to_addrs(&dest.host, &pinned);
+    }
+    let client = builder.build().map_err(|e| failed(dest, &e))?;
+    let mut rb = match method {
+        Method::Get => client.get(dest.url.clone()),
+        Method::Post => client.post(dest.url.clone()),
+    };
+    for (name, value) in headers {
+        let credential =
+            name.eq_ignore_ascii_case("authorization") || name.eq_ignore_ascii_case("cookie");
+        if crossed && credential {
+            continue;
+        }
+        rb = rb.header(name.as_str(), value.as_str());
+    }
+    if let Some(body) = body {
+        rb = rb.body(body);
+    }
+    rb.send().await.map_err(|e| failed(dest, &e))
+}
+
+fn failed(dest: &Destination, e: &reqwest::Error) -> FlowError {
+    if e.is_timeout() {
+        return FlowError::new(
+            ErrorCode::Timeout,
+            format!("{} did not answer in time", dest.origin),
+        );
+    }
+    // The chain of sources says why (refused, reset, TLS); the URL has no
+    // user information and headers are never part of it.
+    let mut why = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        why = format!("{why}: {s}");
+        src = s.source();
+    }
+    FlowError::new(
+        ErrorCode::RequestFailed,
+        format!("request to {} failed: {why}", dest.origin),
+    )
+    .with("url", dest.url.to_string())
+}
+
+/// The body, at most [`MAX_BODY`] bytes.
+async fn read(url: Url, mut resp: reqwest::Response) -> FlowResult<Incoming> {
+    let too_large = |what: String| {
+        FlowError::new(
+            ErrorCode::ResponseTooLarge,
+            format!("the response from {url} is {what}, over the 5 MiB limit"),
+        )
+        .with("limit", MAX_BODY)
+    };
+    if let Some(len) = resp.content_length().filter(|n| *n > MAX_BODY) {
+        return Err(too_large(format!("{len} bytes (content-length)")));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| {
+        FlowError::new(
+            ErrorCode::RequestFailed,
+            format!("reading the response from {url} failed: {e}"),
+        )
+    })? {
+        if body.len() as u64 + chunk.len() as u64 > MAX_BODY {
+            return Err(too_large("more than 5 MiB".into()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Incoming {
+        url,
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        body,
+    })
+}
+
+/// Checks caller-given headers: names and values HTTP can carry, and none
+/// sluice sets itself. The error names `headers.<name>`.
+pub fn check_headers(
+    headers: &std::collections::BTreeMap<String, String>,
+) -> FlowResult<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for (name, value) in headers {
+        let field = format!("headers.{name}");
+        if HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(FlowError::invalid_input(
+                &field,
+                format!("{name:?} is not a valid header name"),
+            ));
+        }
+        if HeaderValue::from_str(value).is_err() {
+            return Err(FlowError::invalid_input(&field, format!("the value of {name} holds characters a header cannot carry (control characters or newlines)")));
+        }
+        let reserved = ["host", "content-length", "transfer-encoding", "connection"];
+        if reserved.iter().any(|r| name.eq_ignore_ascii_case(r)) {
+            return Err(FlowError::invalid_input(
+                &field,
+                format!("{name} is set by sluice from the URL and body; drop it"),
+            ));
+        }
+        out.push((name.clone(), value.clone()));
+    }
+    Ok(out)
+}
+
+/// A timeout in seconds from a flow's input: default 30, at most 120.
+pub fn timeout(field: &str, secs: Option<f64>) -> FlowResult<Duration> {
+    match secs {
+        None => Ok(Duration::from_secs(DEFAULT_TIMEOUT_SECS)),
+        Some(s) if !(s > 0.0) || !s.is_finite() => Err(FlowError::invalid_input(
+            field,
+            format!("{field} is in seconds and must be above 0 (default {DEFAULT_TIMEOUT_SECS}, at most {MAX_TIMEOUT_SECS})"),
+        )),
+        Some(s) => Ok(Duration::from_secs_f64(s.min(MAX_TIMEOUT_SECS as f64))),
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+        })
+    }
+}
