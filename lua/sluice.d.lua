@@ -138,6 +138,43 @@ function Job:kill() end
 ---@field output string "Exit code: N\nWall time: S seconds\nOutput:\n..." as Codex renders it
 ---@field exitCode integer 124 after a timeout
 
+---@class sluice.FetchInput
+---@field url string absolute http or https, no user:password@
+---@field headers? table<string, string> authorization and cookie are dropped when a redirect leaves the origin
+---@field timeout? number seconds for the whole request and body (default 30, at most 120)
+
+---@class sluice.FetchOutput
+---@field status integer an error status is a value
+---@field body string the body as text, its first 60,000 bytes
+---@field truncated boolean
+---@field notice? string kept and total bytes, when cut
+
+---@class sluice.HttpPostInput: sluice.FetchInput
+---@field body? string sent verbatim
+---@field contentType? string default "application/json"
+
+---@class sluice.WebfetchInput: sluice.FetchInput
+---@field format? "markdown"|"text"|"html" how an HTML page comes back (default markdown)
+
+---@class sluice.WebfetchOutput
+---@field url string where the redirects ended
+---@field status integer
+---@field contentType string
+---@field content string
+---@field truncated boolean
+---@field notice? string
+
+---@class sluice.WebsearchInput
+---@field query string
+---@field numResults? integer 1-20, default 8
+---@field freshness? "day"|"week"|"month"|"year"
+
+---@class sluice.SearchResult
+---@field title string
+---@field url string
+---@field snippet string at most 2,000 characters
+---@field publishedAt? string
+
 ---@class sluice
 ---@field args string[] the script's arguments
 ---@field workspace string the canonical workspace folder
@@ -169,6 +206,26 @@ function sluice.bash(input) end
 ---@param input sluice.ShellCommandInput
 ---@return sluice.ShellCommandOutput?, sluice.Error?
 function sluice.shell_command(input) end
+
+--- GETs a URL; every hop and private address is checked.
+---@param input sluice.FetchInput
+---@return sluice.FetchOutput?, sluice.Error?
+function sluice.fetch(input) end
+
+--- POSTs a body verbatim (irreversible); redirects are not followed.
+---@param input sluice.HttpPostInput
+---@return sluice.FetchOutput?, sluice.Error?
+function sluice.http_post(input) end
+
+--- Fetches a page rendered as Markdown, text or HTML.
+---@param input sluice.WebfetchInput
+---@return sluice.WebfetchOutput?, sluice.Error?
+function sluice.webfetch(input) end
+
+--- Searches the web through the provider the run binds (--search).
+---@param input sluice.WebsearchInput
+---@return {results: sluice.SearchResult[]}?, sluice.Error?
+function sluice.websearch(input) end
 
 --- Calls any flow by name (a dash stays a dash: "http-post").
 ---@param name string
