@@ -10,6 +10,7 @@
 //! ```
 
 pub mod cli;
+pub mod credentials;
 pub mod error;
 pub mod exec;
 pub mod flows;

@@ -30,9 +30,23 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
         .collect();
     assert_eq!(
         names,
-        ["read", "write", "edit", "ls", "bash", "shell_command"]
+        [
+            "read",
+            "write",
+            "edit",
+            "ls",
+            "bash",
+            "shell_command",
+            "fetch",
+            "http-post",
+            "webfetch",
+            "websearch"
+        ]
     );
-    assert_eq!(m["readOnly"], serde_json::json!(["read", "ls"]));
+    assert_eq!(
+        m["readOnly"],
+        serde_json::json!(["read", "ls", "fetch", "webfetch"])
+    );
     let tiers: Vec<&str> = m["flows"]
         .as_array()
         .unwrap()
@@ -47,7 +61,11 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "compensable",
             "sealed",
             "irreversible",
-            "irreversible"
+            "irreversible",
+            "sealed",
+            "irreversible",
+            "sealed",
+            "sealed"
         ]
     );
     let edit = &m["flows"][2];
@@ -69,14 +87,17 @@ fn flows_table_has_a_row_per_flow() {
     let rows: Vec<&str> = stdout.lines().collect();
     assert!(rows[0].starts_with("FLOW"), "{stdout}");
     assert!(
-        rows[1].starts_with("read     sealed       fs:read "),
+        rows[1].starts_with("read          sealed       fs:read "),
         "{stdout}"
     );
     assert!(
-        rows[3].starts_with("edit     compensable  fs:read,fs:write "),
+        rows[3].starts_with("edit          compensable  fs:read,fs:write "),
         "{stdout}"
     );
-    assert_eq!(*rows.last().unwrap(), "read-only seat: read, ls");
+    assert_eq!(
+        *rows.last().unwrap(),
+        "read-only seat: read, ls, fetch, webfetch"
+    );
 }
 
 #[test]
@@ -88,7 +109,7 @@ fn flows_name_shows_one_schema_and_unknown_names_exit_2() {
     assert!(f["inputSchema"]["properties"]["offset"].is_object());
     let (code, _, stderr) = sluice(&["flows", "teleport"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("no flow named \"teleport\"; the flows are: read, write, edit, ls"));
+    assert!(stderr.contains("no flow named \"teleport\"; the flows are: read, write, edit, ls, bash, shell_command, fetch, http-post, webfetch, websearch"));
 }
 
 #[test]

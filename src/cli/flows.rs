@@ -45,19 +45,30 @@ fn pretty(value: &serde_json::Value) -> String {
 }
 
 fn table(registry: &Registry) -> String {
-    let mut out = format!(
-        "{:<8} {:<12} {:<18} DESCRIPTION\n",
-        "FLOW", "TIER", "CAPABILITIES"
-    );
-    for s in registry.specs() {
-        let caps: Vec<&str> = s.actions.iter().map(|a| a.as_str()).collect();
-        out += &format!(
-            "{:<8} {:<12} {:<18} {}\n",
-            s.name,
-            s.tier.as_str(),
-            caps.join(","),
-            s.description
-        );
+    let rows: Vec<[String; 4]> = registry
+        .specs()
+        .map(|s| {
+            let caps: Vec<&str> = s.actions.iter().map(|a| a.as_str()).collect();
+            [
+                s.name.to_string(),
+                s.tier.as_str().to_string(),
+                caps.join(","),
+                s.description.to_string(),
+            ]
+        })
+        .collect();
+    let head = ["FLOW", "TIER", "CAPABILITIES", "DESCRIPTION"].map(String::from);
+    let width = |i: usize| {
+        rows.iter()
+            .chain([&head])
+            .map(|r| r[i].len())
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let mut out = String::new();
+    for r in [&head].into_iter().chain(&rows) {
+        out += &format!("{:<w0$} {:<w1$} {:<w2$} {}\n", r[0], r[1], r[2], r[3]);
     }
     out + &format!("\nread-only seat: {}\n", registry.read_only().join(", "))
 }

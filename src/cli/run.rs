@@ -1,8 +1,10 @@
 //! `sluice run`: run a workflow script.
 
 use super::policy_source;
+use crate::credentials::Credentials;
 use crate::kernel::approval::Prompt;
 use crate::net::dns::Hosts;
+use crate::net::search;
 use crate::runtime::{interrupt, Runtime, ScriptError};
 use clap::Args;
 use std::path::PathBuf;
@@ -12,11 +14,11 @@ use std::process::ExitCode;
 #[derive(Debug, Args)]
 #[command(
     long_about = "Run a workflow script in a workspace. The script sees the flows as sluice.read, sluice.write, \
-sluice.edit, sluice.ls, sluice.bash, sluice.shell_command, sluice.fetch, sluice.http_post, sluice.webfetch (and sluice.call(name, input)), its arguments as sluice.args and the workspace as \
+sluice.edit, sluice.ls, sluice.bash, sluice.shell_command, sluice.fetch, sluice.http_post, sluice.webfetch, sluice.websearch (and sluice.call(name, input)), its arguments as sluice.args and the workspace as \
 sluice.workspace. Relative paths resolve against the workspace. Every call's capabilities pass the \
 policies (--policy; the built-in default grants reads and writes inside the workspace and asks for the rest).\n\n\
 A script error exits 1 and prints the Lua message with file:line and a traceback.",
-    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'"
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'"
 )]
 pub struct RunArgs {
     /// The Lua workflow to run.
@@ -47,6 +49,17 @@ pub struct RunArgs {
     /// HOST=ADDR[,ADDR...] (repeatable). Destination checks judge these addresses.
     #[arg(long, value_name = "HOST=ADDR")]
     pub resolve: Vec<String>,
+    /// The provider that answers sluice.websearch (none by default, so websearch fails with
+    /// provider_unavailable): `exa` (https://api.exa.ai/search, its key in credential `exa`),
+    /// `exa=URL` (Exa's API at another endpoint), or `searxng=URL` (a SearXNG instance's base URL,
+    /// with `json` in its search.formats). Calls need net:post for the endpoint's host.
+    #[arg(long, value_name = "PROVIDER")]
+    pub search: Option<String>,
+    /// The credentials file: `name = value` lines, mode 0600 (a file others may read is refused).
+    /// SLUICE_CREDENTIAL_<NAME> in the environment comes first (`exa` is SLUICE_CREDENTIAL_EXA).
+    /// [default: $XDG_CONFIG_HOME/sluice/credentials, else ~/.config/sluice/credentials]
+    #[arg(long, value_name = "FILE", requires = "search")]
+    pub credentials: Option<PathBuf>,
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
@@ -77,6 +90,19 @@ pub fn run(args: RunArgs) -> ExitCode {
             }
         }
         builder = builder.dns(std::sync::Arc::new(hosts));
+    }
+    if let Some(text) = &args.search {
+        let store = match args.credentials {
+            Some(file) => Credentials::with_file(file),
+            None => Credentials::new(),
+        };
+        match search::from_flag(text, store) {
+            Ok(provider) => builder = builder.search(provider),
+            Err(e) => {
+                eprintln!("sluice: --search {text:?}: {e}");
+                return ExitCode::from(2);
+            }
+        }
     }
     let runtime = match builder.build() {
         Ok(rt) => rt,

@@ -14,6 +14,7 @@ pub mod read;
 pub mod shape;
 pub mod shell_command;
 pub mod webfetch;
+pub mod websearch;
 pub mod write;
 
 use crate::error::{ErrorCode, FlowError, FlowResult};
@@ -327,6 +328,7 @@ impl Registry {
         r.add::<fetch::Fetch>();
         r.add::<http_post::HttpPost>();
         r.add::<webfetch::WebFetch>();
+        r.add::<websearch::WebSearch>();
         r
     }
 

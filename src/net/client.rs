@@ -23,6 +23,7 @@
 
 use super::destination::{self, is_localhost_name, is_private, Destination};
 use super::dns::{Dns, SystemDns};
+use super::search::Provider;
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::flows::Context;
 use crate::kernel::{Action, Capability};
@@ -41,10 +42,12 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 /// The most a caller may ask for.
 pub const MAX_TIMEOUT_SECS: u64 = 120;
 
-/// Per-run network services: the DNS seam.
+/// Per-run network services: the DNS seam, and the search provider the
+/// host bound for `websearch` (none by default).
 #[derive(Debug, Clone)]
 pub struct Net {
     dns: Arc<dyn Dns>,
+    search: Option<Arc<dyn Provider>>,
 }
 
 impl Default for Net {
@@ -121,7 +124,18 @@ fn charset(content_type: &str) -> Option<&str> {
 
 impl Net {
     pub fn new(dns: Arc<dyn Dns>) -> Net {
-        Net { dns }
+        Net { dns, search: None }
+    }
+
+    /// This client with `provider` answering `websearch`.
+    pub fn with_search(mut self, provider: Arc<dyn Provider>) -> Net {
+        self.search = Some(provider);
+        self
+    }
+
+    /// The bound search provider, if any.
+    pub fn search(&self) -> Option<&Arc<dyn Provider>> {
+        self.search.as_ref()
     }
 
     /// Sends `req` under the call's gate, following redirects as the module

@@ -220,7 +220,7 @@ mod tests {
         }
         let d = parse("url", "http://[::ffff:127.0.0.1]:8080/x").unwrap();
         assert!(is_private(d.ip.unwrap()));
-        assert_eq!(d.origin, "http://[::ffff:7f00:1]:8080");
+        assert_eq!(d.origin, "http://[::ffff:127.0.0.1]:8080");
     }
 
     #[test]

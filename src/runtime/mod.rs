@@ -15,6 +15,7 @@ use crate::kernel::pattern::{Pattern, Vars};
 use crate::kernel::policy::{self, Policy, Source};
 use crate::kernel::Kernel;
 use crate::net::dns::Dns;
+use crate::net::search::Provider;
 use crate::net::Net;
 use crate::pipeline::{Core, Gate};
 use mlua::{Function, Lua};
@@ -53,6 +54,7 @@ pub struct RuntimeBuilder {
     keep_spill: bool,
     max_jobs: Option<usize>,
     dns: Option<Arc<dyn Dns>>,
+    search: Option<Arc<dyn Provider>>,
 }
 
 impl RuntimeBuilder {
@@ -60,6 +62,14 @@ impl RuntimeBuilder {
     /// resolver). Every destination check runs on what it returns.
     pub fn dns(mut self, dns: Arc<dyn Dns>) -> Self {
         self.dns = Some(dns);
+        self
+    }
+
+    /// Who answers `websearch` (default: nobody, so it is
+    /// `provider_unavailable`), e.g. [`crate::net::search::Exa`] or
+    /// [`crate::net::search::Searxng`].
+    pub fn search(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.search = Some(provider);
         self
     }
 
@@ -173,8 +183,12 @@ impl RuntimeBuilder {
         if self.keep_spill {
             ctx.exec.keep_spill();
         }
-        if let Some(dns) = self.dns {
-            ctx.net = Arc::new(Net::new(dns));
+        if self.dns.is_some() || self.search.is_some() {
+            let mut net = self.dns.map_or_else(Net::default, Net::new);
+            if let Some(provider) = self.search {
+                net = net.with_search(provider);
+            }
+            ctx.net = Arc::new(net);
         }
         let core = Rc::new(Core {
             registry: Registry::standard(),
