@@ -143,7 +143,7 @@ impl Net {
     pub async fn send(&self, req: Outgoing, ctx: &Context) -> FlowResult<Incoming> {
         let secs = req.timeout.as_secs_f64();
         let deadline = Instant::now() + req.timeout;
-        match tokio::time::timeout_at(deadline, self.exchange(req, ctx, deadline)).await {
+        match tokio::time::timeout_at(deadline, self.exchange(req, ctx)).await {
             Ok(result) => result,
             Err(_) => Err(FlowError::new(
                 ErrorCode::Timeout,
@@ -157,13 +157,15 @@ impl Net {
         &self,
         req: Outgoing,
         ctx: &Context,
-        deadline: Instant,
     ) -> FlowResult<Incoming> {
         let first_origin = req.dest.origin.clone();
         let mut dest = req.dest;
         let mut method = req.method;
         let mut body = req.body;
         let mut hop = 0;
+        // Once a hop has left the first origin, credentials stay behind,
+        // even if a later hop comes back.
+        let mut crossed = false;
         loop {
             if hop > 0 {
                 ctx.authorize(&Capability {
@@ -172,7 +174,7 @@ impl Net {
                 })?;
             }
             let addrs = self.addresses(&dest, ctx).await?;
-            let crossed = dest.origin != first_origin;
+            crossed |= dest.origin != first_origin;
             let resp = transmit(
                 &dest,
                 &addrs,
@@ -180,7 +182,6 @@ impl Net {
                 &req.headers,
                 crossed,
                 body.clone(),
-                deadline,
             )
             .await?;
             let status = resp.status().as_u16();
@@ -282,12 +283,12 @@ async fn transmit(
     headers: &[(String, String)],
     crossed: bool,
     body: Option<Vec<u8>>,
-    deadline: Instant,
 ) -> FlowResult<reqwest::Response> {
+    // No timeout of its own: the call's one deadline (in `Net::send`)
+    // bounds this exchange and the body read, and reports `timeout`.
     let mut builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .timeout(deadline.saturating_duration_since(Instant::now()));
+        .no_proxy();
     if dest.ip.is_none() {
         let pinned: Vec<SocketAddr> = addrs
             .iter()

@@ -61,7 +61,12 @@ pub fn from_url(field: &str, url: Url) -> FlowResult<Destination> {
     let (host, ip) = match url.host() {
         Some(Host::Domain(d)) => (d.to_ascii_lowercase(), None),
         Some(Host::Ipv4(a)) => (a.to_string(), Some(IpAddr::V4(a))),
-        Some(Host::Ipv6(a)) => (format!("[{a}]"), Some(IpAddr::V6(a))),
+        // As the URL serializes it (`[::ffff:7f00:1]`), so a policy names
+        // the origin the way the URL prints.
+        Some(Host::Ipv6(a)) => (
+            url.host_str().unwrap_or_default().to_string(),
+            Some(IpAddr::V6(a)),
+        ),
         None => return Err(FlowError::invalid_input(field, "the URL has no host")),
     };
     let port = url.port_or_known_default().unwrap_or(80);
@@ -220,7 +225,7 @@ mod tests {
         }
         let d = parse("url", "http://[::ffff:127.0.0.1]:8080/x").unwrap();
         assert!(is_private(d.ip.unwrap()));
-        assert_eq!(d.origin, "http://[::ffff:127.0.0.1]:8080");
+        assert_eq!(d.origin, "http://[::ffff:7f00:1]:8080");
     }
 
     #[test]

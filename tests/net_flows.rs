@@ -1,0 +1,1961 @@
+//! The network flows (`fetch`, `http-post`, `webfetch`) driven through the
+//! real `sluice` binary against real loopback HTTP servers: destination
+//! checks before DNS and transport, every private range and numeric host
+//! form, `localhost` names, pinned connections (`--resolve`), redirects
+//! followed and re-checked by sluice, credentials dropped across origins,
+//! the 5 MiB body limit, the one deadline, the 60,000-byte clip, URL and
+//! header validation, and webfetch's content types.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+// ---- a small scripted HTTP/1.1 server ----
+
+/// One request as the server received it.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    /// Names lower-cased, in arrival order.
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Seen {
+    /// The one value of header `name`, or `None`.
+    fn header(&self, name: &str) -> Option<&str> {
+        let all: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert!(all.len() <= 1, "{name} sent {} times: {all:?}", all.len());
+        all.first().copied()
+    }
+}
+
+/// How a reply's body goes out.
+#[derive(Debug, Clone)]
+enum Body {
+    /// Whole, with a content-length (the reply's, when it sets one).
+    Fixed(Vec<u8>),
+    /// `transfer-encoding: chunked`, in chunks of the given size.
+    Chunked(Vec<u8>, usize),
+    /// Chunked, one KiB every 50 ms, never ending.
+    Forever,
+    /// The head (with the reply's content-length, if any), then nothing.
+    Stall,
+}
+
+#[derive(Debug, Clone)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Body,
+    /// Waited before the head is sent.
+    delay: Duration,
+    /// A content-length to announce instead of the body's real length.
+    content_length: Option<u64>,
+}
+
+impl Reply {
+    fn new(status: u16) -> Reply {
+        Reply {
+            status,
+            headers: vec![],
+            body: Body::Fixed(vec![]),
+            delay: Duration::ZERO,
+            content_length: None,
+        }
+    }
+
+    /// `status` with a body of content type `ct`.
+    fn text(status: u16, ct: &str, body: impl Into<Vec<u8>>) -> Reply {
+        Reply::new(status)
+            .header("content-type", ct)
+            .body(Body::Fixed(body.into()))
+    }
+
+    fn redirect(status: u16, location: &str) -> Reply {
+        Reply::text(status, "text/plain", format!("moved to {location}"))
+            .header("location", location)
+    }
+
+    fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    fn body(mut self, body: Body) -> Reply {
+        self.body = body;
+        self
+    }
+
+    fn delay(mut self, d: Duration) -> Reply {
+        self.delay = d;
+        self
+    }
+
+    fn content_length(mut self, n: u64) -> Reply {
+        self.content_length = Some(n);
+        self
+    }
+}
+
+type Handler = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
+
+/// A server on one loopback address, answering every request from its
+/// handler and recording each connection and request.
+struct Server {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    connections: Arc<AtomicUsize>,
+}
+
+/// How long a stalled reply holds its connection open: longer than any test.
+const STALL: Duration = Duration::from_secs(10);
+
+impl Server {
+    /// A server on `ip`, port chosen by the system.
+    fn start(ip: &str, handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Server {
+        let listener = TcpListener::bind((ip, 0)).expect("bind a loopback port");
+        Server::serve(listener, Arc::new(handler))
+    }
+
+    /// A server on `ip` and exactly `port`, if that port is free there.
+    fn start_at(ip: &str, port: u16, handler: Handler) -> Option<Server> {
+        let listener = TcpListener::bind((ip, port)).ok()?;
+        Some(Server::serve(listener, handler))
+    }
+
+    fn serve(listener: TcpListener, handler: Handler) -> Server {
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (s, c) = (seen.clone(), connections.clone());
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                c.fetch_add(1, Ordering::SeqCst);
+                let (s, h) = (s.clone(), handler.clone());
+                thread::spawn(move || {
+                    let _ = connection(stream, &s, &h);
+                });
+            }
+        });
+        Server {
+            addr,
+            seen,
+            connections,
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `http://IP:PORT`, the origin a `net:private` grant names.
+    fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.origin())
+    }
+
+    fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.requests().into_iter().map(|r| r.path).collect()
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// Serves requests on one connection until it closes.
+fn connection(
+    stream: TcpStream,
+    seen: &Mutex<Vec<Seen>>,
+    handler: &Handler,
+) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let path = parts.next().unwrap_or("").to_string();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h)? == 0 {
+                return Ok(());
+            }
+            let h = h.trim_end_matches(['\r', '\n']);
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let len = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body)?;
+        let req = Seen {
+            method,
+            path,
+            headers,
+            body,
+        };
+        seen.lock().unwrap().push(req.clone());
+        let reply = handler(&req);
+        respond(&mut out, &reply)?;
+        if !matches!(reply.body, Body::Fixed(_) | Body::Chunked(..)) {
+            return Ok(());
+        }
+    }
+}
+
+fn respond(out: &mut TcpStream, r: &Reply) -> std::io::Result<()> {
+    thread::sleep(r.delay);
+    let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
+    for (k, v) in &r.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    match &r.body {
+        Body::Fixed(b) => {
+            let len = r.content_length.unwrap_or(b.len() as u64);
+            head.push_str(&format!("content-length: {len}\r\n\r\n"));
+            out.write_all(head.as_bytes())?;
+            out.write_all(b)?;
+        }
+        Body::Chunked(b, size) => {
+            head.push_str("transfer-encoding: chunked\r\n\r\n");
+            out.write_all(head.as_bytes())?;
+            for c in b.chunks(*size) {
+                out.write_all(format!("{:x}\r\n", c.len()).as_bytes())?;
+                out.write_all(c)?;
+                out.write_all(b"\r\n")?;
+            }
+            out.write_all(b"0\r\n\r\n")?;
+        }
+        Body::Forever => {
+            head.push_str("transfer-encoding: chunked\r\n\r\n");
+            out.write_all(head.as_bytes())?;
+            let start = Instant::now();
+            while start.elapsed() < STALL {
+                out.write_all(b"400\r\n")?;
+                out.write_all(&[b'x'; 1024])?;
+                out.write_all(b"\r\n")?;
+                out.flush()?;
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Body::Stall => {
+            if let Some(n) = r.content_length {
+                head.push_str(&format!("content-length: {n}\r\n"));
+            }
+            head.push_str("\r\n");
+            out.write_all(head.as_bytes())?;
+            out.flush()?;
+            thread::sleep(STALL);
+        }
+    }
+    out.flush()
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        404 => "Not Found",
+        500 => "Internal Server Error",
+        _ => "Whatever",
+    }
+}
+
+/// A server on 127.0.0.1 answering 200 `text/plain` "hello from PATH".
+fn hello() -> Server {
+    Server::start("127.0.0.1", |r| {
+        Reply::text(200, "text/plain", format!("hello from {}", r.path))
+    })
+}
+
+// ---- driving sluice ----
+
+/// Lua prelude: `emit(v)`, and `call(name, input)`, which emits
+/// `{ok = output}` or `{err = error}`.
+const PRELUDE: &str = r#"local function emit(v) print(sluice.json.encode(v)) end
+local function call(name, input)
+  local r, e = sluice.call(name, input)
+  if r ~= nil then emit({ok = r}) else emit({err = e}) end
+end
+"#;
+
+/// Runs `body` after the prelude with `flags`; each stdout line as JSON.
+fn run(ws: &Path, flags: &[&str], body: &str) -> Vec<Value> {
+    let run = common::run_lua_with(ws, &format!("{PRELUDE}{body}"), flags, &[]).ok();
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
+
+/// One call of flow `name` with Lua table `input`: `Ok(output)` or
+/// `Err(error)`.
+fn call(ws: &Path, flags: &[&str], name: &str, input: &str) -> Result<Value, Value> {
+    let mut lines = run(
+        ws,
+        flags,
+        &format!("call({}, {input})\n", common::lua_str(name)),
+    );
+    assert_eq!(lines.len(), 1, "one emitted line: {lines:?}");
+    outcome(lines.remove(0))
+}
+
+fn outcome(mut line: Value) -> Result<Value, Value> {
+    if line.get("ok").is_some() {
+        Ok(line["ok"].take())
+    } else {
+        Err(line["err"].take())
+    }
+}
+
+fn ok(r: Result<Value, Value>) -> Value {
+    r.unwrap_or_else(|e| panic!("expected a value, got the error {e}"))
+}
+
+fn err(r: Result<Value, Value>) -> Value {
+    match r {
+        Ok(v) => panic!("expected an error, got the value {v}"),
+        Err(e) => e,
+    }
+}
+
+/// `{url = "<url>"}` plus extra Lua fields.
+fn input(url: &str, extra: &str) -> String {
+    format!("{{url = {}{extra}}}", common::lua_str(url))
+}
+
+fn fetch(ws: &Path, flags: &[&str], url: &str, extra: &str) -> Result<Value, Value> {
+    call(ws, flags, "fetch", &input(url, extra))
+}
+
+/// `--approve 'net:private:ORIGIN'` as an owned pair.
+fn grant(origin: &str) -> [String; 2] {
+    ["--approve".into(), format!("net:private:{origin}")]
+}
+
+fn flags(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The error the default policy gives a private destination, with nobody at
+/// a terminal: no rule matches `net:private`, so it asks.
+fn private_required(origin: &str) -> Value {
+    let cap = format!("net:private:{origin}");
+    let by = "policies/default.lua (built in)";
+    let reason = format!("no rule or hook of the policy matched {cap}");
+    json!({
+        "code": "permission_required",
+        "message": format!(
+            "{cap} needs approval ({by}: {reason}) and there is no terminal to ask. \
+             Pre-approve it with --approve '{cap}', or change the policy."
+        ),
+        "capability": cap,
+        "by": by,
+        "reason": reason,
+        "approve": format!("--approve '{cap}'"),
+    })
+}
+
+/// A fetch that got past every permission check: a value (something
+/// answered) or a transport error, never a refusal.
+fn assert_not_refused(what: &str, r: &Result<Value, Value>) {
+    if let Err(e) = r {
+        let code = e["code"].as_str().unwrap_or("");
+        assert!(
+            code == "request_failed" || code == "timeout",
+            "{what}: expected no refusal (a value, request_failed or timeout), got {e}"
+        );
+    }
+}
+
+/// Runs several sluice processes at once: each `(flags, body)` pair after
+/// the prelude; returns each run's JSON lines in order.
+fn run_many(ws: &Path, jobs: Vec<(Vec<String>, String)>) -> Vec<Vec<Value>> {
+    let children: Vec<_> = jobs
+        .iter()
+        .map(|(f, body)| common::spawn_lua_with(ws, &format!("{PRELUDE}{body}"), &flags(f), &[]))
+        .collect();
+    children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "sluice run failed\nstdout:\n{stdout}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            stdout
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+                .collect()
+        })
+        .collect()
+}
+
+/// Writes a policy file with `rules` (Lua expressions) and `otherwise`.
+fn policy(ws: &common::Workspace, rules: &[String], otherwise: &str) -> String {
+    let text = format!(
+        "local p = require(\"sluice.policy\")\nreturn {{\n  rules = {{\n{}  }},\n  otherwise = \"{otherwise}\",\n}}\n",
+        rules.iter().map(|r| format!("    {r},\n")).collect::<String>()
+    );
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    common::policy(ws, &format!("p{n}.lua"), &text)
+}
+
+fn allow(pattern: &str) -> String {
+    format!("p.allow {}", common::lua_str(pattern))
+}
+
+const MIB5: usize = 5 * 1024 * 1024;
+
+// ---- fetch: values ----
+
+#[test]
+fn fetch_returns_status_and_body_sends_headers_and_an_error_status_is_a_value() {
+    let ws = common::workspace();
+    let srv = Server::start("127.0.0.1", |r| match r.path.as_str() {
+        "/boom" => Reply::text(500, "text/plain", "boom"),
+        _ => Reply::text(200, "text/plain; charset=utf-8", "héllo"),
+    });
+    let g = grant(&srv.origin());
+    let f = flags(&g);
+    let out = ok(fetch(
+        ws.path(),
+        &f,
+        &srv.url("/a?b=1"),
+        ", headers = {['x-test'] = 'yes'}",
+    ));
+    assert_eq!(
+        out,
+        json!({"status": 200, "body": "héllo", "truncated": false})
+    );
+    let boom = ok(fetch(ws.path(), &f, &srv.url("/boom"), ""));
+    assert_eq!(
+        boom,
+        json!({"status": 500, "body": "boom", "truncated": false})
+    );
+    let reqs = srv.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        (reqs[0].method.as_str(), reqs[0].path.as_str()),
+        ("GET", "/a?b=1")
+    );
+    assert_eq!(reqs[0].header("x-test"), Some("yes"));
+    assert_eq!(reqs[0].header("host"), Some(srv.addr.to_string().as_str()));
+    assert!(reqs[0].body.is_empty());
+    assert_eq!(reqs[1].header("x-test"), None);
+}
+
+#[test]
+fn fetch_decodes_the_body_by_the_charset_its_content_type_names() {
+    let ws = common::workspace();
+    let srv = Server::start("127.0.0.1", |_| {
+        Reply::text(200, "text/plain; charset=iso-8859-1", b"caf\xe9".to_vec())
+    });
+    let out = ok(fetch(
+        ws.path(),
+        &flags(&grant(&srv.origin())),
+        &srv.url("/"),
+        "",
+    ));
+    assert_eq!(out["body"], "café");
+}
+
+// ---- input validation ----
+
+#[test]
+fn urls_with_user_info_other_schemes_or_no_scheme_are_invalid_input_naming_url() {
+    let ws = common::workspace();
+    let srv = hello();
+    let host = srv.addr.to_string();
+    let bad = [
+        format!("http://user:pw@{host}/"),
+        format!("http://user@{host}/"),
+        format!("https://user:pw@{host}/"),
+        format!("ftp://{host}/"),
+        "file:///etc/passwd".to_string(),
+        format!("{host}/page"),
+        "/relative".to_string(),
+    ];
+    let g = grant(&srv.origin());
+    let mut body = String::new();
+    for url in &bad {
+        for flow in ["fetch", "webfetch", "http-post"] {
+            body.push_str(&format!("call('{flow}', {})\n", input(url, "")));
+        }
+    }
+    let mut approve = g.to_vec();
+    approve.extend(["--approve".into(), format!("net:post:http://{host}")]);
+    let lines = run(ws.path(), &flags(&approve), &body);
+    assert_eq!(lines.len(), bad.len() * 3);
+    for (i, line) in lines.into_iter().enumerate() {
+        let e = err(outcome(line));
+        let url = &bad[i / 3];
+        assert_eq!(e["code"], "invalid_input", "{url}: {e}");
+        assert_eq!(e["field"], "url", "{url}: {e}");
+    }
+    // Refused at planning: nothing reached the server.
+    assert_eq!(srv.connections(), 0);
+    // The message for user information says where credentials go instead.
+    let e = err(fetch(ws.path(), &[], &bad[0], ""));
+    assert_eq!(
+        e["message"],
+        "the URL carries user information (user:password@); send credentials in a header instead"
+    );
+}
+
+#[test]
+fn timeouts_must_be_positive_seconds_and_large_ones_are_capped_not_refused() {
+    let ws = common::workspace();
+    let srv = hello();
+    let g = grant(&srv.origin());
+    let f = flags(&g);
+    for t in ["0", "-1"] {
+        let e = err(fetch(
+            ws.path(),
+            &f,
+            &srv.url("/"),
+            &format!(", timeout = {t}"),
+        ));
+        assert_eq!(e["code"], "invalid_input", "timeout {t}");
+        assert_eq!(e["field"], "timeout", "timeout {t}");
+        assert_eq!(
+            e["message"],
+            "timeout is in seconds and must be above 0 (default 30, at most 120)"
+        );
+    }
+    assert_eq!(srv.connections(), 0);
+    let out = ok(fetch(ws.path(), &f, &srv.url("/big"), ", timeout = 500"));
+    assert_eq!(out["status"], 200);
+    let out = ok(fetch(ws.path(), &f, &srv.url("/frac"), ", timeout = 0.5"));
+    assert_eq!(out["body"], "hello from /frac");
+}
+
+#[test]
+fn reserved_and_malformed_headers_are_invalid_input_naming_the_header() {
+    let ws = common::workspace();
+    let srv = hello();
+    let g = grant(&srv.origin());
+    let cases = [
+        ("{host = 'evil.example'}", "headers.host"),
+        ("{['Content-Length'] = '5'}", "headers.Content-Length"),
+        (
+            "{['transfer-encoding'] = 'chunked'}",
+            "headers.transfer-encoding",
+        ),
+        ("{connection = 'close'}", "headers.connection"),
+        ("{['bad name'] = 'x'}", "headers.bad name"),
+        ("{['x-a'] = 'one\\r\\nx-injected: two'}", "headers.x-a"),
+    ];
+    for (headers, field) in cases {
+        let e = err(fetch(
+            ws.path(),
+            &flags(&g),
+            &srv.url("/"),
+            &format!(", headers = {headers}"),
+        ));
+        assert_eq!(
+            (e["code"].as_str(), e["field"].as_str()),
+            (Some("invalid_input"), Some(field)),
+            "{e}"
+        );
+    }
+    assert_eq!(srv.connections(), 0);
+}
+
+// ---- private destinations ----
+
+#[test]
+fn loopback_needs_an_exact_net_private_grant_and_is_not_contacted_without_it() {
+    let ws = common::workspace();
+    let srv = hello();
+    let origin = srv.origin();
+    // The default policy allows net:get:* but nothing grants net:private.
+    let e = err(fetch(ws.path(), &[], &srv.url("/"), ""));
+    assert_eq!(e, private_required(&origin));
+    for flow in ["webfetch"] {
+        let e = err(call(ws.path(), &[], flow, &input(&srv.url("/"), "")));
+        assert_eq!(e, private_required(&origin), "{flow}");
+    }
+    // Wildcards and other origins grant nothing.
+    let port = srv.port();
+    for wrong in [
+        "net:private:*".to_string(),
+        "net:private:http://127.0.0.1:*".to_string(),
+        "net:*".to_string(),
+        "*".to_string(),
+        format!("net:private:http://127.0.0.1:{}", port.wrapping_add(1)),
+        format!("net:private:https://127.0.0.1:{port}"),
+        format!("net:private:127.0.0.1:{port}"),
+    ] {
+        let e = err(fetch(ws.path(), &["--approve", &wrong], &srv.url("/"), ""));
+        assert_eq!(e["code"], "permission_required", "--approve {wrong}: {e}");
+        assert_eq!(e["capability"], format!("net:private:{origin}"), "{wrong}");
+    }
+    // A policy rule matching only by wildcard says so.
+    let pol = policy(&ws, &[allow("net:get:*"), allow("net:private:*")], "ask");
+    let e = err(fetch(ws.path(), &["--policy", &pol], &srv.url("/"), ""));
+    assert_eq!(e["code"], "permission_required");
+    assert_eq!(
+        e["reason"],
+        format!("an allow rule matches net:private:{origin} only by a wildcard, and net:private is granted only by a rule naming its origin exactly")
+    );
+    assert_eq!(
+        srv.connections(),
+        0,
+        "a refused destination is never contacted"
+    );
+    // The exact origin, by --approve or by a policy rule, grants it.
+    let out = ok(fetch(
+        ws.path(),
+        &flags(&grant(&origin)),
+        &srv.url("/x"),
+        "",
+    ));
+    assert_eq!(out["body"], "hello from /x");
+    let pol = policy(
+        &ws,
+        &[allow("net:get:*"), allow(&format!("net:private:{origin}"))],
+        "deny",
+    );
+    let out = ok(fetch(ws.path(), &["--policy", &pol], &srv.url("/y"), ""));
+    assert_eq!(out["body"], "hello from /y");
+    assert_eq!(srv.paths(), ["/x", "/y"]);
+}
+
+/// (address, its host as a URL spells it) for one address in every private
+/// range, IPv4 and IPv6.
+const PRIVATE_LITERALS: &[(&str, &str)] = &[
+    ("0.0.0.0", "0.0.0.0"),
+    ("0.1.2.3", "0.1.2.3"),
+    ("10.0.0.1", "10.0.0.1"),
+    ("10.255.255.255", "10.255.255.255"),
+    ("127.0.0.2", "127.0.0.2"),
+    ("127.255.255.254", "127.255.255.254"),
+    ("169.254.169.254", "169.254.169.254"),
+    ("172.16.0.1", "172.16.0.1"),
+    ("172.31.255.255", "172.31.255.255"),
+    ("192.168.1.1", "192.168.1.1"),
+    ("192.0.0.8", "192.0.0.8"),
+    ("100.64.0.1", "100.64.0.1"),
+    ("100.127.255.255", "100.127.255.255"),
+    ("198.18.0.1", "198.18.0.1"),
+    ("198.19.255.255", "198.19.255.255"),
+    ("224.0.0.1", "224.0.0.1"),
+    ("239.255.255.250", "239.255.255.250"),
+    ("240.0.0.1", "240.0.0.1"),
+    ("255.255.255.255", "255.255.255.255"),
+    ("::1", "[::1]"),
+    ("::", "[::]"),
+    ("fe80::1", "[fe80::1]"),
+    ("febf::1", "[febf::1]"),
+    ("fc00::1", "[fc00::1]"),
+    ("fd12:3456::1", "[fd12:3456::1]"),
+    ("ff02::1", "[ff02::1]"),
+    ("::127.0.0.1", "[::7f00:1]"),
+];
+
+/// Addresses only a DNS answer gives here (IPv6 forms of private IPv4).
+const PRIVATE_EMBEDDED: &[&str] = &[
+    "::ffff:127.0.0.1",
+    "::ffff:10.1.2.3",
+    "::ffff:169.254.169.254",
+    "::10.0.0.1",
+    "64:ff9b::a9fe:a9fe",
+];
+
+/// Public addresses beside the private ranges' edges.
+const PUBLIC: &[&str] = &[
+    "203.0.113.7",
+    "172.15.255.255",
+    "172.32.0.1",
+    "100.63.255.255",
+    "100.128.0.1",
+    "198.17.255.255",
+    "198.20.0.1",
+    "192.0.1.1",
+    "223.255.255.255",
+    "::ffff:203.0.113.7",
+    "2001:db8::1",
+];
+
+#[test]
+fn every_private_literal_address_is_refused_without_the_grant_before_any_connection() {
+    let ws = common::workspace();
+    let port = 9; // discard: nothing is contacted anyway
+    let mut body = String::new();
+    for (_, host) in PRIVATE_LITERALS {
+        body.push_str(&format!(
+            "call('fetch', {})\n",
+            input(&format!("http://{host}:{port}/"), ", timeout = 1")
+        ));
+    }
+    let lines = run(ws.path(), &[], &body);
+    assert_eq!(lines.len(), PRIVATE_LITERALS.len());
+    for ((addr, host), line) in PRIVATE_LITERALS.iter().zip(lines) {
+        let e = err(outcome(line));
+        assert_eq!(
+            e,
+            private_required(&format!("http://{host}:{port}")),
+            "{addr}"
+        );
+    }
+}
+
+#[test]
+fn every_private_dns_answer_is_refused_without_the_grant_naming_the_name_origin() {
+    let ws = common::workspace();
+    let port = 9;
+    let addrs: Vec<&str> = PRIVATE_LITERALS
+        .iter()
+        .map(|(a, _)| *a)
+        .chain(PRIVATE_EMBEDDED.iter().copied())
+        .collect();
+    let mut fl = Vec::new();
+    let mut body = String::new();
+    for (i, a) in addrs.iter().enumerate() {
+        fl.push("--resolve".to_string());
+        fl.push(format!("n{i}.test={a}"));
+        body.push_str(&format!(
+            "call('fetch', {})\n",
+            input(&format!("http://n{i}.test:{port}/"), ", timeout = 1")
+        ));
+    }
+    let lines = run(ws.path(), &flags(&fl), &body);
+    assert_eq!(lines.len(), addrs.len());
+    for (i, (a, line)) in addrs.iter().zip(lines).enumerate() {
+        let e = err(outcome(line));
+        assert_eq!(
+            e,
+            private_required(&format!("http://n{i}.test:{port}")),
+            "{a}"
+        );
+    }
+}
+
+#[test]
+fn every_private_destination_is_allowed_with_its_exact_grant() {
+    let ws = common::workspace();
+    let port = 9;
+    let mut jobs = Vec::new();
+    let mut what = Vec::new();
+    for (a, host) in PRIVATE_LITERALS {
+        let origin = format!("http://{host}:{port}");
+        let url = format!("{origin}/");
+        jobs.push((
+            grant(&origin).to_vec(),
+            format!("call('fetch', {})\n", input(&url, ", timeout = 0.5")),
+        ));
+        what.push(format!("literal {a}"));
+    }
+    let embedded = PRIVATE_LITERALS
+        .iter()
+        .map(|(a, _)| *a)
+        .chain(PRIVATE_EMBEDDED.iter().copied());
+    for (i, a) in embedded.enumerate() {
+        let origin = format!("http://g{i}.test:{port}");
+        let mut f = grant(&origin).to_vec();
+        f.extend(["--resolve".into(), format!("g{i}.test={a}")]);
+        jobs.push((
+            f,
+            format!(
+                "call('fetch', {})\n",
+                input(&format!("{origin}/"), ", timeout = 0.5")
+            ),
+        ));
+        what.push(format!("name resolving to {a}"));
+    }
+    let results = run_many(ws.path(), jobs);
+    for (w, mut lines) in what.iter().zip(results) {
+        assert_eq!(lines.len(), 1);
+        assert_not_refused(w, &outcome(lines.remove(0)));
+    }
+}
+
+#[test]
+fn public_answers_need_no_private_grant() {
+    let ws = common::workspace();
+    let port = 9;
+    let jobs = PUBLIC
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            (
+                vec!["--resolve".to_string(), format!("pub{i}.test={a}")],
+                format!(
+                    "call('fetch', {})\n",
+                    input(&format!("http://pub{i}.test:{port}/"), ", timeout = 0.5")
+                ),
+            )
+        })
+        .collect();
+    for (a, mut lines) in PUBLIC.iter().zip(run_many(ws.path(), jobs)) {
+        assert_not_refused(&format!("public {a}"), &outcome(lines.remove(0)));
+    }
+}
+
+#[test]
+fn loopback_served_on_other_127_addresses_is_reached_only_with_its_grant() {
+    let ws = common::workspace();
+    let srv = Server::start("127.255.255.254", |r| {
+        Reply::text(200, "text/plain", format!("far end {}", r.path))
+    });
+    let e = err(fetch(ws.path(), &[], &srv.url("/"), ""));
+    assert_eq!(e, private_required(&srv.origin()));
+    assert_eq!(srv.connections(), 0);
+    let out = ok(fetch(
+        ws.path(),
+        &flags(&grant(&srv.origin())),
+        &srv.url("/z"),
+        "",
+    ));
+    assert_eq!(out["body"], "far end /z");
+}
+
+#[test]
+fn numeric_host_forms_are_judged_by_the_address_they_mean() {
+    let ws = common::workspace();
+    let srv = hello();
+    let port = srv.port();
+    let forms = [
+        format!("http://2130706433:{port}/decimal"),
+        format!("http://0x7f.1:{port}/hex"),
+        format!("http://127.1:{port}/short"),
+        format!("http://0177.0.0.1:{port}/octal"),
+        format!("http://0x7F000001:{port}/hexall"),
+        format!("http://127.0.0.1.:{port}/dot"),
+    ];
+    let body: String = forms
+        .iter()
+        .map(|u| format!("call('fetch', {})\n", input(u, "")))
+        .collect();
+    let origin = format!("http://127.0.0.1:{port}");
+    for (u, line) in forms.iter().zip(run(ws.path(), &[], &body)) {
+        assert_eq!(err(outcome(line)), private_required(&origin), "{u}");
+    }
+    assert_eq!(srv.connections(), 0);
+    // The one grant for 127.0.0.1 covers them all: they are that address.
+    let lines = run(ws.path(), &flags(&grant(&origin)), &body);
+    for (u, line) in forms.iter().zip(lines) {
+        let out = ok(outcome(line));
+        assert_eq!(out["status"], 200, "{u}");
+    }
+    let reqs = srv.requests();
+    assert_eq!(
+        reqs.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(),
+        ["/decimal", "/hex", "/short", "/octal", "/hexall", "/dot"]
+    );
+    for r in &reqs {
+        assert_eq!(
+            r.header("host"),
+            Some(format!("127.0.0.1:{port}").as_str()),
+            "{}",
+            r.path
+        );
+    }
+}
+
+#[test]
+fn ipv4_mapped_loopback_literal_is_refused_without_the_grant() {
+    let ws = common::workspace();
+    let srv = hello();
+    let port = srv.port();
+    for host in [
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+        "[0:0:0:0:0:ffff:127.0.0.1]",
+    ] {
+        let e = err(fetch(ws.path(), &[], &format!("http://{host}:{port}/"), ""));
+        assert_eq!(e["code"], "permission_required", "{host}: {e}");
+        let cap = e["capability"].as_str().unwrap();
+        assert!(
+            cap.starts_with("net:private:http://[") && cap.ends_with(&format!("]:{port}")),
+            "{host}: {cap}"
+        );
+    }
+    assert_eq!(srv.connections(), 0);
+}
+
+/// The origin of `http://[::ffff:127.0.0.1]:P` is the URL's own
+/// serialization, `http://[::ffff:7f00:1]:P` (as the unit test in
+/// src/net/destination.rs expects), so the grant a person writes from the
+/// URL sluice shows is the one that matches.
+#[test]
+fn ipv4_mapped_literal_origin_is_spelled_as_the_url_serializes_it() {
+    let ws = common::workspace();
+    let srv = hello();
+    let port = srv.port();
+    let url = format!("http://[::ffff:127.0.0.1]:{port}/mapped");
+    let origin = format!("http://[::ffff:7f00:1]:{port}");
+    let e = err(fetch(ws.path(), &[], &url, ""));
+    assert_eq!(e, private_required(&origin));
+    let out = ok(fetch(ws.path(), &flags(&grant(&origin)), &url, ""));
+    assert_eq!(out["body"], "hello from /mapped");
+}
+
+#[test]
+fn localhost_names_are_private_before_dns_whatever_dns_says() {
+    let ws = common::workspace();
+    let srv = hello();
+    let port = srv.port();
+    // app.localhost "resolves" to a public address: it is still this machine.
+    let resolve = [
+        "--resolve",
+        "app.localhost=203.0.113.7",
+        "--resolve",
+        "localhost=203.0.113.7",
+    ];
+    for host in ["localhost", "LOCALHOST", "app.localhost", "a.b.localhost"] {
+        let e = err(fetch(
+            ws.path(),
+            &resolve,
+            &format!("http://{host}:{port}/"),
+            "",
+        ));
+        let lower = host.to_ascii_lowercase();
+        assert_eq!(
+            e,
+            private_required(&format!("http://{lower}:{port}")),
+            "{host}"
+        );
+    }
+    assert_eq!(srv.connections(), 0);
+    let origin = format!("http://app.localhost:{port}");
+    let mut f: Vec<String> = resolve.iter().map(|s| s.to_string()).collect();
+    f.extend(grant(&origin));
+    let out = ok(fetch(
+        ws.path(),
+        &flags(&f),
+        &format!("{origin}/here"),
+        ", timeout = 2",
+    ));
+    assert_eq!(out["body"], "hello from /here");
+    let reqs = srv.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0].header("host"),
+        Some(format!("app.localhost:{port}").as_str())
+    );
+}
+
+#[test]
+fn a_mix_of_public_and_private_answers_needs_the_grant() {
+    let ws = common::workspace();
+    let srv = hello();
+    let port = srv.port();
+    let origin = format!("http://mix.test:{port}");
+    for answers in [
+        "203.0.113.7,127.0.0.1",
+        "127.0.0.1,203.0.113.7",
+        "2001:db8::1,::ffff:127.0.0.1",
+    ] {
+        let e = err(fetch(
+            ws.path(),
+            &["--resolve", &format!("mix.test={answers}")],
+            &format!("{origin}/"),
+            "",
+        ));
+        assert_eq!(e, private_required(&origin), "{answers}");
+    }
+    assert_eq!(srv.connections(), 0);
+    let mut f = vec![
+        "--resolve".to_string(),
+        "mix.test=127.0.0.1,203.0.113.7".into(),
+    ];
+    f.extend(grant(&origin));
+    let out = ok(fetch(
+        ws.path(),
+        &flags(&f),
+        &format!("{origin}/m"),
+        ", timeout = 2",
+    ));
+    assert_eq!(out["body"], "hello from /m");
+}
+
+#[test]
+fn a_failed_dns_lookup_is_request_failed_naming_the_host() {
+    let ws = common::workspace();
+    let e = err(fetch(
+        ws.path(),
+        &[],
+        "http://no-such-host.invalid:9/",
+        ", timeout = 2",
+    ));
+    assert_eq!(e["code"], "request_failed", "{e}");
+    assert_eq!(e["host"], "no-such-host.invalid");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot resolve no-such-host.invalid: "),
+        "{e}"
+    );
+}
+
+// ---- pinning ----
+
+/// Servers on 127.0.0.1 and 127.0.0.2 on one port (retrying for a port free
+/// on both), each answering with its own name.
+fn twin_servers() -> (Server, Server) {
+    for _ in 0..50 {
+        let a = Server::start("127.0.0.1", |_| Reply::text(200, "text/plain", "one"));
+        let handler: Handler = Arc::new(|_: &Seen| Reply::text(200, "text/plain", "two"));
+        if let Some(b) = Server::start_at("127.0.0.2", a.port(), handler) {
+            return (a, b);
+        }
+    }
+    panic!("no port free on both 127.0.0.1 and 127.0.0.2");
+}
+
+#[test]
+fn the_connection_goes_only_to_the_checked_address_with_the_name_as_host() {
+    let ws = common::workspace();
+    let (one, two) = twin_servers();
+    let port = one.port();
+    let origin = format!("http://pin.test:{port}");
+    let mut f = vec!["--resolve".to_string(), "pin.test=127.0.0.2".into()];
+    f.extend(grant(&origin));
+    let out = ok(fetch(
+        ws.path(),
+        &flags(&f),
+        &format!("{origin}/p"),
+        ", timeout = 2",
+    ));
+    assert_eq!(out["body"], "two");
+    assert_eq!(one.connections(), 0, "127.0.0.1 must not be contacted");
+    let reqs = two.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].path, "/p");
+    assert_eq!(
+        reqs[0].header("host"),
+        Some(format!("pin.test:{port}").as_str())
+    );
+    // And the other way round: the map, not chance, picks the address.
+    let mut f = vec!["--resolve".to_string(), "pin.test=127.0.0.1".into()];
+    f.extend(grant(&origin));
+    let out = ok(fetch(
+        ws.path(),
+        &flags(&f),
+        &format!("{origin}/q"),
+        ", timeout = 2",
+    ));
+    assert_eq!(out["body"], "one");
+    assert_eq!(one.paths(), ["/q"]);
+    assert_eq!(two.paths(), ["/p"]);
+    assert_eq!(
+        one.requests()[0].header("host"),
+        Some(format!("pin.test:{port}").as_str())
+    );
+}
+
+#[test]
+fn a_grant_for_the_address_does_not_cover_a_name_that_resolves_to_it() {
+    let ws = common::workspace();
+    let srv = hello();
+    let port = srv.port();
+    let mut f = vec!["--resolve".to_string(), "name.test=127.0.0.1".into()];
+    f.extend(grant(&srv.origin()));
+    let e = err(fetch(
+        ws.path(),
+        &flags(&f),
+        &format!("http://name.test:{port}/"),
+        "",
+    ));
+    assert_eq!(e, private_required(&format!("http://name.test:{port}")));
+    assert_eq!(srv.connections(), 0);
+}
+
+// ---- the resource names the scheme ----
+
+#[test]
+fn a_grant_for_https_does_not_cover_cleartext_http() {
+    let ws = common::workspace();
+    let srv = hello();
+    let port = srv.port();
+    let origin = srv.origin();
+    let https_only = policy(
+        &ws,
+        &[
+            allow(&format!("net:get:127.0.0.1:{port}")),
+            allow(&format!("net:private:{origin}")),
+        ],
+        "deny",
+    );
+    let e = err(fetch(
+        ws.path(),
+        &["--policy", &https_only],
+        &srv.url("/"),
+        "",
+    ));
+    assert_eq!(e["code"], "permission_denied", "{e}");
+    assert_eq!(e["capability"], format!("net:get:http://127.0.0.1:{port}"));
+    assert_eq!(
+        e["reason"],
+        format!("no rule or hook of the policy matched net:get:http://127.0.0.1:{port}")
+    );
+    assert_eq!(srv.connections(), 0);
+    // The http grant covers http and not https.
+    let http_only = policy(
+        &ws,
+        &[
+            allow(&format!("net:get:http://127.0.0.1:{port}")),
+            allow(&format!("net:private:{origin}")),
+        ],
+        "deny",
+    );
+    let out = ok(fetch(
+        ws.path(),
+        &["--policy", &http_only],
+        &srv.url("/h"),
+        "",
+    ));
+    assert_eq!(out["body"], "hello from /h");
+    let e = err(fetch(
+        ws.path(),
+        &["--policy", &http_only],
+        &format!("https://127.0.0.1:{port}/"),
+        "",
+    ));
+    assert_eq!(e["code"], "permission_denied");
+    assert_eq!(e["capability"], format!("net:get:127.0.0.1:{port}"));
+    assert_eq!(srv.paths(), ["/h"]);
+}
+
+// ---- redirects ----
+
+#[test]
+fn a_redirect_to_an_ungranted_private_origin_is_refused_before_any_connection_to_it() {
+    let ws = common::workspace();
+    let target = Server::start("127.0.0.2", |_| Reply::text(200, "text/plain", "secret"));
+    let to = target.url("/meta");
+    let first = Server::start("127.0.0.1", move |_| Reply::redirect(302, &to));
+    let g = grant(&first.origin());
+    for flow in ["fetch", "webfetch"] {
+        let e = err(call(
+            ws.path(),
+            &flags(&g),
+            flow,
+            &input(&first.url("/go"), ""),
+        ));
+        assert_eq!(e, private_required(&target.origin()), "{flow}");
+    }
+    assert_eq!(first.paths(), ["/go", "/go"]);
+    assert_eq!(
+        target.connections(),
+        0,
+        "the private target saw a connection"
+    );
+    // Granted too, the hop is followed.
+    let mut f = g.to_vec();
+    f.extend(grant(&target.origin()));
+    let out = ok(fetch(ws.path(), &flags(&f), &first.url("/go"), ""));
+    assert_eq!(
+        out,
+        json!({"status": 200, "body": "secret", "truncated": false})
+    );
+    assert_eq!(target.paths(), ["/meta"]);
+}
+
+#[test]
+fn each_redirect_hop_is_authorized_for_net_get_before_dns_and_before_the_private_check() {
+    let ws = common::workspace();
+    let target = Server::start("127.0.0.2", |_| Reply::text(200, "text/plain", "there"));
+    let to = target.url("/t");
+    let tport = target.port();
+    let first = Server::start("127.0.0.1", move |r| match r.path.as_str() {
+        "/nodns" => Reply::redirect(302, &format!("http://no-such-host.invalid:{tport}/")),
+        _ => Reply::redirect(301, &to),
+    });
+    let get_first = allow(&format!("net:get:{}", first.origin()));
+    let private_first = allow(&format!("net:private:{}", first.origin()));
+    let get_target = allow(&format!("net:get:{}", target.origin()));
+    let private_target = allow(&format!("net:private:{}", target.origin()));
+    let refused = |rules: &[String], path: &str| -> Value {
+        let pol = policy(&ws, rules, "deny");
+        err(fetch(ws.path(), &["--policy", &pol], &first.url(path), ""))
+    };
+    // Neither granted: net:get comes first.
+    let e = refused(&[get_first.clone(), private_first.clone()], "/");
+    assert_eq!(e["code"], "permission_denied");
+    assert_eq!(e["capability"], format!("net:get:{}", target.origin()));
+    // net:private granted but not net:get: still net:get.
+    let e = refused(
+        &[
+            get_first.clone(),
+            private_first.clone(),
+            private_target.clone(),
+        ],
+        "/",
+    );
+    assert_eq!(e["capability"], format!("net:get:{}", target.origin()));
+    // net:get granted, net:private not.
+    let e = refused(
+        &[get_first.clone(), private_first.clone(), get_target.clone()],
+        "/",
+    );
+    assert_eq!(e["code"], "permission_denied");
+    assert_eq!(e["capability"], format!("net:private:{}", target.origin()));
+    assert_eq!(target.connections(), 0);
+    // A hop to a name that does not resolve is refused by policy, not by DNS.
+    let e = refused(&[get_first.clone(), private_first.clone()], "/nodns");
+    assert_eq!(e["code"], "permission_denied", "{e}");
+    assert_eq!(
+        e["capability"],
+        format!("net:get:http://no-such-host.invalid:{tport}")
+    );
+    // Everything granted: followed.
+    let pol = policy(
+        &ws,
+        &[get_first, private_first, get_target, private_target],
+        "deny",
+    );
+    let out = ok(fetch(ws.path(), &["--policy", &pol], &first.url("/"), ""));
+    assert_eq!(out["body"], "there");
+    assert_eq!(target.paths(), ["/t"]);
+}
+
+#[test]
+fn redirects_to_other_schemes_or_with_user_info_are_request_failed() {
+    let ws = common::workspace();
+    let srv = Server::start("127.0.0.1", |r| match r.path.as_str() {
+        "/ftp" => Reply::redirect(302, "ftp://127.0.0.1/file"),
+        "/userinfo" => Reply::redirect(302, "http://user:pw@127.0.0.1/"),
+        _ => Reply::text(200, "text/plain", "no"),
+    });
+    let g = grant(&srv.origin());
+    for path in ["/ftp", "/userinfo"] {
+        let e = err(fetch(ws.path(), &flags(&g), &srv.url(path), ""));
+        assert_eq!(e["code"], "request_failed", "{path}: {e}");
+        let msg = e["message"].as_str().unwrap();
+        assert!(
+            msg.starts_with(&format!(
+                "{} redirected somewhere sluice does not go: ",
+                srv.url(path)
+            )),
+            "{msg}"
+        );
+    }
+    assert_eq!(srv.paths(), ["/ftp", "/userinfo"]);
+}
+
+#[test]
+fn credentials_are_kept_on_same_origin_redirects_and_dropped_across_origins() {
+    let ws = common::workspace();
+    let other = Server::start("127.0.0.2", |_| Reply::text(200, "text/plain", "other"));
+    let to_other = other.url("/landing");
+    let first = Server::start("127.0.0.1", move |r| match r.path.as_str() {
+        "/start" => Reply::redirect(302, "/same"),
+        "/same" => Reply::redirect(307, &to_other),
+        _ => Reply::text(200, "text/plain", "end"),
+    });
+    let mut f = grant(&first.origin()).to_vec();
+    f.extend(grant(&other.origin()));
+    let headers =
+        ", headers = {authorization = 'Bearer s3cret', cookie = 'sid=1', ['x-trace'] = 't1'}";
+    for flow in ["fetch", "webfetch"] {
+        let r = call(
+            ws.path(),
+            &flags(&f),
+            flow,
+            &input(&first.url("/start"), headers),
+        );
+        let out = ok(r);
+        assert_eq!(out["status"], 200, "{flow}");
+    }
+    let firsts = first.requests();
+    assert_eq!(
+        firsts.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(),
+        ["/start", "/same", "/start", "/same"]
+    );
+    for r in &firsts {
+        assert_eq!(
+            r.header("authorization"),
+            Some("Bearer s3cret"),
+            "{}",
+            r.path
+        );
+        assert_eq!(r.header("cookie"), Some("sid=1"), "{}", r.path);
+        assert_eq!(r.header("x-trace"), Some("t1"));
+    }
+    let others = other.requests();
+    assert_eq!(others.len(), 2);
+    for r in &others {
+        assert_eq!(r.header("authorization"), None);
+        assert_eq!(r.header("cookie"), None);
+        assert_eq!(r.header("x-trace"), Some("t1"), "other headers still go");
+        assert_eq!(r.header("host"), Some(other.addr.to_string().as_str()));
+    }
+}
+
+#[test]
+fn another_port_on_the_same_host_is_another_origin_for_credentials() {
+    let ws = common::workspace();
+    let other = hello();
+    let to_other = other.url("/p2");
+    let first = Server::start("127.0.0.1", move |_| Reply::redirect(302, &to_other));
+    let mut f = grant(&first.origin()).to_vec();
+    f.extend(grant(&other.origin()));
+    ok(fetch(
+        ws.path(),
+        &flags(&f),
+        &first.url("/"),
+        ", headers = {Authorization = 'Basic eDp5', Cookie = 'a=b'}",
+    ));
+    assert_eq!(
+        first.requests()[0].header("authorization"),
+        Some("Basic eDp5")
+    );
+    let r = &other.requests()[0];
+    assert_eq!(
+        (r.header("authorization"), r.header("cookie")),
+        (None, None)
+    );
+}
+
+/// Module doc of src/net/client.rs: "once a hop leaves the first origin,
+/// `authorization` and `cookie` headers are no longer sent" — a chain that
+/// comes back to the first origin must not get them back.
+#[test]
+fn credentials_stay_dropped_after_a_redirect_chain_returns_to_the_first_origin() {
+    let ws = common::workspace();
+    let first_url = Arc::new(Mutex::new(String::new()));
+    let back = first_url.clone();
+    let other = Server::start("127.0.0.2", move |_| {
+        Reply::redirect(302, &back.lock().unwrap())
+    });
+    let to_other = other.url("/bounce");
+    let first = Server::start("127.0.0.1", move |r| match r.path.as_str() {
+        "/start" => Reply::redirect(302, &to_other),
+        _ => Reply::text(200, "text/plain", "home"),
+    });
+    *first_url.lock().unwrap() = first.url("/home");
+    let mut f = grant(&first.origin()).to_vec();
+    f.extend(grant(&other.origin()));
+    let out = ok(fetch(
+        ws.path(),
+        &flags(&f),
+        &first.url("/start"),
+        ", headers = {authorization = 'Bearer s3cret', cookie = 'sid=1'}",
+    ));
+    assert_eq!(out["body"], "home");
+    let reqs = first.requests();
+    assert_eq!(
+        reqs.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(),
+        ["/start", "/home"]
+    );
+    assert_eq!(other.requests()[0].header("authorization"), None);
+    assert_eq!(
+        (reqs[1].header("authorization"), reqs[1].header("cookie")),
+        (None, None),
+        "credentials came back after the chain left the first origin"
+    );
+}
+
+#[test]
+fn fetch_and_webfetch_follow_up_to_ten_redirects_and_report_the_final_url() {
+    let ws = common::workspace();
+    // /r/N redirects to /r/N-1; /r/0 answers.
+    let srv = Server::start("127.0.0.1", |r| {
+        let n: u32 = r.path.trim_start_matches("/r/").parse().unwrap_or(0);
+        if n == 0 {
+            Reply::text(200, "text/plain", "arrived")
+        } else {
+            let status = [301, 302, 303, 307, 308][n as usize % 5];
+            Reply::redirect(status, &format!("/r/{}", n - 1))
+        }
+    });
+    let g = grant(&srv.origin());
+    let out = ok(call(
+        ws.path(),
+        &flags(&g),
+        "webfetch",
+        &input(&srv.url("/r/10"), ""),
+    ));
+    assert_eq!(
+        out,
+        json!({"url": srv.url("/r/0"), "status": 200, "contentType": "text/plain", "content": "arrived", "truncated": false})
+    );
+    assert_eq!(srv.requests().len(), 11);
+    let out = ok(fetch(ws.path(), &flags(&g), &srv.url("/r/10"), ""));
+    assert_eq!(out["body"], "arrived");
+    assert_eq!(srv.requests().len(), 22);
+    for flow in ["webfetch", "fetch"] {
+        let e = err(call(
+            ws.path(),
+            &flags(&g),
+            flow,
+            &input(&srv.url("/r/11"), ""),
+        ));
+        assert_eq!(e["code"], "request_failed", "{flow}: {e}");
+        assert_eq!(
+            e["message"],
+            format!(
+                "stopped after 10 redirects (the last one from {} to /r/0)",
+                srv.url("/r/1")
+            ),
+            "{flow}"
+        );
+    }
+    // Eleven responses each time, /r/0 never asked for.
+    assert_eq!(srv.requests().len(), 44);
+    assert_eq!(srv.paths().iter().filter(|p| *p == "/r/0").count(), 2);
+}
+
+// ---- http-post ----
+
+fn post_flags(srv: &Server) -> Vec<String> {
+    let mut f = grant(&srv.origin()).to_vec();
+    f.extend(["--approve".into(), format!("net:post:{}", srv.origin())]);
+    f
+}
+
+#[test]
+fn http_post_sends_the_body_verbatim_with_application_json_by_default() {
+    let ws = common::workspace();
+    let srv = Server::start("127.0.0.1", |r| {
+        Reply::text(
+            201,
+            "application/json",
+            format!("got {} bytes", r.body.len()),
+        )
+    });
+    let f = post_flags(&srv);
+    let body = "{\"b\": 2,   \"a\": [1, 2.50, \"ü\"]}\n  ";
+    let out = ok(call(
+        ws.path(),
+        &flags(&f),
+        "http-post",
+        &input(
+            &srv.url("/api?x=1"),
+            &format!(", body = {}", common::lua_str(body)),
+        ),
+    ));
+    assert_eq!(
+        out,
+        json!({"status": 201, "body": format!("got {} bytes", body.len()), "truncated": false})
+    );
+    let r = &srv.requests()[0];
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/api?x=1"));
+    assert_eq!(r.body, body.as_bytes());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(
+        r.header("content-length"),
+        Some(body.len().to_string().as_str())
+    );
+    // contentType, or a content-type header, replaces the default.
+    ok(call(
+        ws.path(),
+        &flags(&f),
+        "http-post",
+        &input(
+            &srv.url("/form"),
+            ", body = 'a=1&b=2', contentType = 'application/x-www-form-urlencoded'",
+        ),
+    ));
+    ok(call(
+        ws.path(),
+        &flags(&f),
+        "http-post",
+        &input(
+            &srv.url("/h"),
+            ", body = 'plain', headers = {['Content-Type'] = 'text/plain'}",
+        ),
+    ));
+    ok(call(
+        ws.path(),
+        &flags(&f),
+        "http-post",
+        &input(&srv.url("/empty"), ""),
+    ));
+    let reqs = srv.requests();
+    assert_eq!(
+        reqs[1].header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    assert_eq!(reqs[1].body, b"a=1&b=2");
+    assert_eq!(reqs[2].header("content-type"), Some("text/plain"));
+    assert_eq!(reqs[2].body, b"plain");
+    assert_eq!(reqs[3].header("content-type"), Some("application/json"));
+    assert_eq!(reqs[3].body, b"");
+    // Both at once is refused.
+    let e = err(call(
+        ws.path(),
+        &flags(&f),
+        "http-post",
+        &input(
+            &srv.url("/both"),
+            ", contentType = 'text/plain', headers = {['content-type'] = 'text/html'}",
+        ),
+    ));
+    assert_eq!(
+        (e["code"].as_str(), e["field"].as_str()),
+        (Some("invalid_input"), Some("contentType"))
+    );
+    assert_eq!(srv.requests().len(), 4);
+}
+
+#[test]
+fn http_post_needs_net_post_which_the_default_policy_asks_for() {
+    let ws = common::workspace();
+    let srv = hello();
+    let g = grant(&srv.origin());
+    let e = err(call(
+        ws.path(),
+        &flags(&g),
+        "http-post",
+        &input(&srv.url("/"), ", body = '{}'"),
+    ));
+    let cap = format!("net:post:{}", srv.origin());
+    assert_eq!(e["code"], "permission_required");
+    assert_eq!(e["capability"], cap);
+    assert_eq!(
+        e["by"],
+        "ask \"net:post:*\" (rules[11] of policies/default.lua (built in))"
+    );
+    assert_eq!(e["approve"], format!("--approve '{cap}'"));
+    assert_eq!(srv.connections(), 0);
+}
+
+#[test]
+fn http_post_does_not_follow_redirects() {
+    let ws = common::workspace();
+    let target = Server::start("127.0.0.2", |_| Reply::text(200, "text/plain", "target"));
+    let to = target.url("/t");
+    let srv = Server::start("127.0.0.1", move |r| match r.path.as_str() {
+        "/307" => Reply::redirect(307, &to),
+        _ => Reply::redirect(302, &to),
+    });
+    let mut f = post_flags(&srv);
+    f.extend(post_flags(&target));
+    let out = ok(call(
+        ws.path(),
+        &flags(&f),
+        "http-post",
+        &input(&srv.url("/302"), ", body = 'once'"),
+    ));
+    assert_eq!(
+        out,
+        json!({"status": 302, "body": format!("moved to {}", target.url("/t")), "truncated": false})
+    );
+    let out = ok(call(
+        ws.path(),
+        &flags(&f),
+        "http-post",
+        &input(&srv.url("/307"), ", body = 'once'"),
+    ));
+    assert_eq!(out["status"], 307);
+    assert_eq!(srv.paths(), ["/302", "/307"]);
+    assert_eq!(
+        target.connections(),
+        0,
+        "the redirect target must see nothing"
+    );
+}
+
+// ---- size and time limits ----
+
+#[test]
+fn a_content_length_over_5_mib_is_refused_before_the_body_is_read() {
+    let ws = common::workspace();
+    // The head announces 5 MiB + 1 and then nothing comes: reading would
+    // wait for the timeout.
+    let srv = Server::start("127.0.0.1", |_| {
+        Reply::text(200, "text/plain", "")
+            .content_length(MIB5 as u64 + 1)
+            .body(Body::Stall)
+    });
+    let g = grant(&srv.origin());
+    let mut f = g.to_vec();
+    f.extend(["--approve".into(), format!("net:post:{}", srv.origin())]);
+    for flow in ["fetch", "webfetch", "http-post"] {
+        let url = srv.url(&format!("/{flow}"));
+        let start = Instant::now();
+        let e = err(call(
+            ws.path(),
+            &flags(&f),
+            flow,
+            &input(&url, ", timeout = 2"),
+        ));
+        assert!(
+            start.elapsed() < Duration::from_millis(1800),
+            "{flow} waited {:?}",
+            start.elapsed()
+        );
+        assert_eq!(
+            e,
+            json!({
+                "code": "response_too_large",
+                "message": format!("the response from {url} is {} bytes (content-length), over the 5 MiB limit", MIB5 + 1),
+                "limit": MIB5,
+            }),
+            "{flow}"
+        );
+    }
+}
+
+#[test]
+fn a_chunked_body_over_5_mib_is_refused_while_reading_and_5_mib_exactly_passes() {
+    let ws = common::workspace();
+    let srv = Server::start("127.0.0.1", |r| {
+        let n = match r.path.as_str() {
+            "/over" => MIB5 + 1,
+            _ => MIB5,
+        };
+        let body = Body::Chunked(vec![b'a'; n], 64 * 1024);
+        let reply = Reply::text(200, "text/plain", "").body(body);
+        if r.path == "/fixed" {
+            Reply::text(200, "text/plain", vec![b'a'; MIB5])
+        } else {
+            reply
+        }
+    });
+    let g = grant(&srv.origin());
+    let url = srv.url("/over");
+    let e = err(fetch(ws.path(), &flags(&g), &url, ", timeout = 5"));
+    assert_eq!(
+        e,
+        json!({
+            "code": "response_too_large",
+            "message": format!("the response from {url} is more than 5 MiB, over the 5 MiB limit"),
+            "limit": MIB5,
+        })
+    );
+    for path in ["/exact", "/fixed"] {
+        let out = ok(fetch(
+            ws.path(),
+            &flags(&g),
+            &srv.url(path),
+            ", timeout = 5",
+        ));
+        assert_eq!(out["status"], 200, "{path}");
+        assert_eq!(out["truncated"], true, "{path}");
+        assert_eq!(out["body"].as_str().unwrap().len(), 60_000, "{path}");
+        assert_eq!(
+            out["notice"],
+            format!("kept the first 60000 of {MIB5} bytes; the rest was cut"),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn a_server_that_never_answers_is_a_timeout_within_the_given_seconds() {
+    let ws = common::workspace();
+    let srv = Server::start("127.0.0.1", |_| {
+        Reply::text(200, "text/plain", "late").delay(STALL)
+    });
+    let g = grant(&srv.origin());
+    let start = Instant::now();
+    let e = err(fetch(ws.path(), &flags(&g), &srv.url("/"), ", timeout = 1"));
+    let took = start.elapsed();
+    assert_eq!(e["code"], "timeout", "{e}");
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_millis(2500),
+        "took {took:?}"
+    );
+    assert_eq!(srv.requests().len(), 1);
+}
+
+#[test]
+fn a_body_that_never_ends_is_a_timeout_within_the_given_seconds() {
+    let ws = common::workspace();
+    let srv = Server::start("127.0.0.1", |_| {
+        Reply::text(200, "text/plain", "").body(Body::Forever)
+    });
+    let g = grant(&srv.origin());
+    for flow in ["fetch", "webfetch"] {
+        let start = Instant::now();
+        let e = err(call(
+            ws.path(),
+            &flags(&g),
+            flow,
+            &input(&srv.url("/"), ", timeout = 1"),
+        ));
+        let took = start.elapsed();
+        assert_eq!(e["code"], "timeout", "{flow}: {e}");
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_millis(2500),
+            "{flow} took {took:?}"
+        );
+    }
+}
+
+#[test]
+fn one_deadline_bounds_every_hop_together() {
+    let ws = common::workspace();
+    // Each hop alone is well within the timeout; together they are not.
+    let srv = Server::start("127.0.0.1", |r| match r.path.as_str() {
+        "/a" => Reply::redirect(302, "/b").delay(Duration::from_millis(400)),
+        _ => Reply::text(200, "text/plain", "b").delay(Duration::from_millis(400)),
+    });
+    let g = grant(&srv.origin());
+    let start = Instant::now();
+    let e = err(fetch(
+        ws.path(),
+        &flags(&g),
+        &srv.url("/a"),
+        ", timeout = 0.6",
+    ));
+    assert_eq!(e["code"], "timeout", "{e}");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(600) && took < Duration::from_millis(2000),
+        "took {took:?}"
+    );
+    assert_eq!(srv.paths(), ["/a", "/b"]);
+    let out = ok(fetch(
+        ws.path(),
+        &flags(&g),
+        &srv.url("/a"),
+        ", timeout = 2",
+    ));
+    assert_eq!(out["body"], "b");
+}
+
+#[test]
+fn returned_text_keeps_its_first_60000_bytes_with_a_notice_of_kept_and_total() {
+    let ws = common::workspace();
+    let srv = Server::start("127.0.0.1", |r| {
+        let body = match r.path.as_str() {
+            "/exact" => "x".repeat(60_000),
+            "/over" => format!("{}{}", "x".repeat(60_000), "y".repeat(10_000)),
+            // A two-byte character across the limit is not split.
+            _ => format!("{}é{}", "x".repeat(59_999), "y".repeat(10)),
+        };
+        Reply::text(200, "text/plain; charset=utf-8", body)
+    });
+    let g = grant(&srv.origin());
+    let f = flags(&g);
+    let exact = ok(fetch(ws.path(), &f, &srv.url("/exact"), ""));
+    assert_eq!(
+        exact,
+        json!({"status": 200, "body": "x".repeat(60_000), "truncated": false})
+    );
+    let over = ok(fetch(ws.path(), &f, &srv.url("/over"), ""));
+    assert_eq!(
+        over,
+        json!({"status": 200, "body": "x".repeat(60_000), "truncated": true,
+               "notice": "kept the first 60000 of 70000 bytes; the rest was cut"})
+    );
+    let split = ok(fetch(ws.path(), &f, &srv.url("/split"), ""));
+    assert_eq!(split["body"], "x".repeat(59_999));
+    assert_eq!(
+        split["notice"],
+        "kept the first 59999 of 60011 bytes; the rest was cut"
+    );
+    let web = ok(call(
+        ws.path(),
+        &f,
+        "webfetch",
+        &input(&srv.url("/over"), ""),
+    ));
+    assert_eq!(web["content"], "x".repeat(60_000));
+    assert_eq!(web["truncated"], true);
+    assert_eq!(
+        web["notice"],
+        "kept the first 60000 of 70000 bytes; the rest was cut"
+    );
+    let pf = post_flags(&srv);
+    let post = ok(call(
+        ws.path(),
+        &flags(&pf),
+        "http-post",
+        &input(&srv.url("/over"), ""),
+    ));
+    assert_eq!(
+        post["notice"],
+        "kept the first 60000 of 70000 bytes; the rest was cut"
+    );
+}
+
+// ---- webfetch content types ----
+
+const PAGE: &str = "<!doctype html><html><head><title>T</title></head><body><h1>Title</h1><p>Some <b>bold</b> text and <a href=\"/next\">a link</a>.</p></body></html>";
+
+fn typed_server() -> Server {
+    Server::start("127.0.0.1", |r| match r.path.as_str() {
+        "/plain" => Reply::text(
+            200,
+            "text/plain; charset=utf-8",
+            "<h1>not html</h1> *as is*",
+        ),
+        "/json" => Reply::text(200, "application/json", "{\"a\": 1}"),
+        "/problem" => Reply::text(404, "application/problem+json", "{\"title\": \"nope\"}"),
+        "/xml" => Reply::text(200, "application/atom+xml", "<feed/>"),
+        "/png" => Reply::text(200, "image/png", b"\x89PNG\r\n\x1a\n\0\0".to_vec()),
+        "/octet" => Reply::text(200, "application/octet-stream", "abc"),
+        "/untyped-text" => Reply::new(200).body(Body::Fixed(b"just text".to_vec())),
+        "/untyped-binary" => Reply::new(200).body(Body::Fixed(b"\0\x01\x02".to_vec())),
+        "/html" => Reply::text(200, "text/html; charset=utf-8", PAGE),
+        "/moved" => Reply::redirect(301, "/docs/page"),
+        "/docs/page" => Reply::text(200, "text/html", "<p><a href=\"next\">relative</a></p>"),
+        _ => Reply::text(404, "text/plain", "none"),
+    })
+}
+
+#[test]
+fn webfetch_passes_text_json_and_xml_through_and_refuses_binaries() {
+    let ws = common::workspace();
+    let srv = typed_server();
+    let g = grant(&srv.origin());
+    let f = flags(&g);
+    let web =
+        |path: &str, extra: &str| call(ws.path(), &f, "webfetch", &input(&srv.url(path), extra));
+    let expect = |path: &str, status: u16, ct: &str, content: &str| json!({"url": srv.url(path), "status": status, "contentType": ct, "content": content, "truncated": false});
+    assert_eq!(
+        ok(web("/plain", "")),
+        expect("/plain", 200, "text/plain", "<h1>not html</h1> *as is*")
+    );
+    assert_eq!(
+        ok(web("/json", "")),
+        expect("/json", 200, "application/json", "{\"a\": 1}")
+    );
+    assert_eq!(
+        ok(web("/problem", "")),
+        expect(
+            "/problem",
+            404,
+            "application/problem+json",
+            "{\"title\": \"nope\"}"
+        )
+    );
+    assert_eq!(
+        ok(web("/xml", "")),
+        expect("/xml", 200, "application/atom+xml", "<feed/>")
+    );
+    assert_eq!(
+        ok(web("/untyped-text", "")),
+        expect("/untyped-text", 200, "text/plain", "just text")
+    );
+    for (path, ct, shown) in [
+        ("/png", "image/png", "image/png"),
+        (
+            "/octet",
+            "application/octet-stream",
+            "application/octet-stream",
+        ),
+        ("/untyped-binary", "", "no content type and binary bytes"),
+    ] {
+        let e = err(web(path, ""));
+        assert_eq!(
+            e,
+            json!({
+                "code": "unsupported_content_type",
+                "message": format!("{} answered with {shown}; webfetch renders text (text/*, JSON, XML), not binaries", srv.url(path)),
+                "contentType": ct,
+            }),
+            "{path}"
+        );
+    }
+    // Text that is not HTML is not converted, whatever the format.
+    for format in ["markdown", "text", "html"] {
+        let out = ok(web("/plain", &format!(", format = '{format}'")));
+        assert_eq!(out["content"], "<h1>not html</h1> *as is*", "{format}");
+    }
+    // format = html returns the page as it came; the default Accept goes out.
+    let out = ok(web("/html", ", format = 'html'"));
+    assert_eq!(out, expect("/html", 200, "text/html", PAGE));
+    let r = srv
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/html")
+        .unwrap();
+    assert_eq!(
+        r.header("accept"),
+        Some("text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5")
+    );
+    let e = err(web("/html", ", format = 'pdf'"));
+    assert_eq!(e["code"], "invalid_input", "{e}");
+}
+
+/// HTML is converted when the response is HTML. Fails while
+/// src/net/html.rs is the stub that returns the HTML unchanged.
+#[test]
+fn webfetch_renders_html_as_markdown_and_as_text() {
+    let ws = common::workspace();
+    let srv = typed_server();
+    let g = grant(&srv.origin());
+    let f = flags(&g);
+    let md = ok(call(
+        ws.path(),
+        &f,
+        "webfetch",
+        &input(&srv.url("/html"), ""),
+    ));
+    let md = md["content"].as_str().unwrap();
+    assert_ne!(md, PAGE, "markdown is the raw HTML");
+    assert!(
+        !md.contains("<p>") && md.contains("# Title") && md.contains("**bold**"),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!("[a link]({})", srv.url("/next"))),
+        "{md}"
+    );
+    let text = ok(call(
+        ws.path(),
+        &f,
+        "webfetch",
+        &input(&srv.url("/html"), ", format = 'text'"),
+    ));
+    let text = text["content"].as_str().unwrap();
+    assert_ne!(text, PAGE, "text is the raw HTML");
+    assert!(
+        !text.contains('<') && text.contains("Some bold text"),
+        "{text}"
+    );
+    // Links resolve against the final URL, after redirects.
+    let out = ok(call(
+        ws.path(),
+        &f,
+        "webfetch",
+        &input(&srv.url("/moved"), ""),
+    ));
+    assert_eq!(out["url"], srv.url("/docs/page"));
+    let md = out["content"].as_str().unwrap();
+    assert!(
+        md.contains(&format!("[relative]({})", srv.url("/docs/next"))),
+        "{md}"
+    );
+}
