@@ -138,6 +138,60 @@ function Job:kill() end
 ---@field output string "Exit code: N\nWall time: S seconds\nOutput:\n..." as Codex renders it
 ---@field exitCode integer 124 after a timeout
 
+---@class sluice.ApplyPatchInput
+---@field input string Codex's V4A patch: *** Begin Patch ... *** End Patch
+---@field cwd? string where the patch's relative paths resolve (default: the workspace)
+
+---@class sluice.ApplyPatchOutput
+---@field added string[]
+---@field modified string[]
+---@field deleted string[]
+---@field output string what Codex prints: "Success. Updated the following files:\nA path\n..."
+
+---@class sluice.GlobInput
+---@field pattern string e.g. "**/*.rs"
+---@field root? string default: the workspace
+---@field hidden? boolean include dot-files
+---@field noIgnore? boolean ignore .gitignore and .ignore
+---@field limit? integer default and cap 1000
+
+---@class sluice.GlobOutput
+---@field paths string[] sorted
+---@field total integer
+---@field truncated boolean
+---@field notice? string
+
+---@class sluice.GrepInput
+---@field pattern string a regex (or a literal with fixedStrings)
+---@field root? string a folder or one file (default: the workspace)
+---@field fixedStrings? boolean
+---@field ignoreCase? boolean
+---@field smartCase? boolean
+---@field globs? string[] as rg -g
+---@field beforeContext? integer
+---@field afterContext? integer
+---@field context? integer
+---@field maxCount? integer matches per file
+---@field filesWithMatches? boolean only `files`
+---@field hidden? boolean
+---@field noIgnore? boolean
+---@field limit? integer matches in all (default 200)
+
+---@class sluice.GrepMatch
+---@field file string
+---@field line integer 1-based
+---@field text string at most 500 characters
+---@field before? string[]
+---@field after? string[]
+
+---@class sluice.GrepOutput
+---@field matches? sluice.GrepMatch[]
+---@field files string[]
+---@field filesSearched integer
+---@field skippedBinary integer
+---@field truncated boolean
+---@field notice? string
+
 ---@class sluice.FetchInput
 ---@field url string absolute http or https, no user:password@
 ---@field headers? table<string, string> authorization and cookie are dropped when a redirect leaves the origin
@@ -206,6 +260,21 @@ function sluice.bash(input) end
 ---@param input sluice.ShellCommandInput
 ---@return sluice.ShellCommandOutput?, sluice.Error?
 function sluice.shell_command(input) end
+
+--- Applies a Codex V4A patch; all of it or, on failure, none of it.
+---@param input sluice.ApplyPatchInput
+---@return sluice.ApplyPatchOutput?, sluice.Error?
+function sluice.apply_patch(input) end
+
+--- Lists paths matching a glob, sorted, honouring ignore files.
+---@param input sluice.GlobInput
+---@return sluice.GlobOutput?, sluice.Error?
+function sluice.glob(input) end
+
+--- Searches file contents with ripgrep's engine.
+---@param input sluice.GrepInput
+---@return sluice.GrepOutput?, sluice.Error?
+function sluice.grep(input) end
 
 --- GETs a URL; every hop and private address is checked.
 ---@param input sluice.FetchInput

@@ -72,6 +72,23 @@ impl CallGate {
             script: &self.script,
         })
     }
+
+    /// Whether the kernel refuses `cap` outright (the ceiling, a deny rule,
+    /// a `decide` hook saying deny, a policy that failed), judged without
+    /// prompting anyone: an ask is not a refusal here. For flows that walk a
+    /// tree whose root the envelope already authorized and must skip what
+    /// the policy denies inside it (`glob`, `grep` and `fs:read:**/.env`).
+    pub fn refuses(&self, cap: &Capability) -> bool {
+        let verdict = self.gate.kernel.decide(&Request {
+            capability: cap,
+            flow: &self.flow,
+            tier: self.tier,
+            input: &self.input,
+            run_id: &self.run_id,
+            script: &self.script,
+        });
+        verdict.decision == Decision::Deny
+    }
 }
 
 impl Core {

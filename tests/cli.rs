@@ -34,7 +34,10 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "read",
             "write",
             "edit",
+            "apply_patch",
             "ls",
+            "glob",
+            "grep",
             "bash",
             "shell_command",
             "fetch",
@@ -45,7 +48,7 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
     );
     assert_eq!(
         m["readOnly"],
-        serde_json::json!(["read", "ls", "fetch", "webfetch"])
+        serde_json::json!(["read", "ls", "glob", "grep", "fetch", "webfetch"])
     );
     let tiers: Vec<&str> = m["flows"]
         .as_array()
@@ -59,6 +62,9 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "sealed",
             "compensable",
             "compensable",
+            "compensable",
+            "sealed",
+            "sealed",
             "sealed",
             "irreversible",
             "irreversible",
@@ -96,7 +102,7 @@ fn flows_table_has_a_row_per_flow() {
     );
     assert_eq!(
         *rows.last().unwrap(),
-        "read-only seat: read, ls, fetch, webfetch"
+        "read-only seat: read, ls, glob, grep, fetch, webfetch"
     );
 }
 
@@ -109,7 +115,7 @@ fn flows_name_shows_one_schema_and_unknown_names_exit_2() {
     assert!(f["inputSchema"]["properties"]["offset"].is_object());
     let (code, _, stderr) = sluice(&["flows", "teleport"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("no flow named \"teleport\"; the flows are: read, write, edit, ls, bash, shell_command, fetch, http-post, webfetch, websearch"));
+    assert!(stderr.contains("no flow named \"teleport\"; the flows are: read, write, edit, apply_patch, ls, glob, grep, bash, shell_command, fetch, http-post, webfetch, websearch"));
 }
 
 #[test]

@@ -5,9 +5,12 @@
 //! A flow never runs by itself: [`crate::pipeline::Core::call`] drives every call through the
 //! one-door pipeline (decode, validate, envelope, authorize, execute).
 
+pub mod apply_patch;
 pub mod bash;
 pub mod edit;
 pub mod fetch;
+pub mod glob;
+pub mod grep;
 pub mod http_post;
 pub mod ls;
 pub mod read;
@@ -322,7 +325,10 @@ impl Registry {
         r.add::<read::Read>();
         r.add::<write::Write>();
         r.add::<edit::Edit>();
+        r.add::<apply_patch::ApplyPatch>();
         r.add::<ls::Ls>();
+        r.add::<glob::Glob>();
+        r.add::<grep::Grep>();
         r.add::<bash::Bash>();
         r.add::<shell_command::ShellCommand>();
         r.add::<fetch::Fetch>();

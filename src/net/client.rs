@@ -153,11 +153,7 @@ impl Net {
         }
     }
 
-    async fn exchange(
-        &self,
-        req: Outgoing,
-        ctx: &Context,
-    ) -> FlowResult<Incoming> {
+    async fn exchange(&self, req: Outgoing, ctx: &Context) -> FlowResult<Incoming> {
         let first_origin = req.dest.origin.clone();
         let mut dest = req.dest;
         let mut method = req.method;
@@ -175,15 +171,7 @@ impl Net {
             }
             let addrs = self.addresses(&dest, ctx).await?;
             crossed |= dest.origin != first_origin;
-            let resp = transmit(
-                &dest,
-                &addrs,
-                method,
-                &req.headers,
-                crossed,
-                body.clone(),
-            )
-            .await?;
+            let resp = transmit(&dest, &addrs, method, &req.headers, crossed, body.clone()).await?;
             let status = resp.status().as_u16();
             let location = resp
                 .headers()

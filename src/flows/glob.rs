@@ -1,0 +1,707 @@
+//! `glob`: the paths under a folder that match a glob, sorted, found by the
+//! walker ripgrep uses (the `ignore` crate), so `.gitignore` and `.ignore`
+//! files count as they do for `rg --files`.
+//!
+//! What a caller can rely on (shared with `grep`, which walks the same way;
+//! the walk itself lives here as [`Tree`]):
+//!
+//! - **Matching.** `pattern` is matched against each path relative to `root`,
+//!   with `/` between folders: `*` and `?` stay inside one name, `**` crosses
+//!   folders, `{a,b}` and `[ab]` work, `\` escapes. So `*.rs` matches only
+//!   files directly in `root`; `**/*.rs` matches at any depth. An absolute
+//!   pattern is `invalid_input` (give `root` instead); a pattern that does not
+//!   parse is `invalid_pattern` with the glob engine's message.
+//! - **What is listed.** Everything that is not a folder: files, symlinks
+//!   (listed, never followed) and special files (FIFOs, sockets). Folders are
+//!   not listed (`ls` lists them); their contents are.
+//! - **Paths** are relative to the workspace when inside it, absolute
+//!   otherwise, with `/` between names, so they go straight back into `read`
+//!   or `edit`. The root is canonical: a root given through a symlink shows
+//!   its target. Output is sorted bytewise (`a.txt` before `a/b`, since `.`
+//!   sorts before `/`), so the same tree always gives the same page.
+//! - **Ignore files.** `.gitignore`, `.ignore` and `.git/info/exclude` inside
+//!   `root` count, in a git repository or not (`require_git(false)`); so do
+//!   the `.gitignore` and `.ignore` of the folders between the workspace and
+//!   `root`, when `root` is inside the workspace (nothing above the workspace
+//!   is read, nor the user's global git excludes, which the call never
+//!   declared). A `!` rule inside `root` cannot re-include what such an outer
+//!   file ignores, and the root itself is walked even if an outer file
+//!   ignores it (`rg PATTERN target` does the same). `noIgnore = true` turns
+//!   every ignore file off.
+//! - **Hidden names** (starting with `.`) are skipped unless `hidden = true`.
+//!   `.git` (a folder, or the file a worktree has) is always skipped, `hidden`
+//!   or not.
+//! - **Symlinks are not followed**, to folders or files, so a link loop cannot
+//!   make the walk run forever, and a link cannot lead the walk out of `root`.
+//! - **Policy.** The call needs `fs:read` on `root` (its envelope). Inside it,
+//!   each path is checked again through the kernel without asking anyone
+//!   (symlinks by the path they resolve to): what a rule or hook denies (say
+//!   `fs:read:**/.env`) is skipped, never listed, and only counted in
+//!   `skippedDenied`. An ask is not a refusal here: the root was authorized.
+//! - **Hostile names.** A name that is not UTF-8 or holds a control character
+//!   (U+0000-U+001F, U+007F-U+009F, newline and escape included) is skipped,
+//!   with what is below it, and counted in `skippedNames`: such a name can
+//!   not be named to the policy or shown without being mangled, and a
+//!   mangled path would not reach the file again.
+//! - **Unreadable entries** (a folder without permission, a file that vanished
+//!   mid-walk) do not fail the call: they are counted in `skippedUnreadable`
+//!   and the notice names the first few.
+//! - **Limits.** `limit` is at most and by default 1,000 paths; `total` counts
+//!   every match (denied ones excluded) and the notice says how to narrow
+//!   when paths were cut. Only the first `limit` paths are held while the
+//!   walk runs, so a huge tree costs time, not memory.
+//! - **Output shape.** `paths`, `total`, `truncated`, `skippedDenied`,
+//!   `skippedUnreadable`, `skippedNames`, and `notice` when something was cut
+//!   or skipped (or nothing matched a pattern that only looks at the top).
+
+use super::read::positive;
+use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::fsops::path::{canonical_lenient, io_error};
+use crate::fsops::Target;
+use crate::kernel::{Action, Capability};
+use globset::GlobBuilder;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::overrides::Override;
+use ignore::{WalkBuilder, WalkState};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BinaryHeap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Mutex};
+
+/// Paths in one answer, at most, and by default.
+pub const MAX_PATHS: u64 = 1000;
+/// Unreadable paths a notice names before it summarises the rest.
+const NAMED_UNREADABLE: usize = 5;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Input {
+    pub pattern: String,
+    pub root: Option<String>,
+    pub hidden: Option<bool>,
+    pub no_ignore: Option<bool>,
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Output {
+    pub paths: Vec<String>,
+    /// Every path that matched, before `limit`.
+    pub total: u64,
+    pub truncated: bool,
+    pub skipped_denied: u64,
+    pub skipped_unreadable: u64,
+    pub skipped_names: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+pub struct Glob {
+    tree: Tree,
+    pattern: String,
+    matcher: globset::GlobMatcher,
+    limit: u64,
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["pattern"],
+        "properties": {
+            "pattern": {"type": "string", "description": "Glob matched against paths relative to root: `*` stays in one folder, `**` crosses folders, e.g. `**/*.rs` or `src/*/mod.rs`."},
+            "root": {"type": "string", "description": "Folder to search, relative to the workspace or absolute. Default: the workspace."},
+            "hidden": {"type": "boolean", "description": "Include names starting with `.` (`.git` never). Default false."},
+            "noIgnore": {"type": "boolean", "description": "Disregard .gitignore, .ignore and .git/info/exclude. Default false."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PATHS, "description": "Paths returned, at most 1000. Default 1000."}
+        }
+    })
+}
+
+impl Flow for Glob {
+    type Input = Input;
+    type Output = Output;
+    const SPEC: FlowSpec = FlowSpec {
+        name: "glob",
+        description: "Finds the paths under a folder that match a glob, sorted, honoring .gitignore and .ignore, skipping what the policy denies.",
+        tier: Tier::Sealed,
+        actions: &[Action::FsRead],
+        read_only: true,
+        schema,
+    };
+
+    fn validate(input: &Input) -> FlowResult<()> {
+        positive("limit", input.limit)?;
+        if input.limit.is_some_and(|n| n > MAX_PATHS) {
+            return Err(FlowError::invalid_input(
+                "limit",
+                format!("`limit` is at most {MAX_PATHS}; narrow `pattern` or `root` instead."),
+            ));
+        }
+        if input.pattern.is_empty() {
+            return Err(FlowError::invalid_input(
+                "pattern",
+                "`pattern` is empty: give a glob such as `**/*.rs`.",
+            ));
+        }
+        if input.pattern.starts_with('/') {
+            return Err(FlowError::invalid_input(
+                "pattern",
+                format!(
+                    "`pattern` is matched against paths relative to `root`, so it cannot be absolute: \
+                     give the folder as `root` and a relative pattern, e.g. root = \"/abs/dir\", pattern = \"**/*.rs\" (got {:?}).",
+                    input.pattern
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        let matcher = GlobBuilder::new(&input.pattern)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| {
+                FlowError::new(
+                    ErrorCode::InvalidPattern,
+                    format!("`pattern` is not a valid glob: {}", e.kind()),
+                )
+                .with("pattern", input.pattern.clone())
+            })?
+            .compile_matcher();
+        let target = ctx.resolve("root", input.root.as_deref().unwrap_or("."))?;
+        let envelope = Envelope {
+            tier: Tier::Sealed,
+            reads: vec![target.real.clone()],
+            writes: vec![],
+            commands: vec![],
+            network: vec![],
+        };
+        let call = Glob {
+            tree: Tree::new(ctx, target, input.hidden, input.no_ignore),
+            pattern: input.pattern,
+            matcher,
+            limit: input.limit.unwrap_or(MAX_PATHS),
+        };
+        Ok((call, envelope))
+    }
+
+    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+        let t = &self.tree.target;
+        let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
+        if !meta.is_dir() {
+            return Err(FlowError::new(
+                ErrorCode::NotADirectory,
+                format!(
+                    "{} is not a folder; glob searches under a folder given as `root`.",
+                    t.shown.display()
+                ),
+            )
+            .with("path", t.shown.display().to_string()));
+        }
+        let outer = self.tree.outer_ignores(ctx);
+        let (tx, rx) = mpsc::channel::<Vec<Found>>();
+        let mut skipped = Skipped::default();
+        // The first `limit` paths so far, the greatest on top, so what is
+        // held stays bounded by `limit` however large the tree.
+        let mut first = BinaryHeap::new();
+        let mut total = 0u64;
+        std::thread::scope(|s| {
+            let (tree, matcher) = (&self.tree, &self.matcher);
+            let walk = s.spawn(move || {
+                let root = &tree.target.real;
+                tree.walk(threads(), outer, None, |batch| {
+                    let hits: Vec<Found> = batch
+                        .into_iter()
+                        .filter(|f| matcher.is_match(f.rel(root)))
+                        .collect();
+                    if !hits.is_empty() {
+                        let _ = tx.send(hits);
+                    }
+                })
+            });
+            // On the calling thread (the kernel's): the policy check.
+            for f in rx.into_iter().flatten() {
+                if f.denied(ctx) {
+                    skipped.denied += 1;
+                    continue;
+                }
+                total += 1;
+                first.push(f.shown);
+                if first.len() as u64 > self.limit {
+                    first.pop();
+                }
+            }
+            let walked = match walk.join() {
+                Ok(w) => w,
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            skipped.add(walked);
+        });
+        let paths = first.into_sorted_vec();
+        let truncated = total > paths.len() as u64;
+        let mut notes = Vec::new();
+        if truncated {
+            notes.push(format!(
+                "Showing the first {} of {} matching paths (sorted). Narrow `pattern` (e.g. `src/**/*.rs`) or `root` to see the rest.",
+                thousands(paths.len() as u64),
+                thousands(total)
+            ));
+        }
+        if total == 0 && !self.pattern.contains('/') && !self.pattern.starts_with("**") {
+            notes.push(format!(
+                "No path matched. `{p}` matches only names directly in root; write `**/{p}` to match at any depth.",
+                p = self.pattern
+            ));
+        }
+        notes.extend(skipped.notes());
+        Ok(Output {
+            paths,
+            total,
+            truncated,
+            skipped_denied: skipped.denied,
+            skipped_unreadable: skipped.unreadable,
+            skipped_names: skipped.names,
+            notice: (!notes.is_empty()).then(|| notes.join(" ")),
+        })
+    }
+}
+
+/// `n` with a comma between each group of three digits.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A tree to walk: the root, the workspace paths are shown against, and the
+/// filters of `hidden` and `noIgnore`. Shared by `glob` and `grep`.
+pub(crate) struct Tree {
+    pub target: Target,
+    workspace: PathBuf,
+    hidden: bool,
+    no_ignore: bool,
+}
+
+/// What kind of thing a walk found, other than a folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    File,
+    Symlink,
+    /// A FIFO, a socket, a device.
+    Other,
+}
+
+/// One path a walk found.
+#[derive(Debug)]
+pub(crate) struct Found {
+    /// Absolute and canonical up to the last name (the walk follows no
+    /// link), which a symlink's [`Kind`] may still point on from.
+    pub path: PathBuf,
+    /// As the output shows it: relative to the workspace when inside it.
+    pub shown: String,
+    pub kind: Kind,
+}
+
+impl Found {
+    /// The path relative to `root`, `/`-separated (the walk only yields
+    /// UTF-8 names).
+    pub fn rel<'a>(&'a self, root: &Path) -> &'a str {
+        let rel = self.path.strip_prefix(root).unwrap_or(&self.path);
+        rel.to_str().unwrap_or_default()
+    }
+
+    /// Whether the policy refuses reading it, judged on the path a symlink
+    /// resolves to. Outside a call nothing is allowed.
+    pub fn denied(&self, ctx: &Context) -> bool {
+        let real;
+        let path = if self.kind == Kind::Symlink {
+            real = canonical_lenient(&self.path).unwrap_or_else(|_| self.path.clone());
+            &real
+        } else {
+            &self.path
+        };
+        refused(ctx, path)
+    }
+}
+
+/// Whether reading `path` is refused by the policy (never asking anyone).
+pub(crate) fn refused(ctx: &Context, path: &Path) -> bool {
+    // Not UTF-8: no policy can name it (the walk already skips such names).
+    if path.to_str().is_none() {
+        return true;
+    }
+    match &ctx.gate {
+        Some(gate) => gate.refuses(&Capability::fs(Action::FsRead, path)),
+        None => true,
+    }
+}
+
+/// What a walk, or a search over it, left out, and why.
+#[derive(Debug, Default)]
+pub(crate) struct Skipped {
+    /// Paths the policy denies.
+    pub denied: u64,
+    /// Folders and files that could not be read.
+    pub unreadable: u64,
+    /// Names that are not UTF-8 or hold a control character.
+    pub names: u64,
+    /// Up to a few unreadable paths with their errors, for the notice.
+    pub unreadable_examples: Vec<String>,
+}
+
+impl Skipped {
+    pub fn add(&mut self, other: Skipped) {
+        self.denied += other.denied;
+        self.unreadable += other.unreadable;
+        self.names += other.names;
+        self.unreadable_examples.extend(other.unreadable_examples);
+    }
+
+    /// Counts an unreadable path, keeping the first few to name.
+    pub fn unreadable_path(&mut self, what: String) {
+        self.unreadable += 1;
+        self.unreadable_examples.push(what);
+        if self.unreadable_examples.len() > 4 * NAMED_UNREADABLE {
+            self.unreadable_examples.sort();
+            self.unreadable_examples.truncate(NAMED_UNREADABLE);
+        }
+    }
+
+    /// Sentences for the notice, one per kind of skip that happened.
+    pub fn notes(&mut self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.denied > 0 {
+            notes.push(format!(
+                "Skipped {} the policy denies reading.",
+                plural(self.denied, "path")
+            ));
+        }
+        if self.unreadable > 0 {
+            self.unreadable_examples.sort();
+            self.unreadable_examples.truncate(NAMED_UNREADABLE);
+            let more = self.unreadable - self.unreadable_examples.len() as u64;
+            let mut named = self.unreadable_examples.join("; ");
+            if more > 0 {
+                named.push_str(&format!("; and {more} more"));
+            }
+            notes.push(format!(
+                "Skipped {} that could not be read ({named}).",
+                plural(self.unreadable, "path")
+            ));
+        }
+        if self.names > 0 {
+            notes.push(format!(
+                "Skipped {} whose name is not UTF-8 or holds a control character (with anything below it); rename it to reach it.",
+                plural(self.names, "path")
+            ));
+        }
+        notes
+    }
+}
+
+/// `1 path`, `2 paths`.
+pub(crate) fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", thousands(n))
+    }
+}
+
+/// Whether a name can be shown and named to the policy as it is: UTF-8,
+/// without control characters.
+pub(crate) fn fair_name(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .is_some_and(|s| !s.chars().any(char::is_control))
+}
+
+impl Tree {
+    pub fn new(
+        ctx: &Context,
+        target: Target,
+        hidden: Option<bool>,
+        no_ignore: Option<bool>,
+    ) -> Tree {
+        Tree {
+            target,
+            workspace: ctx.workspace.clone(),
+            hidden: hidden.unwrap_or(false),
+            no_ignore: no_ignore.unwrap_or(false),
+        }
+    }
+
+    /// How `path` (absolute, inside the root) is shown.
+    fn show(&self, path: &Path) -> Option<String> {
+        let shown = match path.strip_prefix(&self.workspace) {
+            Ok(rel) if !rel.as_os_str().is_empty() => rel,
+            _ => path,
+        };
+        shown.to_str().map(str::to_string)
+    }
+
+    /// The ignore files of the folders between the workspace and the root
+    /// (the workspace included, the root not), innermost first, each as one
+    /// matcher; nothing when the root is not strictly inside the workspace.
+    pub fn outer_ignores(&self, ctx: &Context) -> Vec<Gitignore> {
+        let root = &self.target.real;
+        if self.no_ignore || !root.starts_with(&self.workspace) || *root == self.workspace {
+            return vec![];
+        }
+        let mut out = Vec::new();
+        for dir in root.ancestors().skip(1) {
+            if !dir.starts_with(&self.workspace) {
+                break;
+            }
+            let mut builder = GitignoreBuilder::new(dir);
+            let mut any = false;
+            // Later lines win: `.ignore` over `.gitignore`, as inside the root.
+            for name in [".gitignore", ".ignore"] {
+                let file = dir.join(name);
+                if file.is_file() && !refused(ctx, &file) {
+                    // A bad line is skipped; the rest of the file counts.
+                    let _ = builder.add(&file);
+                    any = true;
+                }
+            }
+            if any {
+                if let Ok(gi) = builder.build() {
+                    if !gi.is_empty() {
+                        out.push(gi);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Walks the tree on `walkers` threads, with `outer` from [`Tree::outer_ignores`],
+    /// and hands `visit`, in batches, every path that is not a folder (the root itself, when it is a file), from several threads,
+    /// in no particular order. Returns what it skipped as unreadable or
+    /// badly named; policy checks are the caller's, on its own thread.
+    pub fn walk(
+        &self,
+        walkers: usize,
+        outer: Vec<Gitignore>,
+        overrides: Option<Override>,
+        visit: impl Fn(Vec<Found>) + Sync,
+    ) -> Skipped {
+        let mut builder = WalkBuilder::new(&self.target.real);
+        let use_ignores = !self.no_ignore;
+        builder
+            .hidden(!self.hidden)
+            .parents(false)
+            .ignore(use_ignores)
+            .git_ignore(use_ignores)
+            .git_exclude(use_ignores)
+            .git_global(false)
+            .require_git(false)
+            .follow_links(false)
+            .threads(walkers);
+        if let Some(o) = overrides {
+            builder.overrides(o);
+        }
+        if !outer.is_empty() {
+            builder.filter_entry(move |dent| {
+                let is_dir = dent.file_type().is_some_and(|t| t.is_dir());
+                for gi in &outer {
+                    match gi.matched(dent.path(), is_dir) {
+                        ignore::Match::Ignore(_) => return false,
+                        ignore::Match::Whitelist(_) => return true,
+                        ignore::Match::None => {}
+                    }
+                }
+                true
+            });
+        }
+        let total = Mutex::new(Skipped::default());
+        builder.build_parallel().run(|| {
+            let visit = &visit;
+            let total = &total;
+            let mut mine = Local {
+                skipped: Skipped::default(),
+                total,
+                batch: Vec::with_capacity(BATCH),
+                visit,
+            };
+            Box::new(move |result| {
+                let dent = match result {
+                    Ok(dent) => dent,
+                    Err(e) => {
+                        let what = self.describe_error(&e);
+                        mine.skipped.unreadable_path(what);
+                        return WalkState::Continue;
+                    }
+                };
+                let Some(ft) = dent.file_type() else {
+                    return WalkState::Continue;
+                };
+                if dent.depth() > 0 {
+                    let name = dent.file_name();
+                    if name == ".git" {
+                        return WalkState::Skip;
+                    }
+                    if !fair_name(name) {
+                        mine.skipped.names += 1;
+                        return WalkState::Skip;
+                    }
+                }
+                if ft.is_dir() {
+                    return WalkState::Continue;
+                }
+                let path = dent.into_path();
+                let Some(shown) = self.show(&path) else {
+                    mine.skipped.names += 1;
+                    return WalkState::Continue;
+                };
+                let kind = if ft.is_symlink() {
+                    Kind::Symlink
+                } else if ft.is_file() {
+                    Kind::File
+                } else {
+                    Kind::Other
+                };
+                mine.batch.push(Found { path, shown, kind });
+                if mine.batch.len() == BATCH {
+                    (mine.visit)(std::mem::replace(
+                        &mut mine.batch,
+                        Vec::with_capacity(BATCH),
+                    ));
+                }
+                WalkState::Continue
+            })
+        });
+        total.into_inner().unwrap()
+    }
+
+    /// `shown path: reason` for a walk error.
+    fn describe_error(&self, e: &ignore::Error) -> String {
+        let reason = io_reason(e);
+        match error_path(e).and_then(|p| self.show(p)) {
+            Some(p) => format!("{p}: {reason}"),
+            None => reason,
+        }
+    }
+}
+
+/// Paths a walker thread hands on at once: enough to spare the threads
+/// waking each other for every file, few enough to keep them all busy.
+const BATCH: usize = 32;
+
+/// A walker thread's own batch and tally, handed on and merged into the
+/// walk's when the thread ends.
+struct Local<'a, F: Fn(Vec<Found>)> {
+    skipped: Skipped,
+    total: &'a Mutex<Skipped>,
+    batch: Vec<Found>,
+    visit: &'a F,
+}
+
+impl<F: Fn(Vec<Found>)> Drop for Local<'_, F> {
+    fn drop(&mut self) {
+        if !self.batch.is_empty() {
+            (self.visit)(std::mem::take(&mut self.batch));
+        }
+        let mine = std::mem::take(&mut self.skipped);
+        self.total.lock().unwrap().add(mine);
+    }
+}
+
+/// The path an `ignore` error is about, if it names one.
+fn error_path(e: &ignore::Error) -> Option<&Path> {
+    match e {
+        ignore::Error::WithPath { path, .. } => Some(path),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        ignore::Error::Loop { child, .. } => Some(child),
+        ignore::Error::Partial(errs) => errs.iter().find_map(error_path),
+        _ => None,
+    }
+}
+
+/// The innermost reason of an `ignore` error, without the path.
+fn io_reason(e: &ignore::Error) -> String {
+    match e {
+        ignore::Error::WithPath { err, .. }
+        | ignore::Error::WithDepth { err, .. }
+        | ignore::Error::WithLineNumber { err, .. } => io_reason(err),
+        ignore::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The cores this process may use (asked once: the answer reads cgroup
+/// files).
+pub(crate) fn threads() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    #[test]
+    fn glob_thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn glob_fair_names_are_utf8_without_control_characters() {
+        assert!(fair_name(OsStr::new("a b-ü.txt")));
+        assert!(!fair_name(OsStr::new("a\nb")));
+        assert!(!fair_name(OsStr::new("a\x1b[31mb")));
+        assert!(!fair_name(OsStr::new("a\u{85}b")));
+        assert!(!fair_name(OsStr::from_bytes(b"a\xffb")));
+    }
+
+    #[test]
+    fn glob_skipped_notes_name_the_first_unreadable_paths() {
+        let mut s = Skipped::default();
+        for i in (0..30).rev() {
+            s.unreadable_path(format!("d{i:02}: Permission denied"));
+        }
+        s.denied = 1;
+        let notes = s.notes();
+        assert_eq!(notes[0], "Skipped 1 path the policy denies reading.");
+        assert_eq!(
+            notes[1],
+            "Skipped 30 paths that could not be read (d00: Permission denied; d01: Permission denied; \
+             d02: Permission denied; d03: Permission denied; d04: Permission denied; and 25 more)."
+        );
+    }
+
+    #[test]
+    fn glob_patterns_keep_stars_inside_one_folder() {
+        let m = |p: &str| {
+            GlobBuilder::new(p)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .unwrap()
+                .compile_matcher()
+        };
+        assert!(m("*.rs").is_match("a.rs"));
+        assert!(!m("*.rs").is_match("src/a.rs"));
+        assert!(m("**/*.rs").is_match("a.rs"));
+        assert!(m("**/*.rs").is_match("src/x/a.rs"));
+        assert!(m("src/{a,b}.rs").is_match("src/b.rs"));
+    }
+}

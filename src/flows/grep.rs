@@ -1,0 +1,888 @@
+//! `grep`: the lines under a folder (or in one file) that match a regular
+//! expression, found with ripgrep's own crates (`grep-regex` for the
+//! matcher, `grep-searcher` for the line search, `ignore` for the walk), so
+//! it finds what `rg` finds, about as fast.
+//!
+//! The walk is `glob`'s (see [`super::glob`]): `.gitignore`/`.ignore` honored
+//! in or out of a git repository unless `noIgnore`, hidden names only with
+//! `hidden`, `.git` never, symlinks never followed (a link loop cannot hang
+//! the search; a linked file is not searched), names that are not UTF-8 or
+//! hold control characters skipped and counted in `skippedNames`, unreadable
+//! folders and files skipped and counted in `skippedUnreadable` with the first
+//! few named in the notice, and paths shown relative to the workspace when
+//! inside it. Special files (FIFOs, sockets, devices) are never opened, so
+//! one cannot block the search; files are opened without following a link
+//! swapped in after the walk saw them.
+//!
+//! The rest, as a caller can rely on it:
+//!
+//! - **Pattern.** Rust `regex` syntax, as `rg` takes it; `fixedStrings` makes
+//!   it a literal. `ignoreCase` makes the search case-insensitive; otherwise
+//!   `smartCase` does when the pattern has no upper-case letter. `$` matches
+//!   before `\r\n` too. A pattern that does not parse, or that could match a
+//!   line break, is `invalid_pattern` with the regex engine's message.
+//! - **Lines.** `line` is 1-based. `text` is the line without its terminator
+//!   (`\n`, or `\r\n` in a CRLF file), invalid UTF-8 decoded lossily (as
+//!   U+FFFD), clipped at 500 characters; a clipped line has `clipped = true`
+//!   and the notice says so. `before` and `after` are present when context was
+//!   asked for: the lines right before and after the match (matching lines
+//!   included, so each match reads on its own), fewer at the file's ends,
+//!   clipped the same way.
+//! - **Binary files**, holding a NUL byte in what was read, are skipped whole
+//!   and counted in `skippedBinary`, even when a match came before the NUL.
+//!   A search that stops early (`maxCount`, `filesWithMatches`) may not reach
+//!   a late NUL, as with `rg`.
+//! - **Counting and limits.** `maxCount` caps matching lines per file.
+//!   `limit` (default 200) caps the matches returned overall: the first ones
+//!   by path (bytewise), then line. `totalMatches` and `totalFiles` count
+//!   everything found, so the notice can say what was cut and how to narrow.
+//!   `files` lists the files with a match, sorted, at most 1,000.
+//!   `filesWithMatches = true` stops each file at its first match and
+//!   returns only `files` (at most `limit`) and the counts, no `matches`.
+//! - **Parallel, yet stable.** Files are searched on one thread per core
+//!   (the walk on half as many), while the calling thread checks each file
+//!   with the policy, and the results are sorted, so the same tree gives
+//!   the same answer whichever thread finished first. The lines held are
+//!   bounded by `limit`, not by the size of the tree: a file sorting after
+//!   the first `limit` matches keeps only its count. Files are read through
+//!   a buffer, not memory-mapped (as `rg` does for a tree: faster for many
+//!   small files), and a line is decoded only if it matches or is context.
+//! - **Output shape.** `matches` (`file`, `line`, `text`, `clipped` when
+//!   true, `before`/`after` when asked), `files`, `totalMatches`,
+//!   `totalFiles`, `filesSearched` (text files searched), `skippedBinary`,
+//!   `skippedDenied`, `skippedUnreadable`, `skippedNames`, `truncated`, and
+//!   `notice` when something was cut or skipped.
+//! - **Policy.** The call needs `fs:read` on `root` (its envelope). Each file
+//!   found is checked again through the kernel, on the calling thread and
+//!   without asking anyone, before it is opened: a file the policy denies
+//!   (say `fs:read:**/.env`) is never opened nor named, only counted in
+//!   `skippedDenied`. An ask is not a refusal here: the root was authorized.
+
+use super::glob::{plural, refused, thousands, threads, Found, Kind, Skipped, Tree};
+use super::read::positive;
+use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::fsops::path::io_error;
+use crate::kernel::Action;
+use grep_matcher::LineTerminator;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::overrides::{Override, OverrideBuilder};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Mutex;
+
+/// Matches returned when `limit` is not given.
+pub const DEFAULT_LIMIT: u64 = 200;
+/// Characters kept of a line; longer lines are clipped.
+pub const MAX_LINE_CHARS: usize = 500;
+/// Lines of context on either side, at most.
+pub const MAX_CONTEXT: u64 = 100;
+/// Files named in `files`, at most, when matches are returned too.
+pub const MAX_FILES: usize = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Input {
+    pub pattern: String,
+    pub root: Option<String>,
+    pub fixed_strings: Option<bool>,
+    pub ignore_case: Option<bool>,
+    pub smart_case: Option<bool>,
+    pub globs: Option<Vec<String>>,
+    pub before_context: Option<u64>,
+    pub after_context: Option<u64>,
+    pub context: Option<u64>,
+    pub max_count: Option<u64>,
+    pub files_with_matches: Option<bool>,
+    pub hidden: Option<bool>,
+    pub no_ignore: Option<bool>,
+    pub limit: Option<u64>,
+}
+
+/// One matching line.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Match {
+    pub file: String,
+    /// 1-based.
+    pub line: u64,
+    /// Without its line terminator, clipped at [`MAX_LINE_CHARS`].
+    pub text: String,
+    /// Whether `text` was clipped.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub clipped: bool,
+    /// Present when `beforeContext` (or `context`) was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<Vec<String>>,
+    /// Present when `afterContext` (or `context`) was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<Vec<String>>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Output {
+    /// Absent with `filesWithMatches`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matches: Option<Vec<Match>>,
+    pub files: Vec<String>,
+    /// Matching lines found (each file's capped by `maxCount`); absent with
+    /// `filesWithMatches`, which stops at each file's first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_matches: Option<u64>,
+    /// Files with a match.
+    pub total_files: u64,
+    /// Text files searched (binary ones are not counted here).
+    pub files_searched: u64,
+    pub skipped_binary: u64,
+    pub skipped_denied: u64,
+    pub skipped_unreadable: u64,
+    pub skipped_names: u64,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+pub struct Grep {
+    tree: Tree,
+    matcher: RegexMatcher,
+    overrides: Option<Override>,
+    settings: Settings,
+}
+
+/// How each file is searched.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    before: usize,
+    after: usize,
+    /// Matching lines per file, at most.
+    max_count: u64,
+    files_only: bool,
+    /// Matches returned overall (files, with `files_only`).
+    limit: u64,
+}
+
+fn schema() -> Value {
+    let count = |what: &str| json!({"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": what});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["pattern"],
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax, as rg), or a literal with fixedStrings."},
+            "root": {"type": "string", "description": "Folder (or one file) to search, relative to the workspace or absolute. Default: the workspace."},
+            "fixedStrings": {"type": "boolean", "description": "Treat pattern as a literal string. Default false."},
+            "ignoreCase": {"type": "boolean", "description": "Match case-insensitively. Default false."},
+            "smartCase": {"type": "boolean", "description": "Match case-insensitively when the pattern has no upper-case letter. Default false."},
+            "globs": {"type": "array", "items": {"type": "string"}, "description": "Only paths matching these globs, as rg -g: `*.rs` at any depth, `!*.md` excludes."},
+            "beforeContext": count("Lines of context before each match (0-100). Default: context, or 0."),
+            "afterContext": count("Lines of context after each match (0-100). Default: context, or 0."),
+            "context": count("Lines of context before and after each match (0-100). Default 0."),
+            "maxCount": {"type": "integer", "minimum": 1, "description": "Matching lines per file, at most."},
+            "filesWithMatches": {"type": "boolean", "description": "Return only the files with a match, not the lines. Default false."},
+            "hidden": {"type": "boolean", "description": "Search names starting with `.` (`.git` never). Default false."},
+            "noIgnore": {"type": "boolean", "description": "Disregard .gitignore, .ignore and .git/info/exclude. Default false."},
+            "limit": {"type": "integer", "minimum": 1, "description": "Matches returned overall (files, with filesWithMatches). Default 200."}
+        }
+    })
+}
+
+impl Flow for Grep {
+    type Input = Input;
+    type Output = Output;
+    const SPEC: FlowSpec = FlowSpec {
+        name: "grep",
+        description: "Searches files under a folder for lines matching a regular expression, as ripgrep does, with context lines, honoring .gitignore.",
+        tier: Tier::Sealed,
+        actions: &[Action::FsRead],
+        read_only: true,
+        schema,
+    };
+
+    fn validate(input: &Input) -> FlowResult<()> {
+        positive("limit", input.limit)?;
+        positive("maxCount", input.max_count)?;
+        for (field, value) in [
+            ("beforeContext", input.before_context),
+            ("afterContext", input.after_context),
+            ("context", input.context),
+        ] {
+            if value.is_some_and(|n| n > MAX_CONTEXT) {
+                return Err(FlowError::invalid_input(
+                    field,
+                    format!("`{field}` is at most {MAX_CONTEXT} lines; read the file around the match for more."),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        let matcher = matcher(&input)?;
+        let target = ctx.resolve("root", input.root.as_deref().unwrap_or("."))?;
+        let overrides = match &input.globs {
+            Some(globs) if !globs.is_empty() => Some(overrides(&target.real, globs)?),
+            _ => None,
+        };
+        let envelope = Envelope {
+            tier: Tier::Sealed,
+            reads: vec![target.real.clone()],
+            writes: vec![],
+            commands: vec![],
+            network: vec![],
+        };
+        let context = input.context.unwrap_or(0);
+        let settings = Settings {
+            before: input.before_context.unwrap_or(context) as usize,
+            after: input.after_context.unwrap_or(context) as usize,
+            max_count: input.max_count.unwrap_or(u64::MAX),
+            files_only: input.files_with_matches.unwrap_or(false),
+            limit: input.limit.unwrap_or(DEFAULT_LIMIT),
+        };
+        let call = Grep {
+            tree: Tree::new(ctx, target, input.hidden, input.no_ignore),
+            matcher,
+            overrides,
+            settings,
+        };
+        Ok((call, envelope))
+    }
+
+    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+        let t = &self.tree.target;
+        fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
+        let outer = self.tree.outer_ignores(ctx);
+        let mut found = Collected::new(self.settings);
+        let mut skipped = Skipped::default();
+        let mut tally = Tally::default();
+        // One searcher per core; the walk, lighter, gets half as many
+        // threads (searchers sit idle if it lags, so not fewer than one).
+        let workers = threads();
+        let walkers = workers.div_ceil(2);
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let (job_tx, job_rx) = mpsc::channel::<Vec<Found>>();
+        let jobs = Mutex::new(job_rx);
+        std::thread::scope(|s| {
+            let walker_tx = tx.clone();
+            let tree = &self.tree;
+            let overrides = self.overrides.clone();
+            s.spawn(move || {
+                let mut end = WalkEnd {
+                    tx: &walker_tx,
+                    skipped: None,
+                };
+                end.skipped = Some(tree.walk(walkers, outer, overrides, |mut batch| {
+                    batch.retain(|f| f.kind == Kind::File);
+                    if !batch.is_empty() {
+                        let _ = walker_tx.send(Msg::Found(batch));
+                    }
+                }));
+            });
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let (jobs, matcher, settings) = (&jobs, &self.matcher, self.settings);
+                s.spawn(move || search_files(jobs, matcher, settings, &tx));
+            }
+            drop(tx);
+            // Here, on the calling thread (the kernel's), each file found is
+            // checked before any worker opens it.
+            let mut job_tx = Some(job_tx);
+            for msg in rx {
+                match msg {
+                    Msg::Found(mut batch) => {
+                        let before = batch.len();
+                        batch.retain(|f| !refused(ctx, &f.path));
+                        skipped.denied += (before - batch.len()) as u64;
+                        if let (Some(jobs), false) = (&job_tx, batch.is_empty()) {
+                            let _ = jobs.send(batch);
+                        }
+                    }
+                    Msg::Walked(w) => {
+                        skipped.add(w);
+                        job_tx = None;
+                    }
+                    Msg::Hits(file, count, hits) => found.add(file, count, hits),
+                    Msg::Done(t) => tally.add(t),
+                }
+            }
+        });
+        skipped.add(std::mem::take(&mut tally.skipped));
+        Ok(found.finish(tally, skipped))
+    }
+}
+
+/// The matcher for the input's pattern and flags.
+fn matcher(input: &Input) -> FlowResult<RegexMatcher> {
+    let ignore_case = input.ignore_case.unwrap_or(false);
+    RegexMatcherBuilder::new()
+        .case_insensitive(ignore_case)
+        .case_smart(!ignore_case && input.smart_case.unwrap_or(false))
+        .fixed_strings(input.fixed_strings.unwrap_or(false))
+        .crlf(true)
+        .build(&input.pattern)
+        .map_err(|e| {
+            // grep-regex reports a syntax error against the pattern as it
+            // wrapped it (`(?:...)`), carets included; the regex parser's own
+            // message points into the pattern as the caller wrote it.
+            let syntax = regex_syntax::Parser::new().parse(&input.pattern).err();
+            let why = syntax.map_or_else(|| e.to_string(), |s| s.to_string());
+            FlowError::new(
+                ErrorCode::InvalidPattern,
+                format!("`pattern` is not a valid regular expression: {why}"),
+            )
+            .with("pattern", input.pattern.clone())
+        })
+}
+
+/// `globs` as ripgrep's `-g` overrides, rooted at `root`.
+fn overrides(root: &Path, globs: &[String]) -> FlowResult<Override> {
+    let mut builder = OverrideBuilder::new(root);
+    for g in globs {
+        builder.add(g).map_err(|e| {
+            FlowError::new(
+                ErrorCode::InvalidPattern,
+                format!("`globs`: {g:?} is not a valid glob: {e}"),
+            )
+            .with("pattern", g.clone())
+        })?;
+    }
+    builder.build().map_err(|e| {
+        FlowError::new(ErrorCode::InvalidPattern, format!("`globs`: {e}")).with("field", "globs")
+    })
+}
+
+/// What the walker and the workers tell the calling thread.
+enum Msg {
+    /// Files to check and search.
+    Found(Vec<Found>),
+    /// The walk ended, with what it skipped.
+    Walked(Skipped),
+    /// A file's matches: shown path, matching lines, the first ones kept.
+    Hits(String, u64, Vec<Hit>),
+    /// A worker ended, with its counts.
+    Done(Tally),
+}
+
+/// Tells the calling thread the walk ended, even if it ended in a panic:
+/// until it hears so, it keeps the workers waiting for more files.
+struct WalkEnd<'a> {
+    tx: &'a Sender<Msg>,
+    skipped: Option<Skipped>,
+}
+
+impl Drop for WalkEnd<'_> {
+    fn drop(&mut self) {
+        let skipped = self.skipped.take().unwrap_or_default();
+        let _ = self.tx.send(Msg::Walked(skipped));
+    }
+}
+
+/// One worker's counts.
+#[derive(Debug, Default)]
+struct Tally {
+    searched: u64,
+    binary: u64,
+    skipped: Skipped,
+}
+
+impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.searched += other.searched;
+        self.binary += other.binary;
+        self.skipped.add(other.skipped);
+    }
+}
+
+fn searcher(settings: Settings) -> Searcher {
+    let max = if settings.files_only {
+        1
+    } else {
+        settings.max_count
+    };
+    SearcherBuilder::new()
+        .line_terminator(LineTerminator::crlf())
+        .line_number(true)
+        .before_context(settings.before)
+        .after_context(settings.after)
+        .binary_detection(BinaryDetection::quit(0))
+        .max_matches((max != u64::MAX).then_some(max))
+        .build()
+}
+
+/// A worker: searches the files the calling thread let through until there
+/// are no more, sending each file's matches back.
+fn search_files(
+    jobs: &Mutex<Receiver<Vec<Found>>>,
+    matcher: &RegexMatcher,
+    settings: Settings,
+    tx: &Sender<Msg>,
+) {
+    let mut searcher = searcher(settings);
+    let mut tally = Tally::default();
+    loop {
+        let job = jobs.lock().unwrap().recv();
+        let Ok(batch) = job else { break };
+        for f in batch {
+            let file = match open(&f.path) {
+                Ok(file) => file,
+                Err(e) => {
+                    tally.skipped.unreadable_path(format!("{}: {e}", f.shown));
+                    continue;
+                }
+            };
+            let mut sink = FileSink::new(settings);
+            match searcher.search_file(matcher, &file, &mut sink) {
+                Err(e) => tally.skipped.unreadable_path(format!("{}: {e}", f.shown)),
+                Ok(()) if sink.binary => tally.binary += 1,
+                Ok(()) => {
+                    tally.searched += 1;
+                    if sink.count > 0 {
+                        let _ = tx.send(Msg::Hits(f.shown, sink.count, sink.hits));
+                    }
+                }
+            }
+        }
+    }
+    let _ = tx.send(Msg::Done(tally));
+}
+
+/// Opens a file the walk found to be a regular file, without following a
+/// link (one swapped in since would lead past the policy check) and without
+/// blocking (a FIFO swapped in would wait for a writer; this way it reads
+/// as empty).
+fn open(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// A match as a worker keeps it, before its file is known to make the cut.
+#[derive(Debug, Clone, PartialEq)]
+struct Hit {
+    line: u64,
+    text: String,
+    clipped: bool,
+    before: Vec<String>,
+    after: Vec<String>,
+}
+
+/// The matches of one file, as the searcher reports lines.
+struct FileSink {
+    settings: Settings,
+    /// Matches with their lines kept, at most `settings.limit`.
+    hits: Vec<Hit>,
+    /// Matching lines, up to `maxCount`.
+    count: u64,
+    binary: bool,
+    /// The last `before` lines seen, for the next match's `before`.
+    window: VecDeque<String>,
+    /// The number of the last line seen, to see gaps between groups.
+    last_line: u64,
+    /// The first hit still short of its `after` lines.
+    pending: usize,
+}
+
+impl FileSink {
+    fn new(settings: Settings) -> FileSink {
+        FileSink {
+            settings,
+            hits: Vec::new(),
+            count: 0,
+            binary: false,
+            window: VecDeque::new(),
+            last_line: 0,
+            pending: 0,
+        }
+    }
+
+    fn keep(&self) -> usize {
+        if self.settings.files_only {
+            0
+        } else {
+            usize::try_from(self.settings.limit).unwrap_or(usize::MAX)
+        }
+    }
+
+    /// One line, matching or context, in file order; whether to go on.
+    fn line(&mut self, n: u64, bytes: &[u8], matched: bool) -> bool {
+        let s = self.settings;
+        // A line past `maxCount` (the searcher reports matches inside the
+        // last one's after-context) is context.
+        let matched = matched && self.count < s.max_count;
+        if self.last_line != 0 && n != self.last_line + 1 {
+            self.window.clear();
+            self.pending = self.hits.len();
+        }
+        self.last_line = n;
+        let keep_hit = matched && self.hits.len() < self.keep();
+        let feeds_after = s.after > 0 && self.pending < self.hits.len();
+        let feeds_window = s.before > 0 && self.hits.len() < self.keep();
+        if matched {
+            self.count += 1;
+        }
+        if keep_hit || feeds_after || feeds_window {
+            let (text, clipped) = line_text(bytes);
+            if feeds_after {
+                for hit in &mut self.hits[self.pending..] {
+                    if hit.after.len() < s.after {
+                        hit.after.push(text.clone());
+                    }
+                }
+                while self
+                    .hits
+                    .get(self.pending)
+                    .is_some_and(|h| h.after.len() >= s.after)
+                {
+                    self.pending += 1;
+                }
+            }
+            if keep_hit {
+                self.hits.push(Hit {
+                    line: n,
+                    text: text.clone(),
+                    clipped,
+                    before: self.window.iter().cloned().collect(),
+                    after: Vec::new(),
+                });
+            }
+            if s.before > 0 {
+                if self.window.len() == s.before {
+                    self.window.pop_front();
+                }
+                self.window.push_back(text);
+            }
+        }
+        !(s.files_only && self.count > 0)
+    }
+}
+
+impl Sink for FileSink {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        Ok(self.line(m.line_number().unwrap_or(0), m.bytes(), true))
+    }
+
+    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
+        Ok(self.line(c.line_number().unwrap_or(0), c.bytes(), false))
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _offset: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+/// A line as shown: without its terminator (`\n` or `\r\n`), decoded
+/// lossily, clipped at [`MAX_LINE_CHARS`]; and whether it was clipped.
+fn line_text(bytes: &[u8]) -> (String, bool) {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    let text = String::from_utf8_lossy(bytes);
+    // A character takes at least one byte, and so does each replacement.
+    if bytes.len() <= MAX_LINE_CHARS {
+        return (text.into_owned(), false);
+    }
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((at, _)) => (text[..at].to_string(), true),
+        None => (text.into_owned(), false),
+    }
+}
+
+/// The files with matches, by shown path, holding on to matches' lines only
+/// while they may still be among the first `limit`.
+struct Collected {
+    settings: Settings,
+    by_file: BTreeMap<String, (u64, Vec<Hit>)>,
+    /// Hits held in `by_file`.
+    held: usize,
+    /// Files sorting after this one cannot make the cut.
+    cutoff: Option<String>,
+}
+
+impl Collected {
+    fn new(settings: Settings) -> Collected {
+        Collected {
+            settings,
+            by_file: BTreeMap::new(),
+            held: 0,
+            cutoff: None,
+        }
+    }
+
+    fn limit(&self) -> usize {
+        usize::try_from(self.settings.limit).unwrap_or(usize::MAX)
+    }
+
+    fn add(&mut self, file: String, count: u64, mut hits: Vec<Hit>) {
+        if self.cutoff.as_ref().is_some_and(|c| file > *c) {
+            hits = Vec::new();
+        }
+        self.held += hits.len();
+        self.by_file.insert(file, (count, hits));
+        let limit = self.limit();
+        if self.held > limit.saturating_add(limit.max(1000)) {
+            self.prune();
+        }
+    }
+
+    /// Drops the lines of every file sorting after the first `limit` hits.
+    fn prune(&mut self) {
+        let limit = self.limit();
+        let mut before = 0usize;
+        for (file, (_, hits)) in self.by_file.iter_mut() {
+            if before >= limit {
+                self.held -= hits.len();
+                *hits = Vec::new();
+            } else {
+                before += hits.len();
+                if before >= limit {
+                    self.cutoff = Some(file.clone());
+                }
+            }
+        }
+    }
+
+    fn finish(self, tally: Tally, mut skipped: Skipped) -> Output {
+        let s = self.settings;
+        let limit = self.limit();
+        let total_files = self.by_file.len() as u64;
+        let total_matches: u64 = self.by_file.values().map(|(n, _)| n).sum();
+        let files_cap = if s.files_only { limit } else { MAX_FILES };
+        let mut matches = Vec::new();
+        let mut files = Vec::new();
+        for (file, (_, hits)) in self.by_file {
+            for hit in hits {
+                if matches.len() == limit {
+                    break;
+                }
+                matches.push(Match {
+                    file: file.clone(),
+                    line: hit.line,
+                    text: hit.text,
+                    clipped: hit.clipped,
+                    before: (s.before > 0).then_some(hit.before),
+                    after: (s.after > 0).then_some(hit.after),
+                });
+            }
+            if files.len() < files_cap {
+                files.push(file);
+            }
+        }
+        let mut notes = Vec::new();
+        let narrow = "Narrow with `globs` (e.g. {\"*.rs\"}), a more specific `pattern` or a deeper `root`, or raise `limit`.";
+        let matches_cut = !s.files_only && total_matches > matches.len() as u64;
+        let files_cut = total_files > files.len() as u64;
+        if matches_cut {
+            notes.push(format!(
+                "Showing the first {} of {} matching lines (sorted by file, then line), from {}. {narrow}",
+                thousands(matches.len() as u64),
+                thousands(total_matches),
+                plural(total_files, "file"),
+            ));
+        }
+        if s.files_only && files_cut {
+            notes.push(format!(
+                "Showing the first {} of {} files with a match (sorted). {narrow}",
+                thousands(files.len() as u64),
+                thousands(total_files),
+            ));
+        } else if files_cut {
+            notes.push(format!(
+                "`files` lists the first {} of {} files with a match.",
+                thousands(files.len() as u64),
+                thousands(total_files),
+            ));
+        }
+        let clipped = matches.iter().filter(|m| m.clipped).count() as u64;
+        if clipped > 0 {
+            notes.push(format!(
+                "{} longer than {MAX_LINE_CHARS} characters {} clipped (`clipped = true`); read the file for the whole line.",
+                plural(clipped, "matching line"),
+                if clipped == 1 { "was" } else { "were" },
+            ));
+        }
+        if tally.binary > 0 {
+            notes.push(format!(
+                "Skipped {} (a NUL byte in what was read).",
+                plural(tally.binary, "binary file")
+            ));
+        }
+        notes.extend(skipped.notes());
+        Output {
+            matches: (!s.files_only).then_some(matches),
+            files,
+            total_matches: (!s.files_only).then_some(total_matches),
+            total_files,
+            files_searched: tally.searched,
+            skipped_binary: tally.binary,
+            skipped_denied: skipped.denied,
+            skipped_unreadable: skipped.unreadable,
+            skipped_names: skipped.names,
+            truncated: matches_cut || files_cut,
+            notice: (!notes.is_empty()).then(|| notes.join(" ")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(before: usize, after: usize) -> Settings {
+        Settings {
+            before,
+            after,
+            max_count: u64::MAX,
+            files_only: false,
+            limit: 200,
+        }
+    }
+
+    /// Feeds `lines` (number, text, matched) to a sink, as the searcher would.
+    fn feed(s: Settings, lines: &[(u64, &str, bool)]) -> FileSink {
+        let mut sink = FileSink::new(s);
+        for (n, text, m) in lines {
+            sink.line(*n, format!("{text}\n").as_bytes(), *m);
+        }
+        sink
+    }
+
+    #[test]
+    fn grep_and_glob_envelopes_narrow_to_the_root() {
+        use crate::flows::{Context, Registry};
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(ws.join("src")).unwrap();
+        let ctx = Context::new(ws.clone(), "t".into(), String::new());
+        let registry = Registry::standard();
+        for (flow, input, root) in [
+            (
+                "grep",
+                json!({"pattern": "x", "root": "src"}),
+                ws.join("src"),
+            ),
+            ("grep", json!({"pattern": "x"}), ws.clone()),
+            (
+                "glob",
+                json!({"pattern": "**/*.rs", "root": "src"}),
+                ws.join("src"),
+            ),
+        ] {
+            let call = registry.get(flow).unwrap().prepare(&ctx, input).unwrap();
+            assert_eq!(call.envelope.tier, Tier::Sealed, "{flow}");
+            assert_eq!(call.envelope.reads, vec![root], "{flow}");
+            assert!(call.envelope.writes.is_empty() && call.envelope.commands.is_empty());
+        }
+    }
+
+    #[test]
+    fn grep_line_text_strips_terminators_and_clips() {
+        assert_eq!(line_text(b"abc\r\n"), ("abc".to_string(), false));
+        assert_eq!(line_text(b"abc\n"), ("abc".to_string(), false));
+        assert_eq!(line_text(b"a\rb"), ("a\rb".to_string(), false));
+        assert_eq!(line_text(b"a\xffb\n"), ("a\u{fffd}b".to_string(), false));
+        let long = "é".repeat(600);
+        let (text, clipped) = line_text(long.as_bytes());
+        assert!(clipped);
+        assert_eq!(text.chars().count(), MAX_LINE_CHARS);
+        let exact = "é".repeat(MAX_LINE_CHARS);
+        assert_eq!(line_text(exact.as_bytes()), (exact.clone(), false));
+    }
+
+    #[test]
+    fn grep_each_match_carries_its_own_context() {
+        // Lines 2 and 3 match, with one line of context on each side.
+        let sink = feed(
+            settings(1, 1),
+            &[
+                (1, "one", false),
+                (2, "two", true),
+                (3, "three", true),
+                (4, "four", false),
+            ],
+        );
+        let got: Vec<(u64, Vec<String>, Vec<String>)> = sink
+            .hits
+            .iter()
+            .map(|h| (h.line, h.before.clone(), h.after.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, vec!["one".into()], vec!["three".into()]),
+                (3, vec!["two".into()], vec!["four".into()]),
+            ]
+        );
+    }
+
+    #[test]
+    fn grep_context_does_not_cross_a_gap() {
+        let sink = feed(
+            settings(2, 2),
+            &[
+                (1, "a", true),
+                (2, "b", false),
+                (9, "i", false),
+                (10, "j", true),
+            ],
+        );
+        assert_eq!(sink.hits[0].after, vec!["b".to_string()]);
+        assert_eq!(sink.hits[1].before, vec!["i".to_string()]);
+        assert!(sink.hits[1].after.is_empty());
+    }
+
+    #[test]
+    fn grep_max_count_turns_later_matches_into_context() {
+        let mut s = settings(0, 1);
+        s.max_count = 1;
+        let sink = feed(s, &[(1, "x", true), (2, "x again", true)]);
+        assert_eq!(sink.count, 1);
+        assert_eq!(sink.hits[0].after, vec!["x again".to_string()]);
+    }
+
+    #[test]
+    fn grep_collected_keeps_the_first_matches_by_path_whatever_the_order() {
+        let hit = |line| Hit {
+            line,
+            text: String::new(),
+            clipped: false,
+            before: vec![],
+            after: vec![],
+        };
+        let mut s = settings(0, 0);
+        s.limit = 3;
+        let mut c = Collected::new(s);
+        // Arrive out of order, enough to prune along the way.
+        for i in (0..3000u64).rev() {
+            c.add(format!("f{i:04}"), 2, vec![hit(1), hit(2)]);
+        }
+        assert!(c.held < 3000, "held {}", c.held);
+        let out = c.finish(Tally::default(), Skipped::default());
+        let got: Vec<(String, u64)> = out
+            .matches
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.file, m.line))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("f0000".into(), 1),
+                ("f0000".into(), 2),
+                ("f0001".into(), 1)
+            ]
+        );
+        assert_eq!(out.total_matches, Some(6000));
+        assert_eq!(out.total_files, 3000);
+        assert_eq!(out.files.len(), MAX_FILES);
+        assert!(out.truncated);
+    }
+}
