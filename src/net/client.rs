@@ -390,7 +390,7 @@ pub fn check_headers(
 pub fn timeout(field: &str, secs: Option<f64>) -> FlowResult<Duration> {
     match secs {
         None => Ok(Duration::from_secs(DEFAULT_TIMEOUT_SECS)),
-        Some(s) if !(s > 0.0) || !s.is_finite() => Err(FlowError::invalid_input(
+        Some(s) if s.is_nan() || s <= 0.0 || !s.is_finite() => Err(FlowError::invalid_input(
             field,
             format!("{field} is in seconds and must be above 0 (default {DEFAULT_TIMEOUT_SECS}, at most {MAX_TIMEOUT_SECS})"),
         )),
