@@ -31,6 +31,10 @@
 //!   file on disk, so the second would silently undo the first.
 //! - A move onto the file itself is `invalid_input`; Codex writes the file
 //!   and then removes it, losing it.
+//! - Sections naming a path and a path inside it (delete `a.txt`, then add
+//!   `a.txt/b.txt`; move `x` to `x/y`) are `invalid_input` naming both: one
+//!   cannot build on a folder or file another creates or removes when every
+//!   section is derived before any is written. Codex applies them in turn.
 //! - A file holding a NUL byte is `binary_file`, as for every text flow;
 //!   Codex updates it if it is valid UTF-8.
 //! - Failures carry error codes (`invalid_input`, `not_found`,
@@ -292,7 +296,13 @@ fn check_one_section_per_file(ops: &[Op], lines: &[usize]) -> FlowResult<()> {
             }
         }
         let mine = touched(op);
+        if let Some((a, b)) = nested_pair(&mine, &mine) {
+            return Err(nested(a, b, vec![lines[i]]));
+        }
         for (j, earlier) in ops[..i].iter().enumerate() {
+            if let Some((a, b)) = nested_pair(&touched(earlier), &mine) {
+                return Err(nested(a, b, vec![lines[j], lines[i]]));
+            }
             if let Some(shared) = touched(earlier).iter().find(|p| mine.contains(p)) {
                 let path = shared_name(op, shared);
                 return Err(FlowError::invalid_input(
@@ -310,6 +320,45 @@ fn check_one_section_per_file(ops: &[Op], lines: &[usize]) -> FlowResult<()> {
         }
     }
     Ok(())
+}
+
+/// Two paths of which one lies inside the other.
+fn nested_pair<'a>(xs: &'a [PathBuf], ys: &'a [PathBuf]) -> Option<(&'a Path, &'a Path)> {
+    xs.iter().find_map(|x| {
+        ys.iter()
+            .find(|y| x != *y && (x.starts_with(y) || y.starts_with(x)))
+            .map(|y| (x.as_path(), y.as_path()))
+    })
+}
+
+/// A patch whose sections name a path and a path inside it: every section
+/// is derived before any is written, so one cannot build on the folder or
+/// file another creates or removes (Codex applies them one by one).
+fn nested(a: &Path, b: &Path, lines: Vec<usize>) -> FlowError {
+    let (outer, inner) = if b.starts_with(a) { (a, b) } else { (b, a) };
+    let on = match lines.as_slice() {
+        [one] => format!("the section on line {one}"),
+        _ => format!(
+            "the sections on lines {}",
+            lines
+                .iter()
+                .map(|l| l.to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    };
+    FlowError::invalid_input(
+        "input",
+        format!(
+            "{on} name both {} and {}, which lies inside it. sluice derives every section from the files as they \
+             are before writing any, so one section cannot build on a file or folder another creates or removes: \
+             split the patch in two.",
+            outer.display(),
+            inner.display()
+        ),
+    )
+    .with("path", inner.display().to_string())
+    .with("lines", lines)
 }
 
 /// How `op` names the file at `real`.
