@@ -24,6 +24,7 @@
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use std::fmt;
 use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The prefix of the environment backend's variables.
@@ -177,6 +178,9 @@ impl Credentials {
     }
 }
 
+/// A credentials file larger than this is read no further.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
 /// Credential `name` from the file at `path`; a missing file holds nothing.
 fn from_file(path: &Path, name: &str) -> FlowResult<Option<Secret>> {
     let shown = path.display().to_string();
@@ -187,7 +191,13 @@ fn from_file(path: &Path, name: &str) -> FlowResult<Option<Secret>> {
         )
         .with("file", shown.clone())
     };
-    let mut file = match std::fs::File::open(path) {
+    // Non-blocking, so a FIFO planted at the path cannot hang the run
+    // before it is found not to be a regular file.
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path);
+    let file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -209,16 +219,25 @@ fn from_file(path: &Path, name: &str) -> FlowResult<Option<Secret>> {
         .with("file", shown));
     }
     check_mode(path, meta_mode(&meta))?;
-    let mut text = String::new();
-    file.read_to_string(&mut text).map_err(|e| {
-        // Only the kind: a decoding error never quotes the bytes, but say
-        // nothing of them anyway.
-        FlowError::new(
-            ErrorCode::CommandFailed,
-            format!("cannot read the credentials file {shown}: {}", e.kind()),
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(FlowError::new(
+            ErrorCode::PermissionDenied,
+            format!("the credentials file {shown} belongs to another user, who could choose its keys; it must be yours (chown it, or use your own file with --credentials)"),
         )
-        .with("file", shown.clone())
-    })?;
+        .with("file", shown));
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| {
+            // Only the kind: a decoding error never quotes the bytes, but say
+            // nothing of them anyway.
+            FlowError::new(
+                ErrorCode::CommandFailed,
+                format!("cannot read the credentials file {shown}: {}", e.kind()),
+            )
+            .with("file", shown.clone())
+        })?;
     let last = parse(&text, path)?
         .into_iter()
         .rev()

@@ -183,10 +183,45 @@ fn printable(text: &str) -> String {
 
 /// The input on one line, long strings cut.
 fn summary(input: &serde_json::Value) -> String {
-    let text = input.to_string();
+    let text = redacted(input).to_string();
     if text.chars().count() <= SUMMARY_CHARS {
         return text;
     }
     let cut: String = text.chars().take(SUMMARY_CHARS).collect();
     format!("{cut}… ({} bytes in all)", text.len())
+}
+
+/// The input with the values of its `headers` and `env` entries hidden:
+/// they are where credentials travel, and a prompt is read over shoulders.
+fn redacted(input: &serde_json::Value) -> serde_json::Value {
+    let mut v = input.clone();
+    for field in ["headers", "env"] {
+        if let Some(map) = v.get_mut(field).and_then(|m| m.as_object_mut()) {
+            for value in map.values_mut() {
+                *value = serde_json::Value::String("[hidden]".into());
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_hide_header_and_env_values() {
+        let input = serde_json::json!({
+            "url": "https://api.example.org/",
+            "headers": {"authorization": "Bearer s3cret"},
+            "env": {"TOKEN": "t0k"}
+        });
+        let shown = summary(&input);
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("t0k"),
+            "{shown}"
+        );
+        assert!(shown.contains("\"authorization\":\"[hidden]\""), "{shown}");
+        assert!(shown.contains("https://api.example.org/"), "{shown}");
+    }
 }

@@ -14,8 +14,10 @@
 //!    steered by a second lookup), with the host name kept for `Host` and
 //!    TLS, through no proxy;
 //! 5. a redirect is followed here, not by the HTTP library, so the next hop
-//!    starts again at 1; once a hop leaves the first origin, `authorization`
-//!    and `cookie` headers are no longer sent.
+//!    starts again at 1; once a hop leaves the first origin, only plain
+//!    headers ([`PLAIN_HEADERS`]: `accept`, `user-agent`, ...) are still
+//!    sent: `authorization`, `cookie` and every key or token header stay
+//!    behind, for the rest of the chain.
 //!
 //! One deadline bounds every hop and the body read (`timeout`); a body over
 //! [`MAX_BODY`] is `response_too_large`, judged on `content-length` first and
@@ -72,8 +74,9 @@ impl Method {
     }
 }
 
-/// A request about to leave.
-#[derive(Debug, Clone)]
+/// A request about to leave. Its `Debug` shows header names only: their
+/// values are often credentials.
+#[derive(Clone)]
 pub struct Outgoing {
     pub method: Method,
     pub dest: Destination,
@@ -82,6 +85,20 @@ pub struct Outgoing {
     pub timeout: Duration,
     /// Redirects to follow; 0 returns a 3xx as it came.
     pub max_redirects: usize,
+}
+
+impl fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Outgoing")
+            .field("method", &self.method)
+            .field("url", &self.dest.url.as_str())
+            .field("headers", &names)
+            .field("body_bytes", &self.body.as_ref().map(Vec::len))
+            .field("timeout", &self.timeout)
+            .field("max_redirects", &self.max_redirects)
+            .finish()
+    }
 }
 
 /// A response, its body read whole (at most [`MAX_BODY`]).
@@ -165,7 +182,7 @@ impl Net {
         loop {
             if hop > 0 {
                 ctx.authorize(&Capability {
-                    action: req.method.action(),
+                    action: method.action(),
                     resource: dest.resource.clone(),
                 })?;
             }
@@ -263,6 +280,38 @@ fn next_hop(from: &Url, location: &str) -> FlowResult<Destination> {
     })
 }
 
+/// The caller's headers that still go out once a redirect has left the
+/// first origin. Everything else stays behind: `authorization` and
+/// `cookie`, and any API key or token header, whatever its name.
+const PLAIN_HEADERS: [&str; 8] = [
+    "accept",
+    "accept-language",
+    "user-agent",
+    "content-type",
+    "cache-control",
+    "pragma",
+    "if-none-match",
+    "if-modified-since",
+];
+
+/// The resolver the HTTP library is given: none. Every name it connects to
+/// is pinned to checked addresses; a name that somehow is not fails here
+/// instead of being looked up again.
+#[derive(Debug)]
+struct NoLookup;
+
+impl reqwest::dns::Resolve for NoLookup {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let name = name.as_str().to_string();
+        Box::pin(async move {
+            Err(format!(
+                "{name} was not among the checked addresses; sluice refuses to look it up again"
+            )
+            .into())
+        })
+    }
+}
+
 /// Step 4: one HTTP exchange pinned to `addrs`.
 async fn transmit(
     dest: &Destination,
@@ -276,7 +325,8 @@ async fn transmit(
     // bounds this exchange and the body read, and reports `timeout`.
     let mut builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .no_proxy();
+        .no_proxy()
+        .dns_resolver(Arc::new(NoLookup));
     if dest.ip.is_none() {
         let pinned: Vec<SocketAddr> = addrs
             .iter()
@@ -290,9 +340,7 @@ async fn transmit(
         Method::Post => client.post(dest.url.clone()),
     };
     for (name, value) in headers {
-        let credential =
-            name.eq_ignore_ascii_case("authorization") || name.eq_ignore_ascii_case("cookie");
-        if crossed && credential {
+        if crossed && !PLAIN_HEADERS.iter().any(|p| name.eq_ignore_ascii_case(p)) {
             continue;
         }
         rb = rb.header(name.as_str(), value.as_str());

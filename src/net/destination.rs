@@ -42,7 +42,20 @@ pub fn parse(field: &str, text: &str) -> FlowResult<Destination> {
 }
 
 /// A URL already parsed (a redirect's target) as a destination.
-pub fn from_url(field: &str, url: Url) -> FlowResult<Destination> {
+pub fn from_url(field: &str, mut url: Url) -> FlowResult<Destination> {
+    // `example.org.` is `example.org` to DNS and TLS; one spelling keeps a
+    // policy's deny rule for the name from being stepped around.
+    if let Some(Host::Domain(d)) = url.host() {
+        if d.len() > 1 && d.ends_with('.') {
+            let bare = d.trim_end_matches('.').to_string();
+            if url.set_host(Some(&bare)).is_err() {
+                return Err(FlowError::invalid_input(
+                    field,
+                    "the URL's host is not valid",
+                ));
+            }
+        }
+    }
     if !matches!(url.scheme(), "http" | "https") {
         return Err(FlowError::invalid_input(
             field,
@@ -123,8 +136,15 @@ fn private_v6(a: Ipv6Addr) -> bool {
     if a.is_loopback() || a.is_unspecified() {
         return true;
     }
+    if teredo_server(a).is_some_and(private_v4) {
+        return true;
+    }
     if let Some(v4) = embedded_v4(a) {
         return private_v4(v4);
+    }
+    // The local-use NAT64 prefix translates to whatever its operator chose.
+    if seg[0] == 0x64 && seg[1] == 0xff9b && seg[2] == 1 {
+        return true;
     }
     (seg[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
         || (seg[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
@@ -138,11 +158,25 @@ fn private_v6(a: Ipv6Addr) -> bool {
 fn embedded_v4(a: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = a.segments();
     let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
     match s {
         [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0, 0, _, _] => Some(tail),
+        // SIIT's IPv4-translated form.
+        [0, 0, 0, 0, 0xffff, 0, _, _] => Some(tail),
         [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(tail),
+        // 6to4 carries the IPv4 address right after its prefix.
+        [0x2002, hi, lo, ..] => Some(v4(hi, lo)),
+        // Teredo carries the client's address, inverted, at the end.
+        [0x2001, 0, ..] => Some(v4(!s[6], !s[7])),
         _ => None,
     }
+}
+
+/// Teredo also names its server; a private one is as bad as a private client.
+fn teredo_server(a: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = a.segments();
+    (s[0] == 0x2001 && s[1] == 0)
+        .then(|| Ipv4Addr::new((s[2] >> 8) as u8, s[2] as u8, (s[3] >> 8) as u8, s[3] as u8))
 }
 
 #[cfg(test)]
@@ -184,6 +218,12 @@ mod tests {
             "::ffff:10.1.2.3",
             "::127.0.0.1",
             "64:ff9b::a9fe:a9fe",
+            "::ffff:0:a9fe:a9fe",
+            "2002:0a00:0001::",
+            "2002:c0a8:0101::1",
+            "2001:0:4136:e378:8000:63bf:f5ff:fffe",
+            "2001:0:0a00:0001:8000:63bf:3fff:fdd2",
+            "64:ff9b:1::8.8.8.8",
         ] {
             assert!(is_private(ip(a)), "{a} should be private");
         }
@@ -205,6 +245,8 @@ mod tests {
             "2606:4700::1111",
             "::ffff:8.8.8.8",
             "64:ff9b::808:808",
+            "2002:0808:0808::1",
+            "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
         ] {
             assert!(!is_private(ip(a)), "{a} should be public");
         }
@@ -238,6 +280,9 @@ mod tests {
         assert_eq!(r("http://example.org:8080/"), "http://example.org:8080");
         let o = parse("url", "https://example.org/x").unwrap().origin;
         assert_eq!(o, "https://example.org");
+        let dotted = parse("url", "https://Example.ORG./x").unwrap();
+        assert_eq!(dotted.resource, "example.org");
+        assert_eq!(dotted.url.as_str(), "https://example.org/x");
     }
 
     #[test]

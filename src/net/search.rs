@@ -208,7 +208,10 @@ impl Exa {
             timeout: TIMEOUT,
             max_redirects: 0,
         };
-        let resp = send(ctx, req, "exa").await?;
+        let mut resp = send(ctx, req, "exa").await?;
+        // A provider that echoes the key (in an error page, in a result)
+        // must not hand it to the script: it goes before anything reads it.
+        resp.body = redact_bytes(&resp.body, key.expose().as_bytes());
         let refused = |status| {
             format!(
                 "the provider refused the key in credential `{}` (HTTP {status}); check the key, then set it again with {} or in the credentials file",
@@ -501,6 +504,22 @@ pub fn clip_chars(text: &str) -> String {
         Some((i, _)) => text[..i].to_string(),
         None => text.to_string(),
     }
+}
+
+/// `body` with every copy of `key` replaced by `[redacted]`.
+fn redact_bytes(body: &[u8], key: &[u8]) -> Vec<u8> {
+    if key.is_empty() {
+        return body.to_vec();
+    }
+    let mut out = Vec::with_capacity(body.len());
+    let mut rest = body;
+    while let Some(at) = memchr::memmem::find(rest, key) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(b"[redacted]");
+        rest = &rest[at + key.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
 }
 
 /// `e` with every copy of `key` replaced, in the message and string details.
