@@ -894,3 +894,47 @@ return {
     // A command the policy does not route runs on the host.
     assert_eq!(lines[1]["out"], finished(0, "host\n", ""));
 }
+
+#[test]
+fn bash_env_that_steers_the_loader_or_the_shell_is_refused_naming_it() {
+    let ws = common::workspace();
+    for (env, field) in [
+        ("{LD_PRELOAD = '/w/x.so'}", "env.LD_PRELOAD"),
+        ("{BASH_ENV = '/w/x.sh'}", "env.BASH_ENV"),
+        ("{['BASH_FUNC_ls%%'] = '() { id; }'}", "env.BASH_FUNC_ls%%"),
+    ] {
+        let run = common::run_lua_with(
+            ws.path(),
+            &format!(
+                "local r, e = sluice.bash{{script = 'echo hi', env = {env}}}\nprint(e.code, e.field)\n"
+            ),
+            &[],
+            &[],
+        )
+        .ok();
+        assert_eq!(run.stdout, format!("invalid_input\t{field}\n"), "{env}");
+    }
+}
+
+#[test]
+fn bash_redirections_are_judged_where_the_command_runs() {
+    let ws = common::workspace();
+    fs::create_dir_all(ws.file(".git/hooks")).unwrap();
+    // The default policy denies writes under .git/: a redirection written
+    // relative to `cwd` lands there, so it is judged there.
+    let run = common::run_lua_with(
+        ws.path(),
+        "local r, e = sluice.bash{command = 'echo x > pre-commit', cwd = '.git/hooks'}\nprint(e and e.code, e and e.capability)\n",
+        &[],
+        &[],
+    )
+    .ok();
+    let hook = ws.file(".git/hooks/pre-commit");
+    assert_eq!(
+        run.stdout,
+        format!("permission_denied\tproc:spawn:echo x > pre-commit\n"),
+        "{}",
+        run.stderr
+    );
+    assert!(!hook.exists());
+}

@@ -1029,3 +1029,32 @@ fn an_unreadable_folder_is_skipped_and_named_not_fatal() {
          sealed.txt: Permission denied (os error 13))."
     );
 }
+
+#[test]
+fn a_folder_with_a_fifo_or_device_for_an_ignore_file_is_skipped_not_hung_on() {
+    let ws = common::workspace();
+    fs::create_dir_all(ws.file("trap")).unwrap();
+    fs::create_dir_all(ws.file("zero")).unwrap();
+    fs::write(ws.file("trap/a.txt"), "needle\n").unwrap();
+    fs::write(ws.file("zero/b.txt"), "needle\n").unwrap();
+    fs::write(ws.file("ok.txt"), "needle\n").unwrap();
+    let fifo = ws.file("trap/.ignore");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink("/dev/zero", ws.file("zero/.gitignore")).unwrap();
+    let started = std::time::Instant::now();
+    let run = common::run_lua_with(
+        ws.path(),
+        "local g = assert(sluice.glob{pattern = '**/*.txt'})\n\
+         local r = assert(sluice.grep{pattern = 'needle'})\n\
+         print(table.concat(g.paths, ','), table.concat(r.files, ','), g.skippedUnreadable, r.skippedUnreadable)\n",
+        &[],
+        &[],
+    )
+    .ok();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(run.stdout, "ok.txt\tok.txt\t2\t2\n", "{}", run.stderr);
+}

@@ -512,9 +512,30 @@ impl Tree {
         if let Some(o) = overrides {
             builder.overrides(o);
         }
-        if !outer.is_empty() {
+        // A folder whose ignore file is not a plain, modest file is not
+        // entered: the walker would open it blocking and read it whole, so a
+        // FIFO would hang the call and a link to /dev/zero would exhaust it.
+        let hostile = std::sync::Arc::new(Mutex::new(Vec::<PathBuf>::new()));
+        if use_ignores {
+            if let Some(bad) = hostile_ignore_file(&self.target.real) {
+                let mut skipped = Skipped::default();
+                skipped.unreadable_path(self.hostile_note(&bad));
+                return skipped;
+            }
+        }
+        let found_hostile = hostile.clone();
+        if !outer.is_empty() || use_ignores {
             builder.filter_entry(move |dent| {
                 let is_dir = dent.file_type().is_some_and(|t| t.is_dir());
+                if use_ignores && is_dir {
+                    if let Some(bad) = hostile_ignore_file(dent.path()) {
+                        found_hostile
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(bad);
+                        return false;
+                    }
+                }
                 for gi in &outer {
                     match gi.matched(dent.path(), is_dir) {
                         ignore::Match::Ignore(_) => return false,
@@ -582,7 +603,18 @@ impl Tree {
                 WalkState::Continue
             })
         });
-        total.into_inner().unwrap()
+        let mut total = total.into_inner().unwrap();
+        for bad in hostile.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            total.unreadable_path(self.hostile_note(bad));
+        }
+        total
+    }
+
+    fn hostile_note(&self, file: &Path) -> String {
+        let shown = self
+            .show(file)
+            .unwrap_or_else(|| file.display().to_string());
+        format!("{shown}: an ignore file that is not a regular file under 1 MiB; its folder was not searched")
     }
 
     /// `shown path: reason` for a walk error.
@@ -593,6 +625,18 @@ impl Tree {
             None => reason,
         }
     }
+}
+
+/// The first ignore file in `dir` the walker must not open: anything but a
+/// regular file (a FIFO, a device, a symbolic link), or one over 1 MiB.
+fn hostile_ignore_file(dir: &Path) -> Option<PathBuf> {
+    [".gitignore", ".ignore", ".git/info/exclude"]
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|p| match fs::symlink_metadata(p) {
+            Ok(m) => !m.file_type().is_file() || m.len() > 1 << 20,
+            Err(_) => false,
+        })
 }
 
 /// Paths a walker thread hands on at once: enough to spare the threads

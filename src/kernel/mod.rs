@@ -17,7 +17,7 @@ use serde::Serialize;
 use shell::{Analysis, Command, Redirect};
 use std::cell::RefCell;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What a capability lets a call do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -229,12 +229,13 @@ impl Kernel {
                 format!("{} is harmless", r.target),
             );
         }
+        let folder = self.command_folder(req);
         let path = match r.target.strip_prefix('~') {
             Some(rest) if rest.is_empty() || rest.starts_with('/') => match &self.vars.home {
                 Some(home) => home.join(rest.trim_start_matches('/')),
-                None => self.vars.workspace.join(&r.target),
+                None => folder.join(&r.target),
             },
-            _ => self.vars.workspace.join(&r.target),
+            _ => folder.join(&r.target),
         };
         let real = crate::fsops::path::canonical_lenient(&path).unwrap_or(path);
         let action = if r.write {
@@ -244,6 +245,22 @@ impl Kernel {
         };
         let cap = Capability::fs(action, &real);
         self.part(req, &cap, &format!("redirection to {}", r.target))
+    }
+
+    /// Where a command line runs, so its relative redirections resolve
+    /// where the shell will open them: the call's `cwd` (bash) or `workdir`
+    /// (shell_command), relative to the workspace, else the workspace.
+    fn command_folder(&self, req: &Request) -> PathBuf {
+        let given = ["cwd", "workdir"]
+            .iter()
+            .find_map(|f| req.input.get(f).and_then(|v| v.as_str()));
+        match given {
+            Some(dir) => {
+                let joined = self.vars.workspace.join(dir);
+                crate::fsops::path::canonical_lenient(&joined).unwrap_or(joined)
+            }
+            None => self.vars.workspace.clone(),
+        }
     }
 
     /// The verdict on one capability, in the order of the module doc.

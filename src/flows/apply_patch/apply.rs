@@ -306,8 +306,6 @@ fn named_of<'a>(op: &'a Op, real: &Path) -> &'a Named {
 enum Before {
     Absent,
     Held(Vec<u8>),
-    /// It existed but could not be read: a failure cannot restore it.
-    Unreadable,
 }
 
 /// A new text for one file.
@@ -380,9 +378,34 @@ fn write_to(to: &Named, text: String) -> FlowResult<Change> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(write_failed(to, e)),
     };
+    // What is replaced must be readable and of a text file's size, or a
+    // failure later in the patch could not put it back (all or nothing).
     let before = match &existing {
         None => Before::Absent,
-        Some(_) => fs::read(&t.real).map_or(Before::Unreadable, Before::Held),
+        Some(m) if m.len() > crate::fsops::MAX_FILE_BYTES => {
+            return Err(FlowError::new(
+                ErrorCode::CommandFailed,
+                format!(
+                    "Failed to write file {}: it holds {} bytes, more than sluice keeps to restore it if the patch fails; delete it in a patch of its own first",
+                    to.abs,
+                    m.len()
+                ),
+            )
+            .with("path", to.abs.clone()))
+        }
+        Some(_) => match fs::read(&t.real) {
+            Ok(bytes) => Before::Held(bytes),
+            Err(e) => {
+                return Err(FlowError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "Failed to write file {}: its current contents cannot be read ({e}), so a failed patch could not restore them",
+                        to.abs
+                    ),
+                )
+                .with("path", to.abs.clone()))
+            }
+        },
     };
     Ok(Change::Write(Box::new(Write {
         to: to.clone(),
@@ -592,10 +615,6 @@ fn undo(step: Done) {
         } => {
             let _ = fs::remove_file(real);
         }
-        Done::Wrote {
-            before: Before::Unreadable,
-            ..
-        } => {}
         Done::SetAside { entry, aside } => {
             let _ = fs::rename(aside, entry);
         }

@@ -162,10 +162,16 @@ pub fn check(
         // A wrapper (`sudo rm x`, `timeout 5 cp a b`) is followed by the
         // command it runs; that command's words are checked there, with
         // their own program's classification.
+        let is_wrapper = cmd
+            .words
+            .first()
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
+            .is_some_and(|p| WRAPPERS.contains(&p));
         let wrapped = commands
             .get(i + 1)
             .filter(|next| {
-                !next.words.is_empty()
+                is_wrapper
+                    && !next.words.is_empty()
                     && next.words.len() < cmd.words.len()
                     && cmd.words.ends_with(&next.words)
             })
@@ -505,6 +511,19 @@ impl Token {
 /// The word as an absolute path, not yet canonical.
 fn absolute(word: &Word, cwd: &Path, vars: &Vars) -> Result<PathBuf, FlowError> {
     match word {
+        // bash expands `~` in `of=~/x` and `NAME=~/x` too: a value that
+        // starts with it is the home folder's, never a folder named `~`.
+        Word::Lit(t) if t.starts_with('~') => match plain_tilde(t) {
+            Some(rest) => absolute(&Word::Home(rest.to_string()), cwd, vars),
+            None => absolute(&Word::Dyn(t.clone()), cwd, vars),
+        },
+        Word::Lit(t) if run_time_view(t) => Err(FlowError::invalid_input(
+            "command",
+            format!(
+                "hermetic mode cannot judge `{t}`: /proc and /dev/fd show the command's own process (its folder, its files), which is only known once it runs; write the real path"
+            ),
+        )
+        .with("token", t.clone())),
         Word::Lit(t) if t.starts_with('/') => Ok(PathBuf::from(t)),
         Word::Lit(t) => Ok(cwd.join(t)),
         Word::Home(rest) => {
@@ -530,6 +549,13 @@ fn absolute(word: &Word, cwd: &Path, vars: &Vars) -> Result<PathBuf, FlowError> 
         )
         .with("token", t.clone())),
     }
+}
+
+/// Paths that name the running process's view (`/proc/self/cwd`,
+/// `/dev/fd/3`): resolved here they would describe sluice, not the command.
+fn run_time_view(t: &str) -> bool {
+    let n = normalize(Path::new(t));
+    n.starts_with("/proc") || n.starts_with("/dev/fd")
 }
 
 // ---- options ----------------------------------------------------------------
@@ -626,6 +652,15 @@ fn operands(items: &[Item]) -> Vec<Word> {
 
 // ---- classification ---------------------------------------------------------
 
+/// Programs the shell analysis unwraps: their trailing words are the
+/// command they run, listed (and checked) next. Only for these may a
+/// command's words be left to the next one, or `cp a b; a b` would hide
+/// `cp`'s operands behind a second command made of them.
+const WRAPPERS: &[&str] = &[
+    "env", "timeout", "nice", "nohup", "setsid", "stdbuf", "time", "command", "builtin", "exec",
+    "sudo", "doas",
+];
+
 const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash"];
 
 #[derive(Default)]
@@ -707,6 +742,28 @@ impl Collector {
             }
         }
         let by = format!("`{name}`");
+        let symbolic = name == "ln"
+            && args.iter().any(|w| {
+                w.lit().is_some_and(|t| {
+                    t == "--symbolic"
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('s'))
+                })
+            });
+        if symbolic || matches!(name.as_str(), "alias" | "shopt") {
+            return Err(FlowError::invalid_input(
+                "command",
+                format!(
+                    "hermetic mode cannot check `{}`: {}; run it with mode = \"unhermetic\"",
+                    cmd.text,
+                    if symbolic {
+                        "a symbolic link's target resolves from the link's folder when used, not where the check stands"
+                    } else {
+                        "an alias can turn later words into any command, which a lexical check cannot follow"
+                    }
+                ),
+            )
+            .with("token", name.clone()));
+        }
         match name.as_str() {
             "cd" | "pushd" | "popd" => self.changes_folder = true,
             "cp" | "mv" | "install" | "ln" => self.copy(&name, args, &by),
@@ -1271,6 +1328,46 @@ mod tests {
         );
         // A word naming nothing there is not a path (`git status`).
         assert!(ws.check("git status", &["src/**"], &[]).is_ok());
+    }
+
+    #[test]
+    fn a_command_made_of_another_commands_operands_does_not_hide_them() {
+        let ws = ws();
+        let home = ws.vars.home.clone().unwrap();
+        fs::write(home.join("id_rsa"), "k").unwrap();
+        let key = home.join("id_rsa");
+        let line = format!("cp {} leak; {} leak", key.display(), key.display());
+        let r = ws.check(&line, &[], &["**"]);
+        assert_err(r, ErrorCode::OutsideDeclaredReads, &key);
+    }
+
+    #[test]
+    fn tilde_after_an_assignment_is_the_home_folder() {
+        let ws = ws();
+        let home = ws.vars.home.clone().unwrap();
+        let r = ws.check("dd if=/dev/zero of=~/.ssh/authorized_keys", &[], &["**"]);
+        assert_err(
+            r,
+            ErrorCode::OutsideDeclaredWrites,
+            &home.join(".ssh/authorized_keys"),
+        );
+    }
+
+    #[test]
+    fn proc_and_dev_fd_paths_alias_symlinks_and_aliases_are_refused() {
+        let ws = ws();
+        for line in [
+            "echo k >> /proc/self/cwd/authorized_keys",
+            "cat /dev/fd/3",
+            "ln -s ../.bashrc link",
+            "ln --symbolic a b",
+            "alias go='cd /tmp'",
+        ] {
+            let e = ws.check(line, &["**"], &["**"]).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidInput, "{line}");
+            assert_eq!(e.details["field"], "command", "{line}");
+        }
+        assert!(ws.check("echo x > /dev/null", &[], &[]).is_ok());
     }
 
     #[test]

@@ -237,6 +237,15 @@ fn validate(i: &Input) -> FlowResult<()> {
     {
         return refuse(&format!("env.{name}"), "SLUICE_* names are set by sluice for each call (run id, call sequence, workspace) and cannot be given; choose another name");
     }
+    if let Some(name) = i.env.keys().find(|k| steers_startup(k)) {
+        return refuse(
+            &format!("env.{name}"),
+            &format!("{name} changes what runs before or instead of the command (the loader, the shell's startup), which the policy cannot see in `env`; write it in the command line (`{name}=... cmd`), where the policy judges it"),
+        );
+    }
+    if i.mode == Mode::Hermetic && i.env.contains_key("HOME") {
+        return refuse("env.HOME", "hermetic mode resolves `~` against sluice's home folder; a different HOME would send `~` paths elsewhere than the check saw. Write the paths out instead");
+    }
     exec::env::validate(&i.env)?;
     if i.container.is_some() {
         return Err(FlowError::new(
@@ -246,6 +255,26 @@ fn validate(i: &Input) -> FlowResult<()> {
         .with("field", "container"));
     }
     Ok(())
+}
+
+/// Variables that make the loader or the shell run something of their own
+/// choosing: preloaded libraries, startup files, exported functions, the
+/// prompt and trace hooks, word splitting.
+fn steers_startup(name: &str) -> bool {
+    name.starts_with("LD_")
+        || name.starts_with("BASH_FUNC_")
+        || matches!(
+            name,
+            "BASH_ENV"
+                | "ENV"
+                | "SHELLOPTS"
+                | "BASHOPTS"
+                | "PS4"
+                | "IFS"
+                | "CDPATH"
+                | "GLOBIGNORE"
+                | "PROMPT_COMMAND"
+        )
 }
 
 /// How an interpreter is told to read its program from stdin.
