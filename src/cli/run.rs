@@ -14,9 +14,9 @@ use std::process::ExitCode;
 #[derive(Debug, Args)]
 #[command(
     long_about = "Run a workflow script in a workspace. The script sees the flows as sluice.read, sluice.write, \
-sluice.edit, sluice.ls, sluice.bash, sluice.shell_command, sluice.fetch, sluice.http_post, sluice.webfetch, sluice.websearch (and sluice.call(name, input)), its arguments as sluice.args and the workspace as \
+sluice.edit, sluice.apply_patch, sluice.ls, sluice.glob, sluice.grep, sluice.bash, sluice.shell_command, sluice.fetch, sluice.http_post, sluice.webfetch, sluice.websearch (and sluice.call(name, input); `sluice flows` lists them with their fields), its arguments as sluice.args and the workspace as \
 sluice.workspace. Relative paths resolve against the workspace. Every call's capabilities pass the \
-policies (--policy; the built-in default grants reads and writes inside the workspace and asks for the rest).\n\n\
+policies (--policy; the built-in default grants reads and writes inside the workspace, commands and public GETs, and asks for the rest).\n\n\
 A script error exits 1 and prints the Lua message with file:line and a traceback.",
     after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'"
 )]
