@@ -19,7 +19,7 @@
 
 use super::lines::{Replacement, SourceFile};
 use super::parser::Chunk;
-use super::seek::seek_sequence;
+use super::seek::Finder;
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{atomic, lock, lock::FileLock, path, text, Target};
 use std::fs::{self, Metadata};
@@ -155,11 +155,12 @@ pub fn derive(contents: &str, chunks: &[Chunk]) -> Result<String, Miss> {
 /// after the previous one (its `@@` line first, then its old lines); a chunk
 /// that only adds lines adds them at the end of the file.
 fn replacements(lines: &[String], chunks: &[Chunk]) -> Result<Vec<Replacement>, Miss> {
+    let finder = Finder::new(lines);
     let mut out: Vec<Replacement> = Vec::new();
     let mut from = 0;
     for chunk in chunks {
         if let Some(context) = &chunk.change_context {
-            match seek_sequence(lines, std::slice::from_ref(context), from, false) {
+            match finder.seek(std::slice::from_ref(context), from, false) {
                 Some(i) => from = i + 1,
                 None => return Err(Miss::Context(context.clone())),
             }
@@ -170,14 +171,14 @@ fn replacements(lines: &[String], chunks: &[Chunk]) -> Result<Vec<Replacement>, 
         }
         let mut old = &chunk.old_lines[..];
         let mut new = &chunk.new_lines[..];
-        let mut found = seek_sequence(lines, old, from, chunk.is_end_of_file);
+        let mut found = finder.seek(old, from, chunk.is_end_of_file);
         // A final empty line stands for the file's last line ending.
         if found.is_none() && old.last().is_some_and(String::is_empty) {
             old = &old[..old.len() - 1];
             if new.last().is_some_and(String::is_empty) {
                 new = &new[..new.len() - 1];
             }
-            found = seek_sequence(lines, old, from, chunk.is_end_of_file);
+            found = finder.seek(old, from, chunk.is_end_of_file);
         }
         let Some(start) = found else {
             return Err(Miss::Lines(chunk.old_lines.clone()));

@@ -1,6 +1,10 @@
 //! Finding a chunk's lines in a file the way Codex does: the same sequence,
 //! sought from a starting line, in four passes of growing tolerance.
 
+use std::borrow::Cow;
+use std::cell::OnceCell;
+use std::collections::HashMap;
+
 /// The first index at or after `start` where `pattern` occurs in `lines`.
 ///
 /// Each pass scans the whole range before the next is tried:
@@ -17,28 +21,91 @@ where
     L: AsRef<str>,
     P: AsRef<str>,
 {
-    if pattern.is_empty() {
-        return Some(start);
+    Finder::new(lines).seek(pattern, start, eof)
+}
+
+/// A file's lines, indexed for [`seek_sequence`]'s passes on first use.
+///
+/// A patch seeks many chunks in one file; scanning the file for each would
+/// cost chunks × lines, which a 2,000-chunk patch whose chunks all miss the
+/// exact pass turns into seconds. The index maps each line, as a pass sees
+/// it, to where it occurs, so a seek only tries the places where the
+/// pattern's first line matches. The answer is the one a scan gives: the
+/// first such place, pass by pass.
+pub struct Finder<'a, L> {
+    lines: &'a [L],
+    index: [OnceCell<HashMap<Cow<'a, str>, Vec<usize>>>; 4],
+}
+
+/// A line as pass `pass` compares it.
+fn key(pass: usize, s: &str) -> Cow<'_, str> {
+    match pass {
+        0 => Cow::Borrowed(s),
+        1 => Cow::Borrowed(s.trim_end()),
+        2 => Cow::Borrowed(s.trim()),
+        _ => Cow::Owned(normalise(s)),
     }
-    if pattern.len() > lines.len() {
-        return None;
+}
+
+impl<'a, L: AsRef<str>> Finder<'a, L> {
+    pub fn new(lines: &'a [L]) -> Self {
+        Finder {
+            lines,
+            index: Default::default(),
+        }
     }
-    let last = lines.len() - pattern.len();
-    let from = if eof { last.max(start) } else { start };
-    let passes: [fn(&str, &str) -> bool; 4] = [
-        |a, b| a == b,
-        |a, b| a.trim_end() == b.trim_end(),
-        |a, b| a.trim() == b.trim(),
-        |a, b| normalise(a) == normalise(b),
-    ];
-    passes.iter().find_map(|same| {
-        (from..=last).find(|&i| {
-            pattern
-                .iter()
-                .zip(&lines[i..])
-                .all(|(p, l)| same(l.as_ref(), p.as_ref()))
+
+    fn positions(&self, pass: usize) -> &HashMap<Cow<'a, str>, Vec<usize>> {
+        self.index[pass].get_or_init(|| {
+            let mut map: HashMap<Cow<'a, str>, Vec<usize>> = HashMap::new();
+            for (i, line) in self.lines.iter().enumerate() {
+                map.entry(key(pass, line.as_ref())).or_default().push(i);
+            }
+            map
         })
-    })
+    }
+
+    /// As [`seek_sequence`], on this finder's lines.
+    pub fn seek<P: AsRef<str>>(&self, pattern: &[P], start: usize, eof: bool) -> Option<usize> {
+        if pattern.is_empty() {
+            return Some(start);
+        }
+        if pattern.len() > self.lines.len() {
+            return None;
+        }
+        let last = self.lines.len() - pattern.len();
+        let from = if eof { last.max(start) } else { start };
+        // The exact pass scans from `from` while it has no index: chunks
+        // usually follow one another, so the match is near and costs no
+        // index at all. The first exact miss (a scan to the end) builds the
+        // index, so later misses cost nothing.
+        if self.index[0].get().is_none() {
+            let exact = (from..=last).find(|&i| {
+                pattern
+                    .iter()
+                    .zip(&self.lines[i..])
+                    .all(|(want, have)| have.as_ref() == want.as_ref())
+            });
+            if exact.is_some() {
+                return exact;
+            }
+            self.positions(0);
+        }
+        (0..4).find_map(|pass| {
+            let places = self.positions(pass).get(&key(pass, pattern[0].as_ref()))?;
+            let first = places.partition_point(|&p| p < from);
+            places[first..]
+                .iter()
+                .take_while(|&&p| p <= last)
+                .copied()
+                .find(|&p| {
+                    pattern
+                        .iter()
+                        .zip(&self.lines[p..])
+                        .all(|(want, have)| key(pass, have.as_ref()) == key(pass, want.as_ref()))
+                })
+        })
+    }
 }
 
 /// `s` trimmed, with Unicode dashes as `-`, curly quotes as straight ones and
