@@ -7,7 +7,7 @@ use crate::error::FlowResult;
 use crate::kernel::{Action, Capability};
 use crate::net::client::{check_headers, timeout};
 use crate::net::destination::{self, Destination};
-use crate::net::{clip, Method, Outgoing};
+use crate::net::{clip, Incoming, Method, Outgoing};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -35,7 +35,7 @@ pub struct Output {
 
 impl Output {
     /// The response as text, its head kept (60,000 bytes).
-    pub fn of(resp: &crate::net::Incoming) -> Output {
+    pub fn of(resp: &Incoming) -> Output {
         let c = clip(resp.text());
         Output {
             status: resp.status,
@@ -47,9 +47,54 @@ impl Output {
 }
 
 pub struct Fetch {
+    request: Request,
+}
+
+/// The part of a `fetch`, `http-post` or `webfetch` call their inputs share,
+/// checked: the destination, the headers and the deadline.
+pub struct Request {
     dest: Destination,
     headers: Vec<(String, String)>,
     timeout: Duration,
+}
+
+impl Request {
+    /// Checks `url`, `headers` and `timeout`, and declares the capability
+    /// of the first hop (`action` on the URL's resource).
+    pub fn plan(
+        action: Action,
+        url: &str,
+        headers: &BTreeMap<String, String>,
+        timeout_secs: Option<f64>,
+    ) -> FlowResult<(Request, Envelope)> {
+        let dest = destination::parse("url", url)?;
+        let envelope = first_hop(action, &dest);
+        let request = Request {
+            dest,
+            headers: check_headers(headers)?,
+            timeout: timeout("timeout", timeout_secs)?,
+        };
+        Ok((request, envelope))
+    }
+
+    /// Sends it through the run's client, under the call's gate.
+    pub async fn send(
+        self,
+        ctx: &Context,
+        method: Method,
+        body: Option<Vec<u8>>,
+        max_redirects: usize,
+    ) -> FlowResult<Incoming> {
+        let out = Outgoing {
+            method,
+            dest: self.dest,
+            headers: self.headers,
+            body,
+            timeout: self.timeout,
+            max_redirects,
+        };
+        ctx.net.send(out, ctx).await
+    }
 }
 
 /// The input fields `fetch`, `http-post` and `webfetch` share.
@@ -72,7 +117,7 @@ fn schema() -> Value {
 }
 
 /// The capability the first hop needs.
-pub fn first_hop(action: Action, dest: &Destination) -> Envelope {
+fn first_hop(action: Action, dest: &Destination) -> Envelope {
     Envelope {
         tier: if action == Action::NetPost {
             Tier::Irreversible
@@ -102,31 +147,13 @@ impl Flow for Fetch {
     };
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
-        let dest = destination::parse("url", &input.url)?;
-        let envelope = first_hop(Action::NetGet, &dest);
-        let call = Fetch {
-            dest,
-            headers: check_headers(&input.headers)?,
-            timeout: timeout("timeout", input.timeout)?,
-        };
-        Ok((call, envelope))
+        let (request, envelope) =
+            Request::plan(Action::NetGet, &input.url, &input.headers, input.timeout)?;
+        Ok((Fetch { request }, envelope))
     }
 
     async fn execute(self, ctx: &Context) -> FlowResult<Output> {
-        let resp = ctx
-            .net
-            .send(
-                Outgoing {
-                    method: Method::Get,
-                    dest: self.dest,
-                    headers: self.headers,
-                    body: None,
-                    timeout: self.timeout,
-                    max_redirects: 10,
-                },
-                ctx,
-            )
-            .await?;
+        let resp = self.request.send(ctx, Method::Get, None, 10).await?;
         Ok(Output::of(&resp))
     }
 }

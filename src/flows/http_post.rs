@@ -3,17 +3,14 @@
 //! have acted. Redirects are not followed (a 3xx is the answer), so a body
 //! is never sent a second time, somewhere else.
 
-use super::fetch::{first_hop, request_schema, Output};
+use super::fetch::{request_schema, Output, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::FlowResult;
 use crate::kernel::Action;
-use crate::net::client::{check_headers, timeout};
-use crate::net::destination::{self, Destination};
-use crate::net::{Method, Outgoing};
+use crate::net::Method;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -28,10 +25,8 @@ pub struct Input {
 }
 
 pub struct HttpPost {
-    dest: Destination,
-    headers: Vec<(String, String)>,
+    request: Request,
     body: Vec<u8>,
-    timeout: Duration,
 }
 
 fn schema() -> Value {
@@ -60,51 +55,32 @@ impl Flow for HttpPost {
     };
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
-        let dest = destination::parse("url", &input.url)?;
-        let envelope = first_hop(Action::NetPost, &dest);
+        let named =
+            |h: &BTreeMap<String, String>| h.keys().any(|k| k.eq_ignore_ascii_case("content-type"));
         let mut headers = input.headers;
-        if headers
-            .keys()
-            .any(|k| k.eq_ignore_ascii_case("content-type"))
-            && input.content_type.is_some()
-        {
-            return Err(crate::error::FlowError::invalid_input(
-                "contentType",
-                "give the content type once: in `contentType` or in `headers`, not both",
-            ));
+        match (named(&headers), input.content_type) {
+            (true, Some(_)) => {
+                return Err(crate::error::FlowError::invalid_input(
+                    "contentType",
+                    "give the content type once: in `contentType` or in `headers`, not both",
+                ))
+            }
+            (true, None) => {}
+            (false, ct) => {
+                let ct = ct.unwrap_or_else(|| "application/json".into());
+                headers.insert("content-type".into(), ct);
+            }
         }
-        if !headers
-            .keys()
-            .any(|k| k.eq_ignore_ascii_case("content-type"))
-        {
-            let ct = input
-                .content_type
-                .unwrap_or_else(|| "application/json".into());
-            headers.insert("content-type".into(), ct);
-        }
-        let call = HttpPost {
-            dest,
-            headers: check_headers(&headers)?,
-            body: input.body.into_bytes(),
-            timeout: timeout("timeout", input.timeout)?,
-        };
-        Ok((call, envelope))
+        let (request, envelope) =
+            Request::plan(Action::NetPost, &input.url, &headers, input.timeout)?;
+        let body = input.body.into_bytes();
+        Ok((HttpPost { request, body }, envelope))
     }
 
     async fn execute(self, ctx: &Context) -> FlowResult<Output> {
-        let resp = ctx
-            .net
-            .send(
-                Outgoing {
-                    method: Method::Post,
-                    dest: self.dest,
-                    headers: self.headers,
-                    body: Some(self.body),
-                    timeout: self.timeout,
-                    max_redirects: 0,
-                },
-                ctx,
-            )
+        let resp = self
+            .request
+            .send(ctx, Method::Post, Some(self.body), 0)
             .await?;
         Ok(Output::of(&resp))
     }

@@ -2,17 +2,14 @@
 //! or plain text; other text passes through as it arrived; binaries are
 //! refused. Up to 10 redirects are followed, each one checked.
 
-use super::fetch::{first_hop, request_schema};
+use super::fetch::{request_schema, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::kernel::Action;
-use crate::net::client::{check_headers, timeout};
-use crate::net::destination::{self, Destination};
-use crate::net::{clip, html, Incoming, Method, Outgoing};
+use crate::net::{clip, html, Incoming, Method};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -48,10 +45,8 @@ pub struct Output {
 }
 
 pub struct WebFetch {
-    dest: Destination,
+    request: Request,
     format: Format,
-    headers: Vec<(String, String)>,
-    timeout: Duration,
 }
 
 fn schema() -> Value {
@@ -76,37 +71,19 @@ impl Flow for WebFetch {
     };
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
-        let dest = destination::parse("url", &input.url)?;
-        let envelope = first_hop(Action::NetGet, &dest);
         let mut headers = input.headers;
         if !headers.keys().any(|k| k.eq_ignore_ascii_case("accept")) {
             let accept = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5";
             headers.insert("accept".into(), accept.into());
         }
-        let call = WebFetch {
-            dest,
-            format: input.format,
-            headers: check_headers(&headers)?,
-            timeout: timeout("timeout", input.timeout)?,
-        };
-        Ok((call, envelope))
+        let (request, envelope) =
+            Request::plan(Action::NetGet, &input.url, &headers, input.timeout)?;
+        let format = input.format;
+        Ok((WebFetch { request, format }, envelope))
     }
 
     async fn execute(self, ctx: &Context) -> FlowResult<Output> {
-        let resp = ctx
-            .net
-            .send(
-                Outgoing {
-                    method: Method::Get,
-                    dest: self.dest,
-                    headers: self.headers,
-                    body: None,
-                    timeout: self.timeout,
-                    max_redirects: 10,
-                },
-                ctx,
-            )
-            .await?;
+        let resp = self.request.send(ctx, Method::Get, None, 10).await?;
         let content_type = kind_of(&resp)?;
         let text = resp.text();
         let is_html = content_type.contains("html");
