@@ -14,39 +14,15 @@
 //!
 //! Not a criterion bench: each sample is a process tree of a second or more.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use support::{measure, median, verdict};
 
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 const CALLS: usize = 500;
 const GIB: u64 = 1 << 30;
-
-/// Wall time and the peak RSS (KiB) of the direct child.
-fn measure(cmd: &mut Command) -> (Duration, i64) {
-    let started = Instant::now();
-    let child = cmd.spawn().expect("spawn");
-    let pid = child.id() as i32;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value of that plain C struct,
-    // and wait4 writes into the two out-pointers we own.
-    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
-    let elapsed = started.elapsed();
-    assert_eq!(waited, pid, "wait4 failed");
-    assert!(
-        nix::libc::WIFEXITED(status) && nix::libc::WEXITSTATUS(status) == 0,
-        "{cmd:?} failed (status {status})"
-    );
-    // The Child was reaped by wait4; forget it so its drop does nothing.
-    std::mem::forget(child);
-    (elapsed, usage.ru_maxrss)
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn sluice_run(script: &Path, ws: &Path) -> Command {
     let mut c = Command::new(SLUICE);
@@ -58,14 +34,6 @@ fn sh(line: &str) -> Command {
     let mut c = Command::new("/bin/sh");
     c.arg("-c").arg(line);
     c
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "NOT met"
-    }
 }
 
 fn main() {

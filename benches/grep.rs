@@ -30,10 +30,13 @@
 //! file is also checked through the kernel (the built-in default policy)
 //! before it is opened, as in real use.
 
+mod support;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::{median, verdict};
 
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 const MIN_BYTES: u64 = 100 * 1000 * 1000;
@@ -89,19 +92,6 @@ fn measure(cmd: &mut Command) -> (Duration, String) {
     let elapsed = started.elapsed();
     assert!(status.success(), "{cmd:?} failed: {status}");
     (elapsed, out)
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "NOT met"
-    }
 }
 
 /// Bytes and regular files under `dir`, links not followed.

@@ -20,30 +20,24 @@
 //! Not a criterion bench: one sample is a pass over 50 MB, and the other
 //! side is a node process.
 
+mod support;
+
+use sluice::net::html::to_markdown;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-use sluice::net::html::to_markdown;
+use support::{median, verdict};
+use url::Url;
 
 // The allocator the sluice binary uses (src/main.rs), so the bench measures
 // what ships.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use url::Url;
 
 const DOCS: &str = "/usr/share/doc/python3.11/html";
 const SAMPLE: &str = "tutorial/controlflow.html";
 const TURNS: usize = 3;
 const TARGET: f64 = 10.0;
-
-fn verdict(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "NOT met"
-    }
-}
 
 fn html_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
@@ -56,11 +50,6 @@ fn html_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// Runs `cmd` in `dir`, saying so first; panics when it fails.

@@ -1,0 +1,42 @@
+//! What the side-by-side benches share: timing a whole process, medians of
+//! interleaved turns, and the words a ratio line ends with.
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Wall time and the peak RSS (KiB) of the direct child; panics unless it
+/// exits 0.
+pub fn measure(cmd: &mut Command) -> (Duration, i64) {
+    let started = Instant::now();
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value of that plain C struct,
+    // and wait4 writes into the two out-pointers we own.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+    let elapsed = started.elapsed();
+    assert_eq!(waited, pid, "wait4 failed");
+    assert!(
+        nix::libc::WIFEXITED(status) && nix::libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed (status {status})"
+    );
+    // The Child was reaped by wait4; forget it so its drop does nothing.
+    std::mem::forget(child);
+    (elapsed, usage.ru_maxrss)
+}
+
+/// The middle of the samples (sorts them).
+pub fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+pub fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
