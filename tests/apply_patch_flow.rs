@@ -8,44 +8,14 @@
 
 mod common;
 
-use common::hostname;
+use common::{hostname, Files as Ws};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// A workspace by its canonical path (what sluice shows in messages).
-struct Ws {
-    _dir: common::Workspace,
-    root: PathBuf,
-}
-
+/// The patch tests' own uses of a workspace.
 impl Ws {
-    fn new() -> Ws {
-        let dir = common::workspace();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        Ws { _dir: dir, root }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-
-    /// The absolute path sluice (and Codex) shows for `rel`.
-    fn shown(&self, rel: &str) -> String {
-        self.path(rel).display().to_string()
-    }
-
-    fn put(&self, rel: &str, bytes: &[u8]) {
-        let p = self.path(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(&p, bytes).unwrap();
-    }
-
-    fn bytes(&self, rel: &str) -> Vec<u8> {
-        fs::read(self.path(rel)).unwrap()
-    }
-
     /// Every file and folder under the workspace (except sluice's own
     /// `.sluice`), with file contents: what a failed patch must not change.
     fn snapshot(&self) -> BTreeMap<String, Option<Vec<u8>>> {
@@ -69,25 +39,8 @@ impl Ws {
         out
     }
 
-    /// Calls `sluice.apply_patch` with `input` (built as JSON in Rust) and
-    /// returns `(out, err)`, each `false` when absent.
-    fn call(&self, input: Value) -> (Value, Value) {
-        let text = input.to_string();
-        assert!(!text.contains("]=====]"));
-        let out = common::lua_json(
-            &self.root,
-            &format!(
-                "local input = sluice.json.decode([=====[{text}]=====])\n\
-                 local out, err = sluice.apply_patch(input)\n\
-                 emit({{out = out or false, err = err or false}})"
-            ),
-        );
-        assert_eq!(out.len(), 1, "{out:?}");
-        (out[0]["out"].clone(), out[0]["err"].clone())
-    }
-
     fn patch(&self, patch: &str) -> (Value, Value) {
-        self.call(json!({ "input": patch }))
+        self.call("apply_patch", json!({ "input": patch }))
     }
 
     fn ok(&self, patch: &str) -> Value {
@@ -208,10 +161,13 @@ fn an_update_that_changes_nothing_is_still_reported_modified() {
 fn cwd_is_where_relative_paths_resolve() {
     let ws = Ws::new();
     ws.put("pkg/lib.rs", b"fn a() {}\n");
-    let (out, err) = ws.call(json!({
-        "input": patch("*** Update File: lib.rs\n@@\n-fn a() {}\n+fn b() {}"),
-        "cwd": "pkg",
-    }));
+    let (out, err) = ws.call(
+        "apply_patch",
+        json!({
+            "input": patch("*** Update File: lib.rs\n@@\n-fn a() {}\n+fn b() {}"),
+            "cwd": "pkg",
+        }),
+    );
     assert_eq!(err, false);
     assert_eq!(out["modified"], json!(["lib.rs"]));
     assert_eq!(ws.bytes("pkg/lib.rs"), b"fn b() {}\n");
@@ -534,7 +490,10 @@ fn parse_errors_are_invalid_input_with_codex_messages_and_line_numbers() {
     }
     let err = ws.err("*** Begin Patch\n*** End Patch");
     assert_eq!(err["message"], "No files were modified.");
-    let (_, err) = ws.call(json!({"input": patch("*** Add File: x\n+x"), "dir": "."}));
+    let (_, err) = ws.call(
+        "apply_patch",
+        json!({"input": patch("*** Add File: x\n+x"), "dir": "."}),
+    );
     assert_eq!(
         (err["code"].clone(), err["field"].clone()),
         (json!("invalid_input"), json!("dir"))

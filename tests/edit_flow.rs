@@ -5,49 +5,15 @@
 
 mod common;
 
-use common::{mode_of, names_in};
+use common::{mode_of, names_in, Files as Ws};
 
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// A workspace by its canonical path (what sluice shows back in messages),
-/// removing the scripts folder `common::script_file` puts beside it.
-struct Ws {
-    _dir: common::Workspace,
-    root: PathBuf,
-}
-
+/// The edit tests' own uses of a workspace.
 impl Ws {
-    fn new() -> Ws {
-        let dir = common::workspace();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        Ws { _dir: dir, root }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-
-    /// The absolute path sluice shows for `rel`.
-    fn shown(&self, rel: &str) -> String {
-        self.path(rel).display().to_string()
-    }
-
-    fn put(&self, rel: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.path(rel);
-        if let Some(dir) = p.parent() {
-            fs::create_dir_all(dir).unwrap();
-        }
-        fs::write(&p, bytes).unwrap();
-        p
-    }
-
-    fn bytes(&self, rel: &str) -> Vec<u8> {
-        fs::read(self.path(rel)).unwrap()
-    }
-
     /// Runs `body` with `emit` defined; one JSON value per emitted line.
     fn lua(&self, body: &str) -> Vec<Value> {
         common::lua_json(&self.root, body)
@@ -57,21 +23,6 @@ impl Ws {
     /// decoded into a Lua table) and returns `(out, err)`.
     fn edit(&self, input: Value) -> (Value, Value) {
         self.call("edit", input)
-    }
-
-    fn call(&self, flow: &str, input: Value) -> (Value, Value) {
-        let text = input.to_string();
-        assert!(
-            !text.contains("]=====]"),
-            "input would end the Lua long string"
-        );
-        let out = self.lua(&format!(
-            "local input = sluice.json.decode([=====[{text}]=====])\n\
-             local out, err = sluice.call({flow:?}, input)\n\
-             emit({{out = out or false, err = err or false}})"
-        ));
-        assert_eq!(out.len(), 1, "{out:?}");
-        (out[0]["out"].clone(), out[0]["err"].clone())
     }
 
     /// Names in folder `dir` that start like sluice's locks and staging files.

@@ -335,3 +335,66 @@ pub fn exit_within(child: &mut Child, limit: std::time::Duration) -> std::proces
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// A workspace addressed by relative paths, for the file-flow tests: its
+/// canonical root (what sluice shows in messages), file helpers, and a way
+/// to call a flow with an input built as JSON in Rust.
+pub struct Files {
+    _dir: Workspace,
+    pub root: PathBuf,
+}
+
+impl Files {
+    pub fn new() -> Files {
+        let dir = workspace();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        Files { _dir: dir, root }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The absolute path sluice shows for `rel`.
+    pub fn shown(&self, rel: &str) -> String {
+        self.path(rel).display().to_string()
+    }
+
+    /// Writes `bytes` at `rel`, creating its folders.
+    pub fn put(&self, rel: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.path(rel);
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    pub fn bytes(&self, rel: &str) -> Vec<u8> {
+        std::fs::read(self.path(rel)).unwrap()
+    }
+
+    /// Calls flow `flow` from Lua with `input` (decoded into a Lua table)
+    /// and returns `(out, err)`, each `false` when absent.
+    pub fn call(
+        &self,
+        flow: &str,
+        input: serde_json::Value,
+    ) -> (serde_json::Value, serde_json::Value) {
+        let text = input.to_string();
+        assert!(
+            !text.contains("]=====]"),
+            "input would end the Lua long string"
+        );
+        let out = lua_json(
+            &self.root,
+            &format!(
+                "local input = sluice.json.decode([=====[{text}]=====])\n\
+                 local out, err = sluice.call({flow:?}, input)\n\
+                 emit({{out = out or false, err = err or false}})"
+            ),
+        );
+        assert_eq!(out.len(), 1, "{out:?}");
+        (out[0]["out"].clone(), out[0]["err"].clone())
+    }
+}
