@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{hostname, Files as Ws};
+use common::{hostname, sluice_files, Files as Ws};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs;
@@ -61,17 +61,6 @@ impl Ws {
 
 fn patch(body: &str) -> String {
     format!("*** Begin Patch\n{body}\n*** End Patch")
-}
-
-/// sluice's lock and staging names in `dir`.
-fn sluice_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".sluice-"))
-        .collect();
-    names.sort();
-    names
 }
 
 // ---------------------------------------------------------------------------

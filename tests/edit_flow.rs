@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::{mode_of, names_in, Files as Ws};
+use common::{mode_of, names_in, sluice_files, Files as Ws};
 
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The edit tests' own uses of a workspace.
 impl Ws {
@@ -29,16 +29,6 @@ impl Ws {
     fn leftovers(&self, dir: &str) -> Vec<String> {
         sluice_files(&self.path(dir))
     }
-}
-
-fn sluice_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".sluice-"))
-        .collect();
-    names.sort();
-    names
 }
 
 // ---------------------------------------------------------------------------

@@ -184,18 +184,25 @@ pub fn needs_approval(cap: &str) -> serde_json::Value {
 /// `--policy FILE`, `--ceiling PATTERN`, `--approve PATTERN`) and `args` as
 /// sluice.args. Standard input is closed, so nobody answers an ask.
 pub fn run_script_with(ws: &Path, path: &Path, flags: &[&str], args: &[&str]) -> Run {
-    Command::new(sluice_bin())
-        .arg("run")
+    sluice_run(ws, path, flags, args)
+        .output()
+        .expect("spawn sluice")
+        .into()
+}
+
+/// `sluice run PATH --workspace WS FLAGS -- ARGS` with standard input closed,
+/// so an ask is never put to the person running the tests.
+fn sluice_run(ws: &Path, path: &Path, flags: &[&str], args: &[&str]) -> Command {
+    let mut cmd = Command::new(sluice_bin());
+    cmd.arg("run")
         .arg(path)
         .arg("--workspace")
         .arg(ws)
         .args(flags)
         .arg("--")
         .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("spawn sluice")
-        .into()
+        .stdin(Stdio::null());
+    cmd
 }
 
 /// [`run_lua`] with extra `sluice run` flags before the script's arguments.
@@ -207,16 +214,7 @@ pub fn run_lua_with(ws: &Path, script: &str, flags: &[&str], args: &[&str]) -> R
 /// [`spawn_lua`] with extra `sluice run` flags; standard input is closed, so
 /// an ask is never put to the person running the tests.
 pub fn spawn_lua_with(ws: &Path, script: &str, flags: &[&str], args: &[&str]) -> Child {
-    let path = script_file(ws, script);
-    Command::new(sluice_bin())
-        .arg("run")
-        .arg(&path)
-        .arg("--workspace")
-        .arg(ws)
-        .args(flags)
-        .arg("--")
-        .args(args)
-        .stdin(Stdio::null())
+    sluice_run(ws, &script_file(ws, script), flags, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -279,17 +277,8 @@ pub fn run_lua_env(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Run {
-    let path = script_file(ws, script);
-    Command::new(sluice_bin())
-        .arg("run")
-        .arg(&path)
-        .arg("--workspace")
-        .arg(ws)
-        .args(flags)
-        .arg("--")
-        .args(args)
+    sluice_run(ws, &script_file(ws, script), flags, args)
         .envs(env.iter().copied())
-        .stdin(Stdio::null())
         .output()
         .expect("spawn sluice")
         .into()
@@ -397,4 +386,15 @@ impl Files {
         assert_eq!(out.len(), 1, "{out:?}");
         (out[0]["out"].clone(), out[0]["err"].clone())
     }
+}
+
+/// sluice's lock and staging names in `dir`, sorted.
+pub fn sluice_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".sluice-"))
+        .collect();
+    names.sort();
+    names
 }
