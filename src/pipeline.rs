@@ -62,15 +62,20 @@ impl fmt::Debug for CallGate {
 }
 
 impl CallGate {
-    pub fn authorize(&self, cap: &Capability) -> FlowResult<()> {
-        self.gate.check(&Request {
+    /// The kernel's request for `cap`, as one made by this call.
+    fn request<'a>(&'a self, cap: &'a Capability) -> Request<'a> {
+        Request {
             capability: cap,
             flow: &self.flow,
             tier: self.tier,
             input: &self.input,
             run_id: &self.run_id,
             script: &self.script,
-        })
+        }
+    }
+
+    pub fn authorize(&self, cap: &Capability) -> FlowResult<()> {
+        self.gate.check(&self.request(cap))
     }
 
     /// Whether the kernel refuses `cap` outright (the ceiling, a deny rule,
@@ -79,15 +84,7 @@ impl CallGate {
     /// tree whose root the envelope already authorized and must skip what
     /// the policy denies inside it (`glob`, `grep` and `fs:read:**/.env`).
     pub fn refuses(&self, cap: &Capability) -> bool {
-        let verdict = self.gate.kernel.decide(&Request {
-            capability: cap,
-            flow: &self.flow,
-            tier: self.tier,
-            input: &self.input,
-            run_id: &self.run_id,
-            script: &self.script,
-        });
-        verdict.decision == Decision::Deny
+        self.gate.kernel.decide(&self.request(cap)).decision == Decision::Deny
     }
 }
 
@@ -103,86 +100,69 @@ impl Core {
         let mut ctx = self.ctx.for_call(seq);
         // 1-3. decode, validate, envelope.
         let call = flow.prepare(&ctx, input.clone())?;
-        // 4. authorize every capability the envelope needs.
-        self.authorize(name, &input, &call.envelope)?;
-        ctx.gate = Some(CallGate {
+        let gate = CallGate {
             gate: self.gate.clone(),
             flow: name.to_string(),
             tier: call.envelope.tier,
-            input: Rc::new(input.clone()),
+            input: Rc::new(input),
             run_id: self.ctx.run_id.clone(),
             script: self.ctx.script.clone(),
-        });
+        };
+        // 4. authorize every capability the envelope needs.
+        authorize(&gate, &call.envelope)?;
         // 5. route: where a command runs.
-        self.route(name, &input, &call.envelope)?;
+        route(&gate, &call.envelope)?;
         // 6. record intent: no audit store yet.
         // 7-8. execute and hand the outcome back.
+        ctx.gate = Some(gate);
         call.execute(&ctx).await
-    }
-
-    /// Step 4: each capability of `envelope` through the kernel; an ask goes
-    /// to the approver.
-    fn authorize(&self, flow: &str, input: &Value, envelope: &Envelope) -> FlowResult<()> {
-        // A policy names paths as text: one that is not UTF-8 cannot be
-        // named faithfully, so it is refused rather than approximated.
-        let paths = envelope.reads.iter().chain(&envelope.writes);
-        if let Some(p) = paths.clone().find(|p| p.to_str().is_none()) {
-            return Err(FlowError::new(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "{} is not valid UTF-8, so no policy can name it; rename it.",
-                    p.display()
-                ),
-            )
-            .with("path", p.display().to_string()));
-        }
-        for cap in envelope.capabilities() {
-            let req = Request {
-                capability: &cap,
-                flow,
-                tier: envelope.tier,
-                input,
-                run_id: &self.ctx.run_id,
-                script: &self.ctx.script,
-            };
-            self.gate.check(&req)?;
-        }
-        Ok(())
     }
 }
 
-impl Core {
-    /// Step 5: a policy's `route` may send a command into a container.
-    /// This host has no container transport, so such a call is refused
-    /// rather than quietly run on the host against the policy's intent.
-    fn route(&self, flow: &str, input: &Value, envelope: &Envelope) -> FlowResult<()> {
-        let Some(command) = envelope.commands.first() else {
-            return Ok(());
-        };
-        let cap = Capability {
-            action: Action::ProcSpawn,
-            resource: command.clone(),
-        };
-        let req = Request {
-            capability: &cap,
-            flow,
-            tier: envelope.tier,
-            input,
-            run_id: &self.ctx.run_id,
-            script: &self.ctx.script,
-        };
-        match self.gate.kernel.route(&req) {
-            Ok(None) => Ok(()),
-            Ok(Some(container)) => Err(FlowError::new(
-                ErrorCode::ProviderUnavailable,
-                format!(
-                    "the policy routes this command into container {container:?}, but this host has no container transport; \
-                     the command did not run. Drop the route from the policy to run it on the host."
-                ),
-            )
-            .with("container", container)),
-            Err(verdict) => Err(denied(&cap, &verdict)),
-        }
+/// Step 4: each capability of `envelope` through the kernel; an ask goes to
+/// the approver.
+fn authorize(gate: &CallGate, envelope: &Envelope) -> FlowResult<()> {
+    // A policy names paths as text: one that is not UTF-8 cannot be named
+    // faithfully, so it is refused rather than approximated.
+    let paths = envelope.reads.iter().chain(&envelope.writes);
+    if let Some(p) = paths.clone().find(|p| p.to_str().is_none()) {
+        return Err(FlowError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "{} is not valid UTF-8, so no policy can name it; rename it.",
+                p.display()
+            ),
+        )
+        .with("path", p.display().to_string()));
+    }
+    envelope
+        .capabilities()
+        .iter()
+        .try_for_each(|cap| gate.authorize(cap))
+}
+
+/// Step 5: a policy's `route` may send a command into a container. This host
+/// has no container transport, so such a call is refused rather than quietly
+/// run on the host against the policy's intent.
+fn route(gate: &CallGate, envelope: &Envelope) -> FlowResult<()> {
+    let Some(command) = envelope.commands.first() else {
+        return Ok(());
+    };
+    let cap = Capability {
+        action: Action::ProcSpawn,
+        resource: command.clone(),
+    };
+    match gate.gate.kernel.route(&gate.request(&cap)) {
+        Ok(None) => Ok(()),
+        Ok(Some(container)) => Err(FlowError::new(
+            ErrorCode::ProviderUnavailable,
+            format!(
+                "the policy routes this command into container {container:?}, but this host has no container transport; \
+                 the command did not run. Drop the route from the policy to run it on the host."
+            ),
+        )
+        .with("container", container)),
+        Err(verdict) => Err(denied(&cap, &verdict)),
     }
 }
 
