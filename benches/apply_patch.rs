@@ -18,8 +18,11 @@
 //!
 //! Not a criterion bench: each sample is a whole process over a large file.
 
+#[path = "support/peers.rs"]
+mod peers;
 mod support;
 
+use peers::CODEX_VERSION;
 use serde_json::json;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,26 +31,13 @@ use std::time::{Duration, Instant};
 use support::{measure, median, verdict};
 
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
-const CODEX_VERSION: &str = "0.171.0";
 const LINES: usize = 50_000;
 const CHUNKS: usize = 2_000;
 /// The file is made of 5-line blocks: `fn`, two unique lines, `}`, blank.
 const BLOCK: usize = 5;
 
 fn codex_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("SLUICE_CODEX_APPLY_PATCH") {
-        return PathBuf::from(p);
-    }
-    let (pkg, triple) = match std::env::consts::ARCH {
-        "aarch64" => ("codex-linux-arm64", "aarch64-unknown-linux-musl"),
-        _ => ("codex-linux-x64", "x86_64-unknown-linux-musl"),
-    };
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/peers/node_modules/@openai")
-        .join(pkg)
-        .join("vendor")
-        .join(triple)
-        .join("bin/codex");
+    let p = peers::codex_binary();
     assert!(
         p.is_file(),
         "Codex's apply_patch is not installed ({} is missing): run scripts/test, or \

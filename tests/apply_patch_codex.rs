@@ -31,6 +31,10 @@
 //!   `SLUICE_DIFF_CASE` (run that one case only, to reproduce a mismatch),
 //!   `SLUICE_DIFF_THREADS`.
 
+#[path = "../benches/support/peers.rs"]
+mod peers;
+
+use peers::CODEX_VERSION;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -41,7 +45,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-const CODEX_VERSION: &str = "0.171.0";
 const DEFAULT_SEED: u64 = 0x5EED_A991_1C0D_E000;
 const DEFAULT_CASES: usize = 500;
 /// Mismatches printed in full before the run stops.
@@ -60,28 +63,16 @@ fn codex_binary() -> PathBuf {
          at a codex {CODEX_VERSION} binary",
         env!("CARGO_MANIFEST_DIR")
     );
-    if let Some(p) = std::env::var_os("SLUICE_CODEX_APPLY_PATCH") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "SLUICE_CODEX_APPLY_PATCH={} is not a file; {install}",
-            p.display()
-        );
-        return p;
-    }
-    let (pkg, triple) = match std::env::consts::ARCH {
-        "aarch64" => ("codex-linux-arm64", "aarch64-unknown-linux-musl"),
-        _ => ("codex-linux-x64", "x86_64-unknown-linux-musl"),
-    };
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/peers/node_modules/@openai")
-        .join(pkg)
-        .join("vendor")
-        .join(triple)
-        .join("bin/codex");
+    let p = peers::codex_binary();
+    let given = std::env::var_os("SLUICE_CODEX_APPLY_PATCH").is_some();
     assert!(
         p.is_file(),
-        "Codex's apply_patch, the reference of this test, is not installed: {} is missing; {install}",
+        "{}: {} is not a file; {install}",
+        if given {
+            "SLUICE_CODEX_APPLY_PATCH"
+        } else {
+            "Codex's apply_patch, the reference of this test, is not installed"
+        },
         p.display()
     );
     p
