@@ -115,9 +115,6 @@ pub struct Bash {
     env: BTreeMap<String, String>,
     timeout: Duration,
     background: bool,
-    /// Set when the host can tell, before running, that the command's
-    /// program does not exist.
-    missing_program: Option<InvalidProbe>,
 }
 
 fn schema() -> Value {
@@ -377,14 +374,6 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
         envelope.reads = touched.reads;
         envelope.writes = touched.writes;
     }
-    let path_var = match input.env.get("PATH") {
-        Some(p) => Some(p.clone()),
-        None => std::env::var("PATH").ok(),
-    };
-    let missing_program = match &launch {
-        CommandLine::Shell(c) => probe::missing_program(c, &cwd, path_var.as_deref()),
-        CommandLine::Argv(_) => None,
-    };
     let timeout = Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
     Ok((
         Bash {
@@ -395,7 +384,6 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
             env: input.env,
             timeout,
             background: input.background,
-            missing_program,
         },
         envelope,
     ))
@@ -466,8 +454,16 @@ impl Bash {
             return Err(self.timeout_error(&out, stdout, stderr));
         }
         let exit_code = out.shell_status().unwrap_or(-1);
-        let invalid_probe = match exit_code {
-            127 => self.missing_program,
+        // Only a 127 can mean the program was never found; the line is
+        // taken apart for that case alone, off the common path.
+        let invalid_probe = match (exit_code, &self.launch) {
+            (127, CommandLine::Shell(line)) => {
+                let path_var = match self.env.get("PATH") {
+                    Some(p) => Some(p.clone()),
+                    None => std::env::var("PATH").ok(),
+                };
+                probe::missing_program(line, &self.cwd, path_var.as_deref())
+            }
             _ => None,
         };
         Ok(Output::Finished(Finished {

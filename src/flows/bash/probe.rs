@@ -106,7 +106,8 @@ const BUILTINS: &[&str] = &[
 ];
 
 /// The probe for a line that is one simple command naming a program that
-/// does not exist, judged before it runs; `None` when that cannot be known.
+/// does not exist (asked after the shell exited 127); `None` when that
+/// cannot be known.
 pub fn missing_program(line: &str, cwd: &Path, path_var: Option<&str>) -> Option<InvalidProbe> {
     let Analysis::Parsed(commands) = analyze(line) else {
         return None;
