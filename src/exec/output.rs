@@ -139,20 +139,6 @@ impl Captured {
     pub fn complete_bytes(&self) -> Option<&[u8]> {
         (self.dropped_bytes == 0 && !self.cut_short).then_some(&self.head[..])
     }
-
-    /// Head and tail as text (lossy UTF-8), with a marker where bytes were
-    /// dropped, for display.
-    pub fn text_lossy(&self) -> String {
-        let mut s = String::from_utf8_lossy(&self.head).into_owned();
-        if self.dropped_bytes > 0 {
-            s.push_str(&format!(
-                "\n[... {} bytes dropped ...]\n",
-                self.dropped_bytes
-            ));
-            s.push_str(&String::from_utf8_lossy(&self.tail));
-        }
-        s
-    }
 }
 
 /// The live collector behind a [`Captured`]. Memory never exceeds `budget`
