@@ -101,6 +101,23 @@ pub fn env_var(name: &str) -> String {
     format!("{ENV_PREFIX}{tail}")
 }
 
+/// Every credential value this process has loaded, so the audit record
+/// can cut them wherever they appear (a provider echoing its key, a script
+/// printing it).
+static LOADED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn remember(secret: &Secret) {
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if !loaded.iter().any(|s| s == secret.expose()) {
+        loaded.push(secret.expose().to_string());
+    }
+}
+
+/// The values of the credentials loaded so far: for redaction only.
+pub fn loaded() -> Vec<String> {
+    LOADED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 impl Credentials {
     /// The environment, then the default file.
     pub fn new() -> Credentials {
@@ -122,7 +139,11 @@ impl Credentials {
     /// Credential `name`: from the environment, else from the file; `None`
     /// when neither has it. A file others may read is `permission_denied`.
     pub fn get(&self, name: &str) -> FlowResult<Option<Secret>> {
-        self.get_with(name, |var| std::env::var(var).ok())
+        let found = self.get_with(name, |var| std::env::var(var).ok())?;
+        if let Some(secret) = &found {
+            remember(secret);
+        }
+        Ok(found)
     }
 
     /// [`Credentials::get`] with the environment given as a lookup.

@@ -119,6 +119,13 @@ impl ErrorCode {
     }
 }
 
+impl ErrorCode {
+    /// The code whose wire name is `name` (a recorded error read back).
+    pub fn parse(name: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
 impl fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -9,6 +9,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod audit;
 pub mod cli;
 pub mod credentials;
 pub mod error;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{spawn_lua, workspace};
+use common::{names_in, spawn_lua, workspace};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs;
@@ -97,11 +97,7 @@ fn an_interrupted_editing_loop_leaves_no_lock_or_staging_file() {
     signal(&child, Signal::SIGINT);
     let status = wait_within(&mut child, Duration::from_secs(5));
     assert_eq!(status.code(), Some(130));
-    let names: Vec<String> = fs::read_dir(ws.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(names, ["log.txt"], "only the file remains");
+    assert_eq!(names_in(ws.path()), ["log.txt"], "only the file remains");
     let text = fs::read_to_string(ws.path().join("log.txt")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(*lines.last().unwrap(), "END");

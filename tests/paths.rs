@@ -127,9 +127,10 @@ fn a_trailing_slash_names_a_folder() {
         local l = sluice.ls{path = "./"}
         emit({r.code, e.code, w.code, l.total})"#,
     );
+    // ls counts a.txt and the run's audit store, .sluice.
     assert_eq!(
         out[0],
-        json!(["not_a_directory", "not_a_directory", "command_failed", 1])
+        json!(["not_a_directory", "not_a_directory", "command_failed", 2])
     );
     assert!(!ws.file("newdir").exists());
     assert_eq!(fs::read_to_string(ws.file("a.txt")).unwrap(), "x\n");

@@ -1,7 +1,9 @@
 //! The command line: one file per subcommand; this file holds the grammar.
 
+mod audit;
 mod flows;
 mod policy;
+mod replay;
 mod run;
 
 use crate::kernel::policy::{shipped, Source};
@@ -16,7 +18,7 @@ use std::process::ExitCode;
     long_about = "sluice runs agent workflows written in Lua. Each tool a workflow uses (read, write, edit, ls, ...) \
 is a flow: a Lua function backed by Rust that passes one door, where its input is checked, its effects are \
 declared and authorized, and only then does it run.",
-    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit\n  sluice policy explain 'fs:write:/tmp/w/.git/config' --workspace /tmp/w"
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit\n  sluice policy explain 'fs:write:/tmp/w/.git/config' --workspace /tmp/w\n  sluice audit list --workspace /tmp/w\n  sluice replay last --workspace /tmp/w"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -28,6 +30,9 @@ pub enum Command {
     Run(run::RunArgs),
     Flows(flows::FlowsArgs),
     Policy(policy::PolicyArgs),
+    Audit(audit::AuditArgs),
+    Replay(replay::ReplayArgs),
+    Resume(replay::ResumeArgs),
 }
 
 /// `--policy NAME`: a file when one exists there, else a built-in policy
@@ -61,5 +66,8 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Flows(args) => flows::flows(args),
         Command::Policy(args) => policy::policy(args),
+        Command::Audit(args) => audit::audit(args),
+        Command::Replay(args) => replay::replay(args),
+        Command::Resume(args) => replay::resume(args),
     }
 }

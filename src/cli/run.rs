@@ -5,9 +5,9 @@ use crate::credentials::Credentials;
 use crate::kernel::approval::Prompt;
 use crate::net::dns::Hosts;
 use crate::net::search;
-use crate::runtime::{interrupt, Runtime, ScriptError};
+use crate::runtime::{interrupt, Runtime, RuntimeBuilder, ScriptError};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Run a workflow script in a workspace.
@@ -17,6 +17,9 @@ use std::process::ExitCode;
 sluice.edit, sluice.apply_patch, sluice.ls, sluice.glob, sluice.grep, sluice.bash, sluice.shell_command, sluice.fetch, sluice.http_post, sluice.webfetch, sluice.websearch (and sluice.call(name, input); `sluice flows` lists them with their fields), its arguments as sluice.args and the workspace as \
 sluice.workspace. Relative paths resolve against the workspace. Every call's capabilities pass the \
 policies (--policy; the built-in default grants reads and writes inside the workspace, commands and public GETs, and asks for the rest).\n\n\
+Every run is recorded in the workspace's audit database (.sluice/audit.db; --audit PATH, SLUICE_AUDIT, or \
+--no-audit): each call with its input, decisions and outcome, hash-chained. `sluice audit list` shows the runs, \
+`sluice replay RUN` re-runs one against its record, `sluice resume RUN` continues one that was interrupted.\n\n\
 A script error exits 1 and prints the Lua message with file:line and a traceback.",
     after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'"
 )]
@@ -60,92 +63,164 @@ pub struct RunArgs {
     /// [default: $XDG_CONFIG_HOME/sluice/credentials, else ~/.config/sluice/credentials]
     #[arg(long, value_name = "FILE", requires = "search")]
     pub credentials: Option<PathBuf>,
+    /// Record the run in this audit database [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db].
+    /// `sluice audit list` shows the runs; `sluice replay RUN` re-runs one against its record.
+    #[arg(long, value_name = "PATH", conflicts_with = "no_audit")]
+    pub audit: Option<PathBuf>,
+    /// Do not record the run (it cannot then be audited, replayed or resumed).
+    #[arg(long)]
+    pub no_audit: bool,
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
-    let mut builder = Runtime::builder()
-        .args(args.args)
-        .script(&args.script)
-        .prompt(Prompt::detect())
-        .keep_spill(args.keep_spill)
-        .max_jobs(usize::from(args.max_jobs));
-    if let Some(ws) = args.workspace {
-        builder = builder.workspace(ws);
-    }
-    for policy in &args.policy {
-        builder = builder.policy(policy_source(policy));
-    }
-    for pattern in args.ceiling {
-        builder = builder.ceiling(pattern);
-    }
-    for pattern in args.approve {
-        builder = builder.approve(pattern);
-    }
-    if !args.resolve.is_empty() {
-        let mut hosts = Hosts::over_system();
-        for entry in &args.resolve {
-            if let Err(e) = hosts.add_entry(entry) {
-                eprintln!("sluice: --resolve {e}");
-                return ExitCode::from(2);
-            }
-        }
-        builder = builder.dns(std::sync::Arc::new(hosts));
-    }
-    if let Some(text) = &args.search {
-        let store = match args.credentials {
-            Some(file) => Credentials::with_file(file),
-            None => Credentials::new(),
-        };
-        match search::from_flag(text, store) {
-            Ok(provider) => builder = builder.search(provider),
-            Err(e) => {
-                eprintln!("sluice: --search {text:?}: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let runtime = match builder.build() {
-        Ok(rt) => rt,
+    let script = args.script.clone();
+    let builder = match configure(&args) {
+        Ok(b) => b,
         Err(e) => {
             eprintln!("sluice: {e}");
             return ExitCode::from(2);
         }
     };
+    let builder = match audit_target(
+        args.audit.as_deref(),
+        args.no_audit,
+        args.workspace.as_deref(),
+    ) {
+        Ok(Some(path)) => builder.audit(path),
+        Ok(None) => builder,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match builder.build() {
+        Ok(runtime) => drive(&runtime, &script).exit,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The database a run records to, or `None` with `--no-audit`.
+pub(crate) fn audit_target(
+    flag: Option<&Path>,
+    off: bool,
+    workspace: Option<&Path>,
+) -> Result<Option<PathBuf>, String> {
+    if off {
+        return Ok(None);
+    }
+    let ws = match workspace {
+        Some(ws) => ws.to_path_buf(),
+        None => {
+            std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?
+        }
+    };
+    Ok(Some(crate::audit::locate(flag, &ws)))
+}
+
+/// A runtime builder from the run options (everything but the audit).
+pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
+    let mut builder = Runtime::builder()
+        .args(args.args.clone())
+        .script(&args.script)
+        .prompt(Prompt::detect())
+        .keep_spill(args.keep_spill)
+        .max_jobs(usize::from(args.max_jobs));
+    if let Some(ws) = &args.workspace {
+        builder = builder.workspace(ws);
+    }
+    for policy in &args.policy {
+        builder = builder.policy(policy_source(policy));
+    }
+    for pattern in &args.ceiling {
+        builder = builder.ceiling(pattern.clone());
+    }
+    for pattern in &args.approve {
+        builder = builder.approve(pattern.clone());
+    }
+    if !args.resolve.is_empty() {
+        let mut hosts = Hosts::over_system();
+        for entry in &args.resolve {
+            hosts
+                .add_entry(entry)
+                .map_err(|e| format!("--resolve {e}"))?;
+        }
+        builder = builder.dns(std::sync::Arc::new(hosts));
+    }
+    if let Some(text) = &args.search {
+        let store = match &args.credentials {
+            Some(file) => Credentials::with_file(file),
+            None => Credentials::new(),
+        };
+        let provider =
+            search::from_flag(text, store).map_err(|e| format!("--search {text:?}: {e}"))?;
+        builder = builder.search(provider);
+    }
+    Ok(builder)
+}
+
+/// How a script run ended.
+pub(crate) struct Ended {
+    pub exit: ExitCode,
+    /// The script's error (or the stop), if any.
+    pub error: Option<String>,
+}
+
+/// Runs `script` to its end (or a stop signal), stops the run's jobs,
+/// records how it ended and says so on stderr.
+pub(crate) fn drive(runtime: &Runtime, script: &Path) -> Ended {
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("sluice: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return usage(format!("cannot start the async runtime: {e}")),
     };
     if let Err(e) = interrupt::install_signal_handlers() {
-        eprintln!("sluice: cannot install signal handlers: {e}");
-        return ExitCode::from(2);
+        return usage(format!("cannot install signal handlers: {e}"));
     }
     let outcome = tokio.block_on(async {
         tokio::select! {
-            result = runtime.run_script(&args.script) => result,
+            result = runtime.run_script(script) => result,
             sig = interrupt::wait() => Err(ScriptError { message: format!("interrupted by {}", interrupt::name(sig)) }),
         }
     });
     // Whatever the script was doing when a stop came, it has been dropped;
     // background jobs end with the run, stopped and reaped.
     tokio.block_on(runtime.shutdown());
-    if let Some(sig) = interrupt::requested() {
-        eprintln!(
-            "sluice: interrupted by {}; the run stopped between flow steps",
+    let (status, exit, error) = if let Some(sig) = interrupt::requested() {
+        let msg = format!(
+            "interrupted by {}; the run stopped between flow steps",
             interrupt::name(sig)
         );
-        return ExitCode::from(128 + sig as u8);
-    }
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            ExitCode::from(1)
+        ("interrupted", ExitCode::from(128 + sig as u8), Some(msg))
+    } else if let Some(halt) = runtime.halted() {
+        let msg = match &outcome {
+            Err(e) if e.message.contains(halt.message.as_str()) => e.message.clone(),
+            _ => halt.to_string(),
+        };
+        ("failed", ExitCode::from(1), Some(msg))
+    } else {
+        match &outcome {
+            Ok(()) => ("ok", ExitCode::SUCCESS, None),
+            Err(e) => ("failed", ExitCode::from(1), Some(e.message.clone())),
         }
+    };
+    if let Some(msg) = &error {
+        eprintln!("sluice: {msg}");
+    }
+    if let Err(e) = runtime.end(status, error.as_deref()) {
+        eprintln!("sluice: the audit record could not be closed: {e}");
+    }
+    Ended { exit, error }
+}
+
+fn usage(message: String) -> Ended {
+    eprintln!("sluice: {message}");
+    Ended {
+        exit: ExitCode::from(2),
+        error: Some(message),
     }
 }

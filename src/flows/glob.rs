@@ -29,8 +29,8 @@
 //!   ignores it (`rg PATTERN target` does the same). `noIgnore = true` turns
 //!   every ignore file off.
 //! - **Hidden names** (starting with `.`) are skipped unless `hidden = true`.
-//!   `.git` (a folder, or the file a worktree has) is always skipped, `hidden`
-//!   or not.
+//!   `.git` (a folder, or the file a worktree has) and `.sluice` (the audit
+//!   store) are always skipped, `hidden` or not.
 //! - **Symlinks are not followed**, to folders or files, so a link loop cannot
 //!   make the walk run forever, and a link cannot lead the walk out of `root`.
 //! - **Policy.** The call needs `fs:read` on `root` (its envelope). Inside it,
@@ -115,7 +115,7 @@ fn schema() -> Value {
         "properties": {
             "pattern": {"type": "string", "description": "Glob matched against paths relative to root: `*` stays in one folder, `**` crosses folders, e.g. `**/*.rs` or `src/*/mod.rs`."},
             "root": {"type": "string", "description": "Folder to search, relative to the workspace or absolute. Default: the workspace."},
-            "hidden": {"type": "boolean", "description": "Include names starting with `.` (`.git` never). Default false."},
+            "hidden": {"type": "boolean", "description": "Include names starting with `.` (`.git` and `.sluice` never). Default false."},
             "noIgnore": {"type": "boolean", "description": "Disregard .gitignore, .ignore and .git/info/exclude. Default false."},
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PATHS, "description": "Paths returned, at most 1000. Default 1000."}
         }
@@ -570,7 +570,9 @@ impl Tree {
                 };
                 if dent.depth() > 0 {
                     let name = dent.file_name();
-                    if name == ".git" {
+                    // The repository's internals and sluice's audit store
+                    // are never part of a listing or a search.
+                    if name == ".git" || name == ".sluice" {
                         return WalkState::Skip;
                     }
                     if !fair_name(name) {

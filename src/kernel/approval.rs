@@ -52,21 +52,23 @@ impl Approver {
         }
     }
 
-    /// Grants `req`'s capability or fails with why not.
-    pub fn approve(&self, req: &Request, verdict: &Verdict) -> FlowResult<()> {
+    /// Grants `req`'s capability, saying who granted it (for the audit
+    /// record), or fails with why not.
+    pub fn approve(&self, req: &Request, verdict: &Verdict) -> FlowResult<String> {
         let cap = req.capability;
-        if self.preapproved.iter().any(|p| covers(p, cap))
-            || self.remembered.borrow().contains(&cap.to_string())
-        {
-            return Ok(());
+        if let Some(p) = self.preapproved.iter().find(|p| covers(p, cap)) {
+            return Ok(format!("--approve '{}'", p.text()));
+        }
+        if self.remembered.borrow().contains(&cap.to_string()) {
+            return Ok("the person at the terminal, for the rest of the run".into());
         }
         match self.prompt {
             Prompt::Unattended => Err(required(cap, verdict)),
             Prompt::Terminal => match ask_terminal(req, verdict) {
-                Ok(Answer::Once) => Ok(()),
+                Ok(Answer::Once) => Ok("the person at the terminal, once".into()),
                 Ok(Answer::Always) => {
                     self.remembered.borrow_mut().insert(cap.to_string());
-                    Ok(())
+                    Ok("the person at the terminal, for the rest of the run".into())
                 }
                 Ok(Answer::No) => Err(FlowError::new(
                     ErrorCode::PermissionDenied,

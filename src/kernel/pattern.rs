@@ -125,6 +125,11 @@ impl From<PatternError> for FlowError {
 }
 
 impl Pattern {
+    /// The pattern as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// Parses `text` (see the module docs for the forms), expanding `vars`
     /// and compiling the resource glob.
     pub fn parse(text: &str, vars: &Vars) -> Result<Pattern, PatternError> {

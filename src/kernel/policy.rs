@@ -137,6 +137,8 @@ pub struct Policy {
     vars: Vars,
     /// The file's modification time and length when it was loaded.
     stamp: Option<Stamp>,
+    /// SHA-256 of the text loaded, for the audit record.
+    sha256: Option<String>,
     loaded: Result<Loaded, String>,
 }
 
@@ -154,7 +156,12 @@ impl Policy {
     /// Loads `source`; a policy that fails to load is kept, and denies.
     pub fn load(source: Source, vars: Vars) -> Policy {
         let stamp = stamp_of(&source);
-        let loaded = read_source(&source).and_then(|text| load_text(&source, &text, &vars));
+        let text = read_source(&source);
+        let sha256 = text
+            .as_ref()
+            .ok()
+            .map(|t| crate::audit::chain::sha256_hex(t.as_bytes()));
+        let loaded = text.and_then(|text| load_text(&source, &text, &vars));
         let canonical = match &source {
             Source::File(p) => crate::fsops::path::canonical_lenient(&absolute(p)).ok(),
             Source::Embedded { .. } => None,
@@ -164,8 +171,18 @@ impl Policy {
             canonical,
             vars,
             stamp,
+            sha256,
             loaded,
         }
+    }
+
+    /// SHA-256 of the text this policy was loaded from.
+    pub fn sha256(&self) -> Option<&str> {
+        self.sha256.as_deref()
+    }
+
+    pub fn source(&self) -> &Source {
+        &self.source
     }
 
     pub fn name(&self) -> String {

@@ -3,10 +3,29 @@
 -- "pending" marker to the Rust poller. Inside a script's own coroutine that
 -- yield would land in the script's coroutine.resume instead, so resume passes
 -- the marker up, and when the poller comes back, resumes the coroutine again.
+--
+-- Each coroutine is also a task, with an id that says where it was made:
+-- "0" is the main chunk, "0.2" the second coroutine the main chunk created,
+-- "0.2.1" the first that one created. Audit records key calls by task and
+-- sequence within it, so ids must not depend on how tasks interleave.
 local PENDING = ...
-local raw_resume, raw_yield, raw_status, raw_create =
-  coroutine.resume, coroutine.yield, coroutine.status, coroutine.create
+local raw_resume, raw_yield, raw_status, raw_create, raw_running =
+  coroutine.resume, coroutine.yield, coroutine.status, coroutine.create, coroutine.running
 local pack, unpack = table.pack, table.unpack
+local ids = setmetatable({}, { __mode = "k" })
+local made = setmetatable({}, { __mode = "k" })
+
+local function task()
+  return ids[(raw_running())] or "0"
+end
+
+function coroutine.create(f)
+  local co = raw_create(f)
+  local parent = raw_running()
+  made[parent] = (made[parent] or 0) + 1
+  ids[co] = task() .. "." .. made[parent]
+  return co
+end
 
 local function forward(co, ok, first, ...)
   if ok and first == PENDING and raw_status(co) == "suspended" then
@@ -21,10 +40,12 @@ function coroutine.resume(co, ...)
 end
 
 function coroutine.wrap(f)
-  local co = raw_create(f)
+  local co = coroutine.create(f)
   return function(...)
     local r = pack(coroutine.resume(co, ...))
     if not r[1] then error(r[2], 0) end
     return unpack(r, 2, r.n)
   end
 end
+
+return task

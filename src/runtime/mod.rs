@@ -2,12 +2,16 @@
 //! run's pipeline, and the script runner that reports errors with file:line
 //! and a traceback.
 
+mod clock;
 mod convert;
 pub mod interrupt;
 mod module;
 pub(crate) mod sandbox;
 
-use crate::error::FlowResult;
+use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
+use crate::audit::replay::{Mode, Record, Replay};
+use crate::audit::session::Session;
+use crate::error::{FlowError, FlowResult};
 use crate::exec::Executor;
 use crate::flows::{Context, Registry};
 use crate::kernel::approval::{Approver, Prompt};
@@ -55,6 +59,8 @@ pub struct RuntimeBuilder {
     max_jobs: Option<usize>,
     dns: Option<Arc<dyn Dns>>,
     search: Option<Arc<dyn Provider>>,
+    audit: Option<PathBuf>,
+    replay: Option<(Record, Mode)>,
 }
 
 impl RuntimeBuilder {
@@ -70,6 +76,23 @@ impl RuntimeBuilder {
     /// [`crate::net::search::Searxng`].
     pub fn search(mut self, provider: Arc<dyn Provider>) -> Self {
         self.search = Some(provider);
+        self
+    }
+
+    /// Records the run in the audit database at `path` (created when
+    /// missing; `crate::audit::store::default_path` is the workspace's).
+    /// Default: not recorded.
+    pub fn audit(mut self, path: impl Into<PathBuf>) -> Self {
+        self.audit = Some(path.into());
+        self
+    }
+
+    /// Answers calls from a recorded run instead of running them:
+    /// [`Mode::Replay`] answers every call and stops at the first that
+    /// differs; [`Mode::Resume`] goes live at the first call the record
+    /// lacks. The run's random seed is the recorded one.
+    pub fn replay(mut self, record: Record, mode: Mode) -> Self {
+        self.replay = Some((record, mode));
         self
     }
 
@@ -170,12 +193,46 @@ impl RuntimeBuilder {
         if let Some(e) = policies.iter().find_map(|p| p.load_error()) {
             return Err(e.to_string());
         }
-        let script = self
+        let policy_files = policy_files(&policies);
+        let script_path = self
             .script
+            .as_ref()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
+        let script = script_path
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let mut ctx = Context::new(workspace.clone(), new_run_id(), script);
+        let mut ctx = Context::new(workspace.clone(), new_run_id(), script.clone());
+        let seed = match &self.replay {
+            Some((record, _)) => record.run.random_seed,
+            None => fresh_seed(),
+        };
+        let recorder = match &self.audit {
+            Some(path) => Some(Recorder::start(
+                path,
+                RunStart {
+                    id: ctx.run_id.clone(),
+                    script,
+                    script_sha256: script_path.as_deref().and_then(file_sha256),
+                    policies: policy_files,
+                    args: self.args.clone(),
+                    workspace: workspace.display().to_string(),
+                    started_ms: crate::audit::now_ms(),
+                    random_seed: seed,
+                    resumed_from: self.replay.as_ref().map(|(r, _)| r.run.id.clone()),
+                },
+            )?),
+            None => None,
+        };
+        let mut audit = Session::new(
+            recorder,
+            self.replay.map(|(record, mode)| Replay::new(record, mode)),
+        );
+        audit.store_dir = self
+            .audit
+            .as_deref()
+            .and_then(Path::parent)
+            .and_then(|d| std::fs::canonicalize(d).ok());
         if let Some(max) = self.max_jobs {
             let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
             ctx.exec = Arc::new(exec);
@@ -198,9 +255,11 @@ impl RuntimeBuilder {
             }),
             ctx,
             calls: Cell::new(0),
+            audit,
         });
         let lua = sandbox::new_state().map_err(|e| e.to_string())?;
         let sluice = module::build(&lua, core.clone(), &self.args).map_err(|e| e.to_string())?;
+        clock::install(&lua, core.clone(), &sluice, seed).map_err(|e| e.to_string())?;
         lua.globals()
             .set("sluice", &sluice)
             .map_err(|e| e.to_string())?;
@@ -232,6 +291,40 @@ impl Runtime {
 
     pub fn run_id(&self) -> &str {
         &self.core.ctx.run_id
+    }
+
+    /// Why the run was stopped, if it was: a replay that diverged, a resume
+    /// that reached a call whose outcome is unknown.
+    pub fn halted(&self) -> Option<FlowError> {
+        self.core.audit.halted()
+    }
+
+    /// Calls answered from the record (replay and resume).
+    pub fn replayed_calls(&self) -> u64 {
+        self.core
+            .audit
+            .replay
+            .as_ref()
+            .map_or(0, |r| r.answered.get())
+    }
+
+    /// Whether a resume went past its record and ran calls for real.
+    pub fn went_live(&self) -> bool {
+        self.core.audit.replay.as_ref().is_some_and(Replay::is_live)
+    }
+
+    /// Records how the run ended (`ok`, `failed` or `interrupted`, with the
+    /// error) and seals its record. Dropping the runtime without it records
+    /// `ok`. Later calls do nothing.
+    pub fn end(&self, status: &str, error: Option<&str>) -> Result<(), String> {
+        let audit = &self.core.audit;
+        if audit.ended.replace(true) {
+            return Ok(());
+        }
+        match &audit.recorder {
+            Some(recorder) => recorder.end(status, error),
+            None => Ok(()),
+        }
     }
 
     /// Calls a flow from Rust, through the same door as Lua.
@@ -287,6 +380,64 @@ impl Runtime {
         interrupt::watch(&thread);
         thread.into_async::<()>(()).await.map_err(fail)
     }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Err(e) = self.end("ok", None) {
+            eprintln!("sluice: {e}");
+        }
+    }
+}
+
+/// The policies a run is judged by, named with the SHA-256 of the text
+/// they were loaded from.
+fn policy_files(policies: &[Policy]) -> Vec<PolicyFile> {
+    policies
+        .iter()
+        .map(|p| {
+            let name = match p.source() {
+                Source::File(f) => std::fs::canonicalize(f)
+                    .unwrap_or_else(|_| f.clone())
+                    .display()
+                    .to_string(),
+                Source::Embedded { name, .. } => builtin_name(name).to_string(),
+            };
+            PolicyFile {
+                name,
+                sha256: p.sha256().unwrap_or_default().to_string(),
+            }
+        })
+        .collect()
+}
+
+/// `policies/default.lua` → `default`: what `--policy` takes.
+fn builtin_name(path: &str) -> &str {
+    path.trim_start_matches("policies/")
+        .trim_end_matches(".lua")
+}
+
+/// SHA-256 of a script file; `None` for anything but a regular file (a
+/// FIFO read here would be consumed before the run reads it).
+fn file_sha256(path: &Path) -> Option<String> {
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    std::fs::read(path)
+        .ok()
+        .map(|bytes| crate::audit::chain::sha256_hex(&bytes))
+}
+
+/// A seed for `math.random` nobody can predict from the run's id.
+fn fresh_seed() -> i64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish() as i64
 }
 
 /// The text a person sees for a script error: the Lua message with

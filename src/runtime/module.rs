@@ -1,14 +1,17 @@
 //! The `sluice` module scripts see: one function per flow, `call`, `json`,
-//! `args`, `workspace`, `run_id`, `now` and `sleep`.
+//! `args`, `workspace`, `run_id`, `now` (see `clock`) and `sleep`.
 
 use super::convert::{error_table, from_json, to_json};
+use super::sandbox::{current_task, TASK};
+use crate::audit::session::Step;
 use crate::error::{ErrorCode, FlowError};
 use crate::exec::job::Job;
 use crate::pipeline::Core;
 use mlua::{Function, Lua, LuaSerdeExt, MultiValue, Table, Value as LuaValue};
+use serde_json::json;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Builds the module for one run.
 pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> {
@@ -28,15 +31,6 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
     m.set("workspace", core.ctx.workspace.display().to_string())?;
     m.set("run_id", core.ctx.run_id.clone())?;
     m.set(
-        "now",
-        lua.create_function(|_, ()| {
-            let ms = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis());
-            Ok(ms as i64)
-        })?,
-    )?;
-    m.set(
         "sleep",
         lua.create_async_function(|_, ms: u64| async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -47,53 +41,79 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
 }
 
 /// Raises, at the caller's line, for an input that is not a table: a
-/// programming mistake, not an outcome.
+/// programming mistake, not an outcome. Also raises, at the caller's line,
+/// when the run was stopped (a replay that diverged): that is not an
+/// outcome the script may handle and go on.
 const CHECK_TABLE: &str = r#"
-local raw, label = ...
+local raw, label, task = ...
 return function(input)
   if type(input) ~= "table" then
     error(("%s: expected a table of named fields, got %s; call it as %s{path = \"...\"}")
       :format(label, type(input), label), 2)
   end
-  return raw(input)
+  local out, err, halt = raw(input, task())
+  if halt then error(halt, 2) end
+  return out, err
 end"#;
 
 fn flow_function(lua: &Lua, core: Rc<Core>, name: &'static str) -> mlua::Result<Function> {
-    let raw = lua.create_async_function(move |lua, input: LuaValue| {
+    let raw = lua.create_async_function(move |lua, (input, task): (LuaValue, String)| {
         let core = core.clone();
-        async move { invoke(&lua, &core, name, input).await }
+        async move { invoke(&lua, &core, &task, name, input).await }
     })?;
     let label = format!("sluice.{}", name.replace('-', "_"));
-    lua.load(CHECK_TABLE).set_name("=sluice").call((raw, label))
+    let task: Function = lua.named_registry_value(TASK)?;
+    lua.load(CHECK_TABLE)
+        .set_name("=sluice")
+        .call((raw, label, task))
 }
 
 /// `sluice.call(name, input)`: any flow by its name, checked like the rest.
 fn call_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
-    let raw = lua.create_async_function(move |lua, (name, input): (String, LuaValue)| {
-        let core = core.clone();
-        async move { invoke(&lua, &core, &name, input).await }
-    })?;
+    let raw = lua.create_async_function(
+        move |lua, (name, input, task): (String, LuaValue, String)| {
+            let core = core.clone();
+            async move { invoke(&lua, &core, &task, &name, input).await }
+        },
+    )?;
+    let task: Function = lua.named_registry_value(TASK)?;
     lua.load(
-        r#"local raw = ...
+        r#"local raw, task = ...
         return function(name, input)
           if type(name) ~= "string" then error("sluice.call: the first argument is the flow's name", 2) end
           if type(input) ~= "table" then
             error(("sluice.call: expected a table of named fields for %s, got %s"):format(name, type(input)), 2)
           end
-          return raw(name, input)
+          local out, err, halt = raw(name, input, task())
+          if halt then error(halt, 2) end
+          return out, err
         end"#,
     )
     .set_name("=sluice")
-    .call(raw)
+    .call((raw, task))
 }
 
 /// One call from Lua: a table in, `output` or `nil, err` out. An output
-/// that is a background job's handle becomes a job object.
-async fn invoke(lua: &Lua, core: &Core, name: &str, input: LuaValue) -> mlua::Result<MultiValue> {
+/// that is a background job's handle becomes a job object. When the run was
+/// stopped, a third value carries the message to raise.
+async fn invoke(
+    lua: &Lua,
+    core: &Core,
+    task: &str,
+    name: &str,
+    input: LuaValue,
+) -> mlua::Result<MultiValue> {
     let result = match to_json(lua, input) {
-        Ok(json) => core.call(name, json).await,
+        Ok(json) => core.call_in(task, name, json).await,
         Err(e) => Err(e),
     };
+    if let (Err(err), Some(_)) = (&result, core.audit.halted()) {
+        return Ok(MultiValue::from_vec(vec![
+            LuaValue::Nil,
+            LuaValue::Table(error_table(lua, err)?),
+            LuaValue::String(lua.create_string(err.to_string())?),
+        ]));
+    }
     match result {
         Ok(out) if out.get("jobId").is_some() => {
             let wrap: Function = lua.named_registry_value(JOB_WRAPPER)?;
@@ -176,49 +196,91 @@ return function(handle)
 end"#;
 
 /// The Rust side of job objects. An unknown id is a programming mistake.
+/// Every operation is recorded as a step of the calling task (a replay has
+/// no job to ask), under the names `job.state`, `job.read`, `job.wait` and
+/// `job.kill`.
 fn job_ops(lua: &Lua, core: Rc<Core>) -> mlua::Result<Table> {
-    fn find(core: &Core, id: u64) -> mlua::Result<Arc<Job>> {
-        core.ctx
-            .exec
-            .jobs
-            .get(id)
-            .ok_or_else(|| mlua::Error::runtime(format!("there is no job {id} in this run")))
-    }
     let ops = lua.create_table()?;
     let c = core.clone();
     ops.set(
         "state",
         lua.create_function(move |lua, id: u64| {
-            let s = find(&c, id)?.snapshot();
-            let t = lua.create_table()?;
-            t.set("status", s.status.as_str())?;
-            t.set("exitCode", s.exit_code)?;
-            t.set("signal", s.signal)?;
-            Ok(t)
+            let state = step(lua, &c, "job.state", id, |job| {
+                let s = job.snapshot();
+                json!({"status": s.status.as_str(), "exitCode": s.exit_code, "signal": s.signal})
+            })?;
+            from_json(lua, &state)
         })?,
     )?;
     let c = core.clone();
     ops.set(
         "read",
         lua.create_function(move |lua, id: u64| {
-            let delta = find(&c, id)?.read();
-            lua.to_value(&delta)
+            let delta = step(lua, &c, "job.read", id, |job| {
+                serde_json::to_value(job.read()).expect("a job's output serializes")
+            })?;
+            from_json(lua, &delta)
         })?,
     )?;
     let c = core.clone();
     ops.set(
         "wait",
-        lua.create_async_function(move |_, (id, ms): (u64, Option<f64>)| {
-            let job = find(&c, id);
+        lua.create_async_function(move |lua, (id, ms): (u64, Option<f64>)| {
+            let core = c.clone();
             async move {
+                let task = current_task(&lua)?;
+                let input = json!({"jobId": id, "ms": ms});
+                let seq = match core.audit.job_step(&task, "job.wait", &input) {
+                    Ok(Step::Answered(v)) => return Ok(v.as_bool().unwrap_or(false)),
+                    Ok(Step::Live(seq)) => seq,
+                    Err(e) => return Err(mlua::Error::runtime(e.to_string())),
+                };
+                let job = find(&core, id)?;
                 let timeout = ms.map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-                Ok(job?.wait(timeout).await)
+                let ended = job.wait(timeout).await;
+                core.audit
+                    .note(&task, seq, "job.wait", input, &json!(ended));
+                Ok(ended)
             }
         })?,
     )?;
     ops.set(
         "kill",
-        lua.create_function(move |_, id: u64| Ok(find(&core, id)?.kill()))?,
+        lua.create_function(move |lua, id: u64| {
+            let killed = step(lua, &core, "job.kill", id, |job| json!(job.kill()))?;
+            Ok(killed.as_bool().unwrap_or(false))
+        })?,
     )?;
     Ok(ops)
+}
+
+fn find(core: &Core, id: u64) -> mlua::Result<Arc<Job>> {
+    core.ctx
+        .exec
+        .jobs
+        .get(id)
+        .ok_or_else(|| mlua::Error::runtime(format!("there is no job {id} in this run")))
+}
+
+/// One synchronous job operation: answered from the record, or done on the
+/// live job and recorded.
+fn step(
+    lua: &Lua,
+    core: &Core,
+    op: &str,
+    id: u64,
+    live: impl FnOnce(&Job) -> serde_json::Value,
+) -> mlua::Result<serde_json::Value> {
+    let task = current_task(lua)?;
+    let input = json!({"jobId": id});
+    match core.audit.job_step(&task, op, &input) {
+        Ok(Step::Answered(v)) => Ok(v),
+        Ok(Step::Live(seq)) => {
+            let job = find(core, id)?;
+            let out = live(job.as_ref());
+            core.audit.note(&task, seq, op, input, &out);
+            Ok(out)
+        }
+        Err(e) => Err(mlua::Error::runtime(e.to_string())),
+    }
 }

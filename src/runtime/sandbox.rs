@@ -19,6 +19,14 @@ const BUNDLED: &[(&str, &str)] = &[
 const REMOVED_GLOBALS: &[&str] = &["dofile", "loadfile", "require"];
 const KEPT_OS: &[&str] = &["time", "clock", "date"];
 
+/// The registry key of the function that names the running task.
+pub const TASK: &str = "sluice.task";
+
+/// The id of the task (coroutine) running now: "0" for the main chunk.
+pub fn current_task(lua: &Lua) -> mlua::Result<String> {
+    lua.named_registry_value::<Function>(TASK)?.call(())
+}
+
 /// A fresh state with the safe libraries only.
 pub fn new_state() -> mlua::Result<Lua> {
     let libs = StdLib::COROUTINE
@@ -47,9 +55,11 @@ pub fn new_state() -> mlua::Result<Lua> {
     )
     .set_name("=sluice")
     .exec()?;
-    lua.load(include_str!("coroutine.lua"))
+    let task: Function = lua
+        .load(include_str!("coroutine.lua"))
         .set_name("=sluice.coroutine")
-        .call::<()>(Lua::poll_pending())?;
+        .call(Lua::poll_pending())?;
+    lua.set_named_registry_value(TASK, task)?;
     Ok(lua)
 }
 

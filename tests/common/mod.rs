@@ -134,11 +134,13 @@ pub fn lua_str(s: &str) -> String {
     format!("[==[{s}]==]")
 }
 
-/// The names in `dir`, sorted.
+/// The names in `dir`, sorted, without the audit store (`.sluice`), which
+/// every recorded run leaves in its workspace (tests/audit.rs pins it).
 pub fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".sluice")
         .collect();
     names.sort();
     names

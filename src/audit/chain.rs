@@ -1,0 +1,262 @@
+//! Tamper evidence: how the hashes of a run's record are computed, by the
+//! writer and by `sluice audit verify` alike.
+//!
+//! - `head`: SHA-256 of the run's fixed fields; the chain starts there.
+//! - each call row: `hash` = SHA-256(`prev` + its intent fields), where
+//!   `prev` is the previous row's `hash` (by `n`) or the run's `head`, so an
+//!   edited, deleted or reordered row breaks every link after it;
+//! - its outcome, once known: `outcome_hash` = SHA-256(`hash` + outcome
+//!   fields, with the list of what was redacted, which only the outcome
+//!   completes), so an outcome cannot be swapped between calls;
+//! - the `seal`, when the run ends: SHA-256 of the head, every row's hashes,
+//!   every clock reading and the final status, so dropping the last rows or
+//!   an outcome, or rewriting the status, shows too.
+//!
+//! Fields are hashed as stored (the JSON text, not a re-encoding), each with
+//! its length in front so no two field lists hash alike; an absent field
+//! differs from an empty one.
+
+use sha2::{Digest, Sha256};
+
+/// Tells the hashes of this format from any other use of SHA-256.
+const DOMAIN: &[u8] = b"sluice-audit-v1";
+
+/// A run's fixed fields: what the chain starts from.
+#[derive(Debug, Clone, Copy)]
+pub struct RunHead<'a> {
+    pub id: &'a str,
+    pub script: &'a str,
+    pub script_sha256: Option<&'a str>,
+    pub policies: &'a str,
+    pub args: &'a str,
+    pub workspace: &'a str,
+    pub started_ms: i64,
+    pub version: &'a str,
+    pub random_seed: i64,
+    pub resumed_from: Option<&'a str>,
+}
+
+/// A call row's fields known before the call runs.
+#[derive(Debug, Clone, Copy)]
+pub struct CallIntent<'a> {
+    pub task: &'a str,
+    pub seq: i64,
+    pub n: i64,
+    pub flow: &'a str,
+    pub tier: &'a str,
+    pub input: &'a str,
+    pub capabilities: &'a str,
+    pub decisions: &'a str,
+    pub route: Option<&'a str>,
+    pub replayed_from: Option<&'a str>,
+    pub started_ms: i64,
+}
+
+/// A call row's outcome fields.
+#[derive(Debug, Clone, Copy)]
+pub struct CallOutcome<'a> {
+    pub status: &'a str,
+    pub output: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub capped: bool,
+    pub duration_us: i64,
+    /// JSON list of decisions made while the call ran.
+    pub late_decisions: &'a str,
+    /// JSON list of what was redacted from the input, output and error
+    /// (known whole only when the outcome is).
+    pub redacted: &'a str,
+}
+
+/// A clock reading the script saw.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading<'a> {
+    pub task: &'a str,
+    pub seq: i64,
+    pub kind: &'a str,
+    pub value: f64,
+}
+
+/// The run's last state, covered by the seal.
+#[derive(Debug, Clone, Copy)]
+pub struct RunEnd<'a> {
+    pub status: &'a str,
+    pub error: Option<&'a str>,
+    pub ended_ms: i64,
+}
+
+struct Hasher(Sha256);
+
+impl Hasher {
+    fn new(kind: &str) -> Hasher {
+        let mut h = Hasher(Sha256::new());
+        h.field(Some(DOMAIN));
+        h.text(kind);
+        h
+    }
+
+    fn field(&mut self, bytes: Option<&[u8]>) {
+        match bytes {
+            Some(b) => {
+                self.0.update((b.len() as u64).to_le_bytes());
+                self.0.update(b);
+            }
+            None => self.0.update(u64::MAX.to_le_bytes()),
+        }
+    }
+
+    fn text(&mut self, s: &str) {
+        self.field(Some(s.as_bytes()));
+    }
+
+    fn opt(&mut self, s: Option<&str>) {
+        self.field(s.map(str::as_bytes));
+    }
+
+    fn int(&mut self, i: i64) {
+        self.text(&i.to_string());
+    }
+
+    fn finish(self) -> String {
+        hex(&self.0.finalize())
+    }
+}
+
+pub fn head(run: &RunHead) -> String {
+    let mut h = Hasher::new("run");
+    h.text(run.id);
+    h.text(run.script);
+    h.opt(run.script_sha256);
+    h.text(run.policies);
+    h.text(run.args);
+    h.text(run.workspace);
+    h.int(run.started_ms);
+    h.text(run.version);
+    h.int(run.random_seed);
+    h.opt(run.resumed_from);
+    h.finish()
+}
+
+pub fn call(prev: &str, c: &CallIntent) -> String {
+    let mut h = Hasher::new("call");
+    h.text(prev);
+    h.text(c.task);
+    h.int(c.seq);
+    h.int(c.n);
+    h.text(c.flow);
+    h.text(c.tier);
+    h.text(c.input);
+    h.text(c.capabilities);
+    h.text(c.decisions);
+    h.opt(c.route);
+    h.opt(c.replayed_from);
+    h.int(c.started_ms);
+    h.finish()
+}
+
+pub fn outcome(call_hash: &str, o: &CallOutcome) -> String {
+    let mut h = Hasher::new("outcome");
+    h.text(call_hash);
+    h.text(o.status);
+    h.opt(o.output);
+    h.opt(o.error);
+    h.text(if o.capped { "1" } else { "0" });
+    h.int(o.duration_us);
+    h.text(o.late_decisions);
+    h.text(o.redacted);
+    h.finish()
+}
+
+/// Builds a seal from the run's parts, in chain order.
+pub struct Seal(Hasher);
+
+impl Seal {
+    pub fn new(head: &str) -> Seal {
+        let mut h = Hasher::new("seal");
+        h.text(head);
+        Seal(h)
+    }
+
+    pub fn row(&mut self, hash: &str, outcome_hash: Option<&str>) {
+        self.0.text(hash);
+        self.0.opt(outcome_hash);
+    }
+
+    pub fn reading(&mut self, r: &Reading) {
+        self.0.text(r.task);
+        self.0.int(r.seq);
+        self.0.text(r.kind);
+        self.0.text(&format!("{:?}", r.value));
+    }
+
+    pub fn finish(mut self, end: &RunEnd) -> String {
+        self.0.text("end");
+        self.0.text(end.status);
+        self.0.opt(end.error);
+        self.0.int(end.ended_ms);
+        self.0.finish()
+    }
+}
+
+/// SHA-256 of `bytes`, as lowercase hex: for files (scripts, policies) and
+/// outputs stored capped.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intent<'a>(input: &'a str, route: Option<&'a str>) -> CallIntent<'a> {
+        CallIntent {
+            task: "0",
+            seq: 1,
+            n: 1,
+            flow: "read",
+            tier: "sealed",
+            input,
+            capabilities: "[]",
+            decisions: "[]",
+            route,
+            replayed_from: None,
+            started_ms: 5,
+        }
+    }
+
+    #[test]
+    fn sha256_of_abc_is_the_standard_vector() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn a_changed_field_or_link_changes_the_hash() {
+        let base = call("p", &intent("{}", None));
+        assert_eq!(base, call("p", &intent("{}", None)));
+        assert_ne!(base, call("q", &intent("{}", None)));
+        assert_ne!(base, call("p", &intent("{ }", None)));
+        // An absent route is not an empty one.
+        assert_ne!(base, call("p", &intent("{}", Some(""))));
+    }
+
+    #[test]
+    fn field_boundaries_are_part_of_the_hash() {
+        let mut a = intent("ab", None);
+        a.capabilities = "c";
+        let mut b = intent("a", None);
+        b.capabilities = "bc";
+        assert_ne!(call("p", &a), call("p", &b));
+    }
+}

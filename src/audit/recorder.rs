@@ -1,0 +1,572 @@
+//! The writer a run records through. The database connection lives on a
+//! thread of its own, so a call hands its row over and goes on; the writer
+//! redacts, hashes and inserts, committing what has queued up together.
+//!
+//! Durability follows the tier: an irreversible call's intent is committed
+//! and synced (WAL fsync) before the call runs, and its outcome before the
+//! call returns; a compensable call's row is committed (not synced) before
+//! it returns, so a resume after a kill does not repeat it; a sealed call's
+//! row is queued, and the run's end waits for the queue to drain.
+
+use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, Seal};
+use super::redact::{cap_output, Redaction, DEFAULT_OUTPUT_CAP};
+use super::store;
+use rusqlite::{params, Connection};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// Rows that may wait in the queue before a call blocks on the writer.
+const QUEUE: usize = 4096;
+/// Messages committed in one transaction at most.
+const BATCH: usize = 512;
+
+/// A run's fixed facts, written when it starts.
+#[derive(Debug, Clone, Default)]
+pub struct RunStart {
+    pub id: String,
+    pub script: String,
+    pub script_sha256: Option<String>,
+    pub policies: Vec<PolicyFile>,
+    pub args: Vec<String>,
+    pub workspace: String,
+    pub started_ms: i64,
+    pub random_seed: i64,
+    pub resumed_from: Option<String>,
+}
+
+/// A policy the run was judged by.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PolicyFile {
+    pub name: String,
+    pub sha256: String,
+}
+
+/// One decision about one capability.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    pub capability: String,
+    /// `allow`, `deny` or `ask`: what the kernel said.
+    pub decision: String,
+    /// The rule, hook, ceiling or default that decided.
+    pub by: String,
+    pub reason: String,
+    /// Who granted an ask (`--approve PATTERN`, the person at the terminal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+}
+
+/// One call's fields known before it runs.
+#[derive(Debug, Clone)]
+pub struct CallRow {
+    pub task: String,
+    pub seq: u64,
+    pub flow: String,
+    pub tier: &'static str,
+    pub input: Value,
+    pub capabilities: Vec<String>,
+    pub decisions: Vec<Decision>,
+    pub route: Option<Value>,
+    /// The run this row was copied from by a resume.
+    pub replayed_from: Option<String>,
+    pub started_ms: i64,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The output, or the error as `{code, message, ...}`.
+    pub result: Result<Value, Value>,
+    pub duration_us: i64,
+    pub late_decisions: Vec<Decision>,
+}
+
+enum Msg {
+    Intent(Box<CallRow>, SyncSender<Result<(), String>>),
+    Done(
+        Box<CallRow>,
+        Box<Outcome>,
+        Option<SyncSender<Result<(), String>>>,
+    ),
+    Outcome {
+        task: String,
+        seq: u64,
+        outcome: Box<Outcome>,
+        ack: SyncSender<Result<(), String>>,
+    },
+    Reading {
+        task: String,
+        seq: u64,
+        kind: &'static str,
+        value: f64,
+    },
+    End {
+        status: String,
+        error: Option<String>,
+        ack: SyncSender<Result<(), String>>,
+    },
+}
+
+impl Msg {
+    fn needs_sync(&self) -> bool {
+        matches!(self, Msg::Intent(..) | Msg::End { .. })
+    }
+}
+
+/// A run's handle on its record.
+pub struct Recorder {
+    tx: SyncSender<Msg>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The first write that failed; every later intent is refused with it.
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// Opens the database at `path`, writes the run's row (status
+    /// `running`) and starts the writer.
+    pub fn start(path: &Path, run: RunStart) -> Result<Recorder, String> {
+        let conn = store::open(path)?;
+        let head = insert_run(&conn, &run)
+            .map_err(|e| format!("audit database {}: {e}", path.display()))?;
+        let (tx, rx) = sync_channel(QUEUE);
+        let failure = Arc::new(Mutex::new(None));
+        let writer = Writer {
+            conn,
+            run: run.id,
+            head: head.clone(),
+            last: head,
+            n: 0,
+            intents: HashMap::new(),
+            cap: DEFAULT_OUTPUT_CAP,
+            failure: failure.clone(),
+            secrets: Vec::new(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("sluice-audit".into())
+            .spawn(move || writer.serve(rx))
+            .map_err(|e| format!("cannot start the audit writer: {e}"))?;
+        Ok(Recorder {
+            tx,
+            thread: Mutex::new(Some(thread)),
+            failure,
+        })
+    }
+
+    /// Why the record stopped taking writes, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Writes an irreversible call's intent and syncs it; the call may run
+    /// only when this returns `Ok`.
+    pub fn intent(&self, row: CallRow) -> Result<(), String> {
+        if let Some(why) = self.failure() {
+            return Err(why);
+        }
+        let (ack, done) = sync_channel(1);
+        self.send(Msg::Intent(Box::new(row), ack))?;
+        done.recv().map_err(|_| gone())?
+    }
+
+    /// Completes a call whose intent was written.
+    pub fn outcome(&self, task: &str, seq: u64, outcome: Outcome) -> Result<(), String> {
+        let (ack, done) = sync_channel(1);
+        self.send(Msg::Outcome {
+            task: task.to_string(),
+            seq,
+            outcome: Box::new(outcome),
+            ack,
+        })?;
+        done.recv().map_err(|_| gone())?
+    }
+
+    /// Records a whole call; with `wait`, returns once it is committed.
+    pub fn call(&self, row: CallRow, outcome: Outcome, wait: bool) -> Result<(), String> {
+        if !wait {
+            return self.send(Msg::Done(Box::new(row), Box::new(outcome), None));
+        }
+        let (ack, done) = sync_channel(1);
+        self.send(Msg::Done(Box::new(row), Box::new(outcome), Some(ack)))?;
+        done.recv().map_err(|_| gone())?
+    }
+
+    /// Records a clock reading the script saw.
+    pub fn reading(&self, task: &str, seq: u64, kind: &'static str, value: f64) {
+        let _ = self.send(Msg::Reading {
+            task: task.to_string(),
+            seq,
+            kind,
+            value,
+        });
+    }
+
+    /// Drains the queue, seals the run with its final `status` and stops the
+    /// writer. Later calls to `end` do nothing.
+    pub fn end(&self, status: &str, error: Option<&str>) -> Result<(), String> {
+        let Some(thread) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Ok(());
+        };
+        let (ack, done) = sync_channel(1);
+        self.send(Msg::End {
+            status: status.to_string(),
+            error: error.map(str::to_string),
+            ack,
+        })?;
+        let sealed = done.recv().map_err(|_| gone())?;
+        let _ = thread.join();
+        sealed
+    }
+
+    fn send(&self, msg: Msg) -> Result<(), String> {
+        self.tx.send(msg).map_err(|_| gone())
+    }
+}
+
+fn strings(list: &[String]) -> String {
+    serde_json::to_string(list).expect("strings serialize")
+}
+
+fn gone() -> String {
+    "the audit writer stopped".to_string()
+}
+
+fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<String> {
+    let policies = serde_json::to_string(&run.policies).expect("policies serialize");
+    let args = serde_json::to_string(&run.args).expect("args serialize");
+    let version = env!("CARGO_PKG_VERSION");
+    let head = chain::head(&RunHead {
+        id: &run.id,
+        script: &run.script,
+        script_sha256: run.script_sha256.as_deref(),
+        policies: &policies,
+        args: &args,
+        workspace: &run.workspace,
+        started_ms: run.started_ms,
+        version,
+        random_seed: run.random_seed,
+        resumed_from: run.resumed_from.as_deref(),
+    });
+    let pid = std::process::id();
+    conn.execute(
+        "INSERT INTO runs (id, script, script_sha256, policies, args, workspace, started_ms, status, version,
+           random_seed, resumed_from, pid, pid_start, head)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![
+            run.id,
+            run.script,
+            run.script_sha256,
+            policies,
+            args,
+            run.workspace,
+            run.started_ms,
+            version,
+            run.random_seed,
+            run.resumed_from,
+            pid,
+            store::process_start(pid).unwrap_or(0),
+            head,
+        ],
+    )?;
+    Ok(head)
+}
+
+/// The writer thread's state.
+struct Writer {
+    conn: Connection,
+    run: String,
+    head: String,
+    /// The hash the next row links to.
+    last: String,
+    /// Rows in the chain so far.
+    n: i64,
+    /// Calls whose intent is written, by (task, seq): their hash and the
+    /// redaction their outcome must get too.
+    intents: HashMap<(String, u64), (String, Redaction)>,
+    cap: usize,
+    failure: Arc<Mutex<Option<String>>>,
+    /// Secrets the run's inputs brought so far.
+    secrets: Vec<String>,
+}
+
+type Ack = SyncSender<Result<(), String>>;
+
+impl Writer {
+    fn serve(mut self, rx: Receiver<Msg>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            if self.commit(batch) {
+                return;
+            }
+        }
+    }
+
+    /// Writes `batch` in one transaction, then answers whoever waits.
+    /// Returns whether the run ended.
+    fn commit(&mut self, batch: Vec<Msg>) -> bool {
+        let sync = batch.iter().any(Msg::needs_sync);
+        let mut acks: Vec<Ack> = Vec::new();
+        let mut ended = false;
+        let result = (|| -> rusqlite::Result<()> {
+            self.conn
+                .pragma_update(None, "synchronous", if sync { "FULL" } else { "NORMAL" })?;
+            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            for msg in batch {
+                match msg {
+                    Msg::Intent(row, ack) => {
+                        self.intent(&row)?;
+                        acks.push(ack);
+                    }
+                    Msg::Done(row, outcome, ack) => {
+                        self.done(&row, *outcome)?;
+                        acks.extend(ack);
+                    }
+                    Msg::Outcome {
+                        task,
+                        seq,
+                        outcome,
+                        ack,
+                    } => {
+                        self.complete(task, seq, *outcome)?;
+                        acks.push(ack);
+                    }
+                    Msg::Reading {
+                        task,
+                        seq,
+                        kind,
+                        value,
+                    } => self.reading(&task, seq, kind, value)?,
+                    Msg::End { status, error, ack } => {
+                        self.seal(&status, error.as_deref())?;
+                        acks.push(ack);
+                        ended = true;
+                    }
+                }
+            }
+            self.conn.execute_batch("COMMIT")
+        })();
+        if result.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        let answer = result.map_err(|e| {
+            let why = format!("the audit database could not record the call: {e}");
+            *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+            why
+        });
+        for ack in acks {
+            let _ = ack.send(answer.clone());
+        }
+        ended
+    }
+
+    /// Inserts a row's intent and returns its redaction.
+    fn insert(&mut self, row: &CallRow) -> rusqlite::Result<(String, Redaction)> {
+        let (redaction, input) = Redaction::input(&row.input, &self.known());
+        self.secrets.extend(redaction.learned.iter().cloned());
+        let input = input.to_string();
+        let capabilities = serde_json::to_string(&row.capabilities).expect("strings serialize");
+        let decisions = serde_json::to_string(&row.decisions).expect("decisions serialize");
+        let route = row.route.as_ref().map(Value::to_string);
+        let redacted = strings(&redaction.redacted);
+        self.n += 1;
+        let seq = row.seq as i64;
+        let intent = CallIntent {
+            task: &row.task,
+            seq,
+            n: self.n,
+            flow: &row.flow,
+            tier: row.tier,
+            input: &input,
+            capabilities: &capabilities,
+            decisions: &decisions,
+            route: route.as_deref(),
+            replayed_from: row.replayed_from.as_deref(),
+            started_ms: row.started_ms,
+        };
+        let hash = chain::call(&self.last, &intent);
+        self.conn
+            .prepare_cached(
+                "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
+                   replayed_from, started_ms, prev, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            )?
+            .execute(params![
+                self.run,
+                row.task,
+                seq,
+                self.n,
+                row.flow,
+                row.tier,
+                input,
+                capabilities,
+                decisions,
+                route,
+                redacted,
+                row.replayed_from,
+                row.started_ms,
+                self.last,
+                hash,
+            ])?;
+        self.last = hash.clone();
+        Ok((hash, redaction))
+    }
+
+    /// What every call's record must not hold: the named credentials
+    /// loaded and the secrets earlier inputs brought.
+    fn known(&self) -> Vec<String> {
+        let mut known = crate::credentials::loaded();
+        known.extend(self.secrets.iter().cloned());
+        known
+    }
+
+    fn intent(&mut self, row: &CallRow) -> rusqlite::Result<()> {
+        let (hash, redaction) = self.insert(row)?;
+        self.intents
+            .insert((row.task.clone(), row.seq), (hash, redaction));
+        Ok(())
+    }
+
+    fn done(&mut self, row: &CallRow, outcome: Outcome) -> rusqlite::Result<()> {
+        let (hash, mut redaction) = self.insert(row)?;
+        self.write_outcome(&row.task, row.seq, &hash, &mut redaction, outcome)
+    }
+
+    fn complete(&mut self, task: String, seq: u64, outcome: Outcome) -> rusqlite::Result<()> {
+        let Some((hash, mut redaction)) = self.intents.remove(&(task.clone(), seq)) else {
+            return Err(failure(format!(
+                "no intent was written for call {task}/{seq}"
+            )));
+        };
+        self.write_outcome(&task, seq, &hash, &mut redaction, outcome)
+    }
+
+    fn write_outcome(
+        &mut self,
+        task: &str,
+        seq: u64,
+        hash: &str,
+        redaction: &mut Redaction,
+        outcome: Outcome,
+    ) -> rusqlite::Result<()> {
+        let (status, output, error, capped) = match &outcome.result {
+            Ok(out) => {
+                let (text, capped) =
+                    cap_output(redaction.apply("output", out).to_string(), self.cap);
+                ("ok", Some(text), None, capped)
+            }
+            Err(err) => (
+                "error",
+                None,
+                Some(redaction.apply("error", err).to_string()),
+                false,
+            ),
+        };
+        let late = serde_json::to_string(&outcome.late_decisions).expect("decisions serialize");
+        let redacted = strings(&redaction.redacted);
+        let outcome_hash = chain::outcome(
+            hash,
+            &CallOutcome {
+                status,
+                output: output.as_deref(),
+                error: error.as_deref(),
+                capped,
+                duration_us: outcome.duration_us,
+                late_decisions: &late,
+                redacted: &redacted,
+            },
+        );
+        self.conn
+            .prepare_cached(
+                "UPDATE calls SET status = ?4, output = ?5, error = ?6, capped = ?7, duration_us = ?8,
+                   late_decisions = ?9, redacted = ?10, outcome_hash = ?11
+                 WHERE run = ?1 AND task = ?2 AND seq = ?3",
+            )?
+            .execute(params![
+                self.run,
+                task,
+                seq as i64,
+                status,
+                output,
+                error,
+                capped,
+                outcome.duration_us,
+                late,
+                redacted,
+                outcome_hash,
+            ])?;
+        Ok(())
+    }
+
+    fn reading(&mut self, task: &str, seq: u64, kind: &str, value: f64) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO readings (run, task, seq, kind, value) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![self.run, task, seq as i64, kind, value])?;
+        Ok(())
+    }
+
+    fn seal(&mut self, status: &str, error: Option<&str>) -> rusqlite::Result<()> {
+        let ended_ms = super::now_ms();
+        let mut seal = Seal::new(&self.head);
+        {
+            let mut rows = self
+                .conn
+                .prepare("SELECT hash, outcome_hash FROM calls WHERE run = ?1 ORDER BY n")?;
+            let mut q = rows.query([&self.run])?;
+            while let Some(r) = q.next()? {
+                let hash: String = r.get(0)?;
+                let outcome: Option<String> = r.get(1)?;
+                seal.row(&hash, outcome.as_deref());
+            }
+            let mut readings = self.conn.prepare(
+                "SELECT task, seq, kind, value FROM readings WHERE run = ?1 ORDER BY task, seq",
+            )?;
+            let mut q = readings.query([&self.run])?;
+            while let Some(r) = q.next()? {
+                let (task, seq, kind, value): (String, i64, String, f64) =
+                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+                seal.reading(&Reading {
+                    task: &task,
+                    seq,
+                    kind: &kind,
+                    value,
+                });
+            }
+        }
+        let seal = seal.finish(&RunEnd {
+            status,
+            error,
+            ended_ms,
+        });
+        self.conn.execute(
+            "UPDATE runs SET status = ?2, error = ?3, ended_ms = ?4, seal = ?5 WHERE id = ?1",
+            params![self.run, status, error, ended_ms, seal],
+        )?;
+        Ok(())
+    }
+}
+
+/// An error of ours in rusqlite's type, so it travels with the database's.
+fn failure(message: String) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
+}

@@ -1,0 +1,358 @@
+//! Replay and resume: a recorded run's calls, answered back in the order
+//! the script makes them.
+//!
+//! Calls are matched by task and sequence within the task (not by a global
+//! counter), so the key of a call does not depend on how concurrent tasks
+//! interleave. A call matches when its flow and its input (redacted the way
+//! the record was) are the recorded ones.
+//!
+//! - replay: every call returns its recorded result; nothing touches the
+//!   world and no policy is consulted. The first call that differs, or that
+//!   the record cannot answer, stops the replay (`replay_diverged`).
+//! - resume: recorded calls answer the same way until the first call the
+//!   record does not have; from there the run is live. A recorded
+//!   irreversible call whose outcome is unknown stops the resume unless it
+//!   was asked to retry such calls.
+
+use super::redact::Redaction;
+use crate::error::{ErrorCode, FlowError};
+use rusqlite::{params, Connection};
+use serde_json::Value;
+use std::cell::Cell;
+use std::collections::HashMap;
+
+/// One recorded call, as stored.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub n: i64,
+    pub flow: String,
+    /// The input's JSON as stored (redacted).
+    pub input: String,
+    /// `ok`, `error`, or `None`: the outcome is unknown.
+    pub status: Option<String>,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    pub capped: bool,
+}
+
+/// The run a replay or resume starts from.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    pub id: String,
+    pub script: String,
+    pub script_sha256: Option<String>,
+    pub args: Vec<String>,
+    pub workspace: String,
+    pub status: String,
+    pub random_seed: i64,
+}
+
+/// A recorded run, loaded whole.
+#[derive(Debug)]
+pub struct Record {
+    pub run: RunRecord,
+    calls: HashMap<(String, u64), Recorded>,
+    readings: HashMap<(String, u64), f64>,
+}
+
+impl Record {
+    pub fn load(conn: &Connection, id: &str) -> Result<Record, String> {
+        let fail =
+            |e: rusqlite::Error| format!("cannot read run {id} from the audit database: {e}");
+        let run = conn
+            .query_row(
+                "SELECT id, script, script_sha256, args, workspace, status, random_seed FROM runs WHERE id = ?1",
+                [id],
+                |r| {
+                    let args: String = r.get(3)?;
+                    Ok(RunRecord {
+                        id: r.get(0)?,
+                        script: r.get(1)?,
+                        script_sha256: r.get(2)?,
+                        args: serde_json::from_str(&args).unwrap_or_default(),
+                        workspace: r.get(4)?,
+                        status: r.get(5)?,
+                        random_seed: r.get(6)?,
+                    })
+                },
+            )
+            .map_err(fail)?;
+        let mut calls = HashMap::new();
+        let mut stmt = conn
+            .prepare(
+                "SELECT task, seq, n, flow, input, status, output, error, capped FROM calls WHERE run = ?1",
+            )
+            .map_err(fail)?;
+        let mut rows = stmt.query(params![id]).map_err(fail)?;
+        while let Some(r) = rows.next().map_err(fail)? {
+            let key: (String, u64) = (
+                r.get(0).map_err(fail)?,
+                r.get::<_, i64>(1).map_err(fail)? as u64,
+            );
+            let rec = Recorded {
+                n: r.get(2).map_err(fail)?,
+                flow: r.get(3).map_err(fail)?,
+                input: r.get(4).map_err(fail)?,
+                status: r.get(5).map_err(fail)?,
+                output: r.get(6).map_err(fail)?,
+                error: r.get(7).map_err(fail)?,
+                capped: r.get(8).map_err(fail)?,
+            };
+            calls.insert(key, rec);
+        }
+        let mut readings = HashMap::new();
+        let mut stmt = conn
+            .prepare("SELECT task, seq, value FROM readings WHERE run = ?1")
+            .map_err(fail)?;
+        let mut rows = stmt.query(params![id]).map_err(fail)?;
+        while let Some(r) = rows.next().map_err(fail)? {
+            let task: String = r.get(0).map_err(fail)?;
+            let seq: i64 = r.get(1).map_err(fail)?;
+            readings.insert((task, seq as u64), r.get(2).map_err(fail)?);
+        }
+        Ok(Record {
+            run,
+            calls,
+            readings,
+        })
+    }
+
+    /// How many calls the record holds.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+}
+
+/// Replay or resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Replay,
+    Resume { retry_unknown: bool },
+}
+
+/// What the record says about one call.
+#[derive(Debug)]
+pub enum Answer {
+    /// The recorded result, and the row as recorded (a resume copies it).
+    Recorded(Result<Value, FlowError>, Box<Recorded>),
+    /// Run it: the record has nothing here (resume), or a retry was asked.
+    Live,
+    /// Stop the run: what differs or why the record cannot answer.
+    Halt(FlowError),
+}
+
+/// A run's replay state.
+#[derive(Debug)]
+pub struct Replay {
+    pub record: Record,
+    pub mode: Mode,
+    /// Set once a resume goes live: every later call runs for real.
+    live: Cell<bool>,
+    /// Calls answered from the record.
+    pub answered: Cell<u64>,
+    /// Secrets the inputs brought so far: the recorder cut them from later
+    /// calls, so matching must too.
+    secrets: std::cell::RefCell<Vec<String>>,
+}
+
+impl Replay {
+    pub fn new(record: Record, mode: Mode) -> Replay {
+        Replay {
+            record,
+            mode,
+            live: Cell::new(false),
+            answered: Cell::new(0),
+            secrets: Default::default(),
+        }
+    }
+
+    /// Whether the run has gone live (a resume past its record).
+    pub fn is_live(&self) -> bool {
+        self.live.get()
+    }
+
+    /// The recorded answer to call `seq` of `task`.
+    pub fn answer(&self, task: &str, seq: u64, flow: &str, input: &Value) -> Answer {
+        if self.live.get() {
+            return Answer::Live;
+        }
+        let Some(rec) = self.record.calls.get(&(task.to_string(), seq)) else {
+            return match self.mode {
+                Mode::Resume { .. } => self.go_live(),
+                Mode::Replay => Answer::Halt(self.ran_past(task, seq, flow, input)),
+            };
+        };
+        let mut known = crate::credentials::loaded();
+        known.extend(self.secrets.borrow().iter().cloned());
+        let (redaction, now) = Redaction::input(input, &known);
+        self.secrets.borrow_mut().extend(redaction.learned);
+        let now = now.to_string();
+        if rec.flow != flow || rec.input != now {
+            return Answer::Halt(diverged(task, seq, rec, flow, &now));
+        }
+        match (&rec.status, self.mode) {
+            (
+                None,
+                Mode::Resume {
+                    retry_unknown: true,
+                },
+            ) => self.go_live(),
+            (None, mode) => Answer::Halt(unknown(task, seq, rec, mode)),
+            (Some(_), _) if rec.capped => Answer::Halt(capped(task, seq, rec)),
+            (Some(status), _) => {
+                self.answered.set(self.answered.get() + 1);
+                Answer::Recorded(result(status, rec), Box::new(rec.clone()))
+            }
+        }
+    }
+
+    /// The recorded value of a clock reading, while the record answers.
+    pub fn reading(&self, task: &str, seq: u64) -> Option<f64> {
+        if self.live.get() {
+            return None;
+        }
+        self.record.readings.get(&(task.to_string(), seq)).copied()
+    }
+
+    fn go_live(&self) -> Answer {
+        self.live.set(true);
+        Answer::Live
+    }
+
+    fn ran_past(&self, task: &str, seq: u64, flow: &str, input: &Value) -> FlowError {
+        FlowError::new(
+            ErrorCode::ReplayDiverged,
+            format!(
+                "replay diverged: the script makes call {seq} of task {task} ({flow} {}), \
+                 which the recorded run {} never made (it recorded {} calls)",
+                clip(&input.to_string()),
+                self.record.run.id,
+                self.record.len()
+            ),
+        )
+        .with("task", task)
+        .with("seq", seq)
+        .with("flow", flow)
+    }
+}
+
+fn result(status: &str, rec: &Recorded) -> Result<Value, FlowError> {
+    let parse = |text: &Option<String>| -> Value {
+        text.as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or(Value::Null)
+    };
+    if status == "ok" {
+        return Ok(parse(&rec.output));
+    }
+    let err = parse(&rec.error);
+    let code = err
+        .get("code")
+        .and_then(Value::as_str)
+        .and_then(ErrorCode::parse)
+        .unwrap_or(ErrorCode::CommandFailed);
+    let message = err
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut e = FlowError::new(code, message);
+    if let Value::Object(map) = err {
+        for (k, v) in map {
+            if k != "code" && k != "message" {
+                e = e.with(&k, v);
+            }
+        }
+    }
+    Err(e)
+}
+
+/// The divergence message: both calls side by side, then the fields that
+/// differ.
+fn diverged(task: &str, seq: u64, rec: &Recorded, flow: &str, input: &str) -> FlowError {
+    let mut msg = format!(
+        "replay diverged at call #{} (task {task}, call {seq}):\n  recorded: {} {}\n  now:      {flow} {}",
+        rec.n,
+        rec.flow,
+        clip(&rec.input),
+        clip(input)
+    );
+    let was: Value = serde_json::from_str(&rec.input).unwrap_or(Value::Null);
+    let now: Value = serde_json::from_str(input).unwrap_or(Value::Null);
+    for line in field_diff(&was, &now) {
+        msg.push_str("\n  ");
+        msg.push_str(&line);
+    }
+    FlowError::new(ErrorCode::ReplayDiverged, msg)
+        .with("task", task)
+        .with("seq", seq)
+        .with("n", rec.n)
+        .with("recordedFlow", rec.flow.clone())
+        .with("flow", flow)
+        .with("recordedInput", was)
+        .with("input", now)
+}
+
+/// `field: recorded X, now Y` for each top-level field that differs.
+fn field_diff(was: &Value, now: &Value) -> Vec<String> {
+    let (Some(a), Some(b)) = (was.as_object(), now.as_object()) else {
+        return Vec::new();
+    };
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| {
+            let show =
+                |v: Option<&Value>| v.map_or("(absent)".to_string(), |v| clip(&v.to_string()));
+            format!("{k}: recorded {}, now {}", show(a.get(k)), show(b.get(k)))
+        })
+        .collect()
+}
+
+fn unknown(task: &str, seq: u64, rec: &Recorded, mode: Mode) -> FlowError {
+    let what = match mode {
+        Mode::Replay => "replay cannot return it",
+        Mode::Resume { .. } => {
+            "resume does not run it again by itself: check by hand whether it happened, then resume with \
+             --retry-unknown to run it again"
+        }
+    };
+    FlowError::new(
+        ErrorCode::ReplayDiverged,
+        format!(
+            "call #{} (task {task}, call {seq}, {} {}) was irreversible and its outcome is unknown: the run \
+             stopped after it was recorded and before it finished; {what}",
+            rec.n,
+            rec.flow,
+            clip(&rec.input)
+        ),
+    )
+    .with("n", rec.n)
+    .with("outcome", "unknown")
+}
+
+fn capped(task: &str, seq: u64, rec: &Recorded) -> FlowError {
+    FlowError::new(
+        ErrorCode::Unsupported,
+        format!(
+            "call #{} (task {task}, call {seq}, {}) has an output over the audit cap, stored as its size, hash, \
+             head and tail, so replay cannot return it whole",
+            rec.n, rec.flow
+        ),
+    )
+    .with("n", rec.n)
+}
+
+fn clip(text: &str) -> String {
+    const MAX: usize = 200;
+    if text.chars().count() <= MAX {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(MAX).collect();
+    format!("{cut}… ({} bytes)", text.len())
+}

@@ -1,0 +1,183 @@
+//! What one run's calls share of the audit: the recorder, the replay, the
+//! sequence numbers per task, and the halt that stops a replay for good.
+
+use super::recorder::{CallRow, Decision, Outcome, Recorder};
+use super::replay::{Answer, Recorded, Replay};
+use crate::error::FlowError;
+use serde_json::Value;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+/// The audit side of a run. With neither a recorder nor a replay, every
+/// method is a counter bump or a no-op.
+#[derive(Debug, Default)]
+pub struct Session {
+    pub recorder: Option<Recorder>,
+    pub replay: Option<Replay>,
+    /// Calls made so far, per task.
+    calls: RefCell<HashMap<String, u64>>,
+    /// Clock readings made so far, per task.
+    readings: RefCell<HashMap<String, u64>>,
+    /// Why the run was stopped (a replay that diverged); every later call
+    /// fails with it.
+    halted: RefCell<Option<FlowError>>,
+    /// Whether the run's end was recorded.
+    pub ended: Cell<bool>,
+    /// The folder of the audit database, which no flow may write.
+    pub store_dir: Option<std::path::PathBuf>,
+}
+
+/// The decisions a call collects: those made before it runs (authorize),
+/// and those made while it runs (a redirect's host).
+#[derive(Debug, Default)]
+pub struct Decisions {
+    pub before: RefCell<Vec<Decision>>,
+    pub during: RefCell<Vec<Decision>>,
+    pub running: Cell<bool>,
+}
+
+impl Decisions {
+    pub fn push(&self, d: Decision) {
+        if self.running.get() {
+            self.during.borrow_mut().push(d);
+        } else {
+            self.before.borrow_mut().push(d);
+        }
+    }
+}
+
+impl Session {
+    pub fn new(recorder: Option<Recorder>, replay: Option<Replay>) -> Session {
+        Session {
+            recorder,
+            replay,
+            ..Session::default()
+        }
+    }
+
+    /// The sequence number of `task`'s next call (1 for its first).
+    pub fn next_call(&self, task: &str) -> u64 {
+        bump(&self.calls, task)
+    }
+
+    pub fn halted(&self) -> Option<FlowError> {
+        self.halted.borrow().clone()
+    }
+
+    /// Stops the run with `e`; returns it.
+    pub fn halt(&self, e: FlowError) -> FlowError {
+        self.halted.borrow_mut().get_or_insert(e).clone()
+    }
+
+    /// What the record answers for this call, if the run replays one.
+    pub fn answer(&self, task: &str, seq: u64, flow: &str, input: &Value) -> Answer {
+        match &self.replay {
+            Some(replay) => replay.answer(task, seq, flow, input),
+            None => Answer::Live,
+        }
+    }
+
+    /// Copies a call a resume answered from the record into the new run's
+    /// record, so the new run is whole on its own.
+    pub fn copy(&self, task: &str, seq: u64, rec: &Recorded, result: &Result<Value, FlowError>) {
+        let (Some(recorder), Some(replay)) = (&self.recorder, &self.replay) else {
+            return;
+        };
+        let row = CallRow {
+            task: task.to_string(),
+            seq,
+            flow: rec.flow.clone(),
+            tier: "sealed",
+            input: serde_json::from_str(&rec.input).unwrap_or(Value::Null),
+            capabilities: Vec::new(),
+            decisions: Vec::new(),
+            route: None,
+            replayed_from: Some(replay.record.run.id.clone()),
+            started_ms: super::now_ms(),
+        };
+        let outcome = Outcome {
+            result: result.clone().map_err(|e| e.to_json()),
+            duration_us: 0,
+            late_decisions: Vec::new(),
+        };
+        let _ = recorder.call(row, outcome, false);
+    }
+
+    /// A clock (or seed) reading the script makes: the recorded value while
+    /// a replay answers, else `live()`, recorded.
+    pub fn reading(&self, task: &str, kind: &'static str, live: impl FnOnce() -> f64) -> f64 {
+        let seq = bump(&self.readings, task);
+        if let Some(v) = self.replay.as_ref().and_then(|r| r.reading(task, seq)) {
+            return v;
+        }
+        let value = live();
+        if let Some(recorder) = &self.recorder {
+            recorder.reading(task, seq, kind, value);
+        }
+        value
+    }
+}
+
+fn bump(counters: &RefCell<HashMap<String, u64>>, task: &str) -> u64 {
+    let mut map = counters.borrow_mut();
+    if let Some(n) = map.get_mut(task) {
+        *n += 1;
+        return *n;
+    }
+    map.insert(task.to_string(), 1);
+    1
+}
+
+/// How a job operation (`job:read()`, `:wait()`, `:kill()`, a status
+/// look) goes: answered from the record, or run and then noted.
+#[derive(Debug)]
+pub enum Step {
+    Answered(Value),
+    /// Run it, then [`Session::note`] it as call `seq`.
+    Live(u64),
+}
+
+impl Session {
+    /// A job operation is part of the task's sequence like a flow call: a
+    /// job's output and state are what the script saw, and a replay has no
+    /// job to ask.
+    pub fn job_step(&self, task: &str, op: &str, input: &Value) -> Result<Step, FlowError> {
+        if let Some(e) = self.halted() {
+            return Err(e);
+        }
+        let seq = self.next_call(task);
+        match self.answer(task, seq, op, input) {
+            Answer::Recorded(result, rec) => {
+                self.copy(task, seq, &rec, &result);
+                result.map(Step::Answered)
+            }
+            Answer::Halt(e) => Err(self.halt(e)),
+            Answer::Live => Ok(Step::Live(seq)),
+        }
+    }
+
+    /// Records job operation `seq` of `task` and what it returned.
+    pub fn note(&self, task: &str, seq: u64, op: &str, input: Value, output: &Value) {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        let row = CallRow {
+            task: task.to_string(),
+            seq,
+            flow: op.to_string(),
+            tier: "sealed",
+            input,
+            capabilities: Vec::new(),
+            decisions: Vec::new(),
+            route: None,
+            replayed_from: None,
+            started_ms: super::now_ms(),
+        };
+        let outcome = Outcome {
+            result: Ok(output.clone()),
+            duration_us: 0,
+            late_decisions: Vec::new(),
+        };
+        let _ = recorder.call(row, outcome, false);
+    }
+}

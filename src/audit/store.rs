@@ -1,0 +1,284 @@
+//! The audit database: where it lives, its schema and migrations, and the
+//! sweep that marks runs whose process died as `interrupted`.
+//!
+//! Schema (version 1). Times are milliseconds since the Unix epoch; JSON
+//! columns hold compact JSON, exactly the bytes the hashes cover (object
+//! keys sorted, except `decisions`, whose objects keep their field order).
+//!
+//! ```text
+//! runs   id PK, script, script_sha256?, policies (JSON [{name, sha256}]),
+//!        args (JSON [string]), workspace, started_ms, ended_ms?, status
+//!        (running|ok|failed|interrupted), error?, version, random_seed,
+//!        resumed_from?, pid, pid_start, head (chain genesis), seal?
+//! calls  (run, task, seq) PK, n (chain position, 1-based, unique per run),
+//!        flow, tier, input (JSON, redacted), capabilities (JSON [string]),
+//!        decisions (JSON [{capability, decision, by, reason, approvedBy?}]),
+//!        route (JSON or NULL), redacted (JSON [string]; the input's at the
+//!        intent, completed with the outcome's), replayed_from?,
+//!        started_ms, prev, hash,
+//!        status (ok|error|NULL: outcome unknown), output (JSON)?,
+//!        error (JSON)?, capped (0|1), duration_us?, late_decisions (JSON
+//!        list like `decisions`: capabilities judged while the call ran, a
+//!        redirect's host or a private address DNS returned)?, outcome_hash?
+//! readings (run, task, seq) PK, kind (clock|cpu), value (REAL)
+//! ```
+
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The schema version this build writes; older databases are migrated.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Each migration takes the database from version `index` to `index + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY,
+  script TEXT NOT NULL,
+  script_sha256 TEXT,
+  policies TEXT NOT NULL,
+  args TEXT NOT NULL,
+  workspace TEXT NOT NULL,
+  started_ms INTEGER NOT NULL,
+  ended_ms INTEGER,
+  status TEXT NOT NULL,
+  error TEXT,
+  version TEXT NOT NULL,
+  random_seed INTEGER NOT NULL,
+  resumed_from TEXT,
+  pid INTEGER NOT NULL,
+  pid_start INTEGER NOT NULL,
+  head TEXT NOT NULL,
+  seal TEXT
+);
+CREATE TABLE calls (
+  run TEXT NOT NULL REFERENCES runs(id),
+  task TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  n INTEGER NOT NULL,
+  flow TEXT NOT NULL,
+  tier TEXT NOT NULL,
+  input TEXT NOT NULL,
+  capabilities TEXT NOT NULL,
+  decisions TEXT NOT NULL,
+  route TEXT,
+  redacted TEXT NOT NULL,
+  replayed_from TEXT,
+  started_ms INTEGER NOT NULL,
+  prev TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  status TEXT,
+  output TEXT,
+  error TEXT,
+  capped INTEGER NOT NULL DEFAULT 0,
+  duration_us INTEGER,
+  late_decisions TEXT,
+  outcome_hash TEXT,
+  PRIMARY KEY (run, task, seq)
+);
+CREATE UNIQUE INDEX calls_chain ON calls(run, n);
+CREATE TABLE readings (
+  run TEXT NOT NULL REFERENCES runs(id),
+  task TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  value REAL NOT NULL,
+  PRIMARY KEY (run, task, seq)
+);
+"#];
+
+/// The default database of a workspace.
+pub fn default_path(workspace: &Path) -> PathBuf {
+    workspace.join(".sluice").join("audit.db")
+}
+
+/// Opens (creating when missing) the database at `path`, in WAL mode, at
+/// the current schema, and marks runs whose process is gone as interrupted.
+pub fn open(path: &Path) -> Result<Connection, String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        create_private_dir(dir)?;
+    }
+    let conn = Connection::open(path).map_err(|e| describe(path, &e))?;
+    restrict(path);
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(|e| describe(path, &e))?;
+    // Switching a new database to WAL is refused at once, without waiting,
+    // while another process opens it too: try again for a while.
+    let started = std::time::Instant::now();
+    loop {
+        match prepare(&conn) {
+            Err(e) if is_busy(&e) && started.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            done => return done.map(|()| conn).map_err(|e| describe(path, &e)),
+        }
+    }
+}
+
+fn prepare(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    migrate(conn)?;
+    sweep(conn)
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Opens an existing database to read it: a missing file is an error that
+/// says how one comes to exist.
+pub fn open_existing(path: &Path) -> Result<Connection, String> {
+    if !path.exists() {
+        return Err(format!(
+            "no audit database at {}; `sluice run` records there by default (or give --audit PATH / SLUICE_AUDIT)",
+            path.display()
+        ));
+    }
+    // A record on read-only media is still readable, without the sweep.
+    open(path).or_else(|e| {
+        Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|_| e)
+    })
+}
+
+fn describe(path: &Path, e: &rusqlite::Error) -> String {
+    format!("audit database {}: {e}", path.display())
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create the audit folder {}: {e}", dir.display()))
+}
+
+/// The record holds inputs and outputs: only its owner reads it.
+fn restrict(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`]. The version is read under the
+/// write lock, so two runs starting at once on a new database do not both
+/// create it.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let version = |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+    if version(conn)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| {
+        let from = version(conn)?;
+        if from > SCHEMA_VERSION {
+            return Err(failure(format!(
+                "schema version {from} is newer than this sluice knows ({SCHEMA_VERSION}); use a newer sluice"
+            )));
+        }
+        for (at, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+            conn.execute_batch(sql)?;
+            conn.pragma_update(None, "user_version", at as i64 + 1)?;
+        }
+        Ok(())
+    })();
+    conn.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+    result
+}
+
+/// A run still `running` whose process no longer exists was killed or
+/// crashed: it is marked `interrupted`, so no view shows it as live.
+fn sweep(conn: &Connection) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare("SELECT id, pid, pid_start FROM runs WHERE status = 'running'")?;
+    let running: Vec<(String, u32, u64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (id, pid, start) in running {
+        if !process_alive(pid, start) {
+            conn.execute(
+                "UPDATE runs SET status = 'interrupted', error = ?2 WHERE id = ?1 AND status = 'running'",
+                params![
+                    id,
+                    "the sluice process ended without closing the run (killed or crashed)"
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether process `pid` is the one that started at `start` (clock ticks
+/// after boot, from /proc), so a reused pid does not keep a dead run alive.
+pub fn process_alive(pid: u32, start: u64) -> bool {
+    match process_start(pid) {
+        // Where /proc could not be read when the run began, the pid is all
+        // there is to go by.
+        Some(_) if start == 0 => true,
+        found => found == Some(start),
+    }
+}
+
+/// When process `pid` started, in clock ticks after boot (field 22 of
+/// /proc/PID/stat); `None` when there is no such process.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses; the
+    // fields after its last ')' are plain.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The id of the run `given` names: an id, a unique prefix of one, or
+/// `last` for the newest run.
+pub fn find_run(conn: &Connection, given: &str) -> Result<String, String> {
+    if given == "last" {
+        return conn
+            .query_row(
+                "SELECT id FROM runs ORDER BY started_ms DESC, rowid DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "the audit database holds no runs yet".to_string());
+    }
+    let exact = conn
+        .query_row("SELECT id FROM runs WHERE id = ?1", [given], |r| {
+            r.get::<_, String>(0)
+        })
+        .optional()
+        .map_err(|e| e.to_string())?;
+    if let Some(id) = exact {
+        return Ok(id);
+    }
+    let pattern = format!("{}%", given.replace(['%', '_'], ""));
+    let mut stmt = conn
+        .prepare("SELECT id FROM runs WHERE id LIKE ?1 ORDER BY started_ms DESC LIMIT 6")
+        .map_err(|e| e.to_string())?;
+    let ids: Vec<String> = stmt
+        .query_map([pattern], |r| r.get(0))
+        .map_err(|e| e.to_string())?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(|e| e.to_string())?;
+    match ids.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(format!(
+            "no run {given:?} in the audit database; `sluice audit list` shows the runs"
+        )),
+        many => Err(format!(
+            "{given:?} names more than one run ({}); give more of the id",
+            many.join(", ")
+        )),
+    }
+}
+
+/// An error of ours in rusqlite's type, so it travels with the database's.
+fn failure(message: String) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
+}

@@ -1,0 +1,284 @@
+//! `sluice replay` and `sluice resume`: re-run a recorded script against its
+//! record, or continue an interrupted run from where its record ends.
+
+use super::run::{drive, RunArgs};
+use crate::audit::replay::{Mode, Record};
+use crate::audit::{chain, locate, store};
+use crate::kernel::approval::Prompt;
+use crate::runtime::Runtime;
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Re-run a recorded run against its record, touching nothing.
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Re-run a recorded run's script against its record: every flow call returns its recorded result \
+without touching files, processes or the network, and no policy is consulted. Clock readings (sluice.now, \
+os.time, os.date, os.clock) and math.random's seed come from the record too.\n\n\
+The first call whose flow or input differs from the record stops the replay with replay_diverged, showing the \
+recorded and the new call side by side and the script line that made it. A replay that completes says the run \
+reproduced (exit 0); a divergence exits 1.\n\n\
+By default the recorded script file runs, and a file whose SHA-256 changed since is refused; --script FILE runs \
+another (to see where an edited script departs from the record).",
+    after_help = "Examples:\n  sluice replay last\n  sluice replay 18c2f3a9 --workspace /tmp/w\n  sluice replay 18c2f3a9 --script fix-v2.lua"
+)]
+pub struct ReplayArgs {
+    /// The run: its id, a unique prefix of it, or `last`.
+    pub run: String,
+    /// Run this script instead of the recorded file.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// The audit database [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db].
+    #[arg(long, value_name = "PATH")]
+    pub audit: Option<PathBuf>,
+    /// The workspace whose database holds the run [default: the current folder].
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+/// Continue an interrupted run: recorded calls replay, then it runs live.
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Continue a run that was interrupted (or failed): the script runs again from the start, calls the \
+record holds return their recorded results without running again, and from the first call the record lacks the \
+run is live, under the current policy (the policies given now, else the ones the run used). The continued run is \
+recorded as a new run whose resumed_from names the old one.\n\n\
+An irreversible call whose outcome is unknown (the process died after recording its intent) is not run again: \
+the resume stops there, so you can check by hand whether it happened. --retry-unknown runs it again.",
+    after_help = "Examples:\n  sluice resume last\n  sluice resume 18c2f3a9 --approve 'net:post:api.example.com'\n  sluice resume 18c2f3a9 --retry-unknown"
+)]
+pub struct ResumeArgs {
+    /// The run: its id, a unique prefix of it, or `last`.
+    pub run: String,
+    /// Run an irreversible call whose outcome is unknown again instead of stopping there.
+    #[arg(long)]
+    pub retry_unknown: bool,
+    /// Run this script instead of the recorded file.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// The audit database [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db].
+    #[arg(long, value_name = "PATH")]
+    pub audit: Option<PathBuf>,
+    /// The workspace whose database holds the run [default: the current folder].
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// A policy file (repeatable) [default: the policies the run used].
+    #[arg(long, value_name = "FILE")]
+    pub policy: Vec<String>,
+    /// Nothing outside these capability patterns is granted (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub ceiling: Vec<String>,
+    /// Pre-approve asks matching this capability pattern (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub approve: Vec<String>,
+}
+
+pub fn replay(args: ReplayArgs) -> ExitCode {
+    match prepare(
+        &args.run,
+        args.audit.as_deref(),
+        args.workspace.as_deref(),
+        args.script.as_deref(),
+    ) {
+        Err(e) => fail(e),
+        Ok((_, record, script)) => {
+            let recorded_status = record.run.status.clone();
+            let id = record.run.id.clone();
+            let expected = record.len();
+            let builder = Runtime::builder()
+                .workspace(existing_workspace(&record.run.workspace))
+                .args(record.run.args.clone())
+                .script(&script)
+                .prompt(Prompt::Unattended)
+                .replay(record, Mode::Replay);
+            let runtime = match builder.build() {
+                Ok(rt) => rt,
+                Err(e) => return fail(e),
+            };
+            let ended = drive(&runtime, &script);
+            if runtime.halted().is_some() {
+                return ended.exit;
+            }
+            verdict(
+                &id,
+                &recorded_status,
+                runtime.replayed_calls() as usize,
+                expected,
+                ended,
+            )
+        }
+    }
+}
+
+/// Whether the replay reproduced the run: every recorded call answered and
+/// the script ended as the run did.
+fn verdict(
+    id: &str,
+    recorded: &str,
+    answered: usize,
+    expected: usize,
+    ended: super::run::Ended,
+) -> ExitCode {
+    let now = if ended.error.is_some() {
+        "failed"
+    } else {
+        "ok"
+    };
+    if answered < expected {
+        eprintln!(
+            "sluice: replay diverged: the script ended after {answered} of the {expected} recorded calls of run {id}"
+        );
+        return ExitCode::from(1);
+    }
+    if now != recorded && !(recorded == "interrupted" && now == "ok") {
+        eprintln!("sluice: replay diverged: run {id} ended {recorded}, the replay ended {now}");
+        return ExitCode::from(1);
+    }
+    eprintln!("sluice: run {id} reproduced: {answered} calls answered from the record, and it ended {now} as recorded");
+    ExitCode::SUCCESS
+}
+
+pub fn resume(args: ResumeArgs) -> ExitCode {
+    let (db, record, script) = match prepare(
+        &args.run,
+        args.audit.as_deref(),
+        args.workspace.as_deref(),
+        args.script.as_deref(),
+    ) {
+        Ok(found) => found,
+        Err(e) => return fail(e),
+    };
+    if record.run.status == "ok" || record.run.status == "running" {
+        return fail(format!(
+            "run {} is {}; resume continues a run that was interrupted or failed",
+            record.run.id, record.run.status
+        ));
+    }
+    let mut run = RunArgs {
+        script: script.clone(),
+        args: record.run.args.clone(),
+        workspace: Some(PathBuf::from(&record.run.workspace)),
+        policy: args.policy,
+        ceiling: args.ceiling,
+        approve: args.approve,
+        keep_spill: false,
+        max_jobs: 16,
+        resolve: Vec::new(),
+        search: None,
+        credentials: None,
+        audit: Some(db.clone()),
+        no_audit: false,
+    };
+    if run.policy.is_empty() {
+        run.policy = recorded_policies(&db, &record.run.id);
+    }
+    let id = record.run.id.clone();
+    let mode = Mode::Resume {
+        retry_unknown: args.retry_unknown,
+    };
+    let builder = match super::run::configure(&run) {
+        Ok(b) => b.audit(db).replay(record, mode),
+        Err(e) => return fail(e),
+    };
+    let runtime = match builder.build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    let ended = drive(&runtime, &script);
+    eprintln!(
+        "sluice: resumed run {id} as run {}: {} calls answered from the record{}",
+        runtime.run_id(),
+        runtime.replayed_calls(),
+        if runtime.went_live() {
+            ", then live"
+        } else {
+            ""
+        }
+    );
+    ended.exit
+}
+
+/// The database, the run's record and the script to run.
+fn prepare(
+    run: &str,
+    audit: Option<&Path>,
+    workspace: Option<&Path>,
+    script: Option<&Path>,
+) -> Result<(PathBuf, Record, PathBuf), String> {
+    let ws = match workspace {
+        Some(ws) => ws.to_path_buf(),
+        None => {
+            std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?
+        }
+    };
+    let db = locate(audit, &ws);
+    let conn = store::open_existing(&db)?;
+    let id = store::find_run(&conn, run)?;
+    let record = Record::load(&conn, &id)?;
+    let script = match script {
+        Some(given) => given.to_path_buf(),
+        None => recorded_script(&record)?,
+    };
+    Ok((db, record, script))
+}
+
+/// The recorded script file, refused when it changed since the run.
+fn recorded_script(record: &Record) -> Result<PathBuf, String> {
+    let path = PathBuf::from(&record.run.script);
+    if record.run.script.is_empty() {
+        return Err(format!(
+            "run {} was not made from a script file; give one with --script FILE",
+            record.run.id
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| {
+        format!(
+            "the recorded script {} cannot be read ({e}); give it with --script FILE",
+            path.display()
+        )
+    })?;
+    let now = chain::sha256_hex(&bytes);
+    match &record.run.script_sha256 {
+        Some(then) if *then != now => Err(format!(
+            "the script {} changed since run {} (SHA-256 {} then, {} now); replay it with --script {} to see \
+             where it departs from the record, or restore the recorded version",
+            path.display(),
+            record.run.id,
+            &then[..12],
+            &now[..12],
+            path.display()
+        )),
+        _ => Ok(path),
+    }
+}
+
+/// The policies the run used, by the name they were given.
+fn recorded_policies(db: &Path, id: &str) -> Vec<String> {
+    let names = store::open_existing(db).ok().and_then(|conn| {
+        conn.query_row("SELECT policies FROM runs WHERE id = ?1", [id], |r| {
+            r.get::<_, String>(0)
+        })
+        .ok()
+    });
+    let files: Vec<crate::audit::recorder::PolicyFile> = names
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    files.into_iter().map(|p| p.name).collect()
+}
+
+/// The recorded workspace, or the current folder when it is gone: a replay
+/// touches neither.
+fn existing_workspace(recorded: &str) -> PathBuf {
+    let path = PathBuf::from(recorded);
+    if path.is_dir() {
+        path
+    } else {
+        PathBuf::from(".")
+    }
+}
+
+fn fail(message: String) -> ExitCode {
+    eprintln!("sluice: {message}");
+    ExitCode::from(2)
+}

@@ -1,0 +1,749 @@
+//! The audit trail through the real binary: what a run records for each
+//! tier, what never reaches the database, the hash chain against edits,
+//! deletions and reordering, a SIGKILL in the middle of an irreversible call,
+//! replay against a world that changed, divergence, and resume.
+
+mod common;
+
+use common::*;
+use rusqlite::Connection;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn db_of(ws: &Path) -> PathBuf {
+    ws.join(".sluice").join("audit.db")
+}
+
+fn open(ws: &Path) -> Connection {
+    Connection::open(db_of(ws)).expect("open the audit database")
+}
+
+/// `sluice ARGS` with the workspace given; standard input closed.
+fn sluice(ws: &Path, args: &[&str]) -> Run {
+    Command::new(sluice_bin())
+        .args(args)
+        .arg("--workspace")
+        .arg(ws)
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn sluice")
+        .into()
+}
+
+/// Every call row of the run, by chain position, as JSON objects.
+fn calls(conn: &Connection, run: &str) -> Vec<Value> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT task, seq, n, flow, tier, input, capabilities, decisions, route, redacted, status, output,
+                    error, capped, duration_us, started_ms, hash, prev, outcome_hash
+             FROM calls WHERE run = ?1 ORDER BY n",
+        )
+        .unwrap();
+    let rows = stmt
+        .query_map([run], |r| {
+            let json_col = |i: usize| -> rusqlite::Result<Value> {
+                let text: Option<String> = r.get(i)?;
+                Ok(text.map_or(Value::Null, |t| serde_json::from_str(&t).unwrap()))
+            };
+            Ok(json!({
+                "task": r.get::<_, String>(0)?, "seq": r.get::<_, i64>(1)?, "n": r.get::<_, i64>(2)?,
+                "flow": r.get::<_, String>(3)?, "tier": r.get::<_, String>(4)?, "input": json_col(5)?,
+                "capabilities": json_col(6)?, "decisions": json_col(7)?, "route": json_col(8)?,
+                "redacted": json_col(9)?, "status": r.get::<_, Option<String>>(10)?, "output": json_col(11)?,
+                "error": json_col(12)?, "capped": r.get::<_, bool>(13)?,
+                "duration_us": r.get::<_, Option<i64>>(14)?, "started_ms": r.get::<_, i64>(15)?,
+                "hash": r.get::<_, String>(16)?, "prev": r.get::<_, String>(17)?,
+                "outcome_hash": r.get::<_, Option<String>>(18)?,
+            }))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// The newest run's id.
+fn last_run(conn: &Connection) -> String {
+    conn.query_row(
+        "SELECT id FROM runs ORDER BY started_ms DESC, rowid DESC LIMIT 1",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+fn run_field<T: rusqlite::types::FromSql>(conn: &Connection, run: &str, col: &str) -> T {
+    conn.query_row(
+        &format!("SELECT {col} FROM runs WHERE id = ?1"),
+        [run],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    sluice::audit::chain::sha256_hex(bytes)
+}
+
+#[test]
+fn a_run_records_its_facts_and_every_call_with_tier_decisions_route_and_outcome() {
+    let ws = workspace();
+    std::fs::write(ws.file("in.txt"), "hello\n").unwrap();
+    let script = script_file(
+        ws.path(),
+        r#"
+local page = assert(sluice.read{path = "in.txt"})
+assert(sluice.write{path = "out.txt", content = page.content})
+assert(sluice.bash{command = "echo hi"})
+local _, err = sluice.read{path = "/etc/hostname"}
+local _, bad = sluice.read{nope = 1}
+print(err.code, bad.code)
+"#,
+    );
+    let run = run_script_with(ws.path(), &script, &[], &["first", "second"]).ok();
+    assert_eq!(run.stdout.trim(), "permission_required\tinvalid_input");
+    let conn = open(ws.path());
+    let id = last_run(&conn);
+    assert_eq!(run_field::<String>(&conn, &id, "status"), "ok");
+    assert_eq!(
+        run_field::<String>(&conn, &id, "script"),
+        canon(&script).display().to_string()
+    );
+    assert_eq!(
+        run_field::<String>(&conn, &id, "script_sha256"),
+        sha256(&std::fs::read(&script).unwrap())
+    );
+    assert_eq!(
+        run_field::<String>(&conn, &id, "args"),
+        r#"["first","second"]"#
+    );
+    assert_eq!(
+        run_field::<String>(&conn, &id, "workspace"),
+        ws.path().display().to_string()
+    );
+    assert_eq!(
+        run_field::<String>(&conn, &id, "version"),
+        env!("CARGO_PKG_VERSION")
+    );
+    let policies: Value =
+        serde_json::from_str(&run_field::<String>(&conn, &id, "policies")).unwrap();
+    let default_text =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/default.lua")).unwrap();
+    assert_eq!(
+        policies,
+        json!([{"name": "default", "sha256": sha256(&default_text)}])
+    );
+    let started: i64 = run_field(&conn, &id, "started_ms");
+    let ended: i64 = run_field(&conn, &id, "ended_ms");
+    assert!(started > 0 && ended >= started);
+    assert!(run_field::<Option<String>>(&conn, &id, "seal").is_some());
+
+    let rows = calls(&conn, &id);
+    let flows: Vec<&str> = rows.iter().map(|r| r["flow"].as_str().unwrap()).collect();
+    assert_eq!(flows, ["read", "write", "bash", "read", "read"]);
+    let tiers: Vec<&str> = rows.iter().map(|r| r["tier"].as_str().unwrap()).collect();
+    assert_eq!(
+        tiers,
+        ["sealed", "compensable", "irreversible", "sealed", "sealed"]
+    );
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["task"], "0");
+        assert_eq!(r["seq"], i as i64 + 1);
+        assert_eq!(r["n"], i as i64 + 1);
+        assert!(r["started_ms"].as_i64().unwrap() >= started);
+        assert!(r["duration_us"].as_i64().is_some(), "{r}");
+        assert!(r["outcome_hash"].is_string());
+    }
+    let ws_text = ws.path().display().to_string();
+    assert_eq!(rows[0]["input"], json!({"path": "in.txt"}));
+    assert_eq!(
+        rows[0]["capabilities"],
+        json!([format!("fs:read:{ws_text}/in.txt")])
+    );
+    let d = &rows[0]["decisions"][0];
+    assert_eq!(d["capability"], format!("fs:read:{ws_text}/in.txt"));
+    assert_eq!(d["decision"], "allow");
+    assert!(d["by"].as_str().unwrap().contains("default.lua"), "{d}");
+    assert_eq!(rows[0]["status"], "ok");
+    assert_eq!(rows[0]["output"]["content"], "hello");
+    assert_eq!(rows[0]["route"], Value::Null);
+    assert_eq!(
+        rows[1]["capabilities"],
+        json!([format!("fs:write:{ws_text}/out.txt")])
+    );
+    assert_eq!(rows[2]["route"], json!({"host": "unconfined"}));
+    assert_eq!(rows[2]["capabilities"], json!(["proc:spawn:echo hi"]));
+    assert_eq!(rows[2]["output"]["stdout"], "hi\n");
+    // An ask nobody answered: the decision, and the error.
+    assert_eq!(rows[3]["decisions"][0]["decision"], "ask");
+    assert_eq!(rows[3]["decisions"][0]["approvedBy"], Value::Null);
+    assert_eq!(rows[3]["status"], "error");
+    assert_eq!(rows[3]["error"]["code"], "permission_required");
+    // Invalid input never reached authorization.
+    assert_eq!(rows[4]["capabilities"], json!([]));
+    assert_eq!(rows[4]["decisions"], json!([]));
+    assert_eq!(rows[4]["error"]["code"], "invalid_input");
+    // The chain links each row to the one before it.
+    for pair in rows.windows(2) {
+        assert_eq!(pair[1]["prev"], pair[0]["hash"]);
+    }
+    assert_eq!(
+        rows[0]["prev"],
+        json!(run_field::<String>(&conn, &id, "head"))
+    );
+}
+
+#[test]
+fn no_audit_records_nothing_and_audit_path_and_env_choose_the_database() {
+    let ws = workspace();
+    run_lua_with(ws.path(), "sluice.ls{path = '.'}", &["--no-audit"], &[]).ok();
+    assert!(!ws.file(".sluice").exists());
+    let elsewhere = ws.path().parent().unwrap().join("elsewhere.db");
+    run_lua_with(
+        ws.path(),
+        "sluice.ls{path = '.'}",
+        &["--audit", elsewhere.to_str().unwrap()],
+        &[],
+    )
+    .ok();
+    assert!(elsewhere.exists());
+    assert!(!ws.file(".sluice").exists());
+    let by_env = ws.path().parent().unwrap().join("env.db");
+    let path = script_file(ws.path(), "sluice.ls{path = '.'}");
+    let out = Command::new(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .env("SLUICE_AUDIT", &by_env)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(by_env.exists());
+    let conn = Connection::open(&by_env).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM calls", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn flows_cannot_write_into_the_audit_store() {
+    let ws = workspace();
+    run_lua(ws.path(), "sluice.ls{path='.'}", &[]).ok();
+    let out = lua_json(
+        ws.path(),
+        r#"local _, e = sluice.write{path = ".sluice/audit.db", content = "x"}; emit(e)"#,
+    );
+    assert_eq!(out[0]["code"], "permission_denied");
+    assert!(
+        out[0]["message"].as_str().unwrap().contains("audit store"),
+        "{}",
+        out[0]
+    );
+}
+
+/// A loopback HTTP server answering every request with `body` and a
+/// set-cookie header; it stops when dropped.
+struct Http {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Http {
+    fn start(body: &'static str) -> Http {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !halt.load(std::sync::atomic::Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        conn.set_nonblocking(false).unwrap();
+                        let mut buf = [0u8; 65536];
+                        let mut seen = Vec::new();
+                        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match conn.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let reply = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nset-cookie: session=c00kie-v4lue\r\n\
+                             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = conn.write_all(reply.as_bytes());
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Http {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/page", self.port)
+    }
+
+    fn origin(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The bytes of the database and its write-ahead log.
+fn database_bytes(ws: &Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let p = PathBuf::from(format!("{}{suffix}", db_of(ws).display()));
+        if let Ok(b) = std::fs::read(p) {
+            all.extend(b);
+        }
+    }
+    all
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn secrets_never_reach_the_database_and_the_record_names_what_was_redacted() {
+    let ws = workspace();
+    let server = Http::start("body echoes tok-3nv-s3cret and h3ader-s3cret");
+    let script = format!(
+        r#"
+assert(sluice.bash{{command = "echo $GITHUB_TOKEN; echo $DB_PASSWORD", env = {{GITHUB_TOKEN = "tok-3nv-s3cret", DB_PASSWORD = "pw-3nv-s3cret", LANG = "C"}}}})
+assert(sluice.fetch{{url = "{url}", headers = {{authorization = "Bearer h3ader-s3cret", cookie = "sid=c00kie-s3cret", ["x-api-key"] = "k3y-s3cret", accept = "text/plain"}}}})
+"#,
+        url = server.url()
+    );
+    let grant = format!("net:private:{}", server.origin());
+    run_lua_with(ws.path(), &script, &["--approve", &grant], &[]).ok();
+    drop(server);
+    let bytes = database_bytes(ws.path());
+    for secret in [
+        "tok-3nv-s3cret",
+        "pw-3nv-s3cret",
+        "h3ader-s3cret",
+        "c00kie-s3cret",
+        "k3y-s3cret",
+    ] {
+        assert!(
+            !contains(&bytes, secret),
+            "{secret} is in the database file"
+        );
+    }
+    assert!(
+        contains(&bytes, "text/plain"),
+        "non-secret headers are kept"
+    );
+    let conn = open(ws.path());
+    let rows = calls(&conn, &last_run(&conn));
+    assert_eq!(rows[0]["input"]["env"]["GITHUB_TOKEN"], "[redacted]");
+    assert_eq!(rows[0]["input"]["env"]["LANG"], "C");
+    assert_eq!(rows[0]["output"]["stdout"], "[redacted]\n[redacted]\n");
+    let redacted: Vec<&str> = rows[0]["redacted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(redacted.contains(&"input.env.GITHUB_TOKEN"), "{redacted:?}");
+    assert!(redacted.contains(&"input.env.DB_PASSWORD"), "{redacted:?}");
+    assert!(
+        redacted.contains(&"output.stdout (a secret's value)"),
+        "{redacted:?}"
+    );
+    let headers = &rows[1]["input"]["headers"];
+    assert_eq!(headers["authorization"], "[redacted]");
+    assert_eq!(headers["cookie"], "[redacted]");
+    assert_eq!(headers["x-api-key"], "[redacted]");
+    assert_eq!(headers["accept"], "text/plain");
+    assert_eq!(
+        rows[1]["output"]["body"],
+        "body echoes [redacted] and [redacted]"
+    );
+}
+
+#[test]
+fn a_named_credential_is_cut_from_the_record_even_when_a_provider_echoes_it() {
+    let ws = workspace();
+    const KEY: &str = "exa-n4med-cred3ntial";
+    // An Exa-shaped answer whose text repeats the key.
+    let server = Http::start(
+        r#"{"results":[{"title":"t","url":"https://a.example/","text":"the key is exa-n4med-cred3ntial"}]}"#,
+    );
+    let path = script_file(
+        ws.path(),
+        "local r = assert(sluice.websearch{query = 'q'}); print(r.results[1].url)",
+    );
+    let out = Command::new(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--search", &format!("exa={}/search", server.origin())])
+        .args(["--approve", &format!("net:private:{}", server.origin())])
+        .args(["--approve", "net:post:*"])
+        .env("SLUICE_CREDENTIAL_EXA", KEY)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(server);
+    assert!(!contains(&database_bytes(ws.path()), KEY));
+}
+
+/// Runs a script of three calls and returns (workspace, run id).
+fn recorded_run() -> (Workspace, String) {
+    let ws = workspace();
+    run_lua(
+        ws.path(),
+        "sluice.write{path = 'a.txt', content = 'a'}\nsluice.read{path = 'a.txt'}\nsluice.ls{path = '.'}\nsluice.read{path = 'a.txt'}",
+        &[],
+    )
+    .ok();
+    let id = last_run(&open(ws.path()));
+    (ws, id)
+}
+
+fn verify(ws: &Path) -> Run {
+    sluice(ws, &["audit", "verify"])
+}
+
+#[test]
+fn verify_passes_an_intact_run_and_names_an_edited_row() {
+    let (ws, id) = recorded_run();
+    let ok = verify(ws.path());
+    assert_eq!(ok.code, 0, "{}{}", ok.stdout, ok.stderr);
+    open(ws.path())
+        .execute(
+            "UPDATE calls SET input = '{\"path\":\"b.txt\"}' WHERE run = ?1 AND n = 2",
+            [&id],
+        )
+        .unwrap();
+    let bad = verify(ws.path());
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    let text = format!("{}{}", bad.stdout, bad.stderr);
+    assert!(text.contains(&id) && text.contains("#2"), "{text}");
+}
+
+#[test]
+fn verify_detects_a_deleted_row() {
+    let (ws, id) = recorded_run();
+    open(ws.path())
+        .execute("DELETE FROM calls WHERE run = ?1 AND n = 2", [&id])
+        .unwrap();
+    let bad = verify(ws.path());
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    let text = format!("{}{}", bad.stdout, bad.stderr);
+    assert!(text.contains("#3") || text.contains("#2"), "{text}");
+}
+
+#[test]
+fn verify_detects_reordered_rows() {
+    let (ws, id) = recorded_run();
+    let conn = open(ws.path());
+    conn.execute("UPDATE calls SET n = -1 WHERE run = ?1 AND n = 2", [&id])
+        .unwrap();
+    conn.execute("UPDATE calls SET n = 2 WHERE run = ?1 AND n = 3", [&id])
+        .unwrap();
+    conn.execute("UPDATE calls SET n = 3 WHERE run = ?1 AND n = -1", [&id])
+        .unwrap();
+    drop(conn);
+    let bad = verify(ws.path());
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    assert!(format!("{}{}", bad.stdout, bad.stderr).contains("#2"));
+}
+
+#[test]
+fn a_run_killed_during_an_irreversible_call_is_interrupted_with_an_unknown_outcome() {
+    let ws = workspace();
+    std::fs::write(ws.file("hold"), "").unwrap();
+    let path = script_file(
+        ws.path(),
+        "sluice.read{path = '.'}\nsluice.bash{command = 'touch started; while [ -e hold ]; do sleep 0.05; done'}\n",
+    );
+    let mut child = Command::new(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ws.file("started").exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The command outlives sluice (SIGKILL leaves no time to stop it).
+    std::fs::remove_file(ws.file("hold")).unwrap();
+
+    let list = sluice(ws.path(), &["audit", "list", "--json"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    let runs: Value = serde_json::from_str(&list.stdout).unwrap();
+    let runs = runs
+        .as_array()
+        .unwrap_or_else(|| runs["runs"].as_array().unwrap())
+        .clone();
+    assert_eq!(runs[0]["status"], "interrupted", "{runs:?}");
+    let conn = open(ws.path());
+    let id = last_run(&conn);
+    let rows = calls(&conn, &id);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["flow"], "bash");
+    assert_eq!(rows[1]["status"], Value::Null);
+    assert_eq!(rows[1]["outcome_hash"], Value::Null);
+    let show = sluice(ws.path(), &["audit", "show", &id]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(
+        show.stdout.to_lowercase().contains("outcome unknown"),
+        "{}",
+        show.stdout
+    );
+}
+
+#[test]
+fn replay_reproduces_a_run_after_its_server_is_gone_and_its_files_changed() {
+    let ws = workspace();
+    let server = Http::start("served once");
+    std::fs::write(ws.file("in.txt"), "original\n").unwrap();
+    let script = format!(
+        r#"
+local page = assert(sluice.read{{path = "in.txt"}})
+local got = assert(sluice.fetch{{url = "{url}"}})
+assert(sluice.write{{path = "out.txt", content = page.content .. got.body}})
+local r = assert(sluice.bash{{command = "date +%N"}})
+print(page.content, got.body, r.stdout, sluice.now(), os.time(), math.random(1000000))
+"#,
+        url = server.url()
+    );
+    let grant = format!("net:private:{}", server.origin());
+    let path = script_file(ws.path(), &script);
+    let first = run_script_with(ws.path(), &path, &["--approve", &grant], &[]).ok();
+    drop(server);
+    std::fs::write(ws.file("in.txt"), "changed\n").unwrap();
+    std::fs::write(ws.file("out.txt"), "untouched").unwrap();
+
+    let replay = sluice(ws.path(), &["replay", "last"]);
+    assert_eq!(replay.code, 0, "{}{}", replay.stdout, replay.stderr);
+    assert_eq!(
+        replay.stdout, first.stdout,
+        "the script saw the recorded values"
+    );
+    assert!(replay.stderr.contains("reproduced"), "{}", replay.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.file("out.txt")).unwrap(),
+        "untouched"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.file("in.txt")).unwrap(),
+        "changed\n"
+    );
+}
+
+#[test]
+fn replay_refuses_a_changed_script_unless_given_and_diverges_at_the_call_that_differs() {
+    let ws = workspace();
+    std::fs::write(ws.file("a.txt"), "a").unwrap();
+    std::fs::write(ws.file("b.txt"), "b").unwrap();
+    let path = script_file(
+        ws.path(),
+        "sluice.read{path = 'a.txt'}\nsluice.read{path = 'a.txt'}\nsluice.ls{path = '.'}\n",
+    );
+    run_script_with(ws.path(), &path, &[], &[]).ok();
+    let edited =
+        "sluice.read{path = 'a.txt'}\nsluice.read{path = 'b.txt'}\nsluice.ls{path = '.'}\n";
+    std::fs::write(&path, edited).unwrap();
+
+    let refused = sluice(ws.path(), &["replay", "last"]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("changed since run") && refused.stderr.contains("--script"),
+        "{}",
+        refused.stderr
+    );
+
+    let diverged = sluice(
+        ws.path(),
+        &["replay", "last", "--script", path.to_str().unwrap()],
+    );
+    assert_eq!(diverged.code, 1, "{}", diverged.stderr);
+    let e = &diverged.stderr;
+    assert!(
+        e.contains("replay diverged at call #2 (task 0, call 2)"),
+        "{e}"
+    );
+    assert!(e.contains(r#"recorded: read {"path":"a.txt"}"#), "{e}");
+    assert!(e.contains(r#"now:      read {"path":"b.txt"}"#), "{e}");
+    assert!(e.contains(r#"path: recorded "a.txt", now "b.txt""#), "{e}");
+    let file = path.file_name().unwrap().to_string_lossy();
+    assert!(
+        e.contains(&format!("{file}:2:")),
+        "names the script line: {e}"
+    );
+}
+
+#[test]
+fn resume_continues_after_a_kill_without_repeating_done_calls() {
+    let ws = workspace();
+    let script = r#"
+for i = 1, 4 do
+  assert(sluice.bash{command = "echo " .. i .. " >> log"})
+  if i == 2 then assert(sluice.write{path = "two", content = ""}) sluice.sleep(30000) end
+end
+"#;
+    let path = script_file(ws.path(), script);
+    let mut child = Command::new(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ws.file("two").exists() {
+        assert!(Instant::now() < deadline, "the run never reached step 2");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "1\n2\n");
+
+    // Without the sleep the rest runs at once.
+    let resumed = script.replace("sluice.sleep(30000)", "");
+    std::fs::write(&path, resumed).unwrap();
+    let out = sluice(
+        ws.path(),
+        &["resume", "last", "--script", path.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("3 calls answered from the record, then live"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.file("log")).unwrap(),
+        "1\n2\n3\n4\n"
+    );
+    let conn = open(ws.path());
+    let id = last_run(&conn);
+    let from: Option<String> = run_field(&conn, &id, "resumed_from");
+    assert!(from.is_some());
+    assert_eq!(run_field::<String>(&conn, &id, "status"), "ok");
+    let rows = calls(&conn, &id);
+    assert_eq!(rows.len(), 5, "three copied, two live");
+}
+
+#[test]
+fn resume_stops_at_an_unknown_outcome_unless_told_to_retry_it() {
+    let ws = workspace();
+    // The command holds while `hold` exists, so the kill lands inside it.
+    std::fs::write(ws.file("hold"), "").unwrap();
+    let path = script_file(
+        ws.path(),
+        "assert(sluice.bash{command = 'echo x >> log; touch started; while [ -e hold ]; do sleep 0.05; done'})\n\
+         assert(sluice.write{path = 'done', content = ''})\n",
+    );
+    let mut child = Command::new(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ws.file("started").exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_file(ws.file("hold")).unwrap();
+
+    let stopped = sluice(ws.path(), &["resume", "last"]);
+    assert_eq!(stopped.code, 1, "{}", stopped.stderr);
+    assert!(
+        stopped.stderr.contains("outcome is unknown") && stopped.stderr.contains("--retry-unknown"),
+        "{}",
+        stopped.stderr
+    );
+    assert!(!ws.file("done").exists());
+    assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "x\n");
+
+    // The stopped resume is a failed run of its own; resume the original.
+    let conn = open(ws.path());
+    let original: String = conn
+        .query_row("SELECT id FROM runs WHERE resumed_from IS NULL", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let retried = sluice(ws.path(), &["resume", &original, "--retry-unknown"]);
+    assert_eq!(retried.code, 0, "{}", retried.stderr);
+    assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "x\nx\n");
+    assert!(ws.file("done").exists());
+}
+
+#[test]
+fn a_run_stopped_by_sigint_is_sealed_as_interrupted() {
+    let ws = workspace();
+    let mut child = spawn_lua(
+        ws.path(),
+        "print('ready')\nsluice.ls{path = '.'}\nsluice.sleep(30000)",
+        &[],
+    );
+    let line = read_stdout_line(&mut child);
+    assert_eq!(line.trim(), "ready");
+    std::thread::sleep(Duration::from_millis(200));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = exit_within(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(130));
+    let conn = open(ws.path());
+    let id = last_run(&conn);
+    assert_eq!(run_field::<String>(&conn, &id, "status"), "interrupted");
+    assert!(run_field::<Option<String>>(&conn, &id, "seal").is_some());
+    assert!(run_field::<String>(&conn, &id, "error").contains("SIGINT"));
+    let verified = sluice(ws.path(), &["audit", "verify", &id]);
+    assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
+}
