@@ -302,7 +302,9 @@ function sluice.websearch(input) end
 ---@return table?, sluice.Error?
 function sluice.call(name, input) end
 
---- Milliseconds since the Unix epoch.
+--- Milliseconds since the Unix epoch. Recorded with the run (as are
+--- `os.time()`, `os.date()`, `os.clock()` and `math.random`'s seed), so a
+--- replay sees the same value.
 ---@return integer
 function sluice.now() end
 

@@ -12,7 +12,7 @@ use crate::kernel::approval::Approver;
 use crate::kernel::policy::{Decision as Verdict, Request};
 use crate::kernel::{denied, Action, Capability, Kernel};
 use serde_json::{json, Value};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::rc::Rc;
 use std::time::Instant;
@@ -185,7 +185,7 @@ impl Core {
         let place = route(&gate, &call.envelope)?;
         // 6. record intent: an irreversible call is on disk before it runs.
         if let Some(t) = trail {
-            t.route.replace(place);
+            *t.route.borrow_mut() = place;
             if tier == Tier::Irreversible {
                 t.intent(
                     self.audit.recorder.as_ref().expect("a trail records"),
@@ -206,9 +206,9 @@ struct Trail {
     seq: u64,
     flow: String,
     tier: Cell<Tier>,
-    capabilities: std::cell::RefCell<Vec<String>>,
+    capabilities: RefCell<Vec<String>>,
     decisions: Rc<Decisions>,
-    route: Cell<Option<Value>>,
+    route: RefCell<Option<Value>>,
     started_ms: i64,
     /// Whether the intent was written (then the outcome completes it).
     intended: Cell<bool>,
@@ -223,7 +223,7 @@ impl Trail {
             tier: Cell::new(tier.unwrap_or(Tier::Sealed)),
             capabilities: Default::default(),
             decisions: Rc::default(),
-            route: Cell::new(None),
+            route: RefCell::new(None),
             started_ms: crate::audit::now_ms(),
             intended: Cell::new(false),
         }
@@ -235,8 +235,6 @@ impl Trail {
     }
 
     fn row(&self, input: Value) -> CallRow {
-        let route = self.route.take();
-        self.route.set(route.clone());
         CallRow {
             task: self.task.clone(),
             seq: self.seq,
@@ -245,7 +243,7 @@ impl Trail {
             input,
             capabilities: self.capabilities.borrow().clone(),
             decisions: self.decisions.before.borrow().clone(),
-            route,
+            route: self.route.borrow().clone(),
             replayed_from: None,
             started_ms: self.started_ms,
         }

@@ -667,6 +667,33 @@ end
     assert_eq!(run_field::<String>(&conn, &id, "status"), "ok");
     let rows = calls(&conn, &id);
     assert_eq!(rows.len(), 5, "three copied, two live");
+    let tiers: Vec<&str> = rows.iter().map(|r| r["tier"].as_str().unwrap()).collect();
+    assert_eq!(
+        tiers,
+        [
+            "irreversible",
+            "irreversible",
+            "compensable",
+            "irreversible",
+            "irreversible"
+        ]
+    );
+    let copied: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM calls WHERE run = ?1 AND replayed_from = ?2",
+            [&id, &from.unwrap()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(copied, 3);
+    // Both chains hold; the killed run could not seal, which verify says.
+    let verified = sluice(ws.path(), &["audit", "verify"]);
+    assert_eq!(verified.code, 0, "{}", verified.stdout);
+    assert!(
+        verified.stdout.contains("not sealed"),
+        "{}",
+        verified.stdout
+    );
 }
 
 #[test]
@@ -746,4 +773,80 @@ fn a_run_stopped_by_sigint_is_sealed_as_interrupted() {
     assert!(run_field::<String>(&conn, &id, "error").contains("SIGINT"));
     let verified = sluice(ws.path(), &["audit", "verify", &id]);
     assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
+}
+
+#[test]
+fn replay_answers_background_jobs_clock_readings_and_coroutine_calls_from_the_record() {
+    let ws = workspace();
+    std::fs::write(ws.file("a.txt"), "a").unwrap();
+    let script = r#"
+local job = assert(sluice.bash{command = "echo out; date +%N", background = true})
+job:wait(5000)
+local got = job:read()
+local co = coroutine.create(function()
+  local r = assert(sluice.read{path = "a.txt"})
+  coroutine.yield(r.content)
+  return assert(sluice.ls{path = "."}).total
+end)
+local _, first = coroutine.resume(co)
+local _, second = coroutine.resume(co)
+print(job.status, job.exitCode, got.stdout, first, second)
+print(sluice.now(), os.time(), os.date("%Y-%m-%d %H:%M:%S"), os.clock(), math.random(), math.random(1, 100))
+math.randomseed()
+print(math.random())
+"#;
+    let path = script_file(ws.path(), script);
+    let first = run_script_with(ws.path(), &path, &[], &[]).ok();
+    let conn = open(ws.path());
+    let id = last_run(&conn);
+    let rows = calls(&conn, &id);
+    let keys: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["task"].as_str().unwrap().to_string(),
+                r["flow"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = |t: &str, f: &str| (t.to_string(), f.to_string());
+    assert!(keys.contains(&want("0", "bash")), "{keys:?}");
+    assert!(keys.contains(&want("0", "job.wait")), "{keys:?}");
+    assert!(keys.contains(&want("0", "job.read")), "{keys:?}");
+    assert!(
+        keys.contains(&want("0.1", "read")),
+        "the coroutine is task 0.1: {keys:?}"
+    );
+    assert!(keys.contains(&want("0.1", "ls")), "{keys:?}");
+    std::fs::write(ws.file("a.txt"), "changed").unwrap();
+
+    let replay = sluice(ws.path(), &["replay", &id]);
+    assert_eq!(replay.code, 0, "{}{}", replay.stdout, replay.stderr);
+    assert_eq!(replay.stdout, first.stdout);
+}
+
+#[test]
+fn export_gives_the_run_then_one_line_per_call_and_list_counts_them() {
+    let (ws, id) = recorded_run();
+    let out = sluice(ws.path(), &["audit", "export", &id, "--format", "jsonl"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[0]["type"], "run");
+    assert!(lines[1..].iter().all(|l| l["type"] == "call"));
+    let csv = sluice(ws.path(), &["audit", "export", &id, "--format", "csv"]);
+    assert_eq!(csv.code, 0, "{}", csv.stderr);
+    assert_eq!(
+        csv.stdout.lines().count(),
+        5,
+        "a header and four rows:\n{}",
+        csv.stdout
+    );
+    let list = sluice(ws.path(), &["audit", "list"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(list.stdout.contains(&id[..8]), "{}", list.stdout);
 }

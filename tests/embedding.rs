@@ -89,3 +89,36 @@ fn rust_callers_run_commands_and_background_jobs() {
         assert_eq!(job.snapshot().status, sluice::exec::job::Status::Killed);
     });
 }
+
+#[test]
+fn a_rust_caller_can_record_a_run_and_replay_it() {
+    use sluice::audit::replay::{Mode, Record};
+    let ws = tempfile::tempdir().unwrap();
+    let db = ws.path().join("audit.db");
+    std::fs::write(ws.path().join("a.txt"), "one").unwrap();
+    let id = {
+        let rt = Runtime::builder()
+            .workspace(ws.path())
+            .audit(&db)
+            .build()
+            .unwrap();
+        let out = block_on(rt.call("read", json!({"path": "a.txt"}))).unwrap();
+        assert_eq!(out["content"], "one");
+        rt.end("ok", None).unwrap();
+        rt.run_id().to_string()
+    };
+    std::fs::write(ws.path().join("a.txt"), "two").unwrap();
+    let conn = sluice::audit::store::open_existing(&db).unwrap();
+    let record = Record::load(&conn, &id).unwrap();
+    assert_eq!(record.run.status, "ok");
+    let rt = Runtime::builder()
+        .workspace(ws.path())
+        .replay(record, Mode::Replay)
+        .build()
+        .unwrap();
+    let out = block_on(rt.call("read", json!({"path": "a.txt"}))).unwrap();
+    assert_eq!(out["content"], "one", "the recorded result, not the file");
+    let diverged = block_on(rt.call("read", json!({"path": "b.txt"}))).unwrap_err();
+    assert_eq!(diverged.code, ErrorCode::ReplayDiverged);
+    assert!(rt.halted().is_some());
+}

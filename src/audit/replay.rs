@@ -26,6 +26,11 @@ use std::collections::HashMap;
 pub struct Recorded {
     pub n: i64,
     pub flow: String,
+    pub tier: String,
+    /// JSON as stored, like the input.
+    pub capabilities: String,
+    pub decisions: String,
+    pub route: Option<String>,
     /// The input's JSON as stored (redacted).
     pub input: String,
     /// `ok`, `error`, or `None`: the outcome is unknown.
@@ -80,7 +85,8 @@ impl Record {
         let mut calls = HashMap::new();
         let mut stmt = conn
             .prepare(
-                "SELECT task, seq, n, flow, input, status, output, error, capped FROM calls WHERE run = ?1",
+                "SELECT task, seq, n, flow, input, status, output, error, capped, tier, capabilities, decisions, route
+                 FROM calls WHERE run = ?1",
             )
             .map_err(fail)?;
         let mut rows = stmt.query(params![id]).map_err(fail)?;
@@ -97,6 +103,10 @@ impl Record {
                 output: r.get(6).map_err(fail)?,
                 error: r.get(7).map_err(fail)?,
                 capped: r.get(8).map_err(fail)?,
+                tier: r.get(9).map_err(fail)?,
+                capabilities: r.get(10).map_err(fail)?,
+                decisions: r.get(11).map_err(fail)?,
+                route: r.get(12).map_err(fail)?,
             };
             calls.insert(key, rec);
         }

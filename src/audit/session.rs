@@ -4,6 +4,7 @@
 use super::recorder::{CallRow, Decision, Outcome, Recorder};
 use super::replay::{Answer, Recorded, Replay};
 use crate::error::FlowError;
+use crate::flows::Tier;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -87,11 +88,14 @@ impl Session {
             task: task.to_string(),
             seq,
             flow: rec.flow.clone(),
-            tier: "sealed",
+            tier: tier_name(&rec.tier),
             input: serde_json::from_str(&rec.input).unwrap_or(Value::Null),
-            capabilities: Vec::new(),
-            decisions: Vec::new(),
-            route: None,
+            capabilities: serde_json::from_str(&rec.capabilities).unwrap_or_default(),
+            decisions: serde_json::from_str(&rec.decisions).unwrap_or_default(),
+            route: rec
+                .route
+                .as_deref()
+                .and_then(|r| serde_json::from_str(r).ok()),
             replayed_from: Some(replay.record.run.id.clone()),
             started_ms: super::now_ms(),
         };
@@ -115,6 +119,15 @@ impl Session {
             recorder.reading(task, seq, kind, value);
         }
         value
+    }
+}
+
+/// A recorded tier as the name rows carry.
+fn tier_name(recorded: &str) -> &'static str {
+    match recorded {
+        "compensable" => Tier::Compensable.as_str(),
+        "irreversible" => Tier::Irreversible.as_str(),
+        _ => Tier::Sealed.as_str(),
     }
 }
 

@@ -321,8 +321,12 @@ impl Runtime {
         if audit.ended.replace(true) {
             return Ok(());
         }
-        match &audit.recorder {
-            Some(recorder) => recorder.end(status, error),
+        let Some(recorder) = &audit.recorder else {
+            return Ok(());
+        };
+        recorder.end(status, error)?;
+        match recorder.failure() {
+            Some(why) => Err(format!("the audit record is incomplete: {why}")),
             None => Ok(()),
         }
     }
