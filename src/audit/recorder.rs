@@ -304,6 +304,28 @@ struct Writer {
 
 type Ack = SyncSender<Result<(), String>>;
 
+/// A row's intent columns as stored, and its place in the chain.
+struct Linked {
+    input: String,
+    capabilities: String,
+    decisions: String,
+    route: Option<String>,
+    prev: String,
+    hash: String,
+    redaction: Redaction,
+}
+
+/// A row's outcome columns as stored.
+struct Settled {
+    status: &'static str,
+    output: Option<String>,
+    error: Option<String>,
+    capped: bool,
+    late: String,
+    redacted: String,
+    hash: String,
+}
+
 impl Writer {
     fn serve(mut self, rx: Receiver<Msg>) {
         while let Ok(first) = rx.recv() {
@@ -378,56 +400,40 @@ impl Writer {
         ended
     }
 
-    /// Inserts a row's intent and returns its redaction.
-    fn insert(&mut self, row: &CallRow) -> rusqlite::Result<(String, Redaction)> {
+    /// A row's intent columns, linked into the chain.
+    fn link(&mut self, row: &CallRow) -> Linked {
         let (redaction, input) = Redaction::input(&row.input, &self.known());
         self.secrets.extend(redaction.learned.iter().cloned());
-        let input = input.to_string();
-        let capabilities = serde_json::to_string(&row.capabilities).expect("strings serialize");
+        let capabilities = strings(&row.capabilities);
         let decisions = serde_json::to_string(&row.decisions).expect("decisions serialize");
         let route = row.route.as_ref().map(Value::to_string);
-        let redacted = strings(&redaction.redacted);
         self.n += 1;
-        let seq = row.seq as i64;
-        let intent = CallIntent {
-            task: &row.task,
-            seq,
-            n: self.n,
-            flow: &row.flow,
-            tier: row.tier,
-            input: &input,
-            capabilities: &capabilities,
-            decisions: &decisions,
-            route: route.as_deref(),
-            replayed_from: row.replayed_from.as_deref(),
-            started_ms: row.started_ms,
-        };
-        let hash = chain::call(&self.last, &intent);
-        self.conn
-            .prepare_cached(
-                "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
-                   replayed_from, started_ms, prev, hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-            )?
-            .execute(params![
-                self.run,
-                row.task,
-                seq,
-                self.n,
-                row.flow,
-                row.tier,
-                input,
-                capabilities,
-                decisions,
-                route,
-                redacted,
-                row.replayed_from,
-                row.started_ms,
-                self.last,
-                hash,
-            ])?;
-        self.last = hash.clone();
-        Ok((hash, redaction))
+        let hash = chain::call(
+            &self.last,
+            &CallIntent {
+                task: &row.task,
+                seq: row.seq as i64,
+                n: self.n,
+                flow: &row.flow,
+                tier: row.tier,
+                input: &input,
+                capabilities: &capabilities,
+                decisions: &decisions,
+                route: route.as_deref(),
+                replayed_from: row.replayed_from.as_deref(),
+                started_ms: row.started_ms,
+            },
+        );
+        let prev = std::mem::replace(&mut self.last, hash.clone());
+        Linked {
+            input,
+            capabilities,
+            decisions,
+            route,
+            prev,
+            hash,
+            redaction,
+        }
     }
 
     /// What every call's record must not hold: the named credentials
@@ -438,51 +444,119 @@ impl Writer {
         known
     }
 
+    /// Writes an irreversible call's intent: its outcome stays NULL until
+    /// [`Writer::complete`].
     fn intent(&mut self, row: &CallRow) -> rusqlite::Result<()> {
-        let (hash, redaction) = self.insert(row)?;
+        let l = self.link(row);
+        self.conn
+            .prepare_cached(
+                "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
+                   replayed_from, started_ms, prev, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            )?
+            .execute(params![
+                self.run,
+                row.task,
+                row.seq as i64,
+                self.n,
+                row.flow,
+                row.tier,
+                l.input,
+                l.capabilities,
+                l.decisions,
+                l.route,
+                strings(&l.redaction.redacted),
+                row.replayed_from,
+                row.started_ms,
+                l.prev,
+                l.hash,
+            ])?;
         self.intents
-            .insert((row.task.clone(), row.seq), (hash, redaction));
+            .insert((row.task.clone(), row.seq), (l.hash, l.redaction));
         Ok(())
     }
 
+    /// Writes a whole call, intent and outcome, in one row.
     fn done(&mut self, row: &CallRow, outcome: Outcome) -> rusqlite::Result<()> {
-        let (hash, mut redaction) = self.insert(row)?;
-        self.write_outcome(&row.task, row.seq, &hash, &mut redaction, outcome)
+        let mut l = self.link(row);
+        let o = self.settle(&l.hash, &mut l.redaction, &outcome);
+        self.conn
+            .prepare_cached(
+                "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
+                   replayed_from, started_ms, prev, hash, status, output, error, capped, duration_us,
+                   late_decisions, outcome_hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+                   ?20, ?21, ?22)",
+            )?
+            .execute(params![
+                self.run,
+                row.task,
+                row.seq as i64,
+                self.n,
+                row.flow,
+                row.tier,
+                l.input,
+                l.capabilities,
+                l.decisions,
+                l.route,
+                o.redacted,
+                row.replayed_from,
+                row.started_ms,
+                l.prev,
+                l.hash,
+                o.status,
+                o.output,
+                o.error,
+                o.capped,
+                outcome.duration_us,
+                o.late,
+                o.hash,
+            ])?;
+        Ok(())
     }
 
+    /// Completes a call whose intent was written.
     fn complete(&mut self, task: String, seq: u64, outcome: Outcome) -> rusqlite::Result<()> {
         let Some((hash, mut redaction)) = self.intents.remove(&(task.clone(), seq)) else {
             return Err(failure(format!(
                 "no intent was written for call {task}/{seq}"
             )));
         };
-        self.write_outcome(&task, seq, &hash, &mut redaction, outcome)
+        let o = self.settle(&hash, &mut redaction, &outcome);
+        self.conn
+            .prepare_cached(
+                "UPDATE calls SET status = ?4, output = ?5, error = ?6, capped = ?7, duration_us = ?8,
+                   late_decisions = ?9, redacted = ?10, outcome_hash = ?11
+                 WHERE run = ?1 AND task = ?2 AND seq = ?3",
+            )?
+            .execute(params![
+                self.run,
+                task,
+                seq as i64,
+                o.status,
+                o.output,
+                o.error,
+                o.capped,
+                outcome.duration_us,
+                o.late,
+                o.redacted,
+                o.hash,
+            ])?;
+        Ok(())
     }
 
-    fn write_outcome(
-        &mut self,
-        task: &str,
-        seq: u64,
-        hash: &str,
-        redaction: &mut Redaction,
-        outcome: Outcome,
-    ) -> rusqlite::Result<()> {
+    /// A call's outcome columns: redacted, capped, hashed onto its intent.
+    fn settle(&self, hash: &str, redaction: &mut Redaction, outcome: &Outcome) -> Settled {
         let (status, output, error, capped) = match &outcome.result {
             Ok(out) => {
-                let (text, capped) =
-                    cap_output(redaction.apply("output", out).to_string(), self.cap);
+                let (text, capped) = cap_output(redaction.text("output", out), self.cap);
                 ("ok", Some(text), None, capped)
             }
-            Err(err) => (
-                "error",
-                None,
-                Some(redaction.apply("error", err).to_string()),
-                false,
-            ),
+            Err(err) => ("error", None, Some(redaction.text("error", err)), false),
         };
         let late = serde_json::to_string(&outcome.late_decisions).expect("decisions serialize");
         let redacted = strings(&redaction.redacted);
-        let outcome_hash = chain::outcome(
+        let hash = chain::outcome(
             hash,
             &CallOutcome {
                 status,
@@ -494,26 +568,15 @@ impl Writer {
                 redacted: &redacted,
             },
         );
-        self.conn
-            .prepare_cached(
-                "UPDATE calls SET status = ?4, output = ?5, error = ?6, capped = ?7, duration_us = ?8,
-                   late_decisions = ?9, redacted = ?10, outcome_hash = ?11
-                 WHERE run = ?1 AND task = ?2 AND seq = ?3",
-            )?
-            .execute(params![
-                self.run,
-                task,
-                seq as i64,
-                status,
-                output,
-                error,
-                capped,
-                outcome.duration_us,
-                late,
-                redacted,
-                outcome_hash,
-            ])?;
-        Ok(())
+        Settled {
+            status,
+            output,
+            error,
+            capped,
+            late,
+            redacted,
+            hash,
+        }
     }
 
     fn reading(&mut self, task: &str, seq: u64, kind: &str, value: f64) -> rusqlite::Result<()> {

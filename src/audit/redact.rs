@@ -69,9 +69,10 @@ pub struct Redaction {
 }
 
 impl Redaction {
-    /// Redacts `input` (named `input` in the record); `known` are secrets to
-    /// cut anywhere (named credentials loaded by this process).
-    pub fn input(input: &Value, known: &[String]) -> (Redaction, Value) {
+    /// Redacts `input` (named `input` in the record) and returns its JSON
+    /// text; `known` are secrets to cut anywhere (named credentials, those
+    /// earlier inputs of the run brought).
+    pub fn input(input: &Value, known: &[String]) -> (Redaction, String) {
         let mut r = Redaction {
             secrets: Vec::new(),
             redacted: Vec::new(),
@@ -89,13 +90,38 @@ impl Redaction {
             .extend(known.iter().filter(|s| s.len() >= MIN_SCRUB).cloned());
         r.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         r.secrets.dedup();
-        let out = r.apply("input", input);
+        let out = r.text("input", input);
         (r, out)
+    }
+
+    /// The JSON text of `value` (named `root`: `output`, `error`), redacted.
+    pub fn text(&mut self, root: &str, value: &Value) -> String {
+        // Most values hold nothing to cut: serialize them as they are,
+        // without building a redacted copy.
+        if !self.touches(value, None) {
+            return value.to_string();
+        }
+        self.apply(root, value).to_string()
     }
 
     /// Redacts a value the call produced (`output` or `error`).
     pub fn apply(&mut self, root: &str, value: &Value) -> Value {
         self.walk(root, value, None)
+    }
+
+    /// Whether redaction would change anything in `value`.
+    fn touches(&self, value: &Value, rule: Option<fn(&str) -> bool>) -> bool {
+        match value {
+            Value::Object(map) => map.iter().any(|(k, v)| {
+                (rule.is_some_and(|r| r(k)) && !v.is_null()) || self.touches(v, table_rule(k))
+            }),
+            Value::Array(items) => items.iter().any(|v| self.touches(v, None)),
+            Value::String(s) => self
+                .secrets
+                .iter()
+                .any(|secret| s.contains(secret.as_str())),
+            _ => false,
+        }
     }
 
     /// Gathers the values of secret-named `env` and `headers` entries.
@@ -231,6 +257,7 @@ mod tests {
     fn credential_shaped_env_entries_are_redacted_and_named() {
         let input = json!({"command": "x", "env": {"GITHUB_TOKEN": "ghp_abc123", "LANG": "C"}});
         let (r, out) = Redaction::input(&input, &[]);
+        let out: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(out["env"]["GITHUB_TOKEN"], MARK);
         assert_eq!(out["env"]["LANG"], "C");
         assert_eq!(r.redacted, vec!["input.env.GITHUB_TOKEN"]);
@@ -240,6 +267,7 @@ mod tests {
     fn secret_headers_are_redacted_in_any_case() {
         let input = json!({"headers": {"Authorization": "Bearer abcd", "X-Api-Key": "k1234", "Accept": "*/*"}});
         let (_, out) = Redaction::input(&input, &[]);
+        let out: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(out["headers"]["Authorization"], MARK);
         assert_eq!(out["headers"]["X-Api-Key"], MARK);
         assert_eq!(out["headers"]["Accept"], "*/*");
@@ -270,8 +298,20 @@ mod tests {
             &json!({"query": "key exa-123456 here"}),
             &["exa-123456".into()],
         );
-        assert_eq!(out["query"], "key [redacted] here");
+        assert_eq!(out, r#"{"query":"key [redacted] here"}"#);
         assert_eq!(r.redacted, vec!["input.query (a secret's value)"]);
+    }
+
+    #[test]
+    fn a_value_with_nothing_to_cut_is_serialized_as_it_is() {
+        let input = json!({"path": "a.txt", "env": {"LANG": "C"}});
+        let (mut r, text) = Redaction::input(&input, &[]);
+        assert_eq!(text, input.to_string());
+        assert_eq!(
+            r.text("output", &json!({"content": "x"})),
+            r#"{"content":"x"}"#
+        );
+        assert!(r.redacted.is_empty());
     }
 
     #[test]

@@ -200,7 +200,6 @@ impl Replay {
         known.extend(self.secrets.borrow().iter().cloned());
         let (redaction, now) = Redaction::input(input, &known);
         self.secrets.borrow_mut().extend(redaction.learned);
-        let now = now.to_string();
         if rec.flow != flow || rec.input != now {
             return Answer::Halt(diverged(task, seq, rec, flow, &now));
         }
