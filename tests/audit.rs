@@ -38,7 +38,8 @@ fn sluice(ws: &Path, args: &[&str]) -> Run {
 fn calls(conn: &Connection, run: &str) -> Vec<Value> {
     let mut stmt = conn
         .prepare(
-            "SELECT task, seq, n, flow, tier, input, capabilities, decisions, route, redacted, status, output,
+            "SELECT task, seq, n, flow, tier, input, capabilities, decisions, route, redacted, status,
+                    coalesce(output, (SELECT body FROM outputs WHERE sha256 = output_ref)),
                     error, capped, duration_us, started_ms, hash, prev, outcome_hash
              FROM calls WHERE run = ?1 ORDER BY n",
         )
@@ -849,4 +850,41 @@ fn export_gives_the_run_then_one_line_per_call_and_list_counts_them() {
     let list = sluice(ws.path(), &["audit", "list"]);
     assert_eq!(list.code, 0, "{}", list.stderr);
     assert!(list.stdout.contains(&id[..8]), "{}", list.stdout);
+}
+
+#[test]
+fn a_large_output_is_kept_once_however_many_calls_return_it_and_its_edit_shows() {
+    let ws = workspace();
+    let text = "a line of the big file\n".repeat(200);
+    std::fs::write(ws.file("big.txt"), &text).unwrap();
+    run_lua(
+        ws.path(),
+        "for i = 1, 3 do assert(sluice.read{path = 'big.txt'}) end\nsluice.ls{path = '.'}",
+        &[],
+    )
+    .ok();
+    let conn = open(ws.path());
+    let id = last_run(&conn);
+    let kept: i64 = conn
+        .query_row("SELECT count(*) FROM outputs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(kept, 1, "three reads of one file, one stored output");
+    let rows = calls(&conn, &id);
+    for r in &rows[..3] {
+        assert_eq!(r["output"]["content"], text.trim_end_matches('\n'));
+    }
+    let inline: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM calls WHERE output IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(inline, 1, "the small ls output stays in its row");
+    assert_eq!(verify(ws.path()).code, 0);
+    conn.execute("UPDATE outputs SET body = replace(body, 'big', 'BIG')", [])
+        .unwrap();
+    let bad = verify(ws.path());
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    assert!(bad.stdout.contains("#1"), "{}", bad.stdout);
 }

@@ -6,8 +6,9 @@
 //!   `prev` is the previous row's `hash` (by `n`) or the run's `head`, so an
 //!   edited, deleted or reordered row breaks every link after it;
 //! - its outcome, once known: `outcome_hash` = SHA-256(`hash` + outcome
-//!   fields, with the list of what was redacted, which only the outcome
-//!   completes), so an outcome cannot be swapped between calls;
+//!   fields (the output by its own SHA-256), with the list of what was
+//!   redacted, which only the outcome completes), so an outcome cannot be
+//!   swapped between calls;
 //! - the `seal`, when the run ends: SHA-256 of the head, every row's hashes,
 //!   every clock reading and the final status, so dropping the last rows or
 //!   an outcome, or rewriting the status, shows too.
@@ -154,10 +155,18 @@ pub fn call(prev: &str, c: &CallIntent) -> String {
 }
 
 pub fn outcome(call_hash: &str, o: &CallOutcome) -> String {
+    let digest = o.output.map(|text| sha256_hex(text.as_bytes()));
+    outcome_of(call_hash, o, digest.as_deref())
+}
+
+/// [`outcome`] with the output given by its SHA-256 (`o.output` unused):
+/// the writer has the digest already, as the key of an output kept by
+/// content, and need not hash the text twice.
+pub fn outcome_of(call_hash: &str, o: &CallOutcome, output_sha256: Option<&str>) -> String {
     let mut h = Hasher::new("outcome");
     h.text(call_hash);
     h.text(o.status);
-    h.opt(o.output);
+    h.opt(output_sha256);
     h.opt(o.error);
     h.text(if o.capped { "1" } else { "0" });
     h.int(o.duration_us);

@@ -114,9 +114,12 @@ impl RunRow {
     }
 }
 
-const CALL_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities, decisions, \
-route, redacted, replayed_from, started_ms, prev, hash, status, output, error, capped, \
-duration_us, late_decisions, outcome_hash";
+const CALL_COLUMNS: &str = concat!(
+    "run, task, seq, n, flow, tier, input, capabilities, decisions, \
+route, redacted, replayed_from, started_ms, prev, hash, status, ",
+    super::store::output_column!(),
+    ", error, capped, duration_us, late_decisions, outcome_hash"
+);
 
 struct CallRow {
     run: String,

@@ -3,10 +3,12 @@
 //! redacts, hashes and inserts, committing what has queued up together.
 //!
 //! Durability follows the tier: an irreversible call's intent is committed
-//! and synced (WAL fsync) before the call runs, and its outcome before the
-//! call returns; a compensable call's row is committed (not synced) before
-//! it returns, so a resume after a kill does not repeat it; a sealed call's
-//! row is queued, and the run's end waits for the queue to drain.
+//! and synced (WAL fsync) before the call runs, so a resume never runs it
+//! twice unknowingly; its outcome is queued (a kill before the queue drains
+//! leaves the outcome unknown, which is what the record then says). A
+//! compensable call's row is committed (not synced) before it returns, so a
+//! resume after a kill does not repeat it. A sealed call's row is queued.
+//! The run's end waits for the queue to drain.
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, Seal};
 use super::redact::{cap_output, Redaction, DEFAULT_OUTPUT_CAP};
@@ -14,9 +16,9 @@ use super::store;
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -24,6 +26,11 @@ use std::thread::JoinHandle;
 const QUEUE: usize = 4096;
 /// Messages committed in one transaction at most.
 const BATCH: usize = 512;
+/// Outputs whose JSON is longer are kept once by content in `outputs`.
+const INLINE: usize = 1024;
+/// How long the writer sleeps when its queue is empty: rows nobody waits
+/// for are committed within about this long.
+const QUIET: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A run's fixed facts, written when it starts.
 #[derive(Debug, Clone, Default)]
@@ -97,7 +104,6 @@ enum Msg {
         task: String,
         seq: u64,
         outcome: Box<Outcome>,
-        ack: SyncSender<Result<(), String>>,
     },
     Reading {
         task: String,
@@ -116,12 +122,22 @@ impl Msg {
     fn needs_sync(&self) -> bool {
         matches!(self, Msg::Intent(..) | Msg::End { .. })
     }
+
+    /// Whether a caller blocks until this message is committed.
+    fn awaited(&self) -> bool {
+        matches!(
+            self,
+            Msg::Intent(..) | Msg::End { .. } | Msg::Done(_, _, Some(_))
+        )
+    }
 }
 
 /// A run's handle on its record.
 pub struct Recorder {
     tx: SyncSender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The writer, to wake when someone waits on a message.
+    writer: std::thread::Thread,
     /// The first write that failed; every later intent is refused with it.
     failure: Arc<Mutex<Option<String>>>,
 }
@@ -151,6 +167,10 @@ impl Recorder {
             cap: DEFAULT_OUTPUT_CAP,
             failure: failure.clone(),
             secrets: Vec::new(),
+            stored: HashSet::new(),
+            chain: Vec::new(),
+            readings: Vec::new(),
+            synced: false,
         };
         let thread = std::thread::Builder::new()
             .name("sluice-audit".into())
@@ -158,6 +178,7 @@ impl Recorder {
             .map_err(|e| format!("cannot start the audit writer: {e}"))?;
         Ok(Recorder {
             tx,
+            writer: thread.thread().clone(),
             thread: Mutex::new(Some(thread)),
             failure,
         })
@@ -182,16 +203,13 @@ impl Recorder {
         done.recv().map_err(|_| gone())?
     }
 
-    /// Completes a call whose intent was written.
+    /// Completes a call whose intent was written (queued, not waited for).
     pub fn outcome(&self, task: &str, seq: u64, outcome: Outcome) -> Result<(), String> {
-        let (ack, done) = sync_channel(1);
         self.send(Msg::Outcome {
             task: task.to_string(),
             seq,
             outcome: Box::new(outcome),
-            ack,
-        })?;
-        done.recv().map_err(|_| gone())?
+        })
     }
 
     /// Records a whole call; with `wait`, returns once it is committed.
@@ -231,8 +249,16 @@ impl Recorder {
         sealed
     }
 
+    /// Queues `msg`; wakes the writer only when someone will wait on it
+    /// (otherwise it finds the message at its next look, within `QUIET`,
+    /// and a call pays no wake-up).
     fn send(&self, msg: Msg) -> Result<(), String> {
-        self.tx.send(msg).map_err(|_| gone())
+        let awaited = msg.awaited();
+        self.tx.send(msg).map_err(|_| gone())?;
+        if awaited {
+            self.writer.unpark();
+        }
+        Ok(())
     }
 }
 
@@ -295,11 +321,19 @@ struct Writer {
     n: i64,
     /// Calls whose intent is written, by (task, seq): their hash and the
     /// redaction their outcome must get too.
-    intents: HashMap<(String, u64), (String, Redaction)>,
+    intents: HashMap<(String, u64), (i64, String, Redaction)>,
     cap: usize,
     failure: Arc<Mutex<Option<String>>>,
     /// Secrets the run's inputs brought so far.
     secrets: Vec<String>,
+    /// Outputs kept by content so far (their SHA-256), to skip re-storing.
+    stored: HashSet<String>,
+    /// Each row's hash and outcome hash, by `n - 1`, and the readings:
+    /// what the seal covers, kept so sealing need not read them back.
+    chain: Vec<(String, Option<String>)>,
+    readings: Vec<(String, i64, &'static str, f64)>,
+    /// The `synchronous` setting in force.
+    synced: bool,
 }
 
 type Ack = SyncSender<Result<(), String>>;
@@ -319,6 +353,7 @@ struct Linked {
 struct Settled {
     status: &'static str,
     output: Option<String>,
+    output_ref: Option<String>,
     error: Option<String>,
     capped: bool,
     late: String,
@@ -328,15 +363,21 @@ struct Settled {
 
 impl Writer {
     fn serve(mut self, rx: Receiver<Msg>) {
-        while let Ok(first) = rx.recv() {
-            let mut batch = vec![first];
+        loop {
+            // Whatever has queued up goes in one commit: an outcome shares
+            // the next intent's, and a run of reads shares a few.
+            let mut batch = Vec::new();
             while batch.len() < BATCH {
                 match rx.try_recv() {
                     Ok(m) => batch.push(m),
-                    Err(_) => break,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) if batch.is_empty() => return,
+                    Err(TryRecvError::Disconnected) => break,
                 }
             }
-            if self.commit(batch) {
+            if batch.is_empty() {
+                std::thread::park_timeout(QUIET);
+            } else if self.commit(batch) {
                 return;
             }
         }
@@ -349,8 +390,14 @@ impl Writer {
         let mut acks: Vec<Ack> = Vec::new();
         let mut ended = false;
         let result = (|| -> rusqlite::Result<()> {
-            self.conn
-                .pragma_update(None, "synchronous", if sync { "FULL" } else { "NORMAL" })?;
+            if sync != self.synced {
+                self.conn.pragma_update(
+                    None,
+                    "synchronous",
+                    if sync { "FULL" } else { "NORMAL" },
+                )?;
+                self.synced = sync;
+            }
             self.conn.execute_batch("BEGIN IMMEDIATE")?;
             for msg in batch {
                 match msg {
@@ -362,15 +409,7 @@ impl Writer {
                         self.done(&row, *outcome)?;
                         acks.extend(ack);
                     }
-                    Msg::Outcome {
-                        task,
-                        seq,
-                        outcome,
-                        ack,
-                    } => {
-                        self.complete(task, seq, *outcome)?;
-                        acks.push(ack);
-                    }
+                    Msg::Outcome { task, seq, outcome } => self.complete(task, seq, *outcome)?,
                     Msg::Reading {
                         task,
                         seq,
@@ -425,6 +464,7 @@ impl Writer {
             },
         );
         let prev = std::mem::replace(&mut self.last, hash.clone());
+        self.chain.push((hash.clone(), None));
         Linked {
             input,
             capabilities,
@@ -472,21 +512,21 @@ impl Writer {
                 l.hash,
             ])?;
         self.intents
-            .insert((row.task.clone(), row.seq), (l.hash, l.redaction));
+            .insert((row.task.clone(), row.seq), (self.n, l.hash, l.redaction));
         Ok(())
     }
 
     /// Writes a whole call, intent and outcome, in one row.
     fn done(&mut self, row: &CallRow, outcome: Outcome) -> rusqlite::Result<()> {
         let mut l = self.link(row);
-        let o = self.settle(&l.hash, &mut l.redaction, &outcome);
+        let o = self.settle(&l.hash, &mut l.redaction, &outcome)?;
         self.conn
             .prepare_cached(
                 "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
-                   replayed_from, started_ms, prev, hash, status, output, error, capped, duration_us,
+                   replayed_from, started_ms, prev, hash, status, output, output_ref, error, capped, duration_us,
                    late_decisions, outcome_hash)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                   ?20, ?21, ?22)",
+                   ?20, ?21, ?22, ?23)",
             )?
             .execute(params![
                 self.run,
@@ -506,27 +546,29 @@ impl Writer {
                 l.hash,
                 o.status,
                 o.output,
+                o.output_ref,
                 o.error,
                 o.capped,
                 outcome.duration_us,
                 o.late,
                 o.hash,
             ])?;
+        self.chain[self.n as usize - 1].1 = Some(o.hash);
         Ok(())
     }
 
     /// Completes a call whose intent was written.
     fn complete(&mut self, task: String, seq: u64, outcome: Outcome) -> rusqlite::Result<()> {
-        let Some((hash, mut redaction)) = self.intents.remove(&(task.clone(), seq)) else {
+        let Some((n, hash, mut redaction)) = self.intents.remove(&(task.clone(), seq)) else {
             return Err(failure(format!(
                 "no intent was written for call {task}/{seq}"
             )));
         };
-        let o = self.settle(&hash, &mut redaction, &outcome);
+        let o = self.settle(&hash, &mut redaction, &outcome)?;
         self.conn
             .prepare_cached(
-                "UPDATE calls SET status = ?4, output = ?5, error = ?6, capped = ?7, duration_us = ?8,
-                   late_decisions = ?9, redacted = ?10, outcome_hash = ?11
+                "UPDATE calls SET status = ?4, output = ?5, output_ref = ?6, error = ?7, capped = ?8,
+                   duration_us = ?9, late_decisions = ?10, redacted = ?11, outcome_hash = ?12
                  WHERE run = ?1 AND task = ?2 AND seq = ?3",
             )?
             .execute(params![
@@ -535,6 +577,7 @@ impl Writer {
                 seq as i64,
                 o.status,
                 o.output,
+                o.output_ref,
                 o.error,
                 o.capped,
                 outcome.duration_us,
@@ -542,11 +585,17 @@ impl Writer {
                 o.redacted,
                 o.hash,
             ])?;
+        self.chain[n as usize - 1].1 = Some(o.hash);
         Ok(())
     }
 
     /// A call's outcome columns: redacted, capped, hashed onto its intent.
-    fn settle(&self, hash: &str, redaction: &mut Redaction, outcome: &Outcome) -> Settled {
+    fn settle(
+        &mut self,
+        hash: &str,
+        redaction: &mut Redaction,
+        outcome: &Outcome,
+    ) -> rusqlite::Result<Settled> {
         let (status, output, error, capped) = match &outcome.result {
             Ok(out) => {
                 let (text, capped) = cap_output(redaction.text("output", out), self.cap);
@@ -556,30 +605,56 @@ impl Writer {
         };
         let late = serde_json::to_string(&outcome.late_decisions).expect("decisions serialize");
         let redacted = strings(&redaction.redacted);
-        let hash = chain::outcome(
+        let digest = output.as_deref().map(|t| chain::sha256_hex(t.as_bytes()));
+        let hash = chain::outcome_of(
             hash,
             &CallOutcome {
                 status,
-                output: output.as_deref(),
+                output: None,
                 error: error.as_deref(),
                 capped,
                 duration_us: outcome.duration_us,
                 late_decisions: &late,
                 redacted: &redacted,
             },
+            digest.as_deref(),
         );
-        Settled {
+        let (output, output_ref) = match (output, digest) {
+            (Some(text), Some(sha)) if text.len() > INLINE => (None, Some(self.keep(sha, text)?)),
+            (inline, _) => (inline, None),
+        };
+        Ok(Settled {
             status,
             output,
+            output_ref,
             error,
             capped,
             late,
             redacted,
             hash,
-        }
+        })
     }
 
-    fn reading(&mut self, task: &str, seq: u64, kind: &str, value: f64) -> rusqlite::Result<()> {
+    /// Stores a large output once by its content (`sha`); returns that.
+    fn keep(&mut self, sha: String, text: String) -> rusqlite::Result<String> {
+        if !self.stored.contains(&sha) {
+            self.conn
+                .prepare_cached("INSERT OR IGNORE INTO outputs (sha256, body) VALUES (?1, ?2)")?
+                .execute(params![sha, text])?;
+            self.stored.insert(sha.clone());
+        }
+        Ok(sha)
+    }
+
+    fn reading(
+        &mut self,
+        task: &str,
+        seq: u64,
+        kind: &'static str,
+        value: f64,
+    ) -> rusqlite::Result<()> {
+        self.readings
+            .push((task.to_string(), seq as i64, kind, value));
         self.conn
             .prepare_cached(
                 "INSERT INTO readings (run, task, seq, kind, value) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -591,30 +666,19 @@ impl Writer {
     fn seal(&mut self, status: &str, error: Option<&str>) -> rusqlite::Result<()> {
         let ended_ms = super::now_ms();
         let mut seal = Seal::new(&self.head);
-        {
-            let mut rows = self
-                .conn
-                .prepare("SELECT hash, outcome_hash FROM calls WHERE run = ?1 ORDER BY n")?;
-            let mut q = rows.query([&self.run])?;
-            while let Some(r) = q.next()? {
-                let hash: String = r.get(0)?;
-                let outcome: Option<String> = r.get(1)?;
-                seal.row(&hash, outcome.as_deref());
-            }
-            let mut readings = self.conn.prepare(
-                "SELECT task, seq, kind, value FROM readings WHERE run = ?1 ORDER BY task, seq",
-            )?;
-            let mut q = readings.query([&self.run])?;
-            while let Some(r) = q.next()? {
-                let (task, seq, kind, value): (String, i64, String, f64) =
-                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
-                seal.reading(&Reading {
-                    task: &task,
-                    seq,
-                    kind: &kind,
-                    value,
-                });
-            }
+        for (hash, outcome) in &self.chain {
+            seal.row(hash, outcome.as_deref());
+        }
+        // Readings in (task, seq) order, as `sluice audit verify` reads them.
+        self.readings
+            .sort_by(|a, b| (a.0.as_bytes(), a.1).cmp(&(b.0.as_bytes(), b.1)));
+        for (task, seq, kind, value) in &self.readings {
+            seal.reading(&Reading {
+                task,
+                seq: *seq,
+                kind,
+                value: *value,
+            });
         }
         let seal = seal.finish(&RunEnd {
             status,

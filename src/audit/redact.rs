@@ -98,10 +98,11 @@ impl Redaction {
     pub fn text(&mut self, root: &str, value: &Value) -> String {
         // Most values hold nothing to cut: serialize them as they are,
         // without building a redacted copy.
+        let text = |v: &Value| serde_json::to_string(v).expect("JSON values serialize");
         if !self.touches(value, None) {
-            return value.to_string();
+            return text(value);
         }
-        self.apply(root, value).to_string()
+        text(&self.apply(root, value))
     }
 
     /// Redacts a value the call produced (`output` or `error`).

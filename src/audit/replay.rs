@@ -35,7 +35,10 @@ pub struct Recorded {
     pub input: String,
     /// `ok`, `error`, or `None`: the outcome is unknown.
     pub status: Option<String>,
+    /// The output's JSON when stored inline.
     pub output: Option<String>,
+    /// The SHA-256 of an output kept by content.
+    pub output_ref: Option<String>,
     pub error: Option<String>,
     pub capped: bool,
 }
@@ -56,8 +59,11 @@ pub struct RunRecord {
 #[derive(Debug)]
 pub struct Record {
     pub run: RunRecord,
-    calls: HashMap<(String, u64), Recorded>,
+    /// By task, then sequence within it.
+    calls: HashMap<String, HashMap<u64, Recorded>>,
     readings: HashMap<(String, u64), f64>,
+    /// Outputs kept by content, parsed once each.
+    outputs: HashMap<String, Value>,
 }
 
 impl Record {
@@ -85,7 +91,8 @@ impl Record {
         let mut calls = HashMap::new();
         let mut stmt = conn
             .prepare(
-                "SELECT task, seq, n, flow, input, status, output, error, capped, tier, capabilities, decisions, route
+                "SELECT task, seq, n, flow, input, status, output, error, capped, tier, capabilities, decisions, route,
+                   output_ref
                  FROM calls WHERE run = ?1",
             )
             .map_err(fail)?;
@@ -107,8 +114,12 @@ impl Record {
                 capabilities: r.get(10).map_err(fail)?,
                 decisions: r.get(11).map_err(fail)?,
                 route: r.get(12).map_err(fail)?,
+                output_ref: r.get(13).map_err(fail)?,
             };
-            calls.insert(key, rec);
+            calls
+                .entry(key.0)
+                .or_insert_with(HashMap::new)
+                .insert(key.1, rec);
         }
         let mut readings = HashMap::new();
         let mut stmt = conn
@@ -120,20 +131,34 @@ impl Record {
             let seq: i64 = r.get(1).map_err(fail)?;
             readings.insert((task, seq as u64), r.get(2).map_err(fail)?);
         }
+        let mut outputs = HashMap::new();
+        let mut stmt = conn
+            .prepare(
+                "SELECT sha256, body FROM outputs
+                 WHERE sha256 IN (SELECT output_ref FROM calls WHERE run = ?1)",
+            )
+            .map_err(fail)?;
+        let mut rows = stmt.query(params![id]).map_err(fail)?;
+        while let Some(r) = rows.next().map_err(fail)? {
+            let sha: String = r.get(0).map_err(fail)?;
+            let body: String = r.get(1).map_err(fail)?;
+            outputs.insert(sha, serde_json::from_str(&body).unwrap_or(Value::Null));
+        }
         Ok(Record {
             run,
             calls,
             readings,
+            outputs,
         })
     }
 
     /// How many calls the record holds.
     pub fn len(&self) -> usize {
-        self.calls.len()
+        self.calls.values().map(HashMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.calls.is_empty()
+        self.len() == 0
     }
 }
 
@@ -190,7 +215,7 @@ impl Replay {
         if self.live.get() {
             return Answer::Live;
         }
-        let Some(rec) = self.record.calls.get(&(task.to_string(), seq)) else {
+        let Some(rec) = self.record.calls.get(task).and_then(|t| t.get(&seq)) else {
             return match self.mode {
                 Mode::Resume { .. } => self.go_live(),
                 Mode::Replay => Answer::Halt(self.ran_past(task, seq, flow, input)),
@@ -214,7 +239,7 @@ impl Replay {
             (Some(_), _) if rec.capped => Answer::Halt(capped(task, seq, rec)),
             (Some(status), _) => {
                 self.answered.set(self.answered.get() + 1);
-                Answer::Recorded(result(status, rec), Box::new(rec.clone()))
+                Answer::Recorded(self.record.result(status, rec), Box::new(rec.clone()))
             }
         }
     }
@@ -249,34 +274,40 @@ impl Replay {
     }
 }
 
-fn result(status: &str, rec: &Recorded) -> Result<Value, FlowError> {
-    let parse = |text: &Option<String>| -> Value {
-        text.as_deref()
+impl Record {
+    /// What a recorded call returned: its output, or its error rebuilt.
+    fn result(&self, status: &str, rec: &Recorded) -> Result<Value, FlowError> {
+        if status == "ok" {
+            return Ok(match (&rec.output, &rec.output_ref) {
+                (Some(text), _) => serde_json::from_str(text).unwrap_or(Value::Null),
+                (None, Some(sha)) => self.outputs.get(sha).cloned().unwrap_or(Value::Null),
+                (None, None) => Value::Null,
+            });
+        }
+        let err: Value = rec
+            .error
+            .as_deref()
             .and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or(Value::Null)
-    };
-    if status == "ok" {
-        return Ok(parse(&rec.output));
-    }
-    let err = parse(&rec.error);
-    let code = err
-        .get("code")
-        .and_then(Value::as_str)
-        .and_then(ErrorCode::parse)
-        .unwrap_or(ErrorCode::CommandFailed);
-    let message = err
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let mut e = FlowError::new(code, message);
-    if let Value::Object(map) = err {
-        for (k, v) in map {
-            if k != "code" && k != "message" {
-                e = e.with(&k, v);
+            .unwrap_or(Value::Null);
+        let code = err
+            .get("code")
+            .and_then(Value::as_str)
+            .and_then(ErrorCode::parse)
+            .unwrap_or(ErrorCode::CommandFailed);
+        let message = err
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut e = FlowError::new(code, message);
+        if let Value::Object(map) = err {
+            for (k, v) in map {
+                if k != "code" && k != "message" {
+                    e = e.with(&k, v);
+                }
             }
         }
+        Err(e)
     }
-    Err(e)
 }
 
 /// The divergence message: both calls side by side, then the fields that

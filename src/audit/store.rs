@@ -16,12 +16,20 @@
 //!        route (JSON or NULL), redacted (JSON [string]; the input's at the
 //!        intent, completed with the outcome's), replayed_from?,
 //!        started_ms, prev, hash,
-//!        status (ok|error|NULL: outcome unknown), output (JSON)?,
+//!        status (ok|error|NULL: outcome unknown), output (JSON, when
+//!        under 1 KiB)?, output_ref (the SHA-256 of a larger output's JSON,
+//!        kept once in `outputs`)?,
 //!        error (JSON)?, capped (0|1), duration_us?, late_decisions (JSON
 //!        list like `decisions`: capabilities judged while the call ran, a
 //!        redirect's host or a private address DNS returned)?, outcome_hash?
-//! readings (run, task, seq) PK, kind (clock|cpu), value (REAL)
+//! outputs sha256 PK, body: larger outputs by their content, each kept
+//!        once however many calls returned it (agents re-read the same files
+//!        and re-run the same commands)
+//! readings (run, task, seq) PK, kind (ms|time|cpu|seed), value (REAL)
 //! ```
+//!
+//! A call's output is `coalesce(output, outputs.body)`; the hashes cover
+//! that text either way.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -29,6 +37,16 @@ use std::time::Duration;
 
 /// The schema version this build writes; older databases are migrated.
 pub const SCHEMA_VERSION: i64 = 1;
+
+/// A call's output as the database gives it back, stored inline or by
+/// content: use it where a query selects `output` (a macro, so `concat!`
+/// can build query text with it).
+macro_rules! output_column {
+    () => {
+        "coalesce(output, (SELECT body FROM outputs WHERE outputs.sha256 = calls.output_ref))"
+    };
+}
+pub(crate) use output_column;
 
 /// Each migration takes the database from version `index` to `index + 1`.
 const MIGRATIONS: &[&str] = &[r#"
@@ -69,6 +87,7 @@ CREATE TABLE calls (
   hash TEXT NOT NULL,
   status TEXT,
   output TEXT,
+  output_ref TEXT,
   error TEXT,
   capped INTEGER NOT NULL DEFAULT 0,
   duration_us INTEGER,
@@ -77,6 +96,10 @@ CREATE TABLE calls (
   PRIMARY KEY (run, task, seq)
 );
 CREATE UNIQUE INDEX calls_chain ON calls(run, n);
+CREATE TABLE outputs (
+  sha256 TEXT PRIMARY KEY,
+  body TEXT NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE readings (
   run TEXT NOT NULL REFERENCES runs(id),
   task TEXT NOT NULL,

@@ -1,0 +1,382 @@
+//! What the audit trail costs a run, and what a replay of the record saves.
+//! Whole processes on every side, timed in interleaved turns, so the ratio
+//! of medians holds on a noisy machine. BENCHMARKS.md has the targets, the
+//! command and the figures.
+//!
+//! - `audit-read`: one `sluice run` of a script making 10,000
+//!   `sluice.read{path = "small.txt"}` calls (a 4 KiB text file), recording
+//!   to a fresh database each sample, against the same run with
+//!   `--no-audit`. Target: at most 1.3x.
+//! - `audit-irreversible`: 200 `sluice.bash{command = "true"}` calls, each
+//!   an irreversible call whose intent is committed and synced before it
+//!   runs, with the audit on against `--no-audit`. Target: at most 1.15x.
+//! - `audit-replay`: `sluice replay` of a recorded 10,000-read run against
+//!   the recorded run itself (audit on). Target: replay at least 10x faster.
+//!
+//! Every sample is checked before it counts: exit status 0, nothing said on
+//! stderr, the record holding every call with its outcome (counted in the
+//! database), no record at all with `--no-audit`, and the replay saying the
+//! run reproduced. A broken run fails the bench instead of timing fast.
+//!
+//! Not a criterion bench: each sample is a process of a tenth of a second
+//! or more.
+
+mod support;
+
+use rusqlite::Connection;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::{measure, median, verdict};
+
+const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+const READS: usize = 10_000;
+const BASHES: usize = 200;
+const SMALL_NAME: &str = "small.txt";
+const SMALL_BYTES: usize = 4 * 1024;
+const NAMES: [&str; 3] = ["audit-read", "audit-irreversible", "audit-replay"];
+
+/// Where the bench works: the workspace, the scripts, the databases and the
+/// file each process's stderr goes to.
+struct Bench {
+    ws: PathBuf,
+    scripts: PathBuf,
+    dbs: PathBuf,
+    stderr: PathBuf,
+    /// Numbers the fresh databases.
+    fresh: usize,
+    _dirs: [tempfile::TempDir; 3],
+}
+
+/// What one database says of the one run it holds.
+#[derive(Debug)]
+struct Recorded {
+    id: String,
+    status: String,
+    /// Call rows of `flow` in `tier` whose outcome is `ok`.
+    ok: i64,
+    /// Call rows of any kind.
+    rows: i64,
+    bytes: u64,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let ws_dir = tempfile::tempdir().expect("a workspace");
+        let scripts_dir = tempfile::tempdir().expect("a script folder");
+        let dbs_dir = tempfile::tempdir().expect("a database folder");
+        let ws = fs::canonicalize(ws_dir.path()).unwrap();
+        fs::write(ws.join(SMALL_NAME), text_file(SMALL_BYTES, 64)).unwrap();
+        Bench {
+            ws,
+            scripts: scripts_dir.path().to_path_buf(),
+            dbs: dbs_dir.path().to_path_buf(),
+            stderr: dbs_dir.path().join("stderr.txt"),
+            fresh: 0,
+            _dirs: [ws_dir, scripts_dir, dbs_dir],
+        }
+    }
+
+    fn script(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.scripts.join(name);
+        fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// A database path no run has used, in a folder of its own.
+    fn fresh_db(&mut self) -> PathBuf {
+        self.fresh += 1;
+        self.dbs
+            .join(format!("run-{}", self.fresh))
+            .join("audit.db")
+    }
+
+    /// `sluice run SCRIPT --workspace WS`, recording to `db` or not at all.
+    fn run(&self, script: &Path, db: Option<&Path>) -> Command {
+        let mut c = Command::new(SLUICE);
+        c.arg("run").arg(script).arg("--workspace").arg(&self.ws);
+        match db {
+            Some(db) => c.arg("--audit").arg(db),
+            None => c.arg("--no-audit"),
+        };
+        c
+    }
+
+    fn replay(&self, id: &str, db: &Path) -> Command {
+        let mut c = Command::new(SLUICE);
+        c.arg("replay")
+            .arg(id)
+            .arg("--audit")
+            .arg(db)
+            .arg("--workspace")
+            .arg(&self.ws);
+        c
+    }
+
+    /// Times `cmd` (which must exit 0) and returns what it said on stderr.
+    fn time(&self, cmd: &mut Command) -> (Duration, String) {
+        cmd.stderr(File::create(&self.stderr).unwrap());
+        let (t, _) = measure(cmd);
+        (t, fs::read_to_string(&self.stderr).unwrap())
+    }
+
+    /// Times a `sluice run`, which must exit 0 and say nothing on stderr.
+    fn time_run(&self, cmd: &mut Command) -> Duration {
+        let (t, err) = self.time(cmd);
+        assert!(err.is_empty(), "{cmd:?} said on stderr:\n{err}");
+        t
+    }
+
+    /// Times a run recording to a fresh database, checks the record holds
+    /// `calls` completed calls of `flow` in `tier`, and removes it.
+    fn time_recorded(&mut self, script: &Path, flow: &str, tier: &str, calls: usize) -> Duration {
+        let db = self.fresh_db();
+        let t = self.time_run(&mut self.run(script, Some(&db)));
+        check(&recorded(&db, flow, tier), calls, &db);
+        fs::remove_dir_all(db.parent().unwrap()).unwrap();
+        t
+    }
+
+    /// Times a `--no-audit` run and checks it left no record.
+    fn time_unrecorded(&self, script: &Path) -> Duration {
+        let t = self.time_run(&mut self.run(script, None));
+        let default = self.ws.join(".sluice");
+        assert!(
+            !default.exists(),
+            "--no-audit left {} behind",
+            default.display()
+        );
+        t
+    }
+
+    /// Times `sluice replay` of run `id`, which must say it reproduced.
+    /// `n` appends of 4 KiB to one file in the databases' folder, each
+    /// followed by `fdatasync`: the least a durable intent per call costs.
+    fn time_syncs(&mut self, n: usize) -> Duration {
+        use std::io::Write;
+        let path = self.fresh_db();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let block = vec![b'x'; 4096];
+        let started = std::time::Instant::now();
+        let mut file = File::create(&path).unwrap();
+        for _ in 0..n {
+            file.write_all(&block).unwrap();
+            file.sync_data().unwrap();
+        }
+        let took = started.elapsed();
+        drop(file);
+        fs::remove_dir_all(path.parent().unwrap()).unwrap();
+        took
+    }
+
+    fn time_replay(&self, id: &str, db: &Path) -> Duration {
+        let (t, err) = self.time(&mut self.replay(id, db));
+        let said = format!("run {id} reproduced: {READS} calls answered from the record");
+        assert!(err.contains(&said), "the replay did not reproduce:\n{err}");
+        t
+    }
+}
+
+/// The one run in the database at `db`, and its calls of `flow` in `tier`
+/// that completed `ok`.
+fn recorded(db: &Path, flow: &str, tier: &str) -> Recorded {
+    let conn = Connection::open(db).expect("open the record");
+    let (id, status): (String, String) = conn
+        .query_row("SELECT id, status FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .expect("exactly one run in the record");
+    let (rows, ok): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*), count(*) FILTER (WHERE flow = ?2 AND tier = ?3 AND status = 'ok'
+               AND (output IS NOT NULL OR output_ref IS NOT NULL) AND outcome_hash IS NOT NULL)
+             FROM calls WHERE run = ?1",
+            (&id, flow, tier),
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("count the calls");
+    let bytes = ["", "-wal"]
+        .iter()
+        .filter_map(|suffix| {
+            let mut path = db.as_os_str().to_owned();
+            path.push(suffix);
+            fs::metadata(path).ok().map(|m| m.len())
+        })
+        .sum();
+    Recorded {
+        id,
+        status,
+        ok,
+        rows,
+        bytes,
+    }
+}
+
+fn check(rec: &Recorded, calls: usize, db: &Path) {
+    assert!(
+        rec.status == "ok" && rec.ok == calls as i64 && rec.rows == calls as i64,
+        "{}: expected a run ended ok with {calls} completed calls, found {rec:?}",
+        db.display()
+    );
+}
+
+fn main() {
+    // `cargo bench -- FILTER`: run only the benches the filter names.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    if !NAMES.iter().any(|n| wants(n)) {
+        return;
+    }
+    let (want_read, want_irr, want_replay) = (
+        wants("audit-read"),
+        wants("audit-irreversible"),
+        wants("audit-replay"),
+    );
+    let mut bench = Bench::new();
+    let read_lua = bench.script(
+        "read.lua",
+        &format!(
+            "for i = 1, {READS} do\n  local r, err = sluice.read{{path = \"{SMALL_NAME}\"}}\n  \
+             assert(r and #r.content > 0, tostring(err))\nend\n"
+        ),
+    );
+    let bash_lua = bench.script(
+        "bash.lua",
+        &format!(
+            "for i = 1, {BASHES} do\n  local r, err = sluice.bash{{command = \"true\"}}\n  \
+             assert(r and r.exitCode == 0, tostring(err))\nend\n"
+        ),
+    );
+    let mut lines = Vec::new();
+
+    if want_read || want_replay {
+        // The run a replay replays, checked whole; it warms both sides too.
+        let reference = bench.fresh_db();
+        bench.time_run(&mut bench.run(&read_lua, Some(&reference)));
+        let rec = recorded(&reference, "read", "sealed");
+        check(&rec, READS, &reference);
+        bench.time_unrecorded(&read_lua);
+        bench.time_replay(&rec.id, &reference);
+        let after = recorded(&reference, "read", "sealed");
+        assert_eq!(after.id, rec.id, "the replay recorded a run of its own");
+
+        let turns = 11;
+        let (mut on, mut off, mut replay) = (vec![], vec![], vec![]);
+        for _ in 0..turns {
+            on.push(bench.time_recorded(&read_lua, "read", "sealed", READS));
+            if want_read {
+                off.push(bench.time_unrecorded(&read_lua));
+            }
+            if want_replay {
+                replay.push(bench.time_replay(&rec.id, &reference));
+            }
+        }
+        let m_on = median(&mut on);
+        let per_call = |t: Duration| t / READS as u32;
+        let mib = rec.bytes as f64 / (1024.0 * 1024.0);
+        if want_read {
+            let m_off = median(&mut off);
+            let ratio = m_on.as_secs_f64() / m_off.as_secs_f64();
+            println!(
+                "audit-read: {READS} sluice.read{{path=\"{SMALL_NAME}\"}} ({} KiB) audit on {m_on:.2?} / \
+                 --no-audit {m_off:.2?} (per call {:.2?} / {:.2?}, the record adds {:.2?}); \
+                 record {mib:.1} MiB",
+                SMALL_BYTES / 1024,
+                per_call(m_on),
+                per_call(m_off),
+                per_call(m_on.saturating_sub(m_off)),
+            );
+            lines.push(format!(
+                "ratio audit-read on/off = {ratio:.2}x (target <= 1.3x): {} \
+                 [medians of {turns} interleaved turns: {m_on:.2?} / {m_off:.2?}]",
+                verdict(ratio <= 1.3)
+            ));
+        }
+        if want_replay {
+            let m_replay = median(&mut replay);
+            let speedup = m_on.as_secs_f64() / m_replay.as_secs_f64();
+            println!(
+                "audit-replay: sluice replay of the {READS}-read run {m_replay:.2?} / the run recorded \
+                 {m_on:.2?} (per call {:.2?} / {:.2?})",
+                per_call(m_replay),
+                per_call(m_on),
+            );
+            lines.push(format!(
+                "ratio audit-replay original/replay = {speedup:.2}x (target >= 10x): {} \
+                 [medians of {turns} interleaved turns: {m_on:.2?} / {m_replay:.2?}]",
+                verdict(speedup >= 10.0)
+            ));
+        }
+        fs::remove_dir_all(reference.parent().unwrap()).unwrap();
+    }
+
+    if want_irr {
+        // Warm both sides once; the first checks its record.
+        bench.time_recorded(&bash_lua, "bash", "irreversible", BASHES);
+        bench.time_unrecorded(&bash_lua);
+        let turns = 11;
+        let (mut on, mut off, mut floor) = (vec![], vec![], vec![]);
+        for _ in 0..turns {
+            on.push(bench.time_recorded(&bash_lua, "bash", "irreversible", BASHES));
+            off.push(bench.time_unrecorded(&bash_lua));
+            floor.push(bench.time_syncs(BASHES));
+        }
+        let (m_on, m_off) = (median(&mut on), median(&mut off));
+        let m_floor = median(&mut floor);
+        println!(
+            "audit-irreversible floor: {BASHES} appends of 4 KiB, each fdatasync'd, in the databases' folder: \
+             {m_floor:.2?} ({:.2?} each)",
+            m_floor / BASHES as u32
+        );
+        let ratio = m_on.as_secs_f64() / m_off.as_secs_f64();
+        println!(
+            "audit-irreversible: {BASHES} sluice.bash{{command=\"true\"}} audit on {m_on:.2?} / \
+             --no-audit {m_off:.2?} (per call {:.2?} / {:.2?}, the record adds {:.2?})",
+            m_on / BASHES as u32,
+            m_off / BASHES as u32,
+            m_on.saturating_sub(m_off) / BASHES as u32,
+        );
+        lines.push(format!(
+            "ratio audit-irreversible on/off = {ratio:.2}x (target <= 1.15x): {} \
+             [medians of {turns} interleaved turns: {m_on:.2?} / {m_off:.2?}]",
+            verdict(ratio <= 1.15)
+        ));
+        let least = (m_off + m_floor).as_secs_f64() / m_off.as_secs_f64();
+        lines.push(format!(
+            "ratio audit-irreversible (off + sync floor)/off = {least:.2}x (no target, information: what one \
+             durable write per call costs on this disk, before any database work)"
+        ));
+    }
+
+    println!();
+    for line in lines {
+        println!("{line}");
+    }
+}
+
+/// `bytes` of text in lines of `line` bytes (numbered words, like a source
+/// file), the last line cut to fit.
+fn text_file(bytes: usize, line: usize) -> String {
+    const WORDS: [&str; 6] = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    let mut out = String::with_capacity(bytes);
+    let mut n = 0usize;
+    while out.len() < bytes {
+        let len = line.min(bytes - out.len());
+        let start = out.len();
+        out.push_str(&format!("{n:07}"));
+        let mut w = n;
+        while out.len() - start < len {
+            out.push(' ');
+            out.push_str(WORDS[w % WORDS.len()]);
+            w = w / 3 + 7;
+        }
+        out.truncate(start + len - 1);
+        out.push('\n');
+        n += 1;
+    }
+    out
+}
