@@ -65,6 +65,28 @@ fn calls(conn: &Connection, run: &str) -> Vec<Value> {
     rows.map(Result::unwrap).collect()
 }
 
+/// Starts `sluice run PATH` in `ws` and returns once the file `marker`
+/// exists in the workspace (the script got that far), so a test can kill it
+/// there.
+fn spawn_until(ws: &Path, path: &Path, marker: &str) -> std::process::Child {
+    let child = Command::new(sluice_bin())
+        .arg("run")
+        .arg(path)
+        .arg("--workspace")
+        .arg(ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ws.join(marker).exists() {
+        assert!(Instant::now() < deadline, "the run never made {marker}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
 /// The newest run's id.
 fn last_run(conn: &Connection) -> String {
     conn.query_row(
@@ -488,21 +510,7 @@ fn a_run_killed_during_an_irreversible_call_is_interrupted_with_an_unknown_outco
         ws.path(),
         "sluice.read{path = '.'}\nsluice.bash{command = 'touch started; while [ -e hold ]; do sleep 0.05; done'}\n",
     );
-    let mut child = Command::new(sluice_bin())
-        .arg("run")
-        .arg(&path)
-        .arg("--workspace")
-        .arg(ws.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ws.file("started").exists() {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = spawn_until(ws.path(), &path, "started");
     child.kill().unwrap();
     child.wait().unwrap();
     // The command outlives sluice (SIGKILL leaves no time to stop it).
@@ -623,21 +631,7 @@ for i = 1, 4 do
 end
 "#;
     let path = script_file(ws.path(), script);
-    let mut child = Command::new(sluice_bin())
-        .arg("run")
-        .arg(&path)
-        .arg("--workspace")
-        .arg(ws.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ws.file("two").exists() {
-        assert!(Instant::now() < deadline, "the run never reached step 2");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = spawn_until(ws.path(), &path, "two");
     std::thread::sleep(Duration::from_millis(100));
     child.kill().unwrap();
     child.wait().unwrap();
@@ -707,21 +701,7 @@ fn resume_stops_at_an_unknown_outcome_unless_told_to_retry_it() {
         "assert(sluice.bash{command = 'echo x >> log; touch started; while [ -e hold ]; do sleep 0.05; done'})\n\
          assert(sluice.write{path = 'done', content = ''})\n",
     );
-    let mut child = Command::new(sluice_bin())
-        .arg("run")
-        .arg(&path)
-        .arg("--workspace")
-        .arg(ws.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ws.file("started").exists() {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = spawn_until(ws.path(), &path, "started");
     child.kill().unwrap();
     child.wait().unwrap();
     std::fs::remove_file(ws.file("hold")).unwrap();

@@ -24,6 +24,13 @@ another (to see where an edited script departs from the record).",
     after_help = "Examples:\n  sluice replay last\n  sluice replay 18c2f3a9 --workspace /tmp/w\n  sluice replay 18c2f3a9 --script fix-v2.lua"
 )]
 pub struct ReplayArgs {
+    #[command(flatten)]
+    pub recorded: RecordedRun,
+}
+
+/// Which recorded run, where its record is, and what script to run.
+#[derive(Debug, Args)]
+pub struct RecordedRun {
     /// The run: its id, a unique prefix of it, or `last`.
     pub run: String,
     /// Run this script instead of the recorded file.
@@ -49,20 +56,11 @@ the resume stops there, so you can check by hand whether it happened. --retry-un
     after_help = "Examples:\n  sluice resume last\n  sluice resume 18c2f3a9 --approve 'net:post:api.example.com'\n  sluice resume 18c2f3a9 --retry-unknown"
 )]
 pub struct ResumeArgs {
-    /// The run: its id, a unique prefix of it, or `last`.
-    pub run: String,
+    #[command(flatten)]
+    pub recorded: RecordedRun,
     /// Run an irreversible call whose outcome is unknown again instead of stopping there.
     #[arg(long)]
     pub retry_unknown: bool,
-    /// Run this script instead of the recorded file.
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-    /// The audit database [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db].
-    #[arg(long, value_name = "PATH")]
-    pub audit: Option<PathBuf>,
-    /// The workspace whose database holds the run [default: the current folder].
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
     /// A policy file (repeatable) [default: the policies the run used].
     #[arg(long, value_name = "FILE")]
     pub policy: Vec<String>,
@@ -75,12 +73,7 @@ pub struct ResumeArgs {
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
-    match prepare(
-        &args.run,
-        args.audit.as_deref(),
-        args.workspace.as_deref(),
-        args.script.as_deref(),
-    ) {
+    match prepare(&args.recorded) {
         Err(e) => fail(e),
         Ok((_, record, script)) => {
             let recorded_status = record.run.status.clone();
@@ -140,12 +133,7 @@ fn verdict(
 }
 
 pub fn resume(args: ResumeArgs) -> ExitCode {
-    let (db, record, script) = match prepare(
-        &args.run,
-        args.audit.as_deref(),
-        args.workspace.as_deref(),
-        args.script.as_deref(),
-    ) {
+    let (db, record, script) = match prepare(&args.recorded) {
         Ok(found) => found,
         Err(e) => return fail(e),
     };
@@ -200,24 +188,19 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
 }
 
 /// The database, the run's record and the script to run.
-fn prepare(
-    run: &str,
-    audit: Option<&Path>,
-    workspace: Option<&Path>,
-    script: Option<&Path>,
-) -> Result<(PathBuf, Record, PathBuf), String> {
-    let ws = match workspace {
-        Some(ws) => ws.to_path_buf(),
+fn prepare(given: &RecordedRun) -> Result<(PathBuf, Record, PathBuf), String> {
+    let ws = match &given.workspace {
+        Some(ws) => ws.clone(),
         None => {
             std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?
         }
     };
-    let db = locate(audit, &ws);
+    let db = locate(given.audit.as_deref(), &ws);
     let conn = store::open_existing(&db)?;
-    let id = store::find_run(&conn, run)?;
+    let id = store::find_run(&conn, &given.run)?;
     let record = Record::load(&conn, &id)?;
-    let script = match script {
-        Some(given) => given.to_path_buf(),
+    let script = match &given.script {
+        Some(file) => file.clone(),
         None => recorded_script(&record)?,
     };
     Ok((db, record, script))
