@@ -17,6 +17,7 @@ return {
 
     p.allow "fs:read:${workspace}",
     p.allow "fs:read:${workspace}/**",
+    p.allow "fs:write:${workspace}",
     p.allow "fs:write:${workspace}/**",
     p.allow "proc:spawn:*",
     p.allow "net:get:*",

@@ -20,6 +20,7 @@ pub mod kernel;
 pub mod net;
 pub mod pipeline;
 pub mod runtime;
+pub mod sandbox;
 
 pub use error::{ErrorCode, FlowError, FlowResult};
 pub use runtime::{Runtime, RuntimeBuilder, ScriptError};

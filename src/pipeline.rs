@@ -98,6 +98,51 @@ impl CallGate {
         }
     }
 
+    /// The sandbox profile the run's static grants give a command of this
+    /// call.
+    pub fn sandbox_profile(
+        &self,
+        workspace: &std::path::Path,
+        tmp: std::path::PathBuf,
+    ) -> crate::sandbox::Profile {
+        self.gate
+            .kernel
+            .with_static(|view| crate::sandbox::derive(view, workspace, tmp))
+    }
+
+    /// Asks the person (or a pre-approval) whether `command` may run with
+    /// the wider `mode` this once; always an ask, whatever the rules say.
+    pub fn ask_wider(
+        &self,
+        command: &str,
+        mode: crate::sandbox::Mode,
+        why: &str,
+    ) -> FlowResult<()> {
+        let cap = Capability {
+            action: Action::ProcSpawn,
+            resource: command.to_string(),
+        };
+        let verdict = crate::kernel::policy::Verdict {
+            decision: Verdict::Ask,
+            by: "sandboxPermissions".into(),
+            reason: format!(
+                "the command asks to run with {} this once: {why}",
+                mode.as_str()
+            ),
+        };
+        let result = self.gate.approver.approve(&self.request(&cap), &verdict);
+        if let Some(sink) = self.decisions.as_deref() {
+            sink.push(Decision {
+                capability: cap.to_string(),
+                decision: "ask".into(),
+                by: verdict.by.clone(),
+                reason: verdict.reason.clone(),
+                approved_by: result.as_ref().ok().cloned(),
+            });
+        }
+        result.map(|_| ())
+    }
+
     pub fn authorize(&self, cap: &Capability) -> FlowResult<()> {
         self.gate
             .check(&self.request(cap), self.decisions.as_deref())
@@ -322,8 +367,8 @@ fn route(gate: &CallGate, envelope: &Envelope) -> FlowResult<Option<Value>> {
         resource: command.clone(),
     };
     match gate.gate.kernel.route(&gate.request(&cap)) {
-        // On the host, unconfined until the sandbox runners exist.
-        Ok(None) => Ok(Some(json!({"host": "unconfined"}))),
+        // On the host, confined as the run's grants say.
+        Ok(None) => Ok(Some(json!({"host": "sandbox"}))),
         Ok(Some(container)) => Err(FlowError::new(
             ErrorCode::ProviderUnavailable,
             format!(

@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand; this file holds the grammar.
 
 mod audit;
+mod doctor;
 mod flows;
 mod policy;
 mod replay;
@@ -33,6 +34,7 @@ pub enum Command {
     Audit(audit::AuditArgs),
     Replay(replay::ReplayArgs),
     Resume(replay::ResumeArgs),
+    Doctor(doctor::DoctorArgs),
 }
 
 /// `--policy NAME`: a file when one exists there, else a built-in policy
@@ -69,5 +71,6 @@ pub fn main() -> ExitCode {
         Command::Audit(args) => audit::audit(args),
         Command::Replay(args) => replay::replay(args),
         Command::Resume(args) => replay::resume(args),
+        Command::Doctor(args) => doctor::doctor(args),
     }
 }

@@ -157,6 +157,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         credentials: None,
         audit: Some(db.clone()),
         no_audit: false,
+        sandbox: "auto".into(),
     };
     if run.policy.is_empty() {
         run.policy = recorded_policies(&db, &record.run.id);

@@ -70,6 +70,12 @@ pub struct RunArgs {
     /// Do not record the run (it cannot then be audited, replayed or resumed).
     #[arg(long)]
     pub no_audit: bool,
+    /// What confines commands (bash, shell_command): `auto` (bubblewrap when it works here, else landlock),
+    /// `bwrap` or `landlock`. With none working, commands are refused, never run unconfined;
+    /// `sluice doctor` says which work. What a command may write and whether it may use the network
+    /// follow from the policy's static grants.
+    #[arg(long, value_name = "RUNNER", default_value = "auto", value_parser = ["auto", "bwrap", "landlock"])]
+    pub sandbox: String,
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
@@ -127,7 +133,8 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
         .script(&args.script)
         .prompt(Prompt::detect())
         .keep_spill(args.keep_spill)
-        .max_jobs(usize::from(args.max_jobs));
+        .max_jobs(usize::from(args.max_jobs))
+        .sandbox(crate::sandbox::Choice::parse(&args.sandbox).unwrap_or_default());
     if let Some(ws) = &args.workspace {
         builder = builder.workspace(ws);
     }

@@ -69,7 +69,22 @@ pub enum CommandLine {
 /// [`SpawnFailureKind::Wrap`], never as a silent unwrapped run.
 pub trait Wrap: fmt::Debug + Send + Sync {
     fn wrap(&self, argv: Vec<OsString>, cwd: &Path) -> Result<Vec<OsString>, String>;
+
+    /// Runs in the child between fork and exec (a landlock ruleset, a
+    /// seccomp filter): only async-signal-safe calls, no allocation.
+    fn pre_exec(&self) -> Option<PreExec> {
+        None
+    }
+
+    /// Variables the wrapper adds to the command's environment (`TMPDIR`
+    /// for private temp storage).
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        Vec::new()
+    }
 }
+
+/// A step a [`Wrap`] runs in the child after fork, before exec.
+pub type PreExec = Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>;
 
 /// The simplest wrapper: a fixed argv prefix (`["nice", "-n", "10"]`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -324,6 +324,16 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         None
     };
+    if let Some(w) = &spec.wrap {
+        cmd.envs(w.env());
+        if let Some(step) = w.pre_exec() {
+            // SAFETY: the step makes only async-signal-safe calls (see
+            // `Wrap::pre_exec`), as the forked child of a threaded parent must.
+            unsafe {
+                cmd.pre_exec(move || step());
+            }
+        }
+    }
     let spawned = cmd.spawn();
     // The command object holds our copies of the merged pipe's write end;
     // they must close now or the reader never sees end-of-file.

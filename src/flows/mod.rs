@@ -124,6 +124,8 @@ pub struct Context {
     pub exec: Arc<Executor>,
     /// The run's HTTP client and DNS seam.
     pub net: Arc<Net>,
+    /// How the run confines commands.
+    pub sandbox: Arc<crate::sandbox::Sandbox>,
     /// This call's sequence number in the run (1 for the first call; 0
     /// outside a call).
     pub call_seq: u64,
@@ -137,6 +139,10 @@ impl Context {
         Context {
             exec: Arc::new(Executor::new(&workspace, &run_id)),
             net: Arc::new(Net::default()),
+            sandbox: Arc::new(crate::sandbox::Sandbox::new(
+                crate::sandbox::Choice::Auto,
+                &run_id,
+            )),
             workspace,
             run_id,
             script,
@@ -156,6 +162,61 @@ impl Context {
             )
             .with("capability", cap.to_string())),
         }
+    }
+
+    /// How a command of this call is confined: the profile the run's
+    /// static grants give it, widened to `wider` for this call alone when
+    /// the person asked agrees (`sandboxPermissions` with its
+    /// `justification`). `None`: the grants confine nothing. No working
+    /// runner is `provider_unavailable`: the command does not run.
+    pub fn confine(
+        &self,
+        cwd: &std::path::Path,
+        command: &str,
+        wider: Option<(crate::sandbox::Mode, &str)>,
+    ) -> FlowResult<Option<crate::sandbox::Confined>> {
+        use crate::sandbox::Mode;
+        let gate = self.gate.as_ref().ok_or_else(|| {
+            FlowError::new(
+                ErrorCode::PermissionDenied,
+                "a command was confined outside a flow call",
+            )
+        })?;
+        let tmp = self.sandbox.private_tmp().map_err(|e| {
+            FlowError::new(
+                ErrorCode::CommandFailed,
+                format!("cannot make the command's private temp folder: {e}"),
+            )
+        })?;
+        let mut profile = gate.sandbox_profile(&self.workspace, tmp);
+        if let Some((mode, why)) = wider {
+            if mode <= profile.mode {
+                return Err(FlowError::invalid_input(
+                    "sandboxPermissions",
+                    format!(
+                        "the policy already gives this command {}; sandboxPermissions asks for a strictly wider mode ({})",
+                        profile.mode.as_str(),
+                        wider_than(profile.mode)
+                    ),
+                ));
+            }
+            gate.ask_wider(command, mode, why)?;
+            profile.mode = mode;
+            if mode == Mode::WorkspaceWrite && profile.writable.is_empty() {
+                profile.writable.push(self.workspace.clone());
+                profile.read_only.extend(
+                    [".git/hooks", ".git/config", ".sluice"].map(|r| self.workspace.join(r)),
+                );
+            }
+        }
+        self.sandbox
+            .confine(profile, &self.workspace, cwd)
+            .map_err(|why| {
+                FlowError::new(
+                    ErrorCode::ProviderUnavailable,
+                    format!("{why}; the command did not run"),
+                )
+            })
     }
 
     /// The context of call number `seq`.
@@ -379,6 +440,16 @@ pub fn spec_json(s: &FlowSpec) -> Value {
         "readOnly": s.read_only,
         "inputSchema": (s.schema)(),
     })
+}
+
+/// The modes wider than `mode`, for a message.
+fn wider_than(mode: crate::sandbox::Mode) -> &'static str {
+    use crate::sandbox::Mode;
+    match mode {
+        Mode::ReadOnly => "workspace-write or danger-full-access",
+        Mode::WorkspaceWrite => "danger-full-access",
+        Mode::DangerFullAccess => "there is none",
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,9 @@ pub struct Output {
     pub output: String,
     /// 124 when the command timed out.
     pub exit_code: i32,
+    /// How the command was confined; absent when the grants confine nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::Facts>,
 }
 
 pub struct ShellCommand {
@@ -130,6 +133,8 @@ impl Flow for ShellCommand {
         req.timeout = Some(self.timeout);
         req.output_budget = Some(CODEX_CAPTURE_BUDGET);
         req.merge_output = true;
+        let confined = ctx.confine(&self.workdir, &self.command, None)?;
+        req.wrap = confined.as_ref().map(|c| c.wrap.clone());
         let spec = exec::resolve(req, &exec.limits)?;
         let out = exec::run(spec).await;
         if let Some(f) = out.spawn_failure {
@@ -149,9 +154,26 @@ impl Flow for ShellCommand {
         } else {
             out.shell_status().unwrap_or(-1)
         };
+        let text = String::from_utf8_lossy(&out.stdout.head);
+        if let Some(c) = confined
+            .as_ref()
+            .filter(|c| c.runner_failed(exit_code, &text))
+        {
+            return Err(FlowError::new(
+                ErrorCode::ProviderUnavailable,
+                format!(
+                    "the sandbox runner ({}) failed before the command ran: {}; the command did not run",
+                    c.runner,
+                    text.trim()
+                ),
+            )
+            .with("runnerFailed", true));
+        }
+        let sandbox = confined.map(|c| c.facts(exit_code, &text));
         Ok(Output {
             output: codex_output(exit_code, out.elapsed, out.timed_out, &out.stdout),
             exit_code,
+            sandbox,
         })
     }
 }

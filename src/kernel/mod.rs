@@ -102,6 +102,14 @@ impl fmt::Display for Capability {
     }
 }
 
+/// The static side of a run's policies, for deriving a sandbox.
+pub struct StaticView<'a> {
+    pub ceiling: &'a [Pattern],
+    pub rules: Vec<&'a policy::Rule>,
+    pub hooks: bool,
+    pub failed: bool,
+}
+
 /// Decides whether a run may use a capability.
 pub struct Kernel {
     ceiling: Vec<Pattern>,
@@ -118,6 +126,24 @@ impl Kernel {
             policies: RefCell::new(policies),
             vars,
         }
+    }
+
+    /// What a sandbox is derived from: the ceiling, every policy's static
+    /// rules (policies refreshed first), whether a `decide` hook could
+    /// change them, and whether a policy failed to load (then nothing is
+    /// granted).
+    pub fn with_static<T>(&self, f: impl FnOnce(&StaticView) -> T) -> T {
+        let mut policies = self.policies.borrow_mut();
+        for p in policies.iter_mut() {
+            p.refresh();
+        }
+        let view = StaticView {
+            ceiling: &self.ceiling,
+            rules: policies.iter().flat_map(|p| p.rules()).collect(),
+            hooks: policies.iter().any(|p| p.has_decide()),
+            failed: policies.iter().any(|p| p.load_error().is_some()),
+        };
+        f(&view)
     }
 
     /// The verdict on one capability. A command line (`proc:spawn`) is

@@ -67,6 +67,19 @@ use globset::{GlobBuilder, GlobMatcher};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+/// The paths an fs pattern names, as a sandbox can bind them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsShape<'a> {
+    /// Every path.
+    Any,
+    /// One path.
+    Exact(&'a str),
+    /// Everything under a folder (`DIR/**`), not the folder itself.
+    Tree(&'a str),
+    /// Anything else (`**/.env`, `/w/*.rs`): no bind can express it.
+    Other,
+}
+
 /// Values that patterns expand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vars {
@@ -211,6 +224,20 @@ impl Pattern {
     /// Whether the pattern's action part covers `action` (any resource).
     pub fn selects(&self, action: Action) -> bool {
         self.select.includes(action)
+    }
+
+    /// The shape of the paths this pattern names, for a sandbox to
+    /// express: `None` when it selects no fs action.
+    pub fn fs_shape(&self) -> Option<FsShape<'_>> {
+        const META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
+        Some(match self.fs.as_ref()? {
+            Resource::Any => FsShape::Any,
+            Resource::Literal(path) => FsShape::Exact(path),
+            Resource::Glob { matcher, .. } => match matcher.glob().glob().strip_suffix("/**") {
+                Some(dir) if !dir.contains(META) => FsShape::Tree(dir),
+                _ => FsShape::Other,
+            },
+        })
     }
 
     /// The pattern as written, for messages ("which rule decided").

@@ -207,6 +207,11 @@ impl Policy {
         }
     }
 
+    /// Whether a `decide` hook may change what the static rules say.
+    pub fn has_decide(&self) -> bool {
+        self.loaded.as_ref().is_ok_and(|l| l.decide.is_some())
+    }
+
     pub fn rules(&self) -> &[Rule] {
         self.loaded.as_ref().map_or(&[], |l| &l.rules)
     }

@@ -61,6 +61,7 @@ pub struct RuntimeBuilder {
     search: Option<Arc<dyn Provider>>,
     audit: Option<PathBuf>,
     replay: Option<(Record, Mode)>,
+    sandbox: crate::sandbox::Choice,
 }
 
 impl RuntimeBuilder {
@@ -93,6 +94,13 @@ impl RuntimeBuilder {
     /// lacks. The run's random seed is the recorded one.
     pub fn replay(mut self, record: Record, mode: Mode) -> Self {
         self.replay = Some((record, mode));
+        self
+    }
+
+    /// What confines commands (default: bubblewrap when it works here,
+    /// else landlock). With no runner working, commands are refused.
+    pub fn sandbox(mut self, choice: crate::sandbox::Choice) -> Self {
+        self.sandbox = choice;
         self
     }
 
@@ -237,6 +245,7 @@ impl RuntimeBuilder {
             let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
             ctx.exec = Arc::new(exec);
         }
+        ctx.sandbox = Arc::new(crate::sandbox::Sandbox::new(self.sandbox, &ctx.run_id));
         if self.keep_spill {
             ctx.exec.keep_spill();
         }

@@ -64,6 +64,11 @@ pub struct Input {
     #[serde(default)]
     pub background: bool,
     pub container: Option<String>,
+    /// A strictly wider sandbox mode for this one call, granted only when
+    /// the person asked agrees.
+    pub sandbox_permissions: Option<String>,
+    /// Why the wider mode is needed, shown when asking.
+    pub justification: Option<String>,
 }
 
 /// The result of a command that ran to its end.
@@ -87,6 +92,10 @@ pub struct Finished {
     pub stderr_spill_path: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invalid_probe: Option<InvalidProbe>,
+    /// How the command was confined, and whether the sandbox refused it a
+    /// file operation; absent when the grants confine nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::Facts>,
 }
 
 /// The handle of a background job.
@@ -115,6 +124,8 @@ pub struct Bash {
     env: BTreeMap<String, String>,
     timeout: Duration,
     background: bool,
+    /// A wider sandbox mode asked for, and why.
+    wider: Option<(crate::sandbox::Mode, String)>,
 }
 
 fn schema() -> Value {
@@ -134,7 +145,9 @@ fn schema() -> Value {
             "reads": {"type": "array", "items": {"type": "string"}, "description": "Hermetic mode: path globs the command may read."},
             "writes": {"type": "array", "items": {"type": "string"}, "description": "Hermetic mode: path globs the command may write."},
             "background": {"type": "boolean", "description": "Start the command as a job and return its handle at once (no timeout)."},
-            "container": {"type": "string", "description": "A container to run in; refused (provider_unavailable) where no container route is configured."}
+            "container": {"type": "string", "description": "A container to run in; refused (provider_unavailable) where no container route is configured."},
+            "sandboxPermissions": {"type": "string", "enum": ["workspace-write", "danger-full-access"], "description": "Run this once with a strictly wider sandbox mode than the policy gives; asks first, showing `justification`. Give both or neither."},
+            "justification": {"type": "string", "description": "Why the wider sandbox mode is needed; shown when asking."}
         }
     })
 }
@@ -167,12 +180,15 @@ impl Flow for Bash {
         req.stdin = self.stdin.clone();
         req.timeout = Some(self.timeout);
         req.output_budget = Some(exec::STREAM_BUDGET);
+        let wider = self.wider.as_ref().map(|(m, why)| (*m, why.as_str()));
+        let confined = ctx.confine(&self.cwd, &self.label, wider)?;
+        req.wrap = confined.as_ref().map(|c| c.wrap.clone());
         let spec = exec::resolve(req, &exec.limits)?;
         if self.background {
             return self.start(ctx, spec);
         }
         let outcome = exec::run(spec).await;
-        self.finish(outcome)
+        self.finish(outcome, confined.as_ref())
     }
 }
 
@@ -209,6 +225,14 @@ fn validate(i: &Input) -> FlowResult<()> {
     if i.mode == Mode::Unhermetic && (i.reads.is_some() || i.writes.is_some()) {
         let field = if i.reads.is_some() { "reads" } else { "writes" };
         return refuse(field, "`reads` and `writes` declare a hermetic envelope; add mode = \"hermetic\" or drop them");
+    }
+    match (&i.sandbox_permissions, &i.justification) {
+        (Some(_), None) => return refuse("justification", "sandboxPermissions needs a `justification`: why this command needs the wider mode (it is shown when asking)"),
+        (None, Some(_)) => return refuse("sandboxPermissions", "`justification` goes with sandboxPermissions (\"workspace-write\" or \"danger-full-access\"); give both or neither"),
+        (Some(m), Some(_)) if crate::sandbox::Mode::parse(m).is_none_or(|m| m == crate::sandbox::Mode::ReadOnly) => {
+            return refuse("sandboxPermissions", "sandboxPermissions is \"workspace-write\" or \"danger-full-access\" (a wider mode than the policy gives)")
+        }
+        _ => {}
     }
     if i.timeout_ms == Some(0) {
         return refuse(
@@ -384,6 +408,11 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
             env: input.env,
             timeout,
             background: input.background,
+            wider: input
+                .sandbox_permissions
+                .as_deref()
+                .and_then(crate::sandbox::Mode::parse)
+                .zip(input.justification),
         },
         envelope,
     ))
@@ -417,7 +446,20 @@ impl Bash {
             .with("command", self.label.clone())
     }
 
-    fn finish(self, out: Outcome) -> FlowResult<Output> {
+    fn finish(
+        self,
+        mut out: Outcome,
+        confined: Option<&crate::sandbox::Confined>,
+    ) -> FlowResult<Output> {
+        if let Some(c) = confined {
+            let said = String::from_utf8_lossy(&out.stderr.head).into_owned();
+            if let Some((program, why)) = c.missing_program(&said) {
+                out.spawn_failure = Some(exec::SpawnFailure {
+                    kind: SpawnFailureKind::ProgramNotFound,
+                    message: format!("cannot start {program}: {why}"),
+                });
+            }
+        }
         if let Some(f) = &out.spawn_failure {
             let probe = match f.kind {
                 SpawnFailureKind::ProgramNotFound => {
@@ -446,6 +488,7 @@ impl Bash {
                 stdout_spill_path: None,
                 stderr_spill_path: None,
                 invalid_probe: Some(probe),
+                sandbox: None,
             }));
         }
         let stdout = bounded(&out.stdout);
@@ -454,6 +497,23 @@ impl Bash {
             return Err(self.timeout_error(&out, stdout, stderr));
         }
         let exit_code = out.shell_status().unwrap_or(-1);
+        if let Some(c) = confined.filter(|c| c.runner_failed(exit_code, &stderr.text)) {
+            return Err(FlowError::new(
+                ErrorCode::ProviderUnavailable,
+                format!(
+                    "the sandbox runner ({}) failed before the command ran: {}; the command did not run",
+                    c.runner,
+                    stderr.text.trim()
+                ),
+            )
+            .with("command", self.label.clone())
+            .with("runnerFailed", true));
+        }
+        let sandbox = confined.map(|c| c.facts(exit_code, &stderr.text));
+        let signal = out
+            .signal
+            .clone()
+            .or_else(|| confined.and_then(|c| c.signal(exit_code)));
         // Only a 127 can mean the program was never found; the line is
         // taken apart for that case alone, off the common path.
         let invalid_probe = match (exit_code, &self.launch) {
@@ -474,10 +534,11 @@ impl Bash {
             stderr_dropped_bytes: stderr.dropped_bytes,
             stdout: stdout.text,
             stderr: stderr.text,
-            signal: out.signal.clone(),
+            signal,
             stdout_spill_path: spill_path(&out.stdout),
             stderr_spill_path: spill_path(&out.stderr),
             invalid_probe,
+            sandbox,
         }))
     }
 

@@ -1,0 +1,370 @@
+//! Confining host commands: the mode and the writable trees a command gets,
+//! derived from the run's static grants, and the runners that enforce them
+//! (bubblewrap, else landlock with a seccomp filter). No runner, no command:
+//! a confined call never falls back to running unconfined.
+//!
+//! - [`Profile`]: what one command may do (mode, writable roots, paths kept
+//!   read-only inside them, network, private temp storage);
+//! - `derive`: the profile the policies' static rules grant;
+//! - `bwrap`, `landlock`: the runners;
+//! - [`Facts`]: what a confined result reports (`mode`, `denied`,
+//!   `enforcement`, `runnerFailed`).
+
+pub mod bwrap;
+mod derive;
+pub mod landlock;
+
+pub use derive::derive;
+
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// How much of the filesystem a command may change (network is separate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Nothing outside private temp storage.
+    ReadOnly,
+    /// The writable roots (and private temp storage).
+    WorkspaceWrite,
+    /// Everything: the command runs unconfined for files.
+    DangerFullAccess,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::WorkspaceWrite => "workspace-write",
+            Mode::DangerFullAccess => "danger-full-access",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Mode> {
+        [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess]
+            .into_iter()
+            .find(|m| m.as_str() == text)
+    }
+}
+
+/// How completely a runner enforced the profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Enforcement {
+    Full,
+    /// Something the profile asks for, the runner cannot express (a deny
+    /// with a wildcard across folders, read-only paths inside a writable
+    /// tree under landlock, a landlock ABI without some access right).
+    Partial,
+}
+
+/// What one confined command may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    pub mode: Mode,
+    /// Trees the command may write (canonical, existing folders). Empty
+    /// unless `mode` is `WorkspaceWrite`.
+    pub writable: Vec<PathBuf>,
+    /// Paths inside writable trees that stay read-only (`.git/hooks`,
+    /// `.git/config`, the audit store, paths a deny rule names).
+    pub read_only: Vec<PathBuf>,
+    /// Whether the command may open network sockets (not Unix ones, which
+    /// are always allowed).
+    pub network: bool,
+    /// A private folder for temporary files (TMPDIR), made for the call.
+    pub tmp: PathBuf,
+    /// Why enforcement can only be partial, if it can: said in results.
+    pub partial: Vec<String>,
+}
+
+/// The sandbox facts a confined result carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Facts {
+    pub mode: Mode,
+    /// Whether the sandbox refused a file operation (the command exited
+    /// nonzero saying so in the runner's words).
+    pub denied: bool,
+    pub enforcement: Enforcement,
+    /// The runner broke before the command ran.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub runner_failed: bool,
+}
+
+/// Which runner confines commands: `sluice run --sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Choice {
+    /// bubblewrap when it works here, else landlock.
+    #[default]
+    Auto,
+    Bwrap,
+    Landlock,
+}
+
+impl Choice {
+    pub fn parse(text: &str) -> Option<Choice> {
+        match text {
+            "auto" => Some(Choice::Auto),
+            "bwrap" | "bubblewrap" => Some(Choice::Bwrap),
+            "landlock" => Some(Choice::Landlock),
+            _ => None,
+        }
+    }
+}
+
+/// A runner that works on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runner {
+    Bwrap(PathBuf),
+    Landlock,
+}
+
+impl Runner {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Runner::Bwrap(_) => "bwrap",
+            Runner::Landlock => "landlock",
+        }
+    }
+}
+
+/// Whether bubblewrap is installed and can make its namespaces here.
+pub fn probe_bwrap() -> Result<PathBuf, String> {
+    let program = find_program("bwrap").ok_or_else(|| {
+        "bubblewrap is not installed (install the Debian package `bubblewrap`: apt-get install bubblewrap)".to_string()
+    })?;
+    let out = std::process::Command::new(&program)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--unshare-pid",
+            "--unshare-net",
+        ])
+        .args(["--die-with-parent", "--", "/bin/true"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{} cannot start: {e}", program.display()))?;
+    if out.status.success() {
+        return Ok(program);
+    }
+    Err(format!(
+        "{} cannot create its namespaces here: {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
+}
+
+/// Whether landlock can restrict commands here.
+pub fn probe_landlock() -> Result<(), String> {
+    landlock::probe().map(|_| ())
+}
+
+fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+}
+
+/// A run's confinement: the runner it chose (found once, at the first
+/// confined command) and the folder private temp storage lives in.
+#[derive(Debug)]
+pub struct Sandbox {
+    choice: Choice,
+    runner: std::sync::OnceLock<Result<Runner, String>>,
+    tmp_root: PathBuf,
+    made: std::sync::atomic::AtomicU64,
+}
+
+/// How one command is confined: the wrapper and what its result reports.
+#[derive(Debug, Clone)]
+pub struct Confined {
+    pub wrap: std::sync::Arc<dyn crate::exec::Wrap>,
+    pub runner: &'static str,
+    pub mode: Mode,
+    pub enforcement: Enforcement,
+    pub partial: Vec<String>,
+}
+
+impl Sandbox {
+    pub fn new(choice: Choice, run_id: &str) -> Sandbox {
+        Sandbox {
+            choice,
+            runner: std::sync::OnceLock::new(),
+            tmp_root: std::env::temp_dir().join(format!("sluice-tmp-{run_id}")),
+            made: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The runner this run uses, or why there is none.
+    pub fn runner(&self) -> Result<Runner, String> {
+        self.runner.get_or_init(|| detect(self.choice)).clone()
+    }
+
+    /// A fresh private temp folder (0700) for one command.
+    pub fn private_tmp(&self) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = self.tmp_root.join(format!("call-{n}"));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        Ok(dir)
+    }
+
+    /// The wrapper for a command under `profile`, starting in `cwd` of
+    /// `workspace`; `None` when the profile confines nothing (every file
+    /// writable and the network open). No runner is an error: the command
+    /// does not run.
+    pub fn confine(
+        &self,
+        profile: Profile,
+        workspace: &Path,
+        cwd: &Path,
+    ) -> Result<Option<Confined>, String> {
+        if profile.mode == Mode::DangerFullAccess && profile.network {
+            return Ok(None);
+        }
+        let runner = self.runner()?;
+        let mut partial = profile.partial.clone();
+        let (wrap, runner_name): (std::sync::Arc<dyn crate::exec::Wrap>, _) = match runner {
+            Runner::Bwrap(program) => (
+                std::sync::Arc::new(bwrap::Bwrap {
+                    program,
+                    visible: vec![workspace.to_path_buf(), cwd.to_path_buf()],
+                    profile: profile.clone(),
+                }),
+                "bwrap",
+            ),
+            Runner::Landlock => {
+                let (prepared, _, why) = landlock::prepare(&profile)?;
+                partial.extend(why);
+                (
+                    std::sync::Arc::new(LandlockWrap {
+                        prepared: std::sync::Arc::new(prepared),
+                        tmp: profile.tmp.clone(),
+                    }),
+                    "landlock",
+                )
+            }
+        };
+        Ok(Some(Confined {
+            wrap,
+            runner: runner_name,
+            mode: profile.mode,
+            enforcement: if partial.is_empty() {
+                Enforcement::Full
+            } else {
+                Enforcement::Partial
+            },
+            partial,
+        }))
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.tmp_root);
+    }
+}
+
+fn detect(choice: Choice) -> Result<Runner, String> {
+    match choice {
+        Choice::Bwrap => probe_bwrap().map(Runner::Bwrap),
+        Choice::Landlock => probe_landlock().map(|()| Runner::Landlock),
+        Choice::Auto => probe_bwrap().map(Runner::Bwrap).or_else(|bwrap| {
+            probe_landlock().map(|()| Runner::Landlock).map_err(|landlock| {
+                format!(
+                    "no sandbox runner works on this machine, so commands cannot run confined. bubblewrap: {bwrap}. \
+                     landlock: {landlock}"
+                )
+            })
+        }),
+    }
+}
+
+impl Confined {
+    /// The facts of a command that ran: whether the sandbox refused a file
+    /// operation, judged from its exit and what it printed, in this
+    /// runner's words.
+    pub fn facts(&self, exit_code: i32, stderr: &str) -> Facts {
+        let words: &[&str] = match self.runner {
+            "bwrap" => &["Read-only file system"],
+            _ => &["Permission denied", "Operation not permitted"],
+        };
+        Facts {
+            mode: self.mode,
+            denied: exit_code != 0 && words.iter().any(|w| stderr.contains(w)),
+            enforcement: self.enforcement,
+            runner_failed: false,
+        }
+    }
+
+    /// Whether the runner broke before the command ran (bubblewrap says so
+    /// in its own words and exits 1), other than for a missing program.
+    pub fn runner_failed(&self, exit_code: i32, stderr: &str) -> bool {
+        self.runner == "bwrap"
+            && exit_code == 1
+            && stderr.starts_with(bwrap::FAILURE_MARK)
+            && self.missing_program(stderr).is_none()
+    }
+
+    /// The system's message when bubblewrap could not start the program
+    /// itself (`bwrap: execvp nope: No such file or directory`): the same
+    /// as a launch of a missing program without the sandbox.
+    pub fn missing_program<'a>(&self, stderr: &'a str) -> Option<(&'a str, &'a str)> {
+        let rest = stderr.strip_prefix("bwrap: execvp ")?;
+        rest.trim_end().split_once(": ")
+    }
+
+    /// The signal that ended the command when the runner reports it only as
+    /// an exit of 128 + its number (bubblewrap does, as a shell would).
+    pub fn signal(&self, exit_code: i32) -> Option<String> {
+        if self.runner != "bwrap" || !(129..=128 + 64).contains(&exit_code) {
+            return None;
+        }
+        nix::sys::signal::Signal::try_from(exit_code - 128)
+            .ok()
+            .map(|s| s.as_str().to_string())
+    }
+}
+
+/// A command confined by landlock and seccomp: its argv unchanged, the
+/// prepared restrictions applied in the child before exec.
+struct LandlockWrap {
+    prepared: std::sync::Arc<landlock::Prepared>,
+    tmp: PathBuf,
+}
+
+impl std::fmt::Debug for LandlockWrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LandlockWrap")
+            .field("tmp", &self.tmp)
+            .finish_non_exhaustive()
+    }
+}
+
+impl crate::exec::Wrap for LandlockWrap {
+    fn wrap(
+        &self,
+        argv: Vec<std::ffi::OsString>,
+        _cwd: &Path,
+    ) -> Result<Vec<std::ffi::OsString>, String> {
+        Ok(argv)
+    }
+
+    fn pre_exec(&self) -> Option<crate::exec::PreExec> {
+        let prepared = self.prepared.clone();
+        Some(std::sync::Arc::new(move || prepared.apply()))
+    }
+
+    fn env(&self) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+        vec![("TMPDIR".into(), self.tmp.clone().into_os_string())]
+    }
+}

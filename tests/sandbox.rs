@@ -1,0 +1,334 @@
+//! Confined commands through the real binary, with real bubblewrap and real
+//! landlock, each runner forced in turn: what a command may write, what
+//! stays read-only, the network, private temp storage, a missing runner,
+//! and the one-shot wider retry.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const RUNNERS: [&str; 2] = ["bwrap", "landlock"];
+
+/// Fails, saying how to install it, when bubblewrap is missing: the tests
+/// must not pass by skipping.
+fn need_bwrap() {
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join("bwrap").is_file());
+    assert!(
+        found,
+        "these tests need bubblewrap: apt-get install bubblewrap (scripts/test installs it)"
+    );
+}
+
+/// A Python program run by `bash` (the kernel does not read Python, so the
+/// sandbox alone stands between it and the files), with `flags`; its output
+/// or error as JSON.
+fn python(ws: &Path, runner: &str, flags: &[&str], program: &str) -> Value {
+    need_bwrap();
+    let script = format!(
+        "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
+        lua_str(program)
+    );
+    let mut all = vec!["--sandbox", runner];
+    all.extend_from_slice(flags);
+    let run = run_lua_with(ws, &script, &all, &[]).ok();
+    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+/// A folder outside the workspace and outside /tmp (which confined commands
+/// see as their own private tmpfs), removed with `ws`'s name in it.
+fn outside_tmp(ws: &Workspace) -> std::path::PathBuf {
+    let name = ws.path().parent().unwrap().file_name().unwrap();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("sandbox")
+        .join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Python that tries to write `path` and prints `ok` or the error.
+fn try_write(path: &str) -> String {
+    format!(
+        "import sys\ntry:\n    open({path:?}, 'w').write('x')\n    print('ok')\nexcept OSError as e:\n    print(e.strerror, file=sys.stderr)\n    sys.exit(1)\n"
+    )
+}
+
+#[test]
+fn a_write_inside_the_workspace_succeeds_and_outside_fails_as_denied() {
+    for runner in RUNNERS {
+        let ws = workspace();
+        std::fs::create_dir(ws.file("src")).unwrap();
+        let inside = python(ws.path(), runner, &[], &try_write("src/made.txt"));
+        assert_eq!(inside["exitCode"], 0, "{runner}: {inside}");
+        assert_eq!(
+            inside["sandbox"]["mode"], "workspace-write",
+            "{runner}: {inside}"
+        );
+        assert_eq!(inside["sandbox"]["denied"], false);
+        assert_eq!(
+            std::fs::read_to_string(ws.file("src/made.txt")).unwrap(),
+            "x"
+        );
+        // A new entry at the top of the workspace: bubblewrap binds the
+        // tree; landlock can only grant its entries one by one (to keep
+        // .git and .sluice read-only), so nothing new is made there.
+        let top = python(ws.path(), runner, &[], &try_write("top.txt"));
+        let made = ws.file("top.txt").exists();
+        match runner {
+            "bwrap" => assert!(made && top["exitCode"] == 0, "{top}"),
+            _ => assert!(!made && top["sandbox"]["denied"] == true, "{top}"),
+        }
+
+        let outside = outside_tmp(&ws).join("outside.txt");
+        let out = python(
+            ws.path(),
+            runner,
+            &[],
+            &try_write(outside.to_str().unwrap()),
+        );
+        assert_eq!(out["exitCode"], 1, "{runner}: {out}");
+        assert_eq!(out["sandbox"]["denied"], true, "{runner}: {out}");
+        assert!(!outside.exists(), "{runner} let the write through");
+    }
+}
+
+#[test]
+fn git_hooks_and_the_audit_store_stay_read_only_inside_the_writable_workspace() {
+    for runner in RUNNERS {
+        let ws = workspace();
+        std::fs::create_dir_all(ws.file(".git/hooks")).unwrap();
+        std::fs::write(ws.file(".git/config"), "[core]\n").unwrap();
+        let program = "import os\nfor p in ['.git/hooks/pre-commit', '.git/config', '.sluice/audit.db', '.sluice/new']:\n    try:\n        open(p, 'a').write('x')\n        print(p, 'written')\n    except OSError as e:\n        print(p, 'refused')\n";
+        let out = python(ws.path(), runner, &[], program);
+        let text = out["stdout"].as_str().unwrap();
+        for p in [
+            ".git/hooks/pre-commit",
+            ".git/config",
+            ".sluice/audit.db",
+            ".sluice/new",
+        ] {
+            assert!(text.contains(&format!("{p} refused")), "{runner}: {text}");
+        }
+        assert!(!ws.file(".git/hooks/pre-commit").exists());
+        assert_eq!(
+            std::fs::read_to_string(ws.file(".git/config")).unwrap(),
+            "[core]\n"
+        );
+    }
+}
+
+#[test]
+fn a_symlink_inside_the_workspace_pointing_outside_does_not_open_a_write() {
+    for runner in RUNNERS {
+        let ws = workspace();
+        let outside = outside_tmp(&ws).join("target-dir");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.file("link")).unwrap();
+        let out = python(ws.path(), runner, &[], &try_write("link/escaped.txt"));
+        assert_eq!(out["exitCode"], 1, "{runner}: {out}");
+        assert!(
+            !outside.join("escaped.txt").exists(),
+            "{runner} wrote through the link"
+        );
+    }
+}
+
+#[test]
+fn temp_files_go_to_private_storage() {
+    for runner in RUNNERS {
+        let ws = workspace();
+        let program = "import os, tempfile\nd = tempfile.gettempdir()\np = os.path.join(d, 'sluice-private-probe')\nopen(p, 'w').write('x')\nprint(d)\n";
+        let out = python(ws.path(), runner, &[], program);
+        assert_eq!(out["exitCode"], 0, "{runner}: {out}");
+        let dir = out["stdout"].as_str().unwrap().trim().to_string();
+        let seen = Path::new(&dir).join("sluice-private-probe");
+        assert!(
+            !seen.exists(),
+            "{runner}: the temp file is visible outside the command at {}",
+            seen.display()
+        );
+    }
+}
+
+#[test]
+fn a_connect_to_a_loopback_server_fails_unless_the_network_is_granted() {
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let program = format!(
+        "import socket, sys\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    print('connected')\nexcept OSError as e:\n    print('refused', e)\n    sys.exit(1)\n"
+    );
+    let open_net = |ws: &Workspace| {
+        policy(
+            ws,
+            "net.lua",
+            r#"local p = require("sluice.policy")
+return { rules = {
+  p.allow "fs:read:**", p.allow "fs:write:${workspace}", p.allow "fs:write:${workspace}/**",
+  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
+} }"#,
+        )
+    };
+    for runner in RUNNERS {
+        let ws = workspace();
+        let closed = python(ws.path(), runner, &[], &program);
+        assert_eq!(closed["exitCode"], 1, "{runner}: {closed}");
+        assert!(
+            closed["stdout"].as_str().unwrap().starts_with("refused"),
+            "{runner}: {closed}"
+        );
+        let granted = open_net(&ws);
+        let open = python(ws.path(), runner, &["--policy", &granted], &program);
+        assert_eq!(open["exitCode"], 0, "{runner}: {open}");
+        assert_eq!(open["stdout"], "connected\n");
+    }
+}
+
+#[test]
+fn without_write_grants_the_mode_is_read_only() {
+    for runner in RUNNERS {
+        let ws = workspace();
+        let reader = policy(
+            &ws,
+            "reader.lua",
+            r#"local p = require("sluice.policy")
+return { rules = { p.allow "fs:read:**", p.allow "proc:spawn:*" } }"#,
+        );
+        let out = python(
+            ws.path(),
+            runner,
+            &["--policy", &reader],
+            &try_write("x.txt"),
+        );
+        assert_eq!(out["sandbox"]["mode"], "read-only", "{runner}: {out}");
+        assert_eq!(out["exitCode"], 1);
+        assert!(!ws.file("x.txt").exists());
+    }
+}
+
+#[test]
+fn a_runner_that_is_missing_refuses_the_command_saying_what_to_install() {
+    let ws = workspace();
+    let path = script_file(
+        ws.path(),
+        "local r, e = sluice.bash{command = 'true'}\nprint(sluice.json.encode(r or e))",
+    );
+    let out = Command::new(sluice_bin())
+        .args([
+            "run",
+            path.to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--sandbox",
+            "bwrap",
+        ])
+        .env("PATH", "/nonexistent")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["code"], "provider_unavailable", "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("apt-get install bubblewrap"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_wider_retry_asks_with_its_justification_and_applies_to_that_call_only() {
+    need_bwrap();
+    let ws = workspace();
+    let outside = outside_tmp(&ws).join("wider.txt");
+    let program = try_write(outside.to_str().unwrap());
+    let call = |extra: &str| {
+        format!(
+            "local r, e = sluice.bash{{script = {}, interpreter = 'python3'{extra}}}\nprint(sluice.json.encode(r or e))\n",
+            lua_str(&program)
+        )
+    };
+    let wider = ", sandboxPermissions = 'danger-full-access', justification = 'write the release notes beside the repo'";
+    // Unattended, the ask is permission_required and shows the justification.
+    let asked = run_lua_with(ws.path(), &call(wider), &[], &[]).ok();
+    let err: Value = serde_json::from_str(asked.stdout.trim()).unwrap();
+    assert_eq!(err["code"], "permission_required", "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("write the release notes beside the repo"),
+        "{err}"
+    );
+    assert!(!outside.exists());
+    // Pre-approved, it applies to that call, and the next call is confined again.
+    let both = format!("{}{}", call(wider), call(""));
+    let run = run_lua_with(
+        ws.path(),
+        &both,
+        &["--approve", "proc:spawn:python3 -"],
+        &[],
+    )
+    .ok();
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["exitCode"], 0, "{}", lines[0]);
+    assert_eq!(lines[0]["sandbox"]["mode"], "danger-full-access");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "x");
+    std::fs::remove_file(&outside).unwrap();
+    assert_eq!(lines[1]["exitCode"], 1, "{}", lines[1]);
+    assert_eq!(lines[1]["sandbox"]["mode"], "workspace-write");
+    assert!(!outside.exists());
+}
+
+#[test]
+fn sandbox_permissions_and_justification_come_together() {
+    let ws = workspace();
+    let out = lua_json(
+        ws.path(),
+        "local _, a = sluice.bash{command = 'true', sandboxPermissions = 'danger-full-access'}\n\
+         local _, b = sluice.bash{command = 'true', justification = 'x'}\n\
+         local _, c = sluice.bash{command = 'true', sandboxPermissions = 'read-only', justification = 'x'}\n\
+         emit({a.code, a.field, b.code, b.field, c.code, c.field})",
+    );
+    assert_eq!(
+        out[0],
+        serde_json::json!([
+            "invalid_input",
+            "justification",
+            "invalid_input",
+            "sandboxPermissions",
+            "invalid_input",
+            "sandboxPermissions"
+        ])
+    );
+}
+
+#[test]
+fn a_policy_granting_every_file_and_the_network_runs_commands_unconfined() {
+    let ws = workspace();
+    let full = policy(
+        &ws,
+        "full.lua",
+        r#"local p = require("sluice.policy")
+return { rules = {
+  p.allow "fs:read:**", p.allow "fs:write:/", p.allow "fs:write:/**",
+  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
+} }"#,
+    );
+    let run = run_lua_with(
+        ws.path(),
+        "local r = assert(sluice.bash{command = 'true'})\nprint(r.sandbox == nil)",
+        &["--policy", &full],
+        &[],
+    )
+    .ok();
+    assert_eq!(run.stdout.trim(), "true");
+}
