@@ -85,6 +85,8 @@
 ---@field reads? string[] hermetic: path globs the command may read
 ---@field writes? string[] hermetic: path globs the command may write
 ---@field background? boolean start as a job and return a sluice.Job at once
+---@field sandboxPermissions? "workspace-write"|"danger-full-access" a strictly wider sandbox mode for this call only; always asks, showing justification
+---@field justification? string why the wider mode is needed (with sandboxPermissions)
 
 ---@class sluice.InvalidProbe
 ---@field reason "unknown-command"|"unknown-path"|"unknown-test"|"unknown-module"|"unknown-environment"
@@ -103,6 +105,12 @@
 ---@field stdoutSpillPath? string the complete stream (up to 64 MiB), while the run lasts or with --keep-spill
 ---@field stderrSpillPath? string
 ---@field invalidProbe? sluice.InvalidProbe the command never reached any code
+---@field sandbox? sluice.SandboxFacts how the command was confined; absent when the policy confines nothing
+
+---@class sluice.SandboxFacts
+---@field mode "read-only"|"workspace-write"|"danger-full-access" what the command could change
+---@field denied boolean the sandbox refused it a file operation (nonzero exit, the runner's words on stderr)
+---@field enforcement "full"|"partial" partial: a policy rule the runner cannot express (a deny by wildcard, a decide hook)
 
 ---@class sluice.JobRead
 ---@field stdout string output since the previous read

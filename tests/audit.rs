@@ -196,7 +196,7 @@ print(err.code, bad.code)
         rows[1]["capabilities"],
         json!([format!("fs:write:{ws_text}/out.txt")])
     );
-    assert_eq!(rows[2]["route"], json!({"host": "unconfined"}));
+    assert_eq!(rows[2]["route"], json!({"host": "sandbox"}));
     assert_eq!(rows[2]["capabilities"], json!(["proc:spawn:echo hi"]));
     assert_eq!(rows[2]["output"]["stdout"], "hi\n");
     // An ask nobody answered: the decision, and the error.

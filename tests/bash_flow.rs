@@ -34,7 +34,13 @@ fn lua(ws: &Path, body: &str, args: &[&str]) -> Vec<Value> {
 
 /// `b(<input>)` once: `(out, err)`, each JSON null when absent.
 fn bash(ws: &Path, input: &str, args: &[&str]) -> (Value, Value) {
-    let mut lines = lua(ws, &format!("b({input})\n"), args);
+    bash_with(ws, &[], input, args)
+}
+
+/// [`bash`] with extra `sluice run` flags (e.g. `--policy FILE`).
+fn bash_with(ws: &Path, flags: &[&str], input: &str, args: &[&str]) -> (Value, Value) {
+    let run = common::run_lua_with(ws, &format!("{PRELUDE}b({input})\n"), flags, args);
+    let mut lines = json_lines(run);
     assert_eq!(lines.len(), 1, "one emitted line: {lines:?}");
     let mut v = lines.remove(0);
     (v["out"].take(), v["err"].take())
@@ -52,8 +58,39 @@ fn bash_err(ws: &Path, input: &str, args: &[&str]) -> Value {
     err
 }
 
-/// The output of a command that ran to its end with nothing truncated.
+/// The output of a command that ran to its end with nothing truncated,
+/// confined as the default policy confines it: [`DEFAULT_SANDBOX`].
 fn finished(exit_code: i32, stdout: &str, stderr: &str) -> Value {
+    finished_in(DEFAULT_SANDBOX, exit_code, stdout, stderr)
+}
+
+/// The sandbox facts of a command the default policy lets run: the
+/// workspace is writable, and enforcement is partial because the policy's
+/// `**/.env` and `**/.git/**` denies name paths no mount can express.
+const DEFAULT_SANDBOX: (&str, &str) = ("workspace-write", "partial");
+
+/// The sandbox facts under a policy that grants no write to the workspace
+/// folder itself (only `fs:write:${workspace}/**`, say): nothing writable,
+/// and nothing the sandbox cannot express.
+const READ_ONLY_SANDBOX: (&str, &str) = ("read-only", "full");
+
+/// The output of a command that never started (a missing interpreter or
+/// working folder): as [`finished`] says, but no sandbox facts, since no
+/// command ran in the sandbox.
+fn never_ran(exit_code: i32, stdout: &str, stderr: &str) -> Value {
+    let mut out = finished(exit_code, stdout, stderr);
+    out.as_object_mut().unwrap().remove("sandbox");
+    out
+}
+
+/// [`finished`] for a command confined as `(mode, enforcement)` say, and
+/// that the sandbox refused nothing.
+fn finished_in(
+    (mode, enforcement): (&str, &str),
+    exit_code: i32,
+    stdout: &str,
+    stderr: &str,
+) -> Value {
     json!({
         "exitCode": exit_code,
         "stdout": stdout,
@@ -62,6 +99,7 @@ fn finished(exit_code: i32, stdout: &str, stderr: &str) -> Value {
         "stderrTruncated": false,
         "stdoutDroppedBytes": 0,
         "stderrDroppedBytes": 0,
+        "sandbox": {"mode": mode, "denied": false, "enforcement": enforcement},
     })
 }
 
@@ -402,6 +440,11 @@ fn bash_stdout_of_30001_bytes_omits_exactly_the_one_middle_byte() {
 fn bash_200_mb_of_stdout_keeps_head_and_tail_and_spills_64_mib_removed_after_the_run() {
     let ws = common::workspace();
     let tmp = tmpdir_beside(ws.path());
+    // The spill file is looked at from inside later commands, during the
+    // run. A confined command sees a private /tmp (which holds the spill
+    // folder), so these commands run unconfined, under a policy granting
+    // every file and the network.
+    let unconfined = common::unconfined_policy(&ws);
     let body = r#"
 local r = sluice.bash{command = "printf HEAD; head -c 199999992 /dev/zero | tr '\\0' x; printf TAIL"}
 local p = r.stdoutSpillPath
@@ -413,7 +456,7 @@ emit({r = r, file = f.stdout, dir = d.stdout})
     let run = common::run_lua_env(
         ws.path(),
         &format!("{PRELUDE}{body}"),
-        &[],
+        &["--policy", &unconfined],
         &[],
         &[("TMPDIR", tmp.to_str().unwrap())],
     );
@@ -601,11 +644,18 @@ fn bash_timeout_stands_when_the_command_traps_term_and_exits_0() {
 #[test]
 fn bash_timeout_kills_a_grandchild_that_ignores_term() {
     let ws = common::workspace();
-    let err = bash_err(
+    // The pids the command prints are checked as host pids and process
+    // groups, so it runs unconfined (a confined command prints the pids of
+    // its own PID namespace), under a policy granting every file and the
+    // network. The confined case is the next test.
+    let unconfined = common::unconfined_policy(&ws);
+    let (out, err) = bash_with(
         ws.path(),
+        &["--policy", &unconfined],
         r#"{command = "echo $$; (trap '' TERM; sleep 30) & echo $!; sleep 30", timeoutMs = 300}"#,
         &[],
     );
+    assert_eq!(out, Value::Null, "unexpected success");
     assert_eq!(err["code"], "timeout");
     let pids: Vec<i32> = err["stdout"]
         .as_str()
@@ -627,16 +677,66 @@ fn bash_timeout_kills_a_grandchild_that_ignores_term() {
 }
 
 #[test]
+fn bash_timeout_kills_a_confined_grandchild_that_ignores_term() {
+    let ws = common::workspace();
+    // Under the default policy the command runs in its own PID namespace,
+    // so its processes are found on the host by a `sleep` argument no other
+    // process has.
+    let nap = common::unique_sleep();
+    let mut child = common::spawn_lua_with(
+        ws.path(),
+        &format!(
+            "{PRELUDE}b{{command = \"(trap '' TERM; sleep {nap}) & sleep {nap}\", timeoutMs = 3000}}\n"
+        ),
+        &[],
+        &[],
+    );
+    // Both sleeps run (the TERM-ignoring one and the command's own) before
+    // the timeout.
+    let t0 = Instant::now();
+    while common::pids_with_arg(&nap).len() < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_millis(2500),
+            "the confined command's sleeps never ran: {:?}",
+            common::pids_with_arg(&nap)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = common::exit_within(&mut child, Duration::from_secs(10));
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert!(status.success(), "{status:?}: {stdout}");
+    let v: Value = serde_json::from_str(stdout.trim_end()).unwrap();
+    assert_eq!(v["out"], Value::Null, "{v}");
+    assert_eq!(v["err"]["code"], "timeout", "{v}");
+    // Nothing of the command is left once the call has its outcome.
+    assert_eq!(
+        common::pids_with_arg(&nap),
+        Vec::<i32>::new(),
+        "the confined command's sleeps survived the timeout"
+    );
+    assert!(v["err"]["elapsedMs"].as_u64().unwrap() < 5000, "{v}");
+}
+
+#[test]
 fn bash_a_daemon_holding_the_pipes_does_not_hang_the_call_past_the_grace_period() {
     let ws = common::workspace();
+    // The daemon's pid is checked (and killed) as a host pid, and it must
+    // outlive the command, which a confined command's PID namespace does
+    // not allow: it runs unconfined, under a policy granting every file and
+    // the network.
+    let unconfined = common::unconfined_policy(&ws);
     let started = Instant::now();
     // The daemon leaves the group (setsid) before the command goes on, and
     // keeps the stdout and stderr pipes open for 30 s.
-    let out = bash_ok(
+    let (out, err) = bash_with(
         ws.path(),
+        &["--policy", &unconfined],
         r#"{command = "setsid sh -c 'touch ready; exec sleep 30' & echo $!; while [ ! -e ready ]; do sleep 0.01; done; echo started"}"#,
         &[],
     );
+    assert_eq!(err, Value::Null, "unexpected error");
+    assert_eq!(out["sandbox"], Value::Null, "ran confined: {out}");
     let elapsed = started.elapsed();
     let stdout = out["stdout"].as_str().unwrap();
     let daemon: i32 = stdout.lines().next().unwrap().parse().unwrap();
@@ -679,8 +779,10 @@ fn bash_script_with_a_missing_interpreter_has_an_unknown_command_probe() {
         r#"{interpreter = "no-such-interpreter", script = "print(1)"}"#,
         &[],
     );
-    let os = "cannot start no-such-interpreter: No such file or directory (os error 2)";
-    let mut want = finished(127, "", &format!("sluice: {os}\n"));
+    // The words are bubblewrap's (`bwrap: execvp ...`, as sluice relays
+    // them), the runner used where it works.
+    let os = "cannot start no-such-interpreter: No such file or directory";
+    let mut want = never_ran(127, "", &format!("sluice: {os}\n"));
     want["invalidProbe"] = json!({
         "reason": "unknown-command",
         "evidence": format!("no-such-interpreter could not be started: {os}"),
@@ -698,7 +800,7 @@ fn bash_missing_cwd_has_an_unknown_path_probe() {
         &[],
     );
     let dir = ws.file("missing-dir");
-    let mut want = finished(
+    let mut want = never_ran(
         1,
         "",
         &format!(
@@ -858,8 +960,12 @@ return {
         common::denied("proc:spawn:rm -f x", &by, "no deleting")
     );
     assert_eq!(fs::read_to_string(ws.file("x")).unwrap(), "keep\n");
-    // The same policy lets another command run.
-    assert_eq!(lines[1]["out"], finished(0, "ok\n", ""));
+    // The same policy lets another command run, read-only: it grants no
+    // write to the workspace folder itself.
+    assert_eq!(
+        lines[1]["out"],
+        finished_in(READ_ONLY_SANDBOX, 0, "ok\n", "")
+    );
 }
 
 #[test]
@@ -891,8 +997,12 @@ return {
         !ws.file("made").exists(),
         "the routed command ran on the host"
     );
-    // A command the policy does not route runs on the host.
-    assert_eq!(lines[1]["out"], finished(0, "host\n", ""));
+    // A command the policy does not route runs on the host, confined
+    // read-only: the policy grants no write to the workspace folder itself.
+    assert_eq!(
+        lines[1]["out"],
+        finished_in(READ_ONLY_SANDBOX, 0, "host\n", "")
+    );
 }
 
 #[test]

@@ -8,7 +8,10 @@
 
 mod common;
 
-use common::{exit_within, lua_json, pid_alive, read_stdout_line, run_lua, spawn_lua, workspace};
+use common::{
+    exit_within, lua_json, pid_alive, pids_with_arg, read_stdout_line, run_lua, run_lua_with,
+    spawn_lua_with, survivors_with_arg, unconfined_policy, unique_sleep, workspace,
+};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
@@ -121,7 +124,9 @@ fn job_kill_stops_a_running_job_reports_killed_and_is_false_once_settled() {
         out[1..],
         [
             json!({"killed": true, "waited": true, "quick": true}),
-            json!({"status": "killed", "signal": "SIGTERM", "exitCodeIsNil": true,
+            // Confined (the default policy), a kill ends the sandbox's whole
+            // tree at once: TERM would reach bubblewrap alone.
+            json!({"status": "killed", "signal": "SIGKILL", "exitCodeIsNil": true,
                    "again": false, "shown": format!("job 1 (pid {pid}, killed)")}),
         ]
     );
@@ -130,6 +135,10 @@ fn job_kill_stops_a_running_job_reports_killed_and_is_false_once_settled() {
 
 /// A job and its own child, both left running when the script ends; the
 /// script prints both pids as `pid child`, then `end` decides how it ends.
+/// The child's pid is checked as a host pid, so these scripts run under
+/// [`common::UNCONFINED_POLICY`] (a confined command prints the pids of its
+/// own PID namespace); the confined case is
+/// `confined_jobs_are_gone_once_killed_and_after_the_run`.
 fn job_left_running(end: &str) -> String {
     format!(
         r#"
@@ -156,8 +165,15 @@ fn two_pids(line: &str) -> [i32; 2] {
 #[test]
 fn a_job_still_running_when_the_script_returns_is_gone_after_the_run() {
     let ws = workspace();
+    let unconfined = unconfined_policy(&ws);
     let t0 = Instant::now();
-    let run = run_lua(ws.path(), &job_left_running("return"), &[]).ok();
+    let run = run_lua_with(
+        ws.path(),
+        &job_left_running("return"),
+        &["--policy", &unconfined],
+        &[],
+    )
+    .ok();
     let took = t0.elapsed();
     let pids = two_pids(run.stdout.trim_end());
     assert!(
@@ -174,7 +190,13 @@ fn a_job_still_running_when_the_script_returns_is_gone_after_the_run() {
 #[test]
 fn a_job_still_running_when_the_script_errors_is_gone_after_the_run() {
     let ws = workspace();
-    let run = run_lua(ws.path(), &job_left_running("error('boom')"), &[]);
+    let unconfined = unconfined_policy(&ws);
+    let run = run_lua_with(
+        ws.path(),
+        &job_left_running("error('boom')"),
+        &["--policy", &unconfined],
+        &[],
+    );
     assert_eq!(run.code, 1, "stderr: {}", run.stderr);
     assert!(run.stderr.contains("boom"), "{}", run.stderr);
     let pids = two_pids(run.stdout.trim_end());
@@ -187,7 +209,13 @@ fn a_job_still_running_when_the_script_errors_is_gone_after_the_run() {
 #[test]
 fn sigint_while_a_job_runs_exits_130_and_the_job_is_gone() {
     let ws = workspace();
-    let mut child = spawn_lua(ws.path(), &job_left_running("sluice.sleep(60000)"), &[]);
+    let unconfined = unconfined_policy(&ws);
+    let mut child = spawn_lua_with(
+        ws.path(),
+        &job_left_running("sluice.sleep(60000)"),
+        &["--policy", &unconfined],
+        &[],
+    );
     let pids = two_pids(&read_stdout_line(&mut child));
     assert!(pids.iter().all(|&p| pid_alive(p)), "{pids:?} not running");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
@@ -196,6 +224,93 @@ fn sigint_while_a_job_runs_exits_130_and_the_job_is_gone() {
     assert!(
         pids.iter().all(|&p| !pid_alive(p)),
         "{pids:?} outlived the interrupted run"
+    );
+}
+
+#[test]
+fn confined_jobs_are_gone_once_killed_and_after_the_run() {
+    // Under the default policy each job runs in its own PID namespace, so
+    // its processes are found on the host by `sleep` arguments no other
+    // process has. Job `a` is killed; job `b` and its own child are still
+    // running when the run is interrupted.
+    let ws = workspace();
+    let (a, b) = (unique_sleep(), unique_sleep());
+    let script = format!(
+        r#"
+        local a = sluice.bash{{command = "sleep {a}", background = true}}
+        local b = sluice.bash{{command = "sleep {b} & echo $!; wait", background = true}}
+        local child, t0 = "", sluice.now()
+        while not child:find("\n") and sluice.now() - t0 < 3000 do
+          child = child .. b:read().stdout
+          sluice.sleep(10)
+        end
+        print("started")
+        while sluice.bash{{command = "test -e seen"}}.exitCode ~= 0 do sluice.sleep(10) end
+        print(tostring(a:kill()) .. " " .. tostring(a:wait(5000)) .. " " .. a.status)
+        sluice.sleep(60000)
+        "#
+    );
+    let mut child = spawn_lua_with(ws.path(), &script, &[], &[]);
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut next_line = || lines.next().expect("a line").unwrap();
+    assert_eq!(next_line(), "started");
+    let t0 = Instant::now();
+    while pids_with_arg(&a).is_empty() || pids_with_arg(&b).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "the confined jobs' sleeps are not running: {:?} {:?}",
+            pids_with_arg(&a),
+            pids_with_arg(&b)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::write(ws.file("seen"), "").unwrap();
+    assert_eq!(next_line(), "true true killed");
+    assert_eq!(
+        survivors_with_arg(&a, Duration::ZERO),
+        Vec::<i32>::new(),
+        "job:kill did not reach the confined command"
+    );
+    assert!(!pids_with_arg(&b).is_empty(), "job b ended early");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let status = exit_within(&mut child, Duration::from_secs(5));
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(
+        survivors_with_arg(&b, Duration::ZERO),
+        Vec::<i32>::new(),
+        "a confined job's child outlived the interrupted run"
+    );
+}
+
+#[test]
+fn confined_jobs_killed_as_they_start_leave_nothing_running() {
+    // Under the default policy each job runs in its own PID namespace, so
+    // its command is found on the host by a `sleep` argument no other
+    // process has. Each job is killed at once, while bubblewrap may still be
+    // setting up; 64 of them, as the window is narrow.
+    let ws = workspace();
+    let nap = unique_sleep();
+    let script = format!(
+        r#"
+        for round = 1, 4 do
+          local jobs = {{}}
+          for i = 1, 16 do jobs[i] = assert(sluice.bash{{command = "sleep {nap}", background = true}}) end
+          for i = 1, 16 do assert(jobs[i]:kill()) end
+          for i = 1, 16 do assert(jobs[i]:wait(10000)) end
+        end
+        "#
+    );
+    run_lua(ws.path(), &script, &[]).ok();
+    let left = survivors_with_arg(&nap, Duration::from_millis(500));
+    // What survived is this test's own: end it by pid, so a failure
+    // leaves nothing running.
+    for &pid in &left {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    assert_eq!(
+        left,
+        Vec::<i32>::new(),
+        "killed confined jobs' commands outlived the run"
     );
 }
 

@@ -332,3 +332,23 @@ return { rules = {
     .ok();
     assert_eq!(run.stdout.trim(), "true");
 }
+
+#[test]
+fn an_audit_store_kept_elsewhere_in_the_workspace_stays_read_only_too() {
+    for runner in RUNNERS {
+        let ws = workspace();
+        std::fs::create_dir(ws.file("logs")).unwrap();
+        let db = ws.file("logs/audit.db");
+        let out = python(
+            ws.path(),
+            runner,
+            &["--audit", db.to_str().unwrap()],
+            &format!(
+                "{}\nopen('logs/other.txt', 'w')",
+                try_write("logs/audit.db")
+            ),
+        );
+        assert_eq!(out["exitCode"], 1, "{runner}: {out}");
+        assert_eq!(out["sandbox"]["denied"], true, "{runner}: {out}");
+    }
+}

@@ -89,7 +89,14 @@ fn shell_command_renders_exit_code_wall_time_and_output_as_codex_does() {
     assert!(secs < 3.0);
     assert_eq!(
         out.as_object().unwrap().keys().collect::<Vec<_>>(),
-        ["exitCode", "output"]
+        ["exitCode", "output", "sandbox"]
+    );
+    // The sandbox facts of the default policy: the workspace writable, and
+    // enforcement partial, its `**/.env` and `**/.git/**` denies being
+    // patterns no mount can express.
+    assert_eq!(
+        out["sandbox"],
+        json!({"mode": "workspace-write", "denied": false, "enforcement": "partial"})
     );
 }
 

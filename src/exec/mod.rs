@@ -81,6 +81,13 @@ pub trait Wrap: fmt::Debug + Send + Sync {
     fn env(&self) -> Vec<(OsString, OsString)> {
         Vec::new()
     }
+
+    /// Whether stopping the command must kill the wrapper's whole process
+    /// tree at once (a runner that moves the command into its own session
+    /// and PID namespace, which a signal to the group does not reach).
+    fn kills_tree(&self) -> bool {
+        false
+    }
 }
 
 /// A step a [`Wrap`] runs in the child after fork, before exec.

@@ -137,12 +137,79 @@ fn probe_cwd(spec: &Spec) -> Option<(SpawnFailureKind, String)> {
     }
 }
 
+/// Groups whose command is wrapped by a runner that needs its whole tree
+/// killed (see [`super::Wrap::kills_tree`]), by pgid.
+static TREES: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn trees() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    TREES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// SIGTERM/SIGKILL to the whole group. ESRCH (group already gone) is fine.
 /// A pgid of 0 or 1 would mean our own group or init's: never signal those.
+/// A group whose wrapper needs it gets its whole tree killed instead, at
+/// once: nothing of a sandbox may outlive the stop.
 pub(crate) fn signal_group(pgid: Pid, sig: Signal) {
-    if pgid.as_raw() > 1 {
-        let _ = killpg(pgid, sig);
+    if pgid.as_raw() <= 1 {
+        return;
     }
+    if trees().contains(&pgid.as_raw()) {
+        kill_tree(pgid);
+        return;
+    }
+    let _ = killpg(pgid, sig);
+}
+
+/// Freezes the group's leader (so it starts nothing more), KILLs every
+/// process under it, whatever session it moved to, then the group.
+fn kill_tree(pgid: Pid) {
+    // Only while the leader is the process we started (still in its own
+    // group): once it is reaped its pid may belong to someone else.
+    if leads(pgid) {
+        let _ = nix::sys::signal::kill(pgid, Signal::SIGSTOP);
+        for pid in descendants(pgid.as_raw()) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+    let _ = killpg(pgid, Signal::SIGKILL);
+}
+
+/// Whether process `pgid` exists and leads group `pgid`.
+fn leads(pgid: Pid) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pgid}/stat")) else {
+        return false;
+    };
+    // Fields after the command name: state, ppid, pgrp.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    rest.split_whitespace().nth(2) == Some(&pgid.as_raw().to_string())
+}
+
+/// The processes under `pid`, children first, read from /proc.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children
+                .split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok())
+            {
+                out.push(child);
+                todo.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// Forgets a group once it has ended.
+pub(crate) fn forget_group(pgid: Pid) {
+    trees().retain(|g| *g != pgid.as_raw());
 }
 
 /// Whether any live (non-zombie) process remains in the group. `killpg(0)`
@@ -187,7 +254,12 @@ pub(crate) fn group_alive(pgid: Pid) -> bool {
 /// deadline, then KILLs it, and gives the kernel a moment to finish the
 /// killed, so a caller reports an outcome only once nothing of the command
 /// is left running. `killed`: the group already had KILL.
-pub(crate) async fn end_group(pgid: Pid, grace_deadline: Instant, mut killed: bool) {
+pub(crate) async fn end_group(pgid: Pid, grace_deadline: Instant, killed: bool) {
+    wind_down(pgid, grace_deadline, killed).await;
+    forget_group(pgid);
+}
+
+async fn wind_down(pgid: Pid, grace_deadline: Instant, mut killed: bool) {
     if !killed {
         while group_alive(pgid) {
             if Instant::now() >= grace_deadline {
@@ -364,6 +436,9 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         })),
         _ => None,
     };
+    if spec.wrap.as_ref().is_some_and(|w| w.kills_tree()) && pid > 1 {
+        trees().push(pid as i32);
+    }
     Ok(Launched {
         child,
         pid,

@@ -126,6 +126,9 @@ pub struct Context {
     pub net: Arc<Net>,
     /// How the run confines commands.
     pub sandbox: Arc<crate::sandbox::Sandbox>,
+    /// Folders no command may write, whatever the grants: the audit
+    /// store, wherever it lives.
+    pub protected: Vec<PathBuf>,
     /// This call's sequence number in the run (1 for the first call; 0
     /// outside a call).
     pub call_seq: u64,
@@ -146,6 +149,7 @@ impl Context {
             workspace,
             run_id,
             script,
+            protected: Vec::new(),
             call_seq: 0,
             gate: None,
         }
@@ -189,6 +193,7 @@ impl Context {
             )
         })?;
         let mut profile = gate.sandbox_profile(&self.workspace, tmp);
+        profile.read_only.extend(self.protected.iter().cloned());
         if let Some((mode, why)) = wider {
             if mode <= profile.mode {
                 return Err(FlowError::invalid_input(

@@ -256,6 +256,7 @@ impl RuntimeBuilder {
             }
             ctx.net = Arc::new(net);
         }
+        ctx.protected = audit.store_dir.iter().cloned().collect();
         let core = Rc::new(Core {
             registry: Registry::standard(),
             gate: Rc::new(Gate {

@@ -31,6 +31,13 @@ impl Wrap for Bwrap {
         Ok(out)
     }
 
+    // The command runs in bwrap's own session and PID namespace: TERM to
+    // our group reaches bwrap alone, and a bwrap killed while setting up
+    // can leave its namespace's first process running unparented.
+    fn kills_tree(&self) -> bool {
+        true
+    }
+
     fn env(&self) -> Vec<(OsString, OsString)> {
         if self.profile.mode == Mode::DangerFullAccess {
             return Vec::new();
@@ -69,9 +76,11 @@ pub fn args(profile: &Profile, visible: &[PathBuf], cwd: &Path) -> Vec<OsString>
         return a;
     }
     push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
+    // What a writable bind below brings back need not be bound twice.
+    let under_writable = |d: &&PathBuf| profile.writable.iter().any(|w| d.starts_with(w));
     for dir in visible
         .iter()
-        .filter(|d| d.starts_with("/tmp") && d.exists())
+        .filter(|d| d.starts_with("/tmp") && d.exists() && !under_writable(d))
     {
         push(&["--ro-bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
     }

@@ -261,7 +261,7 @@ fn split(dir: &Path, read_only: &[PathBuf], out: &mut Vec<(PathBuf, bool)>) {
         let Ok(kind) = entry.file_type() else {
             continue;
         };
-        if kind.is_symlink() || read_only.iter().any(|p| *p == path) {
+        if kind.is_symlink() || read_only.contains(&path) {
             continue;
         }
         if kind.is_dir() {

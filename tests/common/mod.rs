@@ -163,7 +163,7 @@ pub fn hostname() -> String {
 /// The rule of the built-in default policy that asks for files outside the
 /// workspace, as a verdict's `by` names it.
 pub const DEFAULT_OUTSIDE_RULE: &str =
-    r#"ask "fs:*" (rules[12] of policies/default.lua (built in))"#;
+    r#"ask "fs:*" (rules[13] of policies/default.lua (built in))"#;
 
 /// The error an fs capability outside the workspace gets from the default
 /// policy when nobody is at a terminal to approve it.
@@ -399,4 +399,73 @@ pub fn sluice_files(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+// Helpers for commands run unconfined, and for finding confined ones.
+
+/// A policy granting every file and the network: under it `sluice.bash`
+/// and `sluice.shell_command` run commands unconfined (their results carry
+/// no `sandbox` field), for tests of the executor's own semantics that the
+/// sandbox legitimately changes (host pids, a shared /tmp, the network).
+pub const UNCONFINED_POLICY: &str = r#"local p = require("sluice.policy")
+return { rules = {
+  p.allow "fs:read:**", p.allow "fs:write:/", p.allow "fs:write:/**",
+  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
+} }
+"#;
+
+/// Writes [`UNCONFINED_POLICY`] beside `ws`; returns its path for `--policy`.
+pub fn unconfined_policy(ws: &Workspace) -> String {
+    policy(ws, "unconfined.lua", UNCONFINED_POLICY)
+}
+
+/// A `sleep` duration of about 30 s that no other process on this machine
+/// has in its arguments (the decimals hold this test process's pid, the
+/// clock and a counter), so a test can find the processes of a confined
+/// command, whose own pids are those of its PID namespace.
+pub fn unique_sleep() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "30.{:06}{:03}{:03}",
+        std::process::id() % 1_000_000,
+        nanos % 1000,
+        n % 1000
+    )
+}
+
+/// Host pids of live (non-zombie) processes with `arg` as one of their
+/// arguments (exactly, not inside a longer one).
+pub fn pids_with_arg(arg: &str) -> Vec<i32> {
+    let mut out = vec![];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes()) && pid_alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits up to `limit` until no live process has `arg` among its
+/// arguments; the survivors, if any.
+pub fn survivors_with_arg(arg: &str, limit: std::time::Duration) -> Vec<i32> {
+    let start = std::time::Instant::now();
+    loop {
+        let left = pids_with_arg(arg);
+        if left.is_empty() || start.elapsed() > limit {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
