@@ -28,7 +28,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use support::{measure, median, verdict};
+use support::{measure, median, text_file, verdict};
 
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 const READS: usize = 10_000;
@@ -356,27 +356,4 @@ fn main() {
     for line in lines {
         println!("{line}");
     }
-}
-
-/// `bytes` of text in lines of `line` bytes (numbered words, like a source
-/// file), the last line cut to fit.
-fn text_file(bytes: usize, line: usize) -> String {
-    const WORDS: [&str; 6] = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
-    let mut out = String::with_capacity(bytes);
-    let mut n = 0usize;
-    while out.len() < bytes {
-        let len = line.min(bytes - out.len());
-        let start = out.len();
-        out.push_str(&format!("{n:07}"));
-        let mut w = n;
-        while out.len() - start < len {
-            out.push(' ');
-            out.push_str(WORDS[w % WORDS.len()]);
-            w = w / 3 + 7;
-        }
-        out.truncate(start + len - 1);
-        out.push('\n');
-        n += 1;
-    }
-    out
 }

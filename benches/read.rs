@@ -24,6 +24,8 @@
 //! (sluice, baseline, sluice, ...), so drift on a noisy machine hits both,
 //! and, as a cross-check, the ratio of the medians of criterion's own samples.
 
+mod support;
+
 use criterion::{black_box, Criterion};
 use mlua::Function;
 use serde_json::json;
@@ -34,6 +36,7 @@ use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use support::text_file;
 use tempfile::TempDir;
 
 const SMALL_NAME: &str = "small.txt";
@@ -156,32 +159,6 @@ impl Fixture {
         });
         start.elapsed()
     }
-}
-
-/// Text of exactly `bytes` bytes in `\n`-ended lines of `line` bytes (the last
-/// one shorter when `line` does not divide `bytes`), words varying by line.
-fn text_file(bytes: usize, line: usize) -> String {
-    const WORDS: [&str; 12] = [
-        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
-        "juliet", "kilo", "lima",
-    ];
-    let mut out = String::with_capacity(bytes);
-    let mut n = 0usize;
-    while out.len() < bytes {
-        let len = line.min(bytes - out.len());
-        let start = out.len();
-        out.push_str(&format!("{n:07}"));
-        let mut w = n;
-        while out.len() - start < len {
-            out.push(' ');
-            out.push_str(WORDS[w % WORDS.len()]);
-            w = w / 3 + 7;
-        }
-        out.truncate(start + len - 1);
-        out.push('\n');
-        n += 1;
-    }
-    out
 }
 
 /// The 4 KiB baseline: the whole file as a `String`.

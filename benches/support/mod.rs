@@ -1,5 +1,6 @@
 //! What the side-by-side benches share: timing a whole process, medians of
-//! interleaved turns, and the words a ratio line ends with.
+//! interleaved turns, the words a ratio line ends with, and the text files
+//! they read.
 #![allow(dead_code)]
 
 use std::process::Command;
@@ -39,4 +40,30 @@ pub fn verdict(met: bool) -> &'static str {
     } else {
         "NOT met"
     }
+}
+
+/// Text of exactly `bytes` bytes in `\n`-ended lines of `line` bytes (the last
+/// one shorter when `line` does not divide `bytes`), words varying by line.
+pub fn text_file(bytes: usize, line: usize) -> String {
+    const WORDS: [&str; 12] = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+        "juliet", "kilo", "lima",
+    ];
+    let mut out = String::with_capacity(bytes);
+    let mut n = 0usize;
+    while out.len() < bytes {
+        let len = line.min(bytes - out.len());
+        let start = out.len();
+        out.push_str(&format!("{n:07}"));
+        let mut w = n;
+        while out.len() - start < len {
+            out.push(' ');
+            out.push_str(WORDS[w % WORDS.len()]);
+            w = w / 3 + 7;
+        }
+        out.truncate(start + len - 1);
+        out.push('\n');
+        n += 1;
+    }
+    out
 }
