@@ -111,6 +111,7 @@
 ---@field mode "read-only"|"workspace-write"|"danger-full-access" what the command could change
 ---@field denied boolean the sandbox refused it a file operation (nonzero exit, the runner's words on stderr)
 ---@field enforcement "full"|"partial" partial: a policy rule the runner cannot express (a deny by wildcard, a decide hook)
+---@field runnerFailed? boolean background jobs only (in the foreground it is a provider_unavailable error)
 
 ---@class sluice.JobRead
 ---@field stdout string output since the previous read
@@ -125,6 +126,7 @@
 ---@field status "running"|"exited"|"killed" live
 ---@field exitCode? integer live; nil while running or after a signal
 ---@field signal? string live
+---@field sandbox? sluice.SandboxFacts once settled, when it ran confined; runnerFailed = true when the runner broke before the command ran
 local Job = {}
 --- Output produced since the previous read; never repeats a byte.
 ---@return sluice.JobRead

@@ -352,3 +352,50 @@ fn an_audit_store_kept_elsewhere_in_the_workspace_stays_read_only_too() {
         assert_eq!(out["sandbox"]["denied"], true, "{runner}: {out}");
     }
 }
+
+#[test]
+fn a_runner_failure_is_an_error_in_the_foreground_and_a_fact_on_a_background_job() {
+    need_bwrap();
+    let ws = workspace();
+    // bubblewrap mounts a fresh /dev, so a working folder under /dev/shm
+    // exists on the host but not inside: bwrap fails before the command.
+    let name = ws
+        .path()
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let cwd = Path::new("/dev/shm").join(format!("sluice-{name}"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    let script = format!(
+        "local j = assert(sluice.bash{{command = 'echo hi', cwd = {c}, background = true}})\n\
+         j:wait(5000)\n\
+         print(sluice.json.encode({{exit = j.exitCode, sandbox = j.sandbox}}))\n\
+         local r, e = sluice.bash{{command = 'echo hi', cwd = {c}}}\n\
+         print(sluice.json.encode(r or e))\n\
+         local k = assert(sluice.bash{{script = {w}, interpreter = 'python3', background = true}})\n\
+         k:wait(5000)\n\
+         print(sluice.json.encode({{exit = k.exitCode, sandbox = k.sandbox}}))\n",
+        c = lua_str(cwd.to_str().unwrap()),
+        w = lua_str(&try_write("/etc/sluice-job-probe")),
+    );
+    let run = run_lua_with(ws.path(), &script, &["--sandbox", "bwrap"], &[]).ok();
+    std::fs::remove_dir_all(&cwd).unwrap();
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["sandbox"]["runnerFailed"], true, "{}", lines[0]);
+    assert_eq!(lines[1]["code"], "provider_unavailable", "{}", lines[1]);
+    assert_eq!(lines[1]["runnerFailed"], true);
+    assert!(lines[1]["message"]
+        .as_str()
+        .unwrap()
+        .contains("did not run"));
+    assert_eq!(lines[2]["exit"], 1, "{}", lines[2]);
+    assert_eq!(lines[2]["sandbox"]["denied"], true, "{}", lines[2]);
+    assert_eq!(lines[2]["sandbox"].get("runnerFailed"), None);
+}

@@ -51,13 +51,24 @@ impl Status {
 }
 
 /// A job's state at one moment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     pub status: Status,
     pub exit_code: Option<i32>,
     pub signal: Option<String>,
+    /// What the command's wrapper reports once it settled (a sandbox's
+    /// facts: mode, denied, enforcement, runnerFailed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<serde_json::Value>,
 }
+
+/// How a wrapper describes a settled job, from its exit code and the start
+/// of its stderr.
+pub type Facts = Arc<dyn Fn(Option<i32>, &str) -> serde_json::Value + Send + Sync>;
+
+/// Bytes of stderr kept for [`Facts`] (a runner's own messages come first).
+const FACTS_STDERR: usize = 16 * 1024;
 
 /// One incremental read.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -147,6 +158,8 @@ struct State {
     ended: bool,
     stdout: Stream,
     stderr: Stream,
+    /// The start of stderr, for the wrapper's facts.
+    stderr_head: Vec<u8>,
 }
 
 /// A running or settled background command.
@@ -273,6 +286,16 @@ impl Jobs {
 
     /// Launches `spec` as a job. Must be called inside a Tokio runtime.
     pub fn start(&self, spec: Spec, command: String) -> Result<Arc<Job>, StartError> {
+        self.start_with(spec, command, None)
+    }
+
+    /// [`Jobs::start`], with the wrapper's facts computed when it settles.
+    pub fn start_with(
+        &self,
+        spec: Spec,
+        command: String,
+        facts: Option<Facts>,
+    ) -> Result<Arc<Job>, StartError> {
         if self.live() >= self.max_live {
             return Err(StartError::TooMany { max: self.max_live });
         }
@@ -288,11 +311,13 @@ impl Jobs {
                 status: Status::Running,
                 exit_code: None,
                 signal: None,
+                sandbox: None,
             },
             kill_requested: false,
             ended: false,
             stdout: stream("stdout"),
             stderr: stream("stderr"),
+            stderr_head: Vec::new(),
         }));
         let (done_tx, done) = watch::channel(false);
         let job = Arc::new(Job {
@@ -304,7 +329,7 @@ impl Jobs {
             state: state.clone(),
             done,
         });
-        tokio::spawn(settle(launched, state, spec.grace(), done_tx));
+        tokio::spawn(settle(launched, state, spec.grace(), done_tx, facts));
         self.table().insert(job.id, job.clone());
         Ok(job)
     }
@@ -342,6 +367,7 @@ async fn settle(
     state: Arc<Mutex<State>>,
     grace: Duration,
     done: watch::Sender<bool>,
+    facts: Option<Facts>,
 ) {
     let Launched {
         mut child,
@@ -356,6 +382,11 @@ async fn settle(
         let state = state.clone();
         tokio::spawn(collect_into(pipe, stop, move |chunk: &[u8]| {
             let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+            if !is_stdout && st.stderr_head.len() < FACTS_STDERR {
+                let room = FACTS_STDERR - st.stderr_head.len();
+                st.stderr_head
+                    .extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
             let stream = if is_stdout {
                 &mut st.stdout
             } else {
@@ -387,6 +418,7 @@ async fn settle(
     {
         let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
         st.ended = true;
+        let sandbox = facts.map(|f| f(exit_code, &String::from_utf8_lossy(&st.stderr_head)));
         st.snapshot = Snapshot {
             status: if st.kill_requested {
                 Status::Killed
@@ -395,6 +427,7 @@ async fn settle(
             },
             exit_code,
             signal,
+            sandbox,
         };
     }
     done.send_replace(true);

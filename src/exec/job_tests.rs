@@ -66,6 +66,7 @@ fn snap(status: Status, exit_code: Option<i32>, signal: Option<&str>) -> Snapsho
         status,
         exit_code,
         signal: signal.map(String::from),
+        sandbox: None,
     }
 }
 

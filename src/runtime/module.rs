@@ -167,7 +167,8 @@ fn json_module(lua: &Lua) -> mlua::Result<Table> {
 const JOB_WRAPPER: &str = "sluice.job";
 
 /// A background job as scripts see it: the handle's fields (`jobId`, `pid`)
-/// plus live `status`, `exitCode` and `signal`, and the methods `read`,
+/// plus live `status`, `exitCode`, `signal` and (once settled, when it ran
+/// confined) `sandbox`, and the methods `read`,
 /// `wait` and `kill`.
 const JOB: &str = r#"
 local ops = ...
@@ -180,7 +181,7 @@ function methods:wait(ms)
   return ops.wait(rawget(self, "jobId"), ms)
 end
 function methods:kill() return ops.kill(rawget(self, "jobId")) end
-local live = { status = true, exitCode = true, signal = true }
+local live = { status = true, exitCode = true, signal = true, sandbox = true }
 local mt = {
   __index = function(job, key)
     if live[key] then return ops.state(rawget(job, "jobId"))[key] end
@@ -207,7 +208,8 @@ fn job_ops(lua: &Lua, core: Rc<Core>) -> mlua::Result<Table> {
         lua.create_function(move |lua, id: u64| {
             let state = step(lua, &c, "job.state", id, |job| {
                 let s = job.snapshot();
-                json!({"status": s.status.as_str(), "exitCode": s.exit_code, "signal": s.signal})
+                json!({"status": s.status.as_str(), "exitCode": s.exit_code, "signal": s.signal,
+                       "sandbox": s.sandbox})
             })?;
             from_json(lua, &state)
         })?,

@@ -185,7 +185,7 @@ impl Flow for Bash {
         req.wrap = confined.as_ref().map(|c| c.wrap.clone());
         let spec = exec::resolve(req, &exec.limits)?;
         if self.background {
-            return self.start(ctx, spec);
+            return self.start(ctx, spec, confined);
         }
         let outcome = exec::run(spec).await;
         self.finish(outcome, confined.as_ref())
@@ -419,8 +419,23 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
 }
 
 impl Bash {
-    fn start(self, ctx: &Context, spec: exec::Spec) -> FlowResult<Output> {
-        match ctx.exec.jobs.start(spec, self.label.clone()) {
+    fn start(
+        self,
+        ctx: &Context,
+        spec: exec::Spec,
+        confined: Option<crate::sandbox::Confined>,
+    ) -> FlowResult<Output> {
+        // A background job's sandbox facts, runnerFailed included, are
+        // known only once it settles: they go on the job.
+        let facts = confined.map(|c| -> exec::job::Facts {
+            std::sync::Arc::new(move |exit, stderr| {
+                let exit = exit.unwrap_or(-1);
+                let mut facts = c.facts(exit, stderr);
+                facts.runner_failed = c.runner_failed(exit, stderr);
+                serde_json::to_value(facts).expect("facts serialize")
+            })
+        });
+        match ctx.exec.jobs.start_with(spec, self.label.clone(), facts) {
             Ok(job) => Ok(Output::Started(Started {
                 job_id: job.id,
                 pid: job.pid,
