@@ -40,12 +40,11 @@ fn python(ws: &Path, runner: &str, flags: &[&str], program: &str) -> Value {
 }
 
 /// A folder outside the workspace and outside /tmp (which confined commands
-/// see as their own private tmpfs), removed with `ws`'s name in it.
+/// see as their own private tmpfs; the checkout itself may be under /tmp),
+/// named after `ws`.
 fn outside_tmp(ws: &Workspace) -> std::path::PathBuf {
     let name = ws.path().parent().unwrap().file_name().unwrap();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("sandbox")
-        .join(name);
+    let dir = Path::new("/var/tmp/sluice-tests").join(name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
