@@ -176,7 +176,7 @@ impl Core {
         let seq = audit.next_call(task);
         match audit.answer(task, seq, name, &input) {
             Answer::Recorded(result, rec) => {
-                audit.copy(task, seq, &rec, &result);
+                audit.copy(task, seq, &input, &rec, &result);
                 return result;
             }
             Answer::Halt(e) => return Err(audit.halt(e)),
@@ -381,15 +381,19 @@ fn route(gate: &CallGate, envelope: &Envelope) -> FlowResult<Option<Value>> {
     }
 }
 
-/// The audit store is written by sluice alone: no flow may write inside
-/// its folder, whatever a policy grants.
+/// The audit store is written by sluice alone: no flow may write in it,
+/// whatever a policy grants.
 fn guard_record(audit: &Session, envelope: &Envelope) -> FlowResult<()> {
-    let Some(dir) = audit.store_dir.as_deref() else {
-        return Ok(());
-    };
-    match envelope.writes.iter().find(|p| p.starts_with(dir)) {
+    let hit = envelope.writes.iter().find_map(|p| {
+        audit
+            .protected
+            .iter()
+            .find(|s| p.starts_with(s))
+            .map(|s| (p, s))
+    });
+    match hit {
         None => Ok(()),
-        Some(p) => Err(FlowError::new(
+        Some((p, dir)) => Err(FlowError::new(
             ErrorCode::PermissionDenied,
             format!(
                 "{} is inside the audit store {}, which only sluice writes; no policy can grant it",

@@ -716,14 +716,31 @@ fn resume_stops_at_an_unknown_outcome_unless_told_to_retry_it() {
     assert!(!ws.file("done").exists());
     assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "x\n");
 
-    // The stopped resume is a failed run of its own; resume the original.
+    // The stopped resume is a failed run of its own that keeps the unknown
+    // call: resuming it stops there again, and the original, once resumed,
+    // cannot be resumed a second time.
+    let again = sluice(ws.path(), &["resume", "last"]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("outcome is unknown"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "x\n");
     let conn = open(ws.path());
     let original: String = conn
         .query_row("SELECT id FROM runs WHERE resumed_from IS NULL", [], |r| {
             r.get(0)
         })
         .unwrap();
-    let retried = sluice(ws.path(), &["resume", &original, "--retry-unknown"]);
+    let twice = sluice(ws.path(), &["resume", &original, "--retry-unknown"]);
+    assert_eq!(twice.code, 2, "{}", twice.stderr);
+    assert!(
+        twice.stderr.contains("was already resumed as run"),
+        "{}",
+        twice.stderr
+    );
+    let retried = sluice(ws.path(), &["resume", "last", "--retry-unknown"]);
     assert_eq!(retried.code, 0, "{}", retried.stderr);
     assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "x\nx\n");
     assert!(ws.file("done").exists());
@@ -867,4 +884,73 @@ fn a_large_output_is_kept_once_however_many_calls_return_it_and_its_edit_shows()
     let bad = verify(ws.path());
     assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
     assert!(bad.stdout.contains("#1"), "{}", bad.stdout);
+}
+
+#[test]
+fn a_resume_keeps_the_run_ceiling_and_judges_recorded_refusals_again() {
+    let ws = workspace();
+    std::fs::write(ws.file("hold"), "").unwrap();
+    let outside = ws.path().parent().unwrap().join("outside.txt");
+    let script = format!(
+        "local _, e = sluice.write{{path = {o}, content = 'x'}}\n\
+         print(e and e.code)\n\
+         assert(sluice.write{{path = 'marker', content = ''}})\n\
+         while sluice.ls{{path = '.'}} and #sluice.glob{{pattern = 'hold'}}.paths > 0 do sluice.sleep(20) end\n\
+         assert(sluice.write{{path = 'after', content = 'y'}})\n",
+        o = lua_str(outside.to_str().unwrap())
+    );
+    let path = script_file(ws.path(), &script);
+    let mut child = Command::new(sluice_bin())
+        .args([
+            "run",
+            path.to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+        ])
+        .args(["--ceiling", &format!("fs:*:{}/**", ws.path().display())])
+        .args(["--ceiling", &format!("fs:*:{}", ws.path().display())])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ws.file("marker").exists() {
+        assert!(Instant::now() < deadline, "the run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_file(ws.file("hold")).unwrap();
+    // Approving the outside write now: the recorded refusal is judged again,
+    // and the run's ceiling still refuses it.
+    let grant = format!("fs:write:{}", outside.display());
+    let out = sluice(ws.path(), &["resume", "last", "--approve", &grant]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "permission_denied", "{}", out.stdout);
+    assert!(!outside.exists(), "the ceiling was lost on resume");
+    assert_eq!(std::fs::read_to_string(ws.file("after")).unwrap(), "y");
+}
+
+#[test]
+fn secrets_are_cut_from_capabilities_decisions_errors_and_urls_too() {
+    let ws = workspace();
+    let run = run_lua(
+        ws.path(),
+        "assert(sluice.bash{command = 'true', env = {API_TOKEN = 's3cr3tTOKENvalue1'}})\n\
+         sluice.bash{command = 'echo s3cr3tTOKENvalue1'}\n\
+         sluice.fetch{url = 'http://user:pa55w0rdXYZ@127.0.0.1:9/'}\n\
+         error('failing with s3cr3tTOKENvalue1')",
+        &[],
+    );
+    assert_eq!(run.code, 1);
+    let bytes = database_bytes(ws.path());
+    assert!(
+        !contains(&bytes, "s3cr3tTOKENvalue1"),
+        "a secret reached the database"
+    );
+    assert!(
+        !contains(&bytes, "pa55w0rdXYZ"),
+        "a URL password reached the database"
+    );
 }

@@ -35,6 +35,11 @@ pub struct RunHead<'a> {
     pub version: &'a str,
     pub random_seed: i64,
     pub resumed_from: Option<&'a str>,
+    /// JSON list of the run's ceiling patterns.
+    pub ceiling: &'a str,
+    /// The process that made the run, which the sweep judges alive or not.
+    pub pid: i64,
+    pub pid_start: i64,
 }
 
 /// A call row's fields known before the call runs.
@@ -134,6 +139,9 @@ pub fn head(run: &RunHead) -> String {
     h.text(run.version);
     h.int(run.random_seed);
     h.opt(run.resumed_from);
+    h.text(run.ceiling);
+    h.int(run.pid);
+    h.int(run.pid_start);
     h.finish()
 }
 

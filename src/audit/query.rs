@@ -26,7 +26,7 @@ const DENIAL_CODES: [&str; 2] = ["permission_denied", "permission_required"];
 // Rows as stored: JSON columns kept as their text, which the hashes cover.
 
 const RUN_COLUMNS: &str = "id, script, script_sha256, policies, args, workspace, started_ms, \
-ended_ms, status, error, version, random_seed, resumed_from, pid, pid_start, head, seal";
+ended_ms, status, error, version, random_seed, resumed_from, pid, pid_start, head, seal, ceiling";
 
 struct RunRow {
     id: String,
@@ -46,6 +46,7 @@ struct RunRow {
     pid_start: i64,
     head: String,
     seal: Option<String>,
+    ceiling: String,
 }
 
 impl RunRow {
@@ -68,6 +69,7 @@ impl RunRow {
             pid_start: r.get(14)?,
             head: r.get(15)?,
             seal: r.get(16)?,
+            ceiling: r.get(17)?,
         })
     }
 
@@ -83,6 +85,9 @@ impl RunRow {
             version: &self.version,
             random_seed: self.random_seed,
             resumed_from: self.resumed_from.as_deref(),
+            ceiling: &self.ceiling,
+            pid: self.pid,
+            pid_start: self.pid_start,
         }
     }
 

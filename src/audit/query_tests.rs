@@ -46,6 +46,8 @@ fn failed(mut s: Spec, error: serde_json::Value) -> Spec {
 fn insert_run(conn: &Connection, id: &str, script: &str, started_ms: i64) -> String {
     let policies = r#"[{"name":"default","sha256":"ab12cd34ef56ab12cd34"}]"#;
     let args = r#"["src/main.rs"]"#;
+    let pid = std::process::id();
+    let pid_start = store::process_start(pid).unwrap_or(0);
     let head = chain::head(&RunHead {
         id,
         script,
@@ -57,13 +59,15 @@ fn insert_run(conn: &Connection, id: &str, script: &str, started_ms: i64) -> Str
         version: "0.1.0",
         random_seed: 42,
         resumed_from: None,
+        ceiling: "[]",
+        pid: i64::from(pid),
+        pid_start: pid_start as i64,
     });
-    let pid = std::process::id();
     conn.execute(
         "INSERT INTO runs (id, script, script_sha256, policies, args, workspace, started_ms, status,
-           version, random_seed, pid, pid_start, head)
-         VALUES (?1, ?2, '3f2a9c1b0e4d5f6a', ?3, ?4, '/w', ?5, 'running', '0.1.0', 42, ?6, ?7, ?8)",
-        params![id, script, policies, args, started_ms, pid, store::process_start(pid).unwrap_or(0), head],
+           version, random_seed, pid, pid_start, head, ceiling)
+         VALUES (?1, ?2, '3f2a9c1b0e4d5f6a', ?3, ?4, '/w', ?5, 'running', '0.1.0', 42, ?6, ?7, ?8, '[]')",
+        params![id, script, policies, args, started_ms, pid, pid_start, head],
     )
     .expect("insert run");
     head

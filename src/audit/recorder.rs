@@ -44,6 +44,8 @@ pub struct RunStart {
     pub started_ms: i64,
     pub random_seed: i64,
     pub resumed_from: Option<String>,
+    /// The run's ceiling patterns, which a resume applies again.
+    pub ceiling: Vec<String>,
 }
 
 /// A policy the run was judged by.
@@ -238,12 +240,20 @@ impl Recorder {
         let Some(thread) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return Ok(());
         };
+        // Rows lost to a failed write make the run's record incomplete, and
+        // its seal says so.
+        let (status, error) = match self.failure() {
+            Some(why) => {
+                let mut said = format!("the audit record is incomplete: {why}");
+                if let Some(e) = error {
+                    said = format!("{e}; {said}");
+                }
+                ("failed".to_string(), Some(said))
+            }
+            None => (status.to_string(), error.map(str::to_string)),
+        };
         let (ack, done) = sync_channel(1);
-        self.send(Msg::End {
-            status: status.to_string(),
-            error: error.map(str::to_string),
-            ack,
-        })?;
+        self.send(Msg::End { status, error, ack })?;
         let sealed = done.recv().map_err(|_| gone())?;
         let _ = thread.join();
         sealed
@@ -272,8 +282,15 @@ fn gone() -> String {
 
 fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<String> {
     let policies = serde_json::to_string(&run.policies).expect("policies serialize");
-    let args = serde_json::to_string(&run.args).expect("args serialize");
+    let (mut cutter, _) = Redaction::input(&Value::Null, &crate::credentials::loaded());
+    let args = cutter.cut(
+        "args",
+        &serde_json::to_string(&run.args).expect("args serialize"),
+    );
     let version = env!("CARGO_PKG_VERSION");
+    let ceiling = strings(&run.ceiling);
+    let pid = std::process::id();
+    let pid_start = store::process_start(pid).unwrap_or(0);
     let head = chain::head(&RunHead {
         id: &run.id,
         script: &run.script,
@@ -285,12 +302,14 @@ fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<String> {
         version,
         random_seed: run.random_seed,
         resumed_from: run.resumed_from.as_deref(),
+        ceiling: &ceiling,
+        pid: i64::from(pid),
+        pid_start: pid_start as i64,
     });
-    let pid = std::process::id();
     conn.execute(
         "INSERT INTO runs (id, script, script_sha256, policies, args, workspace, started_ms, status, version,
-           random_seed, resumed_from, pid, pid_start, head)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12, ?13)",
+           random_seed, resumed_from, pid, pid_start, head, ceiling)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         params![
             run.id,
             run.script,
@@ -303,8 +322,9 @@ fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<String> {
             run.random_seed,
             run.resumed_from,
             pid,
-            store::process_start(pid).unwrap_or(0),
+            pid_start as i64,
             head,
+            ceiling,
         ],
     )?;
     Ok(head)
@@ -337,6 +357,23 @@ struct Writer {
 }
 
 type Ack = SyncSender<Result<(), String>>;
+
+/// Where the writer's chain stood before a batch.
+struct Mark {
+    n: i64,
+    last: String,
+    chain: usize,
+    readings: usize,
+    stored: HashSet<String>,
+    intents: HashSet<(String, u64)>,
+}
+
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
 
 /// A row's intent columns as stored, and its place in the chain.
 struct Linked {
@@ -389,6 +426,8 @@ impl Writer {
         let sync = batch.iter().any(Msg::needs_sync);
         let mut acks: Vec<Ack> = Vec::new();
         let mut ended = false;
+        let mut end: Option<(String, Ack)> = None;
+        let before = self.mark();
         let result = (|| -> rusqlite::Result<()> {
             if sync != self.synced {
                 self.conn.pragma_update(
@@ -398,7 +437,7 @@ impl Writer {
                 )?;
                 self.synced = sync;
             }
-            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            self.begin()?;
             for msg in batch {
                 match msg {
                     Msg::Intent(row, ack) => {
@@ -417,6 +456,7 @@ impl Writer {
                         value,
                     } => self.reading(&task, seq, kind, value)?,
                     Msg::End { status, error, ack } => {
+                        end = Some((status.clone(), ack.clone()));
                         self.seal(&status, error.as_deref())?;
                         acks.push(ack);
                         ended = true;
@@ -425,26 +465,83 @@ impl Writer {
             }
             self.conn.execute_batch("COMMIT")
         })();
-        if result.is_err() && !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+        if result.is_err() {
+            if !self.conn.is_autocommit() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+            // What the batch linked was rolled back: the chain goes on from
+            // where the database is.
+            self.restore(before);
         }
         let answer = result.map_err(|e| {
             let why = format!("the audit database could not record the call: {e}");
             *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
             why
         });
+        if let (Err(why), Some((_, ack))) = (&answer, end) {
+            // The run ends with rows lost: seal it failed, saying so, so the
+            // seal itself covers the loss.
+            let incomplete = format!("the audit record is incomplete: {why}");
+            let sealed = self
+                .begin()
+                .and_then(|()| self.seal("failed", Some(&incomplete)))
+                .and_then(|()| self.conn.execute_batch("COMMIT"))
+                .map_err(|e| format!("{incomplete}; sealing failed too: {e}"));
+            let _ = ack.send(sealed.and(Err(incomplete)));
+            return true;
+        }
         for ack in acks {
             let _ = ack.send(answer.clone());
         }
         ended
     }
 
+    /// Takes the write lock, waiting while another writer holds it (up to
+    /// a minute; SQLite's own wait is 10 s).
+    fn begin(&self) -> rusqlite::Result<()> {
+        let started = std::time::Instant::now();
+        loop {
+            match self.conn.execute_batch("BEGIN IMMEDIATE") {
+                Err(e) if busy(&e) && started.elapsed() < std::time::Duration::from_secs(60) => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Where the chain stands, to go back to if a batch is rolled back.
+    fn mark(&self) -> Mark {
+        Mark {
+            n: self.n,
+            last: self.last.clone(),
+            chain: self.chain.len(),
+            readings: self.readings.len(),
+            stored: self.stored.clone(),
+            intents: self.intents.keys().cloned().collect(),
+        }
+    }
+
+    fn restore(&mut self, m: Mark) {
+        self.n = m.n;
+        self.last = m.last;
+        self.chain.truncate(m.chain);
+        self.readings.truncate(m.readings);
+        self.stored = m.stored;
+        self.intents.retain(|k, _| m.intents.contains(k));
+    }
+
     /// A row's intent columns, linked into the chain.
     fn link(&mut self, row: &CallRow) -> Linked {
-        let (redaction, input) = Redaction::input(&row.input, &self.known());
+        let (mut redaction, input) = Redaction::input(&row.input, &self.known());
         self.secrets.extend(redaction.learned.iter().cloned());
-        let capabilities = strings(&row.capabilities);
-        let decisions = serde_json::to_string(&row.decisions).expect("decisions serialize");
+        // Capabilities and decisions repeat the input (a command line, a
+        // path): the same secrets are cut from them.
+        let capabilities = redaction.cut("capabilities", &strings(&row.capabilities));
+        let decisions = redaction.cut(
+            "decisions",
+            &serde_json::to_string(&row.decisions).expect("decisions serialize"),
+        );
         let route = row.route.as_ref().map(Value::to_string);
         self.n += 1;
         let hash = chain::call(
@@ -603,7 +700,10 @@ impl Writer {
             }
             Err(err) => ("error", None, Some(redaction.text("error", err)), false),
         };
-        let late = serde_json::to_string(&outcome.late_decisions).expect("decisions serialize");
+        let late = redaction.cut(
+            "late decisions",
+            &serde_json::to_string(&outcome.late_decisions).expect("decisions serialize"),
+        );
         let redacted = strings(&redaction.redacted);
         let digest = output.as_deref().map(|t| chain::sha256_hex(t.as_bytes()));
         let hash = chain::outcome_of(
@@ -665,6 +765,10 @@ impl Writer {
 
     fn seal(&mut self, status: &str, error: Option<&str>) -> rusqlite::Result<()> {
         let ended_ms = super::now_ms();
+        // A script's error may quote what it saw: the run's secrets go.
+        let (mut cutter, _) = Redaction::input(&Value::Null, &self.known());
+        let error = error.map(|e| cutter.cut("error", e));
+        let error = error.as_deref();
         let mut seal = Seal::new(&self.head);
         for (hash, outcome) in &self.chain {
             seal.row(hash, outcome.as_deref());

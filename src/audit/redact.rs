@@ -117,10 +117,12 @@ impl Redaction {
                 (rule.is_some_and(|r| r(k)) && !v.is_null()) || self.touches(v, table_rule(k))
             }),
             Value::Array(items) => items.iter().any(|v| self.touches(v, None)),
-            Value::String(s) => self
-                .secrets
-                .iter()
-                .any(|secret| s.contains(secret.as_str())),
+            Value::String(s) => {
+                self.secrets
+                    .iter()
+                    .any(|secret| s.contains(secret.as_str()))
+                    || (s.contains('@') && hide_password(s) != *s)
+            }
             _ => false,
         }
     }
@@ -190,9 +192,23 @@ impl Redaction {
                     .map(|(i, v)| self.walk(&format!("{path}[{i}]"), v, None))
                     .collect(),
             ),
+            Value::String(s) if path.ends_with(".url") => {
+                let cut = hide_password(s);
+                if cut != *s {
+                    self.redacted
+                        .push(format!("{path} (a password in the URL)"));
+                }
+                Value::String(self.scrub(path, &cut))
+            }
             Value::String(s) => Value::String(self.scrub(path, s)),
             other => other.clone(),
         }
+    }
+
+    /// `text` (a capability, a decision's reason, a run's error) with every
+    /// secret this redaction knows cut out, naming it `path` when it did.
+    pub fn cut(&mut self, path: &str, text: &str) -> String {
+        self.scrub(path, text)
     }
 
     fn scrub(&mut self, path: &str, text: &str) -> String {
@@ -206,6 +222,22 @@ impl Redaction {
         self.redacted.push(format!("{path} (a secret's value)"));
         out
     }
+}
+
+/// `scheme://user:password@host...` with the password replaced.
+fn hide_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_string();
+    };
+    let Some((user, _)) = userinfo.split_once(':') else {
+        return url.to_string();
+    };
+    format!("{scheme}://{user}:{MARK}@{host}{}", &rest[authority_end..])
 }
 
 /// The rule for the entries of a table under key `key`, if it is one whose
@@ -291,6 +323,14 @@ mod tests {
         let (mut r, _) = Redaction::input(&input, &[]);
         let out = r.apply("output", &json!("t0ken-abc c00kie-1 c00kie-2 Bearer"));
         assert_eq!(out, "[redacted] [redacted] [redacted] Bearer");
+    }
+
+    #[test]
+    fn a_password_in_a_url_is_cut() {
+        let input = json!({"url": "http://me:pa55w0rd@example.com/x?y"});
+        let (r, out) = Redaction::input(&input, &[]);
+        assert_eq!(out, r#"{"url":"http://me:[redacted]@example.com/x?y"}"#);
+        assert_eq!(r.redacted, vec!["input.url (a password in the URL)"]);
     }
 
     #[test]

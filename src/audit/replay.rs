@@ -53,6 +53,8 @@ pub struct RunRecord {
     pub workspace: String,
     pub status: String,
     pub random_seed: i64,
+    /// The run's ceiling patterns.
+    pub ceiling: Vec<String>,
 }
 
 /// A recorded run, loaded whole.
@@ -66,13 +68,58 @@ pub struct Record {
     outputs: HashMap<String, Value>,
 }
 
+/// The run `id` continued, if it is a resume.
+fn resumed_from(conn: &Connection, id: &str) -> Result<Option<String>, String> {
+    conn.query_row("SELECT resumed_from FROM runs WHERE id = ?1", [id], |r| {
+        r.get(0)
+    })
+    .map_err(|e| format!("cannot read run {id} from the audit database: {e}"))
+}
+
 impl Record {
+    /// Run `id`'s record, with what the runs it resumed recorded beyond it.
     pub fn load(conn: &Connection, id: &str) -> Result<Record, String> {
+        let mut record = Record::load_one(conn, id)?;
+        record.inherit(conn)?;
+        Ok(record)
+    }
+
+    /// A resumed run's record holds only what it reached; the runs it
+    /// continued hold the rest. Rows this run lacks come from them, so a
+    /// resume of a resume repeats nothing.
+    fn inherit(&mut self, conn: &Connection) -> Result<(), String> {
+        let mut from = resumed_from(conn, &self.run.id)?;
+        let mut depth = 0;
+        while let Some(id) = from {
+            depth += 1;
+            if depth > 1000 {
+                return Err(format!(
+                    "run {} resumes a chain over 1000 runs long",
+                    self.run.id
+                ));
+            }
+            let older = Record::load_one(conn, &id)?;
+            for (task, rows) in older.calls {
+                let mine = self.calls.entry(task).or_default();
+                for (seq, rec) in rows {
+                    mine.entry(seq).or_insert(rec);
+                }
+            }
+            for (key, value) in older.readings {
+                self.readings.entry(key).or_insert(value);
+            }
+            self.outputs.extend(older.outputs);
+            from = resumed_from(conn, &id)?;
+        }
+        Ok(())
+    }
+
+    fn load_one(conn: &Connection, id: &str) -> Result<Record, String> {
         let fail =
             |e: rusqlite::Error| format!("cannot read run {id} from the audit database: {e}");
         let run = conn
             .query_row(
-                "SELECT id, script, script_sha256, args, workspace, status, random_seed FROM runs WHERE id = ?1",
+                "SELECT id, script, script_sha256, args, workspace, status, random_seed, ceiling FROM runs WHERE id = ?1",
                 [id],
                 |r| {
                     let args: String = r.get(3)?;
@@ -84,6 +131,7 @@ impl Record {
                         workspace: r.get(4)?,
                         status: r.get(5)?,
                         random_seed: r.get(6)?,
+                        ceiling: serde_json::from_str(&r.get::<_, String>(7)?).unwrap_or_default(),
                     })
                 },
             )
@@ -189,9 +237,14 @@ pub struct Replay {
     live: Cell<bool>,
     /// Calls answered from the record.
     pub answered: Cell<u64>,
+    /// Whether the script went on past the last recorded call.
+    pub past_end: Cell<bool>,
     /// Secrets the inputs brought so far: the recorder cut them from later
     /// calls, so matching must too.
     secrets: std::cell::RefCell<Vec<String>>,
+    /// The recorded call of unknown outcome a resume stopped at, for the new
+    /// run's record to keep (so resuming that run stops there too).
+    unknown: std::cell::RefCell<Option<Recorded>>,
 }
 
 impl Replay {
@@ -201,7 +254,9 @@ impl Replay {
             mode,
             live: Cell::new(false),
             answered: Cell::new(0),
+            past_end: Cell::new(false),
             secrets: Default::default(),
+            unknown: Default::default(),
         }
     }
 
@@ -235,13 +290,24 @@ impl Replay {
                     retry_unknown: true,
                 },
             ) => self.go_live(),
+            (None, mode @ Mode::Resume { .. }) => {
+                *self.unknown.borrow_mut() = Some(rec.clone());
+                Answer::Halt(unknown(task, seq, rec, mode))
+            }
             (None, mode) => Answer::Halt(unknown(task, seq, rec, mode)),
+            // A refusal is judged again, under the policy and approvals of now.
+            (Some(_), Mode::Resume { .. }) if refused(rec) => self.go_live(),
             (Some(_), _) if rec.capped => Answer::Halt(capped(task, seq, rec)),
             (Some(status), _) => {
                 self.answered.set(self.answered.get() + 1);
                 Answer::Recorded(self.record.result(status, rec), Box::new(rec.clone()))
             }
         }
+    }
+
+    /// The unknown-outcome call a resume stopped at, once.
+    pub fn take_unknown(&self) -> Option<Recorded> {
+        self.unknown.borrow_mut().take()
     }
 
     /// The recorded value of a clock reading, while the record answers.
@@ -258,14 +324,15 @@ impl Replay {
     }
 
     fn ran_past(&self, task: &str, seq: u64, flow: &str, input: &Value) -> FlowError {
+        self.past_end.set(true);
         FlowError::new(
             ErrorCode::ReplayDiverged,
             format!(
                 "replay diverged: the script makes call {seq} of task {task} ({flow} {}), \
-                 which the recorded run {} never made (it recorded {} calls)",
+                 which the recorded run {} never made (it recorded {})",
                 clip(&input.to_string()),
                 self.record.run.id,
-                self.record.len()
+                calls(self.record.len())
             ),
         )
         .with("task", task)
@@ -308,6 +375,15 @@ impl Record {
         }
         Err(e)
     }
+}
+
+/// Whether a recorded call was refused by the policy or for want of an
+/// approval.
+fn refused(rec: &Recorded) -> bool {
+    let Some(err) = rec.error.as_deref() else {
+        return false;
+    };
+    err.contains(r#""code":"permission_denied""#) || err.contains(r#""code":"permission_required""#)
 }
 
 /// The divergence message: both calls side by side, then the fields that
@@ -386,6 +462,15 @@ fn capped(task: &str, seq: u64, rec: &Recorded) -> FlowError {
         ),
     )
     .with("n", rec.n)
+}
+
+/// "1 call", "2 calls".
+pub fn calls(n: usize) -> String {
+    if n == 1 {
+        "1 call".into()
+    } else {
+        format!("{n} calls")
+    }
 }
 
 fn clip(text: &str) -> String {

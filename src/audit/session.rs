@@ -24,8 +24,9 @@ pub struct Session {
     halted: RefCell<Option<FlowError>>,
     /// Whether the run's end was recorded.
     pub ended: Cell<bool>,
-    /// The folder of the audit database, which no flow may write.
-    pub store_dir: Option<std::path::PathBuf>,
+    /// The audit store's paths (its `.sluice` folder, or its files), which
+    /// no flow may write.
+    pub protected: Vec<std::path::PathBuf>,
 }
 
 /// The decisions a call collects: those made before it runs (authorize),
@@ -70,17 +71,45 @@ impl Session {
         self.halted.borrow_mut().get_or_insert(e).clone()
     }
 
-    /// What the record answers for this call, if the run replays one.
+    /// What the record answers for this call, if the run replays one. A
+    /// resume that stops at a call of unknown outcome writes that call's
+    /// intent into the new run, so resuming the new run stops there too.
     pub fn answer(&self, task: &str, seq: u64, flow: &str, input: &Value) -> Answer {
-        match &self.replay {
-            Some(replay) => replay.answer(task, seq, flow, input),
-            None => Answer::Live,
+        let Some(replay) = &self.replay else {
+            return Answer::Live;
+        };
+        let answer = replay.answer(task, seq, flow, input);
+        if let (Some(rec), Some(recorder)) = (replay.take_unknown(), &self.recorder) {
+            let row = CallRow {
+                task: task.to_string(),
+                seq,
+                flow: rec.flow.clone(),
+                tier: tier_name(&rec.tier),
+                input: input.clone(),
+                capabilities: serde_json::from_str(&rec.capabilities).unwrap_or_default(),
+                decisions: serde_json::from_str(&rec.decisions).unwrap_or_default(),
+                route: rec
+                    .route
+                    .as_deref()
+                    .and_then(|r| serde_json::from_str(r).ok()),
+                replayed_from: Some(replay.record.run.id.clone()),
+                started_ms: super::now_ms(),
+            };
+            let _ = recorder.intent(row);
         }
+        answer
     }
 
     /// Copies a call a resume answered from the record into the new run's
     /// record, so the new run is whole on its own.
-    pub fn copy(&self, task: &str, seq: u64, rec: &Recorded, result: &Result<Value, FlowError>) {
+    pub fn copy(
+        &self,
+        task: &str,
+        seq: u64,
+        input: &Value,
+        rec: &Recorded,
+        result: &Result<Value, FlowError>,
+    ) {
         let (Some(recorder), Some(replay)) = (&self.recorder, &self.replay) else {
             return;
         };
@@ -89,7 +118,10 @@ impl Session {
             seq,
             flow: rec.flow.clone(),
             tier: tier_name(&rec.tier),
-            input: serde_json::from_str(&rec.input).unwrap_or(Value::Null),
+            // The input as the script gave it now (it matched the record):
+            // the writer redacts it alike and learns its secrets for the
+            // live calls that follow.
+            input: input.clone(),
             capabilities: serde_json::from_str(&rec.capabilities).unwrap_or_default(),
             decisions: serde_json::from_str(&rec.decisions).unwrap_or_default(),
             route: rec
@@ -111,10 +143,12 @@ impl Session {
     /// a replay answers, else `live()`, recorded.
     pub fn reading(&self, task: &str, kind: &'static str, live: impl FnOnce() -> f64) -> f64 {
         let seq = bump(&self.readings, task);
-        if let Some(v) = self.replay.as_ref().and_then(|r| r.reading(task, seq)) {
-            return v;
-        }
-        let value = live();
+        // A resumed run records the readings it was answered too, so it can
+        // itself be replayed or resumed.
+        let value = match self.replay.as_ref().and_then(|r| r.reading(task, seq)) {
+            Some(v) => v,
+            None => live(),
+        };
         if let Some(recorder) = &self.recorder {
             recorder.reading(task, seq, kind, value);
         }
@@ -161,7 +195,7 @@ impl Session {
         let seq = self.next_call(task);
         match self.answer(task, seq, op, input) {
             Answer::Recorded(result, rec) => {
-                self.copy(task, seq, &rec, &result);
+                self.copy(task, seq, input, &rec, &result);
                 result.map(Step::Answered)
             }
             Answer::Halt(e) => Err(self.halt(e)),

@@ -9,7 +9,8 @@
 //! runs   id PK, script, script_sha256?, policies (JSON [{name, sha256}]),
 //!        args (JSON [string]), workspace, started_ms, ended_ms?, status
 //!        (running|ok|failed|interrupted), error?, version, random_seed,
-//!        resumed_from?, pid, pid_start, head (chain genesis), seal?
+//!        resumed_from?, ceiling (JSON [pattern]), pid, pid_start,
+//!        head (chain genesis; covers every field so far), seal?
 //! calls  (run, task, seq) PK, n (chain position, 1-based, unique per run),
 //!        flow, tier, input (JSON, redacted), capabilities (JSON [string]),
 //!        decisions (JSON [{capability, decision, by, reason, approvedBy?}]),
@@ -64,6 +65,7 @@ CREATE TABLE runs (
   version TEXT NOT NULL,
   random_seed INTEGER NOT NULL,
   resumed_from TEXT,
+  ceiling TEXT NOT NULL,
   pid INTEGER NOT NULL,
   pid_start INTEGER NOT NULL,
   head TEXT NOT NULL,

@@ -2,7 +2,7 @@
 //! record, or continue an interrupted run from where its record ends.
 
 use super::run::{drive, RunArgs};
-use crate::audit::replay::{Mode, Record};
+use crate::audit::replay::{calls, Mode, Record};
 use crate::audit::{chain, locate, store};
 use crate::kernel::approval::Prompt;
 use crate::runtime::Runtime;
@@ -42,6 +42,9 @@ pub struct RecordedRun {
     /// The workspace whose database holds the run [default: the current folder].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Go on even when `sluice audit verify` finds the record tampered with.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Continue an interrupted run: recorded calls replay, then it runs live.
@@ -70,6 +73,9 @@ pub struct ResumeArgs {
     /// Pre-approve asks matching this capability pattern (repeatable).
     #[arg(long, value_name = "PATTERN")]
     pub approve: Vec<String>,
+    /// What confines the commands that run live: auto, bwrap or landlock.
+    #[arg(long, value_name = "RUNNER", default_value = "auto", value_parser = ["auto", "bwrap", "landlock"])]
+    pub sandbox: String,
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
@@ -90,7 +96,20 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
                 Err(e) => return fail(e),
             };
             let ended = drive(&runtime, &script);
+            let answered = runtime.replayed_calls() as usize;
             if runtime.halted().is_some() {
+                // An interrupted run's record ends where it stopped: a replay
+                // that matched all of it reproduced what there is.
+                if recorded_status == "interrupted"
+                    && runtime.replay_past_end()
+                    && answered == expected
+                {
+                    eprintln!(
+                        "sluice: run {id} reproduced up to where it was interrupted: {} answered from the record",
+                        calls(answered)
+                    );
+                    return ExitCode::SUCCESS;
+                }
                 return ended.exit;
             }
             verdict(
@@ -120,7 +139,8 @@ fn verdict(
     };
     if answered < expected {
         eprintln!(
-            "sluice: replay diverged: the script ended after {answered} of the {expected} recorded calls of run {id}"
+            "sluice: replay diverged: the script ended after {answered} of the {} of run {id}",
+            calls(expected)
         );
         return ExitCode::from(1);
     }
@@ -128,7 +148,10 @@ fn verdict(
         eprintln!("sluice: replay diverged: run {id} ended {recorded}, the replay ended {now}");
         return ExitCode::from(1);
     }
-    eprintln!("sluice: run {id} reproduced: {answered} calls answered from the record, and it ended {now} as recorded");
+    eprintln!(
+        "sluice: run {id} reproduced: {} answered from the record, and it ended {now} as recorded",
+        calls(answered)
+    );
     ExitCode::SUCCESS
 }
 
@@ -137,6 +160,13 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         Ok(found) => found,
         Err(e) => return fail(e),
     };
+    if let Some(next) = successor(&db, &record.run.id) {
+        return fail(format!(
+            "run {} was already resumed as run {next}; resume that one instead (sluice resume {next}), \
+             so no call runs twice",
+            record.run.id
+        ));
+    }
     if record.run.status == "ok" || record.run.status == "running" {
         return fail(format!(
             "run {} is {}; resume continues a run that was interrupted or failed",
@@ -148,7 +178,15 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         args: record.run.args.clone(),
         workspace: Some(PathBuf::from(&record.run.workspace)),
         policy: args.policy,
-        ceiling: args.ceiling,
+        // The run's own ceiling still holds: a resume may narrow authority,
+        // never widen it.
+        ceiling: record
+            .run
+            .ceiling
+            .iter()
+            .cloned()
+            .chain(args.ceiling)
+            .collect(),
         approve: args.approve,
         keep_spill: false,
         max_jobs: 16,
@@ -157,7 +195,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         credentials: None,
         audit: Some(db.clone()),
         no_audit: false,
-        sandbox: "auto".into(),
+        sandbox: args.sandbox,
     };
     if run.policy.is_empty() {
         run.policy = recorded_policies(&db, &record.run.id);
@@ -176,9 +214,9 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
     };
     let ended = drive(&runtime, &script);
     eprintln!(
-        "sluice: resumed run {id} as run {}: {} calls answered from the record{}",
+        "sluice: resumed run {id} as run {}: {} answered from the record{}",
         runtime.run_id(),
-        runtime.replayed_calls(),
+        calls(runtime.replayed_calls() as usize),
         if runtime.went_live() {
             ", then live"
         } else {
@@ -199,12 +237,33 @@ fn prepare(given: &RecordedRun) -> Result<(PathBuf, Record, PathBuf), String> {
     let db = locate(given.audit.as_deref(), &ws);
     let conn = store::open_existing(&db)?;
     let id = store::find_run(&conn, &given.run)?;
+    let verdict = crate::audit::query::verify(&conn, &id)?;
+    if !verdict.intact && !given.force {
+        return Err(format!(
+            "the record of run {id} does not verify ({}); `sluice audit verify {id}` shows where. \
+             Give --force to go on anyway",
+            verdict
+                .problem
+                .map_or_else(|| "its chain is broken".into(), |p| p.message)
+        ));
+    }
     let record = Record::load(&conn, &id)?;
     let script = match &given.script {
         Some(file) => file.clone(),
         None => recorded_script(&record)?,
     };
     Ok((db, record, script))
+}
+
+/// The newest run that resumed run `id`, if any.
+fn successor(db: &Path, id: &str) -> Option<String> {
+    let conn = store::open_existing(db).ok()?;
+    conn.query_row(
+        "SELECT id FROM runs WHERE resumed_from = ?1 ORDER BY started_ms DESC LIMIT 1",
+        [id],
+        |r| r.get(0),
+    )
+    .ok()
 }
 
 /// The recorded script file, refused when it changed since the run.

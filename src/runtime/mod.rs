@@ -228,6 +228,7 @@ impl RuntimeBuilder {
                     started_ms: crate::audit::now_ms(),
                     random_seed: seed,
                     resumed_from: self.replay.as_ref().map(|(r, _)| r.run.id.clone()),
+                    ceiling: self.ceiling.clone(),
                 },
             )?),
             None => None,
@@ -236,11 +237,7 @@ impl RuntimeBuilder {
             recorder,
             self.replay.map(|(record, mode)| Replay::new(record, mode)),
         );
-        audit.store_dir = self
-            .audit
-            .as_deref()
-            .and_then(Path::parent)
-            .and_then(|d| std::fs::canonicalize(d).ok());
+        audit.protected = self.audit.as_deref().map(store_paths).unwrap_or_default();
         if let Some(max) = self.max_jobs {
             let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
             ctx.exec = Arc::new(exec);
@@ -256,7 +253,7 @@ impl RuntimeBuilder {
             }
             ctx.net = Arc::new(net);
         }
-        ctx.protected = audit.store_dir.iter().cloned().collect();
+        ctx.protected = audit.protected.clone();
         let core = Rc::new(Core {
             registry: Registry::standard(),
             gate: Rc::new(Gate {
@@ -318,6 +315,15 @@ impl Runtime {
             .map_or(0, |r| r.answered.get())
     }
 
+    /// Whether a replay's script went on past the last recorded call.
+    pub fn replay_past_end(&self) -> bool {
+        self.core
+            .audit
+            .replay
+            .as_ref()
+            .is_some_and(|r| r.past_end.get())
+    }
+
     /// Whether a resume went past its record and ran calls for real.
     pub fn went_live(&self) -> bool {
         self.core.audit.replay.as_ref().is_some_and(Replay::is_live)
@@ -325,7 +331,7 @@ impl Runtime {
 
     /// Records how the run ended (`ok`, `failed` or `interrupted`, with the
     /// error) and seals its record. Dropping the runtime without it records
-    /// `ok`. Later calls do nothing.
+    /// `ok` (`failed` while panicking). Later calls do nothing.
     pub fn end(&self, status: &str, error: Option<&str>) -> Result<(), String> {
         let audit = &self.core.audit;
         if audit.ended.replace(true) {
@@ -398,7 +404,12 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        if let Err(e) = self.end("ok", None) {
+        let status = if std::thread::panicking() {
+            "failed"
+        } else {
+            "ok"
+        };
+        if let Err(e) = self.end(status, None) {
             eprintln!("sluice: {e}");
         }
     }
@@ -422,6 +433,26 @@ fn policy_files(policies: &[Policy]) -> Vec<PolicyFile> {
                 sha256: p.sha256().unwrap_or_default().to_string(),
             }
         })
+        .collect()
+}
+
+/// What no flow or command may write: a `.sluice` folder holding the
+/// database whole, else the database file and the files SQLite keeps beside
+/// it (a `--audit` file in a shared folder must not close the folder).
+fn store_paths(db: &Path) -> Vec<PathBuf> {
+    let Some(dir) = db.parent().and_then(|d| std::fs::canonicalize(d).ok()) else {
+        return Vec::new();
+    };
+    if dir.file_name().is_some_and(|n| n == ".sluice") {
+        return vec![dir];
+    }
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    ["", "-wal", "-shm", "-journal"]
+        .iter()
+        .map(|suffix| dir.join(format!("{name}{suffix}")))
         .collect()
 }
 
