@@ -110,6 +110,19 @@ impl CallGate {
             .with_static(|view| crate::sandbox::derive(view, workspace, tmp))
     }
 
+    /// `profile` widened to `mode` for this call, keeping what must stay
+    /// read-only.
+    pub fn widen_profile(
+        &self,
+        workspace: &std::path::Path,
+        profile: &mut crate::sandbox::Profile,
+        mode: crate::sandbox::Mode,
+    ) {
+        self.gate
+            .kernel
+            .with_static(|view| crate::sandbox::widen(view, workspace, profile, mode));
+    }
+
     /// Asks the person (or a pre-approval) whether `command` may run with
     /// the wider `mode` this once; always an ask, whatever the rules say.
     pub fn ask_wider(
@@ -130,7 +143,10 @@ impl CallGate {
                 mode.as_str()
             ),
         };
-        let result = self.gate.approver.approve(&self.request(&cap), &verdict);
+        let result = self
+            .gate
+            .approver
+            .approve_once(&self.request(&cap), &verdict);
         if let Some(sink) = self.decisions.as_deref() {
             sink.push(Decision {
                 capability: cap.to_string(),

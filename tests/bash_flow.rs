@@ -444,7 +444,6 @@ fn bash_200_mb_of_stdout_keeps_head_and_tail_and_spills_64_mib_removed_after_the
     // run. A confined command sees a private /tmp (which holds the spill
     // folder), so these commands run unconfined, under a policy granting
     // every file and the network.
-    let unconfined = common::unconfined_policy(&ws);
     let body = r#"
 local r = sluice.bash{command = "printf HEAD; head -c 199999992 /dev/zero | tr '\\0' x; printf TAIL"}
 local p = r.stdoutSpillPath
@@ -456,7 +455,7 @@ emit({r = r, file = f.stdout, dir = d.stdout})
     let run = common::run_lua_env(
         ws.path(),
         &format!("{PRELUDE}{body}"),
-        &["--policy", &unconfined],
+        &common::UNCONFINED,
         &[],
         &[("TMPDIR", tmp.to_str().unwrap())],
     );
@@ -648,10 +647,9 @@ fn bash_timeout_kills_a_grandchild_that_ignores_term() {
     // groups, so it runs unconfined (a confined command prints the pids of
     // its own PID namespace), under a policy granting every file and the
     // network. The confined case is the next test.
-    let unconfined = common::unconfined_policy(&ws);
     let (out, err) = bash_with(
         ws.path(),
-        &["--policy", &unconfined],
+        &common::UNCONFINED,
         r#"{command = "echo $$; (trap '' TERM; sleep 30) & echo $!; sleep 30", timeoutMs = 300}"#,
         &[],
     );
@@ -725,13 +723,12 @@ fn bash_a_daemon_holding_the_pipes_does_not_hang_the_call_past_the_grace_period(
     // outlive the command, which a confined command's PID namespace does
     // not allow: it runs unconfined, under a policy granting every file and
     // the network.
-    let unconfined = common::unconfined_policy(&ws);
     let started = Instant::now();
     // The daemon leaves the group (setsid) before the command goes on, and
     // keeps the stdout and stderr pipes open for 30 s.
     let (out, err) = bash_with(
         ws.path(),
-        &["--policy", &unconfined],
+        &common::UNCONFINED,
         r#"{command = "setsid sh -c 'touch ready; exec sleep 30' & echo $!; while [ ! -e ready ]; do sleep 0.01; done; echo started"}"#,
         &[],
     );

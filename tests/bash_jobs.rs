@@ -10,7 +10,7 @@ mod common;
 
 use common::{
     exit_within, lua_json, pid_alive, pids_with_arg, read_stdout_line, run_lua, run_lua_with,
-    spawn_lua_with, survivors_with_arg, unconfined_policy, unique_sleep, workspace,
+    spawn_lua_with, survivors_with_arg, unique_sleep, workspace,
 };
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -136,7 +136,7 @@ fn job_kill_stops_a_running_job_reports_killed_and_is_false_once_settled() {
 /// A job and its own child, both left running when the script ends; the
 /// script prints both pids as `pid child`, then `end` decides how it ends.
 /// The child's pid is checked as a host pid, so these scripts run under
-/// [`common::UNCONFINED_POLICY`] (a confined command prints the pids of its
+/// [`common::UNCONFINED`] (a confined command prints the pids of its
 /// own PID namespace); the confined case is
 /// `confined_jobs_are_gone_once_killed_and_after_the_run`.
 fn job_left_running(end: &str) -> String {
@@ -165,12 +165,11 @@ fn two_pids(line: &str) -> [i32; 2] {
 #[test]
 fn a_job_still_running_when_the_script_returns_is_gone_after_the_run() {
     let ws = workspace();
-    let unconfined = unconfined_policy(&ws);
     let t0 = Instant::now();
     let run = run_lua_with(
         ws.path(),
         &job_left_running("return"),
-        &["--policy", &unconfined],
+        &common::UNCONFINED,
         &[],
     )
     .ok();
@@ -190,11 +189,10 @@ fn a_job_still_running_when_the_script_returns_is_gone_after_the_run() {
 #[test]
 fn a_job_still_running_when_the_script_errors_is_gone_after_the_run() {
     let ws = workspace();
-    let unconfined = unconfined_policy(&ws);
     let run = run_lua_with(
         ws.path(),
         &job_left_running("error('boom')"),
-        &["--policy", &unconfined],
+        &common::UNCONFINED,
         &[],
     );
     assert_eq!(run.code, 1, "stderr: {}", run.stderr);
@@ -209,11 +207,10 @@ fn a_job_still_running_when_the_script_errors_is_gone_after_the_run() {
 #[test]
 fn sigint_while_a_job_runs_exits_130_and_the_job_is_gone() {
     let ws = workspace();
-    let unconfined = unconfined_policy(&ws);
     let mut child = spawn_lua_with(
         ws.path(),
         &job_left_running("sluice.sleep(60000)"),
-        &["--policy", &unconfined],
+        &common::UNCONFINED,
         &[],
     );
     let pids = two_pids(&read_stdout_line(&mut child));

@@ -224,7 +224,7 @@ fn a_runner_that_is_missing_refuses_the_command_saying_what_to_install() {
             "--sandbox",
             "bwrap",
         ])
-        .env("PATH", "/nonexistent")
+        .env("SLUICE_BWRAP", "/nonexistent/bwrap")
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -311,7 +311,8 @@ fn sandbox_permissions_and_justification_come_together() {
 }
 
 #[test]
-fn a_policy_granting_every_file_and_the_network_runs_commands_unconfined() {
+fn full_grants_give_full_access_but_the_policy_file_and_the_record_stay_out_of_reach() {
+    need_bwrap();
     let ws = workspace();
     let full = policy(
         &ws,
@@ -322,14 +323,29 @@ return { rules = {
   p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
 } }"#,
     );
-    let run = run_lua_with(
-        ws.path(),
-        "local r = assert(sluice.bash{command = 'true'})\nprint(r.sandbox == nil)",
-        &["--policy", &full],
-        &[],
-    )
-    .ok();
-    assert_eq!(run.stdout.trim(), "true");
+    let attempt = |target: &str| {
+        let program = try_write(target);
+        let script = format!(
+            "local r = assert(sluice.bash{{script = {}, interpreter = 'python3'}})\nprint(sluice.json.encode(r))",
+            lua_str(&program)
+        );
+        let run = run_lua_with(ws.path(), &script, &["--policy", &full], &[]).ok();
+        serde_json::from_str::<Value>(run.stdout.trim()).unwrap()
+    };
+    // A rewritten policy would unconfine the next command: it stays read-only.
+    let policy_write = attempt(&full);
+    assert_eq!(
+        policy_write["sandbox"]["mode"], "danger-full-access",
+        "{policy_write}"
+    );
+    assert_eq!(policy_write["sandbox"]["denied"], true, "{policy_write}");
+    let record_write = attempt(ws.file(".sluice/audit.db").to_str().unwrap());
+    assert_eq!(record_write["sandbox"]["denied"], true, "{record_write}");
+    // Anything else is the command's to write.
+    let elsewhere = outside_tmp(&ws).join("full.txt");
+    let ok = attempt(elsewhere.to_str().unwrap());
+    assert_eq!(ok["exitCode"], 0, "{ok}");
+    assert!(elsewhere.exists());
 }
 
 #[test]
@@ -397,4 +413,37 @@ fn a_runner_failure_is_an_error_in_the_foreground_and_a_fact_on_a_background_job
     assert_eq!(lines[2]["exit"], 1, "{}", lines[2]);
     assert_eq!(lines[2]["sandbox"]["denied"], true, "{}", lines[2]);
     assert_eq!(lines[2]["sandbox"].get("runnerFailed"), None);
+}
+
+#[test]
+fn the_folders_above_a_read_only_path_cannot_be_renamed_away() {
+    need_bwrap();
+    let ws = workspace();
+    std::fs::create_dir_all(ws.file(".git/hooks")).unwrap();
+    std::fs::write(ws.file(".git/config"), "[core]\n").unwrap();
+    let open = policy(
+        &ws,
+        "open.lua",
+        r#"local p = require("sluice.policy")
+return { rules = { p.allow "fs:read:**", p.allow "fs:write:${workspace}", p.allow "fs:write:${workspace}/**", p.allow "proc:spawn:*" } }"#,
+    );
+    let program = "import os, sys\ntry:\n    os.rename('.git', '.git-old')\n    os.makedirs('.git/hooks')\n    open('.git/hooks/pre-commit', 'w').write('x')\n    print('replaced')\nexcept OSError as e:\n    print(e.strerror, file=sys.stderr)\n    sys.exit(1)\n";
+    let out = python(ws.path(), "bwrap", &["--policy", &open], program);
+    assert_eq!(out["exitCode"], 1, "{out}");
+    assert!(ws.file(".git/config").exists() && !ws.file(".git-old").exists());
+    assert!(!ws.file(".git/hooks/pre-commit").exists());
+}
+
+#[test]
+fn a_wider_retry_is_not_granted_by_a_wildcard_command_approval() {
+    need_bwrap();
+    let ws = workspace();
+    let run = run_lua_with(
+        ws.path(),
+        "local _, e = sluice.bash{command = 'true', sandboxPermissions = 'danger-full-access', justification = 'x'}\nprint(e.code)",
+        &["--approve", "proc:spawn:*"],
+        &[],
+    )
+    .ok();
+    assert_eq!(run.stdout.trim(), "permission_required");
 }

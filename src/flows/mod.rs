@@ -175,11 +175,9 @@ impl Context {
     /// runner is `provider_unavailable`: the command does not run.
     pub fn confine(
         &self,
-        cwd: &std::path::Path,
         command: &str,
         wider: Option<(crate::sandbox::Mode, &str)>,
     ) -> FlowResult<Option<crate::sandbox::Confined>> {
-        use crate::sandbox::Mode;
         let gate = self.gate.as_ref().ok_or_else(|| {
             FlowError::new(
                 ErrorCode::PermissionDenied,
@@ -193,7 +191,6 @@ impl Context {
             )
         })?;
         let mut profile = gate.sandbox_profile(&self.workspace, tmp);
-        profile.read_only.extend(self.protected.iter().cloned());
         if let Some((mode, why)) = wider {
             if mode <= profile.mode {
                 return Err(FlowError::invalid_input(
@@ -206,16 +203,18 @@ impl Context {
                 ));
             }
             gate.ask_wider(command, mode, why)?;
-            profile.mode = mode;
-            if mode == Mode::WorkspaceWrite && profile.writable.is_empty() {
-                profile.writable.push(self.workspace.clone());
-                profile.read_only.extend(
-                    [".git/hooks", ".git/config", ".sluice"].map(|r| self.workspace.join(r)),
-                );
-            }
+            gate.widen_profile(&self.workspace, &mut profile, mode);
         }
+        // The audit store, wherever it is, is sluice's alone.
+        let writable = profile.writable.clone();
+        profile.read_only.extend(
+            self.protected
+                .iter()
+                .filter(|p| writable.iter().any(|w| p.starts_with(w)))
+                .cloned(),
+        );
         self.sandbox
-            .confine(profile, &self.workspace, cwd)
+            .confine(profile, &self.workspace)
             .map_err(|why| {
                 FlowError::new(
                     ErrorCode::ProviderUnavailable,

@@ -52,6 +52,30 @@ impl Approver {
         }
     }
 
+    /// Grants `req`'s capability for this one use, whatever was approved
+    /// before: only a pre-approval naming it exactly or the person at the
+    /// terminal (whose "for the run" counts once). For asks that must never
+    /// ride on an earlier yes, like running a command less confined.
+    pub fn approve_once(&self, req: &Request, verdict: &Verdict) -> FlowResult<String> {
+        let cap = req.capability;
+        if let Some(p) = self.preapproved.iter().find(|p| p.grants_explicitly(cap)) {
+            return Ok(format!("--approve '{}'", p.text()));
+        }
+        match self.prompt {
+            Prompt::Unattended => Err(required(cap, verdict)),
+            Prompt::Terminal => match ask_terminal(req, verdict) {
+                Ok(Answer::Once | Answer::Always) => Ok("the person at the terminal, once".into()),
+                Ok(Answer::No) => Err(FlowError::new(
+                    ErrorCode::PermissionDenied,
+                    format!("{cap} was refused at the terminal."),
+                )
+                .with("capability", cap.to_string())
+                .with("by", "the person at the terminal")),
+                Err(e) => Err(required(cap, verdict).with("terminal", e.to_string())),
+            },
+        }
+    }
+
     /// Grants `req`'s capability, saying who granted it (for the audit
     /// record), or fails with why not.
     pub fn approve(&self, req: &Request, verdict: &Verdict) -> FlowResult<String> {

@@ -108,6 +108,8 @@ pub struct StaticView<'a> {
     pub rules: Vec<&'a policy::Rule>,
     pub hooks: bool,
     pub failed: bool,
+    /// The policies' own files: no command may rewrite them.
+    pub files: Vec<std::path::PathBuf>,
 }
 
 /// Decides whether a run may use a capability.
@@ -142,6 +144,10 @@ impl Kernel {
             rules: policies.iter().flat_map(|p| p.rules()).collect(),
             hooks: policies.iter().any(|p| p.has_decide()),
             failed: policies.iter().any(|p| p.load_error().is_some()),
+            files: policies
+                .iter()
+                .filter_map(|p| p.file().map(Path::to_path_buf))
+                .collect(),
         };
         f(&view)
     }

@@ -124,6 +124,10 @@ pub fn shipped(name: &str) -> Option<Source> {
             include_str!("../../policies/readonly.lua"),
         ),
         "ci" => ("policies/ci.lua", include_str!("../../policies/ci.lua")),
+        "unconfined" => (
+            "policies/unconfined.lua",
+            include_str!("../../policies/unconfined.lua"),
+        ),
         _ => return None,
     };
     Some(Source::Embedded { name, text })
@@ -179,6 +183,11 @@ impl Policy {
     /// SHA-256 of the text this policy was loaded from.
     pub fn sha256(&self) -> Option<&str> {
         self.sha256.as_deref()
+    }
+
+    /// The policy's file, canonical, when it is one.
+    pub fn file(&self) -> Option<&Path> {
+        self.canonical.as_deref()
     }
 
     pub fn source(&self) -> &Source {

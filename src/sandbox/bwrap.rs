@@ -48,48 +48,78 @@ impl Wrap for Bwrap {
 
 /// bwrap's options for `profile`, the command starting in `cwd`.
 pub fn args(profile: &Profile, visible: &[PathBuf], cwd: &Path) -> Vec<OsString> {
-    let mut a: Vec<OsString> = Vec::new();
-    let mut push = |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
-    push(&[
-        "--die-with-parent".as_ref(),
-        "--new-session".as_ref(),
-        "--unshare-pid".as_ref(),
-    ]);
+    let mut a = Args::default();
+    a.flags(&["--die-with-parent", "--new-session", "--unshare-pid"]);
     if !profile.network {
-        push(&["--unshare-net".as_ref()]);
+        a.flags(&["--unshare-net"]);
     }
-    let root: &std::ffi::OsStr = if profile.mode == Mode::DangerFullAccess {
-        "--bind".as_ref()
-    } else {
-        "--ro-bind".as_ref()
-    };
-    push(&[root, "/".as_ref(), "/".as_ref()]);
-    push(&[
-        "--dev".as_ref(),
-        "/dev".as_ref(),
-        "--proc".as_ref(),
-        "/proc".as_ref(),
-    ]);
-    if profile.mode == Mode::DangerFullAccess {
-        // Every file is the command's to write, /tmp included.
-        push(&["--chdir".as_ref(), cwd.as_os_str()]);
-        return a;
+    let full = profile.mode == Mode::DangerFullAccess;
+    a.bind(if full { "--bind" } else { "--ro-bind" }, Path::new("/"));
+    a.flags(&["--dev", "/dev", "--proc", "/proc"]);
+    if !profile.network {
+        // Daemons' sockets (the user's bus, docker, agents) live under /run:
+        // without the network, the command reaches none of them.
+        a.flags(&["--tmpfs", "/run"]);
     }
-    push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
-    // What a writable bind below brings back need not be bound twice.
-    let under_writable = |d: &&PathBuf| profile.writable.iter().any(|w| d.starts_with(w));
-    for dir in visible
-        .iter()
-        .filter(|d| d.starts_with("/tmp") && d.exists() && !under_writable(d))
-    {
-        push(&["--ro-bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
-    }
-    for dir in &profile.writable {
-        push(&["--bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
+    if !full {
+        a.flags(&["--tmpfs", "/tmp"]);
+        // What a writable bind below brings back need not be bound twice.
+        let under_writable = |d: &&PathBuf| profile.writable.iter().any(|w| d.starts_with(w));
+        for dir in visible
+            .iter()
+            .filter(|d| d.starts_with("/tmp") && d.exists() && !under_writable(d))
+        {
+            a.bind("--ro-bind", dir);
+        }
+        for dir in &profile.writable {
+            a.bind("--bind", dir);
+        }
     }
     for path in profile.read_only.iter().filter(|p| p.exists()) {
-        push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+        // Every folder between the writable tree and the path becomes a
+        // mount point of its own, which cannot be renamed away to put a
+        // writable copy in the path's place.
+        if let Some(root) = profile.writable.iter().find(|w| path.starts_with(w)) {
+            for dir in between(root, path) {
+                a.bind("--bind", &dir);
+            }
+        }
+        a.bind("--ro-bind", path);
     }
-    push(&["--chdir".as_ref(), cwd.as_os_str()]);
-    a
+    a.flags(&["--chdir"]);
+    a.0.push(cwd.as_os_str().to_os_string());
+    a.0
+}
+
+/// The folders strictly between `root` and `path`, outermost first.
+fn between(root: &Path, path: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|d| *d != root && d.starts_with(root))
+        .map(Path::to_path_buf)
+        .collect();
+    out.reverse();
+    out
+}
+
+/// An argv under construction; a folder bound twice is bound once.
+#[derive(Default)]
+struct Args(Vec<OsString>, Vec<(String, PathBuf)>);
+
+impl Args {
+    fn flags(&mut self, flags: &[&str]) {
+        self.0.extend(flags.iter().map(OsString::from));
+    }
+
+    fn bind(&mut self, how: &str, path: &Path) {
+        let key = (how.to_string(), path.to_path_buf());
+        if self.1.contains(&key) {
+            return;
+        }
+        self.1.push(key);
+        self.0.push(how.into());
+        self.0.push(path.as_os_str().to_os_string());
+        self.0.push(path.as_os_str().to_os_string());
+    }
 }

@@ -28,7 +28,9 @@ const NEWEST: ABI = ABI::V10;
 
 /// Character devices commands routinely write to. Nothing else under /dev
 /// or /proc is writable.
-const WRITABLE_DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+// Not /dev/tty: a confined command writing there could paint a fake prompt
+// on the user's terminal.
+const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
 /// What the child must do between fork and exec, prepared in the parent.
 #[derive(Debug)]
@@ -61,10 +63,8 @@ pub fn probe() -> Result<u32, String> {
 /// enforcement accounts for both. Fails (so the caller refuses the call)
 /// when the kernel cannot enforce the profile at all.
 pub fn prepare(profile: &Profile) -> Result<(Prepared, Enforcement, Vec<String>), String> {
-    let (ruleset, mut reasons) = landlock_part(profile)?;
-    if profile.mode == Mode::DangerFullAccess {
-        reasons.extend(read_only_gaps(profile));
-    }
+    let (ruleset, reasons) = landlock_part(profile)?;
+
     let filter = if profile.network {
         BpfProgram::new()
     } else {
@@ -83,7 +83,9 @@ pub fn prepare(profile: &Profile) -> Result<(Prepared, Enforcement, Vec<String>)
 /// unconfined, landlock only adds to seccomp's network closing (TCP rights,
 /// scopes), so a kernel without it is no error then.
 fn landlock_part(profile: &Profile) -> Result<(Option<OwnedFd>, Vec<String>), String> {
-    let confine_files = profile.mode != Mode::DangerFullAccess;
+    // Full access still keeps its read-only paths (the audit store, git's
+    // hooks): the filesystem is then granted entry by entry around them.
+    let confine_files = profile.mode != Mode::DangerFullAccess || !profile.read_only.is_empty();
     if !confine_files && profile.network {
         return Ok((None, Vec::new()));
     }
@@ -211,24 +213,6 @@ fn abi_gaps(abi: u32) -> Vec<String> {
             "landlock ABI {abi} cannot restrict ioctl on devices (needs Linux 6.10); \
              install bubblewrap for full enforcement"
         ));
-    }
-    gaps
-}
-
-/// Read-only paths that lie inside a writable tree. Landlock only adds
-/// permissions, so it cannot take write back below a writable root.
-fn read_only_gaps(profile: &Profile) -> Vec<String> {
-    let roots = writable_roots(profile);
-    let mut gaps = Vec::new();
-    for path in &profile.read_only {
-        if let Some(root) = roots.iter().find(|root| path.starts_with(root)) {
-            gaps.push(format!(
-                "landlock cannot keep {} read-only inside the writable {}; \
-                 install bubblewrap to enforce it",
-                path.display(),
-                root.display()
-            ));
-        }
     }
     gaps
 }

@@ -14,7 +14,7 @@ pub mod bwrap;
 mod derive;
 pub mod landlock;
 
-pub use derive::derive;
+pub use derive::{derive, widen};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -130,7 +130,7 @@ impl Runner {
 
 /// Whether bubblewrap is installed and can make its namespaces here.
 pub fn probe_bwrap() -> Result<PathBuf, String> {
-    let program = find_program("bwrap").ok_or_else(|| {
+    let program = find_bwrap().ok_or_else(|| {
         "bubblewrap is not installed (install the Debian package `bubblewrap`: apt-get install bubblewrap)".to_string()
     })?;
     let out = std::process::Command::new(&program)
@@ -164,11 +164,25 @@ pub fn probe_landlock() -> Result<(), String> {
     landlock::probe().map(|_| ())
 }
 
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+/// Where bubblewrap is looked for: `$SLUICE_BWRAP` when set (by whoever
+/// runs sluice), else the system's own folders, never `PATH`: a `PATH`
+/// entry inside a writable tree would let a confined command plant a fake
+/// `bwrap` that the next run trusts. A system copy must belong to root and
+/// be writable by nobody else.
+fn find_bwrap() -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(given) = std::env::var_os("SLUICE_BWRAP") {
+        let given = PathBuf::from(given);
+        return std::fs::metadata(&given)
+            .is_ok_and(|m| m.is_file())
+            .then_some(given);
+    }
+    ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.uid() == 0 && m.mode() & 0o022 == 0)
+        })
 }
 
 /// A run's confinement: the runner it chose (found once, at the first
@@ -196,7 +210,8 @@ impl Sandbox {
         Sandbox {
             choice,
             runner: std::sync::OnceLock::new(),
-            tmp_root: std::env::temp_dir().join(format!("sluice-tmp-{run_id}")),
+            tmp_root: std::env::temp_dir()
+                .join(format!("sluice-tmp-{run_id}-{:016x}", unpredictable())),
             made: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -210,25 +225,30 @@ impl Sandbox {
     pub fn private_tmp(&self) -> std::io::Result<PathBuf> {
         use std::os::unix::fs::DirBuilderExt;
         let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = self.tmp_root.join(format!("call-{n}"));
-        std::fs::DirBuilder::new()
-            .recursive(true)
+        // The root is made here, by us, or it is refused: a folder someone
+        // else made first under that name must not become a grant.
+        match std::fs::DirBuilder::new()
             .mode(0o700)
-            .create(&dir)?;
+            .create(&self.tmp_root)
+        {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n > 0 => {}
+            Err(e) => return Err(e),
+        }
+        let dir = self.tmp_root.join(format!("call-{n}"));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         Ok(dir)
     }
 
-    /// The wrapper for a command under `profile`, starting in `cwd` of
-    /// `workspace`; `None` when the profile confines nothing (every file
+    /// The wrapper for a command under `profile` run for `workspace`; `None` when the profile confines nothing (every file
     /// writable and the network open). No runner is an error: the command
     /// does not run.
-    pub fn confine(
-        &self,
-        profile: Profile,
-        workspace: &Path,
-        cwd: &Path,
-    ) -> Result<Option<Confined>, String> {
-        if profile.mode == Mode::DangerFullAccess && profile.network {
+    pub fn confine(&self, profile: Profile, workspace: &Path) -> Result<Option<Confined>, String> {
+        // Unconfined only when the grants confine nothing at all: every file,
+        // the network, and nothing that must stay read-only (an audit store,
+        // git's hooks, a policy file) exists to protect.
+        let guarded = profile.read_only.iter().any(|p| p.exists());
+        if profile.mode == Mode::DangerFullAccess && profile.network && !guarded {
             return Ok(None);
         }
         let runner = self.runner()?;
@@ -237,7 +257,9 @@ impl Sandbox {
             Runner::Bwrap(program) => (
                 std::sync::Arc::new(bwrap::Bwrap {
                     program,
-                    visible: vec![workspace.to_path_buf(), cwd.to_path_buf()],
+                    // Not the working folder when it lies outside: a cwd of
+                    // /tmp would bring the host's /tmp back in.
+                    visible: vec![workspace.to_path_buf()],
                     profile: profile.clone(),
                 }),
                 "bwrap",
@@ -272,6 +294,14 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.tmp_root);
     }
+}
+
+/// A number nobody can guess from the run's id.
+fn unpredictable() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 fn detect(choice: Choice) -> Result<Runner, String> {

@@ -407,17 +407,11 @@ pub fn sluice_files(dir: &Path) -> Vec<String> {
 /// and `sluice.shell_command` run commands unconfined (their results carry
 /// no `sandbox` field), for tests of the executor's own semantics that the
 /// sandbox legitimately changes (host pids, a shared /tmp, the network).
-pub const UNCONFINED_POLICY: &str = r#"local p = require("sluice.policy")
-return { rules = {
-  p.allow "fs:read:**", p.allow "fs:write:/", p.allow "fs:write:/**",
-  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
-} }
-"#;
-
-/// Writes [`UNCONFINED_POLICY`] beside `ws`; returns its path for `--policy`.
-pub fn unconfined_policy(ws: &Workspace) -> String {
-    policy(ws, "unconfined.lua", UNCONFINED_POLICY)
-}
+/// Flags that run commands unconfined: the built-in policy granting
+/// everything, and no audit record (which would be kept out of reach, so
+/// confined). For tests of executor semantics that need host pids or the
+/// host's /tmp.
+pub const UNCONFINED: [&str; 3] = ["--policy", "unconfined", "--no-audit"];
 
 /// A `sleep` duration of about 30 s that no other process on this machine
 /// has in its arguments (the decimals hold this test process's pid, the

@@ -1,0 +1,18 @@
+-- Everything is granted, and commands run without a sandbox when nothing
+-- needs protecting (no audit record, no repository, no policy file in
+-- reach): `sluice run job.lua --policy unconfined --no-audit`. For trusted
+-- automation on a throwaway machine only; with a record or a repository in
+-- reach, commands still run confined so those stay read-only.
+local p = require("sluice.policy")
+
+return {
+  rules = {
+    p.allow "fs:read:**",
+    p.allow "fs:write:/",
+    p.allow "fs:write:/**",
+    p.allow "proc:spawn:*",
+    p.allow "net:get:*",
+    p.allow "net:post:*",
+    p.allow "net:private:*",
+  },
+}
