@@ -69,11 +69,17 @@ fn calls(conn: &Connection, run: &str) -> Vec<Value> {
 /// exists in the workspace (the script got that far), so a test can kill it
 /// there.
 fn spawn_until(ws: &Path, path: &Path, marker: &str) -> std::process::Child {
+    spawn_until_with(ws, path, marker, &[])
+}
+
+/// [`spawn_until`] with extra `sluice run` flags.
+fn spawn_until_with(ws: &Path, path: &Path, marker: &str, flags: &[&str]) -> std::process::Child {
     let child = Command::new(sluice_bin())
         .arg("run")
         .arg(path)
         .arg("--workspace")
         .arg(ws)
+        .args(flags)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -900,25 +906,14 @@ fn a_resume_keeps_the_run_ceiling_and_judges_recorded_refusals_again() {
         o = lua_str(outside.to_str().unwrap())
     );
     let path = script_file(ws.path(), &script);
-    let mut child = Command::new(sluice_bin())
-        .args([
-            "run",
-            path.to_str().unwrap(),
-            "--workspace",
-            ws.path().to_str().unwrap(),
-        ])
-        .args(["--ceiling", &format!("fs:*:{}/**", ws.path().display())])
-        .args(["--ceiling", &format!("fs:*:{}", ws.path().display())])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ws.file("marker").exists() {
-        assert!(Instant::now() < deadline, "the run never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let ceiling = [
+        "--ceiling".to_string(),
+        format!("fs:*:{}/**", ws.path().display()),
+        "--ceiling".to_string(),
+        format!("fs:*:{}", ws.path().display()),
+    ];
+    let flags: Vec<&str> = ceiling.iter().map(String::as_str).collect();
+    let mut child = spawn_until_with(ws.path(), &path, "marker", &flags);
     child.kill().unwrap();
     child.wait().unwrap();
     std::fs::remove_file(ws.file("hold")).unwrap();

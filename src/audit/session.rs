@@ -80,21 +80,7 @@ impl Session {
         };
         let answer = replay.answer(task, seq, flow, input);
         if let (Some(rec), Some(recorder)) = (replay.take_unknown(), &self.recorder) {
-            let row = CallRow {
-                task: task.to_string(),
-                seq,
-                flow: rec.flow.clone(),
-                tier: tier_name(&rec.tier),
-                input: input.clone(),
-                capabilities: serde_json::from_str(&rec.capabilities).unwrap_or_default(),
-                decisions: serde_json::from_str(&rec.decisions).unwrap_or_default(),
-                route: rec
-                    .route
-                    .as_deref()
-                    .and_then(|r| serde_json::from_str(r).ok()),
-                replayed_from: Some(replay.record.run.id.clone()),
-                started_ms: super::now_ms(),
-            };
+            let row = copied_row(task, seq, input, &rec, &replay.record.run.id);
             let _ = recorder.intent(row);
         }
         answer
@@ -113,24 +99,10 @@ impl Session {
         let (Some(recorder), Some(replay)) = (&self.recorder, &self.replay) else {
             return;
         };
-        let row = CallRow {
-            task: task.to_string(),
-            seq,
-            flow: rec.flow.clone(),
-            tier: tier_name(&rec.tier),
-            // The input as the script gave it now (it matched the record):
-            // the writer redacts it alike and learns its secrets for the
-            // live calls that follow.
-            input: input.clone(),
-            capabilities: serde_json::from_str(&rec.capabilities).unwrap_or_default(),
-            decisions: serde_json::from_str(&rec.decisions).unwrap_or_default(),
-            route: rec
-                .route
-                .as_deref()
-                .and_then(|r| serde_json::from_str(r).ok()),
-            replayed_from: Some(replay.record.run.id.clone()),
-            started_ms: super::now_ms(),
-        };
+        // The input as the script gave it now (it matched the record): the
+        // writer redacts it alike and learns its secrets for the live calls
+        // that follow.
+        let row = copied_row(task, seq, input, rec, &replay.record.run.id);
         let outcome = Outcome {
             result: result.clone().map_err(|e| e.to_json()),
             duration_us: 0,
@@ -153,6 +125,25 @@ impl Session {
             recorder.reading(task, seq, kind, value);
         }
         value
+    }
+}
+
+/// A recorded call as a row of the run that resumed it (`from`).
+fn copied_row(task: &str, seq: u64, input: &Value, rec: &Recorded, from: &str) -> CallRow {
+    CallRow {
+        task: task.to_string(),
+        seq,
+        flow: rec.flow.clone(),
+        tier: tier_name(&rec.tier),
+        input: input.clone(),
+        capabilities: serde_json::from_str(&rec.capabilities).unwrap_or_default(),
+        decisions: serde_json::from_str(&rec.decisions).unwrap_or_default(),
+        route: rec
+            .route
+            .as_deref()
+            .and_then(|r| serde_json::from_str(r).ok()),
+        replayed_from: Some(from.to_string()),
+        started_ms: super::now_ms(),
     }
 }
 
