@@ -123,8 +123,14 @@ const CALL_COLUMNS: &str = concat!(
     "run, task, seq, n, flow, tier, input, capabilities, decisions, \
 route, redacted, replayed_from, started_ms, prev, hash, status, ",
     super::store::output_column!(),
-    ", error, capped, duration_us, late_decisions, outcome_hash"
+    ", error, capped, duration_us, late_decisions, outcome_hash, output_ref"
 );
+
+/// The same columns with `output` as the row holds it (inline only): what
+/// `verify` reads, checking each output kept by content once, not per row.
+const CHAIN_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities, decisions, \
+route, redacted, replayed_from, started_ms, prev, hash, status, output, error, capped, duration_us, \
+late_decisions, outcome_hash, output_ref";
 
 struct CallRow {
     run: String,
@@ -149,6 +155,8 @@ struct CallRow {
     duration_us: Option<i64>,
     late_decisions: Option<String>,
     outcome_hash: Option<String>,
+    /// The SHA-256 of an output kept by content (in `outputs`).
+    output_ref: Option<String>,
 }
 
 impl CallRow {
@@ -176,6 +184,7 @@ impl CallRow {
             duration_us: r.get(19)?,
             late_decisions: r.get(20)?,
             outcome_hash: r.get(21)?,
+            output_ref: r.get(22)?,
         })
     }
 
@@ -277,24 +286,24 @@ fn load_run(conn: &Connection, id: &str) -> Result<RunRow, String> {
 fn for_each_call<E: From<String>>(
     conn: &Connection,
     run: &str,
+    f: impl FnMut(CallRow) -> Result<(), E>,
+) -> Result<(), E> {
+    for_each_call_as(conn, run, CALL_COLUMNS, f)
+}
+
+fn for_each_call_as<E: From<String>>(
+    conn: &Connection,
+    run: &str,
+    columns: &str,
     mut f: impl FnMut(CallRow) -> Result<(), E>,
 ) -> Result<(), E> {
-    let sql = format!("SELECT {CALL_COLUMNS} FROM calls WHERE run = ?1 ORDER BY n");
+    let sql = format!("SELECT {columns} FROM calls WHERE run = ?1 ORDER BY n");
     let mut stmt = conn.prepare(&sql).map_err(db)?;
     let mut rows = stmt.query([run]).map_err(db)?;
     while let Some(row) = rows.next().map_err(db)? {
         f(CallRow::read(row).map_err(db)?)?;
     }
     Ok(())
-}
-
-fn load_calls(conn: &Connection, run: &str) -> Result<Vec<CallRow>, String> {
-    let mut calls = Vec::new();
-    for_each_call(conn, run, |c| {
-        calls.push(c);
-        Ok::<(), String>(())
-    })?;
-    Ok(calls)
 }
 
 struct ReadingRow {
@@ -1233,9 +1242,64 @@ pub struct Verdict {
 /// Recomputes run `run_id`'s chain and seal.
 pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
     let run = load_run(conn, run_id)?;
-    let calls = load_calls(conn, run_id)?;
+    let mut calls = Vec::new();
+    for_each_call_as(conn, run_id, CHAIN_COLUMNS, |c| {
+        calls.push(c);
+        Ok::<(), String>(())
+    })?;
     let readings = load_readings(conn, run_id)?;
-    Ok(judge(&run, &calls, &readings))
+    let mut verdict = judge(&run, &calls, &readings);
+    if verdict.intact {
+        if let Some(p) = check_outputs(conn, run_id, &calls)? {
+            verdict.intact = false;
+            verdict.problem = Some(p);
+        }
+    }
+    Ok(verdict)
+}
+
+/// Each output the run keeps by content must still hash to its key (rows
+/// hold the key, and their outcome hashes cover it); the first row whose
+/// output was edited is named.
+fn check_outputs(
+    conn: &Connection,
+    run_id: &str,
+    calls: &[CallRow],
+) -> Result<Option<Problem>, String> {
+    let mut stmt = conn
+        .prepare("SELECT sha256, body FROM outputs WHERE sha256 IN (SELECT output_ref FROM calls WHERE run = ?1)")
+        .map_err(db)?;
+    let mut rows = stmt.query([run_id]).map_err(db)?;
+    let mut present = std::collections::HashSet::new();
+    while let Some(r) = rows.next().map_err(db)? {
+        let (key, body): (String, String) = (r.get(0).map_err(db)?, r.get(1).map_err(db)?);
+        if chain::sha256_hex(body.as_bytes()) != key {
+            return Ok(first_using(
+                calls,
+                &key,
+                "outcome edited: the output it keeps by content was changed",
+            ));
+        }
+        present.insert(key);
+    }
+    Ok(calls
+        .iter()
+        .filter_map(|c| c.output_ref.as_deref())
+        .find(|key| !present.contains(*key))
+        .and_then(|key| {
+            first_using(
+                calls,
+                key,
+                "outcome edited: the output it keeps by content is gone",
+            )
+        }))
+}
+
+fn first_using(calls: &[CallRow], key: &str, message: &str) -> Option<Problem> {
+    calls
+        .iter()
+        .find(|c| c.output_ref.as_deref() == Some(key))
+        .map(|c| row_problem(c, Failure::OutcomeEdited, message.to_string()))
 }
 
 /// Verifies every run, newest first.
@@ -1364,8 +1428,16 @@ fn check_link(
 }
 
 fn check_outcome(c: &CallRow) -> Option<Problem> {
+    // An output kept by content is covered by its key, checked once against
+    // the body (`check_outputs`); an inline one is hashed here.
+    let digest = |o: &CallOutcome| match (&c.output_ref, o.output) {
+        (Some(key), _) => Some(key.clone()),
+        (None, text) => text.map(|t| chain::sha256_hex(t.as_bytes())),
+    };
     let m = match (c.outcome(), c.outcome_hash.as_deref()) {
-        (Some(o), Some(h)) if chain::outcome(&c.hash, &o) == h => return None,
+        (Some(o), Some(h)) if chain::outcome_of(&c.hash, &o, digest(&o).as_deref()) == h => {
+            return None
+        }
         (Some(_), Some(_)) => {
             "outcome edited: its status, output, error, duration, late decisions or \
 redactions do not hash to its outcome hash"

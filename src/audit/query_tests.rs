@@ -163,7 +163,13 @@ fn complete(
 fn seal(conn: &Connection, id: &str, status: &str) {
     let (head, ended_ms) = (head_of(conn, id), T0 + 4_200);
     let mut s = Seal::new(&head);
-    for c in load_calls(conn, id).expect("calls") {
+    let mut calls = Vec::new();
+    for_each_call(conn, id, |c| {
+        calls.push(c);
+        Ok::<(), String>(())
+    })
+    .expect("calls");
+    for c in calls {
         s.row(&c.hash, c.outcome_hash.as_deref());
     }
     for r in load_readings(conn, id).expect("readings") {
