@@ -949,3 +949,25 @@ fn secrets_are_cut_from_capabilities_decisions_errors_and_urls_too() {
         "a URL password reached the database"
     );
 }
+
+#[test]
+fn jobs_started_after_a_resume_are_numbered_after_the_recorded_ones() {
+    let ws = workspace();
+    std::fs::write(ws.file("hold"), "").unwrap();
+    let script = "local j = assert(sluice.bash{command = 'echo A', background = true})\n\
+                  j:wait(5000)\n\
+                  assert(sluice.write{path = 'marker', content = ''})\n\
+                  while #sluice.glob{pattern = 'hold'}.paths > 0 do sluice.sleep(20) end\n\
+                  local k = assert(sluice.bash{command = 'echo B', background = true})\n\
+                  k:wait(5000)\n\
+                  print(j.jobId, k.jobId, k:read().stdout)\n";
+    let path = script_file(ws.path(), script);
+    let mut child = spawn_until(ws.path(), &path, "marker");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_file(ws.file("hold")).unwrap();
+    let out = sluice(ws.path(), &["resume", "last"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The job id goes on from the recorded one; its output is its own.
+    assert_eq!(out.stdout, "1\t2\tB\n\n");
+}

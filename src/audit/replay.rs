@@ -200,6 +200,25 @@ impl Record {
         })
     }
 
+    /// The highest background job id the recorded run handed out.
+    pub fn last_job_id(&self) -> u64 {
+        let job_id = |v: &Value| v.get("jobId").and_then(Value::as_u64);
+        self.calls
+            .values()
+            .flat_map(|rows| rows.values())
+            .filter(|rec| rec.flow == "bash" && rec.status.as_deref() == Some("ok"))
+            .filter_map(|rec| match (&rec.output, &rec.output_ref) {
+                (Some(text), _) => serde_json::from_str::<Value>(text)
+                    .ok()
+                    .as_ref()
+                    .and_then(job_id),
+                (None, Some(key)) => self.outputs.get(key).and_then(job_id),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// How many calls the record holds.
     pub fn len(&self) -> usize {
         self.calls.values().map(HashMap::len).sum()

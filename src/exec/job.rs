@@ -271,6 +271,12 @@ impl Jobs {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Numbers new jobs after `id`: a resumed run's recorded job handles
+    /// keep naming the jobs of the run they came from, never a new one.
+    pub fn number_after(&self, id: u64) {
+        self.next.fetch_max(id + 1, Ordering::Relaxed);
+    }
+
     pub fn get(&self, id: u64) -> Option<Arc<Job>> {
         self.table().get(&id).cloned()
     }

@@ -242,6 +242,9 @@ impl RuntimeBuilder {
             let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
             ctx.exec = Arc::new(exec);
         }
+        if let Some(replay) = &audit.replay {
+            ctx.exec.jobs.number_after(replay.record.last_job_id());
+        }
         ctx.sandbox = Arc::new(crate::sandbox::Sandbox::new(self.sandbox, &ctx.run_id));
         if self.keep_spill {
             ctx.exec.keep_spill();

@@ -261,7 +261,11 @@ fn find(core: &Core, id: u64) -> mlua::Result<Arc<Job>> {
         .exec
         .jobs
         .get(id)
-        .ok_or_else(|| mlua::Error::runtime(format!("there is no job {id} in this run")))
+        .ok_or_else(|| {
+            mlua::Error::runtime(format!(
+                "there is no job {id} in this run (a job of an interrupted run ended with it; a resume cannot reach it)"
+            ))
+        })
 }
 
 /// One synchronous job operation: answered from the record, or done on the
