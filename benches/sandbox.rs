@@ -52,8 +52,7 @@ fn floor_line(ws: &Path) -> String {
     let vars = Vars::new(ws.to_path_buf());
     let policy = Policy::load(shipped("default").unwrap(), vars.clone());
     let kernel = Kernel::new(vec![policy], Vec::new(), vars);
-    let tmp = ws.join(".tmp-unused");
-    let profile = kernel.with_static(|view| sluice::sandbox::derive(view, ws, tmp));
+    let profile = kernel.with_static(|view| sluice::sandbox::derive(view, ws));
     let visible = vec![ws.to_path_buf()];
     let program = sluice::sandbox::probe_bwrap()
         .expect("the bench needs bubblewrap: apt-get install bubblewrap");

@@ -100,14 +100,10 @@ impl CallGate {
 
     /// The sandbox profile the run's static grants give a command of this
     /// call.
-    pub fn sandbox_profile(
-        &self,
-        workspace: &std::path::Path,
-        tmp: std::path::PathBuf,
-    ) -> crate::sandbox::Profile {
+    pub fn sandbox_profile(&self, workspace: &std::path::Path) -> crate::sandbox::Profile {
         self.gate
             .kernel
-            .with_static(|view| crate::sandbox::derive(view, workspace, tmp))
+            .with_static(|view| crate::sandbox::derive(view, workspace))
     }
 
     /// `profile` widened to `mode` for this call, keeping what must stay

@@ -585,29 +585,8 @@ impl Writer {
     /// [`Writer::complete`].
     fn intent(&mut self, row: &CallRow) -> rusqlite::Result<()> {
         let l = self.link(row);
-        self.conn
-            .prepare_cached(
-                "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
-                   replayed_from, started_ms, prev, hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-            )?
-            .execute(params![
-                self.run,
-                row.task,
-                row.seq as i64,
-                self.n,
-                row.flow,
-                row.tier,
-                l.input,
-                l.capabilities,
-                l.decisions,
-                l.route,
-                strings(&l.redaction.redacted),
-                row.replayed_from,
-                row.started_ms,
-                l.prev,
-                l.hash,
-            ])?;
+        let redacted = strings(&l.redaction.redacted);
+        self.insert(row, &l, &redacted, None)?;
         self.intents
             .insert((row.task.clone(), row.seq), (self.n, l.hash, l.redaction));
         Ok(())
@@ -617,6 +596,20 @@ impl Writer {
     fn done(&mut self, row: &CallRow, outcome: Outcome) -> rusqlite::Result<()> {
         let mut l = self.link(row);
         let o = self.settle(&l.hash, &mut l.redaction, &outcome)?;
+        self.insert(row, &l, &o.redacted, Some((&o, outcome.duration_us)))?;
+        self.chain[self.n as usize - 1].1 = Some(o.hash);
+        Ok(())
+    }
+
+    /// One INSERT of a linked row, its outcome columns NULL without `done`.
+    fn insert(
+        &self,
+        row: &CallRow,
+        l: &Linked,
+        redacted: &str,
+        done: Option<(&Settled, i64)>,
+    ) -> rusqlite::Result<()> {
+        let o = done.map(|(o, _)| o);
         self.conn
             .prepare_cached(
                 "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
@@ -636,21 +629,20 @@ impl Writer {
                 l.capabilities,
                 l.decisions,
                 l.route,
-                o.redacted,
+                redacted,
                 row.replayed_from,
                 row.started_ms,
                 l.prev,
                 l.hash,
-                o.status,
-                o.output,
-                o.output_ref,
-                o.error,
-                o.capped,
-                outcome.duration_us,
-                o.late,
-                o.hash,
+                o.map(|o| o.status),
+                o.and_then(|o| o.output.as_deref()),
+                o.and_then(|o| o.output_ref.as_deref()),
+                o.and_then(|o| o.error.as_deref()),
+                o.is_some_and(|o| o.capped),
+                done.map(|(_, d)| d),
+                o.map(|o| o.late.as_str()),
+                o.map(|o| o.hash.as_str()),
             ])?;
-        self.chain[self.n as usize - 1].1 = Some(o.hash);
         Ok(())
     }
 

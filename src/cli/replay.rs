@@ -1,7 +1,7 @@
 //! `sluice replay` and `sluice resume`: re-run a recorded script against its
 //! record, or continue an interrupted run from where its record ends.
 
-use super::run::{drive, RunArgs};
+use super::run::{drive, Grants, RunArgs};
 use crate::audit::replay::{calls, Mode, Record};
 use crate::audit::{chain, locate, store};
 use crate::kernel::approval::Prompt;
@@ -64,18 +64,8 @@ pub struct ResumeArgs {
     /// Run an irreversible call whose outcome is unknown again instead of stopping there.
     #[arg(long)]
     pub retry_unknown: bool,
-    /// A policy file (repeatable) [default: the policies the run used].
-    #[arg(long, value_name = "FILE")]
-    pub policy: Vec<String>,
-    /// Nothing outside these capability patterns is granted (repeatable).
-    #[arg(long, value_name = "PATTERN")]
-    pub ceiling: Vec<String>,
-    /// Pre-approve asks matching this capability pattern (repeatable).
-    #[arg(long, value_name = "PATTERN")]
-    pub approve: Vec<String>,
-    /// What confines the commands that run live: auto, bwrap or landlock.
-    #[arg(long, value_name = "RUNNER", default_value = "auto", value_parser = ["auto", "bwrap", "landlock"])]
-    pub sandbox: String,
+    #[command(flatten)]
+    pub grants: Grants,
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
@@ -177,17 +167,18 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         script: script.clone(),
         args: record.run.args.clone(),
         workspace: Some(PathBuf::from(&record.run.workspace)),
-        policy: args.policy,
-        // The run's own ceiling still holds: a resume may narrow authority,
-        // never widen it.
-        ceiling: record
-            .run
-            .ceiling
-            .iter()
-            .cloned()
-            .chain(args.ceiling)
-            .collect(),
-        approve: args.approve,
+        grants: Grants {
+            // The run's own ceiling still holds: a resume may narrow
+            // authority, never widen it.
+            ceiling: record
+                .run
+                .ceiling
+                .iter()
+                .cloned()
+                .chain(args.grants.ceiling)
+                .collect(),
+            ..args.grants
+        },
         keep_spill: false,
         max_jobs: 16,
         resolve: Vec::new(),
@@ -195,10 +186,9 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         credentials: None,
         audit: Some(db.clone()),
         no_audit: false,
-        sandbox: args.sandbox,
     };
-    if run.policy.is_empty() {
-        run.policy = recorded_policies(&db, &record.run.id);
+    if run.grants.policy.is_empty() {
+        run.grants.policy = recorded_policies(&db, &record.run.id);
     }
     let id = record.run.id.clone();
     let mode = Mode::Resume {

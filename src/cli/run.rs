@@ -31,16 +31,8 @@ pub struct RunArgs {
     /// The folder the workflow works in [default: the current folder].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// A policy file (repeatable: an organisation's, then a project's; a deny from any wins).
-    /// `default`, `readonly` and `ci` name the built-in policies. [default: default]
-    #[arg(long, value_name = "FILE")]
-    pub policy: Vec<String>,
-    /// Nothing outside these capability patterns is granted, whatever a policy says (repeatable).
-    #[arg(long, value_name = "PATTERN")]
-    pub ceiling: Vec<String>,
-    /// Pre-approve asks matching this capability pattern, e.g. 'net:post:api.example.com' (repeatable).
-    #[arg(long, value_name = "PATTERN")]
-    pub approve: Vec<String>,
+    #[command(flatten)]
+    pub grants: Grants,
     /// Keep the files that hold commands' complete output when it overflowed the in-memory bound
     /// (results name them as stdoutSpillPath/stderrSpillPath); by default they are removed when the run ends.
     #[arg(long)]
@@ -70,6 +62,23 @@ pub struct RunArgs {
     /// Do not record the run (it cannot then be audited, replayed or resumed).
     #[arg(long)]
     pub no_audit: bool,
+}
+
+/// What a run may do and what confines it: shared by `run` and `resume`.
+#[derive(Debug, Args)]
+pub struct Grants {
+    /// A policy file (repeatable: an organisation's, then a project's; a deny from any wins).
+    /// `default`, `readonly`, `ci` and `unconfined` name the built-in policies.
+    /// [default: default; for resume, the policies the run used]
+    #[arg(long, value_name = "FILE")]
+    pub policy: Vec<String>,
+    /// Nothing outside these capability patterns is granted, whatever a policy says (repeatable;
+    /// a resume keeps the run's own ceiling too).
+    #[arg(long, value_name = "PATTERN")]
+    pub ceiling: Vec<String>,
+    /// Pre-approve asks matching this capability pattern, e.g. 'net:post:api.example.com' (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub approve: Vec<String>,
     /// What confines commands (bash, shell_command): `auto` (bubblewrap when it works here, else landlock),
     /// `bwrap` or `landlock`. With none working, commands are refused, never run unconfined;
     /// `sluice doctor` says which work. What a command may write and whether it may use the network
@@ -134,17 +143,17 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
         .prompt(Prompt::detect())
         .keep_spill(args.keep_spill)
         .max_jobs(usize::from(args.max_jobs))
-        .sandbox(crate::sandbox::Choice::parse(&args.sandbox).unwrap_or_default());
+        .sandbox(crate::sandbox::Choice::parse(&args.grants.sandbox).unwrap_or_default());
     if let Some(ws) = &args.workspace {
         builder = builder.workspace(ws);
     }
-    for policy in &args.policy {
+    for policy in &args.grants.policy {
         builder = builder.policy(policy_source(policy));
     }
-    for pattern in &args.ceiling {
+    for pattern in &args.grants.ceiling {
         builder = builder.ceiling(pattern.clone());
     }
-    for pattern in &args.approve {
+    for pattern in &args.grants.approve {
         builder = builder.approve(pattern.clone());
     }
     if !args.resolve.is_empty() {

@@ -184,13 +184,7 @@ impl Context {
                 "a command was confined outside a flow call",
             )
         })?;
-        let tmp = self.sandbox.private_tmp().map_err(|e| {
-            FlowError::new(
-                ErrorCode::CommandFailed,
-                format!("cannot make the command's private temp folder: {e}"),
-            )
-        })?;
-        let mut profile = gate.sandbox_profile(&self.workspace, tmp);
+        let mut profile = gate.sandbox_profile(&self.workspace);
         if let Some((mode, why)) = wider {
             if mode <= profile.mode {
                 return Err(FlowError::invalid_input(

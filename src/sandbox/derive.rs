@@ -33,15 +33,14 @@ pub const ALWAYS_READ_ONLY: &[&str] = &[
 /// A name no real file has, to ask whether a tree's contents are covered.
 const PROBE: &str = ".sluice-sandbox-probe";
 
-/// The profile `view` grants a command run from `workspace`; `tmp` is the
-/// call's private temp folder.
-pub fn derive(view: &StaticView, workspace: &Path, tmp: PathBuf) -> Profile {
+/// The profile `view` grants a command run from `workspace`.
+pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
     let mut profile = Profile {
         mode: Mode::ReadOnly,
         writable: Vec::new(),
         read_only: Vec::new(),
         network: false,
-        tmp,
+        tmp: PathBuf::new(),
         partial: Vec::new(),
     };
     if view.failed {

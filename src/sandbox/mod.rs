@@ -71,9 +71,11 @@ pub struct Profile {
     /// Whether the command may open network sockets (not Unix ones, which
     /// are always allowed).
     pub network: bool,
-    /// A private folder for temporary files (TMPDIR), made for the call.
+    /// A private folder for temporary files (TMPDIR), made for the call by
+    /// the runner that needs one (landlock; bubblewrap mounts its own /tmp).
     pub tmp: PathBuf,
-    /// Why enforcement can only be partial, if it can: said in results.
+    /// Why enforcement can only be partial, if it can (results then say
+    /// `enforcement = "partial"`).
     pub partial: Vec<String>,
 }
 
@@ -202,7 +204,6 @@ pub struct Confined {
     pub runner: &'static str,
     pub mode: Mode,
     pub enforcement: Enforcement,
-    pub partial: Vec<String>,
 }
 
 impl Sandbox {
@@ -222,7 +223,7 @@ impl Sandbox {
     }
 
     /// A fresh private temp folder (0700) for one command.
-    pub fn private_tmp(&self) -> std::io::Result<PathBuf> {
+    fn private_tmp(&self) -> std::io::Result<PathBuf> {
         use std::os::unix::fs::DirBuilderExt;
         let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // The root is made here, by us, or it is refused: a folder someone
@@ -243,7 +244,11 @@ impl Sandbox {
     /// The wrapper for a command under `profile` run for `workspace`; `None` when the profile confines nothing (every file
     /// writable and the network open). No runner is an error: the command
     /// does not run.
-    pub fn confine(&self, profile: Profile, workspace: &Path) -> Result<Option<Confined>, String> {
+    pub fn confine(
+        &self,
+        mut profile: Profile,
+        workspace: &Path,
+    ) -> Result<Option<Confined>, String> {
         // Unconfined only when the grants confine nothing at all: every file,
         // the network, and nothing that must stay read-only (an audit store,
         // git's hooks, a policy file) exists to protect.
@@ -252,40 +257,37 @@ impl Sandbox {
             return Ok(None);
         }
         let runner = self.runner()?;
-        let mut partial = profile.partial.clone();
-        let (wrap, runner_name): (std::sync::Arc<dyn crate::exec::Wrap>, _) = match runner {
-            Runner::Bwrap(program) => (
-                std::sync::Arc::new(bwrap::Bwrap {
-                    program,
-                    // Not the working folder when it lies outside: a cwd of
-                    // /tmp would bring the host's /tmp back in.
-                    visible: vec![workspace.to_path_buf()],
-                    profile: profile.clone(),
-                }),
-                "bwrap",
-            ),
+        let name = runner.name();
+        let mut partial = !profile.partial.is_empty();
+        let wrap: std::sync::Arc<dyn crate::exec::Wrap> = match runner {
+            Runner::Bwrap(program) => std::sync::Arc::new(bwrap::Bwrap {
+                program,
+                // Not the working folder when it lies outside: a cwd of /tmp
+                // would bring the host's /tmp back in.
+                visible: vec![workspace.to_path_buf()],
+                profile: profile.clone(),
+            }),
             Runner::Landlock => {
-                let (prepared, _, why) = landlock::prepare(&profile)?;
-                partial.extend(why);
-                (
-                    std::sync::Arc::new(LandlockWrap {
-                        prepared: std::sync::Arc::new(prepared),
-                        tmp: profile.tmp.clone(),
-                    }),
-                    "landlock",
-                )
+                profile.tmp = self
+                    .private_tmp()
+                    .map_err(|e| format!("cannot make the command's private temp folder: {e}"))?;
+                let (prepared, enforcement, _) = landlock::prepare(&profile)?;
+                partial |= enforcement == Enforcement::Partial;
+                std::sync::Arc::new(LandlockWrap {
+                    prepared: std::sync::Arc::new(prepared),
+                    tmp: profile.tmp.clone(),
+                })
             }
         };
         Ok(Some(Confined {
             wrap,
-            runner: runner_name,
+            runner: name,
             mode: profile.mode,
-            enforcement: if partial.is_empty() {
-                Enforcement::Full
-            } else {
+            enforcement: if partial {
                 Enforcement::Partial
+            } else {
+                Enforcement::Full
             },
-            partial,
         }))
     }
 }
