@@ -39,6 +39,8 @@ pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
         mode: Mode::ReadOnly,
         writable: Vec::new(),
         read_only: Vec::new(),
+        readable: vec![PathBuf::from("/")],
+        hidden: Vec::new(),
         network: false,
         tmp: PathBuf::new(),
         partial: Vec::new(),

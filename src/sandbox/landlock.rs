@@ -425,6 +425,8 @@ mod tests {
             mode,
             writable: writable.iter().map(|p| p.to_path_buf()).collect(),
             read_only: Vec::new(),
+            readable: vec![PathBuf::from("/")],
+            hidden: Vec::new(),
             network,
             tmp: tmp.to_path_buf(),
             partial: Vec::new(),

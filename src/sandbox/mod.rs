@@ -68,6 +68,19 @@ pub struct Profile {
     /// Paths inside writable trees that stay read-only (`.git/hooks`,
     /// `.git/config`, the audit store, paths a deny rule names).
     pub read_only: Vec<PathBuf>,
+    /// What the command may see (read, list, run programs from): canonical,
+    /// existing folders (whole trees) and files, from the policies' static
+    /// `fs:read` allow rules; `/` when every path is readable. The writable
+    /// trees and private temp storage are visible too without being listed
+    /// here, and each runner adds what every program needs whatever the
+    /// policy says (`/dev`'s usual devices, the command's own `/proc`).
+    /// Everything else is absent (bubblewrap) or refused (landlock).
+    pub readable: Vec<PathBuf>,
+    /// Existing paths inside the visible trees that the command must not
+    /// see at all (what a deny rule names, a deny glob expanded at spawn):
+    /// masked by an empty read-only file or folder (bubblewrap), or left out
+    /// of every grant (landlock). Sorted, none inside another.
+    pub hidden: Vec<PathBuf>,
     /// Whether the command may open network sockets (not Unix ones, which
     /// are always allowed).
     pub network: bool,
