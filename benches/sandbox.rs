@@ -22,6 +22,8 @@ use peers::codex_binary;
 use sluice::kernel::pattern::Vars;
 use sluice::kernel::policy::{shipped, Policy};
 use sluice::kernel::Kernel;
+use sluice::sandbox::{Choice, Sandbox};
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 use support::{measure, median, verdict};
@@ -47,22 +49,26 @@ fn quote(word: &str) -> String {
 }
 
 /// The bwrap command line sluice runs for `sh -c true` in `ws` under the
-/// default policy.
-fn floor_line(ws: &Path) -> String {
+/// default policy: the same mounts, masks and caches, from the run's own
+/// sandbox (kept alive by the caller while the line runs: its masks live in
+/// its private temp folder).
+fn floor_line(ws: &Path, sandbox: &Sandbox) -> String {
     let vars = Vars::new(ws.to_path_buf());
     let policy = Policy::load(shipped("default").unwrap(), vars.clone());
     let kernel = Kernel::new(vec![policy], Vec::new(), vars);
     let profile = kernel.with_static(|view| sluice::sandbox::derive(view, ws));
-    let visible = vec![ws.to_path_buf()];
-    let program = sluice::sandbox::probe_bwrap()
-        .expect("the bench needs bubblewrap: apt-get install bubblewrap");
-    let mut words = vec![program.display().to_string()];
-    words.extend(
-        sluice::sandbox::bwrap::args(&profile, &visible, ws)
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned()),
-    );
-    words.extend(["--", "/bin/sh", "-c", "true"].map(String::from));
+    let confined = sandbox
+        .confine(profile, ws)
+        .expect("the bench needs bubblewrap: apt-get install bubblewrap")
+        .expect("the default policy confines commands");
+    let argv = confined
+        .wrap
+        .wrap(["/bin/sh", "-c", "true"].map(OsString::from).to_vec(), ws)
+        .unwrap();
+    let words: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
 }
 
@@ -104,7 +110,8 @@ fn main() {
         }
         c
     };
-    let floor = floor_line(&ws);
+    let sandbox = Sandbox::new(Choice::Bwrap, "bench");
+    let floor = floor_line(&ws, &sandbox);
     let codex_line = format!(
         "{} sandbox -- true >/dev/null 2>&1",
         quote(&codex.display().to_string())

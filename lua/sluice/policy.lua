@@ -33,4 +33,20 @@ M.deny = rule("deny")
 ---@type fun(pattern: string, reason?: string): table
 M.ask = rule("ask")
 
+--- What programs need to run, for reading: the system trees and the
+--- toolchains people install under their home folder. A confined command
+--- sees only what the policy lets it read, so a policy that runs commands
+--- names these, as one item of its rules: `rules = { p.programs, ... }`.
+--- Folders that do not exist on a machine open nothing.
+local trees = {
+  "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+  "~/.cargo/bin", "~/.rustup", "~/.local/bin", "~/.local/lib", "~/.pyenv",
+  "~/.nvm", "~/.volta", "~/.bun/bin", "~/.deno/bin", "~/go/bin",
+}
+M.programs = {}
+for _, tree in ipairs(trees) do
+  table.insert(M.programs, M.allow("fs:read:" .. tree, "programs need it to run"))
+  table.insert(M.programs, M.allow("fs:read:" .. tree .. "/**", "programs need it to run"))
+end
+
 return M

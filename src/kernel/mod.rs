@@ -427,10 +427,10 @@ fn first_rule(
             .iter()
             .find(|r| r.decision == decision && hit(r))?;
         let by = format!(
-            "{} \"{}\" (rules[{}] of {})",
+            "{} \"{}\" ({} of {})",
             decision,
             rule.pattern.as_str(),
-            rule.index,
+            rule.at,
             p.name()
         );
         let reason = rule.reason.clone().unwrap_or_else(|| match decision {

@@ -240,6 +240,18 @@ impl Pattern {
         })
     }
 
+    /// The folder below which every path an fs glob matches lies, as far
+    /// as its literal start tells: `/etc/ssh` for `/etc/ssh/ssh_host_*_key`.
+    /// `None` for a literal, for every path, for an unanchored glob
+    /// (`**/.env`) and for one that could match anywhere under `/`.
+    pub fn fs_folder(&self) -> Option<&str> {
+        let Some(Resource::Glob { prefix, .. }) = self.fs.as_ref() else {
+            return None;
+        };
+        let folder = &prefix[..prefix.rfind('/')?];
+        (!folder.is_empty()).then_some(folder)
+    }
+
     /// The pattern as written, for messages ("which rule decided").
     pub fn as_str(&self) -> &str {
         &self.text

@@ -88,8 +88,10 @@ pub struct Rule {
     pub decision: Decision,
     pub pattern: Pattern,
     pub reason: Option<String>,
-    /// 1-based position in `rules`.
-    pub index: usize,
+    /// Where it is written: `rules[3]`, or `rules[1][4]` for the fourth
+    /// rule of a group (a list of rules, such as `p.programs`) at
+    /// `rules[1]`.
+    pub at: String,
 }
 
 /// Where a policy's source comes from.
@@ -512,37 +514,60 @@ fn parse_rules(list: &Table, vars: &Vars) -> Result<Vec<Rule>, String> {
     }
     let mut rules = Vec::new();
     for (i, item) in list.clone().sequence_values::<LuaValue>().enumerate() {
-        let index = i + 1;
-        let bad = |what: String| format!("rules[{index}]: {what}");
-        let item = item.map_err(|e| bad(e.to_string()))?;
-        let LuaValue::Table(t) = item else {
-            return Err(bad(format!(
-                "is {}; write rules with p.allow \"...\", p.deny \"...\" or p.ask \"...\"",
-                a(item.type_name())
-            )));
-        };
-        let effect: Option<String> = t.get("effect").map_err(|e| bad(e.to_string()))?;
-        let decision = effect.as_deref().and_then(Decision::parse).ok_or_else(|| {
-            bad("has no effect allow/deny/ask; write it with p.allow, p.deny or p.ask".into())
-        })?;
-        let text: String = match t.get::<LuaValue>("pattern") {
-            Ok(LuaValue::String(s)) => s.to_string_lossy(),
-            _ => {
-                return Err(bad(
-                    "has no pattern string; write it as p.allow \"fs:read:${workspace}/**\"".into(),
-                ))
+        let at = format!("rules[{}]", i + 1);
+        let item = item.map_err(|e| format!("{at}: {e}"))?;
+        match group(&item) {
+            Some(members) => {
+                for (j, member) in members.sequence_values::<LuaValue>().enumerate() {
+                    let at = format!("{at}[{}]", j + 1);
+                    let member = member.map_err(|e| format!("{at}: {e}"))?;
+                    rules.push(parse_rule(member, at, vars)?);
+                }
             }
-        };
-        let pattern = Pattern::parse(&text, vars).map_err(|e| bad(e.to_string()))?;
-        let reason: Option<String> = t.get("reason").map_err(|e| bad(format!("reason: {e}")))?;
-        rules.push(Rule {
-            decision,
-            pattern,
-            reason,
-            index,
-        });
+            None => rules.push(parse_rule(item, at, vars)?),
+        }
     }
     Ok(rules)
+}
+
+/// A group of rules written as one item of `rules` (a plain list of
+/// rules, such as `p.programs`): its members, or `None` for a single rule.
+fn group(item: &LuaValue) -> Option<Table> {
+    let LuaValue::Table(t) = item else {
+        return None;
+    };
+    let single = t.contains_key("effect").unwrap_or(true) || t.raw_len() == 0;
+    (!single).then(|| t.clone())
+}
+
+fn parse_rule(item: LuaValue, at: String, vars: &Vars) -> Result<Rule, String> {
+    let bad = |what: String| format!("{at}: {what}");
+    let LuaValue::Table(t) = item else {
+        return Err(bad(format!(
+            "is {}; write rules with p.allow \"...\", p.deny \"...\" or p.ask \"...\"",
+            a(item.type_name())
+        )));
+    };
+    let effect: Option<String> = t.get("effect").map_err(|e| bad(e.to_string()))?;
+    let decision = effect.as_deref().and_then(Decision::parse).ok_or_else(|| {
+        bad("has no effect allow/deny/ask; write it with p.allow, p.deny or p.ask".into())
+    })?;
+    let text: String = match t.get::<LuaValue>("pattern") {
+        Ok(LuaValue::String(s)) => s.to_string_lossy(),
+        _ => {
+            return Err(bad(
+                "has no pattern string; write it as p.allow \"fs:read:${workspace}/**\"".into(),
+            ))
+        }
+    };
+    let pattern = Pattern::parse(&text, vars).map_err(|e| bad(e.to_string()))?;
+    let reason: Option<String> = t.get("reason").map_err(|e| bad(format!("reason: {e}")))?;
+    Ok(Rule {
+        decision,
+        pattern,
+        reason,
+        at,
+    })
 }
 
 /// Characters of one input string a hook sees; longer ones are cut, so a

@@ -1,7 +1,18 @@
 //! The bubblewrap runner: the command runs in new mount, PID (and, unless
-//! networking is granted, network) namespaces where `/` is read-only, the
-//! writable trees are bound back writable, what must stay read-only inside
-//! them is bound read-only over them, and `/tmp` is a private tmpfs.
+//! networking is granted, network) namespaces, without capabilities, in a
+//! new root that holds only what the profile lets it see: the readable
+//! trees bound read-only, the writable trees bound writable, what must stay
+//! read-only inside them bound read-only over them, hidden paths masked by
+//! an empty read-only file or folder, and a private tmpfs at `/tmp`.
+//!
+//! # Mount order
+//!
+//! A bind covers whatever was mounted below its path before it, so the
+//! mounts are made in path order, each folder before what lies inside it,
+//! and at one path in the order of [`Op`]: visible, then writable, then
+//! read-only, then hidden. So nothing writable is ever bound after a
+//! read-only path it contains, and the strictest mount of a path is the one
+//! that holds.
 
 use super::{Mode, Profile};
 use crate::exec::Wrap;
@@ -20,12 +31,22 @@ pub struct Bwrap {
     /// Folders under /tmp the command must still see (the workspace, its
     /// working folder), read-only unless a writable tree holds them.
     pub visible: Vec<PathBuf>,
+    /// What hidden paths are masked with.
+    pub masks: Masks,
+}
+
+/// An empty file and an empty folder, read-only, that hidden paths are
+/// masked with (made once per run, in sluice's private temp folder).
+#[derive(Debug, Clone)]
+pub struct Masks {
+    pub file: PathBuf,
+    pub dir: PathBuf,
 }
 
 impl Wrap for Bwrap {
     fn wrap(&self, argv: Vec<OsString>, cwd: &Path) -> Result<Vec<OsString>, String> {
         let mut out = vec![self.program.clone().into_os_string()];
-        out.extend(args(&self.profile, &self.visible, cwd));
+        out.extend(args(&self.profile, &self.visible, &self.masks, cwd));
         out.push("--".into());
         out.extend(argv);
         Ok(out)
@@ -39,56 +60,125 @@ impl Wrap for Bwrap {
     }
 
     fn env(&self) -> Vec<(OsString, OsString)> {
-        if self.profile.mode == Mode::DangerFullAccess {
-            return Vec::new();
+        let mut env: Vec<(OsString, OsString)> = self
+            .profile
+            .env
+            .iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        if self.profile.mode != Mode::DangerFullAccess {
+            env.push(("TMPDIR".into(), "/tmp".into()));
         }
-        vec![("TMPDIR".into(), "/tmp".into())]
+        env
     }
 }
 
+/// One mount (or link) of the new root; the order of the variants is the
+/// order at one path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Op {
+    /// `--ro-bind`: a readable tree or file.
+    Visible,
+    /// `--symlink TARGET`: a name the policy opened that is a link.
+    Link(PathBuf),
+    /// `--dev`, `--proc`, `--tmpfs`: a fresh filesystem.
+    Fresh(&'static str),
+    /// `--bind`: a writable tree, or a folder above a read-only path.
+    Writable,
+    /// `--ro-bind` over a writable tree.
+    ReadOnly,
+    /// `--ro-bind` of an empty file or folder.
+    Hidden,
+}
+
 /// bwrap's options for `profile`, the command starting in `cwd`.
-pub fn args(profile: &Profile, visible: &[PathBuf], cwd: &Path) -> Vec<OsString> {
-    let mut a = Args::default();
-    a.flags(&["--die-with-parent", "--new-session", "--unshare-pid"]);
+pub fn args(profile: &Profile, visible: &[PathBuf], masks: &Masks, cwd: &Path) -> Vec<OsString> {
+    let mut a: Vec<OsString> = ["--die-with-parent", "--new-session", "--unshare-pid"]
+        .map(OsString::from)
+        .to_vec();
     if !profile.network {
-        a.flags(&["--unshare-net"]);
+        a.push("--unshare-net".into());
     }
+    // Root in the sandbox would keep CAP_SYS_ADMIN and could remount any
+    // read-only bind writable.
+    a.extend(["--cap-drop", "ALL"].map(OsString::from));
+    for (path, op) in plan(profile, visible) {
+        push(&mut a, &path, &op, masks);
+    }
+    a.push("--chdir".into());
+    a.push(cwd.as_os_str().to_os_string());
+    a
+}
+
+/// Every mount of the new root, in the order they must be made.
+fn plan(profile: &Profile, visible: &[PathBuf]) -> Vec<(PathBuf, Op)> {
     let full = profile.mode == Mode::DangerFullAccess;
-    a.bind(if full { "--bind" } else { "--ro-bind" }, Path::new("/"));
-    a.flags(&["--dev", "/dev", "--proc", "/proc"]);
+    let mut ops: Vec<(PathBuf, Op)> = Vec::new();
+    let root = PathBuf::from("/");
+    if full {
+        ops.push((root, Op::Writable));
+    } else {
+        ops.extend(profile.readable.iter().map(|p| (p.clone(), Op::Visible)));
+        ops.push(("/tmp".into(), Op::Fresh("--tmpfs")));
+        if profile.readable.contains(&root) {
+            // The tmpfs covers what / brought of /tmp: the workspace and
+            // the working folder are bound back.
+            ops.extend(
+                visible
+                    .iter()
+                    .filter(|d| d.starts_with("/tmp") && d.exists())
+                    .map(|d| (d.clone(), Op::Visible)),
+            );
+        }
+        ops.extend(profile.writable.iter().map(|p| (p.clone(), Op::Writable)));
+    }
+    for link in &profile.links {
+        if let Ok(target) = std::fs::read_link(link) {
+            ops.push((link.clone(), Op::Link(target)));
+        }
+    }
+    ops.push(("/dev".into(), Op::Fresh("--dev")));
+    ops.push(("/proc".into(), Op::Fresh("--proc")));
     if !profile.network {
         // Daemons' sockets (the user's bus, docker, agents) live under /run:
         // without the network, the command reaches none of them.
-        a.flags(&["--tmpfs", "/run"]);
+        ops.push(("/run".into(), Op::Fresh("--tmpfs")));
     }
-    if !full {
-        a.flags(&["--tmpfs", "/tmp"]);
-        // What a writable bind below brings back need not be bound twice.
-        let under_writable = |d: &&PathBuf| profile.writable.iter().any(|w| d.starts_with(w));
-        for dir in visible
-            .iter()
-            .filter(|d| d.starts_with("/tmp") && d.exists() && !under_writable(d))
-        {
-            a.bind("--ro-bind", dir);
+    for path in super::outermost(profile.read_only.clone()) {
+        // Outside the writable trees everything is read-only already, and
+        // binding the path would make it visible.
+        let Some(root) = profile.writable.iter().find(|w| path.starts_with(w)) else {
+            continue;
+        };
+        if !path.exists() {
+            continue;
         }
-        for dir in &profile.writable {
-            a.bind("--bind", dir);
-        }
-    }
-    for path in profile.read_only.iter().filter(|p| p.exists()) {
         // Every folder between the writable tree and the path becomes a
         // mount point of its own, which cannot be renamed away to put a
         // writable copy in the path's place.
-        if let Some(root) = profile.writable.iter().find(|w| path.starts_with(w)) {
-            for dir in between(root, path) {
-                a.bind("--bind", &dir);
-            }
-        }
-        a.bind("--ro-bind", path);
+        ops.extend(between(root, &path).into_iter().map(|d| (d, Op::Writable)));
+        ops.push((path, Op::ReadOnly));
     }
-    a.flags(&["--chdir"]);
-    a.0.push(cwd.as_os_str().to_os_string());
-    a.0
+    ops.extend(profile.hidden.iter().map(|p| (p.clone(), Op::Hidden)));
+    ops.sort();
+    ops.dedup();
+    ops
+}
+
+fn push(a: &mut Vec<OsString>, path: &Path, op: &Op, masks: &Masks) {
+    let (flag, source): (&str, Option<&Path>) = match op {
+        Op::Visible | Op::ReadOnly => ("--ro-bind", Some(path)),
+        Op::Writable => ("--bind", Some(path)),
+        Op::Link(target) => ("--symlink", Some(target)),
+        Op::Fresh(flag) => (flag, None),
+        Op::Hidden if path.is_dir() => ("--ro-bind", Some(&masks.dir)),
+        Op::Hidden => ("--ro-bind", Some(&masks.file)),
+    };
+    a.push(flag.into());
+    if let Some(source) = source {
+        a.push(source.as_os_str().to_os_string());
+    }
+    a.push(path.as_os_str().to_os_string());
 }
 
 /// The folders strictly between `root` and `path`, outermost first.
@@ -101,25 +191,4 @@ fn between(root: &Path, path: &Path) -> Vec<PathBuf> {
         .collect();
     out.reverse();
     out
-}
-
-/// An argv under construction; a folder bound twice is bound once.
-#[derive(Default)]
-struct Args(Vec<OsString>, Vec<(String, PathBuf)>);
-
-impl Args {
-    fn flags(&mut self, flags: &[&str]) {
-        self.0.extend(flags.iter().map(OsString::from));
-    }
-
-    fn bind(&mut self, how: &str, path: &Path) {
-        let key = (how.to_string(), path.to_path_buf());
-        if self.1.contains(&key) {
-            return;
-        }
-        self.1.push(key);
-        self.0.push(how.into());
-        self.0.push(path.as_os_str().to_os_string());
-        self.0.push(path.as_os_str().to_os_string());
-    }
 }

@@ -1,17 +1,27 @@
-//! The profile a run's static grants give a command. A tree is writable
-//! only when `fs:write` covers both the folder itself and everything in it
-//! (`fs:write:/w/b` and `fs:write:/w/b/**`), by allow rules, inside the
-//! ceiling. A single file (a literal write), a glob no bind can express
-//! (`/w/**/*.rs`) and asks open nothing. A deny that names a path or a
-//! `DIR/**` tree keeps that path read-only; a deny no bind can express
-//! (`**/.env`) leaves the trees open and the enforcement partial, and says
-//! so. Whatever the mode, what makes code run later (git's hooks and config),
+//! The profile a run's static grants give a command.
+//!
+//! Writes: a tree is writable only when `fs:write` covers both the folder
+//! itself and everything in it (`fs:write:/w/b` and `fs:write:/w/b/**`), by
+//! allow rules, inside the ceiling. A single file (a literal write), a glob
+//! no bind can express (`/w/**/*.rs`) and asks open nothing. A deny that
+//! names a path or a `DIR/**` tree keeps that path read-only.
+//!
+//! Reads follow the same rules with `fs:read`: a tree the policy opens whole
+//! (`fs:read:/usr` and `fs:read:/usr/**`) is visible, and so is a single
+//! file an allow rule names; everything else is absent. A deny that names a
+//! path or a tree hides it. A deny glob no mount can express (`**/.env`,
+//! `${workspace}/**/.git/**`) is handed on in [`Profile::hide_globs`], for
+//! the run's sandbox to expand inside the workspace trees at spawn: what it
+//! matches is hidden (a deny on reads) or kept read-only (on writes alone).
+//!
+//! Whatever the mode, what makes code run later (git's hooks and config),
 //! the audit store and the policies' own files stay read-only. Networking
-//! opens only with unrestricted `net:get`, `net:post` and `net:private` allow
-//! rules (`net:get:*`, ...) and no deny, ask or hook that could narrow them.
+//! opens only with unrestricted `net:get`, `net:post` and `net:private`
+//! allow rules (`net:get:*`, ...) and no deny, ask or hook that could narrow
+//! them.
 
 use super::{Mode, Profile};
-use crate::kernel::pattern::FsShape;
+use crate::kernel::pattern::{FsShape, Pattern};
 use crate::kernel::policy::Decision;
 use crate::kernel::{Action, Capability, StaticView};
 use std::path::{Path, PathBuf};
@@ -30,6 +40,15 @@ pub const ALWAYS_READ_ONLY: &[&str] = &[
     ".sluice",
 ];
 
+/// The control paths of the repository whose `.git` folder is `repo`
+/// (`repo/hooks`, `repo/config`, ...), from [`ALWAYS_READ_ONLY`].
+pub fn control_paths(repo: &Path) -> impl Iterator<Item = PathBuf> + '_ {
+    ALWAYS_READ_ONLY
+        .iter()
+        .filter_map(|rel| rel.strip_prefix(".git/"))
+        .map(move |rel| repo.join(rel))
+}
+
 /// A name no real file has, to ask whether a tree's contents are covered.
 const PROBE: &str = ".sluice-sandbox-probe";
 
@@ -39,8 +58,11 @@ pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
         mode: Mode::ReadOnly,
         writable: Vec::new(),
         read_only: Vec::new(),
-        readable: vec![PathBuf::from("/")],
+        readable: Vec::new(),
+        links: Vec::new(),
         hidden: Vec::new(),
+        hide_globs: Vec::new(),
+        env: Vec::new(),
         network: false,
         tmp: PathBuf::new(),
         partial: Vec::new(),
@@ -49,27 +71,25 @@ pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
         return profile;
     }
     profile.network = network_open(view);
-    if tree_open(view, Path::new("/")) {
+    if tree_open(view, Action::FsWrite, Path::new("/")) {
         profile.mode = Mode::DangerFullAccess;
         profile.writable = vec![PathBuf::from("/")];
     } else {
-        for root in candidates(view, workspace) {
-            if !tree_open(view, &root) || profile.writable.iter().any(|w| root.starts_with(w)) {
-                continue;
-            }
-            profile.writable.retain(|w| !w.starts_with(&root));
-            profile.writable.push(root);
-        }
+        profile.writable = open_trees(view, Action::FsWrite, workspace)
+            .into_iter()
+            .map(|(dir, _)| dir)
+            .collect();
         if !profile.writable.is_empty() {
             profile.mode = Mode::WorkspaceWrite;
         }
     }
+    visible(view, workspace, &mut profile);
     narrow(view, workspace, &mut profile);
     profile
 }
 
 /// Widens `profile` to `mode` for one call, keeping everything that must
-/// stay read-only.
+/// stay read-only or hidden.
 pub fn widen(view: &StaticView, workspace: &Path, profile: &mut Profile, mode: Mode) {
     profile.mode = mode;
     profile.writable = match mode {
@@ -78,66 +98,150 @@ pub fn widen(view: &StaticView, workspace: &Path, profile: &mut Profile, mode: M
         _ => std::mem::take(&mut profile.writable),
     };
     profile.read_only.clear();
+    profile.hidden.clear();
+    profile.hide_globs.clear();
     profile.partial.clear();
+    visible(view, workspace, profile);
     narrow(view, workspace, profile);
 }
 
-/// The workspace, and every folder an allow rule opens as `DIR/**`.
-fn candidates(view: &StaticView, workspace: &Path) -> Vec<PathBuf> {
+/// What the command may see: every path when the policy opens `/` whole
+/// (or the command may write everything), else the trees and files allow
+/// rules open, and the symlinks that lead to them.
+fn visible(view: &StaticView, workspace: &Path, profile: &mut Profile) {
+    profile.links.clear();
+    if profile.mode == Mode::DangerFullAccess || tree_open(view, Action::FsRead, Path::new("/")) {
+        profile.readable = vec![PathBuf::from("/")];
+        return;
+    }
+    let mut readable: Vec<PathBuf> = open_trees(view, Action::FsRead, workspace)
+        .into_iter()
+        .map(|(dir, _)| dir)
+        .collect();
+    for given in candidates(view, Action::FsRead, workspace) {
+        let link = std::fs::symlink_metadata(&given).is_ok_and(|m| m.is_symlink());
+        let target = std::fs::canonicalize(&given);
+        if link && target.is_ok_and(|t| readable.iter().any(|r| t.starts_with(r))) {
+            profile.links.push(given);
+        }
+    }
+    readable.extend(open_files(view));
+    readable.sort();
+    readable.dedup();
+    let copy = readable.clone();
+    readable.retain(|p| !copy.iter().any(|o| o != p && p.starts_with(o)));
+    profile.readable = readable;
+}
+
+/// The folders an allow rule opens whole for `action` (the workspace, and
+/// every `DIR/**` rule whose folder exists), each canonical with the path
+/// the policy named it by; none inside another.
+fn open_trees(view: &StaticView, action: Action, workspace: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut out: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for given in candidates(view, action, workspace) {
+        let Ok(dir) = std::fs::canonicalize(&given) else {
+            continue;
+        };
+        if !dir.is_dir() || !tree_open(view, action, &dir) {
+            continue;
+        }
+        if out.iter().any(|(o, _)| dir.starts_with(o)) {
+            continue;
+        }
+        out.retain(|(o, _)| !o.starts_with(&dir));
+        out.push((dir, given));
+    }
+    out
+}
+
+/// The workspace, and every folder an allow rule for `action` opens as
+/// `DIR/**`, as the rules name them.
+fn candidates(view: &StaticView, action: Action, workspace: &Path) -> Vec<PathBuf> {
     let mut out = vec![workspace.to_path_buf()];
-    for rule in view.rules.iter().filter(|r| r.decision == Decision::Allow) {
-        if let Some(FsShape::Tree(dir)) = rule.pattern.fs_shape() {
-            if rule.pattern.selects(Action::FsWrite) {
+    for rule in allows(view) {
+        if let Some(FsShape::Tree(dir)) = rule.fs_shape() {
+            if rule.selects(action) {
                 out.push(PathBuf::from(dir));
             }
         }
     }
-    out.retain(|d| d.is_dir());
-    out.iter_mut()
-        .for_each(|d| *d = std::fs::canonicalize(&*d).unwrap_or_else(|_| d.clone()));
     out
 }
 
-/// Whether `dir` and everything in it are writable by static allow rules
-/// inside the ceiling, with no deny on the folder itself.
-fn tree_open(view: &StaticView, dir: &Path) -> bool {
-    let entry = write_cap(dir);
-    let inside = write_cap(&dir.join(PROBE));
-    let in_ceiling =
-        |cap: &Capability| view.ceiling.is_empty() || view.ceiling.iter().any(|c| c.matches(cap));
-    let allowed = |cap: &Capability| {
-        in_ceiling(cap)
-            && view
-                .rules
-                .iter()
-                .any(|r| r.decision == Decision::Allow && r.pattern.matches(cap))
-    };
-    let denied = view.rules.iter().any(|r| {
-        r.decision == Decision::Deny && (r.pattern.matches(&entry) || r.pattern.matches(&inside))
-    });
-    allowed(&entry) && in_ceiling(&inside) && covers_tree(view, dir) && !denied
+/// Existing files (not folders: binding one would show what is in it) that
+/// an allow rule names one by one for reading, inside the ceiling.
+fn open_files(view: &StaticView) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for rule in allows(view) {
+        let Some(FsShape::Exact(path)) = rule.fs_shape() else {
+            continue;
+        };
+        let Ok(real) = std::fs::canonicalize(path) else {
+            continue;
+        };
+        let cap = Capability::fs(Action::FsRead, &real);
+        if rule.selects(Action::FsRead)
+            && real.is_file()
+            && allowed(view, &cap)
+            && !denied(view, &cap)
+        {
+            out.push(real);
+        }
+    }
+    out
+}
+
+fn allows<'a>(view: &'a StaticView) -> impl Iterator<Item = &'a Pattern> + 'a {
+    view.rules
+        .iter()
+        .filter(|r| r.decision == Decision::Allow)
+        .map(|r| &r.pattern)
+}
+
+/// Whether `dir` and everything in it are granted for `action` by static
+/// allow rules inside the ceiling, with no deny on the folder itself.
+fn tree_open(view: &StaticView, action: Action, dir: &Path) -> bool {
+    let entry = Capability::fs(action, dir);
+    let inside = Capability::fs(action, &dir.join(PROBE));
+    allowed(view, &entry)
+        && in_ceiling(view, &inside)
+        && covers_tree(view, action, dir)
+        && !denied(view, &entry)
+        && !denied(view, &inside)
+}
+
+fn in_ceiling(view: &StaticView, cap: &Capability) -> bool {
+    view.ceiling.is_empty() || view.ceiling.iter().any(|c| c.matches(cap))
+}
+
+fn allowed(view: &StaticView, cap: &Capability) -> bool {
+    in_ceiling(view, cap) && allows(view).any(|p| p.matches(cap))
+}
+
+fn denied(view: &StaticView, cap: &Capability) -> bool {
+    view.rules
+        .iter()
+        .any(|r| r.decision == Decision::Deny && r.pattern.matches(cap))
 }
 
 /// Whether an allow rule, and the ceiling, grant the whole tree under
-/// `dir` (`X/**` with X at or above `dir`, or every path), not only some
-/// names in it.
-fn covers_tree(view: &StaticView, dir: &Path) -> bool {
-    let whole = |p: &crate::kernel::pattern::Pattern| {
-        p.selects(Action::FsWrite)
+/// `dir` for `action` (`X/**` with X at or above `dir`, or every path), not
+/// only some names in it.
+fn covers_tree(view: &StaticView, action: Action, dir: &Path) -> bool {
+    let whole = |p: &Pattern| {
+        p.selects(action)
             && match p.fs_shape() {
                 Some(FsShape::Any) => true,
                 Some(FsShape::Tree(top)) => dir.starts_with(top),
                 _ => false,
             }
     };
-    view.rules
-        .iter()
-        .any(|r| r.decision == Decision::Allow && whole(&r.pattern))
-        && (view.ceiling.is_empty() || view.ceiling.iter().any(whole))
+    allows(view).any(whole) && (view.ceiling.is_empty() || view.ceiling.iter().any(whole))
 }
 
-/// Keeps read-only what must stay so: the fixed list under the workspace
-/// and each writable tree, the policies' files, and what deny rules name.
+/// Keeps read-only what must stay so (the fixed list under the workspace
+/// and each writable tree, the policies' files, what deny rules name) and
+/// hides what deny rules name for reading.
 fn narrow(view: &StaticView, workspace: &Path, profile: &mut Profile) {
     let mut bases = vec![workspace.to_path_buf()];
     bases.extend(
@@ -154,17 +258,7 @@ fn narrow(view: &StaticView, workspace: &Path, profile: &mut Profile) {
     }
     profile.read_only.extend(view.files.iter().cloned());
     for rule in view.rules.iter().filter(|r| r.decision == Decision::Deny) {
-        if !rule.pattern.selects(Action::FsWrite) {
-            continue;
-        }
-        match rule.pattern.fs_shape() {
-            Some(FsShape::Exact(p)) | Some(FsShape::Tree(p)) => profile.read_only.push(PathBuf::from(p)),
-            Some(FsShape::Other) if profile.mode != Mode::ReadOnly => profile.partial.push(format!(
-                "deny {:?} names paths by a pattern no mount can express; inside the sandbox it holds for nothing",
-                rule.pattern.as_str()
-            )),
-            _ => {}
-        }
+        deny(&rule.pattern, profile);
     }
     // Only what lies in a writable tree needs keeping; the rest is
     // read-only already.
@@ -174,10 +268,32 @@ fn narrow(view: &StaticView, workspace: &Path, profile: &mut Profile) {
         .retain(|p| writable.iter().any(|w| p.starts_with(w)));
     profile.read_only.sort();
     profile.read_only.dedup();
+    let hidden = std::mem::take(&mut profile.hidden);
+    profile.hidden = super::outermost(hidden.into_iter().filter(|p| profile.sees(p)).collect());
     if view.hooks && profile.mode != Mode::ReadOnly {
         profile
             .partial
             .push("a policy's decide hook judges calls one by one; inside the sandbox only its static rules hold".into());
+    }
+}
+
+/// What one deny rule takes away: a path or tree it names stays read-only
+/// (writes) and is hidden (reads); a glob is kept for expansion at spawn.
+fn deny(pattern: &Pattern, profile: &mut Profile) {
+    let reads = pattern.selects(Action::FsRead);
+    let writes = pattern.selects(Action::FsWrite);
+    match pattern.fs_shape() {
+        Some(FsShape::Exact(p)) | Some(FsShape::Tree(p)) => {
+            let path = std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
+            if writes {
+                profile.read_only.push(path.clone());
+            }
+            if reads && path.exists() {
+                profile.hidden.push(path);
+            }
+        }
+        Some(FsShape::Other) if reads || writes => profile.hide_globs.push(pattern.clone()),
+        _ => {}
     }
 }
 
@@ -198,8 +314,4 @@ fn network_open(view: &StaticView) -> bool {
             && (view.ceiling.is_empty() || view.ceiling.iter().any(|c| c.as_str() == wanted))
     };
     !narrowed && open("net:get") && open("net:post") && open("net:private")
-}
-
-fn write_cap(path: &Path) -> Capability {
-    Capability::fs(Action::FsWrite, path)
 }

@@ -11,13 +11,18 @@
 //!   `enforcement`, `runnerFailed`).
 
 pub mod bwrap;
+mod caches;
 mod derive;
+mod guard;
+mod index;
 pub mod landlock;
 
 pub use derive::{derive, widen};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 /// How much of the filesystem a command may change (network is separate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -59,7 +64,7 @@ pub enum Enforcement {
 }
 
 /// What one confined command may do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Profile {
     pub mode: Mode,
     /// Trees the command may write (canonical, existing folders). Empty
@@ -76,11 +81,23 @@ pub struct Profile {
     /// policy says (`/dev`'s usual devices, the command's own `/proc`).
     /// Everything else is absent (bubblewrap) or refused (landlock).
     pub readable: Vec<PathBuf>,
+    /// Paths the policy opened for reading by a name that is a symlink to a
+    /// `readable` tree (`/lib` to `usr/lib`): a new root (bubblewrap) needs
+    /// the link itself, which programs name (the ELF loader's `/lib64/...`).
+    pub links: Vec<PathBuf>,
     /// Existing paths inside the visible trees that the command must not
     /// see at all (what a deny rule names, a deny glob expanded at spawn):
     /// masked by an empty read-only file or folder (bubblewrap), or left out
     /// of every grant (landlock). Sorted, none inside another.
     pub hidden: Vec<PathBuf>,
+    /// Deny globs that no mount can express (`**/.env`): the run's
+    /// [`Sandbox`] expands them inside the workspace trees at spawn, adding
+    /// what they match to `hidden` (a deny on reads) or `read_only` (on
+    /// writes alone).
+    pub hide_globs: Vec<crate::kernel::pattern::Pattern>,
+    /// Variables the command gets from the sandbox: where its private
+    /// caches are (pip, cargo, npm, `XDG_CACHE_HOME`).
+    pub env: Vec<(String, String)>,
     /// Whether the command may open network sockets (not Unix ones, which
     /// are always allowed).
     pub network: bool,
@@ -92,6 +109,28 @@ pub struct Profile {
     pub partial: Vec<String>,
 }
 
+impl Profile {
+    /// Whether `path` lies in a tree the command can see.
+    pub fn sees(&self, path: &Path) -> bool {
+        let visible = |roots: &[PathBuf]| roots.iter().any(|r| path.starts_with(r));
+        visible(&self.readable) || visible(&self.writable)
+    }
+}
+
+/// `paths` sorted, without repeats and without any path inside another.
+pub fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    paths.sort();
+    paths.dedup();
+    let mut out: Vec<PathBuf> = Vec::with_capacity(paths.len());
+    for p in paths {
+        // Sorted, so an ancestor is the last kept path when there is one.
+        if out.last().is_none_or(|last| !p.starts_with(last)) {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// The sandbox facts a confined result carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -101,6 +140,13 @@ pub struct Facts {
     /// nonzero saying so in the runner's words).
     pub denied: bool,
     pub enforcement: Enforcement,
+    /// Repositories and git control files the command made, removed when
+    /// it ended (see README: they would run code in the user's next `git`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reverted: Vec<PathBuf>,
+    /// Why enforcement is partial: what the sandbox could not express.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partial: Vec<String>,
     /// The runner broke before the command ran.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub runner_failed: bool,
@@ -201,22 +247,30 @@ fn find_bwrap() -> Option<PathBuf> {
 }
 
 /// A run's confinement: the runner it chose (found once, at the first
-/// confined command) and the folder private temp storage lives in.
+/// confined command), the folder private temp storage lives in, and what it
+/// knows of the workspace trees.
 #[derive(Debug)]
 pub struct Sandbox {
     choice: Choice,
     runner: std::sync::OnceLock<Result<Runner, String>>,
     tmp_root: PathBuf,
     made: std::sync::atomic::AtomicU64,
+    index: Arc<Mutex<index::Index>>,
+    masks: std::sync::OnceLock<Result<bwrap::Masks, String>>,
 }
 
 /// How one command is confined: the wrapper and what its result reports.
 #[derive(Debug, Clone)]
 pub struct Confined {
-    pub wrap: std::sync::Arc<dyn crate::exec::Wrap>,
+    pub wrap: Arc<dyn crate::exec::Wrap>,
     pub runner: &'static str,
     pub mode: Mode,
     pub enforcement: Enforcement,
+    /// Why enforcement is partial.
+    pub partial: Vec<String>,
+    /// Undoes the repositories the command makes; `None` when it can
+    /// write nothing that matters.
+    guard: Option<Arc<guard::Guard>>,
 }
 
 impl Sandbox {
@@ -227,6 +281,8 @@ impl Sandbox {
             tmp_root: std::env::temp_dir()
                 .join(format!("sluice-tmp-{run_id}-{:016x}", unpredictable())),
             made: std::sync::atomic::AtomicU64::new(0),
+            index: Arc::default(),
+            masks: std::sync::OnceLock::new(),
         }
     }
 
@@ -235,74 +291,207 @@ impl Sandbox {
         self.runner.get_or_init(|| detect(self.choice)).clone()
     }
 
-    /// A fresh private temp folder (0700) for one command.
-    fn private_tmp(&self) -> std::io::Result<PathBuf> {
+    /// The run's private temp root (0700), made here, by us, or refused: a
+    /// folder someone else made first under that name must not become a
+    /// grant.
+    fn tmp_root(&self) -> std::io::Result<&Path> {
         use std::os::unix::fs::DirBuilderExt;
-        let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // The root is made here, by us, or it is refused: a folder someone
-        // else made first under that name must not become a grant.
         match std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&self.tmp_root)
         {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n > 0 => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists
+                    && self.made.load(Ordering::Relaxed) > 0 => {}
             Err(e) => return Err(e),
         }
-        let dir = self.tmp_root.join(format!("call-{n}"));
+        self.made.fetch_max(1, Ordering::Relaxed);
+        Ok(&self.tmp_root)
+    }
+
+    /// A fresh private temp folder (0700) for one command.
+    fn private_tmp(&self) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let root = self.tmp_root()?.to_path_buf();
+        let n = self.made.fetch_add(1, Ordering::Relaxed);
+        let dir = root.join(format!("call-{n}"));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         Ok(dir)
     }
 
-    /// The wrapper for a command under `profile` run for `workspace`; `None` when the profile confines nothing (every file
-    /// writable and the network open). No runner is an error: the command
-    /// does not run.
+    /// The empty file and folder hidden paths are masked with.
+    fn masks(&self) -> Result<bwrap::Masks, String> {
+        self.masks
+            .get_or_init(|| {
+                let made = (|| -> std::io::Result<bwrap::Masks> {
+                    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+                    let root = self.tmp_root()?;
+                    let masks = bwrap::Masks {
+                        file: root.join("mask-file"),
+                        dir: root.join("mask-dir"),
+                    };
+                    std::fs::write(&masks.file, b"")?;
+                    std::fs::set_permissions(&masks.file, std::fs::Permissions::from_mode(0o444))?;
+                    std::fs::DirBuilder::new().mode(0o555).create(&masks.dir)?;
+                    Ok(masks)
+                })();
+                made.map_err(|e| format!("cannot make the masks for hidden paths: {e}"))
+            })
+            .clone()
+    }
+
+    /// The wrapper for a command under `profile` run for `workspace`;
+    /// `None` when the profile confines nothing (every file writable and
+    /// visible, the network open, nothing to keep read-only or hidden). No
+    /// runner is an error: the command does not run.
     pub fn confine(
         &self,
         mut profile: Profile,
         workspace: &Path,
     ) -> Result<Option<Confined>, String> {
-        // Unconfined only when the grants confine nothing at all: every file,
-        // the network, and nothing that must stay read-only (an audit store,
-        // git's hooks, a policy file) exists to protect.
-        let guarded = profile.read_only.iter().any(|p| p.exists());
+        let roots = workspace_trees(&profile, workspace);
+        let repos = self.expand(&mut profile, &roots);
+        self.expand_elsewhere(&mut profile, &roots);
+        let caches = caches::Caches::for_workspace(workspace);
+        if profile.mode != Mode::ReadOnly {
+            if let Some(dir) = caches.as_ref().and_then(|c| c.make().ok()) {
+                if !profile.writable.iter().any(|w| dir.starts_with(w)) {
+                    profile.writable.push(dir);
+                }
+            }
+        }
+        profile.env = caches.map(|c| c.env()).unwrap_or_default();
+        let guarded = profile.read_only.iter().any(|p| p.exists()) || !profile.hidden.is_empty();
         if profile.mode == Mode::DangerFullAccess && profile.network && !guarded {
             return Ok(None);
         }
         let runner = self.runner()?;
         let name = runner.name();
-        let mut partial = !profile.partial.is_empty();
-        let wrap: std::sync::Arc<dyn crate::exec::Wrap> = match runner {
-            Runner::Bwrap(program) => std::sync::Arc::new(bwrap::Bwrap {
+        let mut partial = profile.partial.clone();
+        let wrap: Arc<dyn crate::exec::Wrap> = match runner {
+            Runner::Bwrap(program) => Arc::new(bwrap::Bwrap {
                 program,
                 // Not the working folder when it lies outside: a cwd of /tmp
                 // would bring the host's /tmp back in.
                 visible: vec![workspace.to_path_buf()],
+                masks: self.masks()?,
                 profile: profile.clone(),
             }),
             Runner::Landlock => {
                 profile.tmp = self
                     .private_tmp()
                     .map_err(|e| format!("cannot make the command's private temp folder: {e}"))?;
-                let (prepared, enforcement, _) = landlock::prepare(&profile)?;
-                partial |= enforcement == Enforcement::Partial;
-                std::sync::Arc::new(LandlockWrap {
-                    prepared: std::sync::Arc::new(prepared),
+                let (prepared, _, reasons) = landlock::prepare(&profile)?;
+                partial.extend(reasons);
+                Arc::new(LandlockWrap {
+                    prepared: Arc::new(prepared),
                     tmp: profile.tmp.clone(),
+                    env: profile.env.clone(),
                 })
             }
         };
+        let guard = (profile.mode != Mode::ReadOnly).then(|| {
+            Arc::new(guard::Guard::new(
+                roots,
+                repos,
+                profile.hide_globs.clone(),
+                profile.hidden.clone(),
+                self.index.clone(),
+            ))
+        });
         Ok(Some(Confined {
             wrap,
             runner: name,
             mode: profile.mode,
-            enforcement: if partial {
-                Enforcement::Partial
-            } else {
+            enforcement: if partial.is_empty() {
                 Enforcement::Full
+            } else {
+                Enforcement::Partial
             },
+            partial,
+            guard,
         }))
     }
+
+    /// Finds in `roots` what the profile's deny globs hide and the
+    /// repositories whose control files stay read-only; returns every
+    /// repository found.
+    fn expand(&self, profile: &mut Profile, roots: &[PathBuf]) -> Vec<PathBuf> {
+        let found = {
+            let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+            index.scan(roots, &profile.hide_globs, &profile.hidden)
+        };
+        if let Some(why) = &found.incomplete {
+            profile.partial.push(format!(
+                "{why}; deny globs and new repositories may go unseen there"
+            ));
+        }
+        let mut hidden = std::mem::take(&mut profile.hidden);
+        hidden.extend(found.hidden);
+        profile.hidden = outermost(hidden);
+        profile.read_only.extend(found.kept);
+        for repo in &found.repos {
+            if !profile.writable.iter().any(|w| repo.starts_with(w)) {
+                continue;
+            }
+            if repo.is_dir() {
+                profile.read_only.extend(derive::control_paths(repo));
+            } else {
+                profile.read_only.push(repo.clone());
+            }
+        }
+        profile.read_only = outermost(std::mem::take(&mut profile.read_only));
+        found.repos
+    }
+}
+
+impl Sandbox {
+    /// Hides what a deny glob rooted in a folder of its own matches there,
+    /// when that folder is visible outside the workspace trees
+    /// (`/etc/ssh/ssh_host_*_key`). An unanchored glob (`**/.env`) is
+    /// expanded in the workspace trees alone.
+    fn expand_elsewhere(&self, profile: &mut Profile, roots: &[PathBuf]) {
+        let mut folders: Vec<PathBuf> = profile
+            .hide_globs
+            .iter()
+            .filter_map(|g| g.fs_folder().map(PathBuf::from))
+            .filter(|f| profile.sees(f) && !roots.iter().any(|r| f.starts_with(r)))
+            .collect();
+        folders = outermost(folders);
+        if folders.is_empty() {
+            return;
+        }
+        let found = {
+            let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+            index.scan(&folders, &profile.hide_globs, &profile.hidden)
+        };
+        if let Some(why) = &found.incomplete {
+            profile
+                .partial
+                .push(format!("{why}; deny globs may go unseen there"));
+        }
+        let mut hidden = std::mem::take(&mut profile.hidden);
+        hidden.extend(found.hidden);
+        profile.hidden = outermost(hidden);
+        profile.read_only.extend(found.kept);
+        profile.read_only = outermost(std::mem::take(&mut profile.read_only));
+    }
+}
+
+/// The trees a command's results can change and a deny glob is expanded
+/// in: the workspace and every writable tree but `/` (with every file
+/// writable, the workspace alone).
+fn workspace_trees(profile: &Profile, workspace: &Path) -> Vec<PathBuf> {
+    let mut roots = vec![workspace.to_path_buf()];
+    roots.extend(
+        profile
+            .writable
+            .iter()
+            .filter(|w| w.as_os_str() != "/")
+            .cloned(),
+    );
+    outermost(roots)
 }
 
 impl Drop for Sandbox {
@@ -337,16 +526,21 @@ fn detect(choice: Choice) -> Result<Runner, String> {
 impl Confined {
     /// The facts of a command that ran: whether the sandbox refused a file
     /// operation, judged from its exit and what it printed, in this
-    /// runner's words.
+    /// runner's words, and what of the command's making was undone. Called
+    /// once, when the command has ended.
     pub fn facts(&self, exit_code: i32, stderr: &str) -> Facts {
         let words: &[&str] = match self.runner {
             "bwrap" => &["Read-only file system"],
             _ => &["Permission denied", "Operation not permitted"],
         };
+        let reverted = self.guard.as_ref().map(|g| g.settle()).unwrap_or_default();
         Facts {
             mode: self.mode,
-            denied: exit_code != 0 && words.iter().any(|w| stderr.contains(w)),
+            denied: !reverted.is_empty()
+                || (exit_code != 0 && words.iter().any(|w| stderr.contains(w))),
             enforcement: self.enforcement,
+            reverted,
+            partial: self.partial.clone(),
             runner_failed: false,
         }
     }
@@ -385,6 +579,7 @@ impl Confined {
 struct LandlockWrap {
     prepared: std::sync::Arc<landlock::Prepared>,
     tmp: PathBuf,
+    env: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for LandlockWrap {
@@ -410,6 +605,8 @@ impl crate::exec::Wrap for LandlockWrap {
     }
 
     fn env(&self) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-        vec![("TMPDIR".into(), self.tmp.clone().into_os_string())]
+        let mut env = vec![("TMPDIR".into(), self.tmp.clone().into_os_string())];
+        env.extend(self.env.iter().map(|(k, v)| (k.into(), v.into())));
+        env
     }
 }
