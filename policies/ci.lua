@@ -4,11 +4,14 @@ local p = require("sluice.policy")
 
 return {
   rules = {
-    p.deny("fs:*:${workspace}/.git/**", "the repository's internals (hooks, config) run code later"),
+    p.deny("fs:write:${workspace}/.git", "the repository's internals (hooks, config) run code later"),
+    p.deny("fs:write:${workspace}/.git/**", "the repository's internals (hooks, config) run code later"),
+    p.deny("fs:*:${workspace}/.sluice", "the audit record is not the workflow's to touch"),
     p.deny("fs:*:${workspace}/.sluice/**", "the audit record is not the workflow's to touch"),
     p.deny("fs:*:**/.env", "secrets stay out of agents' reach"),
     p.deny("net:post:*", "CI runs do not send data out"),
 
+    p.programs,
     p.allow "fs:read:${workspace}",
     p.allow "fs:read:${workspace}/**",
     p.allow "fs:write:${workspace}/**",

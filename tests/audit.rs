@@ -126,7 +126,7 @@ fn a_run_records_its_facts_and_every_call_with_tier_decisions_route_and_outcome(
 local page = assert(sluice.read{path = "in.txt"})
 assert(sluice.write{path = "out.txt", content = page.content})
 assert(sluice.bash{command = "echo hi"})
-local _, err = sluice.read{path = "/etc/hostname"}
+local _, err = sluice.read{path = "/var/lib/dpkg/status"}
 local _, bad = sluice.read{nope = 1}
 print(err.code, bad.code)
 "#,

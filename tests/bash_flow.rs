@@ -65,9 +65,9 @@ fn finished(exit_code: i32, stdout: &str, stderr: &str) -> Value {
 }
 
 /// The sandbox facts of a command the default policy lets run: the
-/// workspace is writable, and enforcement is partial because the policy's
-/// `**/.env` and `**/.git/**` denies name paths no mount can express.
-const DEFAULT_SANDBOX: (&str, &str) = ("workspace-write", "partial");
+/// workspace is writable, and enforcement is full: the policy's `**/.env`
+/// and `**/.git/**` denies are expanded in the workspace at spawn.
+const DEFAULT_SANDBOX: (&str, &str) = ("workspace-write", "full");
 
 /// The sandbox facts under a policy that grants no write to the workspace
 /// folder itself (only `fs:write:${workspace}/**`, say): nothing writable,
@@ -586,6 +586,12 @@ emit({run_id = sluice.run_id, workspace = sluice.workspace, a = a.stdout, d = d.
         "SLUICE_RUN_ID",
         "SLUICE_CALL_SEQ",
         "SLUICE_WORKSPACE",
+        // The sandbox's private caches (src/sandbox/caches.rs).
+        "XDG_CACHE_HOME",
+        "PIP_CACHE_DIR",
+        "npm_config_cache",
+        "CARGO_HOME",
+        "GOMODCACHE",
     ];
     for line in v["names"].as_str().unwrap().lines() {
         let name = line.split('=').next().unwrap();
@@ -935,6 +941,7 @@ fn bash_command_denied_by_policy_is_permission_denied_and_does_not_run() {
 return {
   rules = {
     p.deny("proc:spawn:rm *", "no deleting"),
+    p.programs,
     p.allow "fs:read:${workspace}",
     p.allow "fs:read:${workspace}/**",
     p.allow "fs:write:${workspace}/**",
@@ -973,7 +980,7 @@ fn bash_routed_into_a_container_by_policy_is_refused_and_does_not_run() {
         "route.lua",
         r#"local p = require("sluice.policy")
 return {
-  rules = { p.allow "proc:spawn:*", p.allow "fs:*:${workspace}/**" },
+  rules = { p.programs, p.allow "proc:spawn:*", p.allow "fs:*:${workspace}/**" },
   route = function(req)
     if req.resource:find("^touch") then return "testbed" end
   end,

@@ -1558,7 +1558,7 @@ fn http_post_needs_net_post_which_the_default_policy_asks_for() {
     assert_eq!(e["capability"], cap);
     assert_eq!(
         e["by"],
-        "ask \"net:post:*\" (rules[12] of policies/default.lua (built in))"
+        "ask \"net:post:*\" (rules[59] of policies/default.lua (built in))"
     );
     assert_eq!(e["approve"], format!("--approve '{cap}'"));
     assert_eq!(srv.connections(), 0);

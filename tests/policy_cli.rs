@@ -240,7 +240,7 @@ fn explain_without_a_policy_uses_the_built_in_default() {
             &git,
             "write",
             "deny",
-            "deny \"fs:*:${workspace}/.git/**\" (rules[2] of policies/default.lua (built in))",
+            "deny \"fs:write:${workspace}/.git/**\" (rules[2] of policies/default.lua (built in))",
             "the repository's internals (hooks, config) run code later"
         )
     );

@@ -49,6 +49,17 @@ fn outside_tmp(ws: &Workspace) -> std::path::PathBuf {
     dir
 }
 
+/// A policy file that lets commands see `dir` (read it, not write it),
+/// to give beside the default one.
+fn seeing(ws: &Workspace, dir: &Path) -> String {
+    let d = dir.display();
+    policy(
+        ws,
+        "sees",
+        &format!("local p = require('sluice.policy')\nreturn {{rules = {{p.allow 'fs:read:{d}', p.allow 'fs:read:{d}/**'}}}}\n"),
+    )
+}
+
 /// Python that tries to write `path` and prints `ok` or the error.
 fn try_write(path: &str) -> String {
     format!(
@@ -82,11 +93,15 @@ fn a_write_inside_the_workspace_succeeds_and_outside_fails_as_denied() {
             _ => assert!(!made && top["sandbox"]["denied"] == true, "{top}"),
         }
 
+        // Outside, in a folder the command may see (a second policy opens
+        // it for reading): the write is refused, and says so.
         let outside = outside_tmp(&ws).join("outside.txt");
+        let sees = seeing(&ws, &outside_tmp(&ws));
+        let flags = ["--policy", "default", "--policy", sees.as_str()];
         let out = python(
             ws.path(),
             runner,
-            &[],
+            &flags,
             &try_write(outside.to_str().unwrap()),
         );
         assert_eq!(out["exitCode"], 1, "{runner}: {out}");

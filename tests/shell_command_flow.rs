@@ -92,11 +92,11 @@ fn shell_command_renders_exit_code_wall_time_and_output_as_codex_does() {
         ["exitCode", "output", "sandbox"]
     );
     // The sandbox facts of the default policy: the workspace writable, and
-    // enforcement partial, its `**/.env` and `**/.git/**` denies being
-    // patterns no mount can express.
+    // enforcement full, its `**/.env` and `**/.git/**` denies expanded in
+    // the workspace at spawn.
     assert_eq!(
         out["sandbox"],
-        json!({"mode": "workspace-write", "denied": false, "enforcement": "partial"})
+        json!({"mode": "workspace-write", "denied": false, "enforcement": "full"})
     );
 }
 

@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Capabilities are checked as the run's kernel checks them, with
-//! `${workspace}` standing for [`TEST_WORKSPACE`].
+//! `${workspace}` standing for [`TEST_WORKSPACE`] and `~` for [`TEST_HOME`]
+//! (`policy.workspace`, `policy.home`).
 
 use super::pattern::Vars;
 use super::policy::{Policy, Request, Source};
@@ -28,6 +29,18 @@ use std::rc::Rc;
 
 /// What `${workspace}` means while testing a policy.
 pub const TEST_WORKSPACE: &str = "/workspace";
+
+/// What a leading `~` means while testing a policy (`policy.home`), so a
+/// test reads the same on every machine.
+pub const TEST_HOME: &str = "/home/tester";
+
+/// The variables a policy under test expands.
+fn test_vars() -> Vars {
+    Vars {
+        workspace: PathBuf::from(TEST_WORKSPACE),
+        home: Some(PathBuf::from(TEST_HOME)),
+    }
+}
 
 /// The outcome of one test function.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,7 +72,7 @@ pub fn find_tests(path: &Path) -> Result<Vec<PathBuf>, String> {
 /// Runs every `test_*` function of one test file, in name order.
 pub fn run_file(test_file: &Path) -> Result<Vec<Outcome>, String> {
     let policy_file = policy_under_test(test_file)?;
-    let vars = Vars::new(PathBuf::from(TEST_WORKSPACE));
+    let vars = test_vars();
     let policy = Policy::load(Source::File(policy_file.clone()), vars.clone());
     if let Some(e) = policy.load_error() {
         return Err(e.to_string());
@@ -127,10 +140,11 @@ fn policy_under_test(test_file: &Path) -> Result<PathBuf, String> {
     Ok(policy)
 }
 
-/// The `policy` table: decide, allows, denies, asks, workspace.
+/// The `policy` table: decide, allows, denies, asks, workspace, home.
 fn helpers(lua: &Lua, kernel: Rc<Kernel>) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set("workspace", TEST_WORKSPACE)?;
+    t.set("home", TEST_HOME)?;
     let decide = lua.create_function(move |lua, (cap, opts): (String, Option<Table>)| {
         let capability = Capability::parse(&cap).map_err(mlua::Error::runtime)?;
         let flow: Option<String> = opts.as_ref().map(|o| o.get("flow")).transpose()?.flatten();

@@ -6,8 +6,9 @@
 //! no bind can express (`/w/**/*.rs`) and asks open nothing. A deny that
 //! names a path or a `DIR/**` tree keeps that path read-only.
 //!
-//! Reads follow the same rules with `fs:read`: a tree the policy opens whole
-//! (`fs:read:/usr` and `fs:read:/usr/**`) is visible, and so is a single
+//! Reads follow the same rules with `fs:read`, but a folder need not be
+//! named for itself: a tree whose contents the policy opens whole
+//! (`fs:read:/usr/**`) is visible, and so is a single
 //! file an allow rule names; everything else is absent. A deny that names a
 //! path or a tree hides it. A deny glob no mount can express (`**/.env`,
 //! `${workspace}/**/.git/**`) is handed on in [`Profile::hide_globs`], for
@@ -199,11 +200,14 @@ fn allows<'a>(view: &'a StaticView) -> impl Iterator<Item = &'a Pattern> + 'a {
 }
 
 /// Whether `dir` and everything in it are granted for `action` by static
-/// allow rules inside the ceiling, with no deny on the folder itself.
+/// allow rules inside the ceiling, with no deny on the folder itself. A
+/// folder is readable whole when all it holds is (`DIR/**`), even with no
+/// rule naming the folder: a mount cannot show the one without the other,
+/// and a command must see the folder it starts in.
 fn tree_open(view: &StaticView, action: Action, dir: &Path) -> bool {
     let entry = Capability::fs(action, dir);
     let inside = Capability::fs(action, &dir.join(PROBE));
-    allowed(view, &entry)
+    (action == Action::FsRead || allowed(view, &entry))
         && in_ceiling(view, &inside)
         && covers_tree(view, action, dir)
         && !denied(view, &entry)

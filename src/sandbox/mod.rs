@@ -268,6 +268,8 @@ pub struct Confined {
     pub enforcement: Enforcement,
     /// Why enforcement is partial.
     pub partial: Vec<String>,
+    /// The trees the command sees (readable and writable).
+    sees: Vec<PathBuf>,
     /// Undoes the repositories the command makes; `None` when it can
     /// write nothing that matters.
     guard: Option<Arc<guard::Guard>>,
@@ -410,6 +412,7 @@ impl Sandbox {
                 Enforcement::Partial
             },
             partial,
+            sees: [profile.readable.as_slice(), profile.writable.as_slice()].concat(),
             guard,
         }))
     }
@@ -552,6 +555,29 @@ impl Confined {
             && exit_code == 1
             && stderr.starts_with(bwrap::FAILURE_MARK)
             && self.missing_program(stderr).is_none()
+    }
+
+    /// Why `program` (a name looked up in `PATH`, or a path) cannot start
+    /// in the sandbox though it exists here: the policy does not let
+    /// commands read where it is. `None` when that is not why.
+    pub fn unseen(&self, program: &str, path_var: Option<&str>) -> Option<String> {
+        let found = if program.contains('/') {
+            Some(PathBuf::from(program))
+        } else {
+            std::env::split_paths(path_var.unwrap_or_default())
+                .map(|d| d.join(program))
+                .find(|p| p.is_file())
+        }?;
+        let real = std::fs::canonicalize(&found).ok()?;
+        if self.sees.iter().any(|s| real.starts_with(s)) {
+            return None;
+        }
+        Some(format!(
+            "{} exists, but the policy does not let commands read {}; add `p.programs` (the system trees and toolchains) \
+             or an fs:read rule for that folder to the policy's rules",
+            found.display(),
+            real.parent().unwrap_or(&real).display()
+        ))
     }
 
     /// The system's message when bubblewrap could not start the program

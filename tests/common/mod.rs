@@ -163,7 +163,7 @@ pub fn hostname() -> String {
 /// The rule of the built-in default policy that asks for files outside the
 /// workspace, as a verdict's `by` names it.
 pub const DEFAULT_OUTSIDE_RULE: &str =
-    r#"ask "fs:*" (rules[13] of policies/default.lua (built in))"#;
+    r#"ask "fs:*" (rules[60] of policies/default.lua (built in))"#;
 
 /// The error an fs capability outside the workspace gets from the default
 /// policy when nobody is at a terminal to approve it.

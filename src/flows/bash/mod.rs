@@ -469,9 +469,18 @@ impl Bash {
         if let Some(c) = confined {
             let said = String::from_utf8_lossy(&out.stderr.head).into_owned();
             if let Some((program, why)) = c.missing_program(&said) {
+                let path_var = self
+                    .env
+                    .get("PATH")
+                    .cloned()
+                    .or_else(|| std::env::var("PATH").ok());
+                let message = match c.unseen(program, path_var.as_deref()) {
+                    Some(unseen) => format!("cannot start {program}: {why}: {unseen}"),
+                    None => format!("cannot start {program}: {why}"),
+                };
                 out.spawn_failure = Some(exec::SpawnFailure {
                     kind: SpawnFailureKind::ProgramNotFound,
-                    message: format!("cannot start {program}: {why}"),
+                    message,
                 });
             }
         }
