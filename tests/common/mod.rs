@@ -82,33 +82,12 @@ pub fn script_file(ws: &Path, script: &str) -> PathBuf {
 
 /// Runs Lua source as a workflow in `ws`, with `args` as sluice.args.
 pub fn run_lua(ws: &Path, script: &str, args: &[&str]) -> Run {
-    let path = script_file(ws, script);
-    Command::new(sluice_bin())
-        .arg("run")
-        .arg(&path)
-        .arg("--workspace")
-        .arg(ws)
-        .arg("--")
-        .args(args)
-        .output()
-        .expect("spawn sluice")
-        .into()
+    run_lua_with(ws, script, &[], args)
 }
 
 /// Starts a workflow without waiting for it.
 pub fn spawn_lua(ws: &Path, script: &str, args: &[&str]) -> Child {
-    let path = script_file(ws, script);
-    Command::new(sluice_bin())
-        .arg("run")
-        .arg(&path)
-        .arg("--workspace")
-        .arg(ws)
-        .arg("--")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn sluice")
+    spawn_lua_with(ws, script, &[], args)
 }
 
 /// Lua prelude that prints a value as JSON on one line: `emit(v)`.
@@ -203,8 +182,16 @@ fn sluice_run(ws: &Path, path: &Path, flags: &[&str], args: &[&str]) -> Command 
         .args(flags)
         .arg("--")
         .args(args)
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        // Commands' private caches go beside the workspace, with it.
+        .env("SLUICE_CACHE_DIR", caches_of(ws));
     cmd
+}
+
+/// Where the tests' runs keep commands' private caches: beside `ws`, so
+/// they go with it.
+pub fn caches_of(ws: &Path) -> PathBuf {
+    ws.parent().unwrap().join("caches")
 }
 
 /// [`run_lua`] with extra `sluice run` flags before the script's arguments.
