@@ -42,17 +42,15 @@ impl Anchor {
     pub fn parse(text: &str) -> Result<Anchor, String> {
         let text = text.trim();
         let form = "write it as `sluice audit anchor` printed it: sluice-anchor:v1:RUNS:HEX";
-        let rest = text.strip_prefix(PREFIX).ok_or_else(|| {
-            format!("--anchor {text:?} does not begin with {PREFIX:?}; {form}")
-        })?;
+        let rest = text
+            .strip_prefix(PREFIX)
+            .ok_or_else(|| format!("--anchor {text:?} does not begin with {PREFIX:?}; {form}"))?;
         let (runs, hash) = rest
             .split_once(':')
             .ok_or_else(|| format!("--anchor {text:?} has no hash after the run count; {form}"))?;
-        let runs: i64 = runs
-            .parse()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| format!("--anchor {text:?}: the run count {runs:?} is not a number from 1; {form}"))?;
+        let runs: i64 = runs.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+            format!("--anchor {text:?}: the run count {runs:?} is not a number from 1; {form}")
+        })?;
         let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
         if hash.len() != 64 || !hash.chars().all(hex) {
             return Err(format!(
@@ -278,7 +276,10 @@ mod tests {
             runs: 12,
             hash: "ab".repeat(32),
         };
-        assert_eq!(a.to_string(), format!("sluice-anchor:v1:12:{}", "ab".repeat(32)));
+        assert_eq!(
+            a.to_string(),
+            format!("sluice-anchor:v1:12:{}", "ab".repeat(32))
+        );
         assert_eq!(Anchor::parse(&format!(" {a}\n")).unwrap(), a);
     }
 
@@ -287,11 +288,26 @@ mod tests {
         let hash = "0".repeat(64);
         for (text, says) in [
             (format!("anchor:v1:3:{hash}"), "does not begin with"),
-            ("sluice-anchor:v1:3".to_string(), "no hash after the run count"),
-            (format!("sluice-anchor:v1:x:{hash}"), "the run count \"x\" is not a number"),
-            (format!("sluice-anchor:v1:0:{hash}"), "the run count \"0\" is not a number"),
-            ("sluice-anchor:v1:3:abc".to_string(), "not 64 lowercase hex digits"),
-            (format!("sluice-anchor:v1:3:{}", "G".repeat(64)), "not 64 lowercase hex digits"),
+            (
+                "sluice-anchor:v1:3".to_string(),
+                "no hash after the run count",
+            ),
+            (
+                format!("sluice-anchor:v1:x:{hash}"),
+                "the run count \"x\" is not a number",
+            ),
+            (
+                format!("sluice-anchor:v1:0:{hash}"),
+                "the run count \"0\" is not a number",
+            ),
+            (
+                "sluice-anchor:v1:3:abc".to_string(),
+                "not 64 lowercase hex digits",
+            ),
+            (
+                format!("sluice-anchor:v1:3:{}", "G".repeat(64)),
+                "not 64 lowercase hex digits",
+            ),
         ] {
             let e = Anchor::parse(&text).unwrap_err();
             assert!(e.contains(says), "{text}: {e}");

@@ -1356,7 +1356,14 @@ before it",
     let holds = match (&now, run.prior_rows) {
         (None, None) => "no seal".to_string(),
         (None, Some(k)) => format!("no row #{k}"),
-        (Some(_), _) => format!("another {}", if run.prior_rows.is_none() { "seal" } else { "hash" }),
+        (Some(_), _) => format!(
+            "another {}",
+            if run.prior_rows.is_none() {
+                "seal"
+            } else {
+                "hash"
+            }
+        ),
     };
     let m = format!(
         "predecessor seal does not match: a run was deleted or edited between run #{p} ({}) and this \

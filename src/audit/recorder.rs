@@ -286,11 +286,19 @@ fn gone() -> String {
 fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<String> {
     store::begin_immediate(conn)?;
     let inserted = store::next_link(conn).and_then(|link| insert_linked(conn, run, &link));
-    conn.execute_batch(if inserted.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+    conn.execute_batch(if inserted.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    })?;
     inserted
 }
 
-fn insert_linked(conn: &Connection, run: &RunStart, link: &store::NextLink) -> rusqlite::Result<String> {
+fn insert_linked(
+    conn: &Connection,
+    run: &RunStart,
+    link: &store::NextLink,
+) -> rusqlite::Result<String> {
     let policies = serde_json::to_string(&run.policies).expect("policies serialize");
     let (mut cutter, _) = Redaction::input(&Value::Null, &crate::credentials::loaded());
     let args = cutter.cut(

@@ -72,7 +72,8 @@ macro_rules! output_column {
 pub(crate) use output_column;
 
 /// Each migration takes the database from version `index` to `index + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE runs (
   id TEXT PRIMARY KEY,
   script TEXT NOT NULL,
@@ -132,7 +133,8 @@ CREATE TABLE readings (
   value REAL NOT NULL,
   PRIMARY KEY (run, task, seq)
 );
-"#, r#"
+"#,
+    r#"
 ALTER TABLE runs ADD COLUMN n INTEGER;
 ALTER TABLE runs ADD COLUMN prior TEXT;
 ALTER TABLE runs ADD COLUMN prior_rows INTEGER;
@@ -145,7 +147,8 @@ CREATE TABLE meta (
   value INTEGER NOT NULL
 ) WITHOUT ROWID;
 INSERT INTO meta (key, value) SELECT 'unchained_runs', count(*) FROM runs;
-"#];
+"#,
+];
 
 /// The default database of a workspace.
 pub fn default_path(workspace: &Path) -> PathBuf {
@@ -183,7 +186,7 @@ pub fn open(path: &Path) -> Result<Connection, String> {
 
 /// Whether a file is at `path` (`false`: none yet), and if one is, that it
 /// can be an audit database: not empty, and SQLite.
-pub fn check_file(path: &Path) -> Result<bool, String> {
+fn check_file(path: &Path) -> Result<bool, String> {
     use std::io::Read;
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -194,7 +197,10 @@ pub fn check_file(path: &Path) -> Result<bool, String> {
         return Err(refusal(path, "is a folder"));
     }
     if meta.len() == 0 {
-        return Err(refusal(path, "is empty (0 bytes): it was truncated, or never written by sluice"));
+        return Err(refusal(
+            path,
+            "is empty (0 bytes): it was truncated, or never written by sluice",
+        ));
     }
     let mut start = Vec::with_capacity(SQLITE_MAGIC.len());
     std::fs::File::open(path)
@@ -215,7 +221,7 @@ pub fn check_file(path: &Path) -> Result<bool, String> {
 /// That the SQLite database `conn` opened is a sluice audit store: this
 /// schema's application id, or a schema 1 store (from before the id was
 /// set) with its tables.
-pub fn recognise(conn: &Connection, path: &Path) -> Result<(), String> {
+fn recognise(conn: &Connection, path: &Path) -> Result<(), String> {
     let pragma = |name: &str| {
         conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
             .map_err(|e| describe(path, &e))
