@@ -579,6 +579,21 @@ store holds runs, calls, outputs and readings)",
 }
 
 #[test]
+fn a_foreign_database_with_tables_named_runs_and_calls_is_not_taken_for_schema_1() {
+    let ws = workspace();
+    std::fs::create_dir(ws.file(".sluice")).unwrap();
+    open(ws.path())
+        .execute_batch("CREATE TABLE runs (x); CREATE TABLE calls (y); PRAGMA user_version = 1;")
+        .unwrap();
+    let message = refusal(
+        &db_of(ws.path()),
+        "is a SQLite database, but not a sluice audit store: it holds the tables calls, runs (an audit \
+store holds runs, calls, outputs and readings)",
+    );
+    assert_refused(ws.path(), &message);
+}
+
+#[test]
 fn an_empty_sqlite_database_is_an_error_too() {
     let ws = workspace();
     std::fs::create_dir(ws.file(".sluice")).unwrap();

@@ -27,7 +27,9 @@ pub const PREFIX: &str = "sluice-anchor:v1:";
 /// An anchor: the newest run's place and the hash covering its state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Anchor {
+    /// The newest run's place when the anchor was taken.
     pub runs: i64,
+    /// [`chain::anchor`] of that and the run's seal, last row or head.
     pub hash: String,
 }
 
@@ -86,7 +88,9 @@ pub struct Head {
     pub runs: i64,
     /// The newest run.
     pub run: String,
+    /// Its status: `running` while it is live.
     pub status: String,
+    /// Which of its hashes the anchor covers.
     pub covers: Covers,
     /// The rows of the newest run the anchor covers.
     pub rows: i64,
@@ -188,11 +192,15 @@ pub enum Failure {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Check {
+    /// The anchor checked, in its text form.
     pub anchor: String,
+    /// The anchored state is a prefix of the record.
     pub held: bool,
+    /// Why not, when not held.
     pub failure: Option<Failure>,
     /// The newest run's place in the record now (0: no run).
     pub runs: i64,
+    /// What was found, in words: held (where), or what happened.
     pub message: String,
 }
 

@@ -157,8 +157,8 @@ pub fn default_path(workspace: &Path) -> PathBuf {
 
 /// Opens (creating when missing) the database at `path`, in WAL mode, at
 /// the current schema, and marks runs whose process is gone as interrupted.
-/// An existing file that is not an audit database is refused ([`check_file`],
-/// [`recognise`]).
+/// An existing file that is not an audit database (empty, not SQLite, or
+/// SQLite of another schema) is refused, naming what it is.
 pub fn open(path: &Path) -> Result<Connection, String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         create_private_dir(dir)?;
@@ -228,8 +228,7 @@ fn recognise(conn: &Connection, path: &Path) -> Result<(), String> {
     };
     let (app, version) = (pragma("application_id")?, pragma("user_version")?);
     let tables = table_names(conn).map_err(|e| describe(path, &e))?;
-    let has = |t: &str| tables.iter().any(|n| n == t);
-    if app == APPLICATION_ID || (app == 0 && version == 1 && has("runs") && has("calls")) {
+    if app == APPLICATION_ID || (app == 0 && version == 1 && schema_1(conn)) {
         return Ok(());
     }
     let what = match (app, tables.as_slice()) {
@@ -254,6 +253,17 @@ fn refusal(path: &Path, what: &str) -> String {
          restore the record from a copy, or move the file aside (mv {p} {p}.bad) and a run starts a new \
          record there; or give --audit (or SLUICE_AUDIT) another path"
     )
+}
+
+/// Whether the tables hold schema 1's chain columns (a schema 1 store
+/// carries no application id to tell it by).
+fn schema_1(conn: &Connection) -> bool {
+    [
+        "SELECT id, head, seal FROM runs",
+        "SELECT run, n, prev, hash FROM calls",
+    ]
+    .iter()
+    .all(|q| conn.prepare(&format!("{q} LIMIT 0")).is_ok())
 }
 
 fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
@@ -393,8 +403,12 @@ pub fn begin_immediate(conn: &Connection) -> rusqlite::Result<()> {
 /// and the hash of it to commit to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NextLink {
+    /// The new run's place, from 1.
     pub n: i64,
+    /// The predecessor's hash it commits to; `None` for the first run.
     pub prior: Option<String>,
+    /// `None` when `prior` is the predecessor's seal, `Some(k)` when it is
+    /// its row #k's hash (`Some(0)`: its head).
     pub prior_rows: Option<i64>,
 }
 
