@@ -22,17 +22,7 @@ fn open(ws: &Path) -> Connection {
     Connection::open(db_of(ws)).expect("open the audit database")
 }
 
-/// `sluice ARGS` with the workspace given; standard input closed.
-fn sluice(ws: &Path, args: &[&str]) -> Run {
-    Command::new(sluice_bin())
-        .args(args)
-        .arg("--workspace")
-        .arg(ws)
-        .stdin(Stdio::null())
-        .output()
-        .expect("spawn sluice")
-        .into()
-}
+use common::sluice_in as sluice;
 
 /// Every call row of the run, by chain position, as JSON objects.
 fn calls(conn: &Connection, run: &str) -> Vec<Value> {

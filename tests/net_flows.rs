@@ -10,7 +10,7 @@ mod common;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -704,8 +704,8 @@ const PRIVATE_EMBEDDED: &[&str] = &[
 ];
 
 /// Public addresses beside the private ranges' edges.
+/// (The documentation ranges are private: tests/ssrf.rs.)
 const PUBLIC: &[&str] = &[
-    "203.0.113.7",
     "172.15.255.255",
     "172.32.0.1",
     "100.63.255.255",
@@ -714,8 +714,6 @@ const PUBLIC: &[&str] = &[
     "198.20.0.1",
     "192.0.1.1",
     "223.255.255.255",
-    "::ffff:203.0.113.7",
-    "2001:db8::1",
 ];
 
 #[test]
@@ -940,9 +938,9 @@ fn localhost_names_are_private_before_dns_whatever_dns_says() {
     // app.localhost "resolves" to a public address: it is still this machine.
     let resolve = [
         "--resolve",
-        "app.localhost=203.0.113.7",
+        "app.localhost=100.128.0.1",
         "--resolve",
-        "localhost=203.0.113.7",
+        "localhost=100.128.0.1",
     ];
     for host in ["localhost", "LOCALHOST", "app.localhost", "a.b.localhost"] {
         let e = err(fetch(
@@ -984,9 +982,9 @@ fn a_mix_of_public_and_private_answers_needs_the_grant() {
     let port = srv.port();
     let origin = format!("http://mix.test:{port}");
     for answers in [
-        "203.0.113.7,127.0.0.1",
-        "127.0.0.1,203.0.113.7",
-        "2001:db8::1,::ffff:127.0.0.1",
+        "100.128.0.1,127.0.0.1",
+        "127.0.0.1,100.128.0.1",
+        "2606:4700::1111,::ffff:127.0.0.1",
     ] {
         let e = err(fetch(
             ws.path(),
@@ -999,7 +997,7 @@ fn a_mix_of_public_and_private_answers_needs_the_grant() {
     assert_eq!(srv.connections(), 0);
     let mut f = vec![
         "--resolve".to_string(),
-        "mix.test=127.0.0.1,203.0.113.7".into(),
+        "mix.test=127.0.0.1,100.128.0.1".into(),
     ];
     f.extend(grant(&origin));
     let out = ok(fetch(
@@ -1965,4 +1963,385 @@ fn webfetch_renders_html_as_markdown_and_as_text() {
         md.contains(&format!("[relative]({})", srv.url("/docs/next"))),
         "{md}"
     );
+}
+
+// ---- this machine's own addresses (issue 13, item 5) ----
+
+/// The machine's own addresses that are neither loopback nor link-local
+/// (a URL cannot name a link-local address's interface), read at test time
+/// from its interfaces; fails when there is none, as the tests below then
+/// prove nothing.
+fn own_addresses() -> Vec<IpAddr> {
+    let mut found: Vec<IpAddr> = nix::ifaddrs::getifaddrs()
+        .expect("getifaddrs")
+        .filter_map(|i| i.address)
+        .filter_map(|a| match (a.as_sockaddr_in(), a.as_sockaddr_in6()) {
+            (Some(v4), _) => Some(IpAddr::V4(v4.ip())),
+            (_, Some(v6)) => Some(IpAddr::V6(v6.ip())),
+            _ => None,
+        })
+        .filter(|a| match a {
+            IpAddr::V4(v4) => !v4.is_loopback(),
+            IpAddr::V6(v6) => !v6.is_loopback() && (v6.segments()[0] & 0xffc0) != 0xfe80,
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    assert!(
+        found.iter().any(IpAddr::is_ipv4),
+        "this machine has no non-loopback IPv4 address ({found:?}): the tests of its own \
+         interface addresses cannot run here; give it one (ip addr add ADDR dev IFACE)"
+    );
+    found
+}
+
+/// The origin sluice names for `url`: its host as the URL serializes it.
+fn origin_of(url: &str) -> String {
+    let u = url::Url::parse(url).unwrap();
+    format!("http://{}:{}", u.host_str().unwrap(), u.port().unwrap())
+}
+
+/// Every spelling of IPv4 address `a` that URL parsers accept as a host, and
+/// the IPv6 forms that carry it, each as `(url, the origin sluice names)`.
+fn v4_forms(a: Ipv4Addr, port: u16) -> Vec<(String, String)> {
+    let [o1, o2, o3, o4] = a.octets();
+    let n = u32::from(a);
+    let hosts = [
+        a.to_string(),
+        n.to_string(),
+        format!("0{o1:o}.0{o2:o}.0{o3:o}.0{o4:o}"),
+        format!("0x{o1:x}.0x{o2:x}.0x{o3:x}.0x{o4:x}"),
+        format!("0x{n:x}"),
+        format!("{o1}.{o2}.{}", n & 0xffff),
+        format!("{o1}.{}", n & 0xff_ffff),
+        format!("{a}."),
+        format!("[::ffff:{a}]"),
+        format!("[::{a}]"),
+        format!("[::ffff:0:{a}]"),
+        format!("[64:ff9b::{a}]"),
+        format!("[2002:{:x}:{:x}::1]", n >> 16, n & 0xffff),
+    ];
+    hosts
+        .iter()
+        .map(|h| {
+            let url = format!("http://{h}:{port}/form");
+            let origin = origin_of(&url);
+            (url, origin)
+        })
+        .collect()
+}
+
+/// The IPv6 addresses a DNS answer (or `--resolve`) may give for IPv4
+/// address `a`: mapped, compatible, SIIT, NAT64 and 6to4.
+fn v6_carriers(a: Ipv4Addr) -> Vec<String> {
+    let n = u32::from(a);
+    vec![
+        a.to_string(),
+        format!("::ffff:{a}"),
+        format!("::{a}"),
+        format!("::ffff:0:{a}"),
+        format!("64:ff9b::{a}"),
+        format!("2002:{:x}:{:x}::1", n >> 16, n & 0xffff),
+    ]
+}
+
+/// A server on `ip` answering "own PATH".
+fn own_server(ip: IpAddr) -> Server {
+    Server::start(&ip.to_string(), |r| {
+        Reply::text(200, "text/plain", format!("own {}", r.path))
+    })
+}
+
+/// A loopback server redirecting `/r/N` to the Nth of `targets`.
+fn redirector(targets: Vec<String>) -> Server {
+    Server::start("127.0.0.1", move |r| {
+        let i: usize = r
+            .path
+            .trim_start_matches("/r/")
+            .parse()
+            .unwrap_or(usize::MAX);
+        match targets.get(i) {
+            Some(t) => Reply::redirect(302, t),
+            None => Reply::text(404, "text/plain", "no such redirect"),
+        }
+    })
+}
+
+/// Each line of one run of fetches, as a refusal that must be exactly
+/// [`private_required`] for the origin paired with it.
+fn assert_each_refused(lines: Vec<Value>, expected: &[(String, String)]) {
+    assert_eq!(lines.len(), expected.len(), "{lines:?}");
+    for (line, (what, origin)) in lines.into_iter().zip(expected) {
+        assert_eq!(err(outcome(line)), private_required(origin), "{what}");
+    }
+}
+
+fn fetches(urls: impl IntoIterator<Item = String>) -> String {
+    urls.into_iter()
+        .map(|u| format!("call('fetch', {})\n", input(&u, ", timeout = 5")))
+        .collect()
+}
+
+#[test]
+fn the_machine_s_own_ipv4_address_is_refused_in_every_form_directly_by_name_and_by_redirect() {
+    let ws = common::workspace();
+    let IpAddr::V4(a) = *own_addresses().iter().find(|a| a.is_ipv4()).unwrap() else {
+        unreachable!()
+    };
+    let own = own_server(IpAddr::V4(a));
+    let port = own.port();
+    let forms = v4_forms(a, port);
+    // Directly, in every spelling.
+    let lines = run(ws.path(), &[], &fetches(forms.iter().map(|f| f.0.clone())));
+    assert_each_refused(lines, &forms);
+    // Through a name pinned to the address or an IPv6 form carrying it.
+    let carriers = v6_carriers(a);
+    let mut fl = Vec::new();
+    let mut named = Vec::new();
+    for (i, c) in carriers.iter().enumerate() {
+        fl.extend(["--resolve".to_string(), format!("own{i}.test={c}")]);
+        named.push((c.clone(), format!("http://own{i}.test:{port}")));
+    }
+    let urls = named.iter().map(|(_, o)| format!("{o}/named"));
+    assert_each_refused(run(ws.path(), &flags(&fl), &fetches(urls)), &named);
+    // Through a redirect from an origin the run may reach.
+    let hop = redirector(forms.iter().map(|f| f.0.clone()).collect());
+    let urls = (0..forms.len()).map(|i| hop.url(&format!("/r/{i}")));
+    let lines = run(ws.path(), &flags(&grant(&hop.origin())), &fetches(urls));
+    assert_each_refused(lines, &forms);
+    assert_eq!(hop.requests().len(), forms.len());
+    assert_eq!(own.connections(), 0, "a refused destination was contacted");
+
+    // Controls: the exact grant reaches it, directly, as a mapped IPv6
+    // literal (its own origin), by name and by redirect.
+    let origin = format!("http://{a}:{port}");
+    let mapped = format!("http://[::ffff:{a}]:{port}/mapped");
+    let mut g = grant(&origin).to_vec();
+    g.extend(grant(&origin_of(&mapped)));
+    g.extend(grant(&hop.origin()));
+    g.extend(grant(&format!("http://own0.test:{port}")));
+    g.extend(["--resolve".into(), format!("own0.test={a}")]);
+    let body = fetches([
+        format!("{origin}/direct"),
+        format!("http://{}:{port}/decimal", u32::from(a)),
+        mapped,
+        format!("http://own0.test:{port}/named"),
+        hop.url("/r/0"),
+    ]);
+    let bodies: Vec<Value> = run(ws.path(), &flags(&g), &body)
+        .into_iter()
+        .map(|l| ok(outcome(l))["body"].clone())
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            "own /direct",
+            "own /decimal",
+            "own /mapped",
+            "own /named",
+            "own /form"
+        ]
+    );
+}
+
+#[test]
+fn the_machine_s_own_ipv6_addresses_are_refused_directly_by_name_and_by_redirect() {
+    let ws = common::workspace();
+    let v6: Vec<IpAddr> = own_addresses()
+        .into_iter()
+        .filter(IpAddr::is_ipv6)
+        .collect();
+    for a in v6 {
+        let own = own_server(a);
+        let origin = own.origin();
+        let url = own.url("/v6");
+        let hop = redirector(vec![url.clone()]);
+        let resolve = ["--resolve".to_string(), format!("six.test={a}")];
+        let named = format!("http://six.test:{}", own.port());
+        let lines = run(
+            ws.path(),
+            &flags(&resolve),
+            &fetches([url.clone(), format!("{named}/")]),
+        );
+        assert_each_refused(
+            lines,
+            &[(url.clone(), origin.clone()), (a.to_string(), named)],
+        );
+        let lines = run(
+            ws.path(),
+            &flags(&grant(&hop.origin())),
+            &fetches([hop.url("/r/0")]),
+        );
+        assert_each_refused(lines, &[(url.clone(), origin.clone())]);
+        assert_eq!(own.connections(), 0, "{a} was contacted");
+        let out = ok(fetch(ws.path(), &flags(&grant(&origin)), &url, ""));
+        assert_eq!(out["body"], "own /v6", "{a}");
+    }
+}
+
+#[test]
+fn documentation_ranges_and_the_6to4_relay_are_refused_as_literals_and_as_dns_answers() {
+    let ws = common::workspace();
+    let port = 9; // nothing is contacted
+    let addrs = [
+        "192.0.2.1",
+        "198.51.100.7",
+        "203.0.113.255",
+        "192.88.99.1",
+        "2001:db8::1",
+        "3fff::1",
+        "::ffff:203.0.113.7",
+    ];
+    let literal: Vec<(String, String)> = addrs
+        .iter()
+        .map(|a| {
+            let host = if a.contains(':') {
+                format!("[{a}]")
+            } else {
+                a.to_string()
+            };
+            let url = format!("http://{host}:{port}/");
+            (url.clone(), origin_of(&url))
+        })
+        .collect();
+    let lines = run(
+        ws.path(),
+        &[],
+        &fetches(literal.iter().map(|l| l.0.clone())),
+    );
+    assert_each_refused(lines, &literal);
+    let mut fl = Vec::new();
+    let mut named = Vec::new();
+    for (i, a) in addrs.iter().enumerate() {
+        fl.extend(["--resolve".to_string(), format!("doc{i}.test={a}")]);
+        named.push((a.to_string(), format!("http://doc{i}.test:{port}")));
+    }
+    let urls = named.iter().map(|(_, o)| format!("{o}/"));
+    assert_each_refused(run(ws.path(), &flags(&fl), &fetches(urls)), &named);
+}
+
+/// Runs `f` on a thread of its own in a new network namespace holding only
+/// loopback (up): processes it starts and sockets it opens live there, so
+/// the test may give "this machine" any address without touching the real
+/// network. Needs CAP_SYS_ADMIN (root, as the tests run in CI).
+fn in_own_network<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    thread::spawn(move || {
+        // A namespace is per thread: this one alone moves.
+        let rc = unsafe { nix::libc::unshare(nix::libc::CLONE_NEWNET) };
+        assert_eq!(
+            rc,
+            0,
+            "cannot make a network namespace ({}): run the tests as root",
+            std::io::Error::last_os_error()
+        );
+        ip(&["link", "set", "lo", "up"]);
+        f()
+    })
+    .join()
+    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+/// `ip ARGS` (Debian package iproute2), which must succeed.
+fn ip(args: &[&str]) {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .expect("run ip (install iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A public address (in no private or documentation range) that becomes
+/// this machine's own during the test, in a network namespace of its own.
+const PUBLIC_OWN_V4: &str = "100.128.0.1";
+const PUBLIC_OWN_V6: &str = "2606:4700::7";
+
+#[test]
+fn a_public_address_added_to_an_interface_during_a_run_needs_the_grant_from_its_next_request() {
+    in_own_network(|| {
+        let ws = common::workspace();
+        // Before the address is the machine's, it is public: the request
+        // is made (and finds no route); after, it is refused.
+        let script = format!(
+            r#"{PRELUDE}
+call('fetch', {{url = 'http://{PUBLIC_OWN_V4}:9/', timeout = 5}})
+assert(sluice.write{{path = 'asked', content = ''}})
+while #sluice.glob{{pattern = 'ports'}}.paths == 0 do sluice.sleep(20) end
+local p4, p6 = assert(sluice.read{{path = 'ports'}}).content:match('(%d+) (%d+)')
+for _, u in ipairs{{'http://{PUBLIC_OWN_V4}:' .. p4 .. '/', 'http://1686110209:' .. p4 .. '/',
+                    'http://[::ffff:{PUBLIC_OWN_V4}]:' .. p4 .. '/', 'http://pub.test:' .. p4 .. '/',
+                    'http://[{PUBLIC_OWN_V6}]:' .. p6 .. '/'}} do
+  call('fetch', {{url = u, timeout = 5}})
+end
+"#
+        );
+        let resolve = ["--resolve", "pub.test=100.128.0.1"];
+        let child = common::spawn_lua_with(ws.path(), &script, &resolve, &[]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ws.file("asked").exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the run never made its first request"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        ip(&["addr", "add", &format!("{PUBLIC_OWN_V4}/32"), "dev", "lo"]);
+        // No duplicate detection: the address is usable at once.
+        ip(&[
+            "-6",
+            "addr",
+            "add",
+            &format!("{PUBLIC_OWN_V6}/128"),
+            "dev",
+            "lo",
+            "nodad",
+        ]);
+        let v4 = own_server(PUBLIC_OWN_V4.parse().unwrap());
+        let v6 = own_server(PUBLIC_OWN_V6.parse().unwrap());
+        std::fs::write(ws.file("ports"), format!("{} {}", v4.port(), v6.port())).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut lines: Vec<Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let before = err(outcome(lines.remove(0)));
+        assert_eq!(before["code"], "request_failed", "public then: {before}");
+        let (p4, p6) = (v4.port(), v6.port());
+        let expected = [
+            (
+                "literal".to_string(),
+                format!("http://{PUBLIC_OWN_V4}:{p4}"),
+            ),
+            (
+                "decimal".to_string(),
+                format!("http://{PUBLIC_OWN_V4}:{p4}"),
+            ),
+            ("mapped".to_string(), format!("http://[::ffff:6480:1]:{p4}")),
+            ("named".to_string(), format!("http://pub.test:{p4}")),
+            ("v6".to_string(), format!("http://[{PUBLIC_OWN_V6}]:{p6}")),
+        ];
+        assert_each_refused(lines, &expected);
+        assert_eq!((v4.connections(), v6.connections()), (0, 0));
+        // Controls: each exact grant reaches the server.
+        let mut g = Vec::new();
+        for (_, origin) in &expected {
+            g.extend(grant(origin));
+        }
+        g.extend(resolve.iter().map(|s| s.to_string()));
+        let urls = expected.iter().map(|(_, o)| format!("{o}/granted"));
+        let bodies: Vec<Value> = run(ws.path(), &flags(&g), &fetches(urls))
+            .into_iter()
+            .map(|l| ok(outcome(l))["body"].clone())
+            .collect();
+        assert_eq!(bodies, vec![json!("own /granted"); 5]);
+    });
 }

@@ -2,16 +2,21 @@
 //! chained so tampering shows, and the replay that re-runs a script against
 //! it.
 //!
-//! - [`store`]: where the database lives, its schema and migrations;
-//! - [`chain`]: the hashes that make the record tamper-evident;
+//! - [`store`]: where the database lives, what is refused as one, its
+//!   schema and migrations, and where a new run joins the chain of runs;
+//! - [`chain`]: the hashes that make the record tamper-evident, each run's
+//!   and the runs' to each other;
 //! - [`redact`]: what never reaches the database (credential-shaped env
 //!   entries, secret headers, named credentials) and capping of large outputs;
 //! - [`recorder`]: the writer a run records through (a thread of its own);
 //! - [`replay`]: a recorded run's calls, answered back in order;
 //! - [`session`]: what one run's calls share of all this (sequence numbers
 //!   per task, the halt of a diverged replay);
-//! - [`query`]: reading the record (`sluice audit list|show|export|verify`).
+//! - [`query`]: reading the record (`sluice audit list|show|export|verify`);
+//! - [`anchor`]: the record's head to keep elsewhere, against rollback
+//!   (`sluice audit anchor`, `verify --anchor`).
 
+pub mod anchor;
 pub mod chain;
 pub mod query;
 pub mod recorder;

@@ -8,7 +8,8 @@
 //! never got an outcome: while its run is live it is in progress, after that
 //! its outcome is unknown, and every view says so in those words.
 
-use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, Seal};
+use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
+use super::store;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
@@ -26,7 +27,8 @@ const DENIAL_CODES: [&str; 2] = ["permission_denied", "permission_required"];
 // Rows as stored: JSON columns kept as their text, which the hashes cover.
 
 const RUN_COLUMNS: &str = "id, script, script_sha256, policies, args, workspace, started_ms, \
-ended_ms, status, error, version, random_seed, resumed_from, pid, pid_start, head, seal, ceiling";
+ended_ms, status, error, version, random_seed, resumed_from, pid, pid_start, head, seal, ceiling, \
+n, prior, prior_rows";
 
 struct RunRow {
     id: String,
@@ -47,6 +49,9 @@ struct RunRow {
     head: String,
     seal: Option<String>,
     ceiling: String,
+    n: Option<i64>,
+    prior: Option<String>,
+    prior_rows: Option<i64>,
 }
 
 impl RunRow {
@@ -70,10 +75,15 @@ impl RunRow {
             head: r.get(15)?,
             seal: r.get(16)?,
             ceiling: r.get(17)?,
+            n: r.get(18)?,
+            prior: r.get(19)?,
+            prior_rows: r.get(20)?,
         })
     }
 
-    fn head_fields(&self) -> RunHead<'_> {
+    /// The fields its head covers; `chained` for a run recorded since runs
+    /// were chained to each other (whose head covers its link too).
+    fn head_fields(&self, chained: bool) -> RunHead<'_> {
         RunHead {
             id: &self.id,
             script: &self.script,
@@ -88,6 +98,11 @@ impl RunRow {
             ceiling: &self.ceiling,
             pid: self.pid,
             pid_start: self.pid_start,
+            link: chained.then(|| RunLink {
+                n: self.n.unwrap_or(0),
+                prior: self.prior.as_deref(),
+                prior_rows: self.prior_rows,
+            }),
         }
     }
 
@@ -115,6 +130,9 @@ impl RunRow {
             pid_start: self.pid_start,
             head: self.head.clone(),
             seal: self.seal.clone(),
+            n: self.n,
+            prior: self.prior.clone(),
+            prior_rows: self.prior_rows,
         }
     }
 }
@@ -359,6 +377,12 @@ pub struct Run {
     pub pid_start: i64,
     pub head: String,
     pub seal: Option<String>,
+    /// Its place among the database's runs, from 1.
+    pub n: Option<i64>,
+    /// The hash of the run before it that this run commits to.
+    pub prior: Option<String>,
+    /// Which: null for that run's seal, k for its row #k (0: its head).
+    pub prior_rows: Option<i64>,
 }
 
 /// How a call ended, as every view names it.
@@ -1209,6 +1233,12 @@ pub enum Failure {
     SealMismatch,
     /// The run ended but carries no seal.
     NotSealed,
+    /// The run before it in the chain of runs is gone: a whole run was
+    /// deleted.
+    PredecessorMissing,
+    /// The run before it does not hold the hash this run committed to: it
+    /// was edited or replaced.
+    PredecessorMismatch,
 }
 
 /// The first thing that did not match.
@@ -1234,21 +1264,32 @@ pub struct Verdict {
     pub sealed: bool,
     /// No mismatch found (a warning may still apply).
     pub intact: bool,
+    /// Recorded since runs were chained to each other: its link to the run
+    /// before it was checked too.
+    pub chained: bool,
     /// Said of an intact run whose record cannot be fully checked.
     pub warning: Option<String>,
     pub problem: Option<Problem>,
 }
 
-/// Recomputes run `run_id`'s chain and seal.
+/// Recomputes run `run_id`'s chain and seal, and checks its link to the
+/// run before it.
 pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
     let run = load_run(conn, run_id)?;
+    let unchained = store::unchained_runs(conn).map_err(db)?;
+    // A run without a place is judged as chained: every run since has one.
+    let chained = run.n.is_none_or(|n| n > unchained);
     let mut calls = Vec::new();
     for_each_call_as(conn, run_id, CHAIN_COLUMNS, |c| {
         calls.push(c);
         Ok::<(), String>(())
     })?;
     let readings = load_readings(conn, run_id)?;
-    let mut verdict = judge(&run, &calls, &readings);
+    let mut verdict = judge(&run, chained, &calls, &readings);
+    if verdict.intact && chained {
+        verdict.problem = check_prior(conn, &run)?;
+        verdict.intact = verdict.problem.is_none();
+    }
     if verdict.intact {
         if let Some(p) = check_outputs(conn, run_id, &calls)? {
             verdict.intact = false;
@@ -1256,6 +1297,91 @@ pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
         }
     }
     Ok(verdict)
+}
+
+/// The run before `run` in the chain of runs, as it stands now.
+struct Predecessor {
+    id: String,
+    head: String,
+    seal: Option<String>,
+}
+
+/// Whether the run before `run` still holds the hash `run` committed to
+/// when it started; when not, what is wrong.
+fn check_prior(conn: &Connection, run: &RunRow) -> Result<Option<Problem>, String> {
+    let n = run.n.unwrap_or(0);
+    if n <= 1 {
+        return Ok(run.prior.is_some().then(|| {
+            run_problem(
+                Failure::PredecessorMissing,
+                "predecessor missing: it commits to a run before it, yet it is the first run of the \
+record: the runs before it were deleted",
+            )
+        }));
+    }
+    let p = n - 1;
+    let pred = conn
+        .query_row("SELECT id, head, seal FROM runs WHERE n = ?1", [p], |r| {
+            Ok(Predecessor {
+                id: r.get(0)?,
+                head: r.get(1)?,
+                seal: r.get(2)?,
+            })
+        })
+        .optional()
+        .map_err(db)?;
+    let Some(pred) = pred else {
+        let m = format!(
+            "predecessor missing: run #{p}, the run before it (#{n}), is gone from the record: a whole \
+run (its row and its calls) was deleted"
+        );
+        return Ok(Some(run_problem(Failure::PredecessorMissing, &m)));
+    };
+    let Some(prior) = run.prior.as_deref() else {
+        let m = format!(
+            "predecessor seal does not match: it commits to no run before it, though run #{p} ({}) is \
+before it",
+            pred.id
+        );
+        return Ok(Some(run_problem(Failure::PredecessorMismatch, &m)));
+    };
+    let (what, now) = match run.prior_rows {
+        None => ("the seal".to_string(), pred.seal.clone()),
+        Some(0) => ("the head".to_string(), Some(pred.head.clone())),
+        Some(k) => (format!("row #{k}"), row_hash(conn, &pred.id, k)?),
+    };
+    if now.as_deref() == Some(prior) {
+        return Ok(None);
+    }
+    let holds = match (&now, run.prior_rows) {
+        (None, None) => "no seal".to_string(),
+        (None, Some(k)) => format!("no row #{k}"),
+        (Some(_), _) => format!(
+            "another {}",
+            if run.prior_rows.is_none() {
+                "seal"
+            } else {
+                "hash"
+            }
+        ),
+    };
+    let m = format!(
+        "predecessor seal does not match: a run was deleted or edited between run #{p} ({}) and this \
+one (#{n}): this run commits to {what} of run #{p} as it was when this run started, and run #{p} holds \
+{holds} now",
+        pred.id
+    );
+    Ok(Some(run_problem(Failure::PredecessorMismatch, &m)))
+}
+
+fn row_hash(conn: &Connection, run: &str, n: i64) -> Result<Option<String>, String> {
+    conn.query_row(
+        "SELECT hash FROM calls WHERE run = ?1 AND n = ?2",
+        rusqlite::params![run, n],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(db)
 }
 
 /// Each output the run keeps by content must still hash to its key (rows
@@ -1302,10 +1428,10 @@ fn first_using(calls: &[CallRow], key: &str, message: &str) -> Option<Problem> {
         .map(|c| row_problem(c, Failure::OutcomeEdited, message.to_string()))
 }
 
-/// Verifies every run, newest first.
+/// Verifies every run, newest first (by place in the chain of runs).
 pub fn verify_all(conn: &Connection) -> Result<Vec<Verdict>, String> {
     let mut stmt = conn
-        .prepare("SELECT id FROM runs ORDER BY started_ms DESC, rowid DESC")
+        .prepare("SELECT id FROM runs ORDER BY n DESC, started_ms DESC, rowid DESC")
         .map_err(db)?;
     let ids = stmt
         .query_map([], |r| r.get::<_, String>(0))
@@ -1315,21 +1441,23 @@ pub fn verify_all(conn: &Connection) -> Result<Vec<Verdict>, String> {
     ids.iter().map(|id| verify(conn, id)).collect()
 }
 
-fn judge(run: &RunRow, calls: &[CallRow], readings: &[ReadingRow]) -> Verdict {
+fn judge(run: &RunRow, chained: bool, calls: &[CallRow], readings: &[ReadingRow]) -> Verdict {
     let mut verdict = Verdict {
         run: run.id.clone(),
         status: run.status.clone(),
         calls: calls.len(),
         sealed: run.seal.is_some(),
         intact: true,
+        chained,
         warning: None,
         problem: None,
     };
-    let head = chain::head(&run.head_fields());
+    let head = chain::head(&run.head_fields(chained));
     let problem = if head != run.head {
         Some(run_problem(
             Failure::RunEdited,
-            "run edited: its fields (script, policies, args, workspace, start, version, seed) do not hash to its head",
+            "run edited: its fields (script, policies, args, workspace, start, version, seed, its place \
+among the runs and its link to the run before it) do not hash to its head",
         ))
     } else {
         check_rows(&head, calls).or_else(|| check_seal(run, &head, calls, readings, &mut verdict))
@@ -1540,6 +1668,22 @@ pub fn render_verify(verdicts: &[Verdict]) -> String {
         );
     }
     out
+}
+
+/// What a check of runs recorded before runs were chained to each other
+/// cannot show; `None` when every run checked is chained.
+pub fn unchained_note(verdicts: &[Verdict], unchained: i64) -> Option<String> {
+    verdicts.iter().any(|v| !v.chained).then(|| {
+        let runs = if unchained == 1 {
+            "run #1 was".to_string()
+        } else {
+            format!("runs #1–#{unchained} were")
+        };
+        format!(
+            "note: {runs} recorded before runs were chained to each other (schema 1): each is checked \
+on its own, and a whole run deleted or reordered among them would not show\n"
+        )
+    })
 }
 
 fn verdict_text(v: &Verdict) -> String {

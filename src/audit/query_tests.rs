@@ -48,6 +48,7 @@ fn insert_run(conn: &Connection, id: &str, script: &str, started_ms: i64) -> Str
     let args = r#"["src/main.rs"]"#;
     let pid = std::process::id();
     let pid_start = store::process_start(pid).unwrap_or(0);
+    let link = store::next_link(conn).expect("next link");
     let head = chain::head(&RunHead {
         id,
         script,
@@ -62,12 +63,30 @@ fn insert_run(conn: &Connection, id: &str, script: &str, started_ms: i64) -> Str
         ceiling: "[]",
         pid: i64::from(pid),
         pid_start: pid_start as i64,
+        link: Some(RunLink {
+            n: link.n,
+            prior: link.prior.as_deref(),
+            prior_rows: link.prior_rows,
+        }),
     });
     conn.execute(
         "INSERT INTO runs (id, script, script_sha256, policies, args, workspace, started_ms, status,
-           version, random_seed, pid, pid_start, head, ceiling)
-         VALUES (?1, ?2, '3f2a9c1b0e4d5f6a', ?3, ?4, '/w', ?5, 'running', '0.1.0', 42, ?6, ?7, ?8, '[]')",
-        params![id, script, policies, args, started_ms, pid, pid_start, head],
+           version, random_seed, pid, pid_start, head, ceiling, n, prior, prior_rows)
+         VALUES (?1, ?2, '3f2a9c1b0e4d5f6a', ?3, ?4, '/w', ?5, 'running', '0.1.0', 42, ?6, ?7, ?8, '[]',
+           ?9, ?10, ?11)",
+        params![
+            id,
+            script,
+            policies,
+            args,
+            started_ms,
+            pid,
+            pid_start,
+            head,
+            link.n,
+            link.prior,
+            link.prior_rows
+        ],
     )
     .expect("insert run");
     head

@@ -10,7 +10,7 @@
 //! resume after a kill does not repeat it. A sealed call's row is queued.
 //! The run's end waits for the queue to drain.
 
-use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, Seal};
+use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
 use super::redact::{cap_output, Redaction, DEFAULT_OUTPUT_CAP};
 use super::store;
 use rusqlite::{params, Connection};
@@ -280,7 +280,25 @@ fn gone() -> String {
     "the audit writer stopped".to_string()
 }
 
+/// Writes the run's row, joined to the chain of runs after the newest one
+/// (under the write lock, so concurrent runs each get their own place), and
+/// returns its head.
 fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<String> {
+    store::begin_immediate(conn)?;
+    let inserted = store::next_link(conn).and_then(|link| insert_linked(conn, run, &link));
+    conn.execute_batch(if inserted.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    })?;
+    inserted
+}
+
+fn insert_linked(
+    conn: &Connection,
+    run: &RunStart,
+    link: &store::NextLink,
+) -> rusqlite::Result<String> {
     let policies = serde_json::to_string(&run.policies).expect("policies serialize");
     let (mut cutter, _) = Redaction::input(&Value::Null, &crate::credentials::loaded());
     let args = cutter.cut(
@@ -305,11 +323,16 @@ fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<String> {
         ceiling: &ceiling,
         pid: i64::from(pid),
         pid_start: pid_start as i64,
+        link: Some(RunLink {
+            n: link.n,
+            prior: link.prior.as_deref(),
+            prior_rows: link.prior_rows,
+        }),
     });
     conn.execute(
         "INSERT INTO runs (id, script, script_sha256, policies, args, workspace, started_ms, status, version,
-           random_seed, resumed_from, pid, pid_start, head, ceiling)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+           random_seed, resumed_from, pid, pid_start, head, ceiling, n, prior, prior_rows)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
         params![
             run.id,
             run.script,
@@ -325,6 +348,9 @@ fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<String> {
             pid_start as i64,
             head,
             ceiling,
+            link.n,
+            link.prior,
+            link.prior_rows,
         ],
     )?;
     Ok(head)
@@ -366,13 +392,6 @@ struct Mark {
     readings: usize,
     stored: HashSet<String>,
     intents: HashSet<(String, u64)>,
-}
-
-fn busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
 }
 
 /// A row's intent columns as stored, and its place in the chain.
@@ -496,18 +515,9 @@ impl Writer {
         ended
     }
 
-    /// Takes the write lock, waiting while another writer holds it (up to
-    /// a minute; SQLite's own wait is 10 s).
+    /// Takes the write lock, waiting while another writer holds it.
     fn begin(&self) -> rusqlite::Result<()> {
-        let started = std::time::Instant::now();
-        loop {
-            match self.conn.execute_batch("BEGIN IMMEDIATE") {
-                Err(e) if busy(&e) && started.elapsed() < std::time::Duration::from_secs(60) => {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                other => return other,
-            }
-        }
+        store::begin_immediate(&self.conn)
     }
 
     /// Where the chain stands, to go back to if a batch is rolled back.

@@ -1,7 +1,14 @@
-//! The audit database: where it lives, its schema and migrations, and the
-//! sweep that marks runs whose process died as `interrupted`.
+//! The audit database: where it lives, how an existing file is recognised
+//! as one (or refused), its schema and migrations, where a new run joins the
+//! chain of runs, and the sweep that marks runs whose process died as
+//! `interrupted`.
 //!
-//! Schema (version 1). Times are milliseconds since the Unix epoch; JSON
+//! A database is created whole (schema and all, in a file beside it, then
+//! linked into place), so a file at the path that is empty, not SQLite, or
+//! SQLite without this schema was truncated or belongs to something else:
+//! it is refused, never re-initialised.
+//!
+//! Schema (version 2). Times are milliseconds since the Unix epoch; JSON
 //! columns hold compact JSON, exactly the bytes the hashes cover (object
 //! keys sorted, except `decisions`, whose objects keep their field order).
 //!
@@ -10,7 +17,11 @@
 //!        args (JSON [string]), workspace, started_ms, ended_ms?, status
 //!        (running|ok|failed|interrupted), error?, version, random_seed,
 //!        resumed_from?, ceiling (JSON [pattern]), pid, pid_start,
-//!        head (chain genesis; covers every field so far), seal?
+//!        head (chain genesis; covers every field so far, the link too), seal?,
+//!        n (place among the runs, from 1; unique), prior? (the hash of the
+//!        run before it that this run commits to), prior_rows? (NULL when
+//!        `prior` is that run's seal; k when it is its row #k's hash, 0 its
+//!        head: it had no seal yet when this run started)
 //! calls  (run, task, seq) PK, n (chain position, 1-based, unique per run),
 //!        flow, tier, input (JSON, redacted), capabilities (JSON [string]),
 //!        decisions (JSON [{capability, decision, by, reason, approvedBy?}]),
@@ -27,7 +38,12 @@
 //!        once however many calls returned it (agents re-read the same files
 //!        and re-run the same commands)
 //! readings (run, task, seq) PK, kind (ms|time|cpu|seed), value (REAL)
+//! meta   key PK, value: `unchained_runs`, how many runs a schema 1 database
+//!        held when it was migrated (runs #1..#that were recorded before
+//!        runs were chained to each other, and are checked each on its own)
 //! ```
+//!
+//! `PRAGMA application_id` is [`APPLICATION_ID`] from schema 2 on.
 //!
 //! A call's output is `coalesce(output, outputs.body)`; the hashes cover
 //! that text either way.
@@ -37,7 +53,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The schema version this build writes; older databases are migrated.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// What `PRAGMA application_id` holds in a sluice audit database: "slcA".
+pub const APPLICATION_ID: i64 = 0x736c_6341;
+
+/// The first bytes of every SQLite database file.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// A call's output as the database gives it back, stored inline or by
 /// content: use it where a query selects `output` (a macro, so `concat!`
@@ -50,7 +72,8 @@ macro_rules! output_column {
 pub(crate) use output_column;
 
 /// Each migration takes the database from version `index` to `index + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE runs (
   id TEXT PRIMARY KEY,
   script TEXT NOT NULL,
@@ -110,7 +133,22 @@ CREATE TABLE readings (
   value REAL NOT NULL,
   PRIMARY KEY (run, task, seq)
 );
-"#];
+"#,
+    r#"
+ALTER TABLE runs ADD COLUMN n INTEGER;
+ALTER TABLE runs ADD COLUMN prior TEXT;
+ALTER TABLE runs ADD COLUMN prior_rows INTEGER;
+UPDATE runs SET n = (
+  SELECT k FROM (SELECT rowid AS r, row_number() OVER (ORDER BY started_ms, rowid) AS k FROM runs)
+  WHERE r = runs.rowid);
+CREATE UNIQUE INDEX runs_chain ON runs(n);
+CREATE TABLE meta (
+  key TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO meta (key, value) SELECT 'unchained_runs', count(*) FROM runs;
+"#,
+];
 
 /// The default database of a workspace.
 pub fn default_path(workspace: &Path) -> PathBuf {
@@ -119,14 +157,20 @@ pub fn default_path(workspace: &Path) -> PathBuf {
 
 /// Opens (creating when missing) the database at `path`, in WAL mode, at
 /// the current schema, and marks runs whose process is gone as interrupted.
+/// An existing file that is not an audit database (empty, not SQLite, or
+/// SQLite of another schema) is refused, naming what it is.
 pub fn open(path: &Path) -> Result<Connection, String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         create_private_dir(dir)?;
+    }
+    if !check_file(path)? {
+        create(path)?;
     }
     let conn = Connection::open(path).map_err(|e| describe(path, &e))?;
     restrict(path);
     conn.busy_timeout(Duration::from_secs(10))
         .map_err(|e| describe(path, &e))?;
+    recognise(&conn, path)?;
     // Switching a new database to WAL is refused at once, without waiting,
     // while another process opens it too: try again for a while.
     let started = std::time::Instant::now();
@@ -138,6 +182,128 @@ pub fn open(path: &Path) -> Result<Connection, String> {
             done => return done.map(|()| conn).map_err(|e| describe(path, &e)),
         }
     }
+}
+
+/// Whether a file is at `path` (`false`: none yet), and if one is, that it
+/// can be an audit database: not empty, and SQLite.
+fn check_file(path: &Path) -> Result<bool, String> {
+    use std::io::Read;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(format!("audit database {}: {e}", path.display())),
+    };
+    if meta.is_dir() {
+        return Err(refusal(path, "is a folder"));
+    }
+    if meta.len() == 0 {
+        return Err(refusal(
+            path,
+            "is empty (0 bytes): it was truncated, or never written by sluice",
+        ));
+    }
+    let mut start = Vec::with_capacity(SQLITE_MAGIC.len());
+    std::fs::File::open(path)
+        .and_then(|f| f.take(SQLITE_MAGIC.len() as u64).read_to_end(&mut start))
+        .map_err(|e| format!("audit database {}: {e}", path.display()))?;
+    if start != SQLITE_MAGIC {
+        let shown: Vec<String> = start.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let what = format!(
+            "is not a SQLite database ({} bytes, beginning {})",
+            meta.len(),
+            shown.join(" ")
+        );
+        return Err(refusal(path, &what));
+    }
+    Ok(true)
+}
+
+/// That the SQLite database `conn` opened is a sluice audit store: this
+/// schema's application id, or a schema 1 store (from before the id was
+/// set) with its tables.
+fn recognise(conn: &Connection, path: &Path) -> Result<(), String> {
+    let pragma = |name: &str| {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
+            .map_err(|e| describe(path, &e))
+    };
+    let (app, version) = (pragma("application_id")?, pragma("user_version")?);
+    let tables = table_names(conn).map_err(|e| describe(path, &e))?;
+    if app == APPLICATION_ID || (app == 0 && version == 1 && schema_1(conn)) {
+        return Ok(());
+    }
+    let what = match (app, tables.as_slice()) {
+        (0, []) => "is an empty SQLite database, not a sluice audit store".to_string(),
+        (0, _) => format!(
+            "is a SQLite database, but not a sluice audit store: it holds the tables {} \
+             (an audit store holds runs, calls, outputs and readings)",
+            tables.join(", ")
+        ),
+        (other, _) => format!(
+            "is a SQLite database of another program (application id {other:#x}), not a sluice audit store"
+        ),
+    };
+    Err(refusal(path, &what))
+}
+
+/// Why the file at `path` is not used, with what to do about it.
+fn refusal(path: &Path, what: &str) -> String {
+    let p = path.display();
+    format!(
+        "audit database {p} {what}. sluice neither reads it as a record nor starts a new one over it: \
+         restore the record from a copy, or move the file aside (mv {p} {p}.bad) and a run starts a new \
+         record there; or give --audit (or SLUICE_AUDIT) another path"
+    )
+}
+
+/// Whether the tables hold schema 1's chain columns (a schema 1 store
+/// carries no application id to tell it by).
+fn schema_1(conn: &Connection) -> bool {
+    [
+        "SELECT id, head, seal FROM runs",
+        "SELECT run, n, prev, hash FROM calls",
+    ]
+    .iter()
+    .all(|q| conn.prepare(&format!("{q} LIMIT 0")).is_ok())
+}
+
+fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )?;
+    let names = stmt.query_map([], |r| r.get(0))?;
+    names.collect()
+}
+
+/// Creates a new database at `path` whole: built in a private file beside
+/// it, then linked into place, so no process ever sees a half-made one. If
+/// another process made one there first, that one is used.
+fn create(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let temp = path.with_file_name(format!(".{name}.{}-{nanos}.new", std::process::id()));
+    let made = (|| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(|e| format!("cannot create the audit database {}: {e}", temp.display()))?;
+        let conn = Connection::open(&temp).map_err(|e| describe(&temp, &e))?;
+        migrate(&conn).map_err(|e| describe(&temp, &e))?;
+        conn.close().map_err(|(_, e)| describe(&temp, &e))?;
+        match std::fs::hard_link(&temp, path) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(format!(
+                "cannot create the audit database {}: {e}",
+                path.display()
+            )),
+            _ => Ok(()),
+        }
+    })();
+    let _ = std::fs::remove_file(&temp);
+    made
 }
 
 fn prepare(conn: &Connection) -> rusqlite::Result<()> {
@@ -155,18 +321,20 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 }
 
 /// Opens an existing database to read it: a missing file is an error that
-/// says how one comes to exist.
+/// says how one comes to exist, and a file that is not an audit database
+/// is an error naming what it is.
 pub fn open_existing(path: &Path) -> Result<Connection, String> {
-    if !path.exists() {
+    if !check_file(path)? {
         return Err(format!(
             "no audit database at {}; `sluice run` records there by default (or give --audit PATH / SLUICE_AUDIT)",
             path.display()
         ));
     }
+    let read_only = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| describe(path, &e))?;
+    recognise(&read_only, path)?;
     // A record on read-only media is still readable, without the sweep.
-    open(path).or_else(|e| {
-        Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|_| e)
-    })
+    Ok(open(path).unwrap_or(read_only))
 }
 
 fn describe(path: &Path, e: &rusqlite::Error) -> String {
@@ -199,7 +367,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     if version(conn)? == SCHEMA_VERSION {
         return Ok(());
     }
-    conn.execute_batch("BEGIN IMMEDIATE")?;
+    begin_immediate(conn)?;
     let result = (|| {
         let from = version(conn)?;
         if from > SCHEMA_VERSION {
@@ -211,10 +379,100 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(sql)?;
             conn.pragma_update(None, "user_version", at as i64 + 1)?;
         }
-        Ok(())
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
     })();
     conn.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
     result
+}
+
+/// Takes the write lock (`BEGIN IMMEDIATE`), waiting while another writer
+/// holds it: up to a minute (SQLite's own wait is 10 s).
+pub fn begin_immediate(conn: &Connection) -> rusqlite::Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        match conn.execute_batch("BEGIN IMMEDIATE") {
+            Err(e) if is_busy(&e) && started.elapsed() < Duration::from_secs(60) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Where a new run joins the chain of runs: the place after the newest run,
+/// and the hash of it to commit to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextLink {
+    /// The new run's place, from 1.
+    pub n: i64,
+    /// The predecessor's hash it commits to; `None` for the first run.
+    pub prior: Option<String>,
+    /// `None` when `prior` is the predecessor's seal, `Some(k)` when it is
+    /// its row #k's hash (`Some(0)`: its head).
+    pub prior_rows: Option<i64>,
+}
+
+/// The link a run starting now gets. Call it under the write lock
+/// ([`begin_immediate`]) and insert the run in the same transaction, so two
+/// runs starting at once get two places, the later one committing to the
+/// earlier. The predecessor is committed to by its seal; one without a seal
+/// (still live, or killed) by its last row committed so far, or its head:
+/// what it adds later is covered by its own seal, if it gets one.
+pub fn next_link(conn: &Connection) -> rusqlite::Result<NextLink> {
+    let newest = conn
+        .query_row(
+            "SELECT id, n, head, seal FROM runs ORDER BY n DESC LIMIT 1",
+            [],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((id, n, head, seal)) = newest else {
+        return Ok(NextLink {
+            n: 1,
+            prior: None,
+            prior_rows: None,
+        });
+    };
+    if let Some(seal) = seal {
+        return Ok(NextLink {
+            n: n + 1,
+            prior: Some(seal),
+            prior_rows: None,
+        });
+    }
+    let last = conn
+        .query_row(
+            "SELECT n, hash FROM calls WHERE run = ?1 ORDER BY n DESC LIMIT 1",
+            [&id],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+        )
+        .optional()?;
+    let (rows, prior) = last.unwrap_or((0, head));
+    Ok(NextLink {
+        n: n + 1,
+        prior: Some(prior),
+        prior_rows: Some(rows),
+    })
+}
+
+/// How many runs were recorded before runs were chained to each other
+/// (those of a schema 1 database when it was migrated): runs #1 to this.
+pub fn unchained_runs(conn: &Connection) -> rusqlite::Result<i64> {
+    Ok(conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'unchained_runs'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0))
 }
 
 /// A run still `running` whose process no longer exists was killed or

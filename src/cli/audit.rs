@@ -1,6 +1,8 @@
-//! `sluice audit`: read the record runs leave (list, show, export, verify).
+//! `sluice audit`: read the record runs leave (list, show, export, verify),
+//! and take its anchor.
 
 use super::print;
+use crate::audit::anchor::{self, Anchor};
 use crate::audit::{locate, query, store};
 use clap::{Args, Subcommand, ValueEnum};
 use rusqlite::Connection;
@@ -8,19 +10,22 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Read the audit record: list runs, show a run's calls, export it, verify it.
+/// Read the audit record: list runs, show a run's calls, export it, verify it, anchor it.
 #[derive(Debug, Args)]
 #[command(
     long_about = "Read the audit record. Every `sluice run` records a run (script and its SHA-256, policies, \
 arguments, workspace, status) and one row per flow call (input, capabilities and each decision, route, \
 tier, output or error, timing) in a SQLite database: the workspace's .sluice/audit.db unless --audit PATH \
 or SLUICE_AUDIT names another. Secrets are redacted before they are written, and the record says what was.\n\n\
-Rows are hash-chained and each finished run is sealed, so `sluice audit verify` shows whether anything was \
-edited, removed or reordered since. An irreversible call is written before it runs; if the process died \
+Rows are hash-chained, each finished run is sealed, and each run commits to the run before it, so `sluice \
+audit verify` shows whether anything was edited, removed or reordered since, a whole run included. Against a \
+rollback of the whole file, or a deleted newest run, keep `sluice audit anchor`'s line elsewhere and check it \
+with `sluice audit verify --anchor`. An irreversible call is written before it runs; if the process died \
 during it, its outcome is unknown and every view says OUTCOME UNKNOWN.\n\n\
 A RUN is an id, a unique prefix of one, or `last` for the newest run. --json prints what a program wants.",
     after_help = "Examples:\n  sluice audit list\n  sluice audit show last\n  sluice audit show last --call 4\n  \
 sluice audit export last --format csv --output run.csv\n  sluice audit verify\n  \
+sluice audit anchor >> ~/anchors.txt\n  sluice audit verify --anchor \"$(tail -1 ~/anchors.txt)\"\n  \
 sluice audit list --json --audit /srv/records/audit.db"
 )]
 pub struct AuditArgs {
@@ -34,6 +39,7 @@ pub enum AuditCommand {
     Show(ShowArgs),
     Export(ExportArgs),
     Verify(VerifyArgs),
+    Anchor(AnchorArgs),
 }
 
 /// Where the record is, and how to print it: shared by every subcommand.
@@ -130,15 +136,52 @@ Each call row's hash covers its fields and the hash of the row before it (the fi
 fields); each outcome's hash covers the status, output, error and duration; and the seal written when the \
 run ends covers every row, every clock reading and the final status. So an edited row, a removed or \
 reordered row, an edited outcome or a rewritten status shows.\n\n\
+Runs are chained to each other too: a run's own fields commit to its place among the runs and to the seal \
+of the run before it (or, when that run had no seal yet because it was still running or had been killed, to \
+its last row written by then). So a whole run deleted, replaced or edited shows at the run after it \
+(predecessor missing, predecessor seal does not match). Runs recorded before this (an audit database of \
+schema 1, migrated) are checked each on its own, and verify says so.\n\n\
+What verify alone cannot show: the newest run deleted, or the whole file rolled back to an older copy, \
+leaves a shorter chain that is intact. Keep an anchor elsewhere (`sluice audit anchor`) and pass it with \
+--anchor: verify then also proves the record still holds it (the anchored state is a prefix of the chain \
+now), or says how it does not (rolled back, newest run gone, forked).\n\n\
 For a run that does not match, the first row that does not is named (#N, task, seq, flow) with what failed: \
-content edited, a row missing before it, rows out of order, outcome edited, or the seal. A run killed before \
-it could seal is reported intact with a warning: rows removed from its end could not show.\n\n\
-Exits 0 when every run checked is intact, 1 when any is not, 2 when the record cannot be read.",
-    after_help = "Examples:\n  sluice audit verify\n  sluice audit verify last\n  sluice audit verify --json --audit /srv/records/audit.db"
+content edited, a row missing before it, rows out of order, outcome edited, the seal, or its predecessor. A \
+run killed before it could seal is reported intact with a warning: rows removed from its end could not show.\n\n\
+An empty file, a file that is not SQLite, or a SQLite database that is not an audit store is an error naming \
+it, not an empty record.\n\n\
+Exits 0 when every run checked is intact (and the anchor, if given, is held), 1 when any is not, 2 when the \
+record cannot be read.",
+    after_help = "Examples:\n  sluice audit verify\n  sluice audit verify last\n  \
+sluice audit verify --anchor sluice-anchor:v1:42:3f9c...\n  sluice audit verify --json --audit /srv/records/audit.db"
 )]
 pub struct VerifyArgs {
     /// The run: an id, a unique prefix of one, or `last` [default: every run].
     pub run: Option<String>,
+    /// Also prove the record still holds this anchor, as `sluice audit anchor` printed it
+    /// (sluice-anchor:v1:RUNS:HEX); checks every run, so give no RUN with it.
+    #[arg(long, value_name = "ANCHOR", conflicts_with = "run")]
+    pub anchor: Option<String>,
+    #[command(flatten)]
+    pub db: Db,
+}
+
+/// Print the record's head, to keep elsewhere and check later with `verify --anchor`.
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Print the record's anchor: one line, sluice-anchor:v1:RUNS:HEX, where RUNS is how many runs \
+the record holds (the newest run's place) and HEX hashes that count with the newest run's seal (or, while it \
+is still running or after it was killed, its last row written so far, or its head). Since every run commits \
+to the one before it, the anchor covers the whole record.\n\n\
+Keep the line where whoever can change the database cannot (another machine, a ticket, a commit, a printout). \
+Later, `sluice audit verify --anchor LINE` proves the record still holds that state, whatever was added \
+since, and fails naming what happened if not: the file rolled back to an older copy, the newest run deleted, \
+or the record forked (rolled back and other runs recorded since).\n\n\
+--json prints {anchor, runs, run, status, covers (seal, row or head), rows}.",
+    after_help = "Examples:\n  sluice audit anchor\n  sluice audit anchor >> ~/anchors.txt\n  \
+sluice audit anchor --json | jq -r .anchor"
+)]
+pub struct AnchorArgs {
     #[command(flatten)]
     pub db: Db,
 }
@@ -149,6 +192,7 @@ pub fn audit(args: AuditArgs) -> ExitCode {
         AuditCommand::Show(a) => show(a),
         AuditCommand::Export(a) => export(a),
         AuditCommand::Verify(a) => verify(a),
+        AuditCommand::Anchor(a) => anchor(a),
     };
     result.unwrap_or_else(|e| {
         eprintln!("sluice: {e}");
@@ -262,22 +306,35 @@ fn export_to_stdout(conn: &Connection, id: &str, format: query::Format) -> ExitC
 
 /// What `verify --json` prints.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Verification {
     intact: bool,
     runs: Vec<query::Verdict>,
+    /// Runs #1 to this were recorded before runs were chained to each other.
+    unchained_runs: i64,
+    /// The anchor check, when --anchor was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    anchor: Option<anchor::Check>,
 }
 
 fn verify(a: VerifyArgs) -> Result<ExitCode, String> {
+    let given = a.anchor.as_deref().map(Anchor::parse).transpose()?;
     let conn = open(&a.db)?;
+    // One snapshot: a run writing meanwhile does not tear what is read.
+    conn.execute_batch("BEGIN").map_err(|e| e.to_string())?;
     let runs = match &a.run {
         Some(given) => vec![query::verify(&conn, &store::find_run(&conn, given)?)?],
         None => query::verify_all(&conn)?,
     };
+    let anchor = given.map(|g| anchor::check(&conn, &g)).transpose()?;
+    let unchained_runs = store::unchained_runs(&conn).map_err(|e| e.to_string())?;
     let report = Verification {
-        intact: runs.iter().all(|v| v.intact),
+        intact: runs.iter().all(|v| v.intact) && anchor.as_ref().is_none_or(|c| c.held),
         runs,
+        unchained_runs,
+        anchor,
     };
-    let printed = emit(a.db.json, &report, |r| query::render_verify(&r.runs));
+    let printed = emit(a.db.json, &report, render_verification);
     if printed != ExitCode::SUCCESS {
         return Ok(printed);
     }
@@ -286,4 +343,20 @@ fn verify(a: VerifyArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
+}
+
+fn render_verification(r: &Verification) -> String {
+    let mut out = query::render_verify(&r.runs);
+    out.extend(query::unchained_note(&r.runs, r.unchained_runs));
+    if let Some(c) = &r.anchor {
+        out.push_str(&anchor::render_check(c));
+    }
+    out
+}
+
+fn anchor(a: AnchorArgs) -> Result<ExitCode, String> {
+    let conn = open(&a.db)?;
+    conn.execute_batch("BEGIN").map_err(|e| e.to_string())?;
+    let head = anchor::head(&conn)?;
+    Ok(emit(a.db.json, &head, |h| format!("{}\n", h.anchor)))
 }

@@ -8,8 +8,10 @@
 //!    was authorized by the pipeline with the call's envelope;
 //! 2. resolve the host through the [`Dns`] seam (`localhost` names and
 //!    numeric hosts need no lookup); no address is `request_failed`;
-//! 3. if any address is private, authorize `net:private:ORIGIN`, which only
-//!    a rule naming that origin exactly grants;
+//! 3. if any address is private, or one of this machine's own (read from
+//!    its interfaces at this moment, in any IPv6 form carrying it), authorize
+//!    `net:private:ORIGIN`, which only a rule naming that origin exactly
+//!    grants;
 //! 4. connect only to those addresses (pinned: the connection cannot be
 //!    steered by a second lookup), with the host name kept for `Host` and
 //!    TLS, through no proxy;
@@ -23,7 +25,7 @@
 //! [`MAX_BODY`] is `response_too_large`, judged on `content-length` first and
 //! then while reading.
 
-use super::destination::{self, is_localhost_name, is_private, Destination};
+use super::destination::{self, is_localhost_name, needs_private_grant, Destination};
 use super::dns::{Dns, SystemDns};
 use super::search::Provider;
 use crate::error::{ErrorCode, FlowError, FlowResult};
@@ -247,7 +249,13 @@ impl Net {
                 found
             }
         };
-        let private = is_localhost_name(&dest.host) || addrs.iter().any(|a| is_private(*a));
+        let private = is_localhost_name(&dest.host)
+            || needs_private_grant(&addrs).map_err(|e| {
+                FlowError::new(
+                    ErrorCode::RequestFailed,
+                    format!("{e}, which a request may reach only with a net:private grant: nothing was sent to {}", dest.origin),
+                )
+            })?;
         if private {
             ctx.authorize(&Capability {
                 action: Action::NetPrivate,

@@ -66,6 +66,19 @@ impl From<Output> for Run {
     }
 }
 
+/// `sluice ARGS --workspace WS` (a subcommand such as `audit verify`), with
+/// standard input closed.
+pub fn sluice_in(ws: &Path, args: &[&str]) -> Run {
+    Command::new(sluice_bin())
+        .args(args)
+        .arg("--workspace")
+        .arg(ws)
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn sluice")
+        .into()
+}
+
 /// Writes `script` into the scripts folder beside the workspace (so the
 /// script itself is not a workspace file) and returns its path.
 pub fn script_file(ws: &Path, script: &str) -> PathBuf {
