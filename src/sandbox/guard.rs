@@ -1,5 +1,7 @@
 //! Repositories a command leaves behind. A `.git` folder or a `gitdir:`
-//! file that a command makes anywhere in a writable tree, or a control file
+//! file that a command makes anywhere in a writable tree, a folder laid out
+//! as a git directory (which git takes for a bare repository when started
+//! in it), or a control file
 //! (`commondir`, `hooks`, `config`, `info`, ...) it adds to a repository
 //! that had none, would run the command's code in the user's next ordinary
 //! `git status` outside any sandbox. Mounts keep what exists read-only; what

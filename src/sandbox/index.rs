@@ -40,7 +40,9 @@ pub struct Found {
     pub hidden: Vec<PathBuf>,
     /// Paths a deny glob on writes alone matches, the same way.
     pub kept: Vec<PathBuf>,
-    /// Every `.git` entry (folder or file), sorted.
+    /// Every repository: each `.git` entry (folder or file), and each
+    /// folder shaped as git's own (`HEAD`, `objects/`, `refs/`), which git
+    /// takes for a bare repository when a command starts in it; sorted.
     pub repos: Vec<PathBuf>,
     /// Why the scan is incomplete: it stopped at a bound.
     pub incomplete: Option<String>,
@@ -107,6 +109,9 @@ impl Index {
             };
             live.push(dir.clone());
             walk.seen += entries.len();
+            if bare(&entries) {
+                walk.found.repos.push(dir.clone());
+            }
             for e in entries {
                 let path = dir.join(&e.name);
                 if e.name == ".git" {
@@ -180,6 +185,12 @@ impl Index {
     }
 }
 
+/// Whether a folder holding `entries` is laid out as a git directory.
+fn bare(entries: &[Entry]) -> bool {
+    let has = |name: &str, kind: Kind| entries.iter().any(|e| e.name == name && e.kind == kind);
+    has("HEAD", Kind::Other) && has("objects", Kind::Dir) && has("refs", Kind::Dir)
+}
+
 /// One scan in progress.
 struct Walk<'a> {
     globs: &'a [Pattern],
@@ -238,10 +249,24 @@ mod tests {
     fn tree() -> (tempfile::TempDir, PathBuf) {
         let t = tempfile::tempdir().unwrap();
         let ws = std::fs::canonicalize(t.path()).unwrap();
-        for d in ["a/b", "c", "repo/.git/objects", "n/.env.d"] {
+        for d in [
+            "a/b",
+            "c",
+            "repo/.git/objects",
+            "n/.env.d",
+            "bare/objects",
+            "bare/refs",
+        ] {
             std::fs::create_dir_all(ws.join(d)).unwrap();
         }
-        for f in [".env", "a/b/.env", "a/x.txt", "c/.git", "n/.env.d/k"] {
+        for f in [
+            ".env",
+            "a/b/.env",
+            "a/x.txt",
+            "c/.git",
+            "n/.env.d/k",
+            "bare/HEAD",
+        ] {
             std::fs::write(ws.join(f), "s").unwrap();
         }
         (t, ws)
@@ -256,7 +281,10 @@ mod tests {
             found.hidden,
             vec![ws.join(".env"), ws.join("a/b/.env"), ws.join("n/.env.d")]
         );
-        assert_eq!(found.repos, vec![ws.join("c/.git"), ws.join("repo/.git")]);
+        assert_eq!(
+            found.repos,
+            vec![ws.join("bare"), ws.join("c/.git"), ws.join("repo/.git")]
+        );
         assert_eq!(found.incomplete, None);
     }
 
