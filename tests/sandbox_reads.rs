@@ -348,3 +348,44 @@ fn a_deny_glob_rooted_in_a_folder_outside_the_workspace_hides_what_it_matches_th
         let _ = std::fs::remove_dir_all(dir.parent().unwrap());
     }
 }
+
+#[test]
+fn the_credentials_file_given_to_sluice_is_hidden_even_where_the_policy_opens_it() {
+    for runner in runners() {
+        let ws = workspace();
+        let home = fake_home(&ws);
+        // Kept in the workspace, which the default policy opens whole.
+        std::fs::write(ws.file("creds"), "exa = CREDS-FILE-SECRET\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(ws.file("creds"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(ws.file("plain.txt"), "plain\n").unwrap();
+        let script = format!(
+            "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
+            lua_str(&reader(&["creds".into(), "plain.txt".into()]))
+        );
+        let creds = ws.file("creds").display().to_string();
+        // --credentials goes with a search provider (never called here).
+        let flags = [
+            "--sandbox",
+            runner.as_str(),
+            "--search",
+            "searxng=http://127.0.0.1:9",
+            "--credentials",
+            creds.as_str(),
+        ];
+        let run = run_lua_env(
+            ws.path(),
+            &script,
+            &flags,
+            &[],
+            &[("HOME", home.to_str().unwrap())],
+        )
+        .ok();
+        let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        let text = out["stdout"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{runner}: {out}"));
+        assert!(!text.contains("CREDS-FILE-SECRET"), "{runner}: {text}");
+        assert!(text.contains("plain.txt: plain"), "{runner}: {text}");
+    }
+}

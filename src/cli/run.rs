@@ -165,6 +165,9 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
         }
         builder = builder.dns(std::sync::Arc::new(hosts));
     }
+    if let Some(file) = &args.credentials {
+        builder = builder.secret_file(file);
+    }
     if let Some(text) = &args.search {
         let store = match &args.credentials {
             Some(file) => Credentials::with_file(file),

@@ -129,6 +129,9 @@ pub struct Context {
     /// Folders no command may write, whatever the grants: the audit
     /// store, wherever it lives.
     pub protected: Vec<PathBuf>,
+    /// Files no command may see, whatever the grants: sluice's credentials
+    /// files.
+    pub secrets: Vec<PathBuf>,
     /// This call's sequence number in the run (1 for the first call; 0
     /// outside a call).
     pub call_seq: u64,
@@ -150,6 +153,7 @@ impl Context {
             run_id,
             script,
             protected: Vec::new(),
+            secrets: crate::credentials::default_file().into_iter().collect(),
             call_seq: 0,
             gate: None,
         }
@@ -207,6 +211,16 @@ impl Context {
                 .filter(|p| writable.iter().any(|w| p.starts_with(w)))
                 .cloned(),
         );
+        for secret in self
+            .secrets
+            .iter()
+            .filter_map(|s| std::fs::canonicalize(s).ok())
+        {
+            if profile.sees(&secret) {
+                profile.hidden.push(secret);
+            }
+        }
+        profile.hidden = crate::sandbox::outermost(std::mem::take(&mut profile.hidden));
         self.sandbox
             .confine(profile, &self.workspace)
             .map_err(|why| {

@@ -62,6 +62,7 @@ pub struct RuntimeBuilder {
     audit: Option<PathBuf>,
     replay: Option<(Record, Mode)>,
     sandbox: crate::sandbox::Choice,
+    secrets: Vec<PathBuf>,
 }
 
 impl RuntimeBuilder {
@@ -101,6 +102,14 @@ impl RuntimeBuilder {
     /// else landlock). With no runner working, commands are refused.
     pub fn sandbox(mut self, choice: crate::sandbox::Choice) -> Self {
         self.sandbox = choice;
+        self
+    }
+
+    /// A file no confined command may see, whatever the policy says
+    /// (`sluice run --credentials FILE`); sluice's default credentials
+    /// file is hidden without asking.
+    pub fn secret_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.secrets.push(path.into());
         self
     }
 
@@ -257,6 +266,7 @@ impl RuntimeBuilder {
             ctx.net = Arc::new(net);
         }
         ctx.protected = audit.protected.clone();
+        ctx.secrets.extend(self.secrets.iter().cloned());
         let core = Rc::new(Core {
             registry: Registry::standard(),
             gate: Rc::new(Gate {
