@@ -11,6 +11,10 @@
 //! as information. The bwrap floor's options are the ones sluice passes
 //! for the default policy, built by sluice's own code.
 //!
+//! A second part, `sandbox-env`, measures what expanding the default
+//! policy's `**/.env` deny over a 20,000-file workspace adds to a command
+//! (target: under 20 ms, or reused while the tree is unchanged).
+//!
 //! Not a criterion bench: each sample is a process tree of seconds.
 
 #[path = "support/peers.rs"]
@@ -48,17 +52,21 @@ fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
 
+/// What the default policy gives a command run in `ws`.
+fn default_profile(ws: &Path) -> sluice::sandbox::Profile {
+    let vars = Vars::new(ws.to_path_buf());
+    let policy = Policy::load(shipped("default").unwrap(), vars.clone());
+    let kernel = Kernel::new(vec![policy], Vec::new(), vars);
+    kernel.with_static(|view| sluice::sandbox::derive(view, ws))
+}
+
 /// The bwrap command line sluice runs for `sh -c true` in `ws` under the
 /// default policy: the same mounts, masks and caches, from the run's own
 /// sandbox (kept alive by the caller while the line runs: its masks live in
 /// its private temp folder).
 fn floor_line(ws: &Path, sandbox: &Sandbox) -> String {
-    let vars = Vars::new(ws.to_path_buf());
-    let policy = Policy::load(shipped("default").unwrap(), vars.clone());
-    let kernel = Kernel::new(vec![policy], Vec::new(), vars);
-    let profile = kernel.with_static(|view| sluice::sandbox::derive(view, ws));
     let confined = sandbox
-        .confine(profile, ws)
+        .confine(default_profile(ws), ws)
         .expect("the bench needs bubblewrap: apt-get install bubblewrap")
         .expect("the default policy confines commands");
     let argv = confined
@@ -77,9 +85,124 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    if !filter.is_empty() && !filter.iter().any(|f| "sandbox-true".contains(f.as_str())) {
-        return;
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    if wanted("sandbox-true") {
+        sandbox_true();
     }
+    if wanted("sandbox-env") {
+        sandbox_env();
+    }
+}
+
+/// A script of `CALLS` confined `true` calls, and the `sluice run` of it in
+/// `ws` (with the audit record or not).
+fn true_calls(ws: &Path, dir: &Path) -> impl Fn(bool) -> Command {
+    let lua = dir.join("true.lua");
+    std::fs::write(
+        &lua,
+        format!(
+            "for i = 1, {CALLS} do\n  local r, err = sluice.bash{{command = \"true\"}}\n  \
+             assert(r and r.exitCode == 0 and r.sandbox, tostring(err))\nend\n"
+        ),
+    )
+    .unwrap();
+    let ws = ws.to_path_buf();
+    move |audit: bool| {
+        let mut c = Command::new(SLUICE);
+        c.arg("run")
+            .arg(&lua)
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--sandbox", "bwrap"])
+            .env("SLUICE_CACHE_DIR", lua.with_file_name("caches"));
+        if !audit {
+            c.arg("--no-audit");
+        }
+        c
+    }
+}
+
+/// A workspace of `files` files in folders of 100, with a `.env` in every
+/// tenth folder: what the default policy's `**/.env` deny is expanded in.
+fn big_workspace(ws: &Path, files: usize) -> usize {
+    let mut envs = 0;
+    for i in 0..files.div_ceil(100) {
+        let dir = ws.join(format!("pkg{:03}/src/mod{i:03}", i / 10));
+        std::fs::create_dir_all(&dir).unwrap();
+        for j in 0..100 {
+            std::fs::write(dir.join(format!("f{j:03}.rs")), "fn f() {}\n").unwrap();
+        }
+        if i % 10 == 0 {
+            std::fs::write(dir.join(".env"), "TOKEN=x\n").unwrap();
+            envs += 1;
+        }
+    }
+    envs
+}
+
+/// What expanding `**/.env` over a 20,000-file workspace adds to a command:
+/// the same `CALLS` confined calls in it and in an empty workspace, and
+/// the sandbox's scan alone, first (cold) and again (unchanged tree).
+fn sandbox_env() {
+    const FILES: usize = 20_000;
+    let (small_dir, big_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let small = std::fs::canonicalize(small_dir.path()).unwrap();
+    let big = std::fs::canonicalize(big_dir.path()).unwrap();
+    let envs = big_workspace(&big, FILES);
+    let scripts = tempfile::tempdir().unwrap();
+    let (s_scripts, b_scripts) = (scripts.path().join("small"), scripts.path().join("big"));
+    std::fs::create_dir_all(&s_scripts).unwrap();
+    std::fs::create_dir_all(&b_scripts).unwrap();
+    let run_small = true_calls(&small, &s_scripts);
+    let run_big = true_calls(&big, &b_scripts);
+    // The scan alone, in process: the first confine reads every folder,
+    // the next ones only stat them.
+    let sandbox = Sandbox::new(Choice::Bwrap, "bench-env");
+    let profile = || default_profile(&big);
+    let started = std::time::Instant::now();
+    let confined = sandbox.confine(profile(), &big).unwrap().unwrap();
+    let cold = started.elapsed();
+    assert_eq!(confined.enforcement, sluice::sandbox::Enforcement::Full);
+    let mut warm: Vec<std::time::Duration> = (0..21)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            sandbox.confine(profile(), &big).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    let warm = median(&mut warm);
+    let masked = floor_line(&big, &sandbox).matches("mask-file").count();
+    assert_eq!(masked, envs, "every .env is masked");
+
+    measure(&mut run_small(false));
+    measure(&mut run_big(false));
+    let turns = 5;
+    let (mut sm, mut bg) = (vec![], vec![]);
+    for _ in 0..turns {
+        sm.push(measure(&mut run_small(false)).0);
+        bg.push(measure(&mut run_big(false)).0);
+    }
+    let (ms, mb) = (median(&mut sm), median(&mut bg));
+    let added = mb.saturating_sub(ms) / CALLS as u32;
+    println!(
+        "sandbox-env: {CALLS} calls in a {FILES}-file workspace ({envs} .env files masked) {mb:.2?} / in an empty one {ms:.2?}; \
+         the scan alone: first {cold:.2?}, unchanged tree {warm:.2?} (median of 21)"
+    );
+    println!();
+    println!(
+        "ratio sandbox-env added per command = {:.2}ms (target < 20ms): {} [medians of {turns} interleaved turns: ({mb:.2?} - {ms:.2?}) / {CALLS}]",
+        added.as_secs_f64() * 1e3,
+        verdict(added < std::time::Duration::from_millis(20))
+    );
+    println!(
+        "ratio sandbox-env first scan = {:.2}ms (no target, information: the first command of a run reads every folder; later ones stat them, {:.2}ms)",
+        cold.as_secs_f64() * 1e3,
+        warm.as_secs_f64() * 1e3
+    );
+}
+
+/// 300 confined `true` against the floor, Codex's sandbox and the shell.
+fn sandbox_true() {
     let codex = codex_binary();
     assert!(
         codex.exists(),
@@ -89,27 +212,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     let scripts = tempfile::tempdir().unwrap();
-    let lua = scripts.path().join("true.lua");
-    std::fs::write(
-        &lua,
-        format!(
-            "for i = 1, {CALLS} do\n  local r, err = sluice.bash{{command = \"true\"}}\n  \
-             assert(r and r.exitCode == 0 and r.sandbox, tostring(err))\nend\n"
-        ),
-    )
-    .unwrap();
-    let run = |audit: bool| {
-        let mut c = Command::new(SLUICE);
-        c.arg("run")
-            .arg(&lua)
-            .arg("--workspace")
-            .arg(&ws)
-            .args(["--sandbox", "bwrap"]);
-        if !audit {
-            c.arg("--no-audit");
-        }
-        c
-    };
+    let run = true_calls(&ws, scripts.path());
     let sandbox = Sandbox::new(Choice::Bwrap, "bench");
     let floor = floor_line(&ws, &sandbox);
     let codex_line = format!(
