@@ -40,6 +40,8 @@ M.ask = rule("ask")
 --- Folders that do not exist on a machine open nothing.
 local trees = {
   "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+  -- Where /etc/resolv.conf points on systemd machines.
+  "/run/systemd/resolve",
   "~/.cargo/bin", "~/.rustup", "~/.local/bin", "~/.local/lib", "~/.pyenv",
   "~/.nvm", "~/.volta", "~/.bun/bin", "~/.deno/bin", "~/go/bin",
 }

@@ -21,8 +21,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// At most this many entries are looked at in one scan.
+/// At most this many entries are read from disk in one scan (folders
+/// remembered unchanged cost a `stat` each, not a read).
 pub const MAX_ENTRIES: usize = 200_000;
+/// At most this many folders are visited in one scan.
+pub const MAX_DIRS: usize = 100_000;
 /// A scan stops after this long.
 pub const MAX_TIME: Duration = Duration::from_millis(500);
 /// A folder whose change time is this close to the scan is read again at
@@ -94,6 +97,7 @@ impl Index {
             key: key.join("\n"),
             found: Found::default(),
             seen: 0,
+            dirs: 0,
             started: Instant::now(),
             now: SystemTime::now(),
         };
@@ -104,11 +108,14 @@ impl Index {
                 walk.found.incomplete = Some(why);
                 break;
             }
-            let Some(entries) = self.read(&dir, &walk) else {
+            let Some((entries, fresh)) = self.read(&dir, &walk) else {
                 continue;
             };
             live.push(dir.clone());
-            walk.seen += entries.len();
+            walk.dirs += 1;
+            if fresh {
+                walk.seen += entries.len();
+            }
             if bare(&entries) {
                 walk.found.repos.push(dir.clone());
             }
@@ -142,8 +149,9 @@ impl Index {
         walk.found
     }
 
-    /// The entries of `dir`, from memory when it has not changed.
-    fn read(&mut self, dir: &Path, walk: &Walk) -> Option<Vec<Entry>> {
+    /// The entries of `dir`, from memory when it has not changed (then
+    /// `false`: not read from disk).
+    fn read(&mut self, dir: &Path, walk: &Walk) -> Option<(Vec<Entry>, bool)> {
         let meta = std::fs::symlink_metadata(dir).ok()?;
         if !meta.is_dir() {
             return None;
@@ -151,7 +159,7 @@ impl Index {
         let changed = (meta.ctime(), meta.ctime_nsec());
         if let Some(known) = self.dirs.get(dir) {
             if known.changed == changed && !known.racy && known.globs == walk.key {
-                return Some(known.entries.clone());
+                return Some((known.entries.clone(), false));
             }
         }
         let entries: Vec<Entry> = std::fs::read_dir(dir)
@@ -181,7 +189,7 @@ impl Index {
                 entries: entries.clone(),
             },
         );
-        Some(entries)
+        Some((entries, true))
     }
 }
 
@@ -197,15 +205,17 @@ struct Walk<'a> {
     key: String,
     found: Found,
     seen: usize,
+    dirs: usize,
     started: Instant,
     now: SystemTime,
 }
 
 impl Walk<'_> {
     fn bound(&self) -> Option<String> {
-        if self.seen > MAX_ENTRIES {
+        if self.seen > MAX_ENTRIES || self.dirs > MAX_DIRS {
             return Some(format!(
-                "the workspace trees hold more than {MAX_ENTRIES} entries, so they were searched only in part"
+                "the workspace trees hold more than {MAX_ENTRIES} new entries or {MAX_DIRS} folders, so they were \
+                 searched only in part (what was read is remembered: a later command goes further)"
             ));
         }
         let spent = self.started.elapsed();
