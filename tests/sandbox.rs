@@ -13,40 +13,8 @@ use std::process::{Command, Stdio};
 
 const RUNNERS: [&str; 2] = ["bwrap", "landlock"];
 
-/// Fails, saying how to install it, when bubblewrap is missing: the tests
-/// must not pass by skipping.
-fn need_bwrap() {
-    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .any(|d| d.join("bwrap").is_file());
-    assert!(
-        found,
-        "these tests need bubblewrap: apt-get install bubblewrap (scripts/test installs it)"
-    );
-}
-
-/// A Python program run by `bash` (the kernel does not read Python, so the
-/// sandbox alone stands between it and the files), with `flags`; its output
-/// or error as JSON.
 fn python(ws: &Path, runner: &str, flags: &[&str], program: &str) -> Value {
-    need_bwrap();
-    let script = format!(
-        "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
-        lua_str(program)
-    );
-    let mut all = vec!["--sandbox", runner];
-    all.extend_from_slice(flags);
-    let run = run_lua_with(ws, &script, &all, &[]).ok();
-    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
-}
-
-/// A folder outside the workspace and outside /tmp (which confined commands
-/// see as their own private tmpfs; the checkout itself may be under /tmp),
-/// named after `ws`.
-fn outside_tmp(ws: &Workspace) -> std::path::PathBuf {
-    let name = ws.path().parent().unwrap().file_name().unwrap();
-    let dir = Path::new("/var/tmp/sluice-tests").join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    confined_python(ws, runner, flags, &[], program)
 }
 
 /// A policy file that lets commands see `dir` (read it, not write it),
@@ -95,8 +63,8 @@ fn a_write_inside_the_workspace_succeeds_and_outside_fails_as_denied() {
 
         // Outside, in a folder the command may see (a second policy opens
         // it for reading): the write is refused, and says so.
-        let outside = outside_tmp(&ws).join("outside.txt");
-        let sees = seeing(&ws, &outside_tmp(&ws));
+        let outside = outside_tmp(&ws, "").join("outside.txt");
+        let sees = seeing(&ws, &outside_tmp(&ws, ""));
         let flags = ["--policy", "default", "--policy", sees.as_str()];
         let out = python(
             ws.path(),
@@ -139,7 +107,7 @@ fn git_hooks_and_the_audit_store_stay_read_only_inside_the_writable_workspace() 
 fn a_symlink_inside_the_workspace_pointing_outside_does_not_open_a_write() {
     for runner in RUNNERS {
         let ws = workspace();
-        let outside = outside_tmp(&ws).join("target-dir");
+        let outside = outside_tmp(&ws, "").join("target-dir");
         std::fs::create_dir_all(&outside).unwrap();
         std::os::unix::fs::symlink(&outside, ws.file("link")).unwrap();
         let out = python(ws.path(), runner, &[], &try_write("link/escaped.txt"));
@@ -258,7 +226,7 @@ fn a_runner_that_is_missing_refuses_the_command_saying_what_to_install() {
 fn a_wider_retry_asks_with_its_justification_and_applies_to_that_call_only() {
     need_bwrap();
     let ws = workspace();
-    let outside = outside_tmp(&ws).join("wider.txt");
+    let outside = outside_tmp(&ws, "").join("wider.txt");
     let program = try_write(outside.to_str().unwrap());
     let call = |extra: &str| {
         format!(
@@ -357,7 +325,7 @@ return { rules = {
     let record_write = attempt(ws.file(".sluice/audit.db").to_str().unwrap());
     assert_eq!(record_write["sandbox"]["denied"], true, "{record_write}");
     // Anything else is the command's to write.
-    let elsewhere = outside_tmp(&ws).join("full.txt");
+    let elsewhere = outside_tmp(&ws, "").join("full.txt");
     let ok = attempt(elsewhere.to_str().unwrap());
     assert_eq!(ok["exitCode"], 0, "{ok}");
     assert!(elsewhere.exists());

@@ -12,24 +12,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn runners() -> Vec<String> {
-    std::env::var("SLUICE_TEST_RUNNERS")
-        .unwrap_or_else(|_| "bwrap,landlock".into())
-        .split(',')
-        .map(String::from)
-        .collect()
-}
-
 fn need_tools() {
-    assert!(
-        Path::new("/usr/bin/bwrap").is_file(),
-        "these tests need bubblewrap: apt-get install bubblewrap (scripts/test installs it)"
-    );
-    let git = Command::new("git").arg("--version").output();
-    assert!(
-        git.is_ok_and(|o| o.status.success()),
-        "these tests need git: apt-get install git"
-    );
+    need_bwrap();
+    need_program("git", "apt-get install git");
 }
 
 /// `git ARGS` in `dir`, outside any sandbox, with a clean configuration.
@@ -65,17 +50,9 @@ return { rules = {
 } }
 "#;
 
-/// Runs a Python program confined under `runner` with `flags`; its result.
 fn python(ws: &Workspace, runner: &str, flags: &[&str], program: &str) -> Value {
     need_tools();
-    let script = format!(
-        "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
-        lua_str(program)
-    );
-    let mut all = vec!["--sandbox", runner];
-    all.extend_from_slice(flags);
-    let run = run_lua_with(ws.path(), &script, &all, &[]).ok();
-    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+    confined_python(ws.path(), runner, flags, &[], program)
 }
 
 /// Python that appends to each path and prints `PATH written` or `PATH refused`.
@@ -84,14 +61,6 @@ fn try_each(paths: &[PathBuf]) -> String {
     format!(
         "import os\nfor p in {list:?}:\n    try:\n        os.makedirs(os.path.dirname(p), exist_ok=True)\n        open(p, 'a').write('x')\n        print(p, 'written')\n    except OSError as e:\n        print(p, 'refused')\n"
     )
-}
-
-/// A folder outside the workspace and /tmp, named after `ws`.
-fn outside(ws: &Workspace, name: &str) -> PathBuf {
-    let run = ws.path().parent().unwrap().file_name().unwrap();
-    let dir = Path::new("/var/tmp/sluice-tests").join(run).join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn snapshot(paths: &[PathBuf]) -> Vec<Option<Vec<u8>>> {
@@ -172,7 +141,7 @@ fn every_read_only_path_of_several_nested_profiles_refuses_a_write_from_inside()
         init(&ws.file("vendor/lib"));
         std::fs::write(ws.file("policy.lua"), BROAD).unwrap();
         let pol = ws.file("policy.lua").display().to_string();
-        let extra_tree = outside(&ws, "extra");
+        let extra_tree = outside_tmp(&ws, "extra");
         init(&extra_tree);
         let refused = [
             ws.file(".git/config"),

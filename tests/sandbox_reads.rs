@@ -10,22 +10,6 @@ use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// Runners under test; `SLUICE_TEST_RUNNERS=bwrap` narrows them.
-fn runners() -> Vec<String> {
-    std::env::var("SLUICE_TEST_RUNNERS")
-        .unwrap_or_else(|_| "bwrap,landlock".into())
-        .split(',')
-        .map(String::from)
-        .collect()
-}
-
-fn need_bwrap() {
-    assert!(
-        Path::new("/usr/bin/bwrap").is_file(),
-        "these tests need bubblewrap: apt-get install bubblewrap (scripts/test installs it)"
-    );
-}
-
 /// A home folder of the test's own, beside the workspace, holding a key,
 /// cloud credentials, a toolchain program and a private note.
 fn fake_home(ws: &Workspace) -> PathBuf {
@@ -66,26 +50,20 @@ fn reader(paths: &[String]) -> String {
     )
 }
 
-/// Runs `program` (Python) under `runner` with the default policy, the
-/// fake `home` as HOME, and `env` on sluice itself; the result as JSON and
-/// the record's bytes.
+/// Runs `program` (Python) under `runner` with `flags`, the fake `home`
+/// as HOME, and `env` on sluice itself; the result as JSON and the
+/// record's bytes.
 fn run_python(
     ws: &Workspace,
     runner: &str,
+    flags: &[&str],
     home: &Path,
     env: &[(&str, &str)],
     program: &str,
 ) -> (Value, Vec<u8>) {
-    need_bwrap();
-    let script = format!(
-        "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
-        lua_str(program)
-    );
     let mut all: Vec<(&str, &str)> = vec![("HOME", home.to_str().unwrap())];
     all.extend_from_slice(env);
-    let run = run_lua_env(ws.path(), &script, &["--sandbox", runner], &[], &all).ok();
-    let out =
-        serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    let out = confined_python(ws.path(), runner, flags, &all, program);
     (
         out,
         std::fs::read(ws.file(".sluice/audit.db")).unwrap_or_default(),
@@ -121,7 +99,7 @@ fn keys_credentials_shadow_and_env_files_cannot_be_read_and_never_reach_the_reco
             "/etc/passwd".into(),
         ]
         .into();
-        let (out, record) = run_python(&ws, &runner, &home, &[], &reader(&paths));
+        let (out, record) = run_python(&ws, &runner, &[], &home, &[], &reader(&paths));
         let text = out["stdout"]
             .as_str()
             .unwrap_or_else(|| panic!("{runner}: {out}"));
@@ -194,7 +172,7 @@ print('own status:', open('/proc/self/status').read().splitlines()[0])
         let ws = workspace();
         let home = fake_home(&ws);
         let env = [("SLUICE_CREDENTIAL_GITHUB", "GH-CRED-SECRET")];
-        let (out, record) = run_python(&ws, &runner, &home, &env, program);
+        let (out, record) = run_python(&ws, &runner, &[], &home, &env, program);
         let text = out["stdout"]
             .as_str()
             .unwrap_or_else(|| panic!("{runner}: {out}"));
@@ -217,7 +195,7 @@ fn only_what_the_policy_opens_is_visible_and_toolchains_still_run() {
              print('tool:', subprocess.run(['{h}/.cargo/bin/hello-tool'], capture_output=True, text=True).stdout.strip())\n\
              for p in ['/var/lib/dpkg/status', '/root', '/home', '/srv', '/boot']:\n    print(p, os.path.exists(p) and os.access(p, os.R_OK) and (os.path.isfile(p) or bool(os.listdir(p))))\n"
         );
-        let (out, _) = run_python(&ws, &runner, &home, &[], &program);
+        let (out, _) = run_python(&ws, &runner, &[], &home, &[], &program);
         let text = out["stdout"]
             .as_str()
             .unwrap_or_else(|| panic!("{runner}: {out}"));
@@ -292,16 +270,7 @@ fn a_deny_glob_rooted_in_a_folder_outside_the_workspace_hides_what_it_matches_th
     for runner in runners() {
         let ws = workspace();
         let home = fake_home(&ws);
-        let name = ws
-            .path()
-            .parent()
-            .unwrap()
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        let dir = Path::new("/var/tmp/sluice-tests").join(name).join("keys");
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = outside_tmp(&ws, "keys");
         std::fs::write(dir.join("host_rsa_key"), "HOST-KEY-SECRET").unwrap();
         std::fs::write(dir.join("host_rsa_key.pub"), "public-part").unwrap();
         let d = dir.display();
@@ -313,27 +282,8 @@ fn a_deny_glob_rooted_in_a_folder_outside_the_workspace_hides_what_it_matches_th
             ),
         );
         let paths = vec![format!("{d}/host_rsa_key"), format!("{d}/host_rsa_key.pub")];
-        let script = format!(
-            "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
-            lua_str(&reader(&paths))
-        );
-        let flags = [
-            "--sandbox",
-            runner.as_str(),
-            "--policy",
-            "default",
-            "--policy",
-            extra.as_str(),
-        ];
-        let run = run_lua_env(
-            ws.path(),
-            &script,
-            &flags,
-            &[],
-            &[("HOME", home.to_str().unwrap())],
-        )
-        .ok();
-        let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        let flags = ["--policy", "default", "--policy", extra.as_str()];
+        let (out, _) = run_python(&ws, &runner, &flags, &home, &[], &reader(&paths));
         let text = out["stdout"]
             .as_str()
             .unwrap_or_else(|| panic!("{runner}: {out}"));
@@ -359,29 +309,16 @@ fn the_credentials_file_given_to_sluice_is_hidden_even_where_the_policy_opens_it
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(ws.file("creds"), std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::write(ws.file("plain.txt"), "plain\n").unwrap();
-        let script = format!(
-            "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
-            lua_str(&reader(&["creds".into(), "plain.txt".into()]))
-        );
         let creds = ws.file("creds").display().to_string();
         // --credentials goes with a search provider (never called here).
         let flags = [
-            "--sandbox",
-            runner.as_str(),
             "--search",
             "searxng=http://127.0.0.1:9",
             "--credentials",
             creds.as_str(),
         ];
-        let run = run_lua_env(
-            ws.path(),
-            &script,
-            &flags,
-            &[],
-            &[("HOME", home.to_str().unwrap())],
-        )
-        .ok();
-        let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        let paths = ["creds".to_string(), "plain.txt".to_string()];
+        let (out, _) = run_python(&ws, &runner, &flags, &home, &[], &reader(&paths));
         let text = out["stdout"]
             .as_str()
             .unwrap_or_else(|| panic!("{runner}: {out}"));

@@ -10,26 +10,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-fn runners() -> Vec<String> {
-    std::env::var("SLUICE_TEST_RUNNERS")
-        .unwrap_or_else(|_| "bwrap,landlock".into())
-        .split(',')
-        .map(String::from)
-        .collect()
-}
-
-fn need(program: &str, install: &str) {
-    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .any(|d| d.join(program).is_file());
-    assert!(
-        found,
-        "this test needs {program}: {install} (scripts/test installs it)"
-    );
-}
-
 /// Runs `line` confined by `runner` under the default policy; the result.
 fn run(ws: &Workspace, runner: &str, line: &str) -> Value {
-    need("bwrap", "apt-get install bubblewrap");
+    need_bwrap();
     let script = format!(
         "local r, e = sluice.bash{{command = {}, timeoutMs = 300000}}\nprint(sluice.json.encode(r or e))",
         lua_str(line)
@@ -106,7 +89,7 @@ fn wheel(dir: &Path) -> PathBuf {
 
 #[test]
 fn a_venv_takes_a_local_wheel_from_pip_and_pytest_runs_with_the_users_caches_untouched() {
-    need("pytest-3", "apt-get install python3-pytest");
+    need_program("pytest-3", "apt-get install python3-pytest");
     for runner in runners() {
         let ws = workspace();
         let before = user_caches();
@@ -140,7 +123,7 @@ fn a_venv_takes_a_local_wheel_from_pip_and_pytest_runs_with_the_users_caches_unt
 
 #[test]
 fn cargo_builds_a_crate_with_a_vendored_dependency_into_private_caches() {
-    need("cargo", "install Rust with rustup");
+    need_program("cargo", "install Rust with rustup");
     for runner in runners() {
         let ws = workspace();
         put(
@@ -182,7 +165,7 @@ fn cargo_builds_a_crate_with_a_vendored_dependency_into_private_caches() {
 
 #[test]
 fn npm_installs_a_local_tarball_with_its_cache_and_logs_kept_private() {
-    need("npm", "apt-get install npm");
+    need_program("npm", "apt-get install npm");
     for runner in runners() {
         let ws = workspace();
         let before = user_caches();

@@ -463,3 +463,63 @@ pub fn survivors_with_arg(arg: &str, limit: std::time::Duration) -> Vec<i32> {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+// Helpers for the confinement tests.
+
+/// The runners the confinement tests run under, each in turn:
+/// `SLUICE_TEST_RUNNERS=bwrap` (or `landlock`) narrows them.
+pub fn runners() -> Vec<String> {
+    std::env::var("SLUICE_TEST_RUNNERS")
+        .unwrap_or_else(|_| "bwrap,landlock".into())
+        .split(',')
+        .map(String::from)
+        .collect()
+}
+
+/// Fails, saying how to install it, when bubblewrap is missing: the tests
+/// must not pass by skipping.
+pub fn need_bwrap() {
+    need_program("bwrap", "apt-get install bubblewrap");
+}
+
+/// Fails, saying how to install it, when `program` is not on PATH.
+pub fn need_program(program: &str, install: &str) {
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join(program).is_file());
+    assert!(
+        found,
+        "this test needs {program}: {install} (scripts/test installs it)"
+    );
+}
+
+/// A Python program run by `bash` under `runner` (the kernel does not read
+/// Python, so the sandbox alone stands between it and the files), with
+/// extra `sluice run` flags and variables on sluice itself; its output or
+/// error as JSON.
+pub fn confined_python(
+    ws: &Path,
+    runner: &str,
+    flags: &[&str],
+    env: &[(&str, &str)],
+    program: &str,
+) -> serde_json::Value {
+    need_bwrap();
+    let script = format!(
+        "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
+        lua_str(program)
+    );
+    let mut all = vec!["--sandbox", runner];
+    all.extend_from_slice(flags);
+    let run = run_lua_env(ws, &script, &all, &[], env).ok();
+    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+/// A folder outside the workspace and outside /tmp (which confined commands
+/// see as their own private tmpfs; the checkout itself may be under /tmp),
+/// named after `ws` and `name`.
+pub fn outside_tmp(ws: &Workspace, name: &str) -> PathBuf {
+    let run = ws.path().parent().unwrap().file_name().unwrap();
+    let dir = Path::new("/var/tmp/sluice-tests").join(run).join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
