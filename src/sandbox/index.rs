@@ -64,6 +64,10 @@ struct Dir {
     racy: bool,
     /// The globs its matches were computed for.
     globs: String,
+    /// Laid out as a git directory.
+    bare: bool,
+    /// The entries a scan looks at again: folders, `.git`, and what a
+    /// glob matches (files that are none of these are not kept).
     entries: Vec<Entry>,
 }
 
@@ -108,15 +112,15 @@ impl Index {
                 walk.found.incomplete = Some(why);
                 break;
             }
-            let Some((entries, fresh)) = self.read(&dir, &walk) else {
+            let Some(((entries, bare), fresh)) = self.read(&dir, &walk) else {
                 continue;
             };
             live.push(dir.clone());
             walk.dirs += 1;
-            if fresh {
-                walk.seen += entries.len();
+            if let Some(count) = fresh {
+                walk.seen += count;
             }
-            if bare(&entries) {
+            if bare {
                 walk.found.repos.push(dir.clone());
             }
             for e in entries {
@@ -149,9 +153,11 @@ impl Index {
         walk.found
     }
 
-    /// The entries of `dir`, from memory when it has not changed (then
-    /// `false`: not read from disk).
-    fn read(&mut self, dir: &Path, walk: &Walk) -> Option<(Vec<Entry>, bool)> {
+    /// The entries of `dir` a scan looks at, and whether it is laid out as
+    /// a git directory; from memory when it has not changed, else with how
+    /// many entries were read from disk.
+    #[allow(clippy::type_complexity)]
+    fn read(&mut self, dir: &Path, walk: &Walk) -> Option<((Vec<Entry>, bool), Option<usize>)> {
         let meta = std::fs::symlink_metadata(dir).ok()?;
         if !meta.is_dir() {
             return None;
@@ -159,10 +165,10 @@ impl Index {
         let changed = (meta.ctime(), meta.ctime_nsec());
         if let Some(known) = self.dirs.get(dir) {
             if known.changed == changed && !known.racy && known.globs == walk.key {
-                return Some((known.entries.clone(), false));
+                return Some(((known.entries.clone(), known.bare), None));
             }
         }
-        let entries: Vec<Entry> = std::fs::read_dir(dir)
+        let all: Vec<Entry> = std::fs::read_dir(dir)
             .ok()?
             .flatten()
             .map(|e| {
@@ -179,17 +185,22 @@ impl Index {
                 }
             })
             .collect();
-        let racy = walk.racy(changed);
+        let (count, bare) = (all.len(), bare(&all));
+        let entries: Vec<Entry> = all
+            .into_iter()
+            .filter(|e| e.kind == Kind::Dir || e.hidden || e.kept || e.name == ".git")
+            .collect();
         self.dirs.insert(
             dir.to_path_buf(),
             Dir {
                 changed,
-                racy,
+                racy: walk.racy(changed),
                 globs: walk.key.clone(),
+                bare,
                 entries: entries.clone(),
             },
         );
-        Some((entries, true))
+        Some(((entries, bare), Some(count)))
     }
 }
 
