@@ -669,7 +669,7 @@ fn request_table(lua: &Lua, req: &Request) -> mlua::Result<Table> {
 /// `1 s`, `250 ms`: a limit as a person reads it.
 fn span(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{ms} ms")
