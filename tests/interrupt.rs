@@ -427,3 +427,67 @@ fn a_second_signal_ends_the_run_at_once_still_sealed() {
         ("interrupted".to_string(), error.to_string())
     );
 }
+
+#[test]
+fn the_first_signal_ends_a_grep_stuck_in_a_huge_file_sealed() {
+    // A pattern that takes minutes over 30 MB on one line, with the
+    // longest timeoutMs: only the stop request ends it.
+    let ws = workspace();
+    std::fs::write(ws.file("big.txt"), vec![b'a'; 30_000_000]).unwrap();
+    let s = stop_in(
+        ws,
+        "print('ready')\nlocal r, e = sluice.grep{pattern = 'a{100}{100}', timeoutMs = 600000}\nprint(e and e.code)\n",
+        &[],
+        Signal::SIGTERM,
+        Duration::from_millis(1000),
+    );
+    assert_stopped(
+        &s,
+        Signal::SIGTERM,
+        &format!("interrupted by SIGTERM; {STOPPED_BETWEEN_STEPS}"),
+    );
+    // The grep itself is recorded as stopped by the interrupt.
+    let (_, show) = audit_json(&s.ws, &["show", "last"]);
+    let call = &show["calls"][0];
+    assert_eq!(call["flow"], "grep", "{show:#}");
+    let error = &call["error"];
+    assert_eq!(error["code"], "timeout", "{call:#}");
+    assert_eq!(error["interrupted"], "SIGTERM", "{call:#}");
+}
+
+#[test]
+fn the_first_signal_ends_a_glob_over_a_tree_whose_every_path_is_judged_slowly() {
+    // 20,000 paths, each judged by a hook that takes milliseconds: a walk
+    // of about a minute.
+    let ws = workspace();
+    for d in 0..80 {
+        let dir = ws.file(&format!("d{d:02}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in 0..250 {
+            std::fs::write(dir.join(format!("f{f:03}.txt")), "x\n").unwrap();
+        }
+    }
+    let pol = policy(
+        &ws,
+        "slow.lua",
+        "local p = require(\"sluice.policy\")\nreturn { rules = { p.allow \"fs:read:${workspace}\", p.allow \"fs:read:${workspace}/**\" },\n  \
+         decide = function(req) for i = 1, 200000 do end end }\n",
+    );
+    let s = stop_in(
+        ws,
+        "print('ready')\nlocal r, e = sluice.glob{pattern = '**/*.txt', timeoutMs = 600000}\nprint(e and e.code)\n",
+        &["--policy", &pol],
+        Signal::SIGINT,
+        Duration::from_millis(1000),
+    );
+    assert_stopped(
+        &s,
+        Signal::SIGINT,
+        &format!("interrupted by SIGINT; {STOPPED_BETWEEN_STEPS}"),
+    );
+    let (_, show) = audit_json(&s.ws, &["show", "last"]);
+    let error = &show["calls"][0]["error"];
+    assert_eq!(error["code"], "timeout", "{show:#}");
+    assert_eq!(error["interrupted"], "SIGINT");
+    assert!(error["total"].as_u64().unwrap() < 20_000, "{error}");
+}

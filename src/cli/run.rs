@@ -21,7 +21,11 @@ policies (--policy; the built-in default grants reads and writes inside the work
 Every run is recorded in the workspace's audit database (.sluice/audit.db; --audit PATH, SLUICE_AUDIT, or \
 --no-audit): each call with its input, decisions and outcome, hash-chained. `sluice audit list` shows the runs, \
 `sluice replay RUN` re-runs one against its record, `sluice resume RUN` continues one that was interrupted.\n\n\
-A script error exits 1 and prints the Lua message with file:line and a traceback.",
+A script error exits 1 and prints the Lua message with file:line and a traceback.\n\n\
+SIGINT or SIGTERM ends the run within 2 s, exit 128 + the signal, its record sealed with status `interrupted`: it \
+stops at the next flow step or Lua instruction check (a grep, glob, sleep or command wait stops at once, and a command's \
+processes are killed; background jobs get TERM, then KILL 300 ms later); what cannot notice (a finalizer, a script \
+that catches the interrupt) is ended at once 1 s after the signal. A second signal ends it at once, still sealed.",
     after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'"
 )]
 pub struct RunArgs {
