@@ -491,3 +491,33 @@ fn the_first_signal_ends_a_glob_over_a_tree_whose_every_path_is_judged_slowly() 
     assert_eq!(error["interrupted"], "SIGINT");
     assert!(error["total"].as_u64().unwrap() < 20_000, "{error}");
 }
+
+#[test]
+fn the_first_signal_ends_a_fetch_waiting_on_a_silent_server_sealed() {
+    // A server that accepts and never answers; the fetch would wait its
+    // whole 120 s timeout.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = listener.accept() {
+            open.push(conn);
+            if open.len() > 4 {
+                break;
+            }
+        }
+    });
+    let origin = format!("http://127.0.0.1:{port}");
+    let s = stop(
+        &format!("print('ready')\nlocal r, e = sluice.fetch{{url = '{origin}/slow', timeout = 120}}\nprint(e and e.code)\n"),
+        &["--approve", &format!("net:private:{origin}")],
+        Signal::SIGTERM,
+        Duration::from_millis(500),
+    );
+    assert_stopped(
+        &s,
+        Signal::SIGTERM,
+        &format!("interrupted by SIGTERM; {STOPPED_BETWEEN_STEPS}"),
+    );
+    drop(held);
+}
