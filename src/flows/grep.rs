@@ -28,10 +28,13 @@
 //! - **Deadline.** `timeoutMs` (default 60,000, at most 600,000) bounds the
 //!   search, and a stop request (SIGINT, SIGTERM) ends it too: the threads
 //!   look at it at every entry, file and read buffer, and the call returns at
-//!   once either way (a thread inside one regex search finishes that buffer
-//!   on its own) with a `timeout` error carrying what was found so far in the
-//!   fields a finished call returns (`matches`, `files`, `totalMatches`, ...);
-//!   see [`super::deadline`].
+//!   once either way with a `timeout` error carrying what was found so far in
+//!   the fields a finished call returns (`matches`, `files`, `totalMatches`,
+//!   ...), the file a thread was inside included; see [`super::deadline`].
+//!   One regex search cannot be interrupted: a thread inside one finishes it
+//!   on its own, in the background. That is one buffer (64 KiB) for ordinary
+//!   files, but a whole line for a line longer than that, where a pattern
+//!   the size limits allow can still take minutes of one core.
 //! - **Lines.** `line` is 1-based. `text` is the line without its terminator
 //!   (`\n`, or `\r\n` in a CRLF file), invalid UTF-8 decoded lossily (as
 //!   U+FFFD), clipped at 500 characters; a clipped line has `clipped = true`
