@@ -1,6 +1,6 @@
 //! When a walk or a search stops before its end: its `timeoutMs` ran out,
 //! or the run was asked to stop (SIGINT, SIGTERM). `grep` and `glob` check
-//! a [`Deadline`] at every entry, file and read buffer, on every thread, and
+//! a deadline at every entry, file and read buffer, on every thread, and
 //! return what they found so far in a `timeout` error.
 
 use crate::error::{ErrorCode, FlowError, FlowResult};

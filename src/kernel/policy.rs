@@ -8,16 +8,17 @@
 //! policy file is re-read when it changes on disk, between calls, so an edit
 //! takes effect without restarting a long run.
 //!
-//! The limits ([`Budget`]) hold for everything a policy's Lua runs, because
-//! nothing in a policy state can run outside them: no coroutines (the hook
-//! watches one thread), no `pcall` (a limit must end the call), and no `__gc`
-//! finalizers. Lua 5.4 runs a finalizer with hooks switched off and turns
-//! its errors into warnings, so no instruction, time or memory limit could
-//! end one that loops, whether it ran inside `collectgarbage`, inside any
-//! allocation of a later decision, or when the state is closed. A policy
-//! has nothing to release, so `setmetatable` refuses a metatable that
-//! carries `__gc` (Lua marks an object for finalization only when its
-//! metatable has `__gc` at that moment; one added later never runs).
+//! The limits (instructions, time, memory) hold for everything a policy's
+//! Lua runs, because nothing in a policy state can run outside them: no
+//! coroutines (the hook watches one thread), no `pcall` (a limit must end
+//! the call), and no `__gc` finalizers. Lua 5.4 runs a finalizer with hooks
+//! switched off and turns its errors into warnings, so no instruction, time
+//! or memory limit could end one that loops, whether it ran inside
+//! `collectgarbage`, inside any allocation of a later decision, or when the
+//! state is closed. A policy has nothing to release, so `setmetatable`
+//! refuses a metatable that carries `__gc` (Lua marks an object for
+//! finalization only when its metatable has `__gc` at that moment; one
+//! added later never runs).
 
 use super::pattern::{Pattern, Vars};
 use super::Capability;
