@@ -15,6 +15,9 @@
 ---@field busy? boolean another writer holds the file's lock: retry later
 ---@field stale? boolean a dead process left the lock: a person must remove `lock`
 ---@field lock? string the lock folder
+---@field limit? integer the limit a pattern ran past (invalid_pattern: 16384 bytes of grep pattern, 10 MiB compiled)
+---@field timeoutMs? integer the deadline a grep or glob ran out of (timeout); the error then also carries what it found so far, in its output's fields (`matches`, `files`, `totalMatches`, ... or `paths`, `total`, ...)
+---@field interrupted? string the signal that stopped a grep or glob ("SIGTERM"), when the run was interrupted
 
 ---@class sluice.Region
 ---@field startLine integer
@@ -164,6 +167,7 @@ function Job:kill() end
 ---@field hidden? boolean include dot-files
 ---@field noIgnore? boolean ignore .gitignore and .ignore
 ---@field limit? integer default and cap 1000
+---@field timeoutMs? integer deadline of the walk (default 60000, at most 600000); past it: nil, err with code "timeout" and the paths found so far
 
 ---@class sluice.GlobOutput
 ---@field paths string[] sorted
@@ -172,7 +176,7 @@ function Job:kill() end
 ---@field notice? string
 
 ---@class sluice.GrepInput
----@field pattern string a regex (or a literal with fixedStrings)
+---@field pattern string a regex (or a literal with fixedStrings); at most 16 KiB, and 10 MiB compiled, else invalid_pattern
 ---@field root? string a folder or one file (default: the workspace)
 ---@field fixedStrings? boolean
 ---@field ignoreCase? boolean
@@ -186,6 +190,7 @@ function Job:kill() end
 ---@field hidden? boolean
 ---@field noIgnore? boolean
 ---@field limit? integer matches in all (default 200)
+---@field timeoutMs? integer deadline of the search (default 60000, at most 600000); past it: nil, err with code "timeout" and the matches found so far
 
 ---@class sluice.GrepMatch
 ---@field file string
@@ -197,6 +202,8 @@ function Job:kill() end
 ---@class sluice.GrepOutput
 ---@field matches? sluice.GrepMatch[]
 ---@field files string[]
+---@field totalMatches? integer matching lines found (absent with filesWithMatches)
+---@field totalFiles integer files with a match
 ---@field filesSearched integer
 ---@field skippedBinary integer
 ---@field truncated boolean
@@ -318,8 +325,11 @@ function sluice.call(name, input) end
 ---@return integer
 function sluice.now() end
 
---- Waits `ms` milliseconds without blocking other work.
----@param ms integer
+--- Waits `ms` milliseconds without blocking other work; true when done. `ms`
+--- is from 0 to 600000 (ten minutes): a negative, NaN, infinite or larger
+--- one is nil, err (invalid_input). A stop signal ends the wait at once.
+---@param ms number
+---@return true?, sluice.Error?
 function sluice.sleep(ms) end
 
 sluice.json = {}

@@ -1053,3 +1053,244 @@ fn a_folder_with_a_fifo_or_device_for_an_ignore_file_is_skipped_not_hung_on() {
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert_eq!(run.stdout, "ok.txt\tok.txt\t2\t2\n", "{}", run.stderr);
 }
+
+// Bad input: patterns that would take for ever to compile or match, and a
+// deadline for every walk and search. Each run is bounded, so a hang fails
+// the test instead of hanging the suite.
+
+/// [`calls`], failing the test if the run takes longer than `limit`; also
+/// how long it took.
+fn calls_within(
+    ws: &Path,
+    list: &[(&str, &str)],
+    limit: Duration,
+) -> (Vec<(Value, Value)>, Duration) {
+    let body: String = list
+        .iter()
+        .map(|(flow, input)| {
+            format!(
+                "do local out, err = sluice.{flow}({input}); emit({{out = out, err = err}}) end\n"
+            )
+        })
+        .collect();
+    let start = Instant::now();
+    let mut child = common::spawn_lua_with(ws, &format!("{}{body}", common::EMIT), &[], &[]);
+    let status = common::exit_within(&mut child, limit);
+    let took = start.elapsed();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert!(status.success(), "{status:?}: {stdout}");
+    let out = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .map(|mut v| (v["out"].take(), v["err"].take()))
+        .collect();
+    (out, took)
+}
+
+/// 30 MB of `a` on one line, as the battery's pathological greps used.
+fn thirty_mb_of_a(ws: &Path, rel: &str) {
+    write(ws, rel, vec![b'a'; 30_000_000]);
+}
+
+#[test]
+fn grep_refuses_a_pattern_over_16_kib_at_once_naming_the_limit() {
+    let ws = common::workspace();
+    thirty_mb_of_a(ws.path(), "big.txt");
+    let long: String = (0..1_000_000u32)
+        .map(|i| char::from(b'a' + (i * 7 % 26) as u8))
+        .collect();
+    let at_limit = &long[..16 * 1024];
+    let (out, took) = calls_within(
+        ws.path(),
+        &[
+            ("grep", &format!("{{pattern = {}}}", lua_str(&long))),
+            (
+                "grep",
+                &format!("{{pattern = {}, fixedStrings = true}}", lua_str(&long)),
+            ),
+            ("grep", &format!("{{pattern = {}}}", lua_str(at_limit))),
+        ],
+        Duration::from_secs(60),
+    );
+    let refused = json!({
+        "code": "invalid_pattern",
+        "field": "pattern",
+        "limit": 16384,
+        "message": "`pattern` is 1,000,000 bytes, over the limit of 16,384 bytes (16 KiB); search for a shorter, \
+                    distinctive part of it and filter the matches, or split it across several calls.",
+    });
+    assert_eq!(out[0], (Value::Null, refused.clone()));
+    assert_eq!(out[1], (Value::Null, refused));
+    // At the limit, it runs: the 30 MB file has no such line.
+    assert_eq!(out[2].1, Value::Null, "{:?}", out[2]);
+    assert_eq!(out[2].0["totalMatches"], 0);
+    assert_eq!(out[2].0["filesSearched"], 1);
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+#[test]
+fn grep_refuses_a_regex_that_compiles_past_10_mib_and_keeps_ordinary_counts() {
+    let ws = common::workspace();
+    thirty_mb_of_a(ws.path(), "big.txt");
+    write(ws.path(), "words.txt", "word_one two\n");
+    let (out, took) = calls_within(
+        ws.path(),
+        &[
+            ("grep", "{pattern = 'a{1000}{1000}'}"),
+            ("grep", "{pattern = '\\\\w{1000}'}"),
+            ("grep", "{pattern = '\\\\w{8}', root = 'words.txt'}"),
+            (
+                "grep",
+                "{pattern = '(?-u:\\\\w){1000}', root = 'words.txt'}",
+            ),
+        ],
+        Duration::from_secs(60),
+    );
+    for (i, pattern) in [(0, "a{1000}{1000}"), (1, "\\w{1000}")] {
+        let (o, e) = &out[i];
+        assert_eq!(*o, Value::Null, "{pattern}");
+        assert_eq!(e["code"], "invalid_pattern", "{pattern}: {e}");
+        assert_eq!(e["pattern"], pattern);
+        assert_eq!(e["limit"], 10 << 20);
+        assert!(
+            e["message"].as_str().unwrap().starts_with(
+                "`pattern` compiles to a regex over the size limit of 10 MiB: counted repetitions multiply"
+            ),
+            "{e}"
+        );
+    }
+    assert_eq!(where_(&out[2].0), vec![("words.txt".to_string(), 1)]);
+    assert_eq!(out[3].0["totalMatches"], 0, "{:?}", out[3]);
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+#[test]
+fn grep_stops_at_timeout_ms_returning_what_it_found_so_far() {
+    // 1,000 matching lines, then 30 MB on one line that this pattern takes
+    // minutes to search.
+    let ws = common::workspace();
+    let mut text = b"needle\n".repeat(1000);
+    text.extend(vec![b'a'; 30_000_000]);
+    text.push(b'\n');
+    write(ws.path(), "mixed.txt", &text);
+    let start = Instant::now();
+    let (out, took) = calls_within(
+        ws.path(),
+        &[("grep", "{pattern = 'needle|a{100}{100}', timeoutMs = 1500}")],
+        Duration::from_secs(60),
+    );
+    let (o, e) = &out[0];
+    assert_eq!(*o, Value::Null);
+    assert_eq!(e["code"], "timeout", "{e}");
+    assert_eq!(e["timeoutMs"], 1500);
+    assert_eq!(
+        e["message"],
+        "grep stopped at its timeoutMs of 1500 ms, having searched 1 file so far; what it found so far is in this \
+         error, in the fields a finished call returns. Narrow `root` or `globs`, or make the pattern simpler, or \
+         raise timeoutMs (at most 600000)."
+    );
+    // The lines found before the long one, in the output's own fields.
+    assert_eq!(e["totalMatches"], 1000);
+    assert_eq!(e["totalFiles"], 1);
+    assert_eq!(e["files"], json!(["mixed.txt"]));
+    let matches = e["matches"].as_array().unwrap();
+    assert_eq!(matches.len(), 200);
+    assert!(matches
+        .iter()
+        .enumerate()
+        .all(|(i, m)| m["text"] == "needle" && m["line"] == i as u64 + 1));
+    assert_eq!(e["truncated"], true);
+    let since = start.elapsed();
+    assert!(took < Duration::from_secs(15), "took {took:?} ({since:?})");
+    // The same file, a pattern that is quick on it: all of it.
+    let (out, _) = calls_within(
+        ws.path(),
+        &[("grep", "{pattern = 'needle'}")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out[0].1, Value::Null);
+    assert_eq!(out[0].0["totalMatches"], 1000);
+}
+
+#[test]
+fn glob_stops_at_timeout_ms_returning_the_paths_found_so_far() {
+    let ws = common::workspace();
+    for d in 0..120 {
+        let dir = ws.path().join(format!("d{d:03}"));
+        fs::create_dir(&dir).unwrap();
+        for f in 0..250 {
+            fs::write(dir.join(format!("f{f:03}.txt")), "x\n").unwrap();
+        }
+    }
+    let (out, took) = calls_within(
+        ws.path(),
+        &[
+            ("glob", "{pattern = '**/*.txt', timeoutMs = 20}"),
+            ("glob", "{pattern = '**/*.txt', limit = 3}"),
+        ],
+        Duration::from_secs(60),
+    );
+    let (o, e) = &out[0];
+    assert_eq!(*o, Value::Null);
+    assert_eq!(e["code"], "timeout", "{e}");
+    assert_eq!(e["timeoutMs"], 20);
+    let total = e["total"].as_u64().unwrap();
+    assert!(total < 30_000, "the walk was cut: {total}");
+    let listed = paths(e);
+    assert_eq!(listed.len() as u64, total.min(1000));
+    assert!(listed.windows(2).all(|w| w[0] < w[1]), "sorted");
+    assert!(
+        listed.iter().all(|p| ws.path().join(p).is_file()),
+        "{listed:?}"
+    );
+    assert!(e["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("glob stopped at its timeoutMs of 20 ms, having found "));
+    // Without a deadline this short, the whole tree.
+    assert_eq!(out[1].1, Value::Null);
+    assert_eq!(out[1].0["total"], 30_000);
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+#[test]
+fn grep_and_glob_refuse_a_timeout_of_zero_or_over_ten_minutes() {
+    let ws = common::workspace();
+    let (out, _) = calls_within(
+        ws.path(),
+        &[
+            ("grep", "{pattern = 'x', timeoutMs = 600001}"),
+            ("glob", "{pattern = '*', timeoutMs = 0}"),
+            ("glob", "{pattern = '*', timeoutMs = 600000}"),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        out[0].1,
+        json!({"code": "invalid_input", "field": "timeoutMs",
+               "message": "`timeoutMs` is at most 600000 (ten minutes), got 600001; narrow `root` or the pattern instead."})
+    );
+    assert_eq!(
+        out[1].1,
+        json!({"code": "invalid_input", "field": "timeoutMs",
+               "message": "`timeoutMs` must be at least 1 (default 60000, a minute)."})
+    );
+    assert_eq!(out[2].1, Value::Null);
+}
+
+#[test]
+fn grep_and_glob_show_their_deadline_in_the_flow_schema() {
+    for flow in ["grep", "glob"] {
+        let out = Command::new(common::sluice_bin())
+            .args(["flows", flow])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(
+            text.contains("timeoutMs") && text.contains("default 60000, at most 600000"),
+            "{flow}: {text}"
+        );
+    }
+}

@@ -341,3 +341,52 @@ fn load_without_an_environment_sees_the_globals() {
     );
     assert_eq!(out[0], json!([5, "function", 7]));
 }
+
+#[test]
+fn sleep_refuses_what_it_could_not_finish_and_names_the_cap() {
+    let ws = workspace();
+    let start = std::time::Instant::now();
+    let out = lua_json(
+        ws.path(),
+        r#"local function try(ms)
+          local ok, err = sluice.sleep(ms)
+          if ok then return {ok = ok} end
+          return {code = err.code, field = err.field, message = err.message}
+        end
+        emit({try(2^63), try(600001), try(-1), try(0/0), try(math.huge), try(-math.huge)})
+        local t0 = sluice.now()
+        emit({try(0), try(60), sluice.now() - t0 >= 60})
+        local ok, err = pcall(sluice.sleep, "100")
+        emit({ok, tostring(err)})"#,
+    );
+    let took = start.elapsed();
+    let refused = |shown: &str| {
+        json!({"code": "invalid_input", "field": "ms", "message": format!(
+            "sluice.sleep: `ms` is {shown} ms; it is a number of milliseconds from 0 to 600000 (ten minutes); \
+             to wait longer, sleep in a loop and check what you wait for between sleeps"
+        )})
+    };
+    assert_eq!(
+        out[0],
+        json!([
+            refused("9223372036854776000"),
+            refused("600001"),
+            refused("-1"),
+            refused("NaN"),
+            refused("inf"),
+            refused("-inf"),
+        ])
+    );
+    assert_eq!(out[1], json!([{"ok": true}, {"ok": true}, true]));
+    // Not a number at all is a programming mistake, raised.
+    assert_eq!(out[2][0], false);
+    assert!(
+        out[2][1]
+            .as_str()
+            .unwrap()
+            .contains("sluice.sleep(ms): ms is a number of milliseconds, got string"),
+        "{}",
+        out[2]
+    );
+    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+}

@@ -41,8 +41,23 @@ fn read_under(body: &str) -> (Value, String, String, Duration) {
     let (text, line) = with_decide(body);
     let pol = policy(&ws, "p.lua", &text);
     let start = Instant::now();
-    let mut out = lua(&ws, &["--policy", &pol], r#"try("read", {path = "a.txt"})"#);
+    // Bounded, so a hook that hangs sluice fails the test instead of
+    // hanging it.
+    let mut child = spawn_lua_with(
+        ws.path(),
+        &format!("{EMIT}{TRY}try(\"read\", {{path = \"a.txt\"}})"),
+        &["--policy", &pol],
+        &[],
+    );
+    let status = exit_within(&mut child, Duration::from_secs(60));
     let took = start.elapsed();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert!(status.success(), "{status:?}: {stdout}");
+    let mut out: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(out.len(), 1, "{out:?}");
     let e = out.remove(0);
     assert_eq!(
@@ -230,12 +245,23 @@ fn sandbox_gaps_inside_decide_deny_the_call() {
 fn run_with_bad_policy(text: &str) -> (Run, String, Workspace) {
     let ws = workspace();
     let pol = policy(&ws, "bad.lua", text);
-    let run = run_lua_with(
+    // Bounded, so a policy that hangs sluice while loading fails the test.
+    let mut child = spawn_lua_with(
         ws.path(),
         r#"sluice.write{path = "ran.txt", content = "x"}"#,
         &["--policy", &pol],
         &[],
     );
+    let status = exit_within(&mut child, Duration::from_secs(60));
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let run = Run {
+        code: status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+    };
     (run, pol, ws)
 }
 
@@ -657,4 +683,182 @@ fn a_policy_path_that_is_not_a_regular_file_stops_the_run() {
         "{}",
         run.stderr
     );
+}
+
+// Finalizers: Lua 5.4 runs `__gc` with hooks off and turns its errors into
+// warnings, so no limit could end one that loops. Policies get none.
+
+#[test]
+fn a_looping_finalizer_made_in_decide_is_refused_and_the_call_denied() {
+    let (e, by, pol, took) = read_under(
+        "    setmetatable({}, {__gc = function() while true do end end})\n    collectgarbage()\n    return \"allow\"",
+    );
+    assert_eq!(
+        e,
+        denied(
+            e["capability"].as_str().unwrap(),
+            &by,
+            &format!(
+                "the hook at {pol}:4 failed: {pol}:5: setmetatable: a policy cannot have __gc finalizers \
+                 (they would run outside its instruction, time and memory limits); remove the __gc field: \
+                 a policy has nothing to release"
+            )
+        )
+    );
+    assert!(took < Duration::from_secs(10), "the run took {took:?}");
+}
+
+#[test]
+fn a_finalizer_placeholder_is_refused_and_one_added_later_never_runs() {
+    // `__gc = true` would mark the object; the function could come later.
+    let (e, _, pol, _) = read_under(
+        "    local mt = {__gc = true}\n    setmetatable({}, mt)\n    mt.__gc = function() while true do end end\n    return \"allow\"",
+    );
+    assert!(
+        e["reason"].as_str().unwrap().starts_with(&format!(
+            "the hook at {pol}:4 failed: {pol}:6: setmetatable: a policy cannot have __gc"
+        )),
+        "{e}"
+    );
+    // A metatable that gains __gc after setmetatable does not mark the
+    // object, so the loop never runs, here or when the state closes.
+    let (e, _, _, took) = read_under(
+        "    local mt = {}\n    for i = 1, 100 do setmetatable({}, mt) end\n    mt.__gc = function() while true do end end\n    \
+         collectgarbage()\n    collectgarbage()\n    local junk = {}\n    for i = 1, 20000 do junk[i] = {i} end\n    \
+         return {decision = \"deny\", reason = \"no finalizer ran\"}",
+    );
+    assert_eq!(e["reason"], "no finalizer ran", "{e}");
+    assert!(took < Duration::from_secs(10), "the run took {took:?}");
+}
+
+#[test]
+fn a_looping_finalizer_made_while_loading_stops_the_run() {
+    assert_load_error(
+        "setmetatable({}, {__gc = function() while true do end end})\nreturn {}\n",
+        |p| {
+            format!(
+                "policy {p}: {p}:1: setmetatable: a policy cannot have __gc finalizers (they would run outside \
+                 its instruction, time and memory limits); remove the __gc field: a policy has nothing to release"
+            )
+        },
+    );
+    // Kept in the returned table, it would have run when the state closed.
+    assert_load_error(
+        "local keep = setmetatable({}, {__gc = function() while true do end end})\nreturn {keep}\n",
+        |p| {
+            format!(
+                "policy {p}: {p}:1: setmetatable: a policy cannot have __gc finalizers (they would run outside \
+                 its instruction, time and memory limits); remove the __gc field: a policy has nothing to release"
+            )
+        },
+    );
+}
+
+#[test]
+fn ordinary_metatables_still_work_in_a_policy() {
+    let (e, ..) = read_under(
+        "    local byname = setmetatable({}, {__index = function(_, k) return \"deny:\" .. k end})\n    \
+         local weak = setmetatable({}, {__mode = \"k\"})\n    weak[{}] = 1\n    collectgarbage()\n    \
+         return {decision = \"deny\", reason = byname.x}",
+    );
+    assert_eq!(e["reason"], "deny:x");
+}
+
+#[test]
+fn a_loop_of_memory_sized_c_calls_in_decide_is_stopped_by_the_time_limit() {
+    // Each string.rep fills half the memory limit and is collected, and
+    // 250,000 iterations fit the instruction limit: only time ends it.
+    let (e, by, pol, took) = read_under("    while true do local s = (\"x\"):rep(15000000) end");
+    assert_eq!(
+        e,
+        denied(
+            e["capability"].as_str().unwrap(),
+            &by,
+            &format!("the hook at {pol}:4 failed: ran past its time limit of 1 s")
+        )
+    );
+    assert!(took < Duration::from_secs(10), "the run took {took:?}");
+}
+
+/// Runs `sluice policy test` on a folder holding `mine.lua` (allowing reads,
+/// with `decide` as given) and `mine_test.lua`; the run's stdout, exit code
+/// and time.
+fn policy_test(decide: &str, tests: &str) -> (String, Option<i32>, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("mine.lua"),
+        format!("local p = require(\"sluice.policy\")\nreturn {{ rules = {{ p.allow \"fs:read:${{workspace}}/**\" }}, decide = {decide} }}\n"),
+    )
+    .unwrap();
+    fs::write(dir.path().join("mine_test.lua"), tests).unwrap();
+    let start = Instant::now();
+    let mut child = std::process::Command::new(sluice_bin())
+        .args(["policy", "test", "."])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = exit_within(&mut child, Duration::from_secs(60));
+    let took = start.elapsed();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    (out, status.code(), took)
+}
+
+#[test]
+fn a_policy_test_that_loops_or_bloats_fails_with_its_limit_and_the_rest_run() {
+    let (out, code, took) = policy_test(
+        "function(req) return nil end",
+        "function test_loop() while true do end end\n\
+         function test_bloat() local t = {} for i = 1, 1e9 do t[i] = (\"x\"):rep(1000) .. i end end\n\
+         function test_caught() pcall(function() while true do end end) end\n\
+         function test_finalizer() setmetatable({}, {__gc = function() while true do end end}) collectgarbage() end\n\
+         function test_reads() policy.allows(\"fs:read:\" .. policy.workspace .. \"/a\") end\n",
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert_eq!(
+        out,
+        "FAIL ./mine_test.lua test_bloat\n     ran past its memory limit of 32 MiB\n\
+         FAIL ./mine_test.lua test_caught\n     ./mine_test.lua:3: attempt to call a nil value (global 'pcall')\n\
+         FAIL ./mine_test.lua test_finalizer\n     ./mine_test.lua:4: setmetatable: a policy cannot have __gc finalizers \
+         (they would run outside its instruction, time and memory limits); remove the __gc field: a policy has nothing to release\n\
+         FAIL ./mine_test.lua test_loop\n     ran past its limit of 1000000 Lua instructions (a runaway loop?)\n\
+         PASS ./mine_test.lua test_reads\n\
+         1 passed, 4 failed\n"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+}
+
+#[test]
+fn a_policy_test_looping_over_decisions_is_stopped_by_its_time_limit() {
+    // Each decision costs the test a few instructions and the policy many:
+    // the test's wall time is what ends it.
+    let (out, code, took) = policy_test(
+        "function(req) for i = 1, 200000 do end return nil end",
+        "function test_many() while true do policy.decide(\"fs:read:/workspace/a\") end end\n\
+         function test_one() policy.allows(\"fs:read:/workspace/a\") end\n",
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert_eq!(
+        out,
+        "FAIL ./mine_test.lua test_many\n     ran past its time limit of 5 s\n\
+         PASS ./mine_test.lua test_one\n\
+         1 passed, 1 failed\n"
+    );
+    assert!(
+        took >= Duration::from_secs(5) && took < Duration::from_secs(30),
+        "took {took:?}"
+    );
+}
+
+#[test]
+fn a_policy_test_file_that_loops_while_loading_does_not_load() {
+    let (out, code, took) = policy_test("nil", "while true do end\nfunction test_x() end\n");
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        out,
+        "FAIL ./mine_test.lua (did not load)\n     ran past its limit of 1000000 Lua instructions (a runaway loop?)\n\
+         0 passed, 1 failed\n"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
 }

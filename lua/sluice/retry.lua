@@ -20,7 +20,9 @@ function M.busy(fn, opts)
       return out, err
     end
     if attempt < attempts then
-      sluice.sleep(delay)
+      local slept, why = sluice.sleep(delay)
+      -- A delay sleep refuses (over ten minutes, negative) is the caller's mistake.
+      if not slept then error("sluice.retry: delayMs: " .. why.message, 2) end
     end
   end
   return out, err

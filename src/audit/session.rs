@@ -13,7 +13,9 @@ use std::collections::HashMap;
 /// method is a counter bump or a no-op.
 #[derive(Debug, Default)]
 pub struct Session {
-    pub recorder: Option<Recorder>,
+    /// Shared, so the run's closer can seal the record from another thread
+    /// (see `runtime::Closer`).
+    pub recorder: Option<std::sync::Arc<Recorder>>,
     pub replay: Option<Replay>,
     /// Calls made so far, per task.
     calls: RefCell<HashMap<String, u64>>,
@@ -22,8 +24,6 @@ pub struct Session {
     /// Why the run was stopped (a replay that diverged); every later call
     /// fails with it.
     halted: RefCell<Option<FlowError>>,
-    /// Whether the run's end was recorded.
-    pub ended: Cell<bool>,
     /// The audit store's paths (its `.sluice` folder, or its files), which
     /// no flow may write.
     pub protected: Vec<std::path::PathBuf>,
@@ -51,7 +51,7 @@ impl Decisions {
 impl Session {
     pub fn new(recorder: Option<Recorder>, replay: Option<Replay>) -> Session {
         Session {
-            recorder,
+            recorder: recorder.map(std::sync::Arc::new),
             replay,
             ..Session::default()
         }

@@ -9,6 +9,7 @@ use crate::runtime::{interrupt, Runtime, RuntimeBuilder, ScriptError};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Run a workflow script in a workspace.
 #[derive(Debug, Args)]
@@ -20,7 +21,11 @@ policies (--policy; the built-in default grants reads and writes inside the work
 Every run is recorded in the workspace's audit database (.sluice/audit.db; --audit PATH, SLUICE_AUDIT, or \
 --no-audit): each call with its input, decisions and outcome, hash-chained. `sluice audit list` shows the runs, \
 `sluice replay RUN` re-runs one against its record, `sluice resume RUN` continues one that was interrupted.\n\n\
-A script error exits 1 and prints the Lua message with file:line and a traceback.",
+A script error exits 1 and prints the Lua message with file:line and a traceback.\n\n\
+SIGINT or SIGTERM ends the run within 2 s, exit 128 + the signal, its record sealed with status `interrupted`: it \
+stops at the next flow step or Lua instruction check (a grep, glob, sleep or command wait stops at once, and a command's \
+processes are killed; background jobs get TERM, then KILL 300 ms later); what cannot notice (a finalizer, a script \
+that catches the interrupt) is ended at once 1 s after the signal. A second signal ends it at once, still sealed.",
     after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'"
 )]
 pub struct RunArgs {
@@ -187,8 +192,15 @@ pub(crate) struct Ended {
     pub error: Option<String>,
 }
 
+/// How long background jobs get to end after TERM when the run was
+/// interrupted, before KILL: the run must end within
+/// [`interrupt::STOP_WITHIN`] of the signal.
+const JOBS_GRACE_ON_STOP: Duration = Duration::from_millis(300);
+
 /// Runs `script` to its end (or a stop signal), stops the run's jobs,
-/// records how it ended and says so on stderr.
+/// records how it ended and says so on stderr. A stop signal ends the run
+/// within [`interrupt::STOP_WITHIN`], sealed: by itself, or by the backstop
+/// armed here when the script cannot notice (see [`interrupt`]).
 pub(crate) fn drive(runtime: &Runtime, script: &Path) -> Ended {
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -200,15 +212,33 @@ pub(crate) fn drive(runtime: &Runtime, script: &Path) -> Ended {
     if let Err(e) = interrupt::install_signal_handlers() {
         return usage(format!("cannot install signal handlers: {e}"));
     }
+    let closer = runtime.closer();
+    if let Err(e) = interrupt::arm_backstop(move |sig, why| {
+        crate::exec::kill_all_groups();
+        let had_ended = closer.is_ended();
+        let msg = format!(
+            "interrupted by {}; {why}, so sluice ended it at once",
+            interrupt::name(sig)
+        );
+        let sealed = closer.end("interrupted", Some(&msg));
+        if had_ended {
+            eprintln!("sluice: the run had ended, but the process did not exit; {why}, so sluice ended it at once");
+        } else {
+            eprintln!("sluice: {msg}");
+        }
+        if let Err(e) = sealed {
+            eprintln!("sluice: the audit record could not be closed: {e}");
+        }
+    }) {
+        return usage(format!("cannot start the stop backstop: {e}"));
+    }
     let outcome = tokio.block_on(async {
         tokio::select! {
             result = runtime.run_script(script) => result,
             sig = interrupt::wait() => Err(ScriptError { message: format!("interrupted by {}", interrupt::name(sig)) }),
         }
     });
-    // Whatever the script was doing when a stop came, it has been dropped;
-    // background jobs end with the run, stopped and reaped.
-    tokio.block_on(runtime.shutdown());
+    // Whatever the script was doing when a stop came, it has been dropped.
     let (status, exit, error) = if let Some(sig) = interrupt::requested() {
         let msg = format!(
             "interrupted by {}; the run stopped between flow steps",
@@ -227,13 +257,32 @@ pub(crate) fn drive(runtime: &Runtime, script: &Path) -> Ended {
             Err(e) => ("failed", ExitCode::from(1), Some(e.message.clone())),
         }
     };
-    if let Some(msg) = &error {
+    if status == "interrupted" {
+        // The record first, then the jobs, briefly: one that ignores TERM
+        // must not hold the run past its bound.
+        close(runtime, status, error.as_deref());
+        tokio.block_on(async {
+            let _ = tokio::time::timeout(JOBS_GRACE_ON_STOP, runtime.shutdown()).await;
+        });
+        crate::exec::kill_all_groups();
+    } else {
+        // Background jobs end with the run, stopped and reaped.
+        tokio.block_on(runtime.shutdown());
+        close(runtime, status, error.as_deref());
+    }
+    // A name lookup still blocking on its thread must not hold the exit.
+    tokio.shutdown_background();
+    Ended { exit, error }
+}
+
+/// Says how the run ended and seals its record.
+fn close(runtime: &Runtime, status: &str, error: Option<&str>) {
+    if let Some(msg) = error {
         eprintln!("sluice: {msg}");
     }
-    if let Err(e) = runtime.end(status, error.as_deref()) {
+    if let Err(e) = runtime.end(status, error) {
         eprintln!("sluice: the audit record could not be closed: {e}");
     }
-    Ended { exit, error }
 }
 
 fn usage(message: String) -> Ended {

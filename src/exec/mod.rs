@@ -42,7 +42,7 @@ mod process;
 pub use env::Managed;
 pub use executor::{bash_or_sh, Executor, STREAM_BUDGET};
 pub use output::{Captured, Spill, SpillDir, DEFAULT_SPILL_CAP};
-pub use process::{run, Outcome, SpawnFailure, SpawnFailureKind};
+pub use process::{kill_all_groups, run, Outcome, SpawnFailure, SpawnFailureKind};
 
 use crate::error::FlowError;
 use std::collections::BTreeMap;

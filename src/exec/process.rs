@@ -145,6 +145,26 @@ fn trees() -> std::sync::MutexGuard<'static, Vec<i32>> {
     TREES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Every group launched and not yet ended (foreground and background), by
+/// pgid: what [`kill_all_groups`] ends when the process cannot wind its
+/// runs down.
+static LIVE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Kills, at once, every process group this process launched that has not
+/// ended (and the whole tree of those whose runner needs it). For a process
+/// about to exit without unwinding, whose commands would otherwise outlive
+/// it (a run's backstop, see `runtime::interrupt`).
+pub fn kill_all_groups() {
+    let groups = live().clone();
+    for pgid in groups {
+        signal_group(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
 /// SIGTERM/SIGKILL to the whole group. ESRCH (group already gone) is fine.
 /// A pgid of 0 or 1 would mean our own group or init's: never signal those.
 /// A group whose wrapper needs it gets its whole tree killed instead, at
@@ -210,6 +230,7 @@ fn descendants(pid: i32) -> Vec<i32> {
 /// Forgets a group once it has ended.
 pub(crate) fn forget_group(pgid: Pid) {
     trees().retain(|g| *g != pgid.as_raw());
+    live().retain(|g| *g != pgid.as_raw());
 }
 
 /// Whether any live (non-zombie) process remains in the group. `killpg(0)`
@@ -289,6 +310,7 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             signal_group(self.pgid, Signal::SIGKILL);
+            forget_group(self.pgid);
         }
     }
 }
@@ -438,6 +460,9 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
     };
     if spec.wrap.as_ref().is_some_and(|w| w.kills_tree()) && pid > 1 {
         trees().push(pid as i32);
+    }
+    if pid > 1 {
+        live().push(pid as i32);
     }
     Ok(Launched {
         child,

@@ -50,10 +50,16 @@
 //!   every match (denied ones excluded) and the notice says how to narrow
 //!   when paths were cut. Only the first `limit` paths are held while the
 //!   walk runs, so a huge tree costs time, not memory.
+//! - **Deadline.** `timeoutMs` (default 60,000, at most 600,000) bounds the
+//!   walk, and a stop request (SIGINT, SIGTERM) ends it too: the walker
+//!   threads look at every entry, and the call returns at once either way,
+//!   with the `timeout` error carrying what was found so far in the fields a
+//!   finished call returns (`paths`, `total`, ...), see [`super::deadline`].
 //! - **Output shape.** `paths`, `total`, `truncated`, `skippedDenied`,
 //!   `skippedUnreadable`, `skippedNames`, and `notice` when something was cut
 //!   or skipped (or nothing matched a pattern that only looks at the top).
 
+use super::deadline::{check_timeout, Deadline};
 use super::read::positive;
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
@@ -70,6 +76,7 @@ use std::collections::BinaryHeap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Mutex};
+use std::time::Duration;
 
 /// Paths in one answer, at most, and by default.
 pub const MAX_PATHS: u64 = 1000;
@@ -84,6 +91,7 @@ pub struct Input {
     pub hidden: Option<bool>,
     pub no_ignore: Option<bool>,
     pub limit: Option<u64>,
+    pub timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -105,7 +113,12 @@ pub struct Glob {
     pattern: String,
     matcher: globset::GlobMatcher,
     limit: u64,
+    timeout_ms: Option<u64>,
 }
+
+/// How long the calling thread waits for the next message before it looks
+/// at the deadline again.
+pub(crate) const TICK: Duration = Duration::from_millis(20);
 
 fn schema() -> Value {
     json!({
@@ -117,7 +130,8 @@ fn schema() -> Value {
             "root": {"type": "string", "description": "Folder to search, relative to the workspace or absolute. Default: the workspace."},
             "hidden": {"type": "boolean", "description": "Include names starting with `.` (`.git` and `.sluice` never). Default false."},
             "noIgnore": {"type": "boolean", "description": "Disregard .gitignore, .ignore and .git/info/exclude. Default false."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PATHS, "description": "Paths returned, at most 1000. Default 1000."}
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PATHS, "description": "Paths returned, at most 1000. Default 1000."},
+            "timeoutMs": {"type": "integer", "minimum": 1, "maximum": super::deadline::MAX_TIMEOUT_MS, "description": "Milliseconds the walk may take (default 60000, at most 600000); past it the call fails with `timeout`, carrying the paths found so far."}
         }
     })
 }
@@ -136,6 +150,7 @@ impl Flow for Glob {
 
     fn validate(input: &Input) -> FlowResult<()> {
         positive("limit", input.limit)?;
+        check_timeout(input.timeout_ms)?;
         if input.limit.is_some_and(|n| n > MAX_PATHS) {
             return Err(FlowError::invalid_input(
                 "limit",
@@ -187,6 +202,7 @@ impl Flow for Glob {
             pattern: input.pattern,
             matcher,
             limit: input.limit.unwrap_or(MAX_PATHS),
+            timeout_ms: input.timeout_ms,
         };
         Ok((call, envelope))
     }
@@ -204,46 +220,116 @@ impl Flow for Glob {
             )
             .with("path", t.shown.display().to_string()));
         }
+        let deadline = Deadline::after(self.timeout_ms);
         let outer = self.tree.outer_ignores(ctx);
+        let Glob {
+            tree,
+            pattern,
+            matcher,
+            limit,
+            ..
+        } = self;
         let (tx, rx) = mpsc::channel::<Vec<Found>>();
-        let mut skipped = Skipped::default();
-        // The first `limit` paths so far, the greatest on top, so what is
-        // held stays bounded by `limit` however large the tree.
-        let mut first = BinaryHeap::new();
-        let mut total = 0u64;
-        std::thread::scope(|s| {
-            let (tree, matcher) = (&self.tree, &self.matcher);
-            let walk = s.spawn(move || {
-                let root = &tree.target.real;
-                tree.walk(threads(), outer, None, |batch| {
-                    let hits: Vec<Found> = batch
-                        .into_iter()
-                        .filter(|f| matcher.is_match(f.rel(root)))
-                        .collect();
-                    if !hits.is_empty() {
-                        let _ = tx.send(hits);
-                    }
+        // The walk runs on its own threads, which the call does not wait for
+        // once its deadline passes: they stop at their next entry.
+        let walk = {
+            let deadline = deadline.clone();
+            std::thread::Builder::new()
+                .name("sluice-glob".into())
+                .spawn(move || {
+                    let root = tree.target.real.clone();
+                    tree.walk(threads(), outer, None, &deadline, |batch| {
+                        let hits: Vec<Found> = batch
+                            .into_iter()
+                            .filter(|f| matcher.is_match(f.rel(&root)))
+                            .collect();
+                        if !hits.is_empty() {
+                            let _ = tx.send(hits);
+                        }
+                    })
                 })
-            });
-            // On the calling thread (the kernel's): the policy check.
-            for f in rx.into_iter().flatten() {
-                if f.denied(ctx) {
-                    skipped.denied += 1;
-                    continue;
+                .map_err(|e| {
+                    FlowError::new(
+                        ErrorCode::CommandFailed,
+                        format!("glob: cannot start the walk: {e}"),
+                    )
+                })?
+        };
+        let mut found = Listing {
+            first: BinaryHeap::new(),
+            total: 0,
+            limit,
+            skipped: Skipped::default(),
+        };
+        // On the calling thread (the kernel's): the policy check.
+        let mut stopped = false;
+        loop {
+            match rx.recv_timeout(TICK) {
+                Ok(batch) => {
+                    // A decision can take a while (a policy's hook): the
+                    // deadline is looked at between two.
+                    for f in batch {
+                        if deadline.passed() {
+                            break;
+                        }
+                        found.add(ctx, f);
+                    }
                 }
-                total += 1;
-                first.push(f.shown);
-                if first.len() as u64 > self.limit {
-                    first.pop();
-                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
-            let walked = match walk.join() {
-                Ok(w) => w,
-                Err(panic) => std::panic::resume_unwind(panic),
-            };
-            skipped.add(walked);
-        });
-        let paths = first.into_sorted_vec();
+            if deadline.passed() {
+                stopped = true;
+                break;
+            }
+        }
+        if stopped {
+            let total = found.total;
+            let out = found.finish(&pattern);
+            let value = serde_json::to_value(&out).expect("glob output serializes");
+            return Err(deadline.error(
+                "glob",
+                &format!("found {} so far", plural(total, "matching path")),
+                value,
+                "Narrow `root` or `pattern`",
+            ));
+        }
+        let walked = match walk.join() {
+            Ok(w) => w,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        found.skipped.add(walked);
+        Ok(found.finish(&pattern))
+    }
+}
+
+/// The paths a glob found so far: the first `limit`, and how many in all.
+struct Listing {
+    /// The first `limit` paths so far, the greatest on top, so what is held
+    /// stays bounded by `limit` however large the tree.
+    first: BinaryHeap<String>,
+    total: u64,
+    limit: u64,
+    skipped: Skipped,
+}
+
+impl Listing {
+    /// One path the walk found, unless the policy refuses it.
+    fn add(&mut self, ctx: &Context, f: Found) {
+        if f.denied(ctx) {
+            self.skipped.denied += 1;
+            return;
+        }
+        self.total += 1;
+        self.first.push(f.shown);
+        if self.first.len() as u64 > self.limit {
+            self.first.pop();
+        }
+    }
+
+    fn finish(mut self, pattern: &str) -> Output {
+        let total = self.total;
+        let paths = self.first.into_sorted_vec();
         let truncated = total > paths.len() as u64;
         let mut notes = Vec::new();
         if truncated {
@@ -253,22 +339,21 @@ impl Flow for Glob {
                 thousands(total)
             ));
         }
-        if total == 0 && !self.pattern.contains('/') && !self.pattern.starts_with("**") {
+        if total == 0 && !pattern.contains('/') && !pattern.starts_with("**") {
             notes.push(format!(
-                "No path matched. `{p}` matches only names directly in root; write `**/{p}` to match at any depth.",
-                p = self.pattern
+                "No path matched. `{pattern}` matches only names directly in root; write `**/{pattern}` to match at any depth."
             ));
         }
-        notes.extend(skipped.notes());
-        Ok(Output {
+        notes.extend(self.skipped.notes());
+        Output {
             paths,
             total,
             truncated,
-            skipped_denied: skipped.denied,
-            skipped_unreadable: skipped.unreadable,
-            skipped_names: skipped.names,
+            skipped_denied: self.skipped.denied,
+            skipped_unreadable: self.skipped.unreadable,
+            skipped_names: self.skipped.names,
             notice: (!notes.is_empty()).then(|| notes.join(" ")),
-        })
+        }
     }
 }
 
@@ -488,13 +573,14 @@ impl Tree {
 
     /// Walks the tree on `walkers` threads, with `outer` from [`Tree::outer_ignores`],
     /// and hands `visit`, in batches, every path that is not a folder (the root itself, when it is a file), from several threads,
-    /// in no particular order. Returns what it skipped as unreadable or
+    /// in no particular order, until the walk ends or `deadline` passes. Returns what it skipped as unreadable or
     /// badly named; policy checks are the caller's, on its own thread.
     pub fn walk(
         &self,
         walkers: usize,
         outer: Vec<Gitignore>,
         overrides: Option<Override>,
+        deadline: &Deadline,
         visit: impl Fn(Vec<Found>) + Sync,
     ) -> Skipped {
         let mut builder = WalkBuilder::new(&self.target.real);
@@ -557,6 +643,9 @@ impl Tree {
                 visit,
             };
             Box::new(move |result| {
+                if deadline.passed() {
+                    return WalkState::Quit;
+                }
                 let dent = match result {
                     Ok(dent) => dent,
                     Err(e) => {

@@ -20,7 +20,21 @@
 //!   it a literal. `ignoreCase` makes the search case-insensitive; otherwise
 //!   `smartCase` does when the pattern has no upper-case letter. `$` matches
 //!   before `\r\n` too. A pattern that does not parse, or that could match a
-//!   line break, is `invalid_pattern` with the regex engine's message.
+//!   line break, is `invalid_pattern` with the regex engine's message. So is
+//!   a pattern over [`MAX_PATTERN_BYTES`], or one whose compiled form would
+//!   pass [`REGEX_SIZE_LIMIT`] (counted repetitions multiply: `a{1000}{1000}`
+//!   is a million states): both bound how long compiling and matching take.
+//!   Each searching thread's lazy DFA holds at most [`REGEX_DFA_SIZE_LIMIT`].
+//! - **Deadline.** `timeoutMs` (default 60,000, at most 600,000) bounds the
+//!   search, and a stop request (SIGINT, SIGTERM) ends it too: the threads
+//!   look at it at every entry, file and read buffer, and the call returns at
+//!   once either way with a `timeout` error carrying what was found so far in
+//!   the fields a finished call returns (`matches`, `files`, `totalMatches`,
+//!   ...), the file a thread was inside included; see [`super::deadline`].
+//!   One regex search cannot be interrupted: a thread inside one finishes it
+//!   on its own, in the background. That is one buffer (64 KiB) for ordinary
+//!   files, but a whole line for a line longer than that, where a pattern
+//!   the size limits allow can still take minutes of one core.
 //! - **Lines.** `line` is 1-based. `text` is the line without its terminator
 //!   (`\n`, or `\r\n` in a CRLF file), invalid UTF-8 decoded lossily (as
 //!   U+FFFD), clipped at 500 characters; a clipped line has `clipped = true`
@@ -58,7 +72,8 @@
 //!   (say `fs:read:**/.env`) is never opened nor named, only counted in
 //!   `skippedDenied`. An ask is not a refusal here: the root was authorized.
 
-use super::glob::{plural, refused, thousands, threads, Found, Kind, Skipped, Tree};
+use super::deadline::{check_timeout, Deadline};
+use super::glob::{plural, refused, thousands, threads, Found, Kind, Skipped, Tree, TICK};
 use super::read::positive;
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
@@ -72,11 +87,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 
 /// Matches returned when `limit` is not given.
 pub const DEFAULT_LIMIT: u64 = 200;
@@ -86,6 +101,13 @@ pub const MAX_LINE_CHARS: usize = 500;
 pub const MAX_CONTEXT: u64 = 100;
 /// Files named in `files`, at most, when matches are returned too.
 pub const MAX_FILES: usize = 1000;
+/// Bytes of `pattern`, at most.
+pub const MAX_PATTERN_BYTES: usize = 16 * 1024;
+/// Bytes the compiled regex may take (the `regex` crate's own default;
+/// `grep-regex`'s is ten times that, which let `a{1000}{1000}` compile).
+pub const REGEX_SIZE_LIMIT: usize = 10 << 20;
+/// Bytes of lazy-DFA cache per searching thread (`grep-regex` allows 1 GiB).
+pub const REGEX_DFA_SIZE_LIMIT: usize = 10 << 20;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -104,6 +126,7 @@ pub struct Input {
     pub hidden: Option<bool>,
     pub no_ignore: Option<bool>,
     pub limit: Option<u64>,
+    pub timeout_ms: Option<u64>,
 }
 
 /// One matching line.
@@ -154,6 +177,7 @@ pub struct Grep {
     matcher: RegexMatcher,
     overrides: Option<Override>,
     settings: Settings,
+    timeout_ms: Option<u64>,
 }
 
 /// How each file is searched.
@@ -175,7 +199,7 @@ fn schema() -> Value {
         "additionalProperties": false,
         "required": ["pattern"],
         "properties": {
-            "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax, as rg), or a literal with fixedStrings."},
+            "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax, as rg), or a literal with fixedStrings; at most 16 KiB, and at most 10 MiB compiled."},
             "root": {"type": "string", "description": "Folder (or one file) to search, relative to the workspace or absolute. Default: the workspace."},
             "fixedStrings": {"type": "boolean", "description": "Treat pattern as a literal string. Default false."},
             "ignoreCase": {"type": "boolean", "description": "Match case-insensitively. Default false."},
@@ -188,7 +212,8 @@ fn schema() -> Value {
             "filesWithMatches": {"type": "boolean", "description": "Return only the files with a match, not the lines. Default false."},
             "hidden": {"type": "boolean", "description": "Search names starting with `.` (`.git` never). Default false."},
             "noIgnore": {"type": "boolean", "description": "Disregard .gitignore, .ignore and .git/info/exclude. Default false."},
-            "limit": {"type": "integer", "minimum": 1, "description": "Matches returned overall (files, with filesWithMatches). Default 200."}
+            "limit": {"type": "integer", "minimum": 1, "description": "Matches returned overall (files, with filesWithMatches). Default 200."},
+            "timeoutMs": {"type": "integer", "minimum": 1, "maximum": super::deadline::MAX_TIMEOUT_MS, "description": "Milliseconds the search may take (default 60000, at most 600000); past it the call fails with `timeout`, carrying the matches found so far."}
         }
     })
 }
@@ -208,6 +233,19 @@ impl Flow for Grep {
     fn validate(input: &Input) -> FlowResult<()> {
         positive("limit", input.limit)?;
         positive("maxCount", input.max_count)?;
+        check_timeout(input.timeout_ms)?;
+        if input.pattern.len() > MAX_PATTERN_BYTES {
+            return Err(FlowError::new(
+                ErrorCode::InvalidPattern,
+                format!(
+                    "`pattern` is {} bytes, over the limit of {} bytes (16 KiB); search for a shorter, distinctive part of it and filter the matches, or split it across several calls.",
+                    thousands(input.pattern.len() as u64),
+                    thousands(MAX_PATTERN_BYTES as u64)
+                ),
+            )
+            .with("field", "pattern")
+            .with("limit", MAX_PATTERN_BYTES));
+        }
         for (field, value) in [
             ("beforeContext", input.before_context),
             ("afterContext", input.after_context),
@@ -250,6 +288,7 @@ impl Flow for Grep {
             matcher,
             overrides,
             settings,
+            timeout_ms: input.timeout_ms,
         };
         Ok((call, envelope))
     }
@@ -257,63 +296,147 @@ impl Flow for Grep {
     async fn execute(self, ctx: &Context) -> FlowResult<Output> {
         let t = &self.tree.target;
         fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
+        let deadline = Deadline::after(self.timeout_ms);
         let outer = self.tree.outer_ignores(ctx);
-        let mut found = Collected::new(self.settings);
+        let Grep {
+            tree,
+            matcher,
+            overrides,
+            settings,
+            ..
+        } = self;
+        let mut found = Collected::new(settings);
         let mut skipped = Skipped::default();
-        let mut tally = Tally::default();
         // One searcher per core; the walk, lighter, gets half as many
         // threads (searchers sit idle if it lags, so not fewer than one).
+        // None of them is waited for once the deadline passes: each stops
+        // at its next entry, file or read buffer.
         let workers = threads();
         let walkers = workers.div_ceil(2);
         let (tx, rx) = mpsc::channel::<Msg>();
         let (job_tx, job_rx) = mpsc::channel::<Vec<Found>>();
-        let jobs = Mutex::new(job_rx);
-        std::thread::scope(|s| {
-            let walker_tx = tx.clone();
-            let tree = &self.tree;
-            let overrides = self.overrides.clone();
-            s.spawn(move || {
-                let mut end = WalkEnd {
-                    tx: &walker_tx,
-                    skipped: None,
-                };
-                end.skipped = Some(tree.walk(walkers, outer, overrides, |mut batch| {
-                    batch.retain(|f| f.kind == Kind::File);
-                    if !batch.is_empty() {
-                        let _ = walker_tx.send(Msg::Found(batch));
-                    }
-                }));
-            });
-            for _ in 0..workers {
-                let tx = tx.clone();
-                let (jobs, matcher, settings) = (&jobs, &self.matcher, self.settings);
-                s.spawn(move || search_files(jobs, matcher, settings, &tx));
-            }
-            drop(tx);
-            // Here, on the calling thread (the kernel's), each file found is
-            // checked before any worker opens it.
-            let mut job_tx = Some(job_tx);
-            for msg in rx {
-                match msg {
-                    Msg::Found(mut batch) => {
-                        let before = batch.len();
-                        batch.retain(|f| !refused(ctx, &f.path));
-                        skipped.denied += (before - batch.len()) as u64;
-                        if let (Some(jobs), false) = (&job_tx, batch.is_empty()) {
-                            let _ = jobs.send(batch);
+        let jobs = Arc::new(Mutex::new(job_rx));
+        let cannot = |e: io::Error| {
+            FlowError::new(
+                ErrorCode::CommandFailed,
+                format!("grep: cannot start a search thread: {e}"),
+            )
+        };
+        let mut handles = Vec::with_capacity(workers + 1);
+        {
+            let (tx, deadline) = (tx.clone(), deadline.clone());
+            handles.push(
+                std::thread::Builder::new()
+                    .name("sluice-grep-walk".into())
+                    .spawn(move || {
+                        let mut end = WalkEnd {
+                            tx: &tx,
+                            skipped: None,
+                        };
+                        end.skipped =
+                            Some(
+                                tree.walk(walkers, outer, overrides, &deadline, |mut batch| {
+                                    batch.retain(|f| f.kind == Kind::File);
+                                    if !batch.is_empty() {
+                                        let _ = tx.send(Msg::Found(batch));
+                                    }
+                                }),
+                            );
+                    })
+                    .map_err(cannot)?,
+            );
+        }
+        let mut states = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let state = Arc::new(Mutex::new(Worker::new(settings)));
+            states.push(state.clone());
+            let (tx, jobs, matcher, deadline) =
+                (tx.clone(), jobs.clone(), matcher.clone(), deadline.clone());
+            handles.push(
+                std::thread::Builder::new()
+                    .name("sluice-grep".into())
+                    .spawn(move || search_files(&jobs, &matcher, &state, &tx, &deadline))
+                    .map_err(cannot)?,
+            );
+        }
+        drop(tx);
+        // Here, on the calling thread (the kernel's), each file found is
+        // checked before any worker opens it.
+        let mut job_tx = Some(job_tx);
+        let mut stopped = false;
+        loop {
+            match rx.recv_timeout(TICK) {
+                Ok(Msg::Found(batch)) => {
+                    // A decision can take a while (a policy's hook): the
+                    // deadline is looked at between two.
+                    let mut allowed = Vec::with_capacity(batch.len());
+                    for f in batch {
+                        if deadline.passed() {
+                            break;
+                        }
+                        if refused(ctx, &f.path) {
+                            skipped.denied += 1;
+                        } else {
+                            allowed.push(f);
                         }
                     }
-                    Msg::Walked(w) => {
-                        skipped.add(w);
-                        job_tx = None;
+                    if let (Some(jobs), false) = (&job_tx, allowed.is_empty()) {
+                        let _ = jobs.send(allowed);
                     }
-                    Msg::Hits(file, count, hits) => found.add(file, count, hits),
-                    Msg::Done(t) => tally.add(t),
+                }
+                Ok(Msg::Walked(w)) => {
+                    skipped.add(w);
+                    job_tx = None;
+                }
+                Ok(Msg::Hits(file, count, hits)) => found.add(file, count, hits),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if deadline.passed() {
+                stopped = true;
+                break;
+            }
+        }
+        if !stopped {
+            for t in handles {
+                if let Err(panic) = t.join() {
+                    std::panic::resume_unwind(panic);
                 }
             }
-        });
+        }
+        // Idle workers end once the job queue closes.
+        drop(job_tx);
+        let mut tally = Tally::default();
+        for state in &states {
+            // A worker still inside a file hands over what it found there
+            // (under the lock, a file is either here or already sent).
+            let mut w = state.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(file) = w.file.take() {
+                if w.sink.count > 0 && !w.sink.binary {
+                    w.tally.searched += 1;
+                    found.add(file, w.sink.count, std::mem::take(&mut w.sink.hits));
+                }
+            }
+            tally.add(std::mem::take(&mut w.tally));
+        }
+        while let Ok(msg) = rx.try_recv() {
+            if let Msg::Hits(file, count, hits) = msg {
+                found.add(file, count, hits);
+            }
+        }
+        let searched = tally.searched;
         skipped.add(std::mem::take(&mut tally.skipped));
-        Ok(found.finish(tally, skipped))
+        let out = found.finish(tally, skipped);
+        if !stopped {
+            return Ok(out);
+        }
+        let value = serde_json::to_value(&out).expect("grep output serializes");
+        Err(deadline.error(
+            "grep",
+            &format!("searched {} so far", plural(searched, "file")),
+            value,
+            "Narrow `root` or `globs`, or make the pattern simpler",
+        ))
     }
 }
 
@@ -325,8 +448,24 @@ fn matcher(input: &Input) -> FlowResult<RegexMatcher> {
         .case_smart(!ignore_case && input.smart_case.unwrap_or(false))
         .fixed_strings(input.fixed_strings.unwrap_or(false))
         .crlf(true)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
         .build(&input.pattern)
         .map_err(|e| {
+            if e.to_string().contains("exceeds size limit") {
+                return FlowError::new(
+                    ErrorCode::InvalidPattern,
+                    format!(
+                        "`pattern` compiles to a regex over the size limit of {} MiB: counted repetitions multiply \
+                         (a{{1000}}{{1000}} is a million copies of `a`) and a Unicode class such as \\w or \\pL is large \
+                         in each; use fewer or smaller counts (`+` or `*` instead of `{{1000}}`), an ASCII class \
+                         ([a-zA-Z0-9_] or (?-u:\\w)), or fixedStrings for a literal.",
+                        REGEX_SIZE_LIMIT >> 20
+                    ),
+                )
+                .with("pattern", input.pattern.clone())
+                .with("limit", REGEX_SIZE_LIMIT);
+            }
             // grep-regex reports a syntax error against the pattern as it
             // wrapped it (`(?:...)`), carets included; the regex parser's own
             // message points into the pattern as the caller wrote it.
@@ -365,8 +504,6 @@ enum Msg {
     Walked(Skipped),
     /// A file's matches: shown path, matching lines, the first ones kept.
     Hits(String, u64, Vec<Hit>),
-    /// A worker ended, with its counts.
-    Done(Tally),
 }
 
 /// Tells the calling thread the walk ended, even if it ended in a panic:
@@ -415,41 +552,133 @@ fn searcher(settings: Settings) -> Searcher {
         .build()
 }
 
+/// What one worker holds, shared with the calling thread: its counts, and
+/// the file it is searching with what it found there so far, which the
+/// calling thread takes over when the deadline cuts the search short (a
+/// worker can be inside one long regex search then).
+struct Worker {
+    settings: Settings,
+    tally: Tally,
+    /// The shown path of the file being searched, if one is.
+    file: Option<String>,
+    sink: FileSink,
+}
+
+impl Worker {
+    fn new(settings: Settings) -> Worker {
+        Worker {
+            settings,
+            tally: Tally::default(),
+            file: None,
+            sink: FileSink::new(settings),
+        }
+    }
+}
+
 /// A worker: searches the files the calling thread let through until there
-/// are no more, sending each file's matches back.
+/// are no more or the deadline passes, sending each file's matches back.
 fn search_files(
     jobs: &Mutex<Receiver<Vec<Found>>>,
     matcher: &RegexMatcher,
-    settings: Settings,
+    state: &Mutex<Worker>,
     tx: &Sender<Msg>,
+    deadline: &Deadline,
 ) {
+    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
+    let settings = lock().settings;
     let mut searcher = searcher(settings);
-    let mut tally = Tally::default();
-    loop {
-        let job = jobs.lock().unwrap().recv();
+    'jobs: loop {
+        let job = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok(batch) = job else { break };
         for f in batch {
+            if deadline.passed() {
+                break 'jobs;
+            }
             let file = match open(&f.path) {
                 Ok(file) => file,
                 Err(e) => {
-                    tally.skipped.unreadable_path(format!("{}: {e}", f.shown));
+                    lock()
+                        .tally
+                        .skipped
+                        .unreadable_path(format!("{}: {e}", f.shown));
                     continue;
                 }
             };
-            let mut sink = FileSink::new(settings);
-            match searcher.search_file(matcher, &file, &mut sink) {
-                Err(e) => tally.skipped.unreadable_path(format!("{}: {e}", f.shown)),
-                Ok(()) if sink.binary => tally.binary += 1,
+            {
+                let mut w = lock();
+                w.file = Some(f.shown.clone());
+                w.sink = FileSink::new(settings);
+            }
+            let reader = Watched { file, deadline };
+            let result = searcher.search_reader(matcher, reader, Shared(state));
+            let mut w = lock();
+            if w.file.take().is_none() {
+                // The calling thread took the file over: the call is done.
+                break 'jobs;
+            }
+            match result {
+                // Cut short: what was found before the cut still counts.
+                Err(_) if deadline.passed() => {
+                    if w.sink.count > 0 && !w.sink.binary {
+                        w.tally.searched += 1;
+                        let hits = std::mem::take(&mut w.sink.hits);
+                        let _ = tx.send(Msg::Hits(f.shown, w.sink.count, hits));
+                    }
+                    break 'jobs;
+                }
+                Err(e) => w.tally.skipped.unreadable_path(format!("{}: {e}", f.shown)),
+                Ok(()) if w.sink.binary => w.tally.binary += 1,
                 Ok(()) => {
-                    tally.searched += 1;
-                    if sink.count > 0 {
-                        let _ = tx.send(Msg::Hits(f.shown, sink.count, sink.hits));
+                    w.tally.searched += 1;
+                    if w.sink.count > 0 {
+                        let hits = std::mem::take(&mut w.sink.hits);
+                        let _ = tx.send(Msg::Hits(f.shown, w.sink.count, hits));
                     }
                 }
             }
         }
     }
-    let _ = tx.send(Msg::Done(tally));
+}
+
+/// The searcher's sink for a worker's current file, through the lock the
+/// calling thread may take it by. Only the worker's own callbacks hold it,
+/// briefly.
+struct Shared<'a>(&'a Mutex<Worker>);
+
+impl Sink for Shared<'_> {
+    type Error = io::Error;
+
+    fn matched(&mut self, s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        w.sink.matched(s, m)
+    }
+
+    fn context(&mut self, s: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        w.sink.context(s, c)
+    }
+
+    fn binary_data(&mut self, s: &Searcher, offset: u64) -> Result<bool, io::Error> {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        w.sink.binary_data(s, offset)
+    }
+}
+
+/// A file read through the deadline: each read (a buffer of the searcher's,
+/// 64 KiB) first looks at it, so a huge file is left within one buffer's
+/// search of the deadline.
+struct Watched<'a> {
+    file: File,
+    deadline: &'a Deadline,
+}
+
+impl Read for Watched<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.deadline.passed() {
+            return Err(io::Error::other("the search's deadline passed"));
+        }
+        self.file.read(buf)
+    }
 }
 
 /// Opens a file the walk found to be a regular file, without following a

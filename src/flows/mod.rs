@@ -7,6 +7,7 @@
 
 pub mod apply_patch;
 pub mod bash;
+pub mod deadline;
 pub mod edit;
 pub mod fetch;
 pub mod glob;

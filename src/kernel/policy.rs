@@ -3,10 +3,22 @@
 //! with an instruction and a memory limit.
 //!
 //! A policy never fails open. A file that does not load, a hook that raises,
-//! loops, runs out of memory or returns something that is not a decision:
-//! each denies the call and says which file, which line and why. A policy
-//! file is re-read when it changes on disk, between calls, so an edit takes
-//! effect without restarting a long run.
+//! loops, runs out of memory or time, or returns something that is not a
+//! decision: each denies the call and says which file, which line and why. A
+//! policy file is re-read when it changes on disk, between calls, so an edit
+//! takes effect without restarting a long run.
+//!
+//! The limits (instructions, time, memory) hold for everything a policy's
+//! Lua runs, because nothing in a policy state can run outside them: no
+//! coroutines (the hook watches one thread), no `pcall` (a limit must end
+//! the call), and no `__gc` finalizers. Lua 5.4 runs a finalizer with hooks
+//! switched off and turns its errors into warnings, so no instruction, time
+//! or memory limit could end one that loops, whether it ran inside
+//! `collectgarbage`, inside any allocation of a later decision, or when the
+//! state is closed. A policy has nothing to release, so `setmetatable`
+//! refuses a metatable that carries `__gc` (Lua marks an object for
+//! finalization only when its metatable has `__gc` at that moment; one
+//! added later never runs).
 
 use super::pattern::{Pattern, Vars};
 use super::Capability;
@@ -20,14 +32,20 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Lua instructions one load or one hook call may run.
 pub const INSTRUCTION_LIMIT: u64 = 1_000_000;
 /// Bytes a policy's Lua state may hold.
 pub const MEMORY_LIMIT: usize = 32 * 1024 * 1024;
-/// Instructions between two checks of the budget.
-const HOOK_EVERY: u32 = 1000;
+/// Wall time one load or one hook call may take. The instruction limit does
+/// not bound time alone: one instruction can be a C call such as
+/// `string.rep` that fills the memory limit, and its garbage is collected,
+/// so a loop of them stays under both other limits for minutes.
+pub const TIME_LIMIT: Duration = Duration::from_secs(1);
+/// Instructions between two checks of the budget: often enough that a loop
+/// of memory-sized C calls is caught within a few of them.
+const HOOK_EVERY: u32 = 100;
 
 /// What a policy says about a capability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -155,7 +173,75 @@ struct Loaded {
     decide: Option<Function>,
     route: Option<Function>,
     otherwise: Decision,
-    budget: Rc<Cell<u64>>,
+    budget: Budget,
+}
+
+/// The limits a policy's Lua state runs under, renewed for each load or
+/// call: [`INSTRUCTION_LIMIT`] instructions, a wall time, and
+/// [`MEMORY_LIMIT`] bytes for the state. A stop request (SIGINT, SIGTERM)
+/// ends the call too. `sluice policy test` runs test files under the same
+/// limits.
+#[derive(Clone)]
+pub(crate) struct Budget {
+    left: Rc<Cell<u64>>,
+    until: Rc<Cell<Instant>>,
+    time: Duration,
+}
+
+impl Budget {
+    /// Confines `lua` (see [`confine`]) and puts it under the limits, with
+    /// `time` as the wall time of each load or call.
+    pub(crate) fn install(lua: &Lua, time: Duration) -> mlua::Result<Budget> {
+        lua.set_memory_limit(MEMORY_LIMIT)?;
+        let budget = Budget {
+            left: Rc::new(Cell::new(INSTRUCTION_LIMIT)),
+            until: Rc::new(Cell::new(Instant::now() + time)),
+            time,
+        };
+        let b = budget.clone();
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| b.check(),
+        );
+        confine(lua)?;
+        Ok(budget)
+    }
+
+    /// A fresh budget for the next load or call.
+    pub(crate) fn renew(&self) {
+        self.left.set(INSTRUCTION_LIMIT);
+        self.until.set(Instant::now() + self.time);
+    }
+
+    /// Whether the time is up, as an error to raise; for Rust callbacks
+    /// that run long work between two instruction checks.
+    pub(crate) fn check_time(&self) -> mlua::Result<()> {
+        if Instant::now() > self.until.get() {
+            return Err(mlua::Error::runtime(format!(
+                "ran past its time limit of {}",
+                span(self.time)
+            )));
+        }
+        if let Some(sig) = crate::runtime::interrupt::requested() {
+            return Err(mlua::Error::runtime(format!(
+                "stopped: the run was interrupted by {}",
+                crate::runtime::interrupt::name(sig)
+            )));
+        }
+        Ok(())
+    }
+
+    fn check(&self) -> mlua::Result<VmState> {
+        let left = self.left.get().saturating_sub(u64::from(HOOK_EVERY));
+        self.left.set(left);
+        if left == 0 {
+            return Err(mlua::Error::runtime(format!(
+                "ran past its limit of {INSTRUCTION_LIMIT} Lua instructions (a runaway loop?)"
+            )));
+        }
+        self.check_time()?;
+        Ok(VmState::Continue)
+    }
 }
 
 impl Policy {
@@ -272,7 +358,7 @@ impl Policy {
     }
 
     fn call(&self, l: &Loaded, hook: &Function, req: &Request) -> Result<LuaValue, String> {
-        l.budget.set(INSTRUCTION_LIMIT);
+        l.budget.renew();
         let table = request_table(&l._lua, req).map_err(|e| e.to_string())?;
         hook.call::<LuaValue>(table).map_err(|e| {
             format!(
@@ -333,28 +419,12 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
     let name = source.name();
     let fail = |e: mlua::Error| format!("policy {name}: {}", lua_error(&e));
     let lua = sandbox::new_state().map_err(fail)?;
-    lua.set_memory_limit(MEMORY_LIMIT).map_err(fail)?;
-    let budget = Rc::new(Cell::new(INSTRUCTION_LIMIT));
-    let hook_budget = budget.clone();
-    lua.set_hook(
-        HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-        move |_, _| {
-            let left = hook_budget.get().saturating_sub(u64::from(HOOK_EVERY));
-            hook_budget.set(left);
-            if left == 0 {
-                return Err(mlua::Error::runtime(format!(
-                    "ran past its limit of {INSTRUCTION_LIMIT} Lua instructions (a runaway loop?)"
-                )));
-            }
-            Ok(VmState::Continue)
-        },
-    );
     let dir = match source {
         Source::File(p) => p.parent().map(Path::to_path_buf).unwrap_or_default(),
         Source::Embedded { .. } => PathBuf::from("/nonexistent"),
     };
     sandbox::install_require(&lua, dir, &[]).map_err(fail)?;
-    confine(&lua).map_err(fail)?;
+    let budget = Budget::install(&lua, TIME_LIMIT).map_err(fail)?;
     let chunk_name = match source {
         Source::File(p) => format!("@{}", p.display()),
         Source::Embedded { name, .. } => format!("@{name}"),
@@ -386,16 +456,33 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
 /// `os` at all: a decision depends on the request, not on when it is asked.
 /// The instruction hook
 /// watches one Lua thread, so no coroutines; a limit must end the call, so
-/// no `pcall`/`xpcall` to catch it; and a string pattern runs inside one C
-/// call the hook never interrupts, so patterns whose backtracking could run
-/// away on a long subject are refused before they start.
+/// no `pcall`/`xpcall` to catch it; a finalizer runs where no hook reaches,
+/// so no `__gc` (see the module's comment); and a string pattern runs inside
+/// one C call the hook never interrupts, so patterns whose backtracking
+/// could run away on a long subject are refused before they start.
 fn confine(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     for name in ["coroutine", "pcall", "xpcall", "os"] {
         g.raw_set(name, LuaValue::Nil)?;
     }
+    lua.load(GC_GUARD).set_name("=sluice.policy").exec()?;
     lua.load(PATTERN_GUARD).set_name("=sluice.policy").exec()
 }
+
+/// `setmetatable` without finalizers: a metatable holding `__gc` (any
+/// value: Lua looks the function up only when it finalizes) is refused.
+/// Lua's own `setmetatable` is the only way a policy can set one (no
+/// `debug`), and it is kept only in this closure.
+const GC_GUARD: &str = r#"
+local raw, rawget, type, error = setmetatable, rawget, type, error
+setmetatable = function(t, mt)
+  if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+    error("setmetatable: a policy cannot have __gc finalizers (they would run outside its "
+      .. "instruction, time and memory limits); remove the __gc field: a policy has nothing to release", 2)
+  end
+  return raw(t, mt)
+end
+"#;
 
 /// Wraps the pattern functions of `string` (and so of every string value's
 /// methods) with a cost estimate: subject length to the power of the
@@ -603,6 +690,16 @@ fn request_table(lua: &Lua, req: &Request) -> mlua::Result<Table> {
     run.set("script", req.script)?;
     t.set("run", run)?;
     Ok(t)
+}
+
+/// `1 s`, `250 ms`: a limit as a person reads it.
+fn span(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
 }
 
 /// "a table", "an integer": a Lua type with its article.

@@ -15,9 +15,16 @@
 //! Capabilities are checked as the run's kernel checks them, with
 //! `${workspace}` standing for [`TEST_WORKSPACE`] and `~` for [`TEST_HOME`]
 //! (`policy.workspace`, `policy.home`).
+//!
+//! A test file runs confined as a policy does (no `os`, coroutines,
+//! `pcall` or `__gc`) and under the same limits, renewed for loading the file
+//! and for each test: [`super::policy::INSTRUCTION_LIMIT`] instructions,
+//! [`super::policy::MEMORY_LIMIT`] bytes, and [`TEST_TIME_LIMIT`] of wall
+//! time (longer than a decision's, since one test may ask for many). A test
+//! that loops or bloats fails with the limit it ran past, and the rest run.
 
 use super::pattern::Vars;
-use super::policy::{Policy, Request, Source};
+use super::policy::{Budget, Policy, Request, Source};
 use super::{Capability, Kernel};
 use crate::flows::{Registry, Tier};
 use crate::runtime::sandbox;
@@ -41,6 +48,9 @@ fn test_vars() -> Vars {
         home: Some(PathBuf::from(TEST_HOME)),
     }
 }
+
+/// Wall time for loading a test file, and for each test function.
+pub const TEST_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The outcome of one test function.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,11 +94,16 @@ pub fn run_file(test_file: &Path) -> Result<Vec<Outcome>, String> {
         .map(Path::to_path_buf)
         .unwrap_or_default();
     sandbox::install_require(&lua, dir, &[]).map_err(|e| e.to_string())?;
+    let budget = Budget::install(&lua, TEST_TIME_LIMIT).map_err(|e| first_line(&e))?;
     lua.globals()
-        .set("policy", helpers(&lua, kernel).map_err(|e| e.to_string())?)
+        .set(
+            "policy",
+            helpers(&lua, kernel, budget.clone()).map_err(|e| e.to_string())?,
+        )
         .map_err(|e| e.to_string())?;
     let source = fs::read_to_string(test_file)
         .map_err(|e| format!("cannot read {}: {e}", test_file.display()))?;
+    budget.renew();
     lua.load(source)
         .set_name(format!("@{}", test_file.display()))
         .set_mode(mlua::ChunkMode::Text)
@@ -106,6 +121,7 @@ pub fn run_file(test_file: &Path) -> Result<Vec<Outcome>, String> {
         .into_iter()
         .map(|test| {
             let f: mlua::Function = lua.globals().get(test.as_str()).expect("listed above");
+            budget.renew();
             let failure = f.call::<()>(()).err().map(|e| first_line(&e));
             Outcome {
                 file: test_file.to_path_buf(),
@@ -140,12 +156,15 @@ fn policy_under_test(test_file: &Path) -> Result<PathBuf, String> {
     Ok(policy)
 }
 
-/// The `policy` table: decide, allows, denies, asks, workspace, home.
-fn helpers(lua: &Lua, kernel: Rc<Kernel>) -> mlua::Result<Table> {
+/// The `policy` table: decide, allows, denies, asks, workspace, home. Each
+/// decision first checks the test's time: a loop of costly decisions spends
+/// few of the test's own instructions.
+fn helpers(lua: &Lua, kernel: Rc<Kernel>, budget: Budget) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set("workspace", TEST_WORKSPACE)?;
     t.set("home", TEST_HOME)?;
     let decide = lua.create_function(move |lua, (cap, opts): (String, Option<Table>)| {
+        budget.check_time()?;
         let capability = Capability::parse(&cap).map_err(mlua::Error::runtime)?;
         let flow: Option<String> = opts.as_ref().map(|o| o.get("flow")).transpose()?.flatten();
         let flow = flow.unwrap_or_else(|| default_flow(&capability).to_string());
@@ -213,6 +232,10 @@ fn first_line(e: &mlua::Error) -> String {
     let text = match e {
         mlua::Error::CallbackError { cause, .. } => return first_line(cause),
         mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::MemoryError(_) => format!(
+            "ran past its memory limit of {} MiB",
+            super::policy::MEMORY_LIMIT >> 20
+        ),
         other => other.to_string(),
     };
     text.lines().next().unwrap_or_default().to_string()

@@ -1,30 +1,75 @@
-//! Stopping a run cleanly on SIGINT or SIGTERM. The first signal asks the run
-//! to stop: a Lua loop notices at its next instruction-count hook, a wait
-//! notices within a tick, and the run's futures are dropped between flow
-//! steps, so no lock or staging file is left behind. A second signal kills the
-//! process at once, for a flow stuck in a blocking call.
+//! Stopping a run on SIGINT or SIGTERM: the first signal ends it within
+//! [`STOP_WITHIN`], its record sealed.
+//!
+//! The first signal asks the run to stop, and what the run is doing notices:
+//! Lua code on any thread of the script at its next instruction-count hook,
+//! a policy decision at its next budget check, a `grep` or `glob` at its next
+//! file or buffer, and a wait (a sleep, a command, a request) at once, since
+//! the run's future is dropped between flow steps (a command's process group
+//! is killed when its future goes). The run then ends as usual: background
+//! jobs stopped, the record sealed with status `interrupted`.
+//!
+//! Some code cannot notice: a `__gc` finalizer (Lua runs finalizers with
+//! hooks off), a script that catches the interrupt error with `pcall` and
+//! goes on, a system call that blocks. For those the CLI arms a backstop: a
+//! thread that, [`GRACE`] after the first signal or at a second one, kills
+//! every process group the run started, seals the record as `interrupted`
+//! through the run's [`super::Closer`], and exits with 128 + the signal,
+//! without waiting for the stuck thread. A third signal ends the process as
+//! the default action does.
 
-use mlua::{HookTriggers, Thread, VmState};
+use mlua::Lua;
 use nix::libc;
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::Duration;
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// The signal that asked the run to stop, or 0.
 static REQUESTED: AtomicI32 = AtomicI32::new(0);
+/// Stop requests so far (signals and [`request`] calls).
+static COUNT: AtomicU32 = AtomicU32::new(0);
+/// The write end of the backstop's pipe, or -1 while none is armed.
+static WAKE: AtomicI32 = AtomicI32::new(-1);
 
 /// Lua instructions between two checks of the flag.
-const CHECK_EVERY: u32 = 10_000;
+const CHECK_EVERY: i32 = 10_000;
 
-const FIRST_NOTICE: &[u8] =
-    b"\nsluice: stopping at the next flow step; send the signal again to stop at once\n";
+/// How long after the first signal the backstop waits for the run to end by
+/// itself.
+pub const GRACE: Duration = Duration::from_millis(1000);
+/// How long the backstop gives itself to kill and seal before it exits
+/// anyway (a record that cannot be written must not keep the process).
+const SEAL_WITHIN: Duration = Duration::from_millis(700);
+/// From the first signal to the end of the process, at most (and the process
+/// has no reason to be slower than this unless a disk write hangs).
+pub const STOP_WITHIN: Duration = Duration::from_secs(2);
+
+const FIRST_NOTICE: &[u8] = b"\nsluice: stopping; send the signal again to stop at once\n";
+
+/// Counts one stop request and wakes the backstop; returns the count. Only
+/// async-signal-safe calls: a signal handler calls it.
+fn arrive(sig: i32) -> u32 {
+    let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
+    if n == 1 {
+        REQUESTED.store(sig, Ordering::SeqCst);
+    }
+    let wake = WAKE.load(Ordering::SeqCst);
+    if wake >= 0 && n <= 2 {
+        let byte = [n as u8];
+        unsafe { libc::write(wake, byte.as_ptr().cast(), 1) };
+    }
+    n
+}
 
 extern "C" fn on_signal(sig: libc::c_int) {
     // Only async-signal-safe calls here: write, signal, raise.
+    let n = arrive(sig);
+    let armed = WAKE.load(Ordering::SeqCst) >= 0;
     unsafe {
-        if REQUESTED.swap(sig, Ordering::SeqCst) == 0 {
+        if n == 1 {
             libc::write(2, FIRST_NOTICE.as_ptr().cast(), FIRST_NOTICE.len());
-        } else {
+        } else if n >= 3 || !armed {
             libc::signal(sig, libc::SIG_DFL);
             libc::raise(sig);
         }
@@ -45,9 +90,10 @@ pub fn install_signal_handlers() -> nix::Result<()> {
     Ok(())
 }
 
-/// Asks every run in this process to stop, as if `sig` had arrived.
+/// Asks every run in this process to stop, as if `sig` had arrived (a
+/// second call is a second signal for the backstop).
 pub fn request(sig: i32) {
-    REQUESTED.store(sig, Ordering::SeqCst);
+    arrive(sig);
 }
 
 /// The signal that asked for a stop, if any.
@@ -58,21 +104,41 @@ pub fn requested() -> Option<i32> {
     }
 }
 
-/// Makes Lua code running on `thread` raise "interrupted" once a stop is
-/// requested. mlua keeps one hook per state, bound to one thread, so code in
-/// the script's own coroutines is not watched: there the second signal,
-/// which kills the process, is what stops a runaway loop.
-pub fn watch(thread: &Thread) {
-    thread.set_hook(
-        HookTriggers::new().every_nth_instruction(CHECK_EVERY),
-        |_, _| match requested() {
-            Some(sig) => Err(mlua::Error::runtime(format!(
-                "interrupted by {}",
-                name(sig)
-            ))),
-            None => Ok(VmState::Continue),
-        },
-    );
+/// Makes Lua code on every thread of `lua` (the main state, and every
+/// coroutine made after this call, which inherit the hook) raise
+/// "interrupted by SIG..." once a stop is requested. The hook is a plain C
+/// function rather than mlua's, which watches only the one thread it is set
+/// on. Call it before any thread is made.
+pub fn watch(lua: &Lua) -> mlua::Result<()> {
+    // SAFETY: lua_sethook only stores the hook in the running state; the
+    // hook below touches nothing but the stack of the state it is called on.
+    unsafe {
+        lua.exec_raw::<()>((), |state| {
+            mlua::ffi::lua_sethook(
+                state,
+                Some(stop_hook),
+                mlua::ffi::LUA_MASKCOUNT,
+                CHECK_EVERY,
+            );
+        })
+    }
+}
+
+/// The count hook: raises the interrupt as a Lua error. It runs only
+/// between bytecode instructions, never inside a Rust callback, and holds
+/// nothing that needs dropping when `lua_error` unwinds past it.
+unsafe extern "C-unwind" fn stop_hook(
+    state: *mut mlua::ffi::lua_State,
+    _: *mut mlua::ffi::lua_Debug,
+) {
+    let message: &std::ffi::CStr = match REQUESTED.load(Ordering::Relaxed) {
+        0 => return,
+        libc::SIGINT => c"interrupted by SIGINT",
+        libc::SIGTERM => c"interrupted by SIGTERM",
+        _ => c"interrupted",
+    };
+    mlua::ffi::lua_pushstring(state, message.as_ptr());
+    mlua::ffi::lua_error(state);
 }
 
 /// Resolves once a stop is requested, with the signal number.
@@ -88,4 +154,73 @@ pub async fn wait() -> i32 {
 /// `SIGINT`, `SIGTERM`, ...
 pub fn name(sig: i32) -> String {
     Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
+}
+
+/// Arms the backstop (once per process; later calls do nothing). After the
+/// first stop request, if the process is still here [`GRACE`] later, or at
+/// the second request, `finish(sig, why)` runs on the backstop's thread
+/// (kill what the run started, seal its record) and the process exits with
+/// 128 + the signal; if `finish` has not returned within a bound, the
+/// process exits all the same.
+pub fn arm_backstop(finish: impl FnOnce(i32, &str) + Send + 'static) -> std::io::Result<()> {
+    if WAKE.load(Ordering::SeqCst) >= 0 {
+        return Ok(());
+    }
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    WAKE.store(write.into_raw_fd(), Ordering::SeqCst);
+    std::thread::Builder::new()
+        .name("sluice-backstop".into())
+        .spawn(move || backstop(read, finish))?;
+    Ok(())
+}
+
+/// The backstop's thread. The counters say what happened; the pipe only
+/// wakes it (a request that came before the pipe existed wrote nothing, and
+/// the first look at the counters finds it).
+fn backstop(read: OwnedFd, finish: impl FnOnce(i32, &str) + Send + 'static) {
+    let fd = read.as_raw_fd();
+    let wait = |timeout: Option<Duration>| {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.map_or(-1, |t| {
+            libc::c_int::try_from(t.as_millis().max(1)).unwrap_or(libc::c_int::MAX)
+        });
+        // SAFETY: one valid pollfd; poll and read only fill what they are given.
+        if unsafe { libc::poll(&mut pfd, 1, ms) } > 0 {
+            let mut byte = 0u8;
+            unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) };
+        }
+    };
+    while requested().is_none() {
+        wait(None);
+    }
+    let first = Instant::now();
+    let why = loop {
+        if COUNT.load(Ordering::SeqCst) >= 2 {
+            break "a second signal came".to_string();
+        }
+        let left = GRACE.saturating_sub(first.elapsed());
+        if left.is_zero() {
+            break format!(
+                "it did not stop within {} ms of the signal (a finalizer, a caught interrupt or a blocked call)",
+                GRACE.as_millis()
+            );
+        }
+        wait(Some(left));
+    };
+    let sig = requested().unwrap_or(libc::SIGTERM);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let _ = std::thread::Builder::new()
+        .name("sluice-seal".into())
+        .spawn(move || {
+            finish(sig, &why);
+            let _ = done_tx.send(());
+        });
+    let _ = done_rx.recv_timeout(SEAL_WITHIN);
+    // SAFETY: _exit ends the process without running destructors or atexit
+    // handlers, which could wait on the thread that is stuck.
+    unsafe { libc::_exit(128 + sig) };
 }

@@ -28,7 +28,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A script that failed: its Lua message (with file:line) and traceback.
@@ -277,7 +277,12 @@ impl RuntimeBuilder {
             calls: Cell::new(0),
             audit,
         });
+        let closer = Closer {
+            recorder: core.audit.recorder.clone(),
+            ended: Arc::new(Mutex::new(false)),
+        };
         let lua = sandbox::new_state().map_err(|e| e.to_string())?;
+        interrupt::watch(&lua).map_err(|e| e.to_string())?;
         let sluice = module::build(&lua, core.clone(), &self.args).map_err(|e| e.to_string())?;
         clock::install(&lua, core.clone(), &sluice, seed).map_err(|e| e.to_string())?;
         lua.globals()
@@ -290,7 +295,7 @@ impl RuntimeBuilder {
         };
         sandbox::install_require(&lua, script_dir, &[("sluice", sluice)])
             .map_err(|e| e.to_string())?;
-        Ok(Runtime { core, lua })
+        Ok(Runtime { core, lua, closer })
     }
 }
 
@@ -298,6 +303,51 @@ impl RuntimeBuilder {
 pub struct Runtime {
     core: Rc<Core>,
     lua: Lua,
+    closer: Closer,
+}
+
+/// Ends a run's record from any thread: what a backstop uses when the
+/// run's own thread is stuck (see [`interrupt::arm_backstop`]). The first
+/// [`Closer::end`] (or [`Runtime::end`]) seals; a concurrent one waits until
+/// that seal is written, and later ones do nothing.
+#[derive(Clone)]
+pub struct Closer {
+    recorder: Option<Arc<Recorder>>,
+    ended: Arc<Mutex<bool>>,
+}
+
+impl fmt::Debug for Closer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Closer").finish_non_exhaustive()
+    }
+}
+
+impl Closer {
+    /// Records how the run ended and seals its record, as [`Runtime::end`].
+    pub fn end(&self, status: &str, error: Option<&str>) -> Result<(), String> {
+        // Held while sealing, so a second caller returns only once sealed.
+        let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        if std::mem::replace(&mut *ended, true) {
+            return Ok(());
+        }
+        let Some(recorder) = &self.recorder else {
+            return Ok(());
+        };
+        recorder.end(status, error)?;
+        match recorder.failure() {
+            Some(why) => Err(format!("the audit record is incomplete: {why}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the run's end was recorded (or is being recorded now).
+    pub fn is_ended(&self) -> bool {
+        match self.ended.try_lock() {
+            Ok(ended) => *ended,
+            Err(std::sync::TryLockError::Poisoned(e)) => *e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => true,
+        }
+    }
 }
 
 impl Runtime {
@@ -346,18 +396,12 @@ impl Runtime {
     /// error) and seals its record. Dropping the runtime without it records
     /// `ok` (`failed` while panicking). Later calls do nothing.
     pub fn end(&self, status: &str, error: Option<&str>) -> Result<(), String> {
-        let audit = &self.core.audit;
-        if audit.ended.replace(true) {
-            return Ok(());
-        }
-        let Some(recorder) = &audit.recorder else {
-            return Ok(());
-        };
-        recorder.end(status, error)?;
-        match recorder.failure() {
-            Some(why) => Err(format!("the audit record is incomplete: {why}")),
-            None => Ok(()),
-        }
+        self.closer.end(status, error)
+    }
+
+    /// A handle that ends this run's record from another thread.
+    pub fn closer(&self) -> Closer {
+        self.closer.clone()
     }
 
     /// Calls a flow from Rust, through the same door as Lua.
@@ -410,7 +454,6 @@ impl Runtime {
             message: describe(&e),
         };
         let thread = self.lua.create_thread(chunk).map_err(fail)?;
-        interrupt::watch(&thread);
         thread.into_async::<()>(()).await.map_err(fail)
     }
 }

@@ -30,14 +30,51 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
     m.set("args", lua.create_sequence_from(args.iter().cloned())?)?;
     m.set("workspace", core.ctx.workspace.display().to_string())?;
     m.set("run_id", core.ctx.run_id.clone())?;
-    m.set(
-        "sleep",
-        lua.create_async_function(|_, ms: u64| async move {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            Ok(())
-        })?,
-    )?;
+    m.set("sleep", sleep_function(lua)?)?;
     Ok(m)
+}
+
+/// The longest `sluice.sleep`, in milliseconds: ten minutes, as the longest
+/// command timeout.
+pub const MAX_SLEEP_MS: f64 = 600_000.0;
+
+/// `sluice.sleep(ms)`: `true` after `ms` milliseconds, or `nil, err`
+/// (`invalid_input`) for a negative, non-finite or over-long `ms`; a stop
+/// request ends it at once, raising "interrupted". Not a number is a
+/// programming mistake, raised.
+fn sleep_function(lua: &Lua) -> mlua::Result<Function> {
+    lua.create_async_function(|lua, ms: LuaValue| async move {
+        let ms = match ms {
+            LuaValue::Integer(i) => i as f64,
+            LuaValue::Number(n) => n,
+            other => {
+                return Err(mlua::Error::runtime(format!(
+                    "sluice.sleep(ms): ms is a number of milliseconds, got {}",
+                    other.type_name()
+                )))
+            }
+        };
+        if !(0.0..=MAX_SLEEP_MS).contains(&ms) {
+            let err = FlowError::invalid_input(
+                "ms",
+                format!(
+                    "sluice.sleep: `ms` is {ms} ms; it is a number of milliseconds from 0 to {} (ten minutes); \
+                     to wait longer, sleep in a loop and check what you wait for between sleeps",
+                    MAX_SLEEP_MS as u64
+                ),
+            );
+            return Ok((LuaValue::Nil, LuaValue::Table(error_table(&lua, &err)?)));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)) => {
+                Ok((LuaValue::Boolean(true), LuaValue::Nil))
+            }
+            sig = super::interrupt::wait() => Err(mlua::Error::runtime(format!(
+                "interrupted by {}",
+                super::interrupt::name(sig)
+            ))),
+        }
+    })
 }
 
 /// Raises, at the caller's line, for an input that is not a table: a
@@ -103,6 +140,14 @@ async fn invoke(
     name: &str,
     input: LuaValue,
 ) -> mlua::Result<MultiValue> {
+    // No call starts once the run is asked to stop: a loop of quick calls
+    // runs few instructions between two checks of the hook.
+    if let Some(sig) = super::interrupt::requested() {
+        return Err(mlua::Error::runtime(format!(
+            "interrupted by {}",
+            super::interrupt::name(sig)
+        )));
+    }
     let result = match to_json(lua, input) {
         Ok(json) => core.call_in(task, name, json).await,
         Err(e) => Err(e),
