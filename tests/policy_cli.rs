@@ -404,7 +404,10 @@ fn run_help_mentions_the_policy_flags() {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
     assert!(help.contains("a deny from any wins"), "{help}");
-    assert!(help.contains("`default`, `readonly`, `ci` and `unconfined`"), "{help}");
+    assert!(
+        help.contains("`default`, `readonly`, `ci` and `unconfined`"),
+        "{help}"
+    );
 }
 
 #[test]

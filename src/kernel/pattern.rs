@@ -226,6 +226,19 @@ impl Pattern {
         self.select.includes(action)
     }
 
+    /// Whether the pattern covers `action` with every resource (`*`,
+    /// `proc:spawn`, `proc:spawn:*`).
+    pub fn any_resource(&self, action: Action) -> bool {
+        self.select.includes(action) && matches!(self.side(action), Some(Resource::Any))
+    }
+
+    /// The resource part as written (after the action's colon), `None`
+    /// when the pattern has none (`*`, `fs:read`).
+    pub fn resource(&self) -> Option<&str> {
+        let (_, rest) = self.text.split_once(':')?;
+        rest.split_once(':').map(|(_, r)| r)
+    }
+
     /// The shape of the paths this pattern names, for a sandbox to
     /// express: `None` when it selects no fs action.
     pub fn fs_shape(&self) -> Option<FsShape<'_>> {
@@ -460,6 +473,12 @@ fn path_text(path: &Path) -> String {
 /// Glob characters that `escape` protects with a backslash.
 fn is_meta(c: char) -> bool {
     matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\')
+}
+
+/// `text` as a pattern resource that matches it and nothing else: every
+/// glob character escaped (so `${` too, as `$\{`).
+pub fn escaped(text: &str) -> String {
+    escape(text)
 }
 
 /// `text` with every glob character escaped.
