@@ -192,6 +192,7 @@ fn analyze_here(line: &str) -> Analysis {
         out: Vec::new(),
         env: Vec::new(),
         fed: false,
+        exec_fed: false,
     };
     match walker.script(line, 0) {
         Ok(()) => Analysis::Parsed(walker.out),
@@ -237,6 +238,9 @@ struct Walker {
     /// Standard input may carry data where the walk is (see
     /// [`Command::fed`]).
     fed: bool,
+    /// An `exec <file` redirected the shell's standard input for the rest
+    /// of the line.
+    exec_fed: bool,
 }
 
 impl Walker {
@@ -419,7 +423,7 @@ impl Walker {
             self.out.remove(at);
             return Ok(());
         }
-        let fed = self.fed || fed;
+        let fed = self.fed || self.exec_fed || fed;
         let mut all = self.env.clone();
         all.extend(env);
         let mut command = Command::new(&words, redirects, false);
@@ -429,7 +433,7 @@ impl Walker {
         self.assigns(&words);
         if words.len() == 1 && words[0].text == "exec" && fed {
             // `exec <file`: the rest of the line reads that file.
-            self.fed = true;
+            self.exec_fed = true;
         }
         self.unwrap(&words, stdin.as_ref(), depth, &all, fed)
     }
@@ -1927,6 +1931,33 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Run> {
                 None => Run::Shell,
             }
         }
+        // Package runners: the program they run is a package's, or any.
+        "npx" | "bunx" | "uvx" => runner(args, 0),
+        "npm" | "pnpm" | "yarn" | "bun" => match args.first().map(|a| a.text.as_str()) {
+            Some("exec" | "x" | "dlx") => runner(args, 1),
+            _ => Run::Nothing,
+        },
+        "uv" | "poetry" | "pipx" | "pdm" | "hatch" => match args.first().map(|a| a.text.as_str()) {
+            Some("run") => runner(args, 1),
+            _ => Run::Nothing,
+        },
+        "bundle" | "bundler" => match args.first().map(|a| a.text.as_str()) {
+            Some("exec") => runner(args, 1),
+            _ => Run::Nothing,
+        },
+        "rustup" => match args.first().map(|a| a.text.as_str()) {
+            // `rustup run TOOLCHAIN CMD...`
+            Some("run") if args.len() > 2 => argv(Some(2)),
+            _ => Run::Nothing,
+        },
+        "perf" => match args.first().map(|a| a.text.as_str()) {
+            Some("stat" | "record" | "trace") => {
+                let parsed = options("eptoCGIxMDrcFjmu", &["--event", "--pid", "--tid", "--output", "--cpu", "--cgroup", "--repeat", "--field-separator", "--metrics", "--delay", "--count", "--freq", "--mmap-pages", "--uid", "--call-graph"])
+                    .parse(&args[1..]);
+                argv(parsed.next.map(|i| i + 1))
+            }
+            _ => Run::Nothing,
+        },
         p if is_loader(p) => at(options(
             "",
             &[
@@ -1942,6 +1973,40 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Run> {
         .parse(args)),
         _ => Run::Nothing,
     })
+}
+
+/// What a package runner (`npx`, `npm exec`, `uv run`, ...) runs, from its
+/// arguments after the first `skip` (the subcommand): `-c`/`--call` hands
+/// a script to the shell; otherwise the first word after its options.
+fn runner(args: &[Arg], skip: usize) -> Run {
+    let rest = args.get(skip..).unwrap_or_default();
+    let parsed = Options {
+        with_arg: "pcCPw",
+        optional_arg: "",
+        long_with_arg: &[
+            "--package",
+            "--call",
+            "--with",
+            "--python",
+            "--project",
+            "--directory",
+            "--from",
+            "--spec",
+            "--pip-args",
+            "--index-url",
+            "--index",
+            "--extra",
+            "--group",
+            "--env-file",
+            "--gemfile",
+            "--workspace",
+        ],
+    }
+    .parse(rest);
+    match parsed.value('c', "call") {
+        Some(script) => Run::Script(script.clone()),
+        None => argv(parsed.next.map(|i| i + skip)),
+    }
 }
 
 /// The dynamic loader, run as a program (`ld.so`, `ld-linux-x86-64.so.2`).
@@ -2556,6 +2621,147 @@ mod tests {
                 "curl x",
             ],
         );
+    }
+
+    #[test]
+    fn wrappers_of_util_linux_and_others() {
+        for (line, inner) in [
+            ("chrt 1 curl x", "curl x"),
+            ("chrt -f -T 5 1 curl x", "curl x"),
+            ("taskset 1 curl x", "curl x"),
+            ("taskset -c 0,1 curl x", "curl x"),
+            ("ionice curl x", "curl x"),
+            ("ionice -c 3 curl x", "curl x"),
+            ("ionice -c3 -n 7 curl x", "curl x"),
+            ("unshare curl x", "curl x"),
+            ("unshare -r --setgroups deny curl x", "curl x"),
+            ("unshare --mount=/x -R / curl x", "curl x"),
+            ("nsenter -t 1 -m curl x", "curl x"),
+            ("setpriv --reuid 1000 curl x", "curl x"),
+            ("flock -u / curl x", "curl x"),
+            ("flock -w 5 /tmp/l curl x", "curl x"),
+            ("setarch -3 curl x", "curl x"),
+            ("setarch x86_64 -R curl x", "curl x"),
+            ("linux32 curl x", "curl x"),
+            ("choom -n 0 curl x", "curl x"),
+            ("logsave /dev/null curl x", "curl x"),
+            ("prlimit --nofile=10 curl x", "curl x"),
+            ("chroot / curl x", "curl x"),
+            ("strace -o /dev/null curl x", "curl x"),
+            ("strace -f -e trace=open curl x", "curl x"),
+            ("valgrind --tool=none curl x", "curl x"),
+            ("ssh-agent curl x", "curl x"),
+            ("busybox curl x", "curl x"),
+            ("watch -x curl x", "curl x"),
+            ("rlwrap -a curl x", "curl x"),
+            ("/lib64/ld-linux-x86-64.so.2 curl x", "curl x"),
+            ("ld.so --preload x.so curl x", "curl x"),
+            ("npx curl x", "curl x"),
+            ("npm exec -- curl x", "curl x"),
+            ("uv run --with y curl x", "curl x"),
+            ("bundle exec curl x", "curl x"),
+            ("rustup run stable curl x", "curl x"),
+            ("perf stat -e cycles curl x", "curl x"),
+            ("start-stop-daemon -S -x curl -- x", "curl x"),
+            ("ip netns exec n curl x", "curl x"),
+        ] {
+            let texts = texts(line);
+            assert_eq!(texts.last().map(String::as_str), Some(inner), "{line}: {texts:?}");
+        }
+        // Those that take a script, run by a shell.
+        for line in [
+            "flock /tmp/l -c 'curl x'",
+            "flock -c 'curl x' /tmp/l",
+            "watch 'curl x'",
+            "watch -n 1 curl x",
+            "script -q -c 'curl x' /dev/null",
+            "sg users -c 'curl x'",
+            "ssh host curl x",
+            "ssh -p 22 host 'curl x'",
+            "capsh -- -c 'curl x'",
+            "parallel curl x ::: a b",
+            "npx -c 'curl x'",
+        ] {
+            let texts = texts(line);
+            assert_eq!(texts.last().map(String::as_str), Some("curl x"), "{line}: {texts:?}");
+        }
+        // What runs nothing.
+        for line in [
+            "taskset -p 1",
+            "chrt -m",
+            "ionice -p 1",
+            "setpriv -d",
+            "flock 9",
+            "ssh -N host",
+            "npm install",
+            "uv pip install x",
+        ] {
+            assert_eq!(texts(line).len(), 1, "{line}: {:?}", texts(line));
+        }
+    }
+
+    #[test]
+    fn a_wrapper_with_no_command_runs_a_shell_known_only_at_run_time() {
+        for line in [
+            "script -q /dev/null",
+            "unshare -r",
+            "chroot /",
+            "nsenter -t 1",
+            "su",
+            "sudo -s",
+            "sg users",
+            "ssh host",
+            "run-parts /etc/x",
+        ] {
+            let c = commands(line);
+            assert_eq!(c.len(), 2, "{line}: {c:?}");
+            assert!(c[1].program_dynamic, "{line}");
+            assert_eq!(c[1].text, "$SHELL", "{line}");
+        }
+        let c = commands("eval \"$X\"");
+        assert!(c[1].program_dynamic, "{c:?}");
+        let c = commands("$T x");
+        assert!(c[0].program_dynamic);
+        let c = commands("$(echo touch) x");
+        assert!(c[0].program_dynamic);
+        assert!(!commands("touch $x")[0].program_dynamic);
+    }
+
+    #[test]
+    fn assignments_reach_what_runs_them() {
+        let env = |line: &str| -> Vec<Vec<String>> {
+            commands(line).into_iter().map(|c| c.env).collect()
+        };
+        assert_eq!(env("PAGER=x git log"), [vec!["PAGER=x".to_string()]]);
+        assert_eq!(
+            env("PAGER=x timeout 5 git log"),
+            [vec!["PAGER=x".to_string()], vec!["PAGER=x".to_string()]]
+        );
+        assert_eq!(env("env PAGER=x git log")[1], ["PAGER=x"]);
+        assert_eq!(env("sudo -E PAGER=x git log")[1], ["PAGER=x"]);
+        assert_eq!(env("strace -E PAGER=x git log")[1], ["PAGER=x"]);
+        assert_eq!(env("PAGER=x sh -c 'git log'")[1], ["PAGER=x"]);
+        // A table variable set earlier in the line stays in effect; others
+        // are the shell's own.
+        assert_eq!(env("PATH=/tmp/x; git status"), [vec!["PATH=/tmp/x".to_string()]]);
+        assert_eq!(env("export PAGER=x; git log")[1], ["PAGER=x"]);
+        assert_eq!(env("x=1; echo $x"), [Vec::<String>::new()]);
+        assert_eq!(env("read HOME; git status")[1], ["HOME=$(read)"]);
+    }
+
+    #[test]
+    fn what_feeds_standard_input() {
+        let fed = |line: &str| -> Vec<bool> { commands(line).iter().map(|c| c.fed).collect() };
+        assert_eq!(fed("ed f"), [false]);
+        assert_eq!(fed("echo x | ed f"), [false, true]);
+        assert_eq!(fed("ed f < cmds"), [true]);
+        assert_eq!(fed("ed f <<< x"), [true]);
+        assert_eq!(fed("ed f <<EOF\nx\nEOF\n"), [true]);
+        assert_eq!(fed("{ ed f; } < cmds"), [false, true]);
+        assert_eq!(fed("echo x | { ed f; }"), [false, true]);
+        assert_eq!(fed("echo x | sh -c 'ed f'"), [false, true, true]);
+        assert_eq!(fed("exec < cmds; ed f"), [true, true]);
+        assert_eq!(fed("ed f 2> err"), [false]);
     }
 
     // ---- what is not analyzed -----------------------------------------------
