@@ -728,11 +728,19 @@ impl CallInput {
                 }
             })
             .collect();
-        let given = |field: &str| req.input.get(field).is_some_and(|v| v.is_string());
-        CallInput {
-            env,
-            fed: given("stdin") || given("script"),
-        }
+        // A `script` is standard input to its interpreter, and to what it
+        // starts; a shell's script is also checked as a line of its own,
+        // so the line that starts that shell is not fed unknown input.
+        let text = |field: &str| req.input.get(field).and_then(|v| v.as_str());
+        let interpreter = text("interpreter").unwrap_or("bash");
+        let shell = matches!(
+            interpreter.rsplit('/').next().unwrap_or(interpreter),
+            "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash"
+        );
+        let script = text("script");
+        let fed = text("stdin").is_some()
+            || script.is_some_and(|s| !shell || s == req.capability.resource);
+        CallInput { env, fed }
     }
 }
 

@@ -52,6 +52,7 @@
 //! | gdb | `-ex`/`--eval-command`, `-iex`/`--init-eval-command`, commands on standard input (without `-batch`) |
 //! | sqlite3 | `.shell`, `.system`, `.load`, `.output \|`, `.once \|`, `.once -x`, `.excel`, `.read \|`, `.import \|`, `load_extension(`, `edit(` in its arguments or `-cmd`; `-init`; commands on standard input (none with `-safe`) |
 //! | ed, ftp, cpan, debugfs, psql, mysql, irb, jshell, ... | commands on standard input |
+//! | sh, bash, dash, zsh, ... | commands on standard input, from a pipe, a file or the call's `stdin` (`-c` and here-documents are unwrapped) |
 //! | zip | `-TT`/`--unzip-command` |
 //! | socat | `EXEC:` and `SYSTEM:` addresses |
 //! | nc, ncat | `-e`, `-c`, `--exec`, `--sh-exec`, `--lua-exec` |
@@ -536,6 +537,9 @@ fn program_forms(family: &str, args: &[String], f: &mut Found) {
         "ed" | "ftp" | "tnftp" | "cpan" | "debugfs" | "psql" | "mysql" | "mariadb" | "jshell"
         | "ghci" | "guile" | "octave" | "clisp" | "smbclient" | "pry" | "dc" | "R" | "gnuplot"
         | "lftp" | "tasksh" => repl(family, args, f),
+        "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "fish" => {
+            shell(args, f)
+        }
         "zip" => zip(args, f),
         "socat" => socat(args, f),
         "nc" => nc(args, f),
@@ -1850,6 +1854,42 @@ fn repl(program: &str, args: &[String], f: &mut Found) {
     if !has_code {
         f.stdin(STDIN);
     }
+}
+
+/// A shell reading its script on standard input (no `-c`, no script
+/// file, or `-s`), when something feeds it: a pipe, a file, or the call's
+/// `stdin`. (A here-document the analysis read, and the script of `bash`'s
+/// `script` shape, are checked as commands themselves, and do not count.)
+fn shell(args: &[String], f: &mut Found) {
+    let mut i = 0;
+    let mut stdin = false;
+    while let Some(a) = args.get(i) {
+        i += 1;
+        if a == "--" || a == "-" {
+            break;
+        }
+        if a.starts_with("--") {
+            if matches!(a.as_str(), "--rcfile" | "--init-file") {
+                i += 1;
+            }
+            continue;
+        }
+        if a.len() > 1 && (a.starts_with('-') || a.starts_with('+')) {
+            if a.contains('c') {
+                return;
+            }
+            stdin |= a.contains('s');
+            if a.contains('o') || a.contains('O') {
+                i += 1;
+            }
+            continue;
+        }
+        if !stdin {
+            return;
+        }
+        break;
+    }
+    f.stdin("the shell runs the commands it reads on standard input, and something feeds it");
 }
 
 // ---- the rest ---------------------------------------------------------------

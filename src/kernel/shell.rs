@@ -423,7 +423,15 @@ impl Walker {
             self.out.remove(at);
             return Ok(());
         }
-        let fed = self.fed || self.exec_fed || fed;
+        // A shell whose script is the here-document read here runs what
+        // the analysis lists, not unknown input.
+        let script_read = stdin.as_ref().is_some_and(|s| !s.dynamic)
+            && words.first().is_some_and(|w| {
+                !w.dynamic
+                    && SHELLS.contains(&w.text.rsplit('/').next().unwrap_or_default())
+                    && matches!(shell_input(&words[1..]), ShellInput::Stdin)
+            });
+        let fed = self.fed || self.exec_fed || (fed && !script_read);
         let mut all = self.env.clone();
         all.extend(env);
         let mut command = Command::new(&words, redirects, false);
@@ -838,7 +846,7 @@ impl Walker {
         let program = name.text.rsplit('/').next().unwrap_or_default();
         let at = Scope { env, fed };
         match program {
-            "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" => match shell_input(args) {
+            p if SHELLS.contains(&p) => match shell_input(args) {
                 ShellInput::Command(Some(script)) => self.inline(script, depth, at),
                 ShellInput::Stdin => stdin.map_or(Ok(()), |script| self.inline(script, depth, at)),
                 ShellInput::Command(None) | ShellInput::File => Ok(()),
@@ -963,6 +971,9 @@ impl Walker {
         Ok(())
     }
 }
+
+/// The shells whose `-c` script and here-documents are analyzed.
+const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash"];
 
 /// Where a wrapper's command runs: with its assignments and its standard
 /// input.
