@@ -23,7 +23,10 @@ const MARKER: &str = "MARKER";
 fn setup() -> common::Workspace {
     let ws = common::workspace();
     repo(ws.path());
-    let config = format!("[core]\n\tfsmonitor = touch {}\n", ws.file(MARKER).display());
+    let config = format!(
+        "[core]\n\tfsmonitor = touch {}\n",
+        ws.file(MARKER).display()
+    );
     fs::write(ws.file("evil.gitconfig"), &config).unwrap();
     fs::create_dir_all(ws.file("home")).unwrap();
     fs::write(ws.file("home/.gitconfig"), &config).unwrap();
@@ -31,7 +34,11 @@ fn setup() -> common::Workspace {
     fs::write(ws.file("xdg/git/config"), &config).unwrap();
     fs::create_dir_all(ws.file("bin")).unwrap();
     let fake = ws.file("bin/git");
-    fs::write(&fake, format!("#!/bin/sh\ntouch {}\n", ws.file(MARKER).display())).unwrap();
+    fs::write(
+        &fake,
+        format!("#!/bin/sh\ntouch {}\n", ws.file(MARKER).display()),
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
     ws
@@ -101,7 +108,12 @@ fn env_that_steers_git_is_refused_under_git_star_and_runs_only_under_a_rule_nami
         refused(what, &out, &err);
         assert!(!ws.file(MARKER).exists(), "{what}: the marker was made");
         // A background job is judged the same way.
-        let (out, err) = bash(&ws, &only_git, line, json!({"env": env, "background": true}));
+        let (out, err) = bash(
+            &ws,
+            &only_git,
+            line,
+            json!({"env": env, "background": true}),
+        );
         refused(&format!("{what} (background)"), &out, &err);
         // Not even a rule granting every command line grants the variable.
         let any = policy(&ws, "any.lua", &["proc:spawn:*"]);
@@ -124,7 +136,12 @@ fn env_that_steers_git_is_refused_under_git_star_and_runs_only_under_a_rule_nami
 fn the_refusal_names_the_variable_and_the_rule_that_would_grant_it() {
     let ws = setup();
     let only_git = policy(&ws, "git.lua", &["proc:spawn:*"]);
-    let (_, err) = bash(&ws, &only_git, "git -p log", json!({"env": {"PAGER": "touch MARKER"}}));
+    let (_, err) = bash(
+        &ws,
+        &only_git,
+        "git -p log",
+        json!({"env": {"PAGER": "touch MARKER"}}),
+    );
     let reason = err["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains("sets PAGER")
@@ -144,7 +161,12 @@ fn ordinary_git_and_ordinary_env_still_run() {
     // A variable outside the table is judged as text, like a leading
     // assignment: a wildcard rule grants it.
     let any = policy(&ws, "any.lua", &["proc:spawn:*"]);
-    let (out, err) = bash(&ws, &any, "git status", json!({"env": {"LANG": "C", "GIT_AUTHOR_NAME": "t"}}));
+    let (out, err) = bash(
+        &ws,
+        &any,
+        "git status",
+        json!({"env": {"LANG": "C", "GIT_AUTHOR_NAME": "t"}}),
+    );
     ran("git status with LANG", &out, &err);
     let lang = policy(&ws, "lang.lua", &["proc:spawn:LANG=C git *"]);
     let (out, err) = bash(&ws, &lang, "git status", json!({"env": {"LANG": "C"}}));
@@ -175,9 +197,21 @@ fn assignments_in_the_line_follow_the_same_table() {
         "named.lua",
         &["proc:spawn:*", "proc:spawn:GIT_EXTERNAL_DIFF=* git *"],
     );
-    let (out, err) = bash(&ws, &named, "GIT_EXTERNAL_DIFF='touch MARKER' git diff", json!({}));
-    ran("GIT_EXTERNAL_DIFF=... git diff under a rule naming it", &out, &err);
-    assert!(ws.file(MARKER).exists(), "the named GIT_EXTERNAL_DIFF did not run");
+    let (out, err) = bash(
+        &ws,
+        &named,
+        "GIT_EXTERNAL_DIFF='touch MARKER' git diff",
+        json!({}),
+    );
+    ran(
+        "GIT_EXTERNAL_DIFF=... git diff under a rule naming it",
+        &out,
+        &err,
+    );
+    assert!(
+        ws.file(MARKER).exists(),
+        "the named GIT_EXTERNAL_DIFF did not run"
+    );
 }
 
 #[test]
@@ -186,7 +220,12 @@ fn a_rule_naming_one_value_does_not_grant_another() {
     let less = policy(&ws, "less.lua", &["proc:spawn:PAGER=cat git *"]);
     let (out, err) = bash(&ws, &less, "git -p log", json!({"env": {"PAGER": "cat"}}));
     ran("PAGER=cat git -p log", &out, &err);
-    let (out, err) = bash(&ws, &less, "git -p log", json!({"env": {"PAGER": "cat; touch MARKER"}}));
+    let (out, err) = bash(
+        &ws,
+        &less,
+        "git -p log",
+        json!({"env": {"PAGER": "cat; touch MARKER"}}),
+    );
     refused("PAGER='cat; touch MARKER'", &out, &err);
     assert!(!ws.file(MARKER).exists());
 }

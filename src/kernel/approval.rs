@@ -128,7 +128,11 @@ impl Approver {
 /// What a "for the rest of the run" answer is remembered by: the
 /// capability, and for a command the environment its call gives it.
 fn remembered_key(req: &Request) -> String {
-    match req.input.get("env").filter(|_| req.capability.action == Action::ProcSpawn) {
+    match req
+        .input
+        .get("env")
+        .filter(|_| req.capability.action == Action::ProcSpawn)
+    {
         Some(env) => format!("{} with env {env}", req.capability),
         None => req.capability.to_string(),
     }

@@ -40,7 +40,7 @@
 //! | find | `-delete`, `-fprint`, `-fprint0`, `-fprintf`, `-fls` (`-exec`, `-execdir`, `-ok`, `-okdir` are unwrapped) |
 //! | tar | `--to-command`, `-I`/`--use-compress-program`, `--checkpoint-action=exec=`, `-F`/`--info-script`/`--new-volume-script`, `--rsh-command`, `--rmt-command` |
 //! | rsync | `-e`/`--rsh`, `--rsync-path` |
-//! | ssh, scp, sftp | `-o` with `ProxyCommand`, `LocalCommand`, `PermitLocalCommand`, `KnownHostsCommand`, `RemoteCommand`, `Include`, `PKCS11Provider`, `SecurityKeyProvider`; `-F`; ssh `-I`; scp and sftp `-S`, `-D`; sftp `-b`, `-s PATH`, and commands on standard input (the remote command of ssh is unwrapped) |
+//! | ssh, scp, sftp | `-o` with `ProxyCommand`, `LocalCommand`, `PermitLocalCommand`, `KnownHostsCommand`, `RemoteCommand`, `Include`, `PKCS11Provider`, `SecurityKeyProvider`; `-F`; ssh `-I`; scp and sftp `-S`, `-D`; sftp `-b`, `-s PATH`; commands on standard input (sftp's, and ssh's remote shell when no command is given; a remote command is unwrapped) |
 //! | sed | the `e` command, `s///e`, `w`, `W`, `s///w` (none with `--sandbox`) |
 //! | awk, gawk, mawk, nawk | `system()`, pipes (`\|`, `\|&`), `print >`, `/inet/`, `@load`, `-l`/`--load` (none with gawk's `--sandbox`) |
 //! | make | `--eval`/`-E`, a makefile read from standard input (`-f -`), `SHELL=`, `.SHELLFLAGS=`, `MAKESHELL=`, `MAKEFLAGS=`, `MAKEFILES=` |
@@ -615,10 +615,7 @@ fn longs<'a>(args: &'a [String], names: &[(&'static str, bool)]) -> Vec<(&'stati
         if let Some((full, takes)) = hit {
             let value = match value {
                 Some(v) => v,
-                None if takes => {
-                    i += 1;
-                    args.get(i - 1).map_or("", String::as_str)
-                }
+                None if takes => next_value(args, &mut i),
                 None => "",
             };
             out.push((full, value));
@@ -627,10 +624,21 @@ fn longs<'a>(args: &'a [String], names: &[(&'static str, bool)]) -> Vec<(&'stati
     out
 }
 
+/// The word after an option that takes one, as its value. A word that
+/// looks like an option is still read as options too, so a grammar that
+/// wrongly says an option takes a value cannot hide the next one: what is
+/// looked for here must be found, even at the cost of a false alarm.
+fn next_value<'a>(args: &'a [String], i: &mut usize) -> &'a str {
+    let value = args.get(*i).map_or("", String::as_str);
+    if !value.starts_with('-') || value.len() < 2 {
+        *i += 1;
+    }
+    value
+}
+
 /// The short options of `args` (up to `--`), each with its value when it is
-/// one of `with_arg` (attached, or the next word). A cluster such as
-/// `-avze` yields each letter; a word taken as an option's value is not
-/// read as options.
+/// one of `with_arg` (attached, or the next word: see [`next_value`]). A
+/// cluster such as `-avze` yields each letter.
 fn shorts<'a>(args: &'a [String], with_arg: &str) -> Vec<(char, &'a str)> {
     let mut out = Vec::new();
     let mut i = 0;
@@ -646,8 +654,7 @@ fn shorts<'a>(args: &'a [String], with_arg: &str) -> Vec<(char, &'a str)> {
             if with_arg.contains(c) {
                 let rest = &a[1 + at + c.len_utf8()..];
                 let value = if rest.is_empty() {
-                    i += 1;
-                    args.get(i - 1).map_or("", String::as_str)
+                    next_value(args, &mut i)
                 } else {
                     rest
                 };
@@ -927,7 +934,7 @@ fn git(args: &[String], f: &mut Found) {
             opts(rest, &[("--open-files-in-pager", false)], RUNS_VALUE, f);
         }
         "difftool" => {
-            for (c, v) in shorts(rest, "xtgy") {
+            for (c, v) in shorts(rest, "xt") {
                 if c == 'x' {
                     f.push("--extcmd", v, RUNS_VALUE);
                 }
@@ -935,7 +942,7 @@ fn git(args: &[String], f: &mut Found) {
             opts(rest, &[("--extcmd", true)], RUNS_VALUE, f);
         }
         "rebase" => {
-            for (c, v) in shorts(rest, "xsXCo") {
+            for (c, v) in shorts(rest, "xsXC") {
                 if c == 'x' {
                     f.push("--exec", v, RUNS_VALUE);
                 }
@@ -963,7 +970,11 @@ fn git(args: &[String], f: &mut Found) {
                     ("--sendmail-cmd", true),
                 ],
             ) {
-                if name != "--smtp-server" || v.starts_with('/') || v.starts_with('.') {
+                if name != "--smtp-server"
+                    || v.starts_with('/')
+                    || v.starts_with('.')
+                    || f.side == Side::Rule
+                {
                     f.push(name, v, RUNS_VALUE);
                 }
             }
@@ -1107,7 +1118,8 @@ fn tar(args: &[String], f: &mut Found) {
         ],
     ) {
         match name {
-            "--checkpoint-action" if !v.contains("exec") => {}
+            // Only the exec= action runs a command (a rule's glob may hold it).
+            "--checkpoint-action" if !v.contains("exec") && f.side == Side::Command => {}
             "--new-volume-script" => f.push("--info-script", v, TAR_RUNS),
             _ => f.push(name, v, TAR_RUNS),
         }
@@ -1187,6 +1199,13 @@ fn ssh(program: &str, args: &[String], f: &mut Found) {
     }
     if program == "sftp" && !shorts(args, with_arg).iter().any(|(c, _)| *c == 'b') {
         f.stdin(STDIN);
+    }
+    // The remote command is unwrapped (judged as a command here, since the
+    // host may be this machine); without one, the remote shell runs what
+    // standard input holds.
+    let no_command = operands(args, with_arg, &[], false).len() <= 1;
+    if program == "ssh" && no_command && !args.iter().any(|a| a == "-N" || a.starts_with("-W")) {
+        f.stdin("ssh starts a shell on the host (which may be this machine) that runs what it reads on standard input");
     }
 }
 
@@ -2106,7 +2125,7 @@ fn wget(args: &[String], f: &mut Found) {
 fn apt(args: &[String], f: &mut Found) {
     for (c, v) in shorts(args, "ocqt") {
         match c {
-            'o' if v.contains("Invoke") || v.contains("Install-Pkgs") => {
+            'o' if v.contains("Invoke") || v.contains("Install-Pkgs") || f.side == Side::Rule => {
                 f.push("-o", v, "apt runs the hook command the option sets")
             }
             'c' => f.push("-c", v, READS_CONFIG),

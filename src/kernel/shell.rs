@@ -1833,7 +1833,8 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Run> {
                 // The words after the destination are joined and run by the
                 // remote user's shell (the host may be this machine).
                 Some(i) if i + 1 < args.len() => Run::Script(joined(&args[i + 1..])),
-                Some(_) if !parsed.short.contains(['N', 'W']) => Run::Shell,
+                // Without a command, the remote shell reads standard input:
+                // a form of the table when something feeds it.
                 _ => Run::Nothing,
             }
         }
@@ -1963,8 +1964,27 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Run> {
         },
         "perf" => match args.first().map(|a| a.text.as_str()) {
             Some("stat" | "record" | "trace") => {
-                let parsed = options("eptoCGIxMDrcFjmu", &["--event", "--pid", "--tid", "--output", "--cpu", "--cgroup", "--repeat", "--field-separator", "--metrics", "--delay", "--count", "--freq", "--mmap-pages", "--uid", "--call-graph"])
-                    .parse(&args[1..]);
+                let parsed = options(
+                    "eptoCGIxMDrcFjmu",
+                    &[
+                        "--event",
+                        "--pid",
+                        "--tid",
+                        "--output",
+                        "--cpu",
+                        "--cgroup",
+                        "--repeat",
+                        "--field-separator",
+                        "--metrics",
+                        "--delay",
+                        "--count",
+                        "--freq",
+                        "--mmap-pages",
+                        "--uid",
+                        "--call-graph",
+                    ],
+                )
+                .parse(&args[1..]);
                 argv(parsed.next.map(|i| i + 1))
             }
             _ => Run::Nothing,
@@ -2677,7 +2697,11 @@ mod tests {
             ("ip netns exec n curl x", "curl x"),
         ] {
             let texts = texts(line);
-            assert_eq!(texts.last().map(String::as_str), Some(inner), "{line}: {texts:?}");
+            assert_eq!(
+                texts.last().map(String::as_str),
+                Some(inner),
+                "{line}: {texts:?}"
+            );
         }
         // Those that take a script, run by a shell.
         for line in [
@@ -2694,7 +2718,11 @@ mod tests {
             "npx -c 'curl x'",
         ] {
             let texts = texts(line);
-            assert_eq!(texts.last().map(String::as_str), Some("curl x"), "{line}: {texts:?}");
+            assert_eq!(
+                texts.last().map(String::as_str),
+                Some("curl x"),
+                "{line}: {texts:?}"
+            );
         }
         // What runs nothing.
         for line in [
@@ -2704,6 +2732,7 @@ mod tests {
             "setpriv -d",
             "flock 9",
             "ssh -N host",
+            "ssh host",
             "npm install",
             "uv pip install x",
         ] {
@@ -2721,7 +2750,6 @@ mod tests {
             "su",
             "sudo -s",
             "sg users",
-            "ssh host",
             "run-parts /etc/x",
         ] {
             let c = commands(line);
@@ -2754,7 +2782,10 @@ mod tests {
         assert_eq!(env("PAGER=x sh -c 'git log'")[1], ["PAGER=x"]);
         // A table variable set earlier in the line stays in effect; others
         // are the shell's own.
-        assert_eq!(env("PATH=/tmp/x; git status"), [vec!["PATH=/tmp/x".to_string()]]);
+        assert_eq!(
+            env("PATH=/tmp/x; git status"),
+            [vec!["PATH=/tmp/x".to_string()]]
+        );
         assert_eq!(env("export PAGER=x; git log")[1], ["PAGER=x"]);
         assert_eq!(env("x=1; echo $x"), [Vec::<String>::new()]);
         assert_eq!(env("read HOME; git status")[1], ["HOME=$(read)"]);

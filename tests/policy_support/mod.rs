@@ -27,7 +27,9 @@ pub fn policy_text(rules: &[&str]) -> String {
             lines += &format!("    p.allow {},\n", common::lua_str(r));
         }
     }
-    for tree in ["/usr", "/bin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/tmp"] {
+    for tree in [
+        "/usr", "/bin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/tmp",
+    ] {
         lines += &format!("    p.allow \"fs:read:{tree}\",\n    p.allow \"fs:read:{tree}/**\",\n");
     }
     format!(
@@ -109,7 +111,14 @@ pub fn ran(what: &str, out: &Value, err: &Value) {
 /// Runs git in `dir` (outside sluice), failing the test if it fails.
 pub fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.org",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .env("PATH", PATH)
@@ -138,7 +147,8 @@ pub fn repo(dir: &Path) {
 
 /// Whether `program` can be found on [`PATH`].
 pub fn installed(program: &str) -> bool {
-    PATH.split(':').any(|d| Path::new(d).join(program).is_file())
+    PATH.split(':')
+        .any(|d| Path::new(d).join(program).is_file())
 }
 
 /// Fails the test unless `program` is installed, naming the Debian package

@@ -282,7 +282,6 @@ fn validate(i: &Input) -> FlowResult<()> {
     Ok(())
 }
 
-
 /// How an interpreter is told to read its program from stdin.
 fn stdin_flag(interpreter: &str) -> Option<&'static str> {
     let name = Path::new(interpreter)
@@ -299,7 +298,6 @@ fn stdin_flag(interpreter: &str) -> Option<&'static str> {
 fn is_shell(interpreter: &str) -> bool {
     stdin_flag(interpreter) == Some("-s")
 }
-
 
 fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
     let cwd = match &input.cwd {
