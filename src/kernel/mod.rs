@@ -502,7 +502,7 @@ impl Kernel {
             _ => None,
         };
         let admits = |p: &Pattern| {
-            judged.spelled_as(true).any(|c| p.matches(c))
+            judged.spelled_as(Spelled::Surely).any(|c| p.matches(c))
                 && (!judged.dynamic || p.any_resource(Action::ProcSpawn))
                 && judged.unnamed(p).is_none()
         };
@@ -539,7 +539,9 @@ impl Kernel {
         // A program known only at run time could be any program: every
         // deny rule on commands applies to it.
         let denies = |r: &Rule| {
-            judged.spelled_as(false).any(|c| r.pattern.matches(c))
+            judged
+                .spelled_as(Spelled::Any)
+                .any(|c| r.pattern.matches(c))
                 || (judged.dynamic && r.pattern.selects(Action::ProcSpawn))
         };
         if let Some(mut v) = first_rule(&policies, Decision::Deny, denies) {
@@ -559,7 +561,7 @@ impl Kernel {
         let exactly = judged.exactly || cap.action == Action::NetPrivate;
         let matches = |r: &Rule| {
             judged
-                .spelled_as(true)
+                .spelled_as(Spelled::Surely)
                 .any(|c| r.pattern.matches(c) && (!exactly || r.pattern.grants_explicitly(c)))
         };
         // Why a matching allow rule did not grant it, for the reason.
@@ -600,7 +602,11 @@ impl Kernel {
         if let Some(v) = first_rule(&policies, Decision::Allow, grants) {
             return v;
         }
-        let asks = |r: &Rule| judged.spelled_as(true).any(|c| r.pattern.matches(c));
+        let asks = |r: &Rule| {
+            judged
+                .spelled_as(Spelled::Surely)
+                .any(|c| r.pattern.matches(c))
+        };
         if let Some(mut v) = first_rule(&policies, Decision::Ask, asks) {
             if let Some(why) = withheld {
                 v.reason = format!("{why}; {}", v.reason);
@@ -660,7 +666,9 @@ impl Kernel {
                             let part = self.part_of(req, &call, c);
                             let judged = part.judged();
                             !judged.dynamic
-                                && judged.spelled_as(true).any(|c| pattern.matches(c))
+                                && judged
+                                    .spelled_as(Spelled::Surely)
+                                    .any(|c| pattern.matches(c))
                                 && judged.unnamed(pattern).is_none()
                         })
                     }
@@ -800,11 +808,14 @@ impl<'a> Judged<'a> {
         }
     }
 
-    /// The spellings a rule is matched against: for a deny rule, all of
-    /// them; otherwise the one written and those that surely name the same
-    /// program.
-    fn spelled_as(&self, deny: bool) -> impl Iterator<Item = &Capability> {
-        let other: &[Capability] = if deny { self.other } else { &[] };
+    /// The spellings a rule is matched against: for a deny rule
+    /// (`Spelled::Any`), all of them; otherwise the one written and those
+    /// that surely name the same program.
+    fn spelled_as(&self, which: Spelled) -> impl Iterator<Item = &Capability> {
+        let other: &[Capability] = match which {
+            Spelled::Any => self.other,
+            Spelled::Surely => &[],
+        };
         std::iter::once(self.cap)
             .chain(self.trusted.iter())
             .chain(other.iter())
@@ -815,7 +826,11 @@ impl<'a> Judged<'a> {
     /// them all; one granting every command line names every program form
     /// but no variable.
     fn unnamed(&self, p: &Pattern) -> Option<&'a programs::Form> {
-        if self.forms.is_empty() || self.spelled_as(false).any(|c| p.grants_explicitly(c)) {
+        if self.forms.is_empty()
+            || self
+                .spelled_as(Spelled::Surely)
+                .any(|c| p.grants_explicitly(c))
+        {
             return None;
         }
         let any = p.any_resource(Action::ProcSpawn);
@@ -837,6 +852,15 @@ impl<'a> Judged<'a> {
             })
         })
     }
+}
+
+/// Which spellings of a command a rule is matched against.
+#[derive(Clone, Copy)]
+enum Spelled {
+    /// Every one: deny rules.
+    Any,
+    /// The one written and those that surely name the same file.
+    Surely,
 }
 
 /// Other spellings of a command (see [`Kernel::spellings`]).
