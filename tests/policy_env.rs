@@ -229,3 +229,33 @@ fn a_rule_naming_one_value_does_not_grant_another() {
     refused("PAGER='cat; touch MARKER'", &out, &err);
     assert!(!ws.file(MARKER).exists());
 }
+
+#[test]
+fn policy_explain_judges_an_env_entry() {
+    let ws = setup();
+    let any = policy(&ws, "any.lua", &["proc:spawn:*"]);
+    let explain = |env: &[&str]| {
+        let mut cmd = std::process::Command::new(common::sluice_bin());
+        cmd.args([
+            "policy",
+            "explain",
+            "proc:spawn:git status",
+            "--policy",
+            &any,
+        ]);
+        for e in env {
+            cmd.args(["--env", e]);
+        }
+        String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned()
+    };
+    assert!(
+        explain(&[]).contains("decision:   allow"),
+        "{}",
+        explain(&[])
+    );
+    let text = explain(&["GIT_SSH_COMMAND=touch x"]);
+    assert!(
+        text.contains("decision:   deny") && text.contains("sets GIT_SSH_COMMAND"),
+        "{text}"
+    );
+}

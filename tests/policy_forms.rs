@@ -146,7 +146,7 @@ const ENTRIES: &[Entry] = &[
     e("nice", "nice touch MARKER", TOUCH, CORE),
     e("stdbuf", "stdbuf -i0 touch MARKER", TOUCH, CORE),
     e("time", "time touch MARKER", TOUCH, None),
-    e("logsave", "logsave /dev/null touch MARKER", TOUCH, Some("e2fsprogs")),
+    e("logsave", "logsave /dev/null touch MARKER", TOUCH, Some("logsave")),
     e("ssh-agent", "ssh-agent touch MARKER", TOUCH, Some("openssh-client")),
     e("watch", "watch -x touch MARKER", TOUCH, None),
     e("watch", "watch 'touch MARKER'", TOUCH, None),

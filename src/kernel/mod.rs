@@ -3,6 +3,19 @@
 //! matching deny rule (from any policy), the policies' `decide` hooks, allow
 //! rules, ask rules; nothing matched is the policies' `otherwise` (ask). An ask
 //! goes to the [`approval::Approver`].
+//!
+//! A command line (`proc:spawn`) is taken apart by [`shell`] and each simple
+//! command in it is judged as a capability of its own:
+//! - with the call's `env` as its first leading assignments ([`CallInput`]);
+//! - by every spelling of its program ([`Kernel::spellings`]): deny rules
+//!   see them all, allow and ask rules those that surely name the same file;
+//! - a program known only at run time matches every deny rule on commands
+//!   and no allow rule;
+//! - an allow rule (and the ceiling, and a pre-approval) grants it only if
+//!   it also names the forms of [`programs`] the command holds.
+//!
+//! Writing a repository control file ([`control`]) is granted only by an
+//! allow rule naming it.
 
 pub mod approval;
 pub mod control;

@@ -52,6 +52,16 @@
 //! Unknown variables (`${HOME}`) are errors; to match the text `${HOME}` write
 //! `$\{HOME\}`.
 //!
+//! # Command lines
+//!
+//! A `proc:spawn` resource is matched against each simple command of a line
+//! as the kernel judges it: the assignments in effect for it first (the
+//! call's `env`, sorted, then the line's), then its words after quote
+//! removal, joined by single spaces: `proc:spawn:GIT_PAGER=cat git *`. A
+//! command holding a variable or a form of [`super::programs`] is granted
+//! only by a rule that names it too, the rule's resource read as a command
+//! line (`proc:spawn:git -c core.pager=less *`); see that module.
+//!
 //! # `net:private` needs an explicit grant
 //!
 //! [`Pattern::matches`] reports every match, wildcards included, so

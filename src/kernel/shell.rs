@@ -16,9 +16,28 @@
 //! - commands that run their arguments as a command: the shells
 //!   (`bash -c 'S'`, `sh -lc "S"`, `bash <<'EOF'`), `env`, `timeout`,
 //!   `nice`, `nohup`, `setsid`, `stdbuf`, `time`, `command`, `builtin`,
-//!   `exec`, `sudo`, `doas`, `su -c`, `xargs`, `find -exec`, `eval` and
-//!   `trap`. The wrapper is listed, then the command it runs (whose
-//!   [`Command::text`] starts at that command's name), recursively.
+//!   `exec`, `sudo`, `doas`, `su -c`, `runuser`, `xargs`, `find -exec`,
+//!   `eval` and `trap`; util-linux's `chrt`, `taskset`, `ionice`,
+//!   `unshare`, `nsenter`, `setpriv`, `flock` (a command or `-c SCRIPT`),
+//!   `setarch` (and `linux32`, `linux64`, ...), `choom`, `prlimit`,
+//!   `script -c`, `chroot`, `sg`, `newgrp`; `logsave`, `strace`,
+//!   `valgrind`, `perf stat|record|trace`, `ssh-agent`, `busybox APPLET`,
+//!   `capsh --`, `start-stop-daemon -S`, `rlwrap`, `watch` (a script, or
+//!   `-x` and a command), `parallel`, `ip netns exec`, `systemd-run`, the
+//!   dynamic loader (`ld.so`, `ld-linux-x86-64.so.2`); `ssh HOST CMD`
+//!   (judged as if it ran here: the host may be this machine); and the
+//!   package runners `npx`, `npm exec`, `pnpm dlx`, `yarn exec`, `uv run`,
+//!   `uvx`, `poetry run`, `pipx run`, `bundle exec`, `rustup run`. The
+//!   wrapper is listed, then the command it runs (whose [`Command::text`]
+//!   starts at that command's name), recursively, with the wrapper's
+//!   assignments and standard input (see [`Command::env`] and
+//!   [`Command::fed`]).
+//! - what such a command runs when it is only known at run time (`sh -c
+//!   "$CMD"`, `eval "$X"`, a script in an expanded here-document), and the
+//!   shell a wrapper starts when given no command (`script`, `unshare -r`,
+//!   `chroot /`, `su`, `sudo -s`, `run-parts DIR`), listed as one command
+//!   whose program is dynamic (`$SHELL` for a shell), see
+//!   [`Command::program_dynamic`].
 //!
 //! # Order
 //!
@@ -57,11 +76,11 @@
 //! Only what is written in the line. A command built at run time is listed
 //! as written (`$CMD x` keeps `$CMD x`, dynamic), and a script read from a
 //! file or a pipe (`bash script.sh`, `curl x | sh`) is listed as the command
-//! that reads it (`bash script.sh`, `sh`), not as what it runs. Programs
-//! that run their arguments but are not in the list above (`ssh host cmd`,
-//! `watch`, `parallel`, `flock`, `chroot`, `python -c`, `git -c alias...`)
-//! are listed as themselves only, as are file writes that are not
-//! redirections (`tee f`, `cp a b`, `find -delete`). A redirection to
+//! that reads it (`bash script.sh`, `sh`, fed), not as what it runs.
+//! Programs that run code given in an option (`python -c`, `git -c
+//! alias...`, `tar --to-command`) are listed as themselves: the forms of
+//! [`super::programs`] find those. File writes that are not redirections
+//! (`tee f`, `cp a b`) are not listed. A redirection to
 //! `/dev/tcp/HOST/PORT` or `/dev/udp/...` is a network connection in bash,
 //! though it is listed as a file like any other.
 //!
