@@ -554,10 +554,8 @@ fn program_forms(family: &str, args: &[String], f: &mut Found) {
         "tmux" => tmux(args, f),
         "wget" => wget(args, f),
         "apt" | "apt-get" => apt(args, f),
-        "groff" => {
-            if shorts(args, "").iter().any(|(c, _)| *c == 'U') {
-                f.push("-U", "", "groff runs shell commands the document holds");
-            }
+        "groff" if shorts(args, "").iter().any(|(c, _)| *c == 'U') => {
+            f.push("-U", "", "groff runs shell commands the document holds")
         }
         "zic" => {
             for (c, v) in shorts(args, "dlLpty") {
