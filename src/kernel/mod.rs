@@ -514,10 +514,12 @@ impl Kernel {
             Action::FsWrite => control::control_part(Path::new(&cap.resource)),
             _ => None,
         };
+        // The ceiling bounds a run: a pattern of it admits a command only
+        // with the forms it names, unless it admits every command line.
         let admits = |p: &Pattern| {
+            let any = p.any_resource(Action::ProcSpawn);
             judged.spelled_as(Spelled::Surely).any(|c| p.matches(c))
-                && (!judged.dynamic || p.any_resource(Action::ProcSpawn))
-                && judged.unnamed(p).is_none()
+                && (any || (!judged.dynamic && judged.unnamed(p).is_none()))
         };
         if !self.ceiling.is_empty() && !self.ceiling.iter().any(admits) {
             let limits: Vec<&str> = self.ceiling.iter().map(|c| c.as_str()).collect();

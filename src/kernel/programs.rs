@@ -2134,14 +2134,32 @@ fn apt(args: &[String], f: &mut Found) {
 
 /// Reads a rule's resource (`git -c core.pager=* *`) as a command, the way
 /// the judged command was read, and returns its forms: only what it spells
-/// (see [`Side::Rule`]). `None` when it is not one simple command.
+/// (see [`Side::Rule`]). `None` when it is not one simple command. Rules
+/// are few and read often, so what they read as is kept.
 pub fn rule_forms(resource: &str) -> Option<Vec<Form>> {
-    let shell::Analysis::Parsed(commands) = shell::analyze(resource) else {
-        return None;
+    thread_local! {
+        static READ: std::cell::RefCell<std::collections::HashMap<String, Option<Vec<Form>>>> =
+            Default::default();
+    }
+    if let Some(known) = READ.with(|r| r.borrow().get(resource).cloned()) {
+        return known;
+    }
+    let read = match shell::analyze(resource) {
+        shell::Analysis::Parsed(commands) => commands.first().and_then(|first| {
+            let (program, args) = first.words.split_first()?;
+            Some(forms(program, args, &first.env, true, Side::Rule))
+        }),
+        shell::Analysis::Unparsed { .. } => None,
     };
-    let first = commands.first()?;
-    let (program, args) = first.words.split_first()?;
-    Some(forms(program, args, &first.env, true, Side::Rule))
+    READ.with(|r| {
+        let mut r = r.borrow_mut();
+        // Bounded: policies are reloaded as they change, rules with them.
+        if r.len() >= 4096 {
+            r.clear();
+        }
+        r.insert(resource.to_string(), read.clone());
+    });
+    read
 }
 
 /// Whether a form's value matches a rule's value, as a glob (`*` any run
