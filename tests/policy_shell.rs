@@ -305,3 +305,28 @@ fn a_form_is_named_by_its_rule_not_by_a_wildcard() {
     assert_eq!(decision(&k, "python3 -c 'print(1)'"), "allow");
     assert_eq!(decision(&k, "git status"), "allow");
 }
+
+#[test]
+fn rules_name_the_forms_of_one_command_together() {
+    // As a default policy might: any command, plus one variable by name.
+    let vars = Vars {
+        workspace: PathBuf::from("/w"),
+        home: None,
+    };
+    let text = r#"local p = require("sluice.policy")
+return { rules = { p.allow "proc:spawn:*", p.allow "proc:spawn:PYTHONPATH=* *" }, otherwise = "deny" }"#;
+    let policy = Policy::load(
+        Source::Embedded {
+            name: "p.lua",
+            text,
+        },
+        vars.clone(),
+    );
+    let k = Kernel::new(vec![policy], vec![], vars);
+    assert_eq!(decision(&k, "PYTHONPATH=. python3 -c 'print(1)'"), "allow");
+    assert_eq!(decision(&k, "python3 -c 'print(1)'"), "allow");
+    assert_eq!(
+        decision(&k, "PYTHONPATH=. PAGER=x python3 -c 'print(1)'"),
+        "deny"
+    );
+}

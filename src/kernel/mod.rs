@@ -519,7 +519,7 @@ impl Kernel {
         let admits = |p: &Pattern| {
             let any = p.any_resource(Action::ProcSpawn);
             judged.spelled_as(Spelled::Surely).any(|c| p.matches(c))
-                && (any || (!judged.dynamic && judged.unnamed(p).is_none()))
+                && (any || (!judged.dynamic && judged.unnamed_by(&[p]).is_none()))
         };
         if !self.ceiling.is_empty() && !self.ceiling.iter().any(admits) {
             let limits: Vec<&str> = self.ceiling.iter().map(|c| c.as_str()).collect();
@@ -579,43 +579,56 @@ impl Kernel {
                 .spelled_as(Spelled::Surely)
                 .any(|c| r.pattern.matches(c) && (!exactly || r.pattern.grants_explicitly(c)))
         };
-        // Why a matching allow rule did not grant it, for the reason.
+        // The allow rules that match. One that names everything the command
+        // holds grants it; so do several together when each of its forms is
+        // named by one of them (`proc:spawn:*` for a program's forms, and
+        // `proc:spawn:PYTHONPATH=* *` for the variable).
+        let matching: Vec<(&Policy, &Rule)> = policies
+            .iter()
+            .flat_map(|p| p.rules().iter().map(move |r| (p, r)))
+            .filter(|(_, r)| r.decision == Decision::Allow && matches(r))
+            .collect();
+        // Why the matching rules did not grant it, for the reason.
         let mut withheld: Option<String> = None;
-        let grants = |r: &Rule| {
-            if !matches(r) {
-                return false;
-            }
-            let why = if judged.dynamic {
-                Some(format!(
-                    "the program `{}` is only known when the command runs, so no allow rule grants it (the allow rule \"{}\" matches it only as text); name the program in the line",
-                    judged.program,
-                    r.pattern.as_str()
-                ))
-            } else if let Some(form) = judged.unnamed(&r.pattern) {
-                Some(unnamed_reason(cap, form, r.pattern.as_str()))
-            } else {
-                match &control {
-                    Some(part)
-                        if !r.pattern.grants_explicitly(cap)
-                            && !control::names(r.pattern.as_str(), part) =>
-                    {
-                        Some(control_reason(cap, part, r.pattern.as_str()))
-                    }
-                    _ => None,
-                }
-            };
-            match why {
+        if let Some((_, first)) = matching.first() {
+            let rule = first.pattern.as_str();
+            let patterns: Vec<&Pattern> = matching.iter().map(|(_, r)| &r.pattern).collect();
+            let names_control = |p: &Pattern| match &control {
+                Some(part) => p.grants_explicitly(cap) || control::names(p.as_str(), part),
                 None => true,
-                Some(why) => {
-                    if withheld.is_none() {
-                        withheld = Some(why);
+            };
+            withheld = if judged.dynamic {
+                Some(format!(
+                    "the program `{}` is only known when the command runs, so no allow rule grants it (the allow rule \"{rule}\" matches it only as text); name the program in the line",
+                    judged.program
+                ))
+            } else if let Some(form) = judged.unnamed_by(&patterns) {
+                Some(unnamed_reason(cap, form, rule))
+            } else if !patterns.iter().any(|p| names_control(p)) {
+                control.as_ref().map(|part| control_reason(cap, part, rule))
+            } else {
+                None
+            };
+            if withheld.is_none() {
+                // Report the first rule that grants it alone, else them all.
+                let alone = matching.iter().find(|(_, r)| {
+                    judged.unnamed_by(&[&r.pattern]).is_none() && names_control(&r.pattern)
+                });
+                return match alone {
+                    Some((p, r)) => rule_verdict(p, r),
+                    None => {
+                        let by: Vec<String> = matching
+                            .iter()
+                            .map(|(p, r)| rule_verdict(p, r).by)
+                            .collect();
+                        verdict(
+                            Decision::Allow,
+                            by.join("; "),
+                            "the policy allows it: each form the command holds is named by one of these rules".into(),
+                        )
                     }
-                    false
-                }
+                };
             }
-        };
-        if let Some(v) = first_rule(&policies, Decision::Allow, grants) {
-            return v;
         }
         let asks = |r: &Rule| {
             judged
@@ -684,7 +697,7 @@ impl Kernel {
                                 && judged
                                     .spelled_as(Spelled::Surely)
                                     .any(|c| pattern.matches(c))
-                                && judged.unnamed(pattern).is_none()
+                                && judged.unnamed_by(&[pattern]).is_none()
                         })
                     }
                     _ => {
@@ -836,35 +849,33 @@ impl<'a> Judged<'a> {
             .chain(other.iter())
     }
 
-    /// The first form the pattern does not name, if any (see
-    /// [`programs::Form`]): a pattern naming the command exactly names
-    /// them all; one granting every command line names every program form
-    /// but no variable.
-    fn unnamed(&self, p: &Pattern) -> Option<&'a programs::Form> {
-        if self.forms.is_empty()
-            || self
-                .spelled_as(Spelled::Surely)
+    /// The first form none of `patterns` names, if any (see
+    /// [`programs::Form`]): a pattern naming the command exactly names them
+    /// all; one granting every command line names every program form but
+    /// no variable.
+    fn unnamed_by(&self, patterns: &[&Pattern]) -> Option<&'a programs::Form> {
+        let exact = |p: &&Pattern| {
+            self.spelled_as(Spelled::Surely)
                 .any(|c| p.grants_explicitly(c))
-        {
+        };
+        if self.forms.is_empty() || patterns.iter().any(exact) {
             return None;
         }
-        let any = p.any_resource(Action::ProcSpawn);
-        let spelled = if any {
-            None
-        } else {
-            p.resource().and_then(programs::rule_forms)
-        };
+        let any = patterns.iter().any(|p| p.any_resource(Action::ProcSpawn));
+        let spelled: Vec<programs::Form> = patterns
+            .iter()
+            .filter(|p| !p.any_resource(Action::ProcSpawn))
+            .filter_map(|p| p.resource().and_then(programs::rule_forms))
+            .flatten()
+            .collect();
         self.forms.iter().find(|f| {
             if any && !f.variable {
                 return false;
             }
-            if f.implied {
-                return true;
-            }
-            !spelled.as_ref().is_some_and(|r| {
-                r.iter()
+            f.implied
+                || !spelled
+                    .iter()
                     .any(|g| g.key == f.key && programs::value_matches(&g.value, &f.value))
-            })
         })
     }
 }
@@ -972,20 +983,26 @@ fn first_rule(
             .rules()
             .iter()
             .find(|r| r.decision == decision && hit(r))?;
-        let by = format!(
-            "{} \"{}\" (rules[{}] of {})",
-            decision,
-            rule.pattern.as_str(),
-            rule.index,
-            p.name()
-        );
-        let reason = rule.reason.clone().unwrap_or_else(|| match decision {
-            Decision::Allow => "the policy allows it".into(),
-            Decision::Deny => "the policy denies it".into(),
-            Decision::Ask => "the policy asks a person first".into(),
-        });
-        Some(verdict(decision, by, reason))
+        Some(rule_verdict(p, rule))
     })
+}
+
+/// The verdict `rule` of `policy` gives, naming it.
+fn rule_verdict(policy: &Policy, rule: &Rule) -> Verdict {
+    let decision = rule.decision;
+    let by = format!(
+        "{} \"{}\" (rules[{}] of {})",
+        decision,
+        rule.pattern.as_str(),
+        rule.index,
+        policy.name()
+    );
+    let reason = rule.reason.clone().unwrap_or_else(|| match decision {
+        Decision::Allow => "the policy allows it".into(),
+        Decision::Deny => "the policy denies it".into(),
+        Decision::Ask => "the policy asks a person first".into(),
+    });
+    verdict(decision, by, reason)
 }
 
 /// Every policy's `decide` opinion; the strictest wins (deny, then ask,

@@ -5,10 +5,14 @@
 //! code, or write files the line names.
 //!
 //! An allow rule such as `proc:spawn:git *` grants git's ordinary uses. A
-//! command that holds something of this table is granted only by an allow
-//! rule that *names* it (see [`Form`] for what naming is), or by one that
-//! names the whole command exactly; otherwise it goes on to the ask rules
-//! and the policy's `otherwise`, as if no allow rule had matched.
+//! command that holds something of this table is granted only when every
+//! such thing is *named* by one of the allow rules that match it (see
+//! [`Form`] for what naming is), or by a rule naming the whole command
+//! exactly; otherwise it goes on to the ask rules and the policy's
+//! `otherwise`, as if no allow rule had matched. A pattern of the run's
+//! ceiling admits it when it names every such thing (or admits every
+//! command line); a pre-approval (`--approve`) grants it as one allow rule
+//! would.
 //!
 //! - A variable of [`VARS`] (`PAGER`, `GIT_SSH_COMMAND`, `HOME`, `PATH`,
 //!   ...), set by the call's `env`, by the line (`PAGER=x git log`,
