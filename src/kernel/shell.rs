@@ -469,7 +469,10 @@ impl Walker {
     /// that set a variable of the table, for the rest of the line.
     fn keep<'a>(&mut self, assignments: impl Iterator<Item = &'a str>) {
         for a in assignments {
-            let name = a.split('=').next().unwrap_or(a);
+            let Some((name, _)) = a.split_once('=') else {
+                // `export PATH` exports the value it already has.
+                continue;
+            };
             if super::programs::var_of(name).is_some() {
                 self.env.push(a.to_string());
             }
@@ -2807,6 +2810,7 @@ mod tests {
         );
         assert_eq!(env("export PAGER=x; git log")[1], ["PAGER=x"]);
         assert_eq!(env("x=1; echo $x"), [Vec::<String>::new()]);
+        assert_eq!(env("export PATH; git status")[1], Vec::<String>::new());
         assert_eq!(env("read HOME; git status")[1], ["HOME=$(read)"]);
     }
 
