@@ -47,7 +47,10 @@ impl Gate {
         let result = match verdict.decision {
             Verdict::Allow => Ok(None),
             Verdict::Deny => Err(denied(req.capability, &verdict)),
-            Verdict::Ask => self.approver.approve(req, &verdict).map(Some),
+            Verdict::Ask => self
+                .approver
+                .approve_with(&self.kernel, req, &verdict)
+                .map(Some),
         };
         if let Some(sink) = sink {
             sink.push(Decision {

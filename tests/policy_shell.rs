@@ -208,6 +208,11 @@ fn a_pre_approval_covers_a_command_line_only_if_it_covers_every_command_in_it() 
         "an unparsable line needs an exact approval"
     );
     assert!(!approved("GIT_DIR=/tmp/x git log"));
+    // A pre-approval grants as an allow rule does: not a form it does not
+    // name, not a program known only at run time.
+    assert!(!approved("git -c core.pager='sh -c x' log"));
+    assert!(!approved("git $(echo status)"), "its `echo` is not git");
+    assert!(!approved("$GIT status"));
 }
 
 #[test]
@@ -244,4 +249,84 @@ fn an_allowed_wrapper_does_not_allow_the_command_it_runs() {
         );
     }
     assert_eq!(decision(&k, "timeout 5 git status"), "allow");
+}
+
+#[test]
+fn a_ceiling_admits_a_form_only_by_naming_it_unless_it_admits_every_command() {
+    use sluice::kernel::pattern::Pattern;
+    let vars = Vars {
+        workspace: PathBuf::from("/w"),
+        home: None,
+    };
+    let with = |ceiling: &str, rules: &str| {
+        let text: &'static str = Box::leak(
+            format!("local p = require(\"sluice.policy\")\nreturn {{ rules = {{ {rules} }}, otherwise = \"deny\" }}")
+                .into_boxed_str(),
+        );
+        let policy = Policy::load(
+            Source::Embedded {
+                name: "p.lua",
+                text,
+            },
+            vars.clone(),
+        );
+        assert_eq!(policy.load_error(), None);
+        Kernel::new(
+            vec![policy],
+            vec![Pattern::parse(ceiling, &vars).unwrap()],
+            vars.clone(),
+        )
+    };
+    let k = with("proc:spawn:*", r#"p.allow "proc:spawn:PAGER=* git *""#);
+    assert_eq!(decision(&k, "PAGER=cat git log"), "allow");
+    let k = with("proc:spawn:git *", r#"p.allow "proc:spawn:*""#);
+    assert_eq!(decision(&k, "git log"), "allow");
+    assert_eq!(decision(&k, "git -c core.pager=x log"), "deny");
+    let k = with(
+        "proc:spawn:git -c core.pager=* *",
+        r#"p.allow "proc:spawn:*""#,
+    );
+    assert_eq!(decision(&k, "git -c core.pager=x log"), "allow");
+}
+
+#[test]
+fn a_form_is_named_by_its_rule_not_by_a_wildcard() {
+    let k = kernel_with(
+        r#"p.allow "proc:spawn:git -c core.pager=less *", p.allow "proc:spawn:python3 -c *","#,
+    );
+    assert_eq!(decision(&k, "git -c core.pager=less log"), "allow");
+    assert_eq!(decision(&k, "git -c core.pager='sh -c x' log"), "deny");
+    assert_eq!(
+        decision(&k, "git -c core.pager=less -c core.fsmonitor=x log"),
+        "deny",
+        "a second form hidden in the rule's `*`"
+    );
+    assert_eq!(decision(&k, "git -c alias.x='!x' x"), "deny");
+    assert_eq!(decision(&k, "python3 -c 'print(1)'"), "allow");
+    assert_eq!(decision(&k, "git status"), "allow");
+}
+
+#[test]
+fn rules_name_the_forms_of_one_command_together() {
+    // As a default policy might: any command, plus one variable by name.
+    let vars = Vars {
+        workspace: PathBuf::from("/w"),
+        home: None,
+    };
+    let text = r#"local p = require("sluice.policy")
+return { rules = { p.allow "proc:spawn:*", p.allow "proc:spawn:PYTHONPATH=* *" }, otherwise = "deny" }"#;
+    let policy = Policy::load(
+        Source::Embedded {
+            name: "p.lua",
+            text,
+        },
+        vars.clone(),
+    );
+    let k = Kernel::new(vec![policy], vec![], vars);
+    assert_eq!(decision(&k, "PYTHONPATH=. python3 -c 'print(1)'"), "allow");
+    assert_eq!(decision(&k, "python3 -c 'print(1)'"), "allow");
+    assert_eq!(
+        decision(&k, "PYTHONPATH=. PAGER=x python3 -c 'print(1)'"),
+        "deny"
+    );
 }

@@ -33,7 +33,7 @@ pub enum PolicyCommand {
     long_about = "Print the decision the kernel makes on one capability (allow, deny or ask), the rule or hook \
 that made it and why, and for proc:spawn where the command would run. Policies are loaded as `sluice run` \
 loads them, with ${workspace} standing for --workspace.",
-    after_help = "Examples:\n  sluice policy explain 'fs:read:/w/src/main.rs' --workspace /w\n  sluice policy explain --policy ci 'proc:spawn:cargo test' --flow bash\n  sluice policy explain --policy mine.lua --ceiling 'fs:*:/w/**' 'net:get:example.org'"
+    after_help = "Examples:\n  sluice policy explain 'fs:read:/w/src/main.rs' --workspace /w\n  sluice policy explain --policy ci 'proc:spawn:cargo test' --flow bash\n  sluice policy explain --policy ci 'proc:spawn:git status' --env GIT_SSH_COMMAND='ssh -i k'\n  sluice policy explain --policy mine.lua --ceiling 'fs:*:/w/**' 'net:get:example.org'"
 )]
 pub struct ExplainArgs {
     /// The capability, `action:resource`, e.g. `fs:write:/w/a.txt`.
@@ -50,6 +50,10 @@ pub struct ExplainArgs {
     /// The run's ceiling, as for `sluice run` (repeatable).
     #[arg(long, value_name = "PATTERN")]
     pub ceiling: Vec<String>,
+    /// An entry of the call's `env`, for proc:spawn: judged as the leading
+    /// assignment of each command (repeatable).
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
 }
 
 /// Run the test_* functions of *_test.lua files next to policies.
@@ -126,7 +130,18 @@ fn explain_text(args: &ExplainArgs) -> Result<String, String> {
     let tier = Registry::standard()
         .get(&flow)
         .map_or(Tier::Irreversible, |f| f.spec().tier);
-    let input = serde_json::json!({});
+    let mut env = serde_json::Map::new();
+    for entry in &args.env {
+        let Some((name, value)) = entry.split_once('=') else {
+            return Err(format!("--env {entry:?} is not NAME=VALUE"));
+        };
+        env.insert(name.to_string(), value.into());
+    }
+    let input = if env.is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::json!({ "env": env })
+    };
     let req = Request {
         capability: &cap,
         flow: &flow,

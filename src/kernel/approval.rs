@@ -5,7 +5,6 @@
 
 use super::pattern::Pattern;
 use super::policy::{Request, Verdict};
-use super::shell::{self, Analysis};
 use super::{Action, Capability};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use std::cell::RefCell;
@@ -77,13 +76,32 @@ impl Approver {
     }
 
     /// Grants `req`'s capability, saying who granted it (for the audit
-    /// record), or fails with why not.
+    /// record), or fails with why not. A pre-approval grants as an allow
+    /// rule would (see [`super::Kernel::covers`]), here with programs
+    /// resolved from the current folder by a kernel with no policy; a run
+    /// uses [`Approver::approve_with`] and its own kernel.
     pub fn approve(&self, req: &Request, verdict: &Verdict) -> FlowResult<String> {
+        let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
+        let kernel = super::Kernel::new(Vec::new(), Vec::new(), super::pattern::Vars::new(here));
+        self.approve_with(&kernel, req, verdict)
+    }
+
+    /// [`Approver::approve`], with pre-approvals judged by `kernel` (the
+    /// run's, so a program is resolved as its policies allow).
+    pub fn approve_with(
+        &self,
+        kernel: &super::Kernel,
+        req: &Request,
+        verdict: &Verdict,
+    ) -> FlowResult<String> {
         let cap = req.capability;
-        if let Some(p) = self.preapproved.iter().find(|p| covers(p, cap)) {
+        if let Some(p) = self.preapproved.iter().find(|p| kernel.covers(p, req)) {
             return Ok(format!("--approve '{}'", p.text()));
         }
-        if self.remembered.borrow().contains(&cap.to_string()) {
+        // An answer for the rest of the run covers the same command with the
+        // same environment.
+        let key = remembered_key(req);
+        if self.remembered.borrow().contains(&key) {
             return Ok("the person at the terminal, for the rest of the run".into());
         }
         match self.prompt {
@@ -91,7 +109,7 @@ impl Approver {
             Prompt::Terminal => match ask_terminal(req, verdict) {
                 Ok(Answer::Once) => Ok("the person at the terminal, once".into()),
                 Ok(Answer::Always) => {
-                    self.remembered.borrow_mut().insert(cap.to_string());
+                    self.remembered.borrow_mut().insert(key);
                     Ok("the person at the terminal, for the rest of the run".into())
                 }
                 Ok(Answer::No) => Err(FlowError::new(
@@ -107,36 +125,16 @@ impl Approver {
     }
 }
 
-/// A pre-approval grants like an allow rule: never `net:private` by
-/// wildcard, and a command line only when the pattern covers every command
-/// in it (`--approve 'proc:spawn:git *'` does not approve `git x && curl y`);
-/// a line with redirections or that does not parse, only exactly.
-fn covers(p: &Pattern, cap: &Capability) -> bool {
-    if !p.matches(cap) {
-        return false;
-    }
-    match cap.action {
-        Action::NetPrivate => p.grants_explicitly(cap),
-        Action::ProcSpawn => match shell::analyze(&cap.resource) {
-            Analysis::Parsed(commands)
-                if !commands.is_empty() && commands.iter().all(|c| c.redirects.is_empty()) =>
-            {
-                commands.iter().all(|c| {
-                    let text = if c.env.is_empty() {
-                        c.text.clone()
-                    } else {
-                        format!("{} {}", c.env.join(" "), c.text)
-                    };
-                    c.words.is_empty()
-                        || p.matches(&Capability {
-                            action: Action::ProcSpawn,
-                            resource: text,
-                        })
-                })
-            }
-            _ => p.grants_explicitly(cap),
-        },
-        _ => true,
+/// What a "for the rest of the run" answer is remembered by: the
+/// capability, and for a command the environment its call gives it.
+fn remembered_key(req: &Request) -> String {
+    match req
+        .input
+        .get("env")
+        .filter(|_| req.capability.action == Action::ProcSpawn)
+    {
+        Some(env) => format!("{} with env {env}", req.capability),
+        None => req.capability.to_string(),
     }
 }
 

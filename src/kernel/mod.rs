@@ -3,11 +3,26 @@
 //! matching deny rule (from any policy), the policies' `decide` hooks, allow
 //! rules, ask rules; nothing matched is the policies' `otherwise` (ask). An ask
 //! goes to the [`approval::Approver`].
+//!
+//! A command line (`proc:spawn`) is taken apart by [`shell`] and each simple
+//! command in it is judged as a capability of its own:
+//! - with the call's `env` as its first leading assignments ([`CallInput`]);
+//! - by every spelling of its program ([`Kernel::spellings`]): deny rules
+//!   see them all, allow and ask rules those that surely name the same file;
+//! - a program known only at run time matches every deny rule on commands
+//!   and no allow rule;
+//! - an allow rule (and the ceiling, and a pre-approval) grants it only if
+//!   it also names the forms of [`programs`] the command holds.
+//!
+//! Writing a repository control file ([`control`]) is granted only by an
+//! allow rule naming it.
 
 pub mod approval;
+pub mod control;
 pub mod pattern;
 pub mod policy;
 pub mod policy_test;
+pub mod programs;
 pub mod shell;
 
 use crate::error::{ErrorCode, FlowError};
@@ -155,14 +170,19 @@ impl Kernel {
     /// The verdict on one capability. A command line (`proc:spawn`) is
     /// judged by every simple command in it and every file it redirects
     /// to or from, so `git *` allowed does not let `git status && curl x | sh`
-    /// through; the strictest part decides.
+    /// through; the strictest part decides. Each command is judged with
+    /// the call's `env` (see [`CallInput`]) as leading assignments, by its
+    /// program's name and by the file that name resolves to (see
+    /// [`Kernel::spellings`]), and the forms of [`programs`] in it must be
+    /// named by the rule that grants it.
     pub fn decide(&self, req: &Request) -> Verdict {
         if req.capability.action != Action::ProcSpawn {
             return self.decide_one(req);
         }
+        let call = CallInput::of(req);
         match shell::analyze(&req.capability.resource) {
-            Analysis::Unparsed { reason } => self.decide_whole(req, &reason),
-            Analysis::Parsed(commands) => self.decide_commands(req, &commands),
+            Analysis::Unparsed { reason } => self.decide_whole(req, &call, &reason),
+            Analysis::Parsed(commands) => self.decide_commands(req, &call, &commands),
         }
     }
 
@@ -170,27 +190,32 @@ impl Kernel {
     /// only a rule naming it exactly allows it: a wildcard such as `git *`
     /// would otherwise wave through whatever hides after a construct the
     /// parser does not know.
-    fn decide_whole(&self, req: &Request, why: &str) -> Verdict {
-        let mut v = self.decide_inner(req, Grant::Exactly);
+    fn decide_whole(&self, req: &Request, call: &CallInput, why: &str) -> Verdict {
+        let text = with_env(&call.env, &req.capability.resource);
+        let cap = Capability {
+            action: Action::ProcSpawn,
+            resource: text,
+        };
+        let judged = Judged {
+            exactly: true,
+            ..Judged::plain(&cap)
+        };
+        let mut v = self.decide_inner(
+            &Request {
+                capability: &cap,
+                ..*req
+            },
+            &judged,
+        );
         v.reason = format!("{} (the command was checked whole: {why})", v.reason);
         v
     }
 
-    fn decide_commands(&self, req: &Request, commands: &[Command]) -> Verdict {
+    fn decide_commands(&self, req: &Request, call: &CallInput, commands: &[Command]) -> Verdict {
         let mut parts: Vec<Verdict> = Vec::new();
         for command in commands {
             if !command.words.is_empty() {
-                // Leading assignments stay in: `GIT_DIR=x git log` is not `git log`.
-                let mut text = command.env.join(" ");
-                if !text.is_empty() {
-                    text.push(' ');
-                }
-                text.push_str(&command.text);
-                let cap = Capability {
-                    action: Action::ProcSpawn,
-                    resource: text.clone(),
-                };
-                parts.push(self.part(req, &cap, &text));
+                parts.push(self.command(req, call, command));
             }
             for redirect in &command.redirects {
                 parts.push(self.redirect(req, redirect));
@@ -199,7 +224,7 @@ impl Kernel {
         // No simple command (`[[ $x -eq 1 ]]`, a bare `(( ))`) may still run
         // code through expansions: the line is judged whole.
         let Some(strictest) = parts.iter().map(|v| v.decision).max() else {
-            return self.decide_whole(req, "it holds no simple command to check on its own");
+            return self.decide_whole(req, call, "it holds no simple command to check on its own");
         };
         if parts.len() == 1 {
             return parts.remove(0);
@@ -221,16 +246,67 @@ impl Kernel {
             .expect("the strictest part exists")
     }
 
-    /// One part of a command line, judged as a capability of its own.
-    fn part(&self, req: &Request, cap: &Capability, what: &str) -> Verdict {
-        let mut v = self.decide_one(&Request {
-            capability: cap,
-            ..*req
-        });
-        if cap.to_string() != req.capability.to_string() {
-            v.reason = format!("for `{what}` in the line: {}", v.reason);
+    /// One simple command of a line, judged as a capability of its own:
+    /// its assignments (the call's `env` first) and words, by every
+    /// spelling of its program, with the forms it holds.
+    fn command(&self, req: &Request, call: &CallInput, command: &Command) -> Verdict {
+        let part = self.part_of(req, call, command);
+        let mut v = self.decide_inner(
+            &Request {
+                capability: &part.cap,
+                ..*req
+            },
+            &part.judged(),
+        );
+        if part.cap.to_string() != req.capability.to_string() {
+            v.reason = format!("for `{}` in the line: {}", part.cap.resource, v.reason);
         }
         v
+    }
+
+    /// What a simple command is judged as (see [`Part`]).
+    fn part_of(&self, req: &Request, call: &CallInput, command: &Command) -> Part {
+        let mut env = call.env.clone();
+        env.extend(command.env.iter().cloned());
+        let text = with_env(&env, &command.text);
+        let cap = Capability {
+            action: Action::ProcSpawn,
+            resource: text,
+        };
+        let fed = call.fed || command.fed;
+        if command.program_dynamic {
+            let forms = programs::forms("", &[], &env, fed, programs::Side::Command);
+            return Part {
+                cap,
+                trusted: Vec::new(),
+                other: Vec::new(),
+                forms,
+                dynamic: true,
+                program: command.words[0].clone(),
+            };
+        }
+        let spelled = self.spellings(req, &command.words, &env);
+        let (program, args) = command.words.split_first().expect("a command has words");
+        let mut forms = programs::forms(program, args, &env, fed, programs::Side::Command);
+        for name in &spelled.names {
+            for form in programs::forms(name, args, &[], fed, programs::Side::Command) {
+                if !forms.contains(&form) {
+                    forms.push(form);
+                }
+            }
+        }
+        let as_cap = |text: &String| Capability {
+            action: Action::ProcSpawn,
+            resource: text.clone(),
+        };
+        Part {
+            cap,
+            trusted: spelled.trusted.iter().map(as_cap).collect(),
+            other: spelled.other.iter().map(as_cap).collect(),
+            forms,
+            dynamic: false,
+            program: program.clone(),
+        }
     }
 
     /// A redirection: fs:write (or fs:read) of its target, resolved as the
@@ -276,7 +352,15 @@ impl Kernel {
             Action::FsRead
         };
         let cap = Capability::fs(action, &real);
-        self.part(req, &cap, &format!("redirection to {}", r.target))
+        let mut v = self.decide_one(&Request {
+            capability: &cap,
+            ..*req
+        });
+        v.reason = format!(
+            "for `redirection to {}` in the line: {}",
+            r.target, v.reason
+        );
+        v
     }
 
     /// Where a command line runs, so its relative redirections resolve
@@ -295,14 +379,149 @@ impl Kernel {
         }
     }
 
-    /// The verdict on one capability, in the order of the module doc.
-    fn decide_one(&self, req: &Request) -> Verdict {
-        self.decide_inner(req, Grant::ByPattern)
+    /// Other spellings of a command's program, so that a rule naming it one
+    /// way also applies when it is written another: `/usr/bin/touch x` is
+    /// also `touch x` and `touch x` is also `/usr/bin/touch x` when the
+    /// command's PATH finds it there (and the file a symlink names, as
+    /// `/usr/bin/vim.basic`). A deny rule applies to every spelling. An allow
+    /// or ask rule applies to a spelling only when it surely names the same
+    /// file: found through a PATH (the command's, else sluice's own) none of
+    /// whose folders up to the file's could be written by a command (a
+    /// relative entry such as `.`, a temporary folder, or one the policies
+    /// let commands write), and not through a PATH the command sets itself.
+    fn spellings(&self, req: &Request, words: &[String], env: &[String]) -> Spellings {
+        let mut out = Spellings::default();
+        let Some((name, args)) = words.split_first() else {
+            return out;
+        };
+        let text = |program: &str| {
+            let mut w = vec![program.to_string()];
+            w.extend(args.iter().cloned());
+            with_env(env, &w.join(" "))
+        };
+        let folder = self.command_folder(req);
+        let own_path = env
+            .iter()
+            .rev()
+            .find_map(|a| a.strip_prefix("PATH="))
+            .map(|p| p.trim_matches(['\'', '"']).to_string());
+        let set_path = own_path.is_some();
+        let path_var = own_path
+            .or_else(|| std::env::var("PATH").ok())
+            .unwrap_or_default();
+        let add = |spelling: String, trusted: bool, out: &mut Spellings| {
+            if spelling == text(name) || out.trusted.contains(&spelling) {
+                return;
+            }
+            if trusted {
+                out.other.retain(|s| *s != spelling);
+                out.trusted.push(spelling);
+            } else if !out.other.contains(&spelling) {
+                out.other.push(spelling);
+            }
+        };
+        let mut names: Vec<String> = Vec::new();
+        if name.contains('/') {
+            let path = folder.join(name);
+            let real = std::fs::canonicalize(&path).ok();
+            let base = name.rsplit('/').next().unwrap_or(name);
+            if !base.is_empty() {
+                let by_name = self.resolve(base, &path_var, &folder);
+                let same = by_name
+                    .as_ref()
+                    .is_some_and(|r| r.trusted && real.as_ref() == Some(&r.real));
+                add(text(base), same && !set_path, &mut out);
+            }
+            if let Some(real) = &real {
+                let steady = !self.writable(path.parent().unwrap_or(&path))
+                    && !self.writable(real.parent().unwrap_or(real));
+                add(text(&real.to_string_lossy()), steady, &mut out);
+                names.push(file_name(real));
+            }
+        } else if let Some(found) = self.resolve(name, &path_var, &folder) {
+            let trusted = found.trusted && !set_path;
+            add(text(&found.path.to_string_lossy()), trusted, &mut out);
+            add(text(&found.real.to_string_lossy()), trusted, &mut out);
+            names.push(file_name(&found.real));
+        }
+        let written = file_name(Path::new(name));
+        names.retain(|n| *n != written);
+        names.dedup();
+        out.names = names;
+        out
     }
 
-    fn decide_inner(&self, req: &Request, grant: Grant) -> Verdict {
+    /// The first executable file named `name` in the folders of `path_var`
+    /// (relative ones against `folder`), and whether that finding can be
+    /// trusted (see [`Kernel::spellings`]).
+    fn resolve(&self, name: &str, path_var: &str, folder: &Path) -> Option<Resolved> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut trusted = true;
+        for entry in path_var.split(':') {
+            let dir = if entry.is_empty() || !entry.starts_with('/') {
+                trusted = false;
+                folder.join(entry)
+            } else {
+                PathBuf::from(entry)
+            };
+            trusted &= !self.writable(&dir);
+            let candidate = dir.join(name);
+            let Ok(meta) = std::fs::metadata(&candidate) else {
+                continue;
+            };
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                let real = std::fs::canonicalize(&candidate).unwrap_or_else(|_| candidate.clone());
+                trusted &= real.parent().is_none_or(|p| p == dir || !self.writable(p));
+                return Some(Resolved {
+                    path: candidate,
+                    real,
+                    trusted,
+                });
+            }
+        }
+        None
+    }
+
+    /// Whether a command could write in `dir`: a temporary folder, or one
+    /// an allow rule of the policies lets it write into.
+    fn writable(&self, dir: &Path) -> bool {
+        let temp = [
+            std::env::temp_dir(),
+            PathBuf::from("/tmp"),
+            PathBuf::from("/var/tmp"),
+            PathBuf::from("/dev/shm"),
+        ];
+        if temp.iter().any(|t| dir.starts_with(t)) {
+            return true;
+        }
+        let probe = Capability::fs(Action::FsWrite, &dir.join(".sluice-path-probe"));
+        let policies = self.policies.borrow();
+        policies.iter().any(|p| {
+            p.rules()
+                .iter()
+                .any(|r| r.decision == Decision::Allow && r.pattern.matches(&probe))
+        })
+    }
+
+    /// The verdict on one capability, in the order of the module doc.
+    fn decide_one(&self, req: &Request) -> Verdict {
+        self.decide_inner(req, &Judged::plain(req.capability))
+    }
+
+    fn decide_inner(&self, req: &Request, judged: &Judged) -> Verdict {
         let cap = req.capability;
-        if !self.ceiling.is_empty() && !self.ceiling.iter().any(|c| c.matches(cap)) {
+        let control = match cap.action {
+            Action::FsWrite => control::control_part(Path::new(&cap.resource)),
+            _ => None,
+        };
+        // The ceiling bounds a run: a pattern of it admits a command only
+        // with the forms it names, unless it admits every command line.
+        let admits = |p: &Pattern| {
+            let any = p.any_resource(Action::ProcSpawn);
+            judged.spelled_as(Spelled::Surely).any(|c| p.matches(c))
+                && (any || (!judged.dynamic && judged.unnamed_by(&[p]).is_none()))
+        };
+        if !self.ceiling.is_empty() && !self.ceiling.iter().any(admits) {
             let limits: Vec<&str> = self.ceiling.iter().map(|c| c.as_str()).collect();
             return verdict(
                 Decision::Deny,
@@ -332,7 +551,21 @@ impl Kernel {
                 );
             }
         }
-        if let Some(v) = first_rule(&policies, Decision::Deny, |r| r.pattern.matches(cap)) {
+        // A program known only at run time could be any program: every
+        // deny rule on commands applies to it.
+        let denies = |r: &Rule| {
+            judged
+                .spelled_as(Spelled::Any)
+                .any(|c| r.pattern.matches(c))
+                || (judged.dynamic && r.pattern.selects(Action::ProcSpawn))
+        };
+        if let Some(mut v) = first_rule(&policies, Decision::Deny, denies) {
+            if judged.dynamic {
+                v.reason = format!(
+                    "{} (the program `{}` is only known when the command runs, so every deny rule on commands applies to it)",
+                    v.reason, judged.program
+                );
+            }
             return v;
         }
         match decide_hooks(&policies, req) {
@@ -340,13 +573,72 @@ impl Kernel {
             Ok(None) => {}
             Err(v) => return v,
         }
-        let exactly = grant == Grant::Exactly || cap.action == Action::NetPrivate;
-        let grants =
-            |r: &Rule| r.pattern.matches(cap) && (!exactly || r.pattern.grants_explicitly(cap));
-        if let Some(v) = first_rule(&policies, Decision::Allow, grants) {
-            return v;
+        let exactly = judged.exactly || cap.action == Action::NetPrivate;
+        let matches = |r: &Rule| {
+            judged
+                .spelled_as(Spelled::Surely)
+                .any(|c| r.pattern.matches(c) && (!exactly || r.pattern.grants_explicitly(c)))
+        };
+        // The allow rules that match. One that names everything the command
+        // holds grants it; so do several together when each of its forms is
+        // named by one of them (`proc:spawn:*` for a program's forms, and
+        // `proc:spawn:PYTHONPATH=* *` for the variable).
+        let matching: Vec<(&Policy, &Rule)> = policies
+            .iter()
+            .flat_map(|p| p.rules().iter().map(move |r| (p, r)))
+            .filter(|(_, r)| r.decision == Decision::Allow && matches(r))
+            .collect();
+        // Why the matching rules did not grant it, for the reason.
+        let mut withheld: Option<String> = None;
+        if let Some((_, first)) = matching.first() {
+            let rule = first.pattern.as_str();
+            let patterns: Vec<&Pattern> = matching.iter().map(|(_, r)| &r.pattern).collect();
+            let names_control = |p: &Pattern| match &control {
+                Some(part) => p.grants_explicitly(cap) || control::names(p.as_str(), part),
+                None => true,
+            };
+            withheld = if judged.dynamic {
+                Some(format!(
+                    "the program `{}` is only known when the command runs, so no allow rule grants it (the allow rule \"{rule}\" matches it only as text); name the program in the line",
+                    judged.program
+                ))
+            } else if let Some(form) = judged.unnamed_by(&patterns) {
+                Some(unnamed_reason(cap, form, rule))
+            } else if !patterns.iter().any(|p| names_control(p)) {
+                control.as_ref().map(|part| control_reason(cap, part, rule))
+            } else {
+                None
+            };
+            if withheld.is_none() {
+                // Report the first rule that grants it alone, else them all.
+                let alone = matching.iter().find(|(_, r)| {
+                    judged.unnamed_by(&[&r.pattern]).is_none() && names_control(&r.pattern)
+                });
+                return match alone {
+                    Some((p, r)) => rule_verdict(p, r),
+                    None => {
+                        let by: Vec<String> = matching
+                            .iter()
+                            .map(|(p, r)| rule_verdict(p, r).by)
+                            .collect();
+                        verdict(
+                            Decision::Allow,
+                            by.join("; "),
+                            "the policy allows it: each form the command holds is named by one of these rules".into(),
+                        )
+                    }
+                };
+            }
         }
-        if let Some(v) = first_rule(&policies, Decision::Ask, |r| r.pattern.matches(cap)) {
+        let asks = |r: &Rule| {
+            judged
+                .spelled_as(Spelled::Surely)
+                .any(|c| r.pattern.matches(c))
+        };
+        if let Some(mut v) = first_rule(&policies, Decision::Ask, asks) {
+            if let Some(why) = withheld {
+                v.reason = format!("{why}; {}", v.reason);
+            }
             return v;
         }
         let strictest = policies
@@ -366,10 +658,59 @@ impl Kernel {
             names.join(", "),
             if wildcard_only {
                 format!("an allow rule matches {cap} only by a wildcard, and net:private is granted only by a rule naming its origin exactly")
+            } else if let Some(why) = withheld {
+                why
             } else {
                 format!("no rule or hook of the policy matched {cap}")
             },
         )
+    }
+
+    /// Whether `pattern` grants `req` as an allow rule would (its forms
+    /// named, its control files named, its program known): for a
+    /// pre-approval (`--approve PATTERN`), which covers a command line only
+    /// if it covers every command in it.
+    pub fn covers(&self, pattern: &Pattern, req: &Request) -> bool {
+        let cap = req.capability;
+        if !pattern.matches(cap) && cap.action != Action::ProcSpawn {
+            return false;
+        }
+        match cap.action {
+            Action::NetPrivate => pattern.grants_explicitly(cap),
+            Action::FsWrite => match control::control_part(Path::new(&cap.resource)) {
+                Some(part) => {
+                    pattern.grants_explicitly(cap) || control::names(pattern.as_str(), &part)
+                }
+                None => true,
+            },
+            Action::ProcSpawn => {
+                let call = CallInput::of(req);
+                match shell::analyze(&cap.resource) {
+                    Analysis::Parsed(commands)
+                        if !commands.is_empty()
+                            && commands.iter().all(|c| c.redirects.is_empty()) =>
+                    {
+                        commands.iter().filter(|c| !c.words.is_empty()).all(|c| {
+                            let part = self.part_of(req, &call, c);
+                            let judged = part.judged();
+                            !judged.dynamic
+                                && judged
+                                    .spelled_as(Spelled::Surely)
+                                    .any(|c| pattern.matches(c))
+                                && judged.unnamed_by(&[pattern]).is_none()
+                        })
+                    }
+                    _ => {
+                        let whole = Capability {
+                            action: Action::ProcSpawn,
+                            resource: with_env(&call.env, &cap.resource),
+                        };
+                        pattern.grants_explicitly(&whole)
+                    }
+                }
+            }
+            _ => true,
+        }
     }
 
     /// Where a process flow runs: the first policy whose `route` names a
@@ -387,13 +728,229 @@ impl Kernel {
     }
 }
 
-/// How an allow rule may grant a capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Grant {
-    /// Any matching pattern, wildcards included.
-    ByPattern,
-    /// Only a pattern naming the capability exactly (no wildcard).
-    Exactly,
+/// What a call's input says about the commands it runs: its `env`, as
+/// leading assignments (`NAME=value`, sorted by name; the value of a
+/// credential-shaped name that is not in [`programs::VARS`] shown as
+/// `[redacted]`), and whether it gives them data on standard input
+/// (`stdin`, or a `script` fed to its interpreter).
+#[derive(Debug, Clone, Default)]
+pub struct CallInput {
+    env: Vec<String>,
+    fed: bool,
+}
+
+impl CallInput {
+    fn of(req: &Request) -> CallInput {
+        let mut entries: Vec<(&String, &str)> = req
+            .input
+            .get("env")
+            .and_then(|e| e.as_object())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k, v.as_str()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        entries.sort();
+        let env = entries
+            .into_iter()
+            .map(|(name, value)| {
+                // A table variable's value is what the policy judges
+                // (GIT_CONFIG_KEY_0 looks like a credential, and is not).
+                if crate::audit::redact::credential_name(name) && programs::var_of(name).is_none() {
+                    format!("{name}={}", crate::audit::redact::MARK)
+                } else {
+                    format!("{name}={}", shell::quote(value))
+                }
+            })
+            .collect();
+        // A `script` is standard input to its interpreter, and to what it
+        // starts; a shell's script is also checked as a line of its own,
+        // so the line that starts that shell is not fed unknown input.
+        let text = |field: &str| req.input.get(field).and_then(|v| v.as_str());
+        let interpreter = text("interpreter").unwrap_or("bash");
+        let shell = matches!(
+            interpreter.rsplit('/').next().unwrap_or(interpreter),
+            "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash"
+        );
+        let script = text("script");
+        let fed = text("stdin").is_some()
+            || script.is_some_and(|s| !shell || s == req.capability.resource);
+        CallInput { env, fed }
+    }
+}
+
+/// One simple command as the kernel judges it.
+struct Part {
+    /// Its assignments (the call's `env` first) and words, as text.
+    cap: Capability,
+    /// The same command with its program spelled another way that surely
+    /// names the same file (see [`Kernel::spellings`]).
+    trusted: Vec<Capability>,
+    /// Other spellings, which deny rules see too.
+    other: Vec<Capability>,
+    /// The forms of [`programs`] it holds.
+    forms: Vec<programs::Form>,
+    /// Its program is only known at run time.
+    dynamic: bool,
+    /// Its program as written.
+    program: String,
+}
+
+impl Part {
+    fn judged(&self) -> Judged<'_> {
+        Judged {
+            cap: &self.cap,
+            trusted: &self.trusted,
+            other: &self.other,
+            forms: &self.forms,
+            dynamic: self.dynamic,
+            exactly: false,
+            program: &self.program,
+        }
+    }
+}
+
+/// What [`Kernel::decide_inner`] needs beyond the capability itself.
+struct Judged<'a> {
+    cap: &'a Capability,
+    trusted: &'a [Capability],
+    other: &'a [Capability],
+    forms: &'a [programs::Form],
+    dynamic: bool,
+    /// Only a rule naming the capability exactly grants it.
+    exactly: bool,
+    program: &'a str,
+}
+
+impl<'a> Judged<'a> {
+    fn plain(cap: &'a Capability) -> Judged<'a> {
+        Judged {
+            cap,
+            trusted: &[],
+            other: &[],
+            forms: &[],
+            dynamic: false,
+            exactly: false,
+            program: "",
+        }
+    }
+
+    /// The spellings a rule is matched against: for a deny rule
+    /// (`Spelled::Any`), all of them; otherwise the one written and those
+    /// that surely name the same program.
+    fn spelled_as(&self, which: Spelled) -> impl Iterator<Item = &Capability> {
+        let other: &[Capability] = match which {
+            Spelled::Any => self.other,
+            Spelled::Surely => &[],
+        };
+        std::iter::once(self.cap)
+            .chain(self.trusted.iter())
+            .chain(other.iter())
+    }
+
+    /// The first form none of `patterns` names, if any (see
+    /// [`programs::Form`]): a pattern naming the command exactly names them
+    /// all; one granting every command line names every program form but
+    /// no variable.
+    fn unnamed_by(&self, patterns: &[&Pattern]) -> Option<&'a programs::Form> {
+        let exact = |p: &&Pattern| {
+            self.spelled_as(Spelled::Surely)
+                .any(|c| p.grants_explicitly(c))
+        };
+        if self.forms.is_empty() || patterns.iter().any(exact) {
+            return None;
+        }
+        let any = patterns.iter().any(|p| p.any_resource(Action::ProcSpawn));
+        let spelled: Vec<programs::Form> = patterns
+            .iter()
+            .filter(|p| !p.any_resource(Action::ProcSpawn))
+            .filter_map(|p| p.resource().and_then(programs::rule_forms))
+            .flatten()
+            .collect();
+        self.forms.iter().find(|f| {
+            if any && !f.variable {
+                return false;
+            }
+            f.implied
+                || !spelled
+                    .iter()
+                    .any(|g| g.key == f.key && programs::value_matches(&g.value, &f.value))
+        })
+    }
+}
+
+/// Which spellings of a command a rule is matched against.
+#[derive(Clone, Copy)]
+enum Spelled {
+    /// Every one: deny rules.
+    Any,
+    /// The one written and those that surely name the same file.
+    Surely,
+}
+
+/// Other spellings of a command (see [`Kernel::spellings`]).
+#[derive(Debug, Default)]
+struct Spellings {
+    trusted: Vec<String>,
+    other: Vec<String>,
+    /// The file names its program resolves to, when they differ from the
+    /// one written (`vim.basic` for `vi`): their forms count too.
+    names: Vec<String>,
+}
+
+/// A program found through PATH.
+struct Resolved {
+    path: PathBuf,
+    /// With symlinks resolved.
+    real: PathBuf,
+    trusted: bool,
+}
+
+/// `text` after the assignments `env`.
+fn with_env(env: &[String], text: &str) -> String {
+    if env.is_empty() {
+        return text.to_string();
+    }
+    format!("{} {text}", env.join(" "))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Why an allow rule does not grant a command holding `form`.
+fn unnamed_reason(cap: &Capability, form: &programs::Form, rule: &str) -> String {
+    let exact = format!("p.allow \"proc:spawn:{}\"", pattern::escaped(&cap.resource));
+    if form.variable {
+        format!(
+            "`{}` sets {}, which no wildcard grants ({}); the allow rule \"{rule}\" does not spell it. Grant it with a rule that spells the assignment, e.g. {exact}",
+            cap.resource,
+            form.key.trim_end_matches('='),
+            form.why
+        )
+    } else if form.implied {
+        format!(
+            "`{}`: {}; only a rule naming the command exactly grants that, not the allow rule \"{rule}\": {exact}",
+            cap.resource, form.why
+        )
+    } else {
+        format!(
+            "`{}` uses `{}`: {}; the allow rule \"{rule}\" does not name that form. Grant it with a rule that spells it, e.g. {exact}",
+            cap.resource, form.key, form.why
+        )
+    }
+}
+
+/// Why an allow rule does not grant writing a repository control file.
+fn control_reason(cap: &Capability, part: &str, rule: &str) -> String {
+    format!(
+        "{} is a repository control file ({part}): git runs code, or reads another configuration, from it in later commands, so only a rule naming it grants it, not the allow rule \"{rule}\". Grant it with p.allow \"fs:write:{}\", or a rule spelling `{part}` (such as `…/{part}/**`)",
+        cap.resource,
+        pattern::escaped(&cap.resource)
+    )
 }
 
 /// `items` without repeats, in first-seen order.
@@ -419,27 +976,33 @@ fn verdict(decision: Decision, by: String, reason: String) -> Verdict {
 fn first_rule(
     policies: &[Policy],
     decision: Decision,
-    hit: impl Fn(&Rule) -> bool,
+    mut hit: impl FnMut(&Rule) -> bool,
 ) -> Option<Verdict> {
     policies.iter().find_map(|p| {
         let rule = p
             .rules()
             .iter()
             .find(|r| r.decision == decision && hit(r))?;
-        let by = format!(
-            "{} \"{}\" ({} of {})",
-            decision,
-            rule.pattern.as_str(),
-            rule.at,
-            p.name()
-        );
-        let reason = rule.reason.clone().unwrap_or_else(|| match decision {
-            Decision::Allow => "the policy allows it".into(),
-            Decision::Deny => "the policy denies it".into(),
-            Decision::Ask => "the policy asks a person first".into(),
-        });
-        Some(verdict(decision, by, reason))
+        Some(rule_verdict(p, rule))
     })
+}
+
+/// The verdict `rule` of `policy` gives, naming it.
+fn rule_verdict(policy: &Policy, rule: &Rule) -> Verdict {
+    let decision = rule.decision;
+    let by = format!(
+        "{} \"{}\" ({} of {})",
+        decision,
+        rule.pattern.as_str(),
+        rule.at,
+        policy.name()
+    );
+    let reason = rule.reason.clone().unwrap_or_else(|| match decision {
+        Decision::Allow => "the policy allows it".into(),
+        Decision::Deny => "the policy denies it".into(),
+        Decision::Ask => "the policy asks a person first".into(),
+    });
+    verdict(decision, by, reason)
 }
 
 /// Every policy's `decide` opinion; the strictest wins (deny, then ask,

@@ -52,6 +52,16 @@
 //! Unknown variables (`${HOME}`) are errors; to match the text `${HOME}` write
 //! `$\{HOME\}`.
 //!
+//! # Command lines
+//!
+//! A `proc:spawn` resource is matched against each simple command of a line
+//! as the kernel judges it: the assignments in effect for it first (the
+//! call's `env`, sorted, then the line's), then its words after quote
+//! removal, joined by single spaces: `proc:spawn:GIT_PAGER=cat git *`. A
+//! command holding a variable or a form of [`super::programs`] is granted
+//! only by a rule that names it too, the rule's resource read as a command
+//! line (`proc:spawn:git -c core.pager=less *`); see that module.
+//!
 //! # `net:private` needs an explicit grant
 //!
 //! [`Pattern::matches`] reports every match, wildcards included, so
@@ -224,6 +234,19 @@ impl Pattern {
     /// Whether the pattern's action part covers `action` (any resource).
     pub fn selects(&self, action: Action) -> bool {
         self.select.includes(action)
+    }
+
+    /// Whether the pattern covers `action` with every resource (`*`,
+    /// `proc:spawn`, `proc:spawn:*`).
+    pub fn any_resource(&self, action: Action) -> bool {
+        self.select.includes(action) && matches!(self.side(action), Some(Resource::Any))
+    }
+
+    /// The resource part as written (after the action's colon), `None`
+    /// when the pattern has none (`*`, `fs:read`).
+    pub fn resource(&self) -> Option<&str> {
+        let (_, rest) = self.text.split_once(':')?;
+        rest.split_once(':').map(|(_, r)| r)
     }
 
     /// The shape of the paths this pattern names, for a sandbox to
@@ -472,6 +495,12 @@ fn path_text(path: &Path) -> String {
 /// Glob characters that `escape` protects with a backslash.
 fn is_meta(c: char) -> bool {
     matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\')
+}
+
+/// `text` as a pattern resource that matches it and nothing else: every
+/// glob character escaped (so `${` too, as `$\{`).
+pub fn escaped(text: &str) -> String {
+    escape(text)
 }
 
 /// `text` with every glob character escaped.

@@ -16,9 +16,28 @@
 //! - commands that run their arguments as a command: the shells
 //!   (`bash -c 'S'`, `sh -lc "S"`, `bash <<'EOF'`), `env`, `timeout`,
 //!   `nice`, `nohup`, `setsid`, `stdbuf`, `time`, `command`, `builtin`,
-//!   `exec`, `sudo`, `doas`, `su -c`, `xargs`, `find -exec`, `eval` and
-//!   `trap`. The wrapper is listed, then the command it runs (whose
-//!   [`Command::text`] starts at that command's name), recursively.
+//!   `exec`, `sudo`, `doas`, `su -c`, `runuser`, `xargs`, `find -exec`,
+//!   `eval` and `trap`; util-linux's `chrt`, `taskset`, `ionice`,
+//!   `unshare`, `nsenter`, `setpriv`, `flock` (a command or `-c SCRIPT`),
+//!   `setarch` (and `linux32`, `linux64`, ...), `choom`, `prlimit`,
+//!   `script -c`, `chroot`, `sg`, `newgrp`; `logsave`, `strace`,
+//!   `valgrind`, `perf stat|record|trace`, `ssh-agent`, `busybox APPLET`,
+//!   `capsh --`, `start-stop-daemon -S`, `rlwrap`, `watch` (a script, or
+//!   `-x` and a command), `parallel`, `ip netns exec`, `systemd-run`, the
+//!   dynamic loader (`ld.so`, `ld-linux-x86-64.so.2`); `ssh HOST CMD`
+//!   (judged as if it ran here: the host may be this machine); and the
+//!   package runners `npx`, `npm exec`, `pnpm dlx`, `yarn exec`, `uv run`,
+//!   `uvx`, `poetry run`, `pipx run`, `bundle exec`, `rustup run`. The
+//!   wrapper is listed, then the command it runs (whose [`Command::text`]
+//!   starts at that command's name), recursively, with the wrapper's
+//!   assignments and standard input (see [`Command::env`] and
+//!   [`Command::fed`]).
+//! - what such a command runs when it is only known at run time (`sh -c
+//!   "$CMD"`, `eval "$X"`, a script in an expanded here-document), and the
+//!   shell a wrapper starts when given no command (`script`, `unshare -r`,
+//!   `chroot /`, `su`, `sudo -s`, `run-parts DIR`), listed as one command
+//!   whose program is dynamic (`$SHELL` for a shell), see
+//!   [`Command::program_dynamic`].
 //!
 //! # Order
 //!
@@ -57,11 +76,11 @@
 //! Only what is written in the line. A command built at run time is listed
 //! as written (`$CMD x` keeps `$CMD x`, dynamic), and a script read from a
 //! file or a pipe (`bash script.sh`, `curl x | sh`) is listed as the command
-//! that reads it (`bash script.sh`, `sh`), not as what it runs. Programs
-//! that run their arguments but are not in the list above (`ssh host cmd`,
-//! `watch`, `parallel`, `flock`, `chroot`, `python -c`, `git -c alias...`)
-//! are listed as themselves only, as are file writes that are not
-//! redirections (`tee f`, `cp a b`, `find -delete`). A redirection to
+//! that reads it (`bash script.sh`, `sh`, fed), not as what it runs.
+//! Programs that run code given in an option (`python -c`, `git -c
+//! alias...`, `tar --to-command`) are listed as themselves: the forms of
+//! [`super::programs`] find those. File writes that are not redirections
+//! (`tee f`, `cp a b`) are not listed. A redirection to
 //! `/dev/tcp/HOST/PORT` or `/dev/udp/...` is a network connection in bash,
 //! though it is listed as a file like any other.
 //!
@@ -106,8 +125,13 @@ pub struct Command {
     pub words: Vec<String>,
     /// `words` joined by single spaces.
     pub text: String,
-    /// Leading assignments as written (`GIT_DIR=x` in `GIT_DIR=x git log`):
-    /// they change what the command does, so the kernel checks them with it.
+    /// The assignments in effect for the command, as written (`GIT_DIR=x`
+    /// in `GIT_DIR=x git log`): they change what it does, so the kernel
+    /// checks them with it. In order: assignments the line made earlier to
+    /// a variable of [`super::programs::VARS`] (`PATH=/x; git status`,
+    /// `export PAGER=y; git log`), those of the wrappers around it
+    /// (`PAGER=y timeout 5 git log`, `env PAGER=y git log`, the script of
+    /// `PAGER=y sh -c 'git log'`), then its own leading assignments.
     pub env: Vec<String>,
     /// The command's redirections to or from files, in order. Descriptor
     /// duplications (`2>&1`, `3>&-`), here-documents and here-strings are
@@ -118,6 +142,18 @@ pub struct Command {
     /// expansion, or the command gets arguments at run time (`xargs rm`,
     /// `find -exec rm {} ;`).
     pub dynamic: bool,
+    /// The program itself is only known at run time: its name is an
+    /// expansion (`$T x`, `$(echo touch) x`), or it is a script given at
+    /// run time (`sh -c "$CMD"`, `eval "$CMD"`), or the shell a wrapper
+    /// starts when it is given no command (`script`, `unshare -r`,
+    /// `chroot /`, listed as `$SHELL`).
+    pub program_dynamic: bool,
+    /// Its standard input may carry data from the line: it follows a `|`,
+    /// or it (or a compound command or wrapper around it) reads a file,
+    /// a here-document or a here-string on standard input, or an earlier
+    /// `exec <file` redirected the shell's. A program that runs commands it
+    /// reads on standard input (`ed`, `vim`, `sqlite3 db`) is then fed some.
+    pub fed: bool,
 }
 
 /// A file a command reads or writes through a redirection.
@@ -173,6 +209,9 @@ fn analyze_here(line: &str) -> Analysis {
     let mut walker = Walker {
         options: ParserOptions::default(),
         out: Vec::new(),
+        env: Vec::new(),
+        fed: false,
+        exec_fed: false,
     };
     match walker.script(line, 0) {
         Ok(()) => Analysis::Parsed(walker.out),
@@ -196,6 +235,8 @@ struct Parts {
     redirects: Vec<Redirect>,
     /// The last here-document or here-string on standard input.
     stdin: Option<Arg>,
+    /// Some redirection gives it data on standard input.
+    fed: bool,
 }
 
 /// What a redirection contributes to its command.
@@ -211,6 +252,14 @@ type Walk<T = ()> = Result<T, String>;
 struct Walker {
     options: ParserOptions,
     out: Vec<Command>,
+    /// The assignments in effect where the walk is (see [`Command::env`]).
+    env: Vec<String>,
+    /// Standard input may carry data where the walk is (see
+    /// [`Command::fed`]).
+    fed: bool,
+    /// An `exec <file` redirected the shell's standard input for the rest
+    /// of the line.
+    exec_fed: bool,
 }
 
 impl Walker {
@@ -245,8 +294,13 @@ impl Walker {
     }
 
     fn pipeline(&mut self, pipeline: &ast::Pipeline, src: &str, depth: usize) -> Walk {
-        for command in &pipeline.seq {
-            self.command(command, src, depth)?;
+        for (i, command) in pipeline.seq.iter().enumerate() {
+            // After a `|`, standard input is the previous command's output.
+            let fed = self.fed;
+            self.fed |= i > 0;
+            let walked = self.command(command, src, depth);
+            self.fed = fed;
+            walked?;
         }
         Ok(())
     }
@@ -257,7 +311,13 @@ impl Walker {
             ast::Command::Simple(simple) => self.simple(simple, src, depth),
             ast::Command::Compound(compound, redirects) => {
                 self.redirects_only(redirects.as_ref(), src, depth)?;
-                self.compound(compound, src, depth)
+                let fed = self.fed;
+                self.fed |= redirects
+                    .as_ref()
+                    .is_some_and(|l| l.0.iter().any(feeds_stdin));
+                let walked = self.compound(compound, src, depth);
+                self.fed = fed;
+                walked
             }
             ast::Command::Function(function) => {
                 let ast::FunctionBody(compound, redirects) = &function.body;
@@ -370,15 +430,86 @@ impl Walker {
             env,
             redirects,
             stdin,
+            fed,
         } = parts;
+        if words.is_empty() {
+            // A bare assignment stays in effect for the rest of the line,
+            // and a variable such as PATH or HOME is already exported.
+            self.keep(env.iter().map(String::as_str));
+        }
         if words.is_empty() && redirects.is_empty() {
-            // A bare assignment: nothing to spawn, nothing to open.
+            // Nothing to spawn, nothing to open.
             self.out.remove(at);
             return Ok(());
         }
-        self.out[at] = Command::new(&words, redirects, false);
-        self.out[at].env = env;
-        self.unwrap(&words, stdin.as_ref(), depth)
+        // A shell whose script is the here-document read here runs what
+        // the analysis lists, not unknown input.
+        let script_read = stdin.as_ref().is_some_and(|s| !s.dynamic)
+            && words.first().is_some_and(|w| {
+                !w.dynamic
+                    && SHELLS.contains(&w.text.rsplit('/').next().unwrap_or_default())
+                    && matches!(shell_input(&words[1..]), ShellInput::Stdin)
+            });
+        let fed = self.fed || self.exec_fed || (fed && !script_read);
+        let mut all = self.env.clone();
+        all.extend(env);
+        let mut command = Command::new(&words, redirects, false);
+        command.env = all.clone();
+        command.fed = fed;
+        self.out[at] = command;
+        self.assigns(&words);
+        if words.len() == 1 && words[0].text == "exec" && fed {
+            // `exec <file`: the rest of the line reads that file.
+            self.exec_fed = true;
+        }
+        self.unwrap(&words, stdin.as_ref(), depth, &all, fed)
+    }
+
+    /// Keeps the assignments among `assignments` (`NAME=value`, as written)
+    /// that set a variable of the table, for the rest of the line.
+    fn keep<'a>(&mut self, assignments: impl Iterator<Item = &'a str>) {
+        for a in assignments {
+            let Some((name, _)) = a.split_once('=') else {
+                // `export PATH` exports the value it already has.
+                continue;
+            };
+            if super::programs::var_of(name).is_some() {
+                self.env.push(a.to_string());
+            }
+        }
+    }
+
+    /// What builtins that set variables (`export PAGER=x`, `declare -x`,
+    /// `read PATH`, `printf -v HOME`) leave in effect for the rest of the
+    /// line, as for a bare assignment.
+    fn assigns(&mut self, words: &[Arg]) {
+        let Some((name, args)) = words.split_first() else {
+            return;
+        };
+        if name.dynamic {
+            return;
+        }
+        match name.text.as_str() {
+            "export" | "declare" | "typeset" | "local" | "readonly" => {
+                let set: Vec<String> = args
+                    .iter()
+                    .filter(|a| !a.text.starts_with(['-', '+']))
+                    .map(|a| a.text.clone())
+                    .collect();
+                self.keep(set.iter().map(String::as_str));
+            }
+            "read" | "printf" | "mapfile" | "readarray" | "getopts" => {
+                // Which word names the variable depends on the options;
+                // any word that is a table name is taken to be one.
+                let set: Vec<String> = args
+                    .iter()
+                    .filter(|a| super::programs::var_of(&a.text).is_some())
+                    .map(|a| format!("{}=$({})", a.text, name.text))
+                    .collect();
+                self.keep(set.iter().map(String::as_str));
+            }
+            _ => {}
+        }
     }
 
     fn item(
@@ -399,11 +530,14 @@ impl Walker {
             Item::AssignmentWord(_, w) | Item::Word(w) => {
                 parts.words.push(self.word(&w.value, depth)?)
             }
-            Item::IoRedirect(r) => match self.redirect(r, src, depth)? {
-                Redir::None => {}
-                Redir::File(r) => parts.redirects.push(r),
-                Redir::Stdin(text) => parts.stdin = Some(text),
-            },
+            Item::IoRedirect(r) => {
+                parts.fed |= feeds_stdin(r);
+                match self.redirect(r, src, depth)? {
+                    Redir::None => {}
+                    Redir::File(r) => parts.redirects.push(r),
+                    Redir::Stdin(text) => parts.stdin = Some(text),
+                }
+            }
             Item::ProcessSubstitution(kind, subshell) => {
                 parts.words.push(Arg {
                     text: process_substitution_text(kind, subshell, src),
@@ -714,8 +848,16 @@ impl Walker {
     // ---- wrappers --------------------------------------------------------
 
     /// Lists what a command runs when it runs its arguments (or standard
-    /// input) as a command.
-    fn unwrap(&mut self, words: &[Arg], stdin: Option<&Arg>, depth: usize) -> Walk {
+    /// input) as a command. `env` and `fed` are the command's own (see
+    /// [`Command`]): what it runs inherits them.
+    fn unwrap(
+        &mut self,
+        words: &[Arg],
+        stdin: Option<&Arg>,
+        depth: usize,
+        env: &[String],
+        fed: bool,
+    ) -> Walk {
         let depth = deeper(depth)?;
         let Some((name, args)) = words.split_first() else {
             return Ok(());
@@ -724,26 +866,27 @@ impl Walker {
             return Ok(());
         }
         let program = name.text.rsplit('/').next().unwrap_or_default();
+        let at = Scope { env, fed };
         match program {
-            "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" => match shell_input(args) {
-                ShellInput::Command(Some(script)) => self.inline(script, depth),
-                ShellInput::Stdin => stdin.map_or(Ok(()), |script| self.inline(script, depth)),
+            p if SHELLS.contains(&p) => match shell_input(args) {
+                ShellInput::Command(Some(script)) => self.inline(script, depth, at),
+                ShellInput::Stdin => stdin.map_or(Ok(()), |script| self.inline(script, depth, at)),
                 ShellInput::Command(None) | ShellInput::File => Ok(()),
             },
             "su" | "runuser" => match su_command(args) {
-                Some(script) => self.inline(&script, depth),
-                None => Ok(()),
+                Some(script) => self.inline(&script, depth, at),
+                // Without `-c`, su starts the user's shell.
+                None => self.runtime("$SHELL", at),
             },
             "eval" => {
-                if args.is_empty() || args.iter().any(|a| a.dynamic) {
+                if args.is_empty() {
                     return Ok(());
                 }
-                let script = args
-                    .iter()
-                    .map(|a| a.text.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                self.script(&script, depth)
+                let script = joined(args);
+                if script.dynamic {
+                    return self.runtime(&script.text, at);
+                }
+                self.inline(&script, depth, at)
             }
             "trap" => {
                 let args = match args.first() {
@@ -755,7 +898,7 @@ impl Walker {
                         if !action.text.starts_with('-')
                             && !action.text.bytes().all(|b| b.is_ascii_digit()) =>
                     {
-                        self.inline(action, depth)
+                        self.inline(action, depth, at)
                     }
                     _ => Ok(()),
                 }
@@ -776,7 +919,7 @@ impl Walker {
                         }
                         let inner = &args[start..end];
                         let appended = inner.iter().any(|a| a.text.contains("{}"));
-                        self.inner(inner, appended, depth)?;
+                        self.inner(inner, appended, &[], depth, at)?;
                         i = end;
                     }
                     i += 1;
@@ -784,28 +927,94 @@ impl Walker {
                 Ok(())
             }
             _ => match wrapped(program, args)? {
-                Some((start, appended)) => self.inner(&args[start..], appended, depth),
-                None => Ok(()),
+                Run::Nothing => Ok(()),
+                Run::Argv {
+                    start,
+                    appended,
+                    env,
+                } => self.inner(&args[start..], appended, &env, depth, at),
+                Run::Script(script) => self.inline(&script, depth, at),
+                Run::Shell => self.runtime("$SHELL", at),
             },
         }
     }
 
-    /// Lists a script given as one word (`sh -c 'S'`); nothing if the
-    /// word's value is only known at run time.
-    fn inline(&mut self, script: &Arg, depth: usize) -> Walk {
+    /// Lists a script given as one word (`sh -c 'S'`), run with the
+    /// assignments and standard input of `at`; a script only known at run
+    /// time is listed as one command whose program is dynamic.
+    fn inline(&mut self, script: &Arg, depth: usize, at: Scope) -> Walk {
         if script.dynamic {
-            return Ok(());
+            return self.runtime(&script.text, at);
         }
-        self.script(&script.text, depth)
+        let (env, fed) = (std::mem::replace(&mut self.env, at.env.to_vec()), self.fed);
+        self.fed = at.fed;
+        let walked = self.script(&script.text, depth);
+        self.env = env;
+        self.fed = fed;
+        walked
     }
 
-    /// Lists the command a wrapper runs, then what that one runs.
-    fn inner(&mut self, words: &[Arg], appended: bool, depth: usize) -> Walk {
+    /// Lists the command a wrapper runs, then what that one runs. `env`
+    /// are assignments the wrapper itself makes for it (`env A=1 cmd`).
+    fn inner(
+        &mut self,
+        words: &[Arg],
+        appended: bool,
+        env: &[String],
+        depth: usize,
+        at: Scope,
+    ) -> Walk {
         if words.is_empty() {
             return Ok(());
         }
-        self.out.push(Command::new(words, Vec::new(), appended));
-        self.unwrap(words, None, depth)
+        let mut all = at.env.to_vec();
+        all.extend_from_slice(env);
+        let mut command = Command::new(words, Vec::new(), appended);
+        command.env = all.clone();
+        command.fed = at.fed;
+        self.out.push(command);
+        self.unwrap(words, None, depth, &all, at.fed)
+    }
+
+    /// Lists a command known only at run time: `text` stands for it (`$SHELL`
+    /// for the shell a wrapper starts, the script's source for `sh -c "$X"`).
+    fn runtime(&mut self, text: &str, at: Scope) -> Walk {
+        let mut command = Command::new(
+            &[Arg {
+                text: text.to_owned(),
+                dynamic: true,
+            }],
+            Vec::new(),
+            true,
+        );
+        command.env = at.env.to_vec();
+        command.fed = at.fed;
+        self.out.push(command);
+        Ok(())
+    }
+}
+
+/// The shells whose `-c` script and here-documents are analyzed.
+const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash"];
+
+/// Where a wrapper's command runs: with its assignments and its standard
+/// input.
+#[derive(Clone, Copy)]
+struct Scope<'a> {
+    env: &'a [String],
+    fed: bool,
+}
+
+/// `args` as one word, joined by spaces (how `eval`, `watch` and `ssh` make
+/// a script of their arguments).
+fn joined(args: &[Arg]) -> Arg {
+    Arg {
+        text: args
+            .iter()
+            .map(|a| a.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        dynamic: args.iter().any(|a| a.dynamic),
     }
 }
 
@@ -818,6 +1027,8 @@ impl Command {
             env: Vec::new(),
             redirects,
             dynamic: appended || words.iter().any(|w| w.dynamic),
+            program_dynamic: words.first().is_some_and(|w| w.dynamic),
+            fed: false,
         }
     }
 }
@@ -829,6 +1040,18 @@ fn deeper(depth: usize) -> Walk<usize> {
         ));
     }
     Ok(depth + 1)
+}
+
+/// Whether a redirection gives standard input data: `<`, `<>`, `<&N`, a
+/// here-document or a here-string, on descriptor 0.
+fn feeds_stdin(r: &ast::IoRedirect) -> bool {
+    use ast::{IoFileRedirectKind as K, IoRedirect as R};
+    match r {
+        R::File(fd, K::Read | K::ReadAndWrite | K::DuplicateInput, _)
+        | R::HereDocument(fd, _)
+        | R::HereString(fd, _) => fd.unwrap_or(0) == 0,
+        _ => false,
+    }
 }
 
 fn on_stdin(fd: Option<ast::IoFd>, text: Arg) -> Redir {
@@ -1009,6 +1232,29 @@ struct Parsed {
     short: String,
     /// Every long option seen, without `--` and `=value`.
     long: Vec<String>,
+    /// The arguments of options that take one: the letter (`c`) or the
+    /// long name from the grammar (`command`), and the argument.
+    values: Vec<(String, Arg)>,
+}
+
+impl Parsed {
+    /// Whether option `-short` or `--long` (or a prefix of it) was given.
+    fn has(&self, short: char, long: &str) -> bool {
+        self.short.contains(short)
+            || self
+                .long
+                .iter()
+                .any(|l| l.len() >= 2 && long.starts_with(l.as_str()))
+    }
+
+    /// The argument of `-short` or `--long`, the last one given.
+    fn value(&self, short: char, long: &str) -> Option<&Arg> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == short.to_string() || n == long)
+            .map(|(_, a)| a)
+    }
 }
 
 impl Options {
@@ -1021,6 +1267,7 @@ impl Options {
     fn parse(&self, args: &[Arg]) -> Parsed {
         let mut short = String::new();
         let mut long = Vec::new();
+        let mut values = Vec::new();
         let mut i = 0;
         while let Some(arg) = args.get(i) {
             let t = arg.text.as_str();
@@ -1029,17 +1276,29 @@ impl Options {
                 break;
             }
             if let Some(name) = t.strip_prefix("--") {
-                let (name, has_value) = match name.split_once('=') {
-                    Some((name, _)) => (name, true),
-                    None => (name, false),
+                let (name, value) = match name.split_once('=') {
+                    Some((name, value)) => (name, Some(value)),
+                    None => (name, None),
                 };
-                let takes_arg = !name.is_empty()
-                    && self
-                        .long_with_arg
-                        .iter()
-                        .any(|o| o.strip_prefix("--").is_some_and(|o| o.starts_with(name)));
+                let takes = self.long_with_arg.iter().find_map(|o| {
+                    let o = o.strip_prefix("--")?;
+                    (!name.is_empty() && o.starts_with(name)).then_some(o)
+                });
                 long.push(name.to_owned());
-                i += if takes_arg && !has_value { 2 } else { 1 };
+                i += 1;
+                if let Some(full) = takes {
+                    let value = match value {
+                        Some(v) => Some(Arg {
+                            text: v.to_owned(),
+                            dynamic: arg.dynamic,
+                        }),
+                        None => {
+                            i += 1;
+                            args.get(i - 1).cloned()
+                        }
+                    };
+                    values.extend(value.map(|v| (full.to_owned(), v)));
+                }
                 continue;
             }
             if t.len() > 1 && t.starts_with('-') {
@@ -1047,10 +1306,18 @@ impl Options {
                 let cluster = &t[1..];
                 for (at, c) in cluster.char_indices() {
                     short.push(c);
+                    let rest = &cluster[at + c.len_utf8()..];
                     if self.with_arg.contains(c) {
-                        if at + c.len_utf8() == cluster.len() {
+                        let value = if rest.is_empty() {
                             i += 1;
-                        }
+                            args.get(i - 1).cloned()
+                        } else {
+                            Some(Arg {
+                                text: rest.to_owned(),
+                                dynamic: arg.dynamic,
+                            })
+                        };
+                        values.extend(value.map(|v| (c.to_string(), v)));
                         break;
                     }
                     if self.optional_arg.contains(c) {
@@ -1065,29 +1332,77 @@ impl Options {
             next: (i < args.len()).then_some(i),
             short,
             long,
+            values,
         }
     }
 }
 
-/// Skips `NAME=value` words (as `env` and `sudo` take them).
-fn skip_assignments(args: &[Arg], from: usize) -> Option<usize> {
+/// The `NAME=value` words from `from` on (as `env` and `sudo` take them),
+/// and the index after them.
+fn assignments(args: &[Arg], from: usize) -> (Vec<String>, usize) {
     let mut i = from;
-    while args.get(i)?.text.contains('=') {
+    let mut set = Vec::new();
+    while let Some(a) = args.get(i).filter(|a| a.text.contains('=')) {
+        set.push(a.text.clone());
         i += 1;
     }
-    Some(i)
+    (set, i)
 }
 
-/// Where the command a wrapper runs starts in its arguments, and whether
-/// it is given more arguments at run time. `None` for a command that is not
-/// a wrapper or runs nothing.
-fn wrapped(program: &str, args: &[Arg]) -> Walk<Option<(usize, bool)>> {
+/// What a wrapper runs.
+enum Run {
+    /// Nothing: it is not a wrapper, or this use runs no command.
+    Nothing,
+    /// The command in its arguments from `start` on, given more arguments
+    /// at run time if `appended`, with the assignments `env` the wrapper
+    /// makes for it.
+    Argv {
+        start: usize,
+        appended: bool,
+        env: Vec<String>,
+    },
+    /// A script it hands to a shell (`watch 'a; b'`, `flock f -c 'a'`).
+    Script(Arg),
+    /// A shell of its own, given no command (`script`, `chroot /`): it runs
+    /// whatever it reads.
+    Shell,
+}
+
+/// The command starting at `at`, if there is one.
+fn argv(at: Option<usize>) -> Run {
+    match at {
+        Some(start) => Run::Argv {
+            start,
+            appended: false,
+            env: Vec::new(),
+        },
+        None => Run::Nothing,
+    }
+}
+
+/// The command starting at `at`, or else the wrapper's own shell.
+fn argv_or_shell(at: Option<usize>) -> Run {
+    match at {
+        Some(_) => argv(at),
+        None => Run::Shell,
+    }
+}
+
+/// The command after `skip` positional words (a priority, a mask, a file)
+/// that follow the options.
+fn after(parsed: &Parsed, skip: usize, args: &[Arg]) -> Run {
+    argv(parsed.next.map(|i| i + skip).filter(|&i| i < args.len()))
+}
+
+/// What `program` runs, from its arguments (see the module doc for the
+/// list).
+fn wrapped(program: &str, args: &[Arg]) -> Walk<Run> {
     let options = |with_arg, long_with_arg| Options {
         with_arg,
         optional_arg: "",
         long_with_arg,
     };
-    let at = |parsed: Parsed| parsed.next.map(|i| (i, false));
+    let at = |parsed: Parsed| argv(parsed.next);
     Ok(match program {
         "env" => {
             // `-` alone is `-i`.
@@ -1106,16 +1421,27 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Option<(usize, bool)>> {
                         .into(),
                 );
             }
-            parsed
-                .next
-                .and_then(|i| skip_assignments(args, skip + i))
-                .map(|i| (i, false))
+            match parsed.next {
+                Some(i) => {
+                    let (env, start) = assignments(args, skip + i);
+                    if start < args.len() {
+                        Run::Argv {
+                            start,
+                            appended: false,
+                            env,
+                        }
+                    } else {
+                        Run::Nothing
+                    }
+                }
+                None => Run::Nothing,
+            }
         }
-        "timeout" => options("ks", &["--kill-after", "--signal"])
-            .parse(args)
-            .next
-            .filter(|&i| i + 1 < args.len())
-            .map(|i| (i + 1, false)),
+        "timeout" => after(
+            &options("ks", &["--kill-after", "--signal"]).parse(args),
+            1,
+            args,
+        ),
         "nice" => at(options("n", &["--adjustment"]).parse(args)),
         "nohup" | "builtin" | "setsid" => at(Options::NONE.parse(args)),
         "stdbuf" => at(options("ioe", &["--input", "--output", "--error"]).parse(args)),
@@ -1125,7 +1451,7 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Option<(usize, bool)>> {
             let parsed = Options::NONE.parse(args);
             // `command -v x` and `-V` describe `x`; they do not run it.
             if parsed.short.contains(['v', 'V']) {
-                None
+                Run::Nothing
             } else {
                 at(parsed)
             }
@@ -1163,17 +1489,24 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Option<(usize, bool)>> {
                     ]
                     .contains(&l.as_str())
                 });
+            let shell = parsed.short.contains(['s', 'i'])
+                || parsed.long.iter().any(|l| l == "shell" || l == "login");
             if runs_nothing {
-                None
+                Run::Nothing
             } else {
-                parsed
-                    .next
-                    .and_then(|i| skip_assignments(args, i))
-                    .map(|i| (i, false))
+                match parsed.next.map(|i| assignments(args, i)) {
+                    Some((env, start)) if start < args.len() => Run::Argv {
+                        start,
+                        appended: false,
+                        env,
+                    },
+                    _ if shell => Run::Shell,
+                    _ => Run::Nothing,
+                }
             }
         }
         "doas" => at(options("aCu", &[]).parse(args)),
-        "xargs" => Options {
+        "xargs" => match (Options {
             with_arg: "adEILnPs",
             optional_arg: "eil",
             long_with_arg: &[
@@ -1184,12 +1517,567 @@ fn wrapped(program: &str, args: &[Arg]) -> Walk<Option<(usize, bool)>> {
                 "--max-chars",
                 "--process-slot-var",
             ],
-        }
+        })
         .parse(args)
         .next
-        .map(|i| (i, true)),
-        _ => None,
+        {
+            Some(start) => Run::Argv {
+                start,
+                appended: true,
+                env: Vec::new(),
+            },
+            None => Run::Nothing,
+        },
+        // util-linux and coreutils.
+        "chrt" => {
+            let parsed = options(
+                "TPD",
+                &["--sched-runtime", "--sched-period", "--sched-deadline"],
+            )
+            .parse(args);
+            if parsed.has('p', "pid") || parsed.has('m', "max") {
+                Run::Nothing
+            } else {
+                // The priority comes first.
+                after(&parsed, 1, args)
+            }
+        }
+        "taskset" => {
+            let parsed = Options::NONE.parse(args);
+            if parsed.has('p', "pid") {
+                Run::Nothing
+            } else {
+                // The mask (or list) comes first.
+                after(&parsed, 1, args)
+            }
+        }
+        "ionice" => {
+            let parsed = options(
+                "cnpPu",
+                &["--class", "--classdata", "--pid", "--pgid", "--uid"],
+            )
+            .parse(args);
+            if parsed.has('p', "pid") || parsed.has('P', "pgid") || parsed.has('u', "uid") {
+                Run::Nothing
+            } else {
+                at(parsed)
+            }
+        }
+        "unshare" => argv_or_shell(
+            Options {
+                with_arg: "RwSG",
+                optional_arg: "muinpUCT",
+                long_with_arg: &[
+                    "--map-user",
+                    "--map-group",
+                    "--map-users",
+                    "--map-groups",
+                    "--propagation",
+                    "--setgroups",
+                    "--root",
+                    "--wd",
+                    "--setuid",
+                    "--setgid",
+                    "--monotonic",
+                    "--boottime",
+                ],
+            }
+            .parse(args)
+            .next,
+        ),
+        "nsenter" => argv_or_shell(
+            Options {
+                with_arg: "tSGW",
+                optional_arg: "muinpCUTrw",
+                long_with_arg: &["--target", "--setuid", "--setgid", "--wdns"],
+            }
+            .parse(args)
+            .next,
+        ),
+        "setpriv" => {
+            let parsed = options(
+                "",
+                &[
+                    "--ambient-caps",
+                    "--inh-caps",
+                    "--bounding-set",
+                    "--ruid",
+                    "--euid",
+                    "--rgid",
+                    "--egid",
+                    "--reuid",
+                    "--regid",
+                    "--groups",
+                    "--securebits",
+                    "--pdeathsig",
+                    "--selinux-label",
+                    "--apparmor-profile",
+                    "--landlock-access",
+                    "--landlock-rule",
+                ],
+            )
+            .parse(args);
+            if parsed.has('d', "dump") {
+                Run::Nothing
+            } else {
+                at(parsed)
+            }
+        }
+        "flock" => {
+            let grammar = options("wEc", &["--timeout", "--conflict-exit-code", "--command"]);
+            let parsed = grammar.parse(args);
+            if let Some(script) = parsed.value('c', "command") {
+                return Ok(Run::Script(script.clone()));
+            }
+            // `flock FILE -c CMD` or `flock FILE CMD...`; `flock N` runs nothing.
+            match parsed.next.map(|i| (i, args.get(i + 1))) {
+                Some((i, Some(c))) if c.text == "-c" || c.text == "--command" => {
+                    args.get(i + 2).cloned().map_or(Run::Nothing, Run::Script)
+                }
+                Some((i, Some(_))) => argv(Some(i + 1)),
+                _ => Run::Nothing,
+            }
+        }
+        "setarch" | "linux32" | "linux64" | "i386" | "i686" | "x86_64" | "uname26" => {
+            // `setarch [ARCH] [options] [program]`; its aliases take no ARCH.
+            let skip = usize::from(
+                program == "setarch" && args.first().is_some_and(|a| !a.text.starts_with('-')),
+            );
+            let parsed = Options::NONE.parse(&args[skip..]);
+            if parsed.long.iter().any(|l| l == "list") {
+                Run::Nothing
+            } else {
+                argv_or_shell(parsed.next.map(|i| i + skip))
+            }
+        }
+        "choom" => {
+            let parsed = options("np", &["--adjust", "--pid"]).parse(args);
+            if parsed.has('p', "pid") {
+                Run::Nothing
+            } else {
+                at(parsed)
+            }
+        }
+        "logsave" => after(&Options::NONE.parse(args), 1, args),
+        "prlimit" => at(Options {
+            with_arg: "po",
+            optional_arg: "cdefilmnqrstuvxy",
+            long_with_arg: &["--pid", "--output"],
+        }
+        .parse(args)),
+        "chroot" => {
+            let parsed = options("", &["--groups", "--userspec"]).parse(args);
+            // After the new root; without a command, `$SHELL -i`.
+            match parsed.next {
+                Some(i) if i + 1 < args.len() => argv(Some(i + 1)),
+                Some(_) => Run::Shell,
+                None => Run::Nothing,
+            }
+        }
+        "sg" => {
+            // `sg [-] [GROUP [-c] COMMAND]`: the command goes to `sh -c`.
+            let skip = usize::from(args.first().is_some_and(|a| a.text == "-"));
+            match args.get(skip + 1..) {
+                Some([c, script, ..]) if c.text == "-c" => Run::Script(script.clone()),
+                Some(rest) if !rest.is_empty() => Run::Script(joined(rest)),
+                _ => Run::Shell,
+            }
+        }
+        "newgrp" => Run::Shell,
+        "script" => {
+            let parsed = Options {
+                with_arg: "IOBTmEoc",
+                optional_arg: "t",
+                long_with_arg: &[
+                    "--log-in",
+                    "--log-out",
+                    "--log-io",
+                    "--log-timing",
+                    "--logging-format",
+                    "--echo",
+                    "--output-limit",
+                    "--command",
+                ],
+            }
+            .parse(args);
+            match parsed.value('c', "command") {
+                Some(script) => Run::Script(script.clone()),
+                None => Run::Shell,
+            }
+        }
+        "watch" => {
+            let parsed = Options {
+                with_arg: "nq",
+                optional_arg: "d",
+                long_with_arg: &["--interval", "--equexit"],
+            }
+            .parse(args);
+            match parsed.next {
+                // Without -x the words are joined and run by `sh -c`.
+                Some(_) if parsed.has('x', "exec") => at(parsed),
+                Some(i) => Run::Script(joined(&args[i..])),
+                None => Run::Nothing,
+            }
+        }
+        "strace" => {
+            let parsed = options(
+                "abeEIoOpPsSuUX",
+                &[
+                    "--attach",
+                    "--env",
+                    "--user",
+                    "--detach-on",
+                    "--interruptible",
+                    "--trace",
+                    "--signal",
+                    "--status",
+                    "--trace-path",
+                    "--output",
+                    "--string-limit",
+                    "--summary-sort-by",
+                    "--columns",
+                ],
+            )
+            .parse(args);
+            // `-E VAR=VAL` sets the traced command's environment.
+            let env = parsed
+                .values
+                .iter()
+                .filter(|(n, v)| (n == "E" || n == "env") && v.text.contains('='))
+                .map(|(_, v)| v.text.clone())
+                .collect();
+            match parsed.next {
+                Some(start) => Run::Argv {
+                    start,
+                    appended: false,
+                    env,
+                },
+                None => Run::Nothing,
+            }
+        }
+        "valgrind" => at(Options::NONE.parse(args)),
+        "ssh-agent" => at(options("aEOPt", &[]).parse(args)),
+        "busybox" => match args.first() {
+            Some(applet) if !applet.text.starts_with('-') => argv(Some(0)),
+            _ => Run::Nothing,
+        },
+        "capsh" => {
+            // `--` runs the shell (bash, or `--shell=`) with the rest;
+            // `==` runs capsh again with the rest.
+            let mut shell = None;
+            for (i, a) in args.iter().enumerate() {
+                if let Some(s) = a.text.strip_prefix("--shell=") {
+                    shell = Some(s.to_owned());
+                }
+                if a.text == "--" || a.text == "==" {
+                    let name = if a.text == "==" {
+                        "capsh".to_owned()
+                    } else {
+                        shell.unwrap_or_else(|| "/bin/bash".to_owned())
+                    };
+                    let mut words = vec![Arg {
+                        text: name,
+                        dynamic: a.dynamic,
+                    }];
+                    words.extend_from_slice(&args[i + 1..]);
+                    return Ok(Run::Script(Arg {
+                        text: words
+                            .iter()
+                            .map(|w| quote(&w.text))
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        dynamic: words.iter().any(|w| w.dynamic),
+                    }));
+                }
+            }
+            Run::Nothing
+        }
+        "start-stop-daemon" => {
+            let parsed = options(
+                "xaupPgcNrkdRnsI",
+                &[
+                    "--exec",
+                    "--startas",
+                    "--user",
+                    "--pidfile",
+                    "--group",
+                    "--chuid",
+                    "--nicelevel",
+                    "--chroot",
+                    "--chdir",
+                    "--retry",
+                    "--name",
+                    "--signal",
+                    "--procsched",
+                    "--iosched",
+                    "--umask",
+                    "--ppid",
+                    "--output",
+                    "--notify-timeout",
+                ],
+            );
+            let parsed = parsed.parse(args);
+            if !parsed.has('S', "start") {
+                return Ok(Run::Nothing);
+            }
+            let program = parsed
+                .value('a', "startas")
+                .or_else(|| parsed.value('x', "exec"));
+            match program {
+                Some(p) => {
+                    let rest = args
+                        .iter()
+                        .position(|a| a.text == "--")
+                        .map_or(&[][..], |i| &args[i + 1..]);
+                    let mut words = vec![p.clone()];
+                    words.extend_from_slice(rest);
+                    Run::Script(Arg {
+                        text: words
+                            .iter()
+                            .map(|w| quote(&w.text))
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        dynamic: words.iter().any(|w| w.dynamic),
+                    })
+                }
+                None => Run::Nothing,
+            }
+        }
+        "rlwrap" => at(Options {
+            with_arg: "bCDeEfgHlMOPqsStwz",
+            optional_arg: "amp",
+            long_with_arg: &[],
+        }
+        .parse(args)),
+        "ssh" => {
+            let parsed = options("BbcDEeFIiJLlmOoPpQRSWw", &[]).parse(args);
+            match parsed.next {
+                // The words after the destination are joined and run by the
+                // remote user's shell (the host may be this machine).
+                Some(i) if i + 1 < args.len() => Run::Script(joined(&args[i + 1..])),
+                // Without a command, the remote shell reads standard input:
+                // a form of the table when something feeds it.
+                _ => Run::Nothing,
+            }
+        }
+        "run-parts" => {
+            let parsed = options("u", &["--umask", "--arg", "--regex"]).parse(args);
+            if parsed.long.iter().any(|l| l == "test" || l == "list") {
+                Run::Nothing
+            } else {
+                // Runs every program it finds in the folder.
+                Run::Shell
+            }
+        }
+        "ip" => {
+            // `ip [options] netns exec NAME CMD...`, `ip vrf exec NAME CMD...`.
+            let words: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
+            match words.iter().position(|w| *w == "exec") {
+                Some(i) if i >= 1 && matches!(words[i - 1], "netns" | "vrf" | "netn" | "net") => {
+                    argv(Some(i + 2).filter(|&s| s < args.len()))
+                }
+                _ => Run::Nothing,
+            }
+        }
+        "systemd-run" => {
+            let parsed = options(
+                "upEMH",
+                &[
+                    "--unit",
+                    "--property",
+                    "--description",
+                    "--slice",
+                    "--setenv",
+                    "--machine",
+                    "--host",
+                    "--uid",
+                    "--gid",
+                    "--nice",
+                    "--working-directory",
+                    "--service-type",
+                    "--on-active",
+                    "--on-boot",
+                    "--on-startup",
+                    "--on-unit-active",
+                    "--on-unit-inactive",
+                    "--on-calendar",
+                    "--timer-property",
+                    "--path-property",
+                    "--socket-property",
+                ],
+            )
+            .parse(args);
+            match parsed.next {
+                Some(_) => at(parsed),
+                None if parsed.has('S', "shell") => Run::Shell,
+                None => Run::Nothing,
+            }
+        }
+        "parallel" => {
+            // GNU parallel runs its command through the shell, or the
+            // commands it reads on standard input when given none.
+            let parsed = options(
+                "adEIjLnNPSsC",
+                &[
+                    "--arg-file",
+                    "--delimiter",
+                    "--jobs",
+                    "--max-args",
+                    "--max-lines",
+                    "--sshlogin",
+                    "--sshloginfile",
+                    "--max-chars",
+                    "--colsep",
+                    "--joblog",
+                    "--results",
+                    "--tmpdir",
+                    "--workdir",
+                    "--env",
+                    "--basefile",
+                    "--return",
+                    "--transferfile",
+                    "--block",
+                    "--timeout",
+                    "--delay",
+                    "--tagstring",
+                    "--retries",
+                    "--halt",
+                    "--memfree",
+                    "--load",
+                    "--nice",
+                    "--termseq",
+                    "--replace",
+                ],
+            )
+            .parse(args);
+            match parsed.next {
+                Some(i) => {
+                    let end = args[i..]
+                        .iter()
+                        .position(|a| a.text.starts_with(":::"))
+                        .map_or(args.len(), |e| i + e);
+                    if end == i {
+                        Run::Shell
+                    } else {
+                        Run::Script(joined(&args[i..end]))
+                    }
+                }
+                None => Run::Shell,
+            }
+        }
+        // Package runners: the program they run is a package's, or any.
+        "npx" | "bunx" | "uvx" => runner(args, 0),
+        "npm" | "pnpm" | "yarn" | "bun" => match args.first().map(|a| a.text.as_str()) {
+            Some("exec" | "x" | "dlx") => runner(args, 1),
+            _ => Run::Nothing,
+        },
+        "uv" | "poetry" | "pipx" | "pdm" | "hatch" => match args.first().map(|a| a.text.as_str()) {
+            Some("run") => runner(args, 1),
+            _ => Run::Nothing,
+        },
+        "bundle" | "bundler" => match args.first().map(|a| a.text.as_str()) {
+            Some("exec") => runner(args, 1),
+            _ => Run::Nothing,
+        },
+        "rustup" => match args.first().map(|a| a.text.as_str()) {
+            // `rustup run TOOLCHAIN CMD...`
+            Some("run") if args.len() > 2 => argv(Some(2)),
+            _ => Run::Nothing,
+        },
+        "perf" => match args.first().map(|a| a.text.as_str()) {
+            Some("stat" | "record" | "trace") => {
+                let parsed = options(
+                    "eptoCGIxMDrcFjmu",
+                    &[
+                        "--event",
+                        "--pid",
+                        "--tid",
+                        "--output",
+                        "--cpu",
+                        "--cgroup",
+                        "--repeat",
+                        "--field-separator",
+                        "--metrics",
+                        "--delay",
+                        "--count",
+                        "--freq",
+                        "--mmap-pages",
+                        "--uid",
+                        "--call-graph",
+                    ],
+                )
+                .parse(&args[1..]);
+                argv(parsed.next.map(|i| i + 1))
+            }
+            _ => Run::Nothing,
+        },
+        p if is_loader(p) => at(options(
+            "",
+            &[
+                "--library-path",
+                "--glibc-hwcaps-prepend",
+                "--glibc-hwcaps-mask",
+                "--inhibit-rpath",
+                "--audit",
+                "--preload",
+                "--argv0",
+            ],
+        )
+        .parse(args)),
+        _ => Run::Nothing,
     })
+}
+
+/// What a package runner (`npx`, `npm exec`, `uv run`, ...) runs, from its
+/// arguments after the first `skip` (the subcommand): `-c`/`--call` hands
+/// a script to the shell; otherwise the first word after its options.
+fn runner(args: &[Arg], skip: usize) -> Run {
+    let rest = args.get(skip..).unwrap_or_default();
+    let parsed = Options {
+        with_arg: "pcCPw",
+        optional_arg: "",
+        long_with_arg: &[
+            "--package",
+            "--call",
+            "--with",
+            "--python",
+            "--project",
+            "--directory",
+            "--from",
+            "--spec",
+            "--pip-args",
+            "--index-url",
+            "--index",
+            "--extra",
+            "--group",
+            "--env-file",
+            "--gemfile",
+            "--workspace",
+        ],
+    }
+    .parse(rest);
+    match parsed.value('c', "call") {
+        Some(script) => Run::Script(script.clone()),
+        None => argv(parsed.next.map(|i| i + skip)),
+    }
+}
+
+/// The dynamic loader, run as a program (`ld.so`, `ld-linux-x86-64.so.2`).
+fn is_loader(program: &str) -> bool {
+    program == "ld.so" || (program.starts_with("ld-") && program.contains(".so"))
+}
+
+/// A word as a shell would need it quoted to stay one word.
+pub fn quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 /// What a shell runs, from its arguments.
@@ -1634,10 +2522,13 @@ mod tests {
         check("/bin/dash -c 'curl x'", &["/bin/dash -c curl x", "curl x"]);
         check("zsh -c 'curl x'", &["zsh -c curl x", "curl x"]);
         check("bash script.sh", &["bash script.sh"]);
-        // A script given only at run time cannot be seen: the wrapper is dynamic.
+        // A script given only at run time cannot be seen: the wrapper is
+        // dynamic, and what it runs is a program known only at run time.
         let c = commands(r#"bash -c "$CMD""#);
-        assert_eq!(c.len(), 1);
-        assert!(c[0].dynamic);
+        assert_eq!(c.len(), 2);
+        assert!(c[0].dynamic && !c[0].program_dynamic);
+        assert!(c[1].program_dynamic);
+        assert_eq!(c[1].text, r#""$CMD""#);
     }
 
     #[test]
@@ -1653,7 +2544,11 @@ mod tests {
             "bash <<EOF\necho \\\"hi\\\" \\$HOME\nEOF\n",
             &["bash", "echo \"hi\" $HOME"],
         );
-        check("bash <<EOF\n$(curl x)\nEOF\n", &["bash", "curl x"]);
+        // A script known only at run time is a program known only then.
+        check(
+            "bash <<EOF\n$(curl x)\nEOF\n",
+            &["bash", "curl x", "$(curl x)\n"],
+        );
     }
 
     #[test]
@@ -1779,6 +2674,159 @@ mod tests {
                 "curl x",
             ],
         );
+    }
+
+    #[test]
+    fn wrappers_of_util_linux_and_others() {
+        for (line, inner) in [
+            ("chrt 1 curl x", "curl x"),
+            ("chrt -f -T 5 1 curl x", "curl x"),
+            ("taskset 1 curl x", "curl x"),
+            ("taskset -c 0,1 curl x", "curl x"),
+            ("ionice curl x", "curl x"),
+            ("ionice -c 3 curl x", "curl x"),
+            ("ionice -c3 -n 7 curl x", "curl x"),
+            ("unshare curl x", "curl x"),
+            ("unshare -r --setgroups deny curl x", "curl x"),
+            ("unshare --mount=/x -R / curl x", "curl x"),
+            ("nsenter -t 1 -m curl x", "curl x"),
+            ("setpriv --reuid 1000 curl x", "curl x"),
+            ("flock -u / curl x", "curl x"),
+            ("flock -w 5 /tmp/l curl x", "curl x"),
+            ("setarch -3 curl x", "curl x"),
+            ("setarch x86_64 -R curl x", "curl x"),
+            ("linux32 curl x", "curl x"),
+            ("choom -n 0 curl x", "curl x"),
+            ("logsave /dev/null curl x", "curl x"),
+            ("prlimit --nofile=10 curl x", "curl x"),
+            ("chroot / curl x", "curl x"),
+            ("strace -o /dev/null curl x", "curl x"),
+            ("strace -f -e trace=open curl x", "curl x"),
+            ("valgrind --tool=none curl x", "curl x"),
+            ("ssh-agent curl x", "curl x"),
+            ("busybox curl x", "curl x"),
+            ("watch -x curl x", "curl x"),
+            ("rlwrap -a curl x", "curl x"),
+            ("/lib64/ld-linux-x86-64.so.2 curl x", "curl x"),
+            ("ld.so --preload x.so curl x", "curl x"),
+            ("npx curl x", "curl x"),
+            ("npm exec -- curl x", "curl x"),
+            ("uv run --with y curl x", "curl x"),
+            ("bundle exec curl x", "curl x"),
+            ("rustup run stable curl x", "curl x"),
+            ("perf stat -e cycles curl x", "curl x"),
+            ("start-stop-daemon -S -x curl -- x", "curl x"),
+            ("ip netns exec n curl x", "curl x"),
+        ] {
+            let texts = texts(line);
+            assert_eq!(
+                texts.last().map(String::as_str),
+                Some(inner),
+                "{line}: {texts:?}"
+            );
+        }
+        // Those that take a script, run by a shell.
+        for line in [
+            "flock /tmp/l -c 'curl x'",
+            "flock -c 'curl x' /tmp/l",
+            "watch 'curl x'",
+            "watch -n 1 curl x",
+            "script -q -c 'curl x' /dev/null",
+            "sg users -c 'curl x'",
+            "ssh host curl x",
+            "ssh -p 22 host 'curl x'",
+            "capsh -- -c 'curl x'",
+            "parallel curl x ::: a b",
+            "npx -c 'curl x'",
+        ] {
+            let texts = texts(line);
+            assert_eq!(
+                texts.last().map(String::as_str),
+                Some("curl x"),
+                "{line}: {texts:?}"
+            );
+        }
+        // What runs nothing.
+        for line in [
+            "taskset -p 1",
+            "chrt -m",
+            "ionice -p 1",
+            "setpriv -d",
+            "flock 9",
+            "ssh -N host",
+            "ssh host",
+            "npm install",
+            "uv pip install x",
+        ] {
+            assert_eq!(texts(line).len(), 1, "{line}: {:?}", texts(line));
+        }
+    }
+
+    #[test]
+    fn a_wrapper_with_no_command_runs_a_shell_known_only_at_run_time() {
+        for line in [
+            "script -q /dev/null",
+            "unshare -r",
+            "chroot /",
+            "nsenter -t 1",
+            "su",
+            "sudo -s",
+            "sg users",
+            "run-parts /etc/x",
+        ] {
+            let c = commands(line);
+            assert_eq!(c.len(), 2, "{line}: {c:?}");
+            assert!(c[1].program_dynamic, "{line}");
+            assert_eq!(c[1].text, "$SHELL", "{line}");
+        }
+        let c = commands("eval \"$X\"");
+        assert!(c[1].program_dynamic, "{c:?}");
+        let c = commands("$T x");
+        assert!(c[0].program_dynamic);
+        let c = commands("$(echo touch) x");
+        assert!(c[0].program_dynamic);
+        assert!(!commands("touch $x")[0].program_dynamic);
+    }
+
+    #[test]
+    fn assignments_reach_what_runs_them() {
+        let env = |line: &str| -> Vec<Vec<String>> {
+            commands(line).into_iter().map(|c| c.env).collect()
+        };
+        assert_eq!(env("PAGER=x git log"), [vec!["PAGER=x".to_string()]]);
+        assert_eq!(
+            env("PAGER=x timeout 5 git log"),
+            [vec!["PAGER=x".to_string()], vec!["PAGER=x".to_string()]]
+        );
+        assert_eq!(env("env PAGER=x git log")[1], ["PAGER=x"]);
+        assert_eq!(env("sudo -E PAGER=x git log")[1], ["PAGER=x"]);
+        assert_eq!(env("strace -E PAGER=x git log")[1], ["PAGER=x"]);
+        assert_eq!(env("PAGER=x sh -c 'git log'")[1], ["PAGER=x"]);
+        // A table variable set earlier in the line stays in effect; others
+        // are the shell's own.
+        assert_eq!(
+            env("PATH=/tmp/x; git status"),
+            [vec!["PATH=/tmp/x".to_string()]]
+        );
+        assert_eq!(env("export PAGER=x; git log")[1], ["PAGER=x"]);
+        assert_eq!(env("x=1; echo $x"), [Vec::<String>::new()]);
+        assert_eq!(env("export PATH; git status")[1], Vec::<String>::new());
+        assert_eq!(env("read HOME; git status")[1], ["HOME=$(read)"]);
+    }
+
+    #[test]
+    fn what_feeds_standard_input() {
+        let fed = |line: &str| -> Vec<bool> { commands(line).iter().map(|c| c.fed).collect() };
+        assert_eq!(fed("ed f"), [false]);
+        assert_eq!(fed("echo x | ed f"), [false, true]);
+        assert_eq!(fed("ed f < cmds"), [true]);
+        assert_eq!(fed("ed f <<< x"), [true]);
+        assert_eq!(fed("ed f <<EOF\nx\nEOF\n"), [true]);
+        assert_eq!(fed("{ ed f; } < cmds"), [false, true]);
+        assert_eq!(fed("echo x | { ed f; }"), [false, true]);
+        assert_eq!(fed("echo x | sh -c 'ed f'"), [false, true, true]);
+        assert_eq!(fed("exec < cmds; ed f"), [true, true]);
+        assert_eq!(fed("ed f 2> err"), [false]);
     }
 
     // ---- what is not analyzed -----------------------------------------------

@@ -26,7 +26,7 @@ use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::job::StartError;
 use crate::exec::{self, CommandLine, Outcome, SpawnFailureKind};
 use crate::kernel::pattern::Vars;
-use crate::kernel::Action;
+use crate::kernel::{programs, shell, Action};
 use probe::InvalidProbe;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -258,7 +258,11 @@ fn validate(i: &Input) -> FlowResult<()> {
     {
         return refuse(&format!("env.{name}"), "SLUICE_* names are set by sluice for each call (run id, call sequence, workspace) and cannot be given; choose another name");
     }
-    if let Some(name) = i.env.keys().find(|k| steers_startup(k)) {
+    // The loader and the shell sluice starts act on these before the
+    // line's first command, where no rule can judge them (the table:
+    // crate::kernel::programs::VARS); every other entry is judged with the
+    // line as a leading assignment.
+    if let Some(name) = i.env.keys().find(|k| programs::steers_startup(k)) {
         return refuse(
             &format!("env.{name}"),
             &format!("{name} changes what runs before or instead of the command (the loader, the shell's startup), which the policy cannot see in `env`; write it in the command line (`{name}=... cmd`), where the policy judges it"),
@@ -278,26 +282,6 @@ fn validate(i: &Input) -> FlowResult<()> {
     Ok(())
 }
 
-/// Variables that make the loader or the shell run something of their own
-/// choosing: preloaded libraries, startup files, exported functions, the
-/// prompt and trace hooks, word splitting.
-fn steers_startup(name: &str) -> bool {
-    name.starts_with("LD_")
-        || name.starts_with("BASH_FUNC_")
-        || matches!(
-            name,
-            "BASH_ENV"
-                | "ENV"
-                | "SHELLOPTS"
-                | "BASHOPTS"
-                | "PS4"
-                | "IFS"
-                | "CDPATH"
-                | "GLOBIGNORE"
-                | "PROMPT_COMMAND"
-        )
-}
-
 /// How an interpreter is told to read its program from stdin.
 fn stdin_flag(interpreter: &str) -> Option<&'static str> {
     let name = Path::new(interpreter)
@@ -313,19 +297,6 @@ fn stdin_flag(interpreter: &str) -> Option<&'static str> {
 
 fn is_shell(interpreter: &str) -> bool {
     stdin_flag(interpreter) == Some("-s")
-}
-
-/// A word as a shell would need it quoted, for the line a policy sees.
-fn quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
 }
 
 fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
@@ -362,7 +333,7 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
                 argv.push("--".into());
             }
             argv.extend(args);
-            let line: Vec<String> = argv.iter().map(|w| quote(w)).collect();
+            let line: Vec<String> = argv.iter().map(|w| shell::quote(w)).collect();
             let line = line.join(" ");
             // A shell script is checked command by command, like a line.
             let mut checked = vec![line.clone()];
