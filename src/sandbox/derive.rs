@@ -22,32 +22,26 @@
 //! them.
 
 use super::{Mode, Profile};
+use crate::kernel::control::GIT_CONTROL;
 use crate::kernel::pattern::{FsShape, Pattern};
 use crate::kernel::policy::Decision;
 use crate::kernel::{Action, Capability, StaticView};
 use std::path::{Path, PathBuf};
 
-/// Paths inside the workspace and every writable tree that stay read-only
-/// whatever the policy says: what makes code run later (git hooks, config,
-/// and what redirects git to another config) and the audit record.
-pub const ALWAYS_READ_ONLY: &[&str] = &[
-    ".git/hooks",
-    ".git/config",
-    ".git/config.worktree",
-    ".git/commondir",
-    ".git/info",
-    ".git/modules",
-    ".git/worktrees",
-    ".sluice",
-];
+/// The control paths of the repository whose git directory is `repo`
+/// (`repo/hooks`, `repo/config`, ...): the kernel's one list
+/// ([`GIT_CONTROL`]), which commands may not write either.
+pub fn control_paths(repo: &Path) -> Vec<PathBuf> {
+    GIT_CONTROL.iter().map(|rel| repo.join(rel)).collect()
+}
 
-/// The control paths of the repository whose `.git` folder is `repo`
-/// (`repo/hooks`, `repo/config`, ...), from [`ALWAYS_READ_ONLY`].
-pub fn control_paths(repo: &Path) -> impl Iterator<Item = PathBuf> + '_ {
-    ALWAYS_READ_ONLY
-        .iter()
-        .filter_map(|rel| rel.strip_prefix(".git/"))
-        .map(move |rel| repo.join(rel))
+/// What stays read-only in the workspace and every writable tree whatever
+/// the policy says: the repository's control files, which make code run
+/// later, and the audit record.
+fn always_read_only(base: &Path) -> Vec<PathBuf> {
+    let mut paths = control_paths(&base.join(".git"));
+    paths.push(base.join(".sluice"));
+    paths
 }
 
 /// A name no real file has, to ask whether a tree's contents are covered.
@@ -256,9 +250,7 @@ fn narrow(view: &StaticView, workspace: &Path, profile: &mut Profile) {
             .cloned(),
     );
     for base in &bases {
-        for rel in ALWAYS_READ_ONLY {
-            profile.read_only.push(base.join(rel));
-        }
+        profile.read_only.extend(always_read_only(base));
     }
     profile.read_only.extend(view.files.iter().cloned());
     for rule in view.rules.iter().filter(|r| r.decision == Decision::Deny) {
