@@ -84,16 +84,10 @@ fn assert_done(out: &str, label: &str) {
     assert!(out.contains(&format!("{label} done\n")), "{label}: {out}");
 }
 
-#[test]
-fn a_command_cannot_read_sluices_own_process() {
-    for runner in RUNNERS {
-        let ws = workspace();
-        let secret = format!("ghp_sluice_test_secret_{}", std::process::id());
-        let marker = format!("sluice-argv-marker-{}", std::process::id());
-        // Every process the command can see: environments and command lines
-        // it prints if it can read them; then sluice's own process (the
-        // command's parent under landlock) by each door.
-        let program = r#"
+/// Python that prints every environment and command line it can read in
+/// /proc, then tries sluice's own process (its parent under landlock) by
+/// each door, then its own.
+const PROC_PROBE: &str = r#"
 import os
 for pid in os.listdir('/proc'):
     if not pid.isdigit():
@@ -127,27 +121,21 @@ attempt('self status', lambda: open('/proc/self/status').read()[:10])
 attempt('self fd', lambda: os.listdir('/proc/self/fd'))
 attempt('self environ', lambda: open('/proc/self/environ', 'rb').read()[:10])
 "#;
-        let out = python(
-            ws.path(),
-            runner,
-            &["--", &marker],
-            &[("SLUICE_CREDENTIAL_GITHUB", &secret)],
-            program,
-        );
-        let stdout = text(&out, "stdout");
-        assert_eq!(out["exitCode"], 0, "{runner}: {out}");
-        assert!(!stdout.contains(&secret), "{runner} leaked the credential");
-        assert!(
-            !stdout.contains(&marker),
-            "{runner} leaked sluice's arguments"
-        );
-        // Under landlock the command's parent is sluice itself; under
-        // bubblewrap it is bwrap's init, and sluice lies outside the PID
-        // namespace (the scan above found nothing of it).
+
+/// Checks what [`PROC_PROBE`] printed under `runner`.
+fn assert_sluice_unreadable(runner: &str, out: &Value, secret: &str, marker: &str) {
+    let stdout = text(out, "stdout");
+    assert_eq!(out["exitCode"], 0, "{runner}: {out}");
+    assert!(!stdout.contains(secret), "{runner} leaked the credential");
+    assert!(
+        !stdout.contains(marker),
+        "{runner} leaked sluice's arguments"
+    );
+    // Under landlock the command's parent is sluice itself; under
+    // bubblewrap it is bwrap's init, and sluice lies outside the PID
+    // namespace (the scan found nothing of it).
+    if runner == "landlock" {
         for door in ["environ", "mem", "maps", "cwd", "fd link", "fd open"] {
-            if runner == "bwrap" {
-                break;
-            }
             assert!(
                 !stdout
                     .lines()
@@ -155,13 +143,135 @@ attempt('self environ', lambda: open('/proc/self/environ', 'rb').read()[:10])
                 "{runner}: {door} of sluice's process was readable:\n{stdout}"
             );
         }
-        for own in ["self status", "self fd", "self environ"] {
-            assert!(
-                stdout.contains(&format!("{own} done")),
-                "{runner}: {own}\n{stdout}"
-            );
-        }
     }
+    for own in ["self status", "self fd", "self environ"] {
+        assert!(
+            stdout.contains(&format!("{own} done")),
+            "{runner}: {own}\n{stdout}"
+        );
+    }
+}
+
+fn secret_and_marker() -> (String, String) {
+    (
+        format!("ghp_sluice_test_secret_{}", std::process::id()),
+        format!("sluice-argv-marker-{}", std::process::id()),
+    )
+}
+
+#[test]
+fn a_command_cannot_read_sluices_own_process() {
+    for runner in RUNNERS {
+        let ws = workspace();
+        let (secret, marker) = secret_and_marker();
+        let out = python(
+            ws.path(),
+            runner,
+            &["--", &marker],
+            &[("SLUICE_CREDENTIAL_GITHUB", &secret)],
+            PROC_PROBE,
+        );
+        assert_sluice_unreadable(runner, &out, &secret, &marker);
+    }
+}
+
+/// sluice run by a user without capabilities (here: root with every
+/// capability dropped, as an ordinary user has none): the command's lack of
+/// capabilities no longer sets it apart from sluice, only sluice being
+/// non-dumpable does.
+#[test]
+fn a_command_cannot_read_the_process_of_a_sluice_without_capabilities() {
+    need_tools();
+    need("setpriv", "util-linux");
+    let ws = workspace();
+    let (secret, marker) = secret_and_marker();
+    let script = format!(
+        "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
+        lua_str(PROC_PROBE)
+    );
+    let path = script_file(ws.path(), &script);
+    let out = std::process::Command::new("setpriv")
+        .args(["--bounding-set", "-all", "--inh-caps", "-all", "--"])
+        .arg(sluice_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--sandbox", "landlock", "--", &marker])
+        .env("SLUICE_CREDENTIAL_GITHUB", &secret)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let run = Run::from(out).ok();
+    let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_sluice_unreadable("landlock", &out, &secret, &marker);
+}
+
+/// sluice is non-dumpable: a process of its own user (no sandbox at all)
+/// can neither read its environment nor list its open files; the same
+/// process reads those of another process of that user (the control).
+#[test]
+fn sluice_is_out_of_reach_of_other_processes_of_its_user() {
+    need("setpriv", "util-linux");
+    const NOBODY: &str = "65534";
+    let as_nobody = |program: &str| {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", "--"]);
+        c.arg(program);
+        c
+    };
+    let ws = workspace();
+    std::os::unix::fs::chown(ws.path(), Some(65534), Some(65534)).unwrap();
+    let script = script_file(ws.path(), "print('up')\nsluice.sleep(3000)\n");
+    let mut run = as_nobody(sluice_bin().to_str().unwrap())
+        .arg("run")
+        .arg(&script)
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("--no-audit")
+        .env("HOME", ws.path())
+        .env("SLUICE_CREDENTIAL_GITHUB", "ghp_nobody_secret")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(read_stdout_line(&mut run), "up");
+    let pid = run.id();
+    let mut sibling = as_nobody("sleep")
+        .arg(unique_sleep())
+        .env("SIBLING_SECRET", "readable")
+        .spawn()
+        .unwrap();
+    let read = |path: String| {
+        as_nobody("cat")
+            .arg(path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let environ = read(format!("/proc/{pid}/environ"));
+    assert!(
+        !environ.status.success(),
+        "sluice's environment was readable"
+    );
+    assert!(!String::from_utf8_lossy(&environ.stdout).contains("ghp_nobody_secret"));
+    let fds = as_nobody("ls")
+        .arg(format!("/proc/{pid}/fd"))
+        .output()
+        .unwrap();
+    assert!(!fds.status.success(), "sluice's fds were listable");
+    let control = read(format!("/proc/{}/environ", sibling.id()));
+    assert!(String::from_utf8_lossy(&control.stdout).contains("SIBLING_SECRET=readable"));
+    // Its command line shows nothing but its name.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let shown: Vec<&[u8]> = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .collect();
+    assert_eq!(shown, [b"sluice"]);
+    sibling.kill().unwrap();
+    sibling.wait().unwrap();
+    exit_within(&mut run, Duration::from_secs(20));
 }
 
 #[test]
@@ -256,13 +366,14 @@ fn metadata_outside_the_writable_trees_and_on_protected_paths_stays_unchanged() 
 
 /// `bash` commands that start something meant to outlive the call: a new
 /// session (`setsid -f`, and a fork that ignores setsid's refusal), a
-/// subshell's background child, `nohup`.
+/// subshell's background child, `nohup`, a process group of its own.
 fn daemons(tag: &str) -> String {
     format!(
         "setsid -f sleep {tag}1 >/dev/null 2>&1; \
          python3 -c 'import os, time\nif os.fork() == 0:\n    try: os.setsid()\n    except OSError: pass\n    os.execvp(\"sleep\", [\"sleep\", \"{tag}2\"])' ; \
          (sleep {tag}3 >/dev/null 2>&1 &); \
          nohup sleep {tag}4 >/dev/null 2>&1 & \
+         python3 -c 'import os\nif os.fork() == 0:\n    os.setpgid(0, 0)\n    os.execvp(\"sleep\", [\"sleep\", \"{tag}5\"])' ; \
          echo started"
     )
 }
@@ -270,7 +381,7 @@ fn daemons(tag: &str) -> String {
 fn leftovers(tag: &str, limit: Duration) -> Vec<i32> {
     let start = std::time::Instant::now();
     loop {
-        let left: Vec<i32> = (1..=4)
+        let left: Vec<i32> = (1..=5)
             .flat_map(|n| pids_with_arg(&format!("{tag}{n}")))
             .collect();
         if left.is_empty() || start.elapsed() > limit {
@@ -280,7 +391,7 @@ fn leftovers(tag: &str, limit: Duration) -> Vec<i32> {
     }
 }
 
-/// A sleep length nobody else uses, without its last digit (the four
+/// A sleep length nobody else uses, without its last digit (the five
 /// daemons add theirs).
 fn tag() -> String {
     let s = unique_sleep();

@@ -65,9 +65,9 @@ fn devices() -> [(&'static str, BitFlags<AccessFs>); 6] {
 }
 
 /// Why `/proc` is partial under landlock, whatever the profile.
-const PROC_GAP: &str = "landlock cannot hide other processes: a command sees in /proc the \
-     command lines of every process and the environment of its user's other processes \
-     (not sluice's own); install bubblewrap for full enforcement";
+const PROC_GAP: &str = "landlock cannot hide other processes: a command sees in /proc every \
+     process of the machine with its command line and state (the kernel refuses it their \
+     environment, memory and open files); install bubblewrap for full enforcement";
 
 /// Why hidden and unreadable paths are partial under landlock.
 const LOOKUP_GAP: &str = "landlock refuses opening what a command may not read, not looking \
@@ -601,9 +601,10 @@ fn build_ruleset(profile: &Profile, grants: Option<&Grants>) -> Result<Option<Ow
 }
 
 /// The grants, the usual devices, and `/proc` (read and listed: every
-/// program reads its own there; what it shows of sluice's process, the
-/// kernel refuses, sluice being non-dumpable and the command without
-/// capabilities).
+/// program reads its own there). Of other processes the kernel refuses
+/// what needs ptrace access (environment, memory, fds, maps): landlock
+/// refuses it outside the sandbox to a command without CAP_SYS_PTRACE, the
+/// command has no capability, and sluice is non-dumpable besides.
 fn add_file_rules(mut created: RulesetCreated, grants: &Grants) -> Result<RulesetCreated, String> {
     // Connecting to a named Unix socket follows visibility, on kernels
     // that can restrict it.
