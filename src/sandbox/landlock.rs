@@ -78,14 +78,13 @@ const LOOKUP_GAP: &str = "landlock refuses opening what a command may not read, 
 /// and what the supervisor checks for it.
 #[derive(Debug)]
 pub struct Prepared {
-    /// The landlock ruleset to enforce; `None` when landlock has nothing to
-    /// restrict (files unconfined and the network open, or files unconfined
-    /// and a kernel lacking landlock's network rights).
+    /// The landlock ruleset to enforce.
     ruleset: Option<OwnedFd>,
     /// The seccomp program (see [`filter`]).
     filter: Vec<libc::sock_filter>,
     /// Whether the filter hands calls to the supervisor, which then must
-    /// receive the filter's listener before the command can make them.
+    /// receive the filter's listener before the command can make them
+    /// (always, but in this module's tests of the ruleset alone).
     supervised: bool,
     /// Whether this process may empty the bounding set (it has
     /// CAP_SETPCAP), and the highest capability number the kernel knows.
@@ -120,41 +119,31 @@ pub fn probe() -> Result<u32, String> {
 pub fn prepare(profile: &Profile) -> Result<(Prepared, Enforcement, Vec<String>), String> {
     shield_process().map_err(|e| format!("cannot keep commands out of sluice's process: {e}"))?;
     seccomp_available()?;
-    let confine_files = confines_files(profile);
-    let grants = if confine_files {
-        Some(Grants::of(profile)?)
-    } else {
-        None
-    };
-    let (ruleset, abi, mut reasons) = landlock_part(profile, grants.as_ref())?;
+    let grants = Grants::of(profile)?;
+    let abi = landlock_abi()?;
+    let ruleset = build_ruleset(profile, &grants)?;
+    let mut reasons = abi_gaps(abi);
     // Connections to named sockets follow what the command can see: landlock
     // says so itself from ABI 9; before, the supervisor does, and datagram
     // sockets (whose sends name their destination out of seccomp's sight)
     // are refused.
-    let sockets = confine_files && abi < RESOLVE_UNIX_ABI && !sees_everything(profile);
-    let (visible, changeable) = match grants {
-        Some(g) => (g.read, g.write),
-        None => (Vec::new(), Vec::new()),
-    };
+    let sockets = abi < RESOLVE_UNIX_ABI && !sees_everything(profile);
     let rules = Arc::new(Rules {
-        changeable,
-        visible,
+        changeable: grants.write,
+        visible: grants.read,
         network: profile.network,
     });
     let needs = Needs {
         network: profile.network,
-        metadata: confine_files,
         sockets,
     };
     let filter = filter(&needs);
     if filter.len() > libc::BPF_MAXINSNS as usize {
         return Err("seccomp: the filter is too long".to_string());
     }
-    if confine_files {
-        reasons.push(PROC_GAP.to_string());
-        if !profile.hidden.is_empty() || !sees_everything(profile) {
-            reasons.push(LOOKUP_GAP.to_string());
-        }
+    reasons.push(PROC_GAP.to_string());
+    if !sees_everything(profile) {
+        reasons.push(LOOKUP_GAP.to_string());
     }
     let enforcement = if reasons.is_empty() && profile.partial.is_empty() {
         Enforcement::Full
@@ -164,7 +153,7 @@ pub fn prepare(profile: &Profile) -> Result<(Prepared, Enforcement, Vec<String>)
     let prepared = Prepared {
         ruleset,
         filter,
-        supervised: needs.metadata || needs.sockets,
+        supervised: true,
         drop_bounding: has_capability(CAP_SETPCAP),
         last_cap: last_capability(),
         rules,
@@ -183,42 +172,9 @@ pub fn shield_process() -> io::Result<()> {
     check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } as libc::c_long)
 }
 
-/// Whether landlock has to confine files: anything short of every file
-/// readable and writable with nothing kept read-only or hidden.
-fn confines_files(profile: &Profile) -> bool {
-    profile.mode != Mode::DangerFullAccess
-        || !profile.read_only.is_empty()
-        || !profile.hidden.is_empty()
-        || !sees_everything(profile)
-}
-
 /// Whether every path is visible: `/` readable, nothing hidden.
 fn sees_everything(profile: &Profile) -> bool {
     profile.hidden.is_empty() && profile.readable.iter().any(|r| r == Path::new("/"))
-}
-
-/// The ruleset fd, the kernel's ABI (0 when landlock is not needed and
-/// absent) and what this ABI leaves unenforced. With files unconfined,
-/// landlock only adds to seccomp's network closing (TCP rights, scopes),
-/// so a kernel without it is no error then.
-fn landlock_part(
-    profile: &Profile,
-    grants: Option<&Grants>,
-) -> Result<(Option<OwnedFd>, u32, Vec<String>), String> {
-    if grants.is_none() && profile.network {
-        return Ok((None, landlock_abi().unwrap_or(0), Vec::new()));
-    }
-    let abi = match landlock_abi() {
-        Ok(abi) => abi,
-        Err(why) if grants.is_some() => return Err(why),
-        Err(_) => return Ok((None, 0, Vec::new())),
-    };
-    let gaps = if grants.is_some() {
-        abi_gaps(abi)
-    } else {
-        Vec::new()
-    };
-    Ok((build_ruleset(profile, grants)?, abi, gaps))
 }
 
 impl Prepared {
@@ -465,6 +421,16 @@ fn abi_gaps(abi: u32) -> Vec<String> {
     gaps
 }
 
+/// Kernel trees no grant reaches through a tree that holds them: `/dev`
+/// (a raw disk would bypass every file rule; only the usual devices are
+/// granted), `/proc` (read only, granted on its own: `/proc/sys` written by
+/// root without capabilities would change the kernel, a `core_pattern`
+/// running a program as root) and `/sys` (never written, `uevent_helper`
+/// alike). bubblewrap mounts its own `/dev` and `/proc` and keeps
+/// `/proc/sys` read-only; landlock has the machine's, so it leaves them out.
+const KERNEL_READS: [&str; 2] = ["/dev", "/proc"];
+const KERNEL_WRITES: [&str; 3] = ["/dev", "/proc", "/sys"];
+
 /// What landlock grants, each path with whether it is a folder (granted
 /// with everything beneath it). The supervisor checks against the same
 /// lists: a command may change the metadata of what it may write, and
@@ -501,11 +467,14 @@ impl Grants {
         }
         let mut readable = profile.readable.clone();
         readable.extend(writable.iter().cloned());
+        let mut unseen = profile.hidden.clone();
+        unseen.extend(KERNEL_READS.iter().map(PathBuf::from));
         for root in outermost(readable) {
-            split(&root, &profile.hidden, &mut grants.read, &mut grants.listed);
+            split(&root, &unseen, &mut grants.read, &mut grants.listed);
         }
         let mut kept = profile.read_only.clone();
         kept.extend(profile.hidden.iter().cloned());
+        kept.extend(KERNEL_WRITES.iter().map(PathBuf::from));
         let mut unused = Vec::new();
         for root in &writable {
             split(root, &kept, &mut grants.write, &mut unused);
@@ -572,19 +541,17 @@ fn writable_roots(profile: &Profile) -> Vec<PathBuf> {
     roots
 }
 
-/// Creates the ruleset fd: files confined to `grants` when given, TCP and
-/// abstract Unix sockets closed unless the network is open.
-fn build_ruleset(profile: &Profile, grants: Option<&Grants>) -> Result<Option<OwnedFd>, String> {
+/// Creates the ruleset fd: files confined to `grants`, TCP and abstract
+/// Unix sockets closed unless the network is open.
+fn build_ruleset(profile: &Profile, grants: &Grants) -> Result<Option<OwnedFd>, String> {
     let failed = |e: landlock::RulesetError| format!("landlock: building the ruleset failed: {e}");
-    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
-    if grants.is_some() {
-        // Signals out of the sandbox are refused, as bubblewrap's own pid
-        // namespace does.
-        ruleset = ruleset
-            .handle_access(AccessFs::from_all(NEWEST))
-            .and_then(|r| r.scope(Scope::Signal))
-            .map_err(failed)?;
-    }
+    // Signals out of the sandbox are refused, as bubblewrap's own pid
+    // namespace does.
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(NEWEST))
+        .and_then(|r| r.scope(Scope::Signal))
+        .map_err(failed)?;
     if !profile.network {
         // Without bubblewrap's network namespace, abstract Unix sockets
         // would reach daemons outside; TCP is also refused by seccomp.
@@ -593,11 +560,8 @@ fn build_ruleset(profile: &Profile, grants: Option<&Grants>) -> Result<Option<Ow
             .and_then(|r| r.scope(Scope::AbstractUnixSocket))
             .map_err(failed)?;
     }
-    let mut created = ruleset.create().map_err(failed)?;
-    if let Some(grants) = grants {
-        created = add_file_rules(created, grants)?;
-    }
-    Ok(created.into())
+    let created = ruleset.create().map_err(failed)?;
+    Ok(add_file_rules(created, grants)?.into())
 }
 
 /// The grants, the usual devices, and `/proc` (read and listed: every
@@ -661,9 +625,6 @@ fn add_path(
 struct Needs {
     /// The network is open (else every socket but Unix ones is refused).
     network: bool,
-    /// Files are confined: metadata changes go to the supervisor, inode
-    /// flags are refused.
-    metadata: bool,
     /// Connections to named sockets go to the supervisor, and datagram
     /// Unix sockets are refused.
     sockets: bool,
@@ -711,8 +672,7 @@ struct Test {
 ///   of the command itself, payload, passed fds and credentials included;
 ///   stream and seqpacket sockets can only reach a named socket through
 ///   `connect`, which the supervisor checks;
-/// - with files confined, inode flags (EPERM), and the metadata calls go to
-///   the supervisor.
+/// - inode flags (EPERM), and the metadata calls go to the supervisor.
 fn filter(needs: &Needs) -> Vec<libc::sock_filter> {
     let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
     let (allow, notify) = (libc::SECCOMP_RET_ALLOW, libc::SECCOMP_RET_USER_NOTIF);
@@ -764,15 +724,13 @@ fn filter(needs: &Needs) -> Vec<libc::sock_filter> {
         blocks.push((libc::SYS_socket, socket_tests(), allow));
         blocks.push((libc::SYS_socketpair, socket_tests(), allow));
     }
-    if needs.metadata {
-        let ioctls = INODE_FLAG_IOCTLS
-            .iter()
-            .map(|&cmd| test(1, !0, true, cmd as i32, errno(libc::EPERM)))
-            .collect();
-        blocks.push((libc::SYS_ioctl, ioctls, allow));
-        blocks.push((SYS_FILE_SETATTR, vec![], errno(libc::EPERM)));
-    }
-    for nr in supervise::syscalls(needs.metadata, needs.sockets) {
+    let ioctls = INODE_FLAG_IOCTLS
+        .iter()
+        .map(|&cmd| test(1, !0, true, cmd as i32, errno(libc::EPERM)))
+        .collect();
+    blocks.push((libc::SYS_ioctl, ioctls, allow));
+    blocks.push((SYS_FILE_SETATTR, vec![], errno(libc::EPERM)));
+    for nr in supervise::syscalls(needs.sockets) {
         blocks.push((nr, vec![], notify));
     }
     assemble(&blocks)

@@ -95,37 +95,35 @@ const PATH_MAX: usize = 4096;
 /// `sizeof(struct sockaddr_storage)`, the longest address `connect` takes.
 const SOCKADDR_MAX: u32 = 128;
 
-/// The syscalls the filter hands to the supervisor: the metadata calls
-/// when files are confined, `connect` when named sockets are supervised.
-pub(crate) fn syscalls(metadata: bool, sockets: bool) -> Vec<i64> {
+/// The syscalls the filter hands to the supervisor: the metadata calls,
+/// and `connect` when named sockets are supervised.
+pub(crate) fn syscalls(sockets: bool) -> Vec<i64> {
     let mut out = Vec::new();
-    if metadata {
-        #[cfg(target_arch = "x86_64")]
-        out.extend([
-            libc::SYS_chmod,
-            libc::SYS_chown,
-            libc::SYS_lchown,
-            libc::SYS_utime,
-            libc::SYS_utimes,
-            libc::SYS_futimesat,
-        ]);
-        out.extend([
-            libc::SYS_fchmod,
-            libc::SYS_fchmodat,
-            SYS_FCHMODAT2,
-            libc::SYS_fchown,
-            libc::SYS_fchownat,
-            libc::SYS_utimensat,
-            libc::SYS_setxattr,
-            libc::SYS_lsetxattr,
-            libc::SYS_fsetxattr,
-            libc::SYS_removexattr,
-            libc::SYS_lremovexattr,
-            libc::SYS_fremovexattr,
-            SYS_SETXATTRAT,
-            SYS_REMOVEXATTRAT,
-        ]);
-    }
+    #[cfg(target_arch = "x86_64")]
+    out.extend([
+        libc::SYS_chmod,
+        libc::SYS_chown,
+        libc::SYS_lchown,
+        libc::SYS_utime,
+        libc::SYS_utimes,
+        libc::SYS_futimesat,
+    ]);
+    out.extend([
+        libc::SYS_fchmod,
+        libc::SYS_fchmodat,
+        SYS_FCHMODAT2,
+        libc::SYS_fchown,
+        libc::SYS_fchownat,
+        libc::SYS_utimensat,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
+        SYS_SETXATTRAT,
+        SYS_REMOVEXATTRAT,
+    ]);
     if sockets {
         out.push(libc::SYS_connect);
     }

@@ -543,11 +543,41 @@ fn read_only_outside_writable_roots_adds_no_gap() {
 }
 
 #[test]
-fn nothing_to_confine_but_the_network_needs_no_landlock_gap() {
+fn the_kernel_trees_stay_out_of_reach_even_with_every_file_granted() {
     let d = dirs();
-    let p = profile(Mode::DangerFullAccess, &[], false, d.tmp.path());
-    let (_, enforcement, reasons) = prepare(&p).unwrap();
-    assert_eq!((enforcement, reasons), (Enforcement::Full, vec![]));
+    let everything = profile(Mode::DangerFullAccess, &[], true, d.tmp.path());
+    let (_, enforcement, reasons) = prepare(&everything).unwrap();
+    assert_eq!(
+        (enforcement, reasons),
+        (Enforcement::Partial, vec![PROC_GAP.to_string()])
+    );
+    // Writing back what core_pattern holds changes nothing, if it is let
+    // through; a root without capabilities may, outside the sandbox.
+    let tries = [
+        (
+            "core_pattern",
+            "v = open('/proc/sys/kernel/core_pattern').read(); open('/proc/sys/kernel/core_pattern', 'w').write(v)",
+        ),
+        ("console", "os.close(os.open('/dev/console', os.O_RDONLY | os.O_NONBLOCK))"),
+        ("tty0", "os.close(os.open('/dev/tty0', os.O_RDONLY | os.O_NONBLOCK))"),
+        ("loop-control", "os.close(os.open('/dev/loop-control', os.O_RDONLY))"),
+        ("mkdir in dev", "os.mkdir('/dev/sluice-test')"),
+        ("null", "open('/dev/null', 'w').write('x')"),
+        ("own proc", "open('/proc/self/status').read()"),
+        ("list dev", "os.listdir('/dev')"),
+    ];
+    for p in [everything.clone(), workspace(&d, false), narrow(&d)] {
+        let out = python(&p, &attempts("", &tries));
+        let text = stdout(&out);
+        for (label, _) in &tries[..5] {
+            assert_refused(&text, label, libc::EACCES);
+        }
+        assert_done(&text, "null");
+        assert_done(&text, "own proc");
+    }
+    let out = python(&everything, &attempts("", &tries));
+    assert_done(&stdout(&out), "list dev");
+    assert!(!Path::new("/dev/sluice-test").exists());
 }
 
 /// Python that tries each `(label, statement)` and prints `label done` or
