@@ -576,6 +576,11 @@ impl Serve {
             Ok(d) => d,
             Err(e) => return Some(Err(e)),
         };
+        // With the network closed the command makes no other socket, but it
+        // could be handed one; sluice, not landlocked, must not connect it.
+        if domain != libc::AF_UNIX && !self.rules.network {
+            return Some(Err(libc::EACCES));
+        }
         let named = domain == libc::AF_UNIX
             && given.len() > 2
             && u16::from_ne_bytes([given[0], given[1]]) == libc::AF_UNIX as u16;

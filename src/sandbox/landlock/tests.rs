@@ -1119,3 +1119,46 @@ fn a_supervisor_stops_promptly_when_dropped() {
 }
 
 use std::time::Duration;
+
+#[test]
+fn an_inet_socket_handed_over_cannot_be_connected_with_the_network_closed() {
+    let d = dirs();
+    let w = canon(d.work.path());
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let path = w.join("handover.sock");
+    // An unconfined helper hands every client a fresh TCP socket.
+    let helper = format!(
+        "import socket\nl = socket.socket(socket.AF_UNIX)\nl.bind({p:?})\nl.listen()\nprint('ready', flush=True)\n\
+         for _ in range(2):\n    c, _ = l.accept()\n    t = socket.socket()\n    socket.send_fds(c, [b'x'], [t.fileno()])\n    c.close()\n",
+        p = path.to_str().unwrap()
+    );
+    let mut server = Command::new(PYTHON)
+        .args(["-c", &helper])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready, "ready\n");
+    let program = attempts(
+        &format!(
+            "import socket\nu = socket.socket(socket.AF_UNIX)\nu.connect({p:?})\n_, fds, _, _ = socket.recv_fds(u, 1, 1)\n\
+             t = socket.socket(fileno=fds[0])",
+            p = path.to_str().unwrap()
+        ),
+        &[("tcp connect", &format!("t.connect(('127.0.0.1', {port}))"))],
+    );
+    let out = python(&narrow(&d), &program);
+    assert_refused(&stdout(&out), "tcp connect", libc::EACCES);
+    // Control: with the network open the same socket connects.
+    let mut open = narrow(&d);
+    open.network = true;
+    let out = python(&open, &program);
+    assert_done(&stdout(&out), "tcp connect");
+    server.wait().unwrap();
+}
