@@ -1133,14 +1133,16 @@ fn an_inet_socket_handed_over_cannot_be_connected_with_the_network_closed() {
          for _ in range(2):\n    c, _ = l.accept()\n    t = socket.socket()\n    socket.send_fds(c, [b'x'], [t.fileno()])\n    c.close()\n",
         p = path.to_str().unwrap()
     );
-    let mut server = Command::new(PYTHON)
-        .args(["-c", &helper])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = Killed(
+        Command::new(PYTHON)
+            .args(["-c", &helper])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut ready = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut std::io::BufReader::new(server.0.stdout.take().unwrap()),
         &mut ready,
     )
     .unwrap();
@@ -1160,5 +1162,14 @@ fn an_inet_socket_handed_over_cannot_be_connected_with_the_network_closed() {
     open.network = true;
     let out = python(&open, &program);
     assert_done(&stdout(&out), "tcp connect");
-    server.wait().unwrap();
+}
+
+/// A helper process killed and reaped when the test ends, however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
