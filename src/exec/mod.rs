@@ -71,7 +71,9 @@ pub trait Wrap: fmt::Debug + Send + Sync {
     fn wrap(&self, argv: Vec<OsString>, cwd: &Path) -> Result<Vec<OsString>, String>;
 
     /// Runs in the child between fork and exec (a landlock ruleset, a
-    /// seccomp filter): only async-signal-safe calls, no allocation.
+    /// seccomp filter): only async-signal-safe calls, no allocation. Asked
+    /// by the default [`Wrap::launch`]; a wrapper with per-launch state
+    /// implements `launch` instead.
     fn pre_exec(&self) -> Option<PreExec> {
         None
     }

@@ -12,6 +12,14 @@
 //! meant to outlive the call belongs in a background job. Reading the pipes
 //! stops at the grace deadline, so a daemon that escaped the group (setsid)
 //! but kept our pipes cannot hang the call either.
+//!
+//! A wrapper can do better than a group ([`super::Wrap::own_session`]): the
+//! command then leads a session of its own that nothing it starts can leave,
+//! and every signal above goes to each process of that session (found in
+//! /proc, signalled through a pidfd), whatever group it moved to; "what
+//! remains" is then what remains of the session. A wrapper whose runner has
+//! its own PID namespace ([`super::Wrap::kills_tree`]) gets its whole tree
+//! killed instead.
 
 use super::output::{Captured, Collector};
 use super::Spec;
