@@ -641,6 +641,9 @@ const INODE_FLAG_IOCTLS: [u32; 5] = [
     0x4004_7602, // FS_IOC32_SETVERSION
 ];
 
+/// `__O_TMPFILE`, the bit of O_TMPFILE that is not O_DIRECTORY.
+const O_TMPFILE_BIT: u32 = 0o20000000;
+
 /// `file_setattr(2)` (Linux 6.17): inode flags by path.
 const SYS_FILE_SETATTR: i64 = 469;
 
@@ -672,6 +675,7 @@ struct Test {
 ///   of the command itself, payload, passed fds and credentials included;
 ///   stream and seqpacket sockets can only reach a named socket through
 ///   `connect`, which the supervisor checks;
+/// - set-id bits on new files (EPERM), `openat2` (ENOSYS);
 /// - inode flags (EPERM), and the metadata calls go to the supervisor.
 fn filter(needs: &Needs) -> Vec<libc::sock_filter> {
     let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
@@ -724,6 +728,29 @@ fn filter(needs: &Needs) -> Vec<libc::sock_filter> {
         blocks.push((libc::SYS_socket, socket_tests(), allow));
         blocks.push((libc::SYS_socketpair, socket_tests(), allow));
     }
+    // Set-id bits on a new file (by open, creat or mknod): a setuid-root
+    // binary left in a writable tree would give root to whoever runs it
+    // later. `openat2` hides its mode in a struct: ENOSYS, and libc's open
+    // never uses it. Folders may have them (setgid is group inheritance).
+    let set_id = (libc::S_ISUID | libc::S_ISGID) as u32;
+    let creating = libc::O_CREAT as u32 | O_TMPFILE_BIT;
+    let new_file = |flags: Option<u32>, mode: u32| {
+        let mut tests = Vec::new();
+        if let Some(flags) = flags {
+            tests.push(test(flags, creating, true, 0, allow));
+        }
+        tests.push(test(mode, set_id, false, 0, errno(libc::EPERM)));
+        tests
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        blocks.push((libc::SYS_open, new_file(Some(1), 2), allow));
+        blocks.push((libc::SYS_creat, new_file(None, 1), allow));
+        blocks.push((libc::SYS_mknod, new_file(None, 1), allow));
+    }
+    blocks.push((libc::SYS_openat, new_file(Some(2), 3), allow));
+    blocks.push((libc::SYS_mknodat, new_file(None, 2), allow));
+    blocks.push((libc::SYS_openat2, vec![], errno(libc::ENOSYS)));
     let ioctls = INODE_FLAG_IOCTLS
         .iter()
         .map(|&cmd| test(1, !0, true, cmd as i32, errno(libc::EPERM)))

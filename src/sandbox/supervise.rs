@@ -7,7 +7,9 @@
 //!   their forms (by path, relative to a folder fd, on an fd). Allowed on
 //!   what the command may write (its write grants), refused (EPERM)
 //!   elsewhere: outside the writable trees, on read-only and hidden paths,
-//!   on the folders split around them;
+//!   on the folders split around them; set-id bits on files are refused
+//!   everywhere (a setuid-root binary left behind would give root to
+//!   whoever runs it later);
 //! - connections to named Unix sockets, on kernels whose landlock cannot
 //!   restrict them (before ABI 9): allowed to the sockets the command may
 //!   see (its read grants), refused (EACCES) to the others.
@@ -1029,11 +1031,17 @@ fn same_file(m: &std::fs::Metadata, st: &libc::stat) -> bool {
 
 /// Makes the change on the object held by `fd`, as the command would have.
 fn perform(fd: &OwnedFd, op: &Op) -> Result<i64, i32> {
-    let symlink = stat_of(fd)?.st_mode & libc::S_IFMT == libc::S_IFLNK;
+    let kind = stat_of(fd)?.st_mode & libc::S_IFMT;
+    let (symlink, folder) = (kind == libc::S_IFLNK, kind == libc::S_IFDIR);
     let by_name = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL");
+    let set_id = (libc::S_ISUID | libc::S_ISGID) as u32;
     let rc = match op {
         // Linux has no mode on symlinks.
         Op::Mode(_) if symlink => return Err(libc::EOPNOTSUPP),
+        // A set-id file left in a writable tree runs as its owner for
+        // whoever starts it later (a setuid-root binary). Folders may have
+        // them: setgid there is group inheritance.
+        Op::Mode(mode) if mode & set_id != 0 && !folder => return Err(libc::EPERM),
         // SAFETY: a NUL-terminated path naming our own fd.
         Op::Mode(mode) => unsafe { libc::chmod(by_name.as_ptr(), *mode as libc::mode_t) },
         // SAFETY: our fd, an empty path with AT_EMPTY_PATH.

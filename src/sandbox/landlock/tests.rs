@@ -1173,3 +1173,69 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn no_set_id_file_can_be_made_and_ordinary_modes_can() {
+    let d = dirs();
+    let w = canon(d.work.path());
+    std::fs::create_dir(w.join("src")).unwrap();
+    std::fs::write(w.join("src/tool"), "#!/bin/sh\n").unwrap();
+    let setup = format!(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nos.chdir({:?})",
+        w.join("src").to_str().unwrap()
+    );
+    let tries = [
+        (
+            "open setuid",
+            "os.close(os.open('suid', os.O_CREAT | os.O_WRONLY, 0o4755))",
+        ),
+        (
+            "open setgid",
+            "os.close(os.open('sgid', os.O_CREAT | os.O_WRONLY, 0o2755))",
+        ),
+        (
+            "tmpfile setuid",
+            "os.close(os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o4755))",
+        ),
+        ("mknod setuid", "os.mknod('node', 0o104755)"),
+        ("chmod setuid", "os.chmod('tool', 0o4755)"),
+        ("chmod setgid", "os.chmod('tool', 0o2755)"),
+        (
+            "openat2",
+            "r = libc.syscall(437, -100, b'x', ctypes.create_string_buffer(24), 24)\n    \
+             if r < 0: raise OSError(ctypes.get_errno(), 'openat2')",
+        ),
+        (
+            "open plain",
+            "os.close(os.open('plain', os.O_CREAT | os.O_WRONLY, 0o755))",
+        ),
+        (
+            "open existing",
+            "os.close(os.open('tool', os.O_RDONLY, 0o4755))",
+        ),
+        ("chmod exec", "os.chmod('tool', 0o755)"),
+        (
+            "setgid folder",
+            "os.mkdir('shared', 0o2775); os.chmod('shared', 0o2770)",
+        ),
+    ];
+    let out = python(&workspace(&d, false), &attempts(&setup, &tries));
+    let text = stdout(&out);
+    for label in [
+        "open setuid",
+        "open setgid",
+        "tmpfile setuid",
+        "mknod setuid",
+        "chmod setuid",
+        "chmod setgid",
+    ] {
+        assert_refused(&text, label, libc::EPERM);
+    }
+    assert_refused(&text, "openat2", libc::ENOSYS);
+    for label in ["open plain", "open existing", "chmod exec", "setgid folder"] {
+        assert_done(&text, label);
+    }
+    assert!(!w.join("src/suid").exists() && !w.join("src/sgid").exists());
+    assert_eq!(mode_of(&w.join("src/tool")), 0o755);
+    assert_eq!(mode_of(&w.join("src/shared")) & 0o2000, 0o2000);
+}
