@@ -732,7 +732,7 @@ fn filter(needs: &Needs) -> Vec<libc::sock_filter> {
     // binary left in a writable tree would give root to whoever runs it
     // later. `openat2` hides its mode in a struct: ENOSYS, and libc's open
     // never uses it. Folders may have them (setgid is group inheritance).
-    let set_id = (libc::S_ISUID | libc::S_ISGID) as u32;
+    let set_id = libc::S_ISUID | libc::S_ISGID;
     let creating = libc::O_CREAT as u32 | O_TMPFILE_BIT;
     let new_file = |flags: Option<u32>, mode: u32| {
         let mut tests = Vec::new();

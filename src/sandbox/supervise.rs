@@ -1034,7 +1034,7 @@ fn perform(fd: &OwnedFd, op: &Op) -> Result<i64, i32> {
     let kind = stat_of(fd)?.st_mode & libc::S_IFMT;
     let (symlink, folder) = (kind == libc::S_IFLNK, kind == libc::S_IFDIR);
     let by_name = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL");
-    let set_id = (libc::S_ISUID | libc::S_ISGID) as u32;
+    let set_id = libc::S_ISUID | libc::S_ISGID;
     let rc = match op {
         // Linux has no mode on symlinks.
         Op::Mode(_) if symlink => return Err(libc::EOPNOTSUPP),
