@@ -63,7 +63,12 @@ pub(crate) fn print(text: &str) -> ExitCode {
 
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    run_parsed(Cli::parse())
+}
+
+/// Runs a parsed command line (the binary parses it first, then hides its
+/// arguments from other processes).
+pub fn run_parsed(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Flows(args) => flows::flows(args),

@@ -381,6 +381,7 @@ async fn settle(
         stdout,
         stderr,
         stdin_task,
+        guard: wrapper,
         ..
     } = launched;
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -417,6 +418,8 @@ async fn settle(
     }
     stopper.abort();
     end_group(pgid, grace_deadline, false).await;
+    // Nothing of the command is left: what watched over it can stop.
+    drop(wrapper);
     if let Some(t) = stdin_task {
         t.abort();
     }

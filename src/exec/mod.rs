@@ -71,7 +71,9 @@ pub trait Wrap: fmt::Debug + Send + Sync {
     fn wrap(&self, argv: Vec<OsString>, cwd: &Path) -> Result<Vec<OsString>, String>;
 
     /// Runs in the child between fork and exec (a landlock ruleset, a
-    /// seccomp filter): only async-signal-safe calls, no allocation.
+    /// seccomp filter): only async-signal-safe calls, no allocation. Asked
+    /// by the default [`Wrap::launch`]; a wrapper with per-launch state
+    /// implements `launch` instead.
     fn pre_exec(&self) -> Option<PreExec> {
         None
     }
@@ -88,10 +90,50 @@ pub trait Wrap: fmt::Debug + Send + Sync {
     fn kills_tree(&self) -> bool {
         false
     }
+
+    /// Whether the wrapper makes the command the leader of a session of its
+    /// own that nothing it starts can leave (its `pre_exec` calls `setsid`
+    /// and forbids it after): the executor then gives it no process group
+    /// first (a group leader cannot start a session), and stopping the
+    /// command stops every process of that session.
+    fn own_session(&self) -> bool {
+        false
+    }
+
+    /// What one launch needs, asked once per launch before the fork: the
+    /// step the child runs between fork and exec, and what the parent
+    /// starts once the child runs. By default [`Wrap::pre_exec`] and
+    /// nothing after. An error is a spawn failure of kind
+    /// [`SpawnFailureKind::Wrap`]: the command does not run.
+    fn launch(&self) -> Result<Launch, String> {
+        Ok(Launch {
+            pre_exec: self.pre_exec(),
+            started: None,
+        })
+    }
 }
 
 /// A step a [`Wrap`] runs in the child after fork, before exec.
 pub type PreExec = Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>;
+
+/// One launch of a wrapped command (see [`Wrap::launch`]).
+#[derive(Default)]
+pub struct Launch {
+    /// Runs in the child between fork and exec: only async-signal-safe
+    /// calls, no allocation.
+    pub pre_exec: Option<PreExec>,
+    /// Runs in the parent once the child started, with its pid (a
+    /// supervisor taking over what the child handed it). What it returns
+    /// lives until every process of the command has ended, and is dropped
+    /// then; an error kills the command before it is reported as started.
+    pub started: Option<Started>,
+}
+
+/// The parent's side of a launch, given the child's pid.
+pub type Started = Box<dyn FnOnce(u32) -> Result<Guard, String> + Send>;
+
+/// Something a wrapper keeps alive beside a command until it has ended.
+pub type Guard = Box<dyn Send>;
 
 /// The simplest wrapper: a fixed argv prefix (`["nice", "-n", "10"]`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,6 +12,14 @@
 //! meant to outlive the call belongs in a background job. Reading the pipes
 //! stops at the grace deadline, so a daemon that escaped the group (setsid)
 //! but kept our pipes cannot hang the call either.
+//!
+//! A wrapper can do better than a group ([`super::Wrap::own_session`]): the
+//! command then leads a session of its own that nothing it starts can leave,
+//! and every signal above goes to each process of that session (found in
+//! /proc, signalled through a pidfd), whatever group it moved to; "what
+//! remains" is then what remains of the session. A wrapper whose runner has
+//! its own PID namespace ([`super::Wrap::kills_tree`]) gets its whole tree
+//! killed instead.
 
 use super::output::{Captured, Collector};
 use super::Spec;
@@ -141,6 +149,11 @@ fn probe_cwd(spec: &Spec) -> Option<(SpawnFailureKind, String)> {
 /// killed (see [`super::Wrap::kills_tree`]), by pgid.
 static TREES: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
 
+/// Commands that lead a session of their own, which nothing they start can
+/// leave (see [`super::Wrap::own_session`]), by session id (their pid, and
+/// the pgid everything here knows them by).
+static SESSIONS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
 fn trees() -> std::sync::MutexGuard<'static, Vec<i32>> {
     TREES.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -165,16 +178,26 @@ pub fn kill_all_groups() {
     }
 }
 
+fn sessions() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    SESSIONS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// SIGTERM/SIGKILL to the whole group. ESRCH (group already gone) is fine.
 /// A pgid of 0 or 1 would mean our own group or init's: never signal those.
 /// A group whose wrapper needs it gets its whole tree killed instead, at
-/// once: nothing of a sandbox may outlive the stop.
+/// once: nothing of a sandbox may outlive the stop. A command leading its
+/// own session gets the signal in every process of that session, whatever
+/// group it moved to.
 pub(crate) fn signal_group(pgid: Pid, sig: Signal) {
     if pgid.as_raw() <= 1 {
         return;
     }
     if trees().contains(&pgid.as_raw()) {
         kill_tree(pgid);
+        return;
+    }
+    if sessions().contains(&pgid.as_raw()) {
+        signal_session(pgid.as_raw(), sig);
         return;
     }
     let _ = killpg(pgid, sig);
@@ -196,48 +219,137 @@ fn kill_tree(pgid: Pid) {
 
 /// Whether process `pgid` exists and leads group `pgid`.
 fn leads(pgid: Pid) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pgid}/stat")) else {
-        return false;
-    };
-    // Fields after the command name: state, ppid, pgrp.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    rest.split_whitespace().nth(2) == Some(&pgid.as_raw().to_string())
+    stat(pgid.as_raw()).is_some_and(|s| s.pgrp == pgid.as_raw())
 }
 
-/// The processes under `pid`, children first, read from /proc.
+/// The processes under `pid`, children first, from every process's parent
+/// in /proc (the kernel's per-task `children` lists need
+/// CONFIG_PROC_CHILDREN, which many kernels lack).
 fn descendants(pid: i32) -> Vec<i32> {
+    let all = processes();
     let mut out = Vec::new();
     let mut todo = vec![pid];
     while let Some(p) = todo.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let children =
-                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            for child in children
-                .split_whitespace()
-                .filter_map(|c| c.parse::<i32>().ok())
-            {
-                out.push(child);
-                todo.push(child);
-            }
+        for child in all.iter().filter(|s| s.ppid == p && s.pid != p) {
+            out.push(child.pid);
+            todo.push(child.pid);
         }
     }
     out
+}
+
+/// Sends `sig` to every live process of session `sid`. A KILL goes on
+/// until none is left: what forked between two scans is found by the next.
+/// Each process is signalled through a pidfd taken after checking, again,
+/// that it belongs to the session, so a pid reused meanwhile is never hit.
+fn signal_session(sid: i32, sig: Signal) {
+    let rounds = if sig == Signal::SIGKILL { 50 } else { 1 };
+    for _ in 0..rounds {
+        let members: Vec<i32> = processes()
+            .into_iter()
+            .filter(|s| s.session == sid && s.state != 'Z')
+            .map(|s| s.pid)
+            .collect();
+        if members.is_empty() {
+            return;
+        }
+        for pid in members {
+            signal_member(pid, sid, sig);
+        }
+    }
+}
+
+/// `sig` to process `pid` if it (still) belongs to session `sid`.
+fn signal_member(pid: i32, sid: i32, sig: Signal) {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: the kernel just gave us this fd; we own it.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+    // The pidfd names the process that had `pid` when it was opened; if
+    // `pid` now belongs to another process, that one is not ours, and the
+    // pidfd's own is gone (the signal then finds nothing).
+    if stat(pid).is_none_or(|s| s.session != sid) {
+        return;
+    }
+    // SAFETY: a live pidfd, a signal number, no siginfo, flags 0.
+    unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig as i32,
+            std::ptr::null::<u8>(),
+            0,
+        );
+    }
+}
+
+/// Whether any live (non-zombie) process remains in session `sid`.
+fn session_alive(sid: i32) -> bool {
+    processes()
+        .iter()
+        .any(|s| s.session == sid && s.state != 'Z')
+}
+
+/// One process as /proc/PID/stat shows it.
+struct Stat {
+    pid: i32,
+    state: char,
+    ppid: i32,
+    pgrp: i32,
+    session: i32,
+}
+
+/// Process `pid`'s stat line, parsed.
+fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid pgrp session ..."; comm may hold spaces and ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let mut number = || fields.next()?.parse::<i32>().ok();
+    Some(Stat {
+        pid,
+        state,
+        ppid: number()?,
+        pgrp: number()?,
+        session: number()?,
+    })
+}
+
+/// Every process /proc shows.
+fn processes() -> Vec<Stat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(stat)
+        .collect()
 }
 
 /// Forgets a group once it has ended.
 pub(crate) fn forget_group(pgid: Pid) {
     trees().retain(|g| *g != pgid.as_raw());
     live().retain(|g| *g != pgid.as_raw());
+    sessions().retain(|g| *g != pgid.as_raw());
 }
 
-/// Whether any live (non-zombie) process remains in the group. `killpg(0)`
-/// also counts zombies, which linger when PID 1 does not reap orphans (common
-/// in containers), so on Linux a positive answer is confirmed from /proc.
+/// Whether any live (non-zombie) process remains in the group (or, for a
+/// command leading its own session, in that session). `killpg(0)` also
+/// counts zombies, which linger when PID 1 does not reap orphans (common in
+/// containers), so on Linux a positive answer is confirmed from /proc.
 pub(crate) fn group_alive(pgid: Pid) -> bool {
-    if pgid.as_raw() <= 1 || killpg(pgid, None) == Err(Errno::ESRCH) {
+    if pgid.as_raw() <= 1 {
+        return false;
+    }
+    if sessions().contains(&pgid.as_raw()) {
+        return session_alive(pgid.as_raw());
+    }
+    if killpg(pgid, None) == Err(Errno::ESRCH) {
         return false;
     }
     #[cfg(target_os = "linux")]
@@ -245,27 +357,11 @@ pub(crate) fn group_alive(pgid: Pid) -> bool {
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return true;
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if !name.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{name}/stat")) else {
-                continue;
-            };
-            // "pid (comm) state ppid pgrp ..."; comm may hold spaces and ')'.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                continue;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            let pgrp = fields.nth(1);
-            if pgrp == Some(pgid.as_raw().to_string().as_str()) && state != Some("Z") {
-                return true;
-            }
-        }
-        false
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(stat)
+            .any(|s| s.pgrp == pgid.as_raw() && s.state != 'Z')
     }
     #[cfg(not(target_os = "linux"))]
     true
@@ -363,6 +459,9 @@ pub(crate) struct Launched {
     /// `None` when stderr is merged into stdout.
     pub stderr: Option<Pipe>,
     pub stdin_task: Option<JoinHandle<()>>,
+    /// What the wrapper keeps alive beside the command (a supervisor):
+    /// dropped once every process of the command has ended.
+    pub guard: Option<super::Guard>,
 }
 
 /// Checks the working directory, applies the wrapper and starts the command
@@ -383,6 +482,11 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         },
         None => spec.argv.clone(),
     };
+    let own_session = spec.wrap.as_ref().is_some_and(|w| w.own_session());
+    let hooks = match &spec.wrap {
+        Some(w) => w.launch().map_err(wrap_failure)?,
+        None => super::Launch::default(),
+    };
     let spawn_failure = |e: std::io::Error| {
         let kind = match e.kind() {
             ErrorKind::NotFound => SpawnFailureKind::ProgramNotFound,
@@ -401,7 +505,6 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .process_group(0)
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -418,22 +521,44 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         None
     };
+    // A command that starts a session of its own leads a new group with
+    // it; one that does not gets a group of its own here.
+    if !own_session {
+        cmd.process_group(0);
+    }
     if let Some(w) = &spec.wrap {
         cmd.envs(w.env());
-        if let Some(step) = w.pre_exec() {
-            // SAFETY: the step makes only async-signal-safe calls (see
-            // `Wrap::pre_exec`), as the forked child of a threaded parent must.
-            unsafe {
-                cmd.pre_exec(move || step());
-            }
+    }
+    if let Some(step) = hooks.pre_exec {
+        // SAFETY: the step makes only async-signal-safe calls (see
+        // `Launch::pre_exec`), as the forked child of a threaded parent must.
+        unsafe {
+            cmd.pre_exec(move || step());
         }
     }
     let spawned = cmd.spawn();
-    // The command object holds our copies of the merged pipe's write end;
-    // they must close now or the reader never sees end-of-file.
+    // The command object holds our copies of the merged pipe's write end
+    // (and the wrapper's per-launch state); they must close now or the
+    // reader never sees end-of-file.
     drop(cmd);
     let mut child = spawned.map_err(spawn_failure)?;
     let pid = child.id().unwrap_or(0);
+    if own_session && pid > 1 {
+        sessions().push(pid as i32);
+    }
+    let guard = match hooks.started.map(|started| started(pid)) {
+        None => None,
+        Some(Ok(guard)) => Some(guard),
+        Some(Err(why)) => {
+            // The command runs but what confines it did not start: it must
+            // not go on. Its zombie is reaped when `child` is dropped.
+            let pgid = Pid::from_raw(pid as i32);
+            signal_group(pgid, Signal::SIGKILL);
+            forget_group(pgid);
+            let _ = child.start_kill();
+            return Err(wrap_failure(why));
+        }
+    };
     let (stdout, stderr): (Pipe, Option<Pipe>) = match merged {
         Some(reader) => {
             widen(&reader);
@@ -471,6 +596,7 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         stdout,
         stderr,
         stdin_task,
+        guard,
     })
 }
 
@@ -509,6 +635,7 @@ pub async fn run(spec: Spec) -> Outcome {
         stdout,
         stderr,
         stdin_task,
+        guard: wrapper,
     } = match launch(&spec) {
         Ok(l) => l,
         Err(f) => return failure(&spec, started, f.kind, f.message),
@@ -579,6 +706,8 @@ pub async fn run(spec: Spec) -> Outcome {
 
     end_group(pgid, grace_deadline, killed).await;
     guard.armed = false;
+    // Nothing of the command is left: what watched over it can stop.
+    drop(wrapper);
     if let Some(t) = stdin_task {
         t.abort();
     }

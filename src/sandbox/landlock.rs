@@ -1,46 +1,96 @@
 //! The landlock runner: the fallback when bubblewrap is absent or cannot
-//! create namespaces. A landlock ruleset confines the filesystem and a
-//! seccomp filter refuses non-Unix sockets when the network is closed.
+//! create namespaces. Four layers confine the command:
+//!
+//! - a landlock ruleset: what it may read, list and run (the profile's
+//!   readable trees, the writable ones, private temp storage, the usual
+//!   devices, `/proc`), entry by entry around hidden paths; what it may
+//!   write, entry by entry around read-only and hidden ones; TCP and
+//!   abstract Unix sockets when the network is closed;
+//! - no capabilities, even for root (a command as root keeps uid 0 and the
+//!   permission bits that come with it, nothing more), and a session of its
+//!   own it cannot leave, so everything it starts is stopped with it;
+//! - a seccomp filter refusing what landlock cannot see: sockets other than
+//!   Unix ones when the network is closed, `setsid`, new user namespaces,
+//!   io_uring, inode flags;
+//! - and, through the same filter, what landlock leaves unchecked is handed
+//!   to sluice's supervisor ([`super::supervise`]): metadata changes (mode,
+//!   owner, times, extended attributes) and, on kernels without landlock's
+//!   Unix socket right (ABI 9), connections to named sockets.
 //!
 //! Everything that allocates or takes locks (opening paths, building the
-//! ruleset, compiling the BPF program) happens in the parent, in
-//! [`prepare`]. The parent is multi-threaded, so between fork and exec the
-//! child may only make raw syscalls: [`Prepared::apply`] does exactly that.
+//! ruleset and the BPF program) happens in the parent, in [`prepare`]. The
+//! parent is multi-threaded, so between fork and exec the child may only
+//! make raw syscalls: [`Prepared::apply`] does exactly that.
 
+use super::supervise::{self, Rules, Supervisor};
 use super::{Enforcement, Mode, Profile};
+use crate::exec::{Launch, Wrap};
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope, ABI,
 };
 use nix::libc;
-use seccompiler::{
-    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-    SeccompFilter, SeccompRule, TargetArch,
-};
-use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The newest ABI whose rights we ask for. The ruleset is built best effort,
 /// so rights the running kernel lacks are dropped, not refused.
 const NEWEST: ABI = ABI::V10;
 
-/// Character devices commands routinely write to. Nothing else under /dev
-/// or /proc is writable.
-// Not /dev/tty: a confined command writing there could paint a fake prompt
-// on the user's terminal.
-const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
+/// The first ABI that can restrict connecting to named Unix sockets
+/// (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`); before it the supervisor does.
+const RESOLVE_UNIX_ABI: u32 = 9;
 
-/// What the child must do between fork and exec, prepared in the parent.
+/// What every program may use under `/dev`, as bubblewrap's `--dev /dev`
+/// gives it, and what it may do there. Never ioctl: on a terminal it would
+/// allow TIOCSTI, typing commands into the user's shell. Not `/dev/pts`
+/// (the user's own terminals would be among them: no pseudo-terminals under
+/// landlock), not `/dev/shm` (shared with every process of the machine).
+/// `/dev/tty` opens nothing: the command leads a session without a
+/// controlling terminal.
+fn devices() -> [(&'static str, BitFlags<AccessFs>); 6] {
+    let rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+    let ro = BitFlags::from(AccessFs::ReadFile);
+    [
+        ("/dev/null", rw),
+        ("/dev/zero", rw),
+        ("/dev/full", rw),
+        ("/dev/random", ro),
+        ("/dev/urandom", ro),
+        ("/dev/tty", AccessFs::ReadFile | AccessFs::WriteFile),
+    ]
+}
+
+/// Why `/proc` is partial under landlock, whatever the profile.
+const PROC_GAP: &str = "landlock cannot hide other processes: a command sees in /proc every \
+     process of the machine with its command line and state (the kernel refuses it their \
+     environment, memory and open files); install bubblewrap for full enforcement";
+
+/// Why hidden and unreadable paths are partial under landlock.
+const LOOKUP_GAP: &str = "landlock refuses opening what a command may not read, not looking \
+     it up: whether such a path exists, its size and dates, and the names in a hidden \
+     folder stay visible; install bubblewrap for full enforcement";
+
+/// What the child must do between fork and exec, prepared in the parent,
+/// and what the supervisor checks for it.
 #[derive(Debug)]
 pub struct Prepared {
-    /// The landlock ruleset to enforce; `None` when landlock has nothing to
-    /// restrict (danger-full-access with the network open, or with a kernel
-    /// lacking landlock or its network rights).
+    /// The landlock ruleset to enforce.
     ruleset: Option<OwnedFd>,
-    /// The seccomp program; empty when the network is open.
-    filter: BpfProgram,
+    /// The seccomp program (see [`filter`]).
+    filter: Vec<libc::sock_filter>,
+    /// Whether the filter hands calls to the supervisor, which then must
+    /// receive the filter's listener before the command can make them
+    /// (always, but in this module's tests of the ruleset alone).
+    supervised: bool,
+    /// Whether this process may empty the bounding set (it has
+    /// CAP_SETPCAP), and the highest capability number the kernel knows.
+    drop_bounding: bool,
+    last_cap: u32,
+    rules: Arc<Rules>,
 }
 
 // Shared through an Arc with `pre_exec` closures, which must be Send + Sync.
@@ -50,8 +100,8 @@ const _: fn() = || {
 };
 
 /// Which landlock ABI this kernel offers, or why the runner cannot work
-/// here (for `sluice doctor`). Also checks that seccomp filters work, which
-/// the runner needs to close the network.
+/// here (for `sluice doctor`). Also checks that seccomp filters, and their
+/// user notifications, work: the runner needs both.
 pub fn probe() -> Result<u32, String> {
     let abi = landlock_abi()?;
     seccomp_available()?;
@@ -62,82 +112,232 @@ pub fn probe() -> Result<u32, String> {
 /// this runner's own (the profile's `partial` ones come on top); the
 /// enforcement accounts for both. Fails (so the caller refuses the call)
 /// when the kernel cannot enforce the profile at all.
+///
+/// It also makes this process non-dumpable, once: a command running as the
+/// same user could otherwise read sluice's environment (its credentials)
+/// and open its files through `/proc/<sluice>`.
 pub fn prepare(profile: &Profile) -> Result<(Prepared, Enforcement, Vec<String>), String> {
-    let (ruleset, reasons) = landlock_part(profile)?;
-
-    let filter = if profile.network {
-        BpfProgram::new()
-    } else {
-        seccomp_available()?;
-        network_filter()?
+    shield_process().map_err(|e| format!("cannot keep commands out of sluice's process: {e}"))?;
+    seccomp_available()?;
+    let grants = Grants::of(profile)?;
+    let abi = landlock_abi()?;
+    let ruleset = build_ruleset(profile, &grants)?;
+    let mut reasons = abi_gaps(abi);
+    // Connections to named sockets follow what the command can see: landlock
+    // says so itself from ABI 9; before, the supervisor does, and datagram
+    // sockets (whose sends name their destination out of seccomp's sight)
+    // are refused.
+    let sockets = abi < RESOLVE_UNIX_ABI && !sees_everything(profile);
+    let rules = Arc::new(Rules {
+        changeable: grants.write,
+        visible: grants.read,
+        network: profile.network,
+    });
+    let needs = Needs {
+        network: profile.network,
+        sockets,
     };
+    let filter = filter(&needs);
+    if filter.len() > libc::BPF_MAXINSNS as usize {
+        return Err("seccomp: the filter is too long".to_string());
+    }
+    reasons.push(PROC_GAP.to_string());
+    if !sees_everything(profile) {
+        reasons.push(LOOKUP_GAP.to_string());
+    }
     let enforcement = if reasons.is_empty() && profile.partial.is_empty() {
         Enforcement::Full
     } else {
         Enforcement::Partial
     };
-    Ok((Prepared { ruleset, filter }, enforcement, reasons))
+    let prepared = Prepared {
+        ruleset,
+        filter,
+        supervised: true,
+        drop_bounding: has_capability(CAP_SETPCAP),
+        last_cap: last_capability(),
+        rules,
+    };
+    Ok((prepared, enforcement, reasons))
 }
 
-/// The ruleset fd and what this ABI leaves unenforced. With files
-/// unconfined, landlock only adds to seccomp's network closing (TCP rights,
-/// scopes), so a kernel without it is no error then.
-fn landlock_part(profile: &Profile) -> Result<(Option<OwnedFd>, Vec<String>), String> {
-    // Full access still keeps its read-only paths (the audit store, git's
-    // hooks): the filesystem is then granted entry by entry around them.
-    let confine_files = profile.mode != Mode::DangerFullAccess || !profile.read_only.is_empty();
-    if !confine_files && profile.network {
-        return Ok((None, Vec::new()));
-    }
-    let abi = match landlock_abi() {
-        Ok(abi) => abi,
-        Err(why) if confine_files => return Err(why),
-        Err(_) => return Ok((None, Vec::new())),
-    };
-    let gaps = if confine_files {
-        abi_gaps(abi)
-    } else {
-        Vec::new()
-    };
-    Ok((build_ruleset(profile, confine_files)?, gaps))
+/// Makes this process non-dumpable (`PR_SET_DUMPABLE 0`), so that a process
+/// of the same user without CAP_SYS_PTRACE (every confined command) can
+/// neither read its environment, memory and open files through `/proc`,
+/// nor attach to it. Idempotent; the binary calls it first thing, and
+/// [`prepare`] again for programs that embed sluice. Commands are not
+/// affected: exec makes them dumpable again.
+pub fn shield_process() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments touches no memory of ours.
+    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } as libc::c_long)
+}
+
+/// Whether every path is visible: `/` readable, nothing hidden.
+fn sees_everything(profile: &Profile) -> bool {
+    profile.hidden.is_empty() && profile.readable.iter().any(|r| r == Path::new("/"))
 }
 
 impl Prepared {
     /// Runs in the child after fork, before exec: only raw syscalls (no
     /// allocation, no locks), so it is safe in a multi-threaded parent's
-    /// `pre_exec`. Order matters: no_new_privs first (both landlock and
-    /// seccomp require it without CAP_SYS_ADMIN), seccomp last.
-    pub fn apply(&self) -> io::Result<()> {
-        if self.ruleset.is_none() && self.filter.is_empty() {
-            return Ok(());
+    /// `pre_exec`. `channel` is the child's end of [`supervise::channel`],
+    /// where the filter's listener goes; it is required when the filter
+    /// hands calls to the supervisor (a filter nobody listens to would
+    /// block the command's first such call for ever).
+    ///
+    /// Order matters: a session first (the filter refuses `setsid`), then
+    /// no_new_privs (landlock and seccomp need it without CAP_SYS_ADMIN,
+    /// and it keeps exec from granting capabilities back), capabilities
+    /// dropped, landlock, and the filter last.
+    pub fn apply(&self, channel: Option<RawFd>) -> io::Result<()> {
+        if self.supervised && channel.is_none() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
+        // SAFETY: setsid takes no arguments. The child is not a process
+        // group leader (the executor does not give it a group of its own).
+        check(unsafe { libc::setsid() } as libc::c_long)?;
         // SAFETY: prctl with integer arguments touches no memory of ours.
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long)?;
+        self.drop_capabilities()?;
         if let Some(fd) = &self.ruleset {
             // SAFETY: the fd is a live landlock ruleset we own; flags 0.
             check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0) })?;
         }
-        if !self.filter.is_empty() {
-            let program = libc::sock_fprog {
-                // `network_filter` keeps the program under BPF_MAXINSNS.
-                len: self.filter.len() as libc::c_ushort,
-                // seccompiler's sock_filter is #[repr(C)] with libc's layout;
-                // the kernel only reads the program.
-                filter: self.filter.as_ptr() as *mut libc::sock_filter,
-            };
+        let program = libc::sock_fprog {
+            // `prepare` keeps the program under BPF_MAXINSNS.
+            len: self.filter.len() as libc::c_ushort,
+            // The kernel only reads the program.
+            filter: self.filter.as_ptr() as *mut libc::sock_filter,
+        };
+        if !self.supervised {
             // SAFETY: `program` points at our live instructions; the kernel
             // copies them before returning.
-            check(unsafe {
+            return check(unsafe {
                 libc::syscall(
                     libc::SYS_seccomp,
                     libc::SECCOMP_SET_MODE_FILTER,
                     0,
-                    &program as *const libc::sock_fprog,
+                    &program,
                 )
-            })?;
+            });
         }
-        Ok(())
+        // Once the supervisor has a call, only a fatal signal interrupts the
+        // wait for its answer (a handled one would restart the call, and the
+        // supervisor's work on it, over and over); kernels before 5.19 lack
+        // the flag.
+        let mut flags =
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+        let listener = loop {
+            // SAFETY: as above; with NEW_LISTENER the kernel returns a new fd.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    flags,
+                    &program,
+                )
+            };
+            if rc >= 0 {
+                break rc as RawFd;
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINVAL)
+                && flags & libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV != 0
+            {
+                flags &= !libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+                continue;
+            }
+            return Err(err);
+        };
+        let sent = supervise::send_listener(channel.unwrap_or(-1), listener);
+        // SAFETY: the listener is ours; the supervisor holds its own copy.
+        unsafe { libc::close(listener) };
+        sent
     }
+
+    /// Leaves the command no capability, even as root: the bounding set
+    /// emptied (when we may), the ambient set cleared, and the effective,
+    /// permitted and inheritable sets zeroed. With no_new_privs set, exec
+    /// never grants any back (a root exec gets at most what it had).
+    fn drop_capabilities(&self) -> io::Result<()> {
+        if self.drop_bounding {
+            for cap in 0..=self.last_cap {
+                // SAFETY: prctl with integer arguments.
+                let rc =
+                    unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+                if rc < 0 {
+                    let err = io::Error::last_os_error();
+                    // Past the kernel's last capability: done.
+                    if err.raw_os_error() == Some(libc::EINVAL) {
+                        break;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        // SAFETY: prctl with integer arguments.
+        let rc = unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            )
+        };
+        // Kernels before 4.3 have no ambient set: nothing to clear.
+        if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(io::Error::last_os_error());
+        }
+        let header = CapHeader {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData::default(); 2];
+        // SAFETY: header and data are live, correctly laid out (version 3
+        // takes two data words); the kernel only reads them.
+        check(unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) })
+    }
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets in two data words.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+const CAP_SETPCAP: u32 = 8;
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Whether this thread has `cap` in its effective set.
+fn has_capability(cap: u32) -> bool {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: the kernel writes two data words into `data`.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    rc == 0 && data[(cap / 32) as usize].effective & (1 << (cap % 32)) != 0
+}
+
+/// The highest capability number this kernel knows (`cap_last_cap`).
+fn last_capability() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63)
 }
 
 /// Turns a raw syscall result into an error from errno (no allocation).
@@ -177,25 +377,29 @@ fn landlock_abi() -> Result<u32, String> {
     })
 }
 
-/// Whether seccomp filters returning an errno work here (a kernel without
-/// CONFIG_SECCOMP_FILTER, or one older than 4.14, says no).
+/// Whether seccomp filters returning an errno and handing calls to a
+/// supervisor work here (a kernel without CONFIG_SECCOMP_FILTER, or one
+/// older than 5.0, says no).
 fn seccomp_available() -> Result<(), String> {
-    let action: u32 = libc::SECCOMP_RET_ERRNO;
-    // SAFETY: the kernel reads one u32 from `action`.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_GET_ACTION_AVAIL,
-            0,
-            &action as *const u32,
-        )
-    };
-    check(rc).map_err(|err| {
-        format!(
-            "seccomp filters are unavailable ({err}), so the landlock runner cannot close \
-             the network; use a kernel with CONFIG_SECCOMP_FILTER, or install bubblewrap"
-        )
-    })
+    for action in [libc::SECCOMP_RET_ERRNO, libc::SECCOMP_RET_USER_NOTIF] {
+        // SAFETY: the kernel reads one u32 from `action`.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_GET_ACTION_AVAIL,
+                0,
+                &action as *const u32,
+            )
+        };
+        check(rc).map_err(|err| {
+            format!(
+                "seccomp filters with user notification are unavailable ({err}), so the landlock \
+                 runner cannot confine commands; use Linux 5.0 or later with \
+                 CONFIG_SECCOMP_FILTER, or install bubblewrap"
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// What the profile asks that this ABI cannot enforce (files only: the
@@ -217,26 +421,87 @@ fn abi_gaps(abi: u32) -> Vec<String> {
     gaps
 }
 
-/// What to grant write on, and whether each is a folder. Landlock only
-/// adds permissions, so a writable tree holding read-only paths (`.git`,
-/// `.sluice`, what a deny names) cannot be granted whole: its entries are,
-/// one by one, except those paths (folders holding one are split the same
-/// way). New entries can then not be made at those levels, only inside the
-/// folders granted; symlinks are never granted (landlock would follow them
-/// out of the tree).
-fn write_grants(profile: &Profile) -> Vec<(PathBuf, bool)> {
-    let mut out = Vec::new();
-    for root in writable_roots(profile) {
-        split(&root, &profile.read_only, &mut out);
-    }
-    out
+/// Kernel trees no grant reaches through a tree that holds them: `/dev`
+/// (a raw disk would bypass every file rule; only the usual devices are
+/// granted), `/proc` (read only, granted on its own: `/proc/sys` written by
+/// root without capabilities would change the kernel, a `core_pattern`
+/// running a program as root) and `/sys` (never written, `uevent_helper`
+/// alike). bubblewrap mounts its own `/dev` and `/proc` and keeps
+/// `/proc/sys` read-only; landlock has the machine's, so it leaves them out.
+const KERNEL_READS: [&str; 2] = ["/dev", "/proc"];
+const KERNEL_WRITES: [&str; 3] = ["/dev", "/proc", "/sys"];
+
+/// What landlock grants, each path with whether it is a folder (granted
+/// with everything beneath it). The supervisor checks against the same
+/// lists: a command may change the metadata of what it may write, and
+/// connect to the named sockets it may see.
+#[derive(Debug)]
+struct Grants {
+    /// Read, list, run: the readable trees, the writable ones and private
+    /// temp storage, entry by entry around hidden paths.
+    read: Vec<(PathBuf, bool)>,
+    /// Folders holding a hidden path: listed only, since a right on a
+    /// folder covers everything beneath it.
+    listed: Vec<PathBuf>,
+    /// Everything: the writable trees and private temp storage, entry by
+    /// entry around read-only and hidden paths.
+    write: Vec<(PathBuf, bool)>,
 }
 
-fn split(dir: &Path, read_only: &[PathBuf], out: &mut Vec<(PathBuf, bool)>) {
-    if !read_only.iter().any(|p| p.starts_with(dir) && p != dir) {
-        out.push((dir.to_path_buf(), true));
+impl Grants {
+    fn of(profile: &Profile) -> Result<Grants, String> {
+        let mut grants = Grants {
+            read: Vec::new(),
+            listed: Vec::new(),
+            write: Vec::new(),
+        };
+        let writable = outermost(writable_roots(profile));
+        for root in &writable {
+            // A writable tree must exist; landlock cannot grant a name.
+            if let Err(e) = std::fs::metadata(root) {
+                return Err(format!(
+                    "landlock: cannot open {} to allow it ({e}); it must exist",
+                    root.display()
+                ));
+            }
+        }
+        let mut readable = profile.readable.clone();
+        readable.extend(writable.iter().cloned());
+        let mut unseen = profile.hidden.clone();
+        unseen.extend(KERNEL_READS.iter().map(PathBuf::from));
+        for root in outermost(readable) {
+            split(&root, &unseen, &mut grants.read, &mut grants.listed);
+        }
+        let mut kept = profile.read_only.clone();
+        kept.extend(profile.hidden.iter().cloned());
+        kept.extend(KERNEL_WRITES.iter().map(PathBuf::from));
+        let mut unused = Vec::new();
+        for root in &writable {
+            split(root, &kept, &mut grants.write, &mut unused);
+        }
+        Ok(grants)
+    }
+}
+
+/// Grants `dir` whole, or, when it holds paths to leave out, its entries
+/// one by one except those paths (folders holding one are split the same
+/// way; the split folder itself goes to `listed`). New entries can then not
+/// be made at those levels, only inside the folders granted. Symlinks are
+/// never granted (landlock would follow them out of the tree; what they
+/// point at is granted or not on its own). A `dir` that is itself left
+/// out, or lies in what is, gets nothing; one that does not exist neither.
+fn split(dir: &Path, leave: &[PathBuf], out: &mut Vec<(PathBuf, bool)>, listed: &mut Vec<PathBuf>) {
+    if leave.iter().any(|p| dir.starts_with(p)) {
         return;
     }
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return;
+    };
+    if !meta.is_dir() || !leave.iter().any(|p| p.starts_with(dir)) {
+        out.push((dir.to_path_buf(), meta.is_dir()));
+        return;
+    }
+    listed.push(dir.to_path_buf());
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -245,15 +510,24 @@ fn split(dir: &Path, read_only: &[PathBuf], out: &mut Vec<(PathBuf, bool)>) {
         let Ok(kind) = entry.file_type() else {
             continue;
         };
-        if kind.is_symlink() || read_only.contains(&path) {
+        if kind.is_symlink() || leave.contains(&path) {
             continue;
         }
         if kind.is_dir() {
-            split(&path, read_only, out);
-        } else if kind.is_file() {
+            split(&path, leave, out, listed);
+        } else {
             out.push((path, false));
         }
     }
+}
+
+/// `paths` without those inside another of them.
+fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    paths.sort();
+    paths.dedup();
+    let all = paths.clone();
+    paths.retain(|p| !all.iter().any(|o| o != p && p.starts_with(o)));
+    paths
 }
 
 /// Every tree the command may write: the whole filesystem when files are
@@ -267,19 +541,17 @@ fn writable_roots(profile: &Profile) -> Vec<PathBuf> {
     roots
 }
 
-/// Creates the ruleset fd: files confined unless `confine_files` is false,
-/// TCP and abstract Unix sockets closed unless the network is open.
-fn build_ruleset(profile: &Profile, confine_files: bool) -> Result<Option<OwnedFd>, String> {
+/// Creates the ruleset fd: files confined to `grants`, TCP and abstract
+/// Unix sockets closed unless the network is open.
+fn build_ruleset(profile: &Profile, grants: &Grants) -> Result<Option<OwnedFd>, String> {
     let failed = |e: landlock::RulesetError| format!("landlock: building the ruleset failed: {e}");
-    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
-    if confine_files {
-        // Signals out of the sandbox are refused, as bubblewrap's own pid
-        // namespace does.
-        ruleset = ruleset
-            .handle_access(AccessFs::from_all(NEWEST))
-            .and_then(|r| r.scope(Scope::Signal))
-            .map_err(failed)?;
-    }
+    // Signals out of the sandbox are refused, as bubblewrap's own pid
+    // namespace does.
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(NEWEST))
+        .and_then(|r| r.scope(Scope::Signal))
+        .map_err(failed)?;
     if !profile.network {
         // Without bubblewrap's network namespace, abstract Unix sockets
         // would reach daemons outside; TCP is also refused by seccomp.
@@ -288,41 +560,49 @@ fn build_ruleset(profile: &Profile, confine_files: bool) -> Result<Option<OwnedF
             .and_then(|r| r.scope(Scope::AbstractUnixSocket))
             .map_err(failed)?;
     }
-    let mut created = ruleset.create().map_err(failed)?;
-    if confine_files {
-        created = add_file_rules(created, profile)?;
-    }
-    Ok(created.into())
+    let created = ruleset.create().map_err(failed)?;
+    Ok(add_file_rules(created, grants)?.into())
 }
 
-/// Read and execute everywhere, everything under the writable trees, and
-/// writes to the usual character devices.
-fn add_file_rules(
-    mut created: RulesetCreated,
-    profile: &Profile,
-) -> Result<RulesetCreated, String> {
-    // Connecting to named Unix sockets stays open everywhere (the profile
-    // never closes Unix sockets), on kernels that can restrict it.
+/// The grants, the usual devices, and `/proc` (read and listed: every
+/// program reads its own there). Of other processes the kernel refuses
+/// what needs ptrace access (environment, memory, fds, maps): landlock
+/// refuses it outside the sandbox to a command without CAP_SYS_PTRACE, the
+/// command has no capability, and sluice is non-dumpable besides.
+fn add_file_rules(mut created: RulesetCreated, grants: &Grants) -> Result<RulesetCreated, String> {
+    // Connecting to a named Unix socket follows visibility, on kernels
+    // that can restrict it.
     let read = AccessFs::from_read(NEWEST) | AccessFs::ResolveUnix;
-    created = add_path(created, Path::new("/"), read)?;
-    for (path, is_dir) in write_grants(profile) {
-        let access = if is_dir {
-            AccessFs::from_all(NEWEST)
-        } else {
-            AccessFs::from_file(NEWEST)
-        };
-        created = add_path(created, &path, access)?;
+    for (path, is_dir) in &grants.read {
+        created = add_path(created, path, narrowed(read, *is_dir))?;
     }
-    // No ioctl: on /dev/tty it would allow TIOCSTI, typing commands into
-    // the user's shell.
-    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
-    for device_path in WRITABLE_DEVICES.iter().map(Path::new) {
-        // A container may lack /dev/tty: nothing to allow then.
-        if device_path.exists() {
-            created = add_path(created, device_path, device)?;
+    for dir in &grants.listed {
+        created = add_path(created, dir, AccessFs::ReadDir.into())?;
+    }
+    for (path, is_dir) in &grants.write {
+        created = add_path(created, path, narrowed(AccessFs::from_all(NEWEST), *is_dir))?;
+    }
+    for (device, access) in devices() {
+        // A container may lack some: nothing to allow then.
+        if Path::new(device).exists() {
+            created = add_path(created, Path::new(device), access)?;
         }
     }
+    created = add_path(
+        created,
+        Path::new("/proc"),
+        AccessFs::ReadFile | AccessFs::ReadDir,
+    )?;
     Ok(created)
+}
+
+/// `access` as a file can take it (a folder takes every right).
+fn narrowed(access: BitFlags<AccessFs>, is_dir: bool) -> BitFlags<AccessFs> {
+    if is_dir {
+        access
+    } else {
+        access & AccessFs::from_file(NEWEST)
+    }
 }
 
 fn add_path(
@@ -341,385 +621,288 @@ fn add_path(
         .map_err(|e| format!("landlock: allowing {} failed: {e}", path.display()))
 }
 
-/// The seccomp program that refuses every socket but Unix ones with EACCES
-/// (and io_uring, which can open sockets without the socket syscall).
-fn network_filter() -> Result<BpfProgram, String> {
-    let failed = |e: seccompiler::BackendError| format!("seccomp: building the filter failed: {e}");
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(failed)?;
-    let not_unix = || -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
-        let domain = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )?;
-        Ok(vec![SeccompRule::new(vec![domain])?])
-    };
-    let rules = BTreeMap::from([
-        (libc::SYS_socket, not_unix().map_err(failed)?),
-        (libc::SYS_socketpair, not_unix().map_err(failed)?),
-        (libc::SYS_io_uring_setup, Vec::new()),
-    ]);
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EACCES as u32),
-        arch,
-    )
-    .map_err(failed)?;
-    let program: BpfProgram = filter.try_into().map_err(failed)?;
-    let program = refuse_x32(program);
-    if program.len() > libc::BPF_MAXINSNS as usize {
-        return Err("seccomp: the filter is too long".to_string());
-    }
-    Ok(program)
+/// What the filter must refuse or hand over besides what it always does.
+struct Needs {
+    /// The network is open (else every socket but Unix ones is refused).
+    network: bool,
+    /// Connections to named sockets go to the supervisor, and datagram
+    /// Unix sockets are refused.
+    sockets: bool,
 }
 
-/// seccompiler checks the architecture but not the x32 bit, so on x86_64
-/// `socket` called through the x32 ABI (number | 0x4000_0000) would slip
-/// past. Prepended instructions refuse every x32 syscall with ENOSYS, as a
-/// kernel without x32 does; BPF jumps are relative, so the rest still holds.
-fn refuse_x32(program: BpfProgram) -> BpfProgram {
-    if !cfg!(target_arch = "x86_64") {
-        return program;
+/// `FS_IOC_SETFLAGS` and friends: inode flags (`chattr`), a project id, an
+/// inode's generation. Refused whatever the file: landlock does not see
+/// them, and toolchains do not need them.
+const INODE_FLAG_IOCTLS: [u32; 5] = [
+    0x4008_6602, // FS_IOC_SETFLAGS
+    0x4004_6602, // FS_IOC32_SETFLAGS
+    0x401c_5820, // FS_IOC_FSSETXATTR
+    0x4008_7602, // FS_IOC_SETVERSION
+    0x4004_7602, // FS_IOC32_SETVERSION
+];
+
+/// `__O_TMPFILE`, the bit of O_TMPFILE that is not O_DIRECTORY.
+const O_TMPFILE_BIT: u32 = 0o20000000;
+
+/// `file_setattr(2)` (Linux 6.17): inode flags by path.
+const SYS_FILE_SETATTR: i64 = 469;
+
+/// One test on a syscall's argument: its low 32 bits, masked, compared.
+struct Test {
+    arg: u32,
+    mask: u32,
+    equal: bool,
+    value: u32,
+    ret: u32,
+}
+
+/// The seccomp program, one filter for everything (only one filter of a
+/// process may have a listener, and this one needs it):
+/// - another architecture's calls kill the process, x32 calls fail with
+///   ENOSYS (as on a kernel without x32: the numbers below would not match
+///   them);
+/// - `setsid` fails (EPERM): the command cannot leave its session;
+/// - user namespaces cannot be made (`unshare`, `clone` with
+///   CLONE_NEWUSER: EPERM; `clone3`, whose flags seccomp cannot read:
+///   ENOSYS, so that libc falls back to `clone`): inside one a command
+///   would hold every capability again, over its own namespaces;
+/// - io_uring is refused (EACCES): its operations skip seccomp (sockets,
+///   connect, extended attributes);
+/// - with the network closed, sockets other than Unix ones (EACCES);
+/// - with sockets supervised, Unix datagram sockets (EACCES): a datagram
+///   names its destination in `sendmsg`'s message header, which seccomp
+///   cannot read, and checking it would mean sluice sending every datagram
+///   of the command itself, payload, passed fds and credentials included;
+///   stream and seqpacket sockets can only reach a named socket through
+///   `connect`, which the supervisor checks;
+/// - set-id bits on new files (EPERM), `openat2` (ENOSYS);
+/// - inode flags (EPERM), and the metadata calls go to the supervisor.
+fn filter(needs: &Needs) -> Vec<libc::sock_filter> {
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    let (allow, notify) = (libc::SECCOMP_RET_ALLOW, libc::SECCOMP_RET_USER_NOTIF);
+    let test = |arg, mask, equal, value: i32, ret| Test {
+        arg,
+        mask,
+        equal,
+        value: value as u32,
+        ret,
+    };
+    let new_user = test(
+        0,
+        libc::CLONE_NEWUSER as u32,
+        true,
+        libc::CLONE_NEWUSER,
+        errno(libc::EPERM),
+    );
+    let mut blocks: Vec<(i64, Vec<Test>, u32)> = vec![
+        (libc::SYS_setsid, vec![], errno(libc::EPERM)),
+        (libc::SYS_unshare, vec![new_user], allow),
+        (
+            libc::SYS_clone,
+            vec![test(
+                0,
+                libc::CLONE_NEWUSER as u32,
+                true,
+                libc::CLONE_NEWUSER,
+                errno(libc::EPERM),
+            )],
+            allow,
+        ),
+        (libc::SYS_clone3, vec![], errno(libc::ENOSYS)),
+        (libc::SYS_io_uring_setup, vec![], errno(libc::EACCES)),
+    ];
+    let socket_tests = || {
+        let mut tests = Vec::new();
+        if !needs.network {
+            tests.push(test(0, !0, false, libc::AF_UNIX, errno(libc::EACCES)));
+        } else if needs.sockets {
+            tests.push(test(0, !0, false, libc::AF_UNIX, allow));
+        }
+        if needs.sockets {
+            // The type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC sit above.
+            tests.push(test(1, 0xf, true, libc::SOCK_DGRAM, errno(libc::EACCES)));
+        }
+        tests
+    };
+    if !socket_tests().is_empty() {
+        blocks.push((libc::SYS_socket, socket_tests(), allow));
+        blocks.push((libc::SYS_socketpair, socket_tests(), allow));
     }
-    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-    let insn = |code: u32, jt: u8, jf: u8, k: u32| sock_filter {
+    // Set-id bits on a new file (by open, creat or mknod): a setuid-root
+    // binary left in a writable tree would give root to whoever runs it
+    // later. `openat2` hides its mode in a struct: ENOSYS, and libc's open
+    // never uses it. Folders may have them (setgid is group inheritance).
+    let set_id = libc::S_ISUID | libc::S_ISGID;
+    let creating = libc::O_CREAT as u32 | O_TMPFILE_BIT;
+    let new_file = |flags: Option<u32>, mode: u32| {
+        let mut tests = Vec::new();
+        if let Some(flags) = flags {
+            tests.push(test(flags, creating, true, 0, allow));
+        }
+        tests.push(test(mode, set_id, false, 0, errno(libc::EPERM)));
+        tests
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        blocks.push((libc::SYS_open, new_file(Some(1), 2), allow));
+        blocks.push((libc::SYS_creat, new_file(None, 1), allow));
+        blocks.push((libc::SYS_mknod, new_file(None, 1), allow));
+    }
+    blocks.push((libc::SYS_openat, new_file(Some(2), 3), allow));
+    blocks.push((libc::SYS_mknodat, new_file(None, 2), allow));
+    blocks.push((libc::SYS_openat2, vec![], errno(libc::ENOSYS)));
+    let ioctls = INODE_FLAG_IOCTLS
+        .iter()
+        .map(|&cmd| test(1, !0, true, cmd as i32, errno(libc::EPERM)))
+        .collect();
+    blocks.push((libc::SYS_ioctl, ioctls, allow));
+    blocks.push((SYS_FILE_SETATTR, vec![], errno(libc::EPERM)));
+    for nr in supervise::syscalls(needs.sockets) {
+        blocks.push((nr, vec![], notify));
+    }
+    assemble(&blocks)
+}
+
+/// The seccomp program for `blocks`: per syscall, tests in order (the first
+/// that holds gives its return), else the block's own return; other
+/// syscalls are allowed.
+fn assemble(blocks: &[(i64, Vec<Test>, u32)]) -> Vec<libc::sock_filter> {
+    const ARCH_OFFSET: u32 = 4;
+    const ARGS_OFFSET: u32 = 16;
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000; // AUDIT_ARCH_X86_64
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000; // AUDIT_ARCH_AARCH64
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    compile_error!("the landlock runner's seccomp filter knows x86_64 and aarch64 only");
+    // The arguments' low halves are read as 32-bit words.
+    const _: () = assert!(cfg!(target_endian = "little"));
+
+    let stmt = |code: u32, k: u32| libc::sock_filter {
         code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
         jt,
         jf,
         k,
     };
-    let mut guarded = vec![
-        // Load the syscall number (offset 0 of seccomp_data).
-        insn(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
-        // Below the x32 bit: skip the refusal.
-        insn(
-            libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K,
-            0,
-            1,
-            X32_SYSCALL_BIT,
-        ),
-        insn(
-            libc::BPF_RET | libc::BPF_K,
-            0,
-            0,
-            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
-        ),
+    let ret = |k: u32| stmt(libc::BPF_RET | libc::BPF_K, k);
+    let load = |offset: u32| stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, offset);
+
+    let mut program = vec![
+        load(ARCH_OFFSET),
+        jeq(AUDIT_ARCH, 1, 0),
+        ret(libc::SECCOMP_RET_KILL_PROCESS),
+        load(0),
     ];
-    guarded.extend(program);
-    guarded
+    if cfg!(target_arch = "x86_64") {
+        const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+        program.push(libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: X32_SYSCALL_BIT,
+        });
+        program.push(ret(libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+    }
+    // The accumulator holds the syscall number until a block matches; a
+    // matching block always returns, so the next block needs no reload.
+    for (nr, tests, otherwise) in blocks {
+        let mut body = Vec::new();
+        for t in tests {
+            body.push(load(ARGS_OFFSET + 8 * t.arg));
+            if t.mask != !0 {
+                body.push(stmt(libc::BPF_ALU | libc::BPF_AND | libc::BPF_K, t.mask));
+            }
+            body.push(if t.equal {
+                jeq(t.value, 0, 1)
+            } else {
+                jeq(t.value, 1, 0)
+            });
+            body.push(ret(t.ret));
+        }
+        body.push(ret(*otherwise));
+        program.push(jeq(*nr as u32, 0, body.len() as u8));
+        program.extend(body);
+    }
+    program.push(ret(libc::SECCOMP_RET_ALLOW));
+    program
+}
+
+/// A command confined by landlock, seccomp and the supervisor: its argv
+/// unchanged, the prepared restrictions applied in the child before exec,
+/// in a session of its own that stopping the call kills whole.
+pub struct LandlockWrap {
+    prepared: Arc<Prepared>,
+    tmp: PathBuf,
+    /// Variables from the sandbox (the private caches).
+    env: Vec<(String, String)>,
+}
+
+impl LandlockWrap {
+    /// The wrapper applying `prepared`, with `tmp` as the command's TMPDIR
+    /// and the sandbox's `env`.
+    pub fn new(prepared: Prepared, tmp: PathBuf, env: Vec<(String, String)>) -> LandlockWrap {
+        LandlockWrap {
+            prepared: Arc::new(prepared),
+            tmp,
+            env,
+        }
+    }
+}
+
+impl std::fmt::Debug for LandlockWrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LandlockWrap")
+            .field("tmp", &self.tmp)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Wrap for LandlockWrap {
+    fn wrap(&self, argv: Vec<OsString>, _cwd: &Path) -> Result<Vec<OsString>, String> {
+        Ok(argv)
+    }
+
+    fn launch(&self) -> Result<Launch, String> {
+        let prepared = self.prepared.clone();
+        if !prepared.supervised {
+            return Ok(Launch {
+                pre_exec: Some(Arc::new(move || prepared.apply(None))),
+                started: None,
+            });
+        }
+        let (ours, theirs) = supervise::channel()
+            .map_err(|e| format!("cannot make the supervisor's channel: {e}"))?;
+        let theirs = Arc::new(theirs);
+        let child_end = theirs.clone();
+        let rules = prepared.rules.clone();
+        Ok(Launch {
+            pre_exec: Some(Arc::new(move || {
+                prepared.apply(Some(child_end.as_raw_fd()))
+            })),
+            started: Some(Box::new(move |_pid| {
+                drop(theirs);
+                let supervisor: Supervisor = supervise::start(ours, rules)?;
+                Ok(Box::new(supervisor) as crate::exec::Guard)
+            })),
+        })
+    }
+
+    fn own_session(&self) -> bool {
+        true
+    }
+
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        let mut env = vec![("TMPDIR".into(), self.tmp.clone().into_os_string())];
+        env.extend(self.env.iter().map(|(k, v)| (k.into(), v.into())));
+        env
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::TcpListener;
-    use std::os::unix::process::CommandExt;
-    use std::process::{Command, Output};
-    use std::sync::Arc;
-    use tempfile::TempDir;
-
-    fn profile(mode: Mode, writable: &[&Path], network: bool, tmp: &Path) -> Profile {
-        Profile {
-            mode,
-            writable: writable.iter().map(|p| p.to_path_buf()).collect(),
-            read_only: Vec::new(),
-            readable: vec![PathBuf::from("/")],
-            links: Vec::new(),
-            hidden: Vec::new(),
-            hide_globs: Vec::new(),
-            env: Vec::new(),
-            network,
-            tmp: tmp.to_path_buf(),
-            partial: Vec::new(),
-        }
-    }
-
-    /// Runs `program args` confined by `profile`.
-    fn run_in(profile: &Profile, program: &str, args: &[&str]) -> Output {
-        let (prepared, _, _) = prepare(profile).expect("landlock should work on this kernel");
-        run_prepared(Arc::new(prepared), program, args)
-    }
-
-    fn run_prepared(prepared: Arc<Prepared>, program: &str, args: &[&str]) -> Output {
-        let mut command = Command::new(program);
-        command.args(args);
-        // SAFETY: `apply` makes only raw syscalls.
-        unsafe { command.pre_exec(move || prepared.apply()) };
-        command.output().expect("spawn")
-    }
-
-    fn sh(profile: &Profile, script: &str) -> Output {
-        run_in(profile, "/bin/sh", &["-c", script])
-    }
-
-    fn stderr(output: &Output) -> String {
-        String::from_utf8_lossy(&output.stderr).into_owned()
-    }
-
-    /// A workspace, a folder outside it and a private temp folder.
-    struct Dirs {
-        work: TempDir,
-        outside: TempDir,
-        tmp: TempDir,
-    }
-
-    fn dirs() -> Dirs {
-        let new = || tempfile::tempdir().unwrap();
-        Dirs {
-            work: new(),
-            outside: new(),
-            tmp: new(),
-        }
-    }
-
-    fn workspace(d: &Dirs, network: bool) -> Profile {
-        profile(
-            Mode::WorkspaceWrite,
-            &[d.work.path()],
-            network,
-            d.tmp.path(),
-        )
-    }
-
-    #[test]
-    fn probe_reports_an_abi() {
-        let abi = probe().expect("landlock and seccomp should be available");
-        assert!(abi >= 1);
-    }
-
-    #[test]
-    fn writes_inside_the_writable_root_succeed() {
-        let d = dirs();
-        let file = d.work.path().join("made");
-        let out = sh(
-            &workspace(&d, false),
-            &format!("echo hi > {}", file.display()),
-        );
-        assert!(out.status.success(), "{}", stderr(&out));
-        assert_eq!(std::fs::read_to_string(file).unwrap(), "hi\n");
-    }
-
-    #[test]
-    fn writes_outside_are_denied() {
-        let d = dirs();
-        let file = d.outside.path().join("made");
-        let out = sh(
-            &workspace(&d, false),
-            &format!("echo hi > {}", file.display()),
-        );
-        assert!(!out.status.success());
-        assert!(
-            stderr(&out).contains("Permission denied"),
-            "{}",
-            stderr(&out)
-        );
-        assert!(!file.exists());
-    }
-
-    #[test]
-    fn read_only_mode_writes_only_the_temp_folder() {
-        let d = dirs();
-        let p = profile(Mode::ReadOnly, &[], false, d.tmp.path());
-        let script = format!(
-            "echo a > {}/t && echo b > {}/w",
-            d.tmp.path().display(),
-            d.work.path().display()
-        );
-        let out = sh(&p, &script);
-        assert!(!out.status.success());
-        assert!(
-            stderr(&out).contains("Permission denied"),
-            "{}",
-            stderr(&out)
-        );
-        assert!(d.tmp.path().join("t").exists());
-        assert!(!d.work.path().join("w").exists());
-    }
-
-    #[test]
-    fn temp_folder_is_writable() {
-        let d = dirs();
-        let script = format!(
-            "mkdir {0}/sub && echo x > {0}/sub/f",
-            d.tmp.path().display()
-        );
-        let out = sh(&workspace(&d, false), &script);
-        assert!(out.status.success(), "{}", stderr(&out));
-    }
-
-    #[test]
-    fn usual_devices_are_writable_other_dev_paths_are_not() {
-        let d = dirs();
-        let out = sh(
-            &workspace(&d, false),
-            "echo x > /dev/null && head -c1 /dev/zero >/dev/null",
-        );
-        assert!(out.status.success(), "{}", stderr(&out));
-        let out = sh(
-            &workspace(&d, false),
-            "echo x > /dev/shm/sluice-landlock-test",
-        );
-        assert!(!out.status.success());
-        assert!(
-            stderr(&out).contains("Permission denied"),
-            "{}",
-            stderr(&out)
-        );
-    }
-
-    #[test]
-    fn stdout_and_stderr_reopen_through_dev() {
-        let d = dirs();
-        let out = sh(
-            &workspace(&d, false),
-            "echo out > /dev/stdout; echo err > /dev/stderr",
-        );
-        assert!(out.status.success(), "{}", stderr(&out));
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
-    }
-
-    #[test]
-    fn reads_anywhere_work() {
-        let d = dirs();
-        let out = sh(&workspace(&d, false), "cat /etc/hostname");
-        assert!(out.status.success(), "{}", stderr(&out));
-        assert!(!out.stdout.is_empty());
-    }
-
-    #[test]
-    fn symlink_out_of_the_root_does_not_open_a_write() {
-        let d = dirs();
-        let link = d.work.path().join("escape");
-        std::os::unix::fs::symlink(d.outside.path(), &link).unwrap();
-        let out = sh(
-            &workspace(&d, false),
-            &format!("echo x > {}/f", link.display()),
-        );
-        assert!(!out.status.success());
-        assert!(
-            stderr(&out).contains("Permission denied"),
-            "{}",
-            stderr(&out)
-        );
-        assert!(!d.outside.path().join("f").exists());
-    }
-
-    #[test]
-    fn closed_network_refuses_inet_sockets_but_not_unix_ones() {
-        let d = dirs();
-        let p = workspace(&d, false);
-        let inet = "import socket; socket.socket(socket.AF_INET)";
-        let out = run_in(&p, "python3", &["-c", inet]);
-        assert!(!out.status.success());
-        assert!(stderr(&out).contains("PermissionError"), "{}", stderr(&out));
-        let unix = "import socket; socket.socket(socket.AF_UNIX); socket.socketpair()";
-        let out = run_in(&p, "python3", &["-c", unix]);
-        assert!(out.status.success(), "{}", stderr(&out));
-    }
-
-    fn connect_script(listener: &TcpListener) -> String {
-        let port = listener.local_addr().unwrap().port();
-        format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)")
-    }
-
-    #[test]
-    fn open_network_connects_to_loopback() {
-        let d = dirs();
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let out = run_in(
-            &workspace(&d, true),
-            "python3",
-            &["-c", &connect_script(&listener)],
-        );
-        assert!(out.status.success(), "{}", stderr(&out));
-    }
-
-    #[test]
-    fn landlock_alone_refuses_tcp_where_the_abi_can() {
-        if landlock_abi().unwrap() < 4 {
-            return; // TCP rights came with ABI 4; seccomp still closes it.
-        }
-        let d = dirs();
-        let (prepared, _, _) = prepare(&workspace(&d, false)).unwrap();
-        let ruleset_only = Prepared {
-            filter: BpfProgram::new(),
-            ..prepared
-        };
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let script = connect_script(&listener);
-        let out = run_prepared(Arc::new(ruleset_only), "python3", &["-c", &script]);
-        assert!(stderr(&out).contains("PermissionError"), "{}", stderr(&out));
-    }
-
-    #[test]
-    fn danger_full_access_writes_anywhere_but_network_stays_closed() {
-        let d = dirs();
-        let p = profile(Mode::DangerFullAccess, &[], false, d.tmp.path());
-        let file = d.outside.path().join("made");
-        let out = sh(&p, &format!("echo hi > {}", file.display()));
-        assert!(out.status.success(), "{}", stderr(&out));
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let out = run_in(&p, "python3", &["-c", &connect_script(&listener)]);
-        assert!(stderr(&out).contains("PermissionError"), "{}", stderr(&out));
-    }
-
-    #[test]
-    fn one_prepared_confines_many_children() {
-        let d = dirs();
-        let (prepared, _, _) = prepare(&workspace(&d, false)).unwrap();
-        let prepared = Arc::new(prepared);
-        for _ in 0..3 {
-            let script = format!("echo x > {}/f", d.outside.path().display());
-            let out = run_prepared(prepared.clone(), "/bin/sh", &["-c", &script]);
-            assert!(!out.status.success());
-        }
-    }
-
-    #[test]
-    fn read_only_paths_inside_a_writable_root_stay_read_only_and_the_rest_writable() {
-        let d = dirs();
-        let root = d.work.path();
-        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
-        std::fs::create_dir_all(root.join("src")).unwrap();
-        std::fs::write(root.join("top.txt"), "").unwrap();
-        std::fs::write(root.join(".git/HEAD"), "").unwrap();
-        let mut p = workspace(&d, false);
-        p.read_only = vec![root.join(".git/hooks"), root.join(".sluice")];
-        let (prepared, enforcement, _) = prepare(&p).unwrap();
-        assert_eq!(enforcement, Enforcement::Full);
-        let prepared = Arc::new(prepared);
-        let script = format!(
-            "cd {}; echo a > src/a; echo b > top.txt; echo c > .git/HEAD; echo h > .git/hooks/pre-commit; \
-             mkdir .sluice; echo n > new.txt; true",
-            root.display()
-        );
-        let out = run_prepared(prepared, "/bin/sh", &["-c", &script]);
-        assert_eq!(std::fs::read_to_string(root.join("src/a")).unwrap(), "a\n");
-        assert_eq!(
-            std::fs::read_to_string(root.join("top.txt")).unwrap(),
-            "b\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(root.join(".git/HEAD")).unwrap(),
-            "c\n"
-        );
-        assert!(
-            !root.join(".git/hooks/pre-commit").exists(),
-            "{}",
-            stderr(&out)
-        );
-        assert!(!root.join(".sluice").exists());
-        // The price: nothing new at the top of the split tree.
-        assert!(!root.join("new.txt").exists());
-    }
-
-    #[test]
-    fn read_only_outside_writable_roots_stays_full() {
-        let d = dirs();
-        let mut p = workspace(&d, false);
-        p.read_only = vec![d.outside.path().join("x")];
-        assert_eq!(prepare(&p).unwrap().1, Enforcement::Full);
-    }
-}
+mod tests;

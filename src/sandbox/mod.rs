@@ -16,6 +16,7 @@ mod derive;
 mod guard;
 mod index;
 pub mod landlock;
+mod supervise;
 
 pub use derive::{derive, widen};
 
@@ -386,11 +387,11 @@ impl Sandbox {
                     .map_err(|e| format!("cannot make the command's private temp folder: {e}"))?;
                 let (prepared, _, reasons) = landlock::prepare(&profile)?;
                 partial.extend(reasons);
-                Arc::new(LandlockWrap {
-                    prepared: Arc::new(prepared),
-                    tmp: profile.tmp.clone(),
-                    env: profile.env.clone(),
-                })
+                Arc::new(landlock::LandlockWrap::new(
+                    prepared,
+                    profile.tmp.clone(),
+                    profile.env.clone(),
+                ))
             }
         };
         let guard = (profile.mode != Mode::ReadOnly).then(|| {
@@ -597,42 +598,5 @@ impl Confined {
         nix::sys::signal::Signal::try_from(exit_code - 128)
             .ok()
             .map(|s| s.as_str().to_string())
-    }
-}
-
-/// A command confined by landlock and seccomp: its argv unchanged, the
-/// prepared restrictions applied in the child before exec.
-struct LandlockWrap {
-    prepared: std::sync::Arc<landlock::Prepared>,
-    tmp: PathBuf,
-    env: Vec<(String, String)>,
-}
-
-impl std::fmt::Debug for LandlockWrap {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LandlockWrap")
-            .field("tmp", &self.tmp)
-            .finish_non_exhaustive()
-    }
-}
-
-impl crate::exec::Wrap for LandlockWrap {
-    fn wrap(
-        &self,
-        argv: Vec<std::ffi::OsString>,
-        _cwd: &Path,
-    ) -> Result<Vec<std::ffi::OsString>, String> {
-        Ok(argv)
-    }
-
-    fn pre_exec(&self) -> Option<crate::exec::PreExec> {
-        let prepared = self.prepared.clone();
-        Some(std::sync::Arc::new(move || prepared.apply()))
-    }
-
-    fn env(&self) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-        let mut env = vec![("TMPDIR".into(), self.tmp.clone().into_os_string())];
-        env.extend(self.env.iter().map(|(k, v)| (k.into(), v.into())));
-        env
     }
 }
