@@ -133,7 +133,22 @@ fn keys_credentials_shadow_and_env_files_cannot_be_read_and_never_reach_the_reco
             "{runner}: {text}"
         );
         assert!(text.contains("/etc/passwd: root:"), "{runner}: {text}");
-        assert_eq!(out["sandbox"]["enforcement"], "full", "{runner}: {out}");
+        // Nothing was past the search's bounds: landlock's result is
+        // partial for its own standing gaps alone.
+        let reasons = out["sandbox"]["partial"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        match runner.as_str() {
+            "bwrap" => assert_eq!(out["sandbox"]["enforcement"], "full", "{runner}: {out}"),
+            _ => assert!(
+                !reasons.is_empty()
+                    && reasons
+                        .iter()
+                        .all(|r| r.as_str().unwrap().starts_with("landlock ")),
+                "{runner}: {out}"
+            ),
+        }
     }
 }
 
@@ -190,10 +205,12 @@ fn only_what_the_policy_opens_is_visible_and_toolchains_still_run() {
         let h = home.display();
         let program = format!(
             "import os, subprocess\n\
-             print('home:', sorted(os.listdir('{h}')))\n\
-             print('cargo:', sorted(os.listdir('{h}/.cargo')))\n\
+             def ls(p):\n    try:\n        return sorted(os.listdir(p))\n    except OSError as e:\n        return e.errno\n\
+             print('home:', ls('{h}'))\n\
+             print('cargo:', ls('{h}/.cargo'))\n\
              print('tool:', subprocess.run(['{h}/.cargo/bin/hello-tool'], capture_output=True, text=True).stdout.strip())\n\
-             for p in ['/var/lib/dpkg/status', '/root', '/home', '/srv', '/boot']:\n    print(p, os.path.exists(p) and os.access(p, os.R_OK) and (os.path.isfile(p) or bool(os.listdir(p))))\n"
+             def readable(p):\n    try:\n        return bool(os.listdir(p)) if os.path.isdir(p) else bool(open(p, 'rb').read(1))\n    except OSError:\n        return False\n\
+             for p in ['/var/lib/dpkg/status', '/root', '/home', '/srv', '/boot']:\n    print(p, readable(p))\n"
         );
         let (out, _) = run_python(&ws, &runner, &[], &home, &[], &program);
         let text = out["stdout"]
@@ -201,7 +218,7 @@ fn only_what_the_policy_opens_is_visible_and_toolchains_still_run() {
             .unwrap_or_else(|| panic!("{runner}: {out}"));
         // Under the fake home only the toolchain folder is opened; under
         // landlock the folder itself is there, unreadable.
-        assert!(text.contains("tool: tool-ran"), "{runner}: {text}");
+        assert!(text.contains("tool: tool-ran"), "{runner}: {out}");
         assert!(
             text.contains("cargo: ['bin']") || runner == "landlock",
             "{runner}: {text}"
@@ -225,6 +242,9 @@ fn an_env_file_a_command_makes_is_hidden_from_the_next_command() {
         let ws = workspace();
         let home = fake_home(&ws);
         need_bwrap();
+        // `a` is there before: under landlock nothing new can be made at
+        // the top of the workspace, which holds the hidden `.sluice`.
+        std::fs::create_dir_all(ws.file("a")).unwrap();
         // Python makes the file: the kernel refuses a redirection to a
         // .env, but cannot see into a script.
         let script = r#"
@@ -232,7 +252,7 @@ local function run(input)
   local r, e = sluice.bash(input)
   return (r and r.stdout or tostring(e)):gsub("\n", " ")
 end
-local make = "import os\nos.makedirs('a/b')\nopen('a/b/.env', 'w').write('NEW-ENV-SECRET')\nprint(open('a/b/.env').read())\n"
+local make = "import os\nos.makedirs('a/b', exist_ok=True)\nopen('a/b/.env', 'w').write('NEW-ENV-SECRET')\nprint(open('a/b/.env').read())\n"
 print("made: " .. run{script = make, interpreter = "python3"})
 print("next: " .. run{command = "cat a/b/.env; echo end"})
 "#;

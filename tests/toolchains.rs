@@ -2,6 +2,9 @@
 //! local wheel installed by pip, a cargo build of a crate with a vendored
 //! dependency, an npm install of a local tarball, pytest. Each tool writes
 //! its caches to the workspace's private ones, never to the user's.
+//! Each works in a project folder of the workspace: under landlock nothing
+//! new can be made at the top of the workspace, which holds the hidden
+//! `.sluice` (README, "Confined commands").
 
 mod common;
 
@@ -93,19 +96,20 @@ fn a_venv_takes_a_local_wheel_from_pip_and_pytest_runs_with_the_users_caches_unt
     for runner in runners() {
         let ws = workspace();
         let before = user_caches();
-        wheel(ws.path());
+        std::fs::create_dir_all(ws.file("proj")).unwrap();
+        wheel(&ws.file("proj"));
         let out = run(
             &ws,
             &runner,
-            "python3 -m venv venv && venv/bin/pip install --no-index -q ./hello-0.1-py3-none-any.whl \
+            "cd proj && python3 -m venv venv && venv/bin/pip install --no-index -q ./hello-0.1-py3-none-any.whl \
              && venv/bin/python -c 'import hello; print(hello.greet())'",
         );
         assert_eq!(ok(&runner, "pip", &out), "hello from a wheel\n");
         put(
-            &ws.file("tests/test_math.py"),
+            &ws.file("proj/tests/test_math.py"),
             "def test_adds():\n    assert 1 + 1 == 2\n",
         );
-        let out = run(&ws, &runner, "pytest-3 -q -p no:cacheprovider tests");
+        let out = run(&ws, &runner, "cd proj && pytest-3 -q tests");
         assert!(
             ok(&runner, "pytest", &out).contains("1 passed"),
             "{runner}: {out}"
@@ -178,9 +182,10 @@ fn npm_installs_a_local_tarball_with_its_cache_and_logs_kept_private() {
             &lib.join("index.js"),
             "module.exports = () => 'hello from npm';\n",
         );
+        std::fs::create_dir_all(ws.file("app")).unwrap();
         let packed = std::process::Command::new("npm")
             .args(["pack", "--silent", "--pack-destination"])
-            .arg(ws.path())
+            .arg(ws.file("app"))
             .current_dir(&lib)
             .env("npm_config_cache", lib.join(".npm-cache"))
             .output()
@@ -191,13 +196,13 @@ fn npm_installs_a_local_tarball_with_its_cache_and_logs_kept_private() {
             String::from_utf8_lossy(&packed.stderr)
         );
         put(
-            &ws.file("package.json"),
+            &ws.file("app/package.json"),
             "{\"name\": \"app\", \"version\": \"1.0.0\"}\n",
         );
         let out = run(
             &ws,
             &runner,
-            "npm install ./hello-npm-1.0.0.tgz --offline --no-audit --no-fund -q && node -e \"console.log(require('hello-npm')())\"",
+            "cd app && npm install ./hello-npm-1.0.0.tgz --offline --no-audit --no-fund -q && node -e \"console.log(require('hello-npm')())\"",
         );
         assert!(
             ok(&runner, "npm", &out).ends_with("hello from npm\n"),

@@ -108,6 +108,38 @@ pub fn probe() -> Result<u32, String> {
     Ok(abi)
 }
 
+/// Variables that keep git working where its configuration exists but the
+/// command may not read it: git stops at a configuration file it cannot
+/// open (EACCES), where under bubblewrap the file is simply not there. The
+/// global file then becomes the readable one of the two, or none; the
+/// system file is skipped.
+pub fn git_config_env(profile: &Profile) -> Vec<(String, String)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let globals: Vec<PathBuf> = [
+        home.map(|h| h.join(".gitconfig")),
+        config.map(|c| c.join("git/config")),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|p| p.exists())
+    .collect();
+    let readable = |p: &Path| profile.sees(p) && !profile.hidden.iter().any(|h| p.starts_with(h));
+    let mut env = Vec::new();
+    if globals.iter().any(|p| !readable(p)) {
+        let kept = globals.iter().find(|p| readable(p));
+        let kept = kept.map_or("/dev/null".into(), |p| p.display().to_string());
+        env.push(("GIT_CONFIG_GLOBAL".into(), kept));
+    }
+    let system = Path::new("/etc/gitconfig");
+    if system.exists() && !readable(system) {
+        env.push(("GIT_CONFIG_NOSYSTEM".into(), "1".into()));
+    }
+    env
+}
+
 /// Builds what [`Prepared::apply`] enforces for `profile`. The reasons are
 /// this runner's own (the profile's `partial` ones come on top); the
 /// enforcement accounts for both. Fails (so the caller refuses the call)

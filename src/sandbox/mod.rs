@@ -365,7 +365,9 @@ impl Sandbox {
             }
         }
         profile.env = caches.map(|c| c.env()).unwrap_or_default();
-        let guarded = profile.read_only.iter().any(|p| p.exists()) || !profile.hidden.is_empty();
+        let guarded = profile.read_only.iter().any(|p| p.exists())
+            || !profile.hidden.is_empty()
+            || !profile.readable.iter().any(|r| r == Path::new("/"));
         if profile.mode == Mode::DangerFullAccess && profile.network && !guarded {
             return Ok(None);
         }
@@ -387,10 +389,12 @@ impl Sandbox {
                     .map_err(|e| format!("cannot make the command's private temp folder: {e}"))?;
                 let (prepared, _, reasons) = landlock::prepare(&profile)?;
                 partial.extend(reasons);
+                let mut env = profile.env.clone();
+                env.extend(landlock::git_config_env(&profile));
                 Arc::new(landlock::LandlockWrap::new(
                     prepared,
                     profile.tmp.clone(),
-                    profile.env.clone(),
+                    env,
                 ))
             }
         };
