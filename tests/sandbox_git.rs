@@ -260,13 +260,17 @@ fn chain_is_live(setup: impl Fn(&Path), plant: &str, status_in: &str) {
     );
 }
 
+/// A git chain: its name, how the workspace starts, the Python a command
+/// runs, the folder the user later runs `git status` in.
+type Chain = (&'static str, fn(&Path), String, &'static str);
+
 #[test]
 fn no_command_leaves_a_git_setup_that_runs_code_in_the_users_next_git_status() {
     need_tools();
     // Each chain: how the workspace starts, the Python a command runs (in
     // the workspace, MARKER naming a file there), and the folder the user
     // later runs `git status` in.
-    let chains: [(&str, fn(&Path), String, &str); 4] = [
+    let chains: [Chain; 4] = [
         (
             "commondir",
             |d| init(d),

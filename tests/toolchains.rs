@@ -29,9 +29,11 @@ fn put(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
-/// Every file under `dir` with its modification time: what the user's
-/// cache held.
-fn state(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>)> {
+/// Every file under a folder with its modification time.
+type State = Vec<(PathBuf, Option<SystemTime>)>;
+
+/// What the user's cache at `dir` holds.
+fn state(dir: &Path) -> State {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -51,7 +53,7 @@ fn state(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>)> {
 }
 
 /// The user's own caches of pip and npm, and what they hold now.
-fn user_caches() -> Vec<(PathBuf, Vec<(PathBuf, Option<SystemTime>)>)> {
+fn user_caches() -> Vec<(PathBuf, State)> {
     let home = PathBuf::from(std::env::var("HOME").unwrap());
     [home.join(".cache/pip"), home.join(".npm")]
         .into_iter()

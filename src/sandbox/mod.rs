@@ -367,7 +367,7 @@ impl Sandbox {
         profile.env = caches.map(|c| c.env()).unwrap_or_default();
         let guarded = profile.read_only.iter().any(|p| p.exists())
             || !profile.hidden.is_empty()
-            || !profile.readable.iter().any(|r| r == Path::new("/"));
+            || !profile.sees(Path::new("/"));
         if profile.mode == Mode::DangerFullAccess && profile.network && !guarded {
             return Ok(None);
         }

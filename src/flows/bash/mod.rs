@@ -110,7 +110,8 @@ pub struct Started {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum Output {
-    Finished(Finished),
+    // Boxed: the sandbox facts make a finished result many times a job handle.
+    Finished(Box<Finished>),
     Started(Started),
 }
 
@@ -471,7 +472,7 @@ impl Bash {
             } else {
                 127
             };
-            return Ok(Output::Finished(Finished {
+            return Ok(Output::Finished(Box::new(Finished {
                 exit_code: code,
                 stdout: String::new(),
                 stderr: format!("sluice: {}\n", f.message),
@@ -484,7 +485,7 @@ impl Bash {
                 stderr_spill_path: None,
                 invalid_probe: Some(probe),
                 sandbox: None,
-            }));
+            })));
         }
         let stdout = bounded(&out.stdout);
         let stderr = bounded(&out.stderr);
@@ -521,7 +522,7 @@ impl Bash {
             }
             _ => None,
         };
-        Ok(Output::Finished(Finished {
+        Ok(Output::Finished(Box::new(Finished {
             exit_code,
             stdout_truncated: stdout.truncated,
             stderr_truncated: stderr.truncated,
@@ -534,7 +535,7 @@ impl Bash {
             stderr_spill_path: spill_path(&out.stderr),
             invalid_probe,
             sandbox,
-        }))
+        })))
     }
 
     /// The `timeout` error keeps everything the command printed.
