@@ -22,6 +22,7 @@
 //! parent is multi-threaded, so between fork and exec the child may only
 //! make raw syscalls: [`Prepared::apply`] does exactly that.
 
+use super::caps;
 use super::supervise::{self, Rules, Supervisor};
 use super::{Enforcement, Mode, Profile};
 use crate::exec::{Launch, Wrap};
@@ -186,7 +187,7 @@ pub fn prepare(profile: &Profile) -> Result<(Prepared, Enforcement, Vec<String>)
         ruleset,
         filter,
         supervised: true,
-        drop_bounding: has_capability(CAP_SETPCAP),
+        drop_bounding: caps::has(CAP_SETPCAP),
         last_cap: last_capability(),
         rules,
     };
@@ -321,48 +322,12 @@ impl Prepared {
         if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
             return Err(io::Error::last_os_error());
         }
-        let header = CapHeader {
-            version: CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let data = [CapData::default(); 2];
-        // SAFETY: header and data are live, correctly laid out (version 3
-        // takes two data words); the kernel only reads them.
-        check(unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) })
+        caps::set(&[caps::Data::default(); 2])
     }
 }
 
-/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets in two data words.
-const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+/// Needed to empty the bounding set.
 const CAP_SETPCAP: u32 = 8;
-
-/// `struct __user_cap_header_struct`.
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-/// `struct __user_cap_data_struct`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-/// Whether this thread has `cap` in its effective set.
-fn has_capability(cap: u32) -> bool {
-    let mut header = CapHeader {
-        version: CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: the kernel writes two data words into `data`.
-    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
-    rc == 0 && data[(cap / 32) as usize].effective & (1 << (cap % 32)) != 0
-}
 
 /// The highest capability number this kernel knows (`cap_last_cap`).
 fn last_capability() -> u32 {

@@ -12,6 +12,7 @@
 
 pub mod bwrap;
 mod caches;
+mod caps;
 mod derive;
 mod guard;
 mod index;

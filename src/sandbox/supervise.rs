@@ -38,6 +38,7 @@
 //! thread polling in short slices), so stopping it is prompt; when it is
 //! gone the kernel fails the command's supervised calls with ENOSYS.
 
+use super::caps;
 use nix::libc;
 use std::ffi::{CStr, CString};
 use std::io;
@@ -301,44 +302,17 @@ impl Drop for Supervisor {
     }
 }
 
-/// `struct __user_cap_header_struct` and `__user_cap_data_struct`.
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
 /// Lowers this thread's effective capabilities (credentials are per thread
 /// in Linux) to CAP_SYS_PTRACE alone, if it had it: what the supervisor does
 /// for the command, the kernel then checks as it would for the command
 /// (which has none), except reading its memory and fds.
 fn lower_capabilities() -> io::Result<()> {
     const CAP_SYS_PTRACE: u32 = 19;
-    let mut header = CapHeader {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: the kernel writes two data words.
-    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let mut data = caps::get()?;
     let keep = data[0].effective & (1 << CAP_SYS_PTRACE);
     data[0].effective = keep;
     data[1].effective = 0;
-    // SAFETY: the kernel reads the header and two data words.
-    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    caps::set(&data)
 }
 
 /// A call's answer: the return value, or an errno. `None`: no answer (the
