@@ -12,6 +12,9 @@
 //!   of the `sluice` process) under 64 MiB. A third side, the command piped
 //!   through `cat` to /dev/null, is the floor any pipe reader pays.
 //!
+//! Both run under `--policy unconfined --no-audit`: the commands run without
+//! a sandbox, whose cost `sandbox-true` measures against bare bubblewrap.
+//!
 //! Not a criterion bench: each sample is a process tree of a second or more.
 
 mod support;
@@ -24,9 +27,13 @@ const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 const CALLS: usize = 500;
 const GIB: u64 = 1 << 30;
 
+/// `sluice run` of `script` with nothing to confine or record, so that
+/// what is timed is the process flow itself: confinement has its own bench
+/// against bare bubblewrap (sandbox.rs), the record its own (audit.rs).
 fn sluice_run(script: &Path, ws: &Path) -> Command {
     let mut c = Command::new(SLUICE);
     c.arg("run").arg(script).arg("--workspace").arg(ws);
+    c.args(["--policy", "unconfined", "--no-audit"]);
     c
 }
 
