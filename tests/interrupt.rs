@@ -316,7 +316,7 @@ fn the_first_signal_ends_a_run_busy_in_policy_decisions() {
         &ws,
         "slow.lua",
         "local p = require(\"sluice.policy\")\nreturn { rules = { p.allow \"fs:read:${workspace}/**\" },\n  \
-         decide = function(req) for i = 1, 1000000 do local s = (\"x\"):rep(15000000) end end }\n",
+         decide = function(req) for i = 1, 1000000 do local s = (\"x\"):rep(1500000) end end }\n",
     );
     let s = stop_in(
         ws,
