@@ -162,6 +162,13 @@ fn plan(profile: &Profile, visible: &[PathBuf]) -> Vec<(PathBuf, Op)> {
     ops.extend(profile.hidden.iter().map(|p| (p.clone(), Op::Hidden)));
     ops.sort();
     ops.dedup();
+    // A tree both visible and writable needs only its writable bind.
+    let writable: Vec<PathBuf> = ops
+        .iter()
+        .filter(|(_, op)| *op == Op::Writable)
+        .map(|(p, _)| p.clone())
+        .collect();
+    ops.retain(|(p, op)| *op != Op::Visible || !writable.contains(p));
     ops
 }
 
