@@ -32,11 +32,7 @@ fn git(dir: &Path, args: &[&str]) -> std::process::Output {
 fn init(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
     let out = git(dir, &["init", "-q"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
 }
 
 /// A policy that grants the whole workspace, `.git` included: git's
@@ -247,11 +243,7 @@ fn chain_is_live(setup: impl Fn(&Path), plant: &str, status_in: &str) {
         .current_dir(&dir)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     let marker = dir.join("MARKER");
     let _ = git(&dir.join(status_in), &["status"]);
     assert!(

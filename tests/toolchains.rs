@@ -84,11 +84,7 @@ fn wheel(dir: &Path) -> PathBuf {
         .args(["-c", &program])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
     path
 }
 
@@ -192,11 +188,7 @@ fn npm_installs_a_local_tarball_with_its_cache_and_logs_kept_private() {
             .env("npm_config_cache", lib.join(".npm-cache"))
             .output()
             .unwrap();
-        assert!(
-            packed.status.success(),
-            "{}",
-            String::from_utf8_lossy(&packed.stderr)
-        );
+        assert_ran(&packed);
         put(
             &ws.file("app/package.json"),
             "{\"name\": \"app\", \"version\": \"1.0.0\"}\n",

@@ -523,3 +523,13 @@ pub fn outside_tmp(ws: &Workspace, name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Asserts that a helper command the test ran itself succeeded, showing
+/// its stderr when it did not.
+pub fn assert_ran(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
