@@ -427,20 +427,12 @@ impl Sandbox {
     /// repositories whose control files stay read-only; returns every
     /// repository found.
     fn expand(&self, profile: &mut Profile, roots: &[PathBuf]) -> Vec<PathBuf> {
-        let found = {
-            let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-            index.scan(roots, &profile.hide_globs, &profile.hidden)
-        };
-        if let Some(why) = &found.incomplete {
-            profile.partial.push(format!(
-                "{why}; deny globs and new repositories may go unseen there"
-            ));
-        }
-        let mut hidden = std::mem::take(&mut profile.hidden);
-        hidden.extend(found.hidden);
-        profile.hidden = outermost(hidden);
-        profile.read_only.extend(found.kept);
-        for repo in &found.repos {
+        let repos = self.scan_into(
+            profile,
+            roots,
+            "deny globs and new repositories may go unseen there",
+        );
+        for repo in &repos {
             if !profile.writable.iter().any(|w| repo.starts_with(w)) {
                 continue;
             }
@@ -451,40 +443,44 @@ impl Sandbox {
             }
         }
         profile.read_only = outermost(std::mem::take(&mut profile.read_only));
-        found.repos
+        repos
     }
-}
 
-impl Sandbox {
     /// Hides what a deny glob rooted in a folder of its own matches there,
     /// when that folder is visible outside the workspace trees
     /// (`/etc/ssh/ssh_host_*_key`). An unanchored glob (`**/.env`) is
     /// expanded in the workspace trees alone.
     fn expand_elsewhere(&self, profile: &mut Profile, roots: &[PathBuf]) {
-        let mut folders: Vec<PathBuf> = profile
+        let folders: Vec<PathBuf> = profile
             .hide_globs
             .iter()
             .filter_map(|g| g.fs_folder().map(PathBuf::from))
             .filter(|f| profile.sees(f) && !roots.iter().any(|r| f.starts_with(r)))
             .collect();
-        folders = outermost(folders);
-        if folders.is_empty() {
-            return;
+        let folders = outermost(folders);
+        if !folders.is_empty() {
+            self.scan_into(profile, &folders, "deny globs may go unseen there");
         }
+    }
+
+    /// Scans `roots` with the run's index and adds to `profile` what its
+    /// deny globs hide there and what stays read-only; a scan cut short by
+    /// its bounds is noted in `partial`, with `unseen` saying what that
+    /// leaves out. Returns the repositories found.
+    fn scan_into(&self, profile: &mut Profile, roots: &[PathBuf], unseen: &str) -> Vec<PathBuf> {
         let found = {
             let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-            index.scan(&folders, &profile.hide_globs, &profile.hidden)
+            index.scan(roots, &profile.hide_globs, &profile.hidden)
         };
         if let Some(why) = &found.incomplete {
-            profile
-                .partial
-                .push(format!("{why}; deny globs may go unseen there"));
+            profile.partial.push(format!("{why}; {unseen}"));
         }
         let mut hidden = std::mem::take(&mut profile.hidden);
         hidden.extend(found.hidden);
         profile.hidden = outermost(hidden);
         profile.read_only.extend(found.kept);
         profile.read_only = outermost(std::mem::take(&mut profile.read_only));
+        found.repos
     }
 }
 

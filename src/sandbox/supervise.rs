@@ -157,6 +157,19 @@ pub(crate) fn channel() -> io::Result<(OwnedFd, OwnedFd)> {
 #[repr(C, align(8))]
 struct FdMessage([u8; 24]);
 
+/// A message of the one byte `iov` points at, with room in `control` for
+/// one fd (CMSG_SPACE(4) = 24 on 64-bit). No allocation: the child builds
+/// one between fork and exec.
+fn message(iov: &mut libc::iovec, control: &mut FdMessage) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len() as _;
+    msg
+}
+
 /// Sends `listener` over `channel` (SCM_RIGHTS). Runs in the child between
 /// fork and exec: raw syscalls on stack memory only.
 pub(crate) fn send_listener(channel: RawFd, listener: RawFd) -> io::Result<()> {
@@ -166,13 +179,7 @@ pub(crate) fn send_listener(channel: RawFd, listener: RawFd) -> io::Result<()> {
         iov_len: 1,
     };
     let mut control = FdMessage([0; 24]);
-    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.0.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE is arithmetic.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(4) } as _;
+    let msg = message(&mut iov, &mut control);
     // SAFETY: `msg` describes `control`, big enough for one header and one
     // fd (CMSG_SPACE(4) = 24 on 64-bit); the macros only compute pointers
     // into it, and the writes stay inside it.
@@ -200,12 +207,7 @@ fn receive_listener(channel: &OwnedFd) -> io::Result<OwnedFd> {
         iov_len: 1,
     };
     let mut control = FdMessage([0; 24]);
-    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.0.as_mut_ptr().cast();
-    msg.msg_controllen = control.0.len() as _;
+    let mut msg = message(&mut iov, &mut control);
     // SAFETY: every pointer in `msg` is live for the call.
     let n = unsafe {
         libc::recvmsg(
