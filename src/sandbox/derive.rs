@@ -121,11 +121,7 @@ fn visible(view: &StaticView, workspace: &Path, profile: &mut Profile) {
         }
     }
     readable.extend(open_files(view));
-    readable.sort();
-    readable.dedup();
-    let copy = readable.clone();
-    readable.retain(|p| !copy.iter().any(|o| o != p && p.starts_with(o)));
-    profile.readable = readable;
+    profile.readable = super::outermost(readable);
 }
 
 /// The folders an allow rule opens whole for `action` (the workspace, and

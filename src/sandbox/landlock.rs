@@ -24,7 +24,7 @@
 
 use super::caps;
 use super::supervise::{self, Rules, Supervisor};
-use super::{Enforcement, Mode, Profile};
+use super::{outermost, Enforcement, Mode, Profile};
 use crate::exec::{Launch, Wrap};
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
@@ -516,15 +516,6 @@ fn split(dir: &Path, leave: &[PathBuf], out: &mut Vec<(PathBuf, bool)>, listed: 
             out.push((path, false));
         }
     }
-}
-
-/// `paths` without those inside another of them.
-fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
-    paths.sort();
-    paths.dedup();
-    let all = paths.clone();
-    paths.retain(|p| !all.iter().any(|o| o != p && p.starts_with(o)));
-    paths
 }
 
 /// Every tree the command may write: the whole filesystem when files are
