@@ -366,9 +366,9 @@ impl Sandbox {
             }
         }
         profile.env = caches.map(|c| c.env()).unwrap_or_default();
-        let guarded = profile.read_only.iter().any(|p| p.exists())
-            || !profile.hidden.is_empty()
-            || !profile.sees(Path::new("/"));
+        // With every file writable everything is visible too (derive), so
+        // only what stays read-only or hidden needs a sandbox then.
+        let guarded = profile.read_only.iter().any(|p| p.exists()) || !profile.hidden.is_empty();
         if profile.mode == Mode::DangerFullAccess && profile.network && !guarded {
             return Ok(None);
         }
