@@ -114,9 +114,11 @@ fn visible(view: &StaticView, workspace: &Path, profile: &mut Profile) {
         .map(|(dir, _)| dir)
         .collect();
     for given in candidates(view, Action::FsRead, workspace) {
-        let link = std::fs::symlink_metadata(&given).is_ok_and(|m| m.is_symlink());
+        if !std::fs::symlink_metadata(&given).is_ok_and(|m| m.is_symlink()) {
+            continue;
+        }
         let target = std::fs::canonicalize(&given);
-        if link && target.is_ok_and(|t| readable.iter().any(|r| t.starts_with(r))) {
+        if target.is_ok_and(|t| readable.iter().any(|r| t.starts_with(r))) {
             profile.links.push(given);
         }
     }
