@@ -3,7 +3,7 @@
 //! same tree of real pages: every `.html` file of Debian's python3.11-doc
 //! (/usr/share/doc/python3.11/html, about 530 Sphinx pages, 50 MB).
 //!
-//! - `html-markdown`: `sluice::net::html::to_markdown` of every page (with
+//! - `html-markdown`: `sluice::internals::html::to_markdown` of every page (with
 //!   the page's own file URL as base, as `webfetch` passes the response URL),
 //!   against `node scripts/bench-turndown/convert.js`, turndown with
 //!   `headingStyle: 'atx'` and `codeBlockStyle: 'fenced'`. Each side reads
@@ -22,7 +22,7 @@
 
 mod support;
 
-use sluice::net::html::to_markdown;
+use sluice::internals::html::to_markdown;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -15,11 +15,11 @@
 
 use criterion::{black_box, Criterion};
 use serde_json::json;
-use sluice::flows::Tier;
-use sluice::kernel::pattern::Vars;
-use sluice::kernel::policy::{shipped, Policy, Request, Source};
-use sluice::kernel::{Action, Capability, Kernel};
+use sluice::internals::kernel::pattern::Vars;
+use sluice::internals::kernel::policy::{shipped, Policy, Request, Source};
+use sluice::internals::kernel::{Action, Capability, Kernel};
 use sluice::Runtime;
+use sluice::Tier;
 use std::fs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

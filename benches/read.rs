@@ -43,7 +43,7 @@ const SMALL_NAME: &str = "small.txt";
 const SMALL_BYTES: usize = 4 * 1024;
 const SMALL_LINE: usize = 64;
 const LARGE_NAME: &str = "large.txt";
-/// Exactly the largest file `read` accepts (`sluice::fsops::MAX_FILE_BYTES`).
+/// Exactly the largest file `read` accepts (`sluice::internals::read::MAX_FILE_BYTES`).
 const LARGE_BYTES: usize = 64 * 1024 * 1024;
 const LARGE_LINE: usize = 80;
 
@@ -132,7 +132,7 @@ impl Fixture {
                 assert_eq!(read_to_string(path).len(), SMALL_BYTES);
                 assert_eq!((end, content + 1), (total, SMALL_BYTES), "{name}: whole");
             } else {
-                let page = sluice::flows::read::PAGE_BYTES;
+                let page = sluice::internals::read::PAGE_BYTES;
                 assert!(end < total && content <= page, "{name}: one page");
             }
         }

@@ -23,10 +23,10 @@ mod peers;
 mod support;
 
 use peers::codex_binary;
-use sluice::kernel::pattern::Vars;
-use sluice::kernel::policy::{shipped, Policy};
-use sluice::kernel::Kernel;
-use sluice::sandbox::{Choice, Sandbox};
+use sluice::internals::kernel::pattern::Vars;
+use sluice::internals::kernel::policy::{shipped, Policy};
+use sluice::internals::kernel::Kernel;
+use sluice::internals::sandbox::{Choice, Sandbox};
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
@@ -53,11 +53,11 @@ fn quote(word: &str) -> String {
 }
 
 /// What the default policy gives a command run in `ws`.
-fn default_profile(ws: &Path) -> sluice::sandbox::Profile {
+fn default_profile(ws: &Path) -> sluice::internals::sandbox::Profile {
     let vars = Vars::new(ws.to_path_buf());
     let policy = Policy::load(shipped("default").unwrap(), vars.clone());
     let kernel = Kernel::new(vec![policy], Vec::new(), vars);
-    kernel.with_static(|view| sluice::sandbox::derive(view, ws))
+    kernel.with_static(|view| sluice::internals::sandbox::derive(view, ws))
 }
 
 /// The bwrap command line sluice runs for `sh -c true` in `ws` under the
@@ -162,7 +162,10 @@ fn sandbox_env() {
     let started = std::time::Instant::now();
     let confined = sandbox.confine(profile.clone(), &big).unwrap().unwrap();
     let cold = started.elapsed();
-    assert_eq!(confined.enforcement, sluice::sandbox::Enforcement::Full);
+    assert_eq!(
+        confined.enforcement,
+        sluice::internals::sandbox::Enforcement::Full
+    );
     let mut warm: Vec<std::time::Duration> = (0..21)
         .map(|_| {
             let p = profile.clone();

@@ -1,5 +1,6 @@
 //! sluice: a runtime for agent workflows written in Lua. Every tool call (a
-//! "flow") passes one door: decode, validate, envelope, authorize, execute.
+//! "flow") passes one door: decode, validate, envelope, authorize, route,
+//! record, execute. ARCHITECTURE.md draws the layers and the door.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -8,19 +9,81 @@
 //! println!("{}", page["content"]);
 //! # Ok(()) }
 //! ```
+//!
+//! The public surface is what an embedder needs: the [`Runtime`] and its
+//! [`RuntimeBuilder`], the errors, the [`manifest`], the audit reader
+//! ([`record`]) and the types the builder takes. Flows, the kernel and the
+//! pipeline are private, so nothing outside the crate can run a flow
+//! without the pipeline authorizing and recording it:
+//!
+//! ```compile_fail
+//! // The flows are not reachable from outside the crate.
+//! let flows = sluice::flows::Registry::standard();
+//! ```
+//!
+//! ```compile_fail
+//! // Nor is the pipeline's core, whose door is the only way to a flow.
+//! let core: sluice::pipeline::Core = todo!();
+//! ```
+#![cfg_attr(not(feature = "internals"), warn(missing_docs))]
 
-pub mod audit;
-pub mod cli;
-pub mod credentials;
-pub mod error;
-pub mod exec;
-pub mod flows;
-pub mod fsops;
-pub mod kernel;
-pub mod net;
-pub mod pipeline;
-pub mod runtime;
-pub mod sandbox;
+// Layers from the bottom up (ARCHITECTURE.md; `scripts/layers` checks that
+// no module imports from a layer above its own).
+mod call;
+mod digest;
+mod error;
+mod interrupt;
+mod luastate;
 
+mod credentials;
+mod exec;
+mod fsops;
+
+mod audit;
+
+mod kernel;
+
+mod net;
+mod sandbox;
+
+mod flows;
+
+mod pipeline;
+
+mod runtime;
+
+mod cli;
+
+#[cfg(feature = "internals")]
+pub mod internals;
+
+pub use call::Tier;
+pub use cli::main as cli_main;
 pub use error::{ErrorCode, FlowError, FlowResult};
-pub use runtime::{Runtime, RuntimeBuilder, ScriptError};
+pub use net::dns::{Dns, Lookup};
+pub use runtime::{Closer, Runtime, RuntimeBuilder, ScriptError};
+pub use sandbox::Choice as SandboxChoice;
+
+/// The manifest of every flow sluice ships: name, description, tier,
+/// capabilities, whether a read-only seat sees it, and its input schema, as
+/// `sluice flows --json` prints it.
+pub fn manifest() -> serde_json::Value {
+    flows::Registry::standard().manifest()
+}
+
+/// Where a run's policies come from and who answers their asks.
+pub mod policy {
+    pub use crate::kernel::approval::Prompt;
+    pub use crate::kernel::policy::Source;
+}
+
+/// The audit reader: a run's record, loaded to replay or resume it.
+pub mod record {
+    pub use crate::audit::replay::{Mode, Record};
+    pub use crate::audit::store::{open_existing, SCHEMA_VERSION};
+}
+
+/// Background jobs a run started (`bash{background = true}`).
+pub mod jobs {
+    pub use crate::exec::job::{Job, Snapshot, Status};
+}

@@ -1,179 +1,108 @@
 //! The one door: every flow call, from Lua, from Rust, from replay and
 //! later the MCP server, passes through [`Core::call`], in the order
-//! DESIGN.md fixes. Nothing reaches a file, a process or the network another
-//! way, and every call is recorded when the run has an audit record.
+//! ARCHITECTURE.md draws. Nothing reaches a file, a process or the network
+//! another way: a flow runs only with the [`Authorized`] proof step 4 makes,
+//! and every call is recorded when the run has an audit record. Job
+//! operations (`job:read()`, `:wait()`, `:kill()`, a status look) pass the
+//! same record/replay step ([`Core::job_step`]).
 
-use crate::audit::recorder::{CallRow, Decision, Outcome, Recorder};
-use crate::audit::replay::Answer;
-use crate::audit::session::{Decisions, Session};
+use crate::audit::recorder::{CallRow, Outcome, Recorder};
+use crate::audit::session::{Begin, Decisions, Session};
+use crate::call::{Action, Capability, Envelope, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::flows::{Context, Envelope, Registry, Tier};
-use crate::kernel::approval::Approver;
-use crate::kernel::policy::{Decision as Verdict, Request};
-use crate::kernel::{denied, Action, Capability, Kernel};
+use crate::exec::job::Job;
+use crate::flows::{Context, Registry};
+use crate::kernel::denied;
+use crate::kernel::gate::{Authority, Authorized, CallGate, Caller, Gate};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
-use std::fmt;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The task a call comes from when the caller is not a Lua coroutine (Rust,
 /// the main chunk).
 pub const MAIN_TASK: &str = "0";
 
-/// What every call of one run shares: the flows, the gate, and the context.
+/// What every call of one run shares: the flows, the gate, the context and
+/// the record. Its fields are private: a call goes through [`Core::call`].
 pub struct Core {
-    pub registry: Registry,
-    pub gate: Rc<Gate>,
-    pub ctx: Context,
-    /// Calls made so far in the run; numbers each call.
-    pub calls: Cell<u64>,
-    /// The record and the replay of the run.
-    pub audit: Session,
-}
-
-/// The kernel and whoever answers its asks: what authorizes a capability.
-pub struct Gate {
-    pub kernel: Kernel,
-    pub approver: Approver,
-}
-
-impl Gate {
-    /// Allow passes; deny is `permission_denied`; an ask goes to the
-    /// approver (`permission_required` when nobody answers). The decision
-    /// goes to `sink` when the call is recorded.
-    pub fn check(&self, req: &Request, sink: Option<&Decisions>) -> FlowResult<()> {
-        let verdict = self.kernel.decide(req);
-        let result = match verdict.decision {
-            Verdict::Allow => Ok(None),
-            Verdict::Deny => Err(denied(req.capability, &verdict)),
-            Verdict::Ask => self
-                .approver
-                .approve_with(&self.kernel, req, &verdict)
-                .map(Some),
-        };
-        if let Some(sink) = sink {
-            sink.push(Decision {
-                capability: req.capability.to_string(),
-                decision: verdict.decision.as_str().to_string(),
-                by: verdict.by.clone(),
-                reason: verdict.reason.clone(),
-                approved_by: result.as_ref().ok().cloned().flatten(),
-            });
-        }
-        result.map(|_| ())
-    }
-}
-
-/// One call's use of the gate for capabilities its flow only finds while it
-/// runs: the next host of a redirect, a private address DNS returned. They
-/// are judged like the envelope's, as requests of this call.
-#[derive(Clone)]
-pub struct CallGate {
+    registry: Registry,
     gate: Rc<Gate>,
-    flow: String,
-    tier: Tier,
-    input: Rc<Value>,
-    run_id: String,
-    script: String,
-    /// Where the call's decisions go when it is recorded.
-    decisions: Option<Rc<Decisions>>,
+    ctx: Context,
+    /// Calls made so far in the run; numbers each call.
+    calls: Cell<u64>,
+    /// The record and the replay of the run.
+    audit: Session,
 }
 
-impl fmt::Debug for CallGate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CallGate")
-            .field("flow", &self.flow)
-            .finish_non_exhaustive()
+/// A job operation, as the record names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOp {
+    /// A status look (`job.status`, `job.exitCode`).
+    State,
+    /// `job:read()`.
+    Read,
+    /// `job:wait()`.
+    Wait,
+    /// `job:kill()`: an effect, authorized like any other.
+    Kill,
+}
+
+impl JobOp {
+    fn name(self) -> &'static str {
+        match self {
+            JobOp::State => "job.state",
+            JobOp::Read => "job.read",
+            JobOp::Wait => "job.wait",
+            JobOp::Kill => "job.kill",
+        }
     }
 }
 
-impl CallGate {
-    /// The kernel's request for `cap`, as one made by this call.
-    fn request<'a>(&'a self, cap: &'a Capability) -> Request<'a> {
-        Request {
-            capability: cap,
-            flow: &self.flow,
-            tier: self.tier,
-            input: &self.input,
-            run_id: &self.run_id,
-            script: &self.script,
-        }
-    }
-
-    /// The sandbox profile the run's static grants give a command of this
-    /// call.
-    pub fn sandbox_profile(&self, workspace: &std::path::Path) -> crate::sandbox::Profile {
-        self.gate
-            .kernel
-            .with_static(|view| crate::sandbox::derive(view, workspace))
-    }
-
-    /// `profile` widened to `mode` for this call, keeping what must stay
-    /// read-only.
-    pub fn widen_profile(
-        &self,
-        workspace: &std::path::Path,
-        profile: &mut crate::sandbox::Profile,
-        mode: crate::sandbox::Mode,
-    ) {
-        self.gate
-            .kernel
-            .with_static(|view| crate::sandbox::widen(view, workspace, profile, mode));
-    }
-
-    /// Asks the person (or a pre-approval) whether `command` may run with
-    /// the wider `mode` this once; always an ask, whatever the rules say.
-    pub fn ask_wider(
-        &self,
-        command: &str,
-        mode: crate::sandbox::Mode,
-        why: &str,
-    ) -> FlowResult<()> {
-        let cap = Capability {
-            action: Action::ProcSpawn,
-            resource: command.to_string(),
-        };
-        let verdict = crate::kernel::policy::Verdict {
-            decision: Verdict::Ask,
-            by: "sandboxPermissions".into(),
-            reason: format!(
-                "the command asks to run with {} this once: {why}",
-                mode.as_str()
-            ),
-        };
-        let result = self
-            .gate
-            .approver
-            .approve_once(&self.request(&cap), &verdict);
-        if let Some(sink) = self.decisions.as_deref() {
-            sink.push(Decision {
-                capability: cap.to_string(),
-                decision: "ask".into(),
-                by: verdict.by.clone(),
-                reason: verdict.reason.clone(),
-                approved_by: result.as_ref().ok().cloned(),
-            });
-        }
-        result.map(|_| ())
-    }
-
-    pub fn authorize(&self, cap: &Capability) -> FlowResult<()> {
-        self.gate
-            .check(&self.request(cap), self.decisions.as_deref())
-    }
-
-    /// Whether the kernel refuses `cap` outright (the ceiling, a deny rule,
-    /// a `decide` hook saying deny, a policy that failed), judged without
-    /// prompting anyone: an ask is not a refusal here. For flows that walk a
-    /// tree whose root the envelope already authorized and must skip what
-    /// the policy denies inside it (`glob`, `grep` and `fs:read:**/.env`).
-    pub fn refuses(&self, cap: &Capability) -> bool {
-        self.gate.kernel.decide(&self.request(cap)).decision == Verdict::Deny
-    }
+/// How a job operation goes: answered from the record, or run on the live
+/// job and then finished with [`Core::job_done`].
+pub enum JobStep {
+    /// What the record says it returned.
+    Answered(Value),
+    /// Run it on `job`; it is step `seq` of its task.
+    Live {
+        /// The step's number in its task.
+        seq: u64,
+        /// The live job.
+        job: Arc<Job>,
+        /// The decisions that authorized it (a kill's).
+        decisions: Rc<Decisions>,
+    },
 }
 
 impl Core {
+    /// The core of a run: its flows, its gate, its context and its record.
+    pub fn new(registry: Registry, gate: Gate, ctx: Context, audit: Session) -> Core {
+        Core {
+            registry,
+            gate: Rc::new(gate),
+            ctx,
+            calls: Cell::new(0),
+            audit,
+        }
+    }
+
+    /// The flows of the run, for the names and specs they show.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// What the run's calls run against.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The run's record and replay.
+    pub fn audit(&self) -> &Session {
+        &self.audit
+    }
+
     /// Calls flow `name` with a JSON input and returns its JSON output, as a
     /// call of the main task.
     pub async fn call(&self, name: &str, input: Value) -> FlowResult<Value> {
@@ -184,28 +113,15 @@ impl Core {
     /// by task and sequence within it, so a replay finds them however
     /// concurrent tasks interleave.
     pub async fn call_in(&self, task: &str, name: &str, input: Value) -> FlowResult<Value> {
-        let audit = &self.audit;
-        if let Some(e) = audit.halted() {
-            return Err(e);
-        }
-        let seq = audit.next_call(task);
-        match audit.answer(task, seq, name, &input) {
-            Answer::Recorded(result, rec) => {
-                audit.copy(task, seq, &input, &rec, &result);
-                return result;
-            }
-            Answer::Halt(e) => return Err(audit.halt(e)),
-            Answer::Live => {}
-        }
-        let Some(recorder) = &audit.recorder else {
+        let seq = match self.audit.begin(task, name, &input) {
+            Begin::Answered(result) => return result,
+            Begin::Live(seq) => seq,
+        };
+        let Some(recorder) = &self.audit.recorder else {
             return self.live(name, Rc::new(input), None).await;
         };
-        let trail = Trail::new(
-            task,
-            seq,
-            name,
-            self.registry.get(name).map(|f| f.spec().tier),
-        );
+        let tier = self.registry.get(name).map(|f| f.spec().tier);
+        let trail = Trail::new(task, seq, name, tier);
         let input = Rc::new(input);
         let started = Instant::now();
         let result = self.live(name, input.clone(), Some(&trail)).await;
@@ -229,18 +145,15 @@ impl Core {
         if let Some(t) = trail {
             t.planned(tier, &capabilities);
         }
-        let gate = CallGate {
-            gate: self.gate.clone(),
-            flow: name.to_string(),
+        let gate = self.call_gate(
+            name,
             tier,
-            input: input.clone(),
-            run_id: self.ctx.run_id.clone(),
-            script: self.ctx.script.clone(),
-            decisions: trail.map(|t| t.decisions.clone()),
-        };
+            input.clone(),
+            trail.map(|t| t.decisions.clone()),
+        );
         // 4. authorize every capability the envelope needs.
         guard_record(&self.audit, &call.envelope)?;
-        authorize(&gate, &call.envelope, &capabilities)?;
+        let door = authorize(&gate, &call.envelope, &capabilities)?;
         // 5. route: where a command runs.
         let place = route(&gate, &call.envelope)?;
         // 6. record intent: an irreversible call is on disk before it runs.
@@ -256,7 +169,76 @@ impl Core {
         }
         // 7-8. execute and hand the outcome back (the caller records it).
         ctx.gate = Some(gate);
-        call.execute(&ctx).await
+        call.execute(&ctx, door).await
+    }
+
+    /// The gate of one call of `flow`.
+    fn call_gate(
+        &self,
+        flow: &str,
+        tier: Tier,
+        input: Rc<Value>,
+        decisions: Option<Rc<Decisions>>,
+    ) -> CallGate {
+        let caller = Caller {
+            flow,
+            tier,
+            input,
+            run_id: &self.ctx.run_id,
+            script: &self.ctx.script,
+        };
+        CallGate::new(self.gate.clone(), caller, decisions)
+    }
+
+    /// A job operation's first step, the one a flow call takes: answered
+    /// from the record, or numbered in its task and, for a kill, authorized
+    /// as an irreversible effect on the job's command line. An unknown job
+    /// is `invalid_input`.
+    pub fn job_step(&self, task: &str, op: JobOp, input: &Value, id: u64) -> FlowResult<JobStep> {
+        let seq = match self.audit.begin(task, op.name(), input) {
+            Begin::Answered(result) => return result.map(JobStep::Answered),
+            Begin::Live(seq) => seq,
+        };
+        let job = self.ctx.exec.jobs.get(id).ok_or_else(|| {
+            FlowError::invalid_input(
+                "jobId",
+                format!("there is no job {id} in this run (a job of an interrupted run ended with it; a resume cannot reach it)"),
+            )
+        })?;
+        let decisions = Rc::new(Decisions::default());
+        if op == JobOp::Kill {
+            let cap = Capability {
+                action: Action::ProcSpawn,
+                resource: job.command.clone(),
+            };
+            let input = Rc::new(input.clone());
+            self.call_gate(
+                op.name(),
+                Tier::Irreversible,
+                input,
+                Some(decisions.clone()),
+            )
+            .authorize(&cap)?;
+        }
+        Ok(JobStep::Live {
+            seq,
+            job,
+            decisions,
+        })
+    }
+
+    /// Records job operation `seq` of `task` and what it returned.
+    pub fn job_done(
+        &self,
+        task: &str,
+        seq: u64,
+        op: JobOp,
+        input: Value,
+        output: &Value,
+        decisions: &Decisions,
+    ) {
+        self.audit
+            .note(task, seq, op.name(), input, output, decisions.before.take());
     }
 }
 
@@ -353,7 +335,11 @@ impl Trail {
 
 /// Step 4: each capability of `envelope` through the kernel; an ask goes to
 /// the approver.
-fn authorize(gate: &CallGate, envelope: &Envelope, capabilities: &[Capability]) -> FlowResult<()> {
+fn authorize(
+    gate: &CallGate,
+    envelope: &Envelope,
+    capabilities: &[Capability],
+) -> FlowResult<Authorized> {
     // A policy names paths as text: one that is not UTF-8 cannot be named
     // faithfully, so it is refused rather than approximated.
     let paths = envelope.reads.iter().chain(&envelope.writes);
@@ -367,7 +353,7 @@ fn authorize(gate: &CallGate, envelope: &Envelope, capabilities: &[Capability]) 
         )
         .with("path", p.display().to_string()));
     }
-    capabilities.iter().try_for_each(|cap| gate.authorize(cap))
+    gate.admit(capabilities)
 }
 
 /// Step 5: a policy's `route` may send a command into a container. This host
@@ -381,7 +367,7 @@ fn route(gate: &CallGate, envelope: &Envelope) -> FlowResult<Option<Value>> {
         action: Action::ProcSpawn,
         resource: command.clone(),
     };
-    match gate.gate.kernel.route(&gate.request(&cap)) {
+    match gate.kernel().route(&gate.request(&cap)) {
         // On the host, confined as the run's grants say.
         Ok(None) => Ok(Some(json!({"host": "sandbox"}))),
         Ok(Some(container)) => Err(FlowError::new(

@@ -103,7 +103,7 @@ fn run_field<T: rusqlite::types::FromSql>(conn: &Connection, run: &str, col: &st
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    sluice::audit::chain::sha256_hex(bytes)
+    sluice::internals::digest::sha256_hex(bytes)
 }
 
 #[test]

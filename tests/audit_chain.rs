@@ -185,11 +185,13 @@ fn a_whole_earlier_run_rewritten_consistently_fails_at_the_run_after_it() {
         .unwrap();
     conn.execute("DELETE FROM readings WHERE run = ?1", [&ids[0]])
         .unwrap();
-    let seal = sluice::audit::chain::Seal::new(&head).finish(&sluice::audit::chain::RunEnd {
-        status: &status,
-        error: None,
-        ended_ms: ended,
-    });
+    let seal = sluice::internals::audit::chain::Seal::new(&head).finish(
+        &sluice::internals::audit::chain::RunEnd {
+            status: &status,
+            error: None,
+            ended_ms: ended,
+        },
+    );
     conn.execute(
         "UPDATE runs SET seal = ?2 WHERE id = ?1",
         params![ids[0], seal],
@@ -245,7 +247,7 @@ fn an_anchor_names_the_run_count_and_holds_while_more_runs_are_appended() {
         let tip = seal_of(&conn, &first).unwrap();
         format!(
             "sluice-anchor:v1:1:{}",
-            sluice::audit::chain::anchor(1, &tip)
+            sluice::internals::audit::chain::anchor(1, &tip)
         )
     };
     assert_eq!(a, expected);
@@ -683,7 +685,7 @@ PRAGMA user_version = 1;
 
 /// Inserts a sealed schema 1 run with no calls, hashed as schema 1 did.
 fn insert_v1_run(conn: &Connection, id: &str, started_ms: i64) {
-    use sluice::audit::chain::{self, RunEnd, RunHead, Seal};
+    use sluice::internals::audit::chain::{self, RunEnd, RunHead, Seal};
     let head = chain::head(&RunHead {
         id,
         script: "/s/old.lua",
@@ -736,7 +738,7 @@ own, and a whole run deleted or reordered among them would not show\n"
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, sluice::audit::store::SCHEMA_VERSION);
+    assert_eq!(version, sluice::record::SCHEMA_VERSION);
     assert_eq!(link_of(&conn, "old-1").0, 1);
     let new = record(ws.path(), 3);
     assert_eq!(

@@ -312,7 +312,7 @@ fn allow(program: &str) -> String {
 }
 
 fn pattern_literal(text: &str) -> String {
-    sluice::kernel::pattern::escaped(text)
+    sluice::internals::kernel::pattern::escaped(text)
 }
 
 #[test]

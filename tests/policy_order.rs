@@ -8,10 +8,10 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use sluice::kernel::approval::{Approver, Prompt};
-use sluice::kernel::pattern::{Pattern, Vars};
-use sluice::kernel::policy::{Decision, Request, Verdict};
-use sluice::kernel::Capability;
+use sluice::internals::kernel::approval::{Approver, Prompt};
+use sluice::internals::kernel::pattern::{Pattern, Vars};
+use sluice::internals::kernel::policy::{Decision, Request, Verdict};
+use sluice::internals::kernel::Capability;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -536,7 +536,7 @@ fn approve_never_grants_net_private_by_a_wildcard() {
     let req = |c| Request {
         capability: c,
         flow: "fetch",
-        tier: sluice::flows::Tier::Sealed,
+        tier: sluice::Tier::Sealed,
         input: &input,
         run_id: "r",
         script: "s.lua",

@@ -4,10 +4,10 @@
 //! protected file) through.
 
 use serde_json::json;
-use sluice::flows::Tier;
-use sluice::kernel::pattern::Vars;
-use sluice::kernel::policy::{Policy, Request, Source};
-use sluice::kernel::{Capability, Kernel};
+use sluice::internals::kernel::pattern::Vars;
+use sluice::internals::kernel::policy::{Policy, Request, Source};
+use sluice::internals::kernel::{Capability, Kernel};
+use sluice::Tier;
 use std::path::PathBuf;
 
 const POLICY: &str = r#"local p = require("sluice.policy")
@@ -173,9 +173,9 @@ fn a_redirection_into_home_is_judged_as_a_write_there() {
 
 #[test]
 fn a_pre_approval_covers_a_command_line_only_if_it_covers_every_command_in_it() {
-    use sluice::kernel::approval::{Approver, Prompt};
-    use sluice::kernel::pattern::Pattern;
-    use sluice::kernel::policy::{Decision, Verdict};
+    use sluice::internals::kernel::approval::{Approver, Prompt};
+    use sluice::internals::kernel::pattern::Pattern;
+    use sluice::internals::kernel::policy::{Decision, Verdict};
     let vars = Vars {
         workspace: PathBuf::from("/w"),
         home: None,
@@ -253,7 +253,7 @@ fn an_allowed_wrapper_does_not_allow_the_command_it_runs() {
 
 #[test]
 fn a_ceiling_admits_a_form_only_by_naming_it_unless_it_admits_every_command() {
-    use sluice::kernel::pattern::Pattern;
+    use sluice::internals::kernel::pattern::Pattern;
     let vars = Vars {
         workspace: PathBuf::from("/w"),
         home: None,

@@ -256,8 +256,8 @@ fn exa_gets_the_documented_request_and_its_results_map() {
     assert_eq!(second["numResults"], 3);
     let start = second["startPublishedDate"].as_str().unwrap();
     let week = 7 * 86_400;
-    let lo = sluice::net::search::rfc3339(before - week);
-    let hi = sluice::net::search::rfc3339(after - week);
+    let lo = sluice::internals::search::rfc3339(before - week);
+    let hi = sluice::internals::search::rfc3339(after - week);
     assert!(
         lo.as_str() <= start && start <= hi.as_str(),
         "{start} not in {lo}..{hi}"

@@ -28,6 +28,7 @@
 //! its length in front so no two field lists hash alike; an absent field
 //! differs from an empty one.
 
+use crate::digest::{hex, sha256_hex};
 use sha2::{Digest, Sha256};
 
 /// Tells the hashes of this format from any other use of SHA-256.
@@ -257,22 +258,6 @@ impl Seal {
         self.0.int(end.ended_ms);
         self.0.finish()
     }
-}
-
-/// SHA-256 of `bytes`, as lowercase hex: for files (scripts, policies) and
-/// outputs stored capped.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    s
 }
 
 #[cfg(test)]

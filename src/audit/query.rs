@@ -1399,7 +1399,7 @@ fn check_outputs(
     let mut present = std::collections::HashSet::new();
     while let Some(r) = rows.next().map_err(db)? {
         let (key, body): (String, String) = (r.get(0).map_err(db)?, r.get(1).map_err(db)?);
-        if chain::sha256_hex(body.as_bytes()) != key {
+        if crate::digest::sha256_hex(body.as_bytes()) != key {
             return Ok(first_using(
                 calls,
                 &key,
@@ -1560,7 +1560,7 @@ fn check_outcome(c: &CallRow) -> Option<Problem> {
     // the body (`check_outputs`); an inline one is hashed here.
     let digest = |o: &CallOutcome| match (&c.output_ref, o.output) {
         (Some(key), _) => Some(key.clone()),
-        (None, text) => text.map(|t| chain::sha256_hex(t.as_bytes())),
+        (None, text) => text.map(|t| crate::digest::sha256_hex(t.as_bytes())),
     };
     let m = match (c.outcome(), c.outcome_hash.as_deref()) {
         (Some(o), Some(h)) if chain::outcome_of(&c.hash, &o, digest(&o).as_deref()) == h => {

@@ -707,7 +707,9 @@ impl Writer {
             &serde_json::to_string(&outcome.late_decisions).expect("decisions serialize"),
         );
         let redacted = strings(&redaction.redacted);
-        let digest = output.as_deref().map(|t| chain::sha256_hex(t.as_bytes()));
+        let digest = output
+            .as_deref()
+            .map(|t| crate::digest::sha256_hex(t.as_bytes()));
         let hash = chain::outcome_of(
             hash,
             &CallOutcome {

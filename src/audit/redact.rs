@@ -15,7 +15,7 @@
 //! An output whose JSON is over the cap is stored as its size, SHA-256, head
 //! and tail, and the row says `capped`.
 
-use super::chain::sha256_hex;
+use crate::digest::sha256_hex;
 use serde_json::{json, Map, Value};
 
 /// What replaces a secret.

@@ -3,8 +3,8 @@
 
 use super::recorder::{CallRow, Decision, Outcome, Recorder};
 use super::replay::{Answer, Recorded, Replay};
+use crate::call::Tier;
 use crate::error::FlowError;
-use crate::flows::Tier;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -166,36 +166,46 @@ fn bump(counters: &RefCell<HashMap<String, u64>>, task: &str) -> u64 {
     1
 }
 
-/// How a job operation (`job:read()`, `:wait()`, `:kill()`, a status
-/// look) goes: answered from the record, or run and then noted.
+/// How a step of a task (a flow call, a job operation) begins: answered
+/// from the record, or run live as the task's step `seq`.
 #[derive(Debug)]
-pub enum Step {
-    Answered(Value),
-    /// Run it, then [`Session::note`] it as call `seq`.
+pub enum Begin {
+    /// The record's answer (or why the run stopped).
+    Answered(Result<Value, FlowError>),
+    /// Run it; it is the task's step number `seq`.
     Live(u64),
 }
 
 impl Session {
-    /// A job operation is part of the task's sequence like a flow call: a
-    /// job's output and state are what the script saw, and a replay has no
-    /// job to ask.
-    pub fn job_step(&self, task: &str, op: &str, input: &Value) -> Result<Step, FlowError> {
+    /// The record/replay prologue every step of a task passes: a job's
+    /// output and state are what the script saw, so a job operation is
+    /// part of the task's sequence like a flow call, and a replay answers
+    /// both from the record.
+    pub fn begin(&self, task: &str, name: &str, input: &Value) -> Begin {
         if let Some(e) = self.halted() {
-            return Err(e);
+            return Begin::Answered(Err(e));
         }
         let seq = self.next_call(task);
-        match self.answer(task, seq, op, input) {
+        match self.answer(task, seq, name, input) {
             Answer::Recorded(result, rec) => {
                 self.copy(task, seq, input, &rec, &result);
-                result.map(Step::Answered)
+                Begin::Answered(result)
             }
-            Answer::Halt(e) => Err(self.halt(e)),
-            Answer::Live => Ok(Step::Live(seq)),
+            Answer::Halt(e) => Begin::Answered(Err(self.halt(e))),
+            Answer::Live => Begin::Live(seq),
         }
     }
 
     /// Records job operation `seq` of `task` and what it returned.
-    pub fn note(&self, task: &str, seq: u64, op: &str, input: Value, output: &Value) {
+    pub fn note(
+        &self,
+        task: &str,
+        seq: u64,
+        op: &str,
+        input: Value,
+        output: &Value,
+        decisions: Vec<Decision>,
+    ) {
         let Some(recorder) = &self.recorder else {
             return;
         };
@@ -206,7 +216,7 @@ impl Session {
             tier: "sealed",
             input,
             capabilities: Vec::new(),
-            decisions: Vec::new(),
+            decisions,
             route: None,
             replayed_from: None,
             started_ms: super::now_ms(),

@@ -3,7 +3,9 @@
 mod audit;
 mod doctor;
 mod flows;
+mod hide;
 mod policy;
+mod policy_suite;
 mod replay;
 mod run;
 
@@ -61,9 +63,24 @@ pub(crate) fn print(text: &str) -> ExitCode {
     }
 }
 
-/// Parses the command line and runs it.
+/// The `sluice` command: parses the process's command line and runs it.
+///
+/// Process-wide hardening first: sluice holds credentials (in its
+/// environment, its memory, its open files) that no command it runs may
+/// read. Non-dumpable, the process is out of reach of any process of the
+/// same user without CAP_SYS_PTRACE (confined commands have no capability):
+/// `/proc/<sluice>/environ`, `mem`, `fd/*`, `maps`, ptrace. Its command line
+/// is not guarded so (anyone may read `/proc/<pid>/cmdline`), so once parsed
+/// it is overwritten: `ps` then shows `sluice` alone, without the script,
+/// its arguments or the flags.
 pub fn main() -> ExitCode {
-    run_parsed(Cli::parse())
+    if let Err(e) = crate::sandbox::landlock::shield_process() {
+        eprintln!("sluice: cannot make the process non-dumpable ({e}); refusing to run");
+        return ExitCode::from(1);
+    }
+    let cli = Cli::parse();
+    hide::hide_arguments();
+    run_parsed(cli)
 }
 
 /// Runs a parsed command line (the binary parses it first, then hides its

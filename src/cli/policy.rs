@@ -2,10 +2,11 @@
 //! policy against its `*_test.lua` files.
 
 use super::policy_source;
-use crate::flows::{Registry, Tier};
+use super::policy_suite::{self, default_flow};
+use crate::call::Tier;
+use crate::flows::Registry;
 use crate::kernel::pattern::Vars;
 use crate::kernel::policy::{Policy, Request};
-use crate::kernel::policy_test::{self, default_flow};
 use crate::kernel::{Action, Capability, Kernel};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -168,7 +169,7 @@ fn explain_text(args: &ExplainArgs) -> Result<String, String> {
 
 fn test(args: TestArgs) -> ExitCode {
     let path = args.path.unwrap_or_else(|| PathBuf::from("policies"));
-    let files = match policy_test::find_tests(&path) {
+    let files = match policy_suite::find_tests(&path) {
         Ok(f) if f.is_empty() => {
             eprintln!("sluice: no *_test.lua files at {}", path.display());
             return ExitCode::from(1);
@@ -182,7 +183,7 @@ fn test(args: TestArgs) -> ExitCode {
     let (mut passed, mut failed) = (0, 0);
     let mut report = String::new();
     for file in &files {
-        match policy_test::run_file(file) {
+        match policy_suite::run_file(file) {
             Ok(outcomes) => {
                 for o in outcomes {
                     match &o.failure {

@@ -3,7 +3,7 @@
 
 use super::run::{drive, Grants, RunArgs};
 use crate::audit::replay::{calls, Mode, Record};
-use crate::audit::{chain, locate, store};
+use crate::audit::{locate, store};
 use crate::kernel::approval::Prompt;
 use crate::runtime::Runtime;
 use clap::Args;
@@ -271,7 +271,7 @@ fn recorded_script(record: &Record) -> Result<PathBuf, String> {
             path.display()
         )
     })?;
-    let now = chain::sha256_hex(&bytes);
+    let now = crate::digest::sha256_hex(&bytes);
     match &record.run.script_sha256 {
         Some(then) if *then != now => Err(format!(
             "the script {} changed since run {} (SHA-256 {} then, {} now); replay it with --script {} to see \

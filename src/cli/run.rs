@@ -2,10 +2,11 @@
 
 use super::policy_source;
 use crate::credentials::Credentials;
+use crate::interrupt;
 use crate::kernel::approval::Prompt;
 use crate::net::dns::Hosts;
 use crate::net::search;
-use crate::runtime::{interrupt, Runtime, RuntimeBuilder, ScriptError};
+use crate::runtime::{Runtime, RuntimeBuilder, ScriptError};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

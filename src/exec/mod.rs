@@ -41,7 +41,7 @@ mod process;
 
 pub use env::Managed;
 pub use executor::{bash_or_sh, Executor, STREAM_BUDGET};
-pub use output::{Captured, Spill, SpillDir, DEFAULT_SPILL_CAP};
+pub use output::{Captured, SpillDir, DEFAULT_SPILL_CAP};
 pub use process::{kill_all_groups, run, Outcome, SpawnFailure, SpawnFailureKind};
 
 use crate::error::FlowError;

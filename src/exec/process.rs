@@ -170,7 +170,7 @@ fn live() -> std::sync::MutexGuard<'static, Vec<i32>> {
 /// Kills, at once, every process group this process launched that has not
 /// ended (and the whole tree of those whose runner needs it). For a process
 /// about to exit without unwinding, whose commands would otherwise outlive
-/// it (a run's backstop, see `runtime::interrupt`).
+/// it (a run's backstop, see `crate::interrupt`).
 pub fn kill_all_groups() {
     let groups = live().clone();
     for pgid in groups {

@@ -4,7 +4,7 @@
 //! return what they found so far in a `timeout` error.
 
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::runtime::interrupt;
+use crate::interrupt;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

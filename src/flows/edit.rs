@@ -12,6 +12,7 @@ use super::read::{count_lines, line_start};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{atomic, lock::FileLock, path::io_error, text, Target};
+use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -121,7 +122,7 @@ impl Flow for Edit {
         Ok((call, envelope))
     }
 
-    async fn execute(self, _ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let t = &self.target;
         let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "edit", e))?;
         if t.names_folder && !meta.is_dir() {

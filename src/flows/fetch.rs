@@ -4,6 +4,7 @@
 
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::FlowResult;
+use crate::kernel::gate::Authorized;
 use crate::kernel::{Action, Capability};
 use crate::net::client::{check_headers, timeout};
 use crate::net::destination::{self, Destination};
@@ -152,7 +153,7 @@ impl Flow for Fetch {
         Ok((Fetch { request }, envelope))
     }
 
-    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let resp = self.request.send(ctx, Method::Get, None, 10).await?;
         Ok(Output::of(&resp))
     }

@@ -65,6 +65,7 @@ use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::path::{canonical_lenient, io_error};
 use crate::fsops::Target;
+use crate::kernel::gate::{Authority, Authorized};
 use crate::kernel::{Action, Capability};
 use globset::GlobBuilder;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -207,7 +208,7 @@ impl Flow for Glob {
         Ok((call, envelope))
     }
 
-    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let t = &self.tree.target;
         let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         if !meta.is_dir() {
@@ -427,10 +428,7 @@ pub(crate) fn refused(ctx: &Context, path: &Path) -> bool {
     if path.to_str().is_none() {
         return true;
     }
-    match &ctx.gate {
-        Some(gate) => gate.refuses(&Capability::fs(Action::FsRead, path)),
-        None => true,
-    }
+    ctx.refuses(&Capability::fs(Action::FsRead, path))
 }
 
 /// What a walk, or a search over it, left out, and why.

@@ -78,6 +78,7 @@ use super::read::positive;
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::path::io_error;
+use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -293,7 +294,7 @@ impl Flow for Grep {
         Ok((call, envelope))
     }
 
-    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let t = &self.tree.target;
         fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         let deadline = Deadline::after(self.timeout_ms);

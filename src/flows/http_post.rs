@@ -6,6 +6,7 @@
 use super::fetch::{request_schema, Output, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::FlowResult;
+use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use crate::net::Method;
 use serde::Deserialize;
@@ -77,7 +78,7 @@ impl Flow for HttpPost {
         Ok((HttpPost { request, body }, envelope))
     }
 
-    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let resp = self
             .request
             .send(ctx, Method::Post, Some(self.body), 0)

@@ -4,6 +4,7 @@ use super::read::positive;
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{path::io_error, Target};
+use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -95,7 +96,7 @@ impl Flow for Ls {
         Ok((call, envelope))
     }
 
-    async fn execute(self, _ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let t = &self.target;
         let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "list", e))?;
         if !meta.is_dir() {

@@ -21,12 +21,13 @@ pub mod webfetch;
 pub mod websearch;
 pub mod write;
 
+pub use crate::call::{Envelope, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::Executor;
 use crate::fsops::{self, Target};
+use crate::kernel::gate::{Authority, Authorized, CallGate};
 use crate::kernel::{Action, Capability};
 use crate::net::Net;
-use crate::pipeline::CallGate;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -34,68 +35,6 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
-
-/// How far a call's effects can be undone, which decides how carefully it is
-/// authorized and recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Tier {
-    /// Changes nothing outside the run (a read).
-    Sealed,
-    /// Changes files the run can restore (write, edit).
-    Compensable,
-    /// Changes the world in ways nobody can take back (a POST, a command).
-    Irreversible,
-}
-
-impl Tier {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Sealed => "sealed",
-            Tier::Compensable => "compensable",
-            Tier::Irreversible => "irreversible",
-        }
-    }
-}
-
-/// What one call may touch, narrowed from its input as far as it allows.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Envelope {
-    pub tier: Tier,
-    /// Canonical paths the call reads.
-    pub reads: Vec<PathBuf>,
-    /// Canonical paths the call writes.
-    pub writes: Vec<PathBuf>,
-    /// Command lines the call spawns (`proc:spawn`), each judged per simple
-    /// command by the kernel.
-    pub commands: Vec<String>,
-    /// Where the call sends requests first (`net:get`, `net:post`); hops
-    /// found later (redirects, private addresses) are judged as they come.
-    #[serde(serialize_with = "as_text")]
-    pub network: Vec<Capability>,
-}
-
-fn as_text<S: serde::Serializer>(caps: &[Capability], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(caps.iter().map(|c| c.to_string()))
-}
-
-impl Envelope {
-    /// The capabilities the envelope needs: one per command spawned and per
-    /// path read or written.
-    pub fn capabilities(&self) -> Vec<Capability> {
-        let commands = self.commands.iter().map(|c| Capability {
-            action: Action::ProcSpawn,
-            resource: c.clone(),
-        });
-        let reads = self.reads.iter().map(|p| Capability::fs(Action::FsRead, p));
-        let writes = self
-            .writes
-            .iter()
-            .map(|p| Capability::fs(Action::FsWrite, p));
-        let network = self.network.iter().cloned();
-        commands.chain(network).chain(reads).chain(writes).collect()
-    }
-}
 
 /// The static facts of a flow: what the manifest shows.
 #[derive(Debug)]
@@ -140,6 +79,16 @@ pub struct Context {
     pub gate: Option<CallGate>,
 }
 
+impl Authority for Context {
+    fn authorize(&self, cap: &Capability) -> FlowResult<()> {
+        Context::authorize(self, cap)
+    }
+
+    fn refuses(&self, cap: &Capability) -> bool {
+        self.gate.as_ref().is_none_or(|g| g.refuses(cap))
+    }
+}
+
 impl Context {
     /// The context of a run, before any call.
     pub fn new(workspace: PathBuf, run_id: String, script: String) -> Context {
@@ -173,6 +122,16 @@ impl Context {
         }
     }
 
+    /// The call's gate; outside a call, `permission_denied`.
+    fn call_gate(&self) -> FlowResult<&CallGate> {
+        self.gate.as_ref().ok_or_else(|| {
+            FlowError::new(
+                ErrorCode::PermissionDenied,
+                "a command was confined outside a flow call",
+            )
+        })
+    }
+
     /// How a command of this call is confined: the profile the run's
     /// static grants give it, widened to `wider` for this call alone when
     /// the person asked agrees (`sandboxPermissions` with its
@@ -183,13 +142,9 @@ impl Context {
         command: &str,
         wider: Option<(crate::sandbox::Mode, &str)>,
     ) -> FlowResult<Option<crate::sandbox::Confined>> {
-        let gate = self.gate.as_ref().ok_or_else(|| {
-            FlowError::new(
-                ErrorCode::PermissionDenied,
-                "a command was confined outside a flow call",
-            )
-        })?;
-        let mut profile = gate.sandbox_profile(&self.workspace);
+        let gate = self.call_gate()?;
+        let kernel = gate.kernel();
+        let mut profile = kernel.with_static(|view| crate::sandbox::derive(view, &self.workspace));
         if let Some((mode, why)) = wider {
             if mode <= profile.mode {
                 return Err(FlowError::invalid_input(
@@ -201,8 +156,18 @@ impl Context {
                     ),
                 ));
             }
-            gate.ask_wider(command, mode, why)?;
-            gate.widen_profile(&self.workspace, &mut profile, mode);
+            let cap = Capability {
+                action: Action::ProcSpawn,
+                resource: command.to_string(),
+            };
+            let reason = format!(
+                "the command asks to run with {} this once: {why}",
+                mode.as_str()
+            );
+            gate.ask_once(&cap, "sandboxPermissions", reason)?;
+            kernel.with_static(|view| {
+                crate::sandbox::widen(view, &self.workspace, &mut profile, mode)
+            });
         }
         // The audit store, wherever it is, is sluice's alone.
         let writable = profile.writable.clone();
@@ -261,12 +226,17 @@ pub trait Flow: Sized + 'static {
     /// Resolves the input and declares the call's envelope.
     fn plan(ctx: &Context, input: Self::Input) -> FlowResult<(Self, Envelope)>;
 
-    /// Does the work. Runs only after the envelope was authorized.
-    fn execute(self, ctx: &Context) -> impl Future<Output = FlowResult<Self::Output>>;
+    /// Does the work. Runs only with the proof that the envelope was
+    /// authorized, which only the gate makes.
+    fn execute(
+        self,
+        ctx: &Context,
+        door: Authorized,
+    ) -> impl Future<Output = FlowResult<Self::Output>>;
 }
 
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
-type Run = Box<dyn for<'a> FnOnce(&'a Context) -> LocalFuture<'a, FlowResult<Value>>>;
+type Run = Box<dyn for<'a> FnOnce(&'a Context, Authorized) -> LocalFuture<'a, FlowResult<Value>>>;
 
 /// A call that passed decode, validate and envelope, waiting to be authorized.
 pub struct Prepared {
@@ -275,8 +245,10 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    pub fn execute(self, ctx: &Context) -> LocalFuture<'_, FlowResult<Value>> {
-        (self.run)(ctx)
+    /// Steps 7-8: runs the call, which only the [`Authorized`] proof of
+    /// step 4 allows.
+    pub fn execute(self, ctx: &Context, door: Authorized) -> LocalFuture<'_, FlowResult<Value>> {
+        (self.run)(ctx, door)
     }
 }
 
@@ -298,9 +270,9 @@ impl<F: Flow> DynFlow for Entry<F> {
         let input: F::Input = decode(F::SPEC.name, input)?;
         F::validate(&input)?;
         let (call, envelope) = F::plan(ctx, input)?;
-        let run: Run = Box::new(move |ctx| {
+        let run: Run = Box::new(move |ctx, door| {
             Box::pin(async move {
-                let out = call.execute(ctx).await?;
+                let out = call.execute(ctx, door).await?;
                 serde_json::to_value(out).map_err(|e| {
                     FlowError::new(
                         ErrorCode::CommandFailed,

@@ -14,6 +14,7 @@
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{text, Target};
+use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -100,7 +101,7 @@ impl Flow for Read {
         Ok((call, envelope))
     }
 
-    async fn execute(self, _ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let mut scan = PageScan::new(self.offset, self.limit);
         text::stream(&self.target, |chunk| scan.feed(chunk))?;
         scan.finish(&self.target)

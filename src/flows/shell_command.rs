@@ -12,6 +12,7 @@ use super::shape::{codex_output, CODEX_CAPTURE_BUDGET, TIMEOUT_EXIT_CODE};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::{self, CommandLine, SpawnFailureKind};
+use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -119,7 +120,7 @@ impl Flow for ShellCommand {
         ))
     }
 
-    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let exec = &ctx.exec;
         // Codex runs the command with the user's shell; models trained on
         // it write bash.

@@ -9,6 +9,7 @@
 
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::kernel::gate::Authorized;
 use crate::kernel::{Action, Capability};
 use crate::net::search::{Freshness, Hit, Provider, Query};
 use serde::{Deserialize, Serialize};
@@ -106,7 +107,7 @@ impl Flow for WebSearch {
         Ok((WebSearch { provider, query }, envelope))
     }
 
-    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let results = self.provider.search(&self.query, ctx).await?;
         Ok(Output { results })
     }

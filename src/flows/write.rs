@@ -6,6 +6,7 @@
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{atomic, lock::FileLock, path::io_error, text, Target};
+use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -73,7 +74,7 @@ impl Flow for Write {
         ))
     }
 
-    async fn execute(self, _ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let t = &self.target;
         if t.names_folder {
             return Err(FlowError::new(

@@ -19,103 +19,19 @@
 
 pub mod approval;
 pub mod control;
+pub mod gate;
 pub mod pattern;
 pub mod policy;
-pub mod policy_test;
 pub mod programs;
 pub mod shell;
 
+pub use crate::call::{Action, Capability};
 use crate::error::{ErrorCode, FlowError};
 use pattern::{Pattern, Vars};
 use policy::{Decision, Policy, Request, Rule, Verdict};
-use serde::Serialize;
 use shell::{Analysis, Command, Redirect};
 use std::cell::RefCell;
-use std::fmt;
 use std::path::{Path, PathBuf};
-
-/// What a capability lets a call do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum Action {
-    #[serde(rename = "fs:read")]
-    FsRead,
-    #[serde(rename = "fs:write")]
-    FsWrite,
-    #[serde(rename = "net:get")]
-    NetGet,
-    #[serde(rename = "net:post")]
-    NetPost,
-    #[serde(rename = "net:private")]
-    NetPrivate,
-    #[serde(rename = "proc:spawn")]
-    ProcSpawn,
-    #[serde(rename = "model:call")]
-    ModelCall,
-}
-
-impl Action {
-    pub const ALL: [Action; 7] = [
-        Action::FsRead,
-        Action::FsWrite,
-        Action::NetGet,
-        Action::NetPost,
-        Action::NetPrivate,
-        Action::ProcSpawn,
-        Action::ModelCall,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::FsRead => "fs:read",
-            Action::FsWrite => "fs:write",
-            Action::NetGet => "net:get",
-            Action::NetPost => "net:post",
-            Action::NetPrivate => "net:private",
-            Action::ProcSpawn => "proc:spawn",
-            Action::ModelCall => "model:call",
-        }
-    }
-}
-
-/// `action:resource`, e.g. `fs:read:/w/src/a.rs`. fs resources are canonical
-/// absolute paths.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Capability {
-    pub action: Action,
-    pub resource: String,
-}
-
-impl Capability {
-    /// Parses `action:resource`, e.g. `fs:read:/w/a.rs` or `net:get:example.org`.
-    pub fn parse(text: &str) -> Result<Capability, String> {
-        let action = Action::ALL
-            .into_iter()
-            .find(|a| text.starts_with(a.as_str()) && text[a.as_str().len()..].starts_with(':'));
-        match action {
-            Some(action) => Ok(Capability {
-                action,
-                resource: text[action.as_str().len() + 1..].to_string(),
-            }),
-            None => Err(format!(
-                "{text:?} is not a capability; write action:resource with an action of {}",
-                Action::ALL.map(Action::as_str).join(", ")
-            )),
-        }
-    }
-
-    pub fn fs(action: Action, path: &Path) -> Self {
-        Capability {
-            action,
-            resource: path.to_string_lossy().into_owned(),
-        }
-    }
-}
-
-impl fmt::Display for Capability {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.action.as_str(), self.resource)
-    }
-}
 
 /// The static side of a run's policies, for deriving a sandbox.
 pub struct StaticView<'a> {

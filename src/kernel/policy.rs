@@ -22,8 +22,8 @@
 
 use super::pattern::{Pattern, Vars};
 use super::Capability;
-use crate::flows::Tier;
-use crate::runtime::sandbox;
+use crate::call::Tier;
+use crate::luastate;
 use mlua::{Function, HookTriggers, Lua, LuaSerdeExt, Table, Value as LuaValue, VmState};
 use serde::Serialize;
 use serde_json::Value;
@@ -222,10 +222,10 @@ impl Budget {
                 span(self.time)
             )));
         }
-        if let Some(sig) = crate::runtime::interrupt::requested() {
+        if let Some(sig) = crate::interrupt::requested() {
             return Err(mlua::Error::runtime(format!(
                 "stopped: the run was interrupted by {}",
-                crate::runtime::interrupt::name(sig)
+                crate::interrupt::name(sig)
             )));
         }
         Ok(())
@@ -252,7 +252,7 @@ impl Policy {
         let sha256 = text
             .as_ref()
             .ok()
-            .map(|t| crate::audit::chain::sha256_hex(t.as_bytes()));
+            .map(|t| crate::digest::sha256_hex(t.as_bytes()));
         let loaded = text.and_then(|text| load_text(&source, &text, &vars));
         let canonical = match &source {
             Source::File(p) => crate::fsops::path::canonical_lenient(&absolute(p)).ok(),
@@ -418,12 +418,12 @@ fn read_source(source: &Source) -> Result<String, String> {
 fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String> {
     let name = source.name();
     let fail = |e: mlua::Error| format!("policy {name}: {}", lua_error(&e));
-    let lua = sandbox::new_state().map_err(fail)?;
+    let lua = luastate::new_state().map_err(fail)?;
     let dir = match source {
         Source::File(p) => p.parent().map(Path::to_path_buf).unwrap_or_default(),
         Source::Embedded { .. } => PathBuf::from("/nonexistent"),
     };
-    sandbox::install_require(&lua, dir, &[]).map_err(fail)?;
+    luastate::install_require(&lua, dir, &[]).map_err(fail)?;
     let budget = Budget::install(&lua, TIME_LIMIT).map_err(fail)?;
     let chunk_name = match source {
         Source::File(p) => format!("@{}", p.display()),

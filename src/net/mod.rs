@@ -5,7 +5,6 @@
 pub mod client;
 pub mod destination;
 pub mod dns;
-pub mod html;
 pub mod search;
 
 pub use client::{Incoming, Method, Net, Outgoing};

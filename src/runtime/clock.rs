@@ -6,7 +6,7 @@
 //! recorded value. `os.time(t)` and `os.date(fmt, t)` with an explicit time
 //! are pure and pass straight through.
 
-use super::sandbox::current_task;
+use crate::luastate::current_task;
 use crate::pipeline::Core;
 use mlua::{Function, Lua, Table};
 use std::rc::Rc;
@@ -19,14 +19,14 @@ pub fn install(lua: &Lua, core: Rc<Core>, sluice: &Table, seed: i64) -> mlua::Re
         let task = current_task(lua)?;
         let value = match kind.as_str() {
             "ms" => core
-                .audit
+                .audit()
                 .reading(&task, "ms", || epoch().as_millis() as f64),
             "time" => core
-                .audit
+                .audit()
                 .reading(&task, "time", || epoch().as_secs() as f64),
-            "cpu" => core.audit.reading(&task, "cpu", cpu_seconds),
+            "cpu" => core.audit().reading(&task, "cpu", cpu_seconds),
             "seed" => core
-                .audit
+                .audit()
                 .reading(&task, "seed", || (super::fresh_seed() >> 11) as f64),
             other => return Err(mlua::Error::runtime(format!("unknown clock {other}"))),
         };

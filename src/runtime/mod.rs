@@ -4,27 +4,28 @@
 
 mod clock;
 mod convert;
-pub mod interrupt;
 mod module;
-pub(crate) mod sandbox;
 
 use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
 use crate::audit::replay::{Mode, Record, Replay};
 use crate::audit::session::Session;
 use crate::error::{FlowError, FlowResult};
+use crate::exec::job::Job;
 use crate::exec::Executor;
 use crate::flows::{Context, Registry};
+use crate::interrupt;
 use crate::kernel::approval::{Approver, Prompt};
+use crate::kernel::gate::Gate;
 use crate::kernel::pattern::{Pattern, Vars};
 use crate::kernel::policy::{self, Policy, Source};
 use crate::kernel::Kernel;
+use crate::luastate;
 use crate::net::dns::Dns;
 use crate::net::search::Provider;
 use crate::net::Net;
-use crate::pipeline::{Core, Gate};
+use crate::pipeline::{Core, JobOp, JobStep, MAIN_TASK};
 use mlua::{Function, Lua};
 use serde_json::Value;
-use std::cell::Cell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -267,21 +268,16 @@ impl RuntimeBuilder {
         }
         ctx.protected = audit.protected.clone();
         ctx.secrets.extend(self.secrets.iter().cloned());
-        let core = Rc::new(Core {
-            registry: Registry::standard(),
-            gate: Rc::new(Gate {
-                kernel: Kernel::new(policies, ceiling, vars.clone()),
-                approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
-            }),
-            ctx,
-            calls: Cell::new(0),
-            audit,
-        });
+        let gate = Gate {
+            kernel: Kernel::new(policies, ceiling, vars.clone()),
+            approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
+        };
+        let core = Rc::new(Core::new(Registry::standard(), gate, ctx, audit));
         let closer = Closer {
-            recorder: core.audit.recorder.clone(),
+            recorder: core.audit().recorder.clone(),
             ended: Arc::new(Mutex::new(false)),
         };
-        let lua = sandbox::new_state().map_err(|e| e.to_string())?;
+        let lua = luastate::new_state().map_err(|e| e.to_string())?;
         interrupt::watch(&lua).map_err(|e| e.to_string())?;
         let sluice = module::build(&lua, core.clone(), &self.args).map_err(|e| e.to_string())?;
         clock::install(&lua, core.clone(), &sluice, seed).map_err(|e| e.to_string())?;
@@ -293,7 +289,7 @@ impl RuntimeBuilder {
             Some(_) => PathBuf::from("."),
             None => workspace,
         };
-        sandbox::install_require(&lua, script_dir, &[("sluice", sluice)])
+        luastate::install_require(&lua, script_dir, &[("sluice", sluice)])
             .map_err(|e| e.to_string())?;
         Ok(Runtime { core, lua, closer })
     }
@@ -356,23 +352,23 @@ impl Runtime {
     }
 
     pub fn workspace(&self) -> &Path {
-        &self.core.ctx.workspace
+        &self.core.context().workspace
     }
 
     pub fn run_id(&self) -> &str {
-        &self.core.ctx.run_id
+        &self.core.context().run_id
     }
 
     /// Why the run was stopped, if it was: a replay that diverged, a resume
     /// that reached a call whose outcome is unknown.
     pub fn halted(&self) -> Option<FlowError> {
-        self.core.audit.halted()
+        self.core.audit().halted()
     }
 
     /// Calls answered from the record (replay and resume).
     pub fn replayed_calls(&self) -> u64 {
         self.core
-            .audit
+            .audit()
             .replay
             .as_ref()
             .map_or(0, |r| r.answered.get())
@@ -381,7 +377,7 @@ impl Runtime {
     /// Whether a replay's script went on past the last recorded call.
     pub fn replay_past_end(&self) -> bool {
         self.core
-            .audit
+            .audit()
             .replay
             .as_ref()
             .is_some_and(|r| r.past_end.get())
@@ -389,7 +385,11 @@ impl Runtime {
 
     /// Whether a resume went past its record and ran calls for real.
     pub fn went_live(&self) -> bool {
-        self.core.audit.replay.as_ref().is_some_and(Replay::is_live)
+        self.core
+            .audit()
+            .replay
+            .as_ref()
+            .is_some_and(Replay::is_live)
     }
 
     /// Records how the run ended (`ok`, `failed` or `interrupted`, with the
@@ -409,23 +409,61 @@ impl Runtime {
         self.core.call(flow, input).await
     }
 
-    /// A background job of this run, by the `jobId` a `bash` call with
-    /// `background = true` returned.
-    pub fn job(&self, id: u64) -> Option<std::sync::Arc<crate::exec::job::Job>> {
-        self.core.ctx.exec.jobs.get(id)
+    /// A background job's state (`status`, `exitCode`, `signal`,
+    /// `sandbox`), by the `jobId` a `bash` call with `background = true`
+    /// returned. Like every job operation, it is a recorded step of the
+    /// run, answered from the record in a replay.
+    pub fn job_state(&self, id: u64) -> FlowResult<Value> {
+        self.job_op(JobOp::State, id, |job| {
+            let s = job.snapshot();
+            serde_json::json!({"status": s.status.as_str(), "exitCode": s.exit_code,
+                               "signal": s.signal, "sandbox": s.sandbox})
+        })
+    }
+
+    /// What a background job wrote since the last read (`stdout`,
+    /// `stderr`, with their truncation fields), as `job:read()` gives it.
+    pub fn job_read(&self, id: u64) -> FlowResult<Value> {
+        self.job_op(JobOp::Read, id, |job| {
+            serde_json::to_value(job.read()).expect("a job's output serializes")
+        })
+    }
+
+    /// Kills a background job (its whole process group), authorized like
+    /// any effect; `true` when it was still running.
+    pub fn job_kill(&self, id: u64) -> FlowResult<bool> {
+        let killed = self.job_op(JobOp::Kill, id, |job| serde_json::json!(job.kill()))?;
+        Ok(killed.as_bool().unwrap_or(false))
+    }
+
+    fn job_op(&self, op: JobOp, id: u64, live: impl FnOnce(&Job) -> Value) -> FlowResult<Value> {
+        let input = serde_json::json!({"jobId": id});
+        match self.core.job_step(MAIN_TASK, op, &input, id)? {
+            JobStep::Answered(v) => Ok(v),
+            JobStep::Live {
+                seq,
+                job,
+                decisions,
+            } => {
+                let out = live(&job);
+                self.core
+                    .job_done(MAIN_TASK, seq, op, input, &out, &decisions);
+                Ok(out)
+            }
+        }
     }
 
     /// Ends the run's processes: every background job still running is
     /// killed and reaped. Call it when the run is over; dropping the runtime
     /// without it kills them at once.
     pub async fn shutdown(&self) {
-        self.core.ctx.exec.shutdown().await;
+        self.core.context().exec.shutdown().await;
     }
 
     /// Runs a workflow script to its end.
     pub async fn run_script(&self, path: &Path) -> Result<(), ScriptError> {
         let chunk =
-            sandbox::load_script(&self.lua, path).map_err(|message| ScriptError { message })?;
+            luastate::load_script(&self.lua, path).map_err(|message| ScriptError { message })?;
         self.run_chunk(chunk).await
     }
 
@@ -526,7 +564,7 @@ fn file_sha256(path: &Path) -> Option<String> {
     }
     std::fs::read(path)
         .ok()
-        .map(|bytes| crate::audit::chain::sha256_hex(&bytes))
+        .map(|bytes| crate::digest::sha256_hex(&bytes))
 }
 
 /// A seed for `math.random` nobody can predict from the run's id.

@@ -2,21 +2,20 @@
 //! `args`, `workspace`, `run_id`, `now` (see `clock`) and `sleep`.
 
 use super::convert::{error_table, from_json, to_json};
-use super::sandbox::{current_task, TASK};
-use crate::audit::session::Step;
+use crate::luastate::{current_task, TASK};
+
 use crate::error::{ErrorCode, FlowError};
 use crate::exec::job::Job;
-use crate::pipeline::Core;
+use crate::pipeline::{Core, JobOp, JobStep};
 use mlua::{Function, Lua, LuaSerdeExt, MultiValue, Table, Value as LuaValue};
 use serde_json::json;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Builds the module for one run.
 pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> {
     let m = lua.create_table()?;
-    for spec in core.registry.specs() {
+    for spec in core.registry().specs() {
         let f = flow_function(lua, core.clone(), spec.name)?;
         m.set(spec.name.replace('-', "_"), f)?;
     }
@@ -28,8 +27,8 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
     lua.set_named_registry_value(JOB_WRAPPER, wrapper)?;
     m.set("json", json_module(lua)?)?;
     m.set("args", lua.create_sequence_from(args.iter().cloned())?)?;
-    m.set("workspace", core.ctx.workspace.display().to_string())?;
-    m.set("run_id", core.ctx.run_id.clone())?;
+    m.set("workspace", core.context().workspace.display().to_string())?;
+    m.set("run_id", core.context().run_id.clone())?;
     m.set("sleep", sleep_function(lua)?)?;
     Ok(m)
 }
@@ -69,9 +68,9 @@ fn sleep_function(lua: &Lua) -> mlua::Result<Function> {
             _ = tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)) => {
                 Ok((LuaValue::Boolean(true), LuaValue::Nil))
             }
-            sig = super::interrupt::wait() => Err(mlua::Error::runtime(format!(
+            sig = crate::interrupt::wait() => Err(mlua::Error::runtime(format!(
                 "interrupted by {}",
-                super::interrupt::name(sig)
+                crate::interrupt::name(sig)
             ))),
         }
     })
@@ -142,17 +141,17 @@ async fn invoke(
 ) -> mlua::Result<MultiValue> {
     // No call starts once the run is asked to stop: a loop of quick calls
     // runs few instructions between two checks of the hook.
-    if let Some(sig) = super::interrupt::requested() {
+    if let Some(sig) = crate::interrupt::requested() {
         return Err(mlua::Error::runtime(format!(
             "interrupted by {}",
-            super::interrupt::name(sig)
+            crate::interrupt::name(sig)
         )));
     }
     let result = match to_json(lua, input) {
         Ok(json) => core.call_in(task, name, json).await,
         Err(e) => Err(e),
     };
-    if let (Err(err), Some(_)) = (&result, core.audit.halted()) {
+    if let (Err(err), Some(_)) = (&result, core.audit().halted()) {
         return Ok(MultiValue::from_vec(vec![
             LuaValue::Nil,
             LuaValue::Table(error_table(lua, err)?),
@@ -241,17 +240,17 @@ return function(handle)
   return setmetatable(handle, mt)
 end"#;
 
-/// The Rust side of job objects. An unknown id is a programming mistake.
-/// Every operation is recorded as a step of the calling task (a replay has
-/// no job to ask), under the names `job.state`, `job.read`, `job.wait` and
-/// `job.kill`.
+/// The Rust side of job objects. Every operation is a step of the calling
+/// task through [`Core::job_step`] (a replay has no job to ask), under the
+/// names `job.state`, `job.read`, `job.wait` and `job.kill`. An unknown id
+/// is a programming mistake: it raises.
 fn job_ops(lua: &Lua, core: Rc<Core>) -> mlua::Result<Table> {
     let ops = lua.create_table()?;
     let c = core.clone();
     ops.set(
         "state",
         lua.create_function(move |lua, id: u64| {
-            let state = step(lua, &c, "job.state", id, |job| {
+            let state = step(lua, &c, JobOp::State, id, |job| {
                 let s = job.snapshot();
                 json!({"status": s.status.as_str(), "exitCode": s.exit_code, "signal": s.signal,
                        "sandbox": s.sandbox})
@@ -263,7 +262,7 @@ fn job_ops(lua: &Lua, core: Rc<Core>) -> mlua::Result<Table> {
     ops.set(
         "read",
         lua.create_function(move |lua, id: u64| {
-            let delta = step(lua, &c, "job.read", id, |job| {
+            let delta = step(lua, &c, JobOp::Read, id, |job| {
                 serde_json::to_value(job.read()).expect("a job's output serializes")
             })?;
             from_json(lua, &delta)
@@ -277,16 +276,18 @@ fn job_ops(lua: &Lua, core: Rc<Core>) -> mlua::Result<Table> {
             async move {
                 let task = current_task(&lua)?;
                 let input = json!({"jobId": id, "ms": ms});
-                let seq = match core.audit.job_step(&task, "job.wait", &input) {
-                    Ok(Step::Answered(v)) => return Ok(v.as_bool().unwrap_or(false)),
-                    Ok(Step::Live(seq)) => seq,
-                    Err(e) => return Err(mlua::Error::runtime(e.to_string())),
+                let (seq, job, decisions) = match core.job_step(&task, JobOp::Wait, &input, id) {
+                    Ok(JobStep::Answered(v)) => return Ok(v.as_bool().unwrap_or(false)),
+                    Ok(JobStep::Live {
+                        seq,
+                        job,
+                        decisions,
+                    }) => (seq, job, decisions),
+                    Err(e) => return Err(raise(e)),
                 };
-                let job = find(&core, id)?;
                 let timeout = ms.map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
                 let ended = job.wait(timeout).await;
-                core.audit
-                    .note(&task, seq, "job.wait", input, &json!(ended));
+                core.job_done(&task, seq, JobOp::Wait, input, &json!(ended), &decisions);
                 Ok(ended)
             }
         })?,
@@ -294,23 +295,11 @@ fn job_ops(lua: &Lua, core: Rc<Core>) -> mlua::Result<Table> {
     ops.set(
         "kill",
         lua.create_function(move |lua, id: u64| {
-            let killed = step(lua, &core, "job.kill", id, |job| json!(job.kill()))?;
+            let killed = step(lua, &core, JobOp::Kill, id, |job| json!(job.kill()))?;
             Ok(killed.as_bool().unwrap_or(false))
         })?,
     )?;
     Ok(ops)
-}
-
-fn find(core: &Core, id: u64) -> mlua::Result<Arc<Job>> {
-    core.ctx
-        .exec
-        .jobs
-        .get(id)
-        .ok_or_else(|| {
-            mlua::Error::runtime(format!(
-                "there is no job {id} in this run (a job of an interrupted run ended with it; a resume cannot reach it)"
-            ))
-        })
 }
 
 /// One synchronous job operation: answered from the record, or done on the
@@ -318,20 +307,33 @@ fn find(core: &Core, id: u64) -> mlua::Result<Arc<Job>> {
 fn step(
     lua: &Lua,
     core: &Core,
-    op: &str,
+    op: JobOp,
     id: u64,
     live: impl FnOnce(&Job) -> serde_json::Value,
 ) -> mlua::Result<serde_json::Value> {
     let task = current_task(lua)?;
     let input = json!({"jobId": id});
-    match core.audit.job_step(&task, op, &input) {
-        Ok(Step::Answered(v)) => Ok(v),
-        Ok(Step::Live(seq)) => {
-            let job = find(core, id)?;
+    match core.job_step(&task, op, &input, id) {
+        Ok(JobStep::Answered(v)) => Ok(v),
+        Ok(JobStep::Live {
+            seq,
+            job,
+            decisions,
+        }) => {
             let out = live(job.as_ref());
-            core.audit.note(&task, seq, op, input, &out);
+            core.job_done(&task, seq, op, input, &out, &decisions);
             Ok(out)
         }
-        Err(e) => Err(mlua::Error::runtime(e.to_string())),
+        Err(e) => Err(raise(e)),
+    }
+}
+
+/// A job operation's error, raised at the calling line; an unknown job
+/// keeps the message it always had.
+fn raise(e: FlowError) -> mlua::Error {
+    if e.details.get("field").is_some_and(|f| f == "jobId") {
+        mlua::Error::runtime(e.message)
+    } else {
+        mlua::Error::runtime(e.to_string())
     }
 }

@@ -6,7 +6,6 @@
 //! user's: `$SLUICE_CACHE_DIR`, else `$XDG_CACHE_HOME/sluice`, else
 //! `~/.cache/sluice`, then `workspaces/<name>-<hash>`.
 
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// The variables that send each tool to its private cache, and the folder
@@ -40,8 +39,8 @@ impl Caches {
         let root = var("SLUICE_CACHE_DIR")
             .or_else(|| var("XDG_CACHE_HOME").map(|p| p.join("sluice")))
             .or_else(|| var("HOME").map(|p| p.join(".cache/sluice")))?;
-        let digest = Sha256::digest(workspace.as_os_str().as_encoded_bytes());
-        let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let digest = crate::digest::sha256_hex(workspace.as_os_str().as_encoded_bytes());
+        let hash = &digest[..16];
         let name = workspace
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

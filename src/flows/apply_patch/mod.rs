@@ -62,6 +62,7 @@ pub mod seek;
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{self, Target};
+use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use apply::{Named, Op};
 use parser::{parse_patch, Hunk};
@@ -145,7 +146,7 @@ impl Flow for ApplyPatch {
         Ok((ApplyPatch { ops }, envelope))
     }
 
-    async fn execute(self, _ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let summary = apply::run(&self.ops)?;
         Ok(Output {
             output: summary.text(),

@@ -25,6 +25,7 @@ use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::job::StartError;
 use crate::exec::{self, CommandLine, Outcome, SpawnFailureKind};
+use crate::kernel::gate::Authorized;
 use crate::kernel::pattern::Vars;
 use crate::kernel::{programs, shell, Action};
 use probe::InvalidProbe;
@@ -173,7 +174,7 @@ impl Flow for Bash {
         plan(ctx, input)
     }
 
-    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let exec = &ctx.exec;
         let mut req = exec.request(self.launch.clone(), ctx.call_seq);
         req.cwd = Some(self.cwd.clone());

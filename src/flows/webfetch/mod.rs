@@ -2,11 +2,14 @@
 //! or plain text; other text passes through as it arrived; binaries are
 //! refused. Up to 10 redirects are followed, each one checked.
 
+pub mod html;
+
 use super::fetch::{request_schema, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
-use crate::net::{clip, html, Incoming, Method};
+use crate::net::{clip, Incoming, Method};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -82,7 +85,7 @@ impl Flow for WebFetch {
         Ok((WebFetch { request, format }, envelope))
     }
 
-    async fn execute(self, ctx: &Context) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let resp = self.request.send(ctx, Method::Get, None, 10).await?;
         let content_type = kind_of(&resp)?;
         let text = resp.text();

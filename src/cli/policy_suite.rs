@@ -18,16 +18,17 @@
 //!
 //! A test file runs confined as a policy does (no `os`, coroutines,
 //! `pcall` or `__gc`) and under the same limits, renewed for loading the file
-//! and for each test: [`super::policy::INSTRUCTION_LIMIT`] instructions,
-//! [`super::policy::MEMORY_LIMIT`] bytes, and [`TEST_TIME_LIMIT`] of wall
+//! and for each test: [`crate::kernel::policy::INSTRUCTION_LIMIT`] instructions,
+//! [`crate::kernel::policy::MEMORY_LIMIT`] bytes, and [`TEST_TIME_LIMIT`] of wall
 //! time (longer than a decision's, since one test may ask for many). A test
 //! that loops or bloats fails with the limit it ran past, and the rest run.
 
-use super::pattern::Vars;
-use super::policy::{Budget, Policy, Request, Source};
-use super::{Capability, Kernel};
-use crate::flows::{Registry, Tier};
-use crate::runtime::sandbox;
+use crate::call::Tier;
+use crate::flows::Registry;
+use crate::kernel::pattern::Vars;
+use crate::kernel::policy::{Budget, Policy, Request, Source};
+use crate::kernel::{Capability, Kernel};
+use crate::luastate;
 use mlua::{Lua, Table, Value as LuaValue};
 use serde_json::Value;
 use std::fs;
@@ -88,12 +89,12 @@ pub fn run_file(test_file: &Path) -> Result<Vec<Outcome>, String> {
         return Err(e.to_string());
     }
     let kernel = Rc::new(Kernel::new(vec![policy], Vec::new(), vars));
-    let lua = sandbox::new_state().map_err(|e| e.to_string())?;
+    let lua = luastate::new_state().map_err(|e| e.to_string())?;
     let dir = test_file
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    sandbox::install_require(&lua, dir, &[]).map_err(|e| e.to_string())?;
+    luastate::install_require(&lua, dir, &[]).map_err(|e| e.to_string())?;
     let budget = Budget::install(&lua, TEST_TIME_LIMIT).map_err(|e| first_line(&e))?;
     lua.globals()
         .set(
@@ -217,7 +218,7 @@ return expect("allow"), expect("deny"), expect("ask")"#;
 
 /// The flow that usually asks for a capability's action.
 pub fn default_flow(cap: &Capability) -> &'static str {
-    use super::Action::*;
+    use crate::call::Action::*;
     match cap.action {
         FsRead => "read",
         FsWrite => "write",
@@ -234,7 +235,7 @@ fn first_line(e: &mlua::Error) -> String {
         mlua::Error::RuntimeError(m) => m.clone(),
         mlua::Error::MemoryError(_) => format!(
             "ran past its memory limit of {} MiB",
-            super::policy::MEMORY_LIMIT >> 20
+            crate::kernel::policy::MEMORY_LIMIT >> 20
         ),
         other => other.to_string(),
     };

@@ -1,0 +1,153 @@
+//! The call vocabulary every layer shares: what a call may do
+//! ([`Capability`], [`Action`]), how far its effects can be undone
+//! ([`Tier`]) and what it declares it will touch ([`Envelope`]). It sits
+//! below the audit record, the kernel and the flows, which all speak it.
+
+use serde::Serialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// What a capability lets a call do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Action {
+    #[serde(rename = "fs:read")]
+    FsRead,
+    #[serde(rename = "fs:write")]
+    FsWrite,
+    #[serde(rename = "net:get")]
+    NetGet,
+    #[serde(rename = "net:post")]
+    NetPost,
+    #[serde(rename = "net:private")]
+    NetPrivate,
+    #[serde(rename = "proc:spawn")]
+    ProcSpawn,
+    #[serde(rename = "model:call")]
+    ModelCall,
+}
+
+impl Action {
+    pub const ALL: [Action; 7] = [
+        Action::FsRead,
+        Action::FsWrite,
+        Action::NetGet,
+        Action::NetPost,
+        Action::NetPrivate,
+        Action::ProcSpawn,
+        Action::ModelCall,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::FsRead => "fs:read",
+            Action::FsWrite => "fs:write",
+            Action::NetGet => "net:get",
+            Action::NetPost => "net:post",
+            Action::NetPrivate => "net:private",
+            Action::ProcSpawn => "proc:spawn",
+            Action::ModelCall => "model:call",
+        }
+    }
+}
+
+/// `action:resource`, e.g. `fs:read:/w/src/a.rs`. fs resources are canonical
+/// absolute paths.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Capability {
+    pub action: Action,
+    pub resource: String,
+}
+
+impl Capability {
+    /// Parses `action:resource`, e.g. `fs:read:/w/a.rs` or `net:get:example.org`.
+    pub fn parse(text: &str) -> Result<Capability, String> {
+        let action = Action::ALL
+            .into_iter()
+            .find(|a| text.starts_with(a.as_str()) && text[a.as_str().len()..].starts_with(':'));
+        match action {
+            Some(action) => Ok(Capability {
+                action,
+                resource: text[action.as_str().len() + 1..].to_string(),
+            }),
+            None => Err(format!(
+                "{text:?} is not a capability; write action:resource with an action of {}",
+                Action::ALL.map(Action::as_str).join(", ")
+            )),
+        }
+    }
+
+    pub fn fs(action: Action, path: &Path) -> Self {
+        Capability {
+            action,
+            resource: path.to_string_lossy().into_owned(),
+        }
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.action.as_str(), self.resource)
+    }
+}
+
+/// How far a call's effects can be undone, which decides how carefully it is
+/// authorized and recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Changes nothing outside the run (a read).
+    Sealed,
+    /// Changes files the run can restore (write, edit).
+    Compensable,
+    /// Changes the world in ways nobody can take back (a POST, a command).
+    Irreversible,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Sealed => "sealed",
+            Tier::Compensable => "compensable",
+            Tier::Irreversible => "irreversible",
+        }
+    }
+}
+
+/// What one call may touch, narrowed from its input as far as it allows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Envelope {
+    pub tier: Tier,
+    /// Canonical paths the call reads.
+    pub reads: Vec<PathBuf>,
+    /// Canonical paths the call writes.
+    pub writes: Vec<PathBuf>,
+    /// Command lines the call spawns (`proc:spawn`), each judged per simple
+    /// command by the kernel.
+    pub commands: Vec<String>,
+    /// Where the call sends requests first (`net:get`, `net:post`); hops
+    /// found later (redirects, private addresses) are judged as they come.
+    #[serde(serialize_with = "as_text")]
+    pub network: Vec<Capability>,
+}
+
+fn as_text<S: serde::Serializer>(caps: &[Capability], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(caps.iter().map(|c| c.to_string()))
+}
+
+impl Envelope {
+    /// The capabilities the envelope needs: one per command spawned and per
+    /// path read or written.
+    pub fn capabilities(&self) -> Vec<Capability> {
+        let commands = self.commands.iter().map(|c| Capability {
+            action: Action::ProcSpawn,
+            resource: c.clone(),
+        });
+        let reads = self.reads.iter().map(|p| Capability::fs(Action::FsRead, p));
+        let writes = self
+            .writes
+            .iter()
+            .map(|p| Capability::fs(Action::FsWrite, p));
+        let network = self.network.iter().cloned();
+        commands.chain(network).chain(reads).chain(writes).collect()
+    }
+}

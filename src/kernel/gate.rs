@@ -1,0 +1,193 @@
+//! The gate: what authorizes a capability (the kernel and whoever answers
+//! its asks), one call's use of it, and the proof a flow needs to run.
+//!
+//! [`Authorized`] has no public constructor: [`CallGate::admit`] makes it
+//! once every capability of a call's envelope passed, and a flow's
+//! `execute` cannot be called without one. The pipeline is the only caller
+//! of `admit` (step 4 of `pipeline::Core::call`), so the compiler keeps
+//! every effect behind the one door.
+
+use super::approval::Approver;
+use super::policy::{Decision as Verdict, Request, Verdict as Judgement};
+use super::{denied, Kernel};
+use crate::audit::recorder::Decision;
+use crate::audit::session::Decisions;
+use crate::call::{Capability, Tier};
+use crate::error::FlowResult;
+use serde_json::Value;
+use std::fmt;
+use std::rc::Rc;
+
+/// Authorizes capabilities a call finds while it runs (the next host of a
+/// redirect, a private address DNS returned, a path inside a walked tree).
+/// Lower layers (the HTTP client, search providers) ask through it without
+/// knowing the pipeline.
+pub trait Authority {
+    /// Allow passes; deny is `permission_denied`; an ask goes to the
+    /// approver.
+    fn authorize(&self, cap: &Capability) -> FlowResult<()>;
+
+    /// Whether the kernel refuses `cap` outright, judged without prompting
+    /// anyone: an ask is not a refusal here.
+    fn refuses(&self, cap: &Capability) -> bool;
+}
+
+/// Proof that a call's envelope was authorized: the only key to a flow's
+/// `execute`. Made by [`CallGate::admit`] alone.
+#[derive(Debug)]
+pub struct Authorized {
+    _sealed: (),
+}
+
+/// The kernel and whoever answers its asks: what authorizes a capability.
+pub struct Gate {
+    /// The run's policies, ceiling and rules.
+    pub kernel: Kernel,
+    /// Who answers an ask.
+    pub approver: Approver,
+}
+
+impl Gate {
+    /// Allow passes; deny is `permission_denied`; an ask goes to the
+    /// approver (`permission_required` when nobody answers). The decision
+    /// goes to `sink` when the call is recorded.
+    pub fn check(&self, req: &Request, sink: Option<&Decisions>) -> FlowResult<()> {
+        let verdict = self.kernel.decide(req);
+        let result = match verdict.decision {
+            Verdict::Allow => Ok(None),
+            Verdict::Deny => Err(denied(req.capability, &verdict)),
+            Verdict::Ask => self
+                .approver
+                .approve_with(&self.kernel, req, &verdict)
+                .map(Some),
+        };
+        if let Some(sink) = sink {
+            sink.push(record(req.capability, &verdict, &result));
+        }
+        result.map(|_| ())
+    }
+}
+
+/// One decision as the record keeps it.
+fn record(cap: &Capability, verdict: &Judgement, result: &FlowResult<Option<String>>) -> Decision {
+    Decision {
+        capability: cap.to_string(),
+        decision: verdict.decision.as_str().to_string(),
+        by: verdict.by.clone(),
+        reason: verdict.reason.clone(),
+        approved_by: result.as_ref().ok().cloned().flatten(),
+    }
+}
+
+/// One call's use of the gate: every capability it asks for, before it
+/// runs or while it runs, is judged as a request of this call.
+#[derive(Clone)]
+pub struct CallGate {
+    gate: Rc<Gate>,
+    flow: String,
+    tier: Tier,
+    input: Rc<Value>,
+    run_id: String,
+    script: String,
+    /// Where the call's decisions go when it is recorded.
+    decisions: Option<Rc<Decisions>>,
+}
+
+impl fmt::Debug for CallGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallGate")
+            .field("flow", &self.flow)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who makes a call, as the kernel's requests name it.
+pub struct Caller<'a> {
+    /// The flow's name.
+    pub flow: &'a str,
+    /// The tier its envelope declared.
+    pub tier: Tier,
+    /// The call's input, as given.
+    pub input: Rc<Value>,
+    /// The run's id.
+    pub run_id: &'a str,
+    /// The run's script.
+    pub script: &'a str,
+}
+
+impl CallGate {
+    /// The gate of one call; its decisions go to `decisions` when the call
+    /// is recorded.
+    pub fn new(gate: Rc<Gate>, caller: Caller<'_>, decisions: Option<Rc<Decisions>>) -> CallGate {
+        CallGate {
+            gate,
+            flow: caller.flow.to_string(),
+            tier: caller.tier,
+            input: caller.input,
+            run_id: caller.run_id.to_string(),
+            script: caller.script.to_string(),
+            decisions,
+        }
+    }
+
+    /// The kernel's request for `cap`, as one made by this call.
+    pub fn request<'a>(&'a self, cap: &'a Capability) -> Request<'a> {
+        Request {
+            capability: cap,
+            flow: &self.flow,
+            tier: self.tier,
+            input: &self.input,
+            run_id: &self.run_id,
+            script: &self.script,
+        }
+    }
+
+    /// The run's kernel, for what only its static rules answer (the sandbox
+    /// profile, a route).
+    pub fn kernel(&self) -> &Kernel {
+        &self.gate.kernel
+    }
+
+    /// Step 4 of the door: every capability of the envelope through the
+    /// kernel, and the proof that the call may run.
+    pub fn admit(&self, capabilities: &[Capability]) -> FlowResult<Authorized> {
+        capabilities
+            .iter()
+            .try_for_each(|cap| self.authorize(cap))?;
+        Ok(Authorized { _sealed: () })
+    }
+
+    /// Asks the person (or a pre-approval) whether `cap` may be used this
+    /// once, whatever the rules say: an ask by `by` for `reason`.
+    pub fn ask_once(&self, cap: &Capability, by: &str, reason: String) -> FlowResult<()> {
+        let verdict = Judgement {
+            decision: Verdict::Ask,
+            by: by.into(),
+            reason,
+        };
+        let result = self
+            .gate
+            .approver
+            .approve_once(&self.request(cap), &verdict)
+            .map(Some);
+        if let Some(sink) = self.decisions.as_deref() {
+            sink.push(record(cap, &verdict, &result));
+        }
+        result.map(|_| ())
+    }
+}
+
+impl Authority for CallGate {
+    fn authorize(&self, cap: &Capability) -> FlowResult<()> {
+        self.gate
+            .check(&self.request(cap), self.decisions.as_deref())
+    }
+
+    /// For flows that walk a tree whose root the envelope already
+    /// authorized and must skip what the policy denies inside it (`glob`,
+    /// `grep` and `fs:read:**/.env`): the ceiling, a deny rule, a `decide`
+    /// hook saying deny, a policy that failed.
+    fn refuses(&self, cap: &Capability) -> bool {
+        self.gate.kernel.decide(&self.request(cap)).decision == Verdict::Deny
+    }
+}
