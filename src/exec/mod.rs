@@ -23,9 +23,10 @@
 //! argv into the confined or transported one at launch, and the spec it
 //! wraps is fully resolved, so a policy on it sees what will run.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), sluice::FlowError> {
-//! use sluice::exec::{resolve, run, Limits, Request};
+//! ```ignore
+//! // Private to the crate, so not a doc test; exec's unit tests run this.
+//! # async fn demo() -> Result<(), crate::FlowError> {
+//! use crate::exec::{resolve, run, Limits, Request};
 //! let limits = Limits::new("/tmp/w");
 //! let spec = resolve(Request::shell("echo hi; exit 3"), &limits)?;
 //! let out = run(spec).await;

@@ -2,17 +2,15 @@
 //! value; only a transport failure, a refusal, a timeout or a body over
 //! 5 MiB use the error channel.
 
+use super::http::{request_schema, Output, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::FlowResult;
 use crate::kernel::gate::Authorized;
-use crate::kernel::{Action, Capability};
-use crate::net::client::{check_headers, timeout};
-use crate::net::destination::{self, Destination};
-use crate::net::{clip, Incoming, Method, Outgoing};
-use serde::{Deserialize, Serialize};
+use crate::kernel::Action;
+use crate::net::Method;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,88 +22,8 @@ pub struct Input {
     pub timeout: Option<f64>,
 }
 
-/// What `fetch` and `http-post` return.
-#[derive(Debug, Serialize)]
-pub struct Output {
-    pub status: u16,
-    pub body: String,
-    pub truncated: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub notice: Option<String>,
-}
-
-impl Output {
-    /// The response as text, its head kept (60,000 bytes).
-    pub fn of(resp: &Incoming) -> Output {
-        let c = clip(resp.text());
-        Output {
-            status: resp.status,
-            body: c.text,
-            truncated: c.truncated,
-            notice: c.notice,
-        }
-    }
-}
-
 pub struct Fetch {
     request: Request,
-}
-
-/// The part of a `fetch`, `http-post` or `webfetch` call their inputs share,
-/// checked: the destination, the headers and the deadline.
-pub struct Request {
-    dest: Destination,
-    headers: Vec<(String, String)>,
-    timeout: Duration,
-}
-
-impl Request {
-    /// Checks `url`, `headers` and `timeout`, and declares the capability
-    /// of the first hop (`action` on the URL's resource).
-    pub fn plan(
-        action: Action,
-        url: &str,
-        headers: &BTreeMap<String, String>,
-        timeout_secs: Option<f64>,
-    ) -> FlowResult<(Request, Envelope)> {
-        let dest = destination::parse("url", url)?;
-        let envelope = first_hop(action, &dest);
-        let request = Request {
-            dest,
-            headers: check_headers(headers)?,
-            timeout: timeout("timeout", timeout_secs)?,
-        };
-        Ok((request, envelope))
-    }
-
-    /// Sends it through the run's client, under the call's gate.
-    pub async fn send(
-        self,
-        ctx: &Context,
-        method: Method,
-        body: Option<Vec<u8>>,
-        max_redirects: usize,
-    ) -> FlowResult<Incoming> {
-        let out = Outgoing {
-            method,
-            dest: self.dest,
-            headers: self.headers,
-            body,
-            timeout: self.timeout,
-            max_redirects,
-        };
-        ctx.net.send(out, ctx).await
-    }
-}
-
-/// The input fields `fetch`, `http-post` and `webfetch` share.
-pub fn request_schema() -> serde_json::Map<String, Value> {
-    let v = json!({
-        "url": {"type": "string", "description": "Absolute http or https URL, without user:password@."},
-        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers. authorization and cookie are dropped when a redirect leaves the URL's origin."},
-        "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds for the whole request and body (default 30, at most 120)."}
-    });
-    v.as_object().cloned().unwrap_or_default()
 }
 
 fn schema() -> Value {
@@ -115,24 +33,6 @@ fn schema() -> Value {
         "required": ["url"],
         "properties": request_schema(),
     })
-}
-
-/// The capability the first hop needs.
-fn first_hop(action: Action, dest: &Destination) -> Envelope {
-    Envelope {
-        tier: if action == Action::NetPost {
-            Tier::Irreversible
-        } else {
-            Tier::Sealed
-        },
-        reads: vec![],
-        writes: vec![],
-        commands: vec![],
-        network: vec![Capability {
-            action,
-            resource: dest.resource.clone(),
-        }],
-    }
 }
 
 impl Flow for Fetch {

@@ -73,8 +73,8 @@
 //!   `skippedDenied`. An ask is not a refusal here: the root was authorized.
 
 use super::deadline::{check_timeout, Deadline};
-use super::glob::{plural, refused, thousands, threads, Found, Kind, Skipped, Tree, TICK};
-use super::read::positive;
+use super::lines::positive;
+use super::walk::{plural, refused, thousands, threads, Found, Kind, Skipped, Tree, TICK};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::path::io_error;

@@ -3,7 +3,7 @@
 //! have acted. Redirects are not followed (a 3xx is the answer), so a body
 //! is never sent a second time, somewhere else.
 
-use super::fetch::{request_schema, Output, Request};
+use super::http::{request_schema, Output, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::FlowResult;
 use crate::kernel::gate::Authorized;

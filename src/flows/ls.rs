@@ -1,6 +1,6 @@
 //! `ls`: one page of a folder's entries, sorted by name, each with its kind.
 
-use super::read::positive;
+use super::lines::positive;
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{path::io_error, Target};

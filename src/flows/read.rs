@@ -11,6 +11,7 @@
 //! the flow sees the file a chunk at a time through one reused buffer
 //! ([`text::stream`]) and copies out only the page.
 
+use super::lines::positive;
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{text, Target};
@@ -108,35 +109,9 @@ impl Flow for Read {
     }
 }
 
-/// `invalid_input` unless an optional line number is at least 1.
-pub(crate) fn positive(field: &str, value: Option<u64>) -> FlowResult<()> {
-    match value {
-        Some(0) => Err(FlowError::invalid_input(
-            field,
-            format!("`{field}` is 1-based: give 1 or more."),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The number of lines in `text`: a final line without `\n` counts.
-pub fn count_lines(text: &str) -> u64 {
-    let newlines = memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
-    newlines + u64::from(!text.is_empty() && !text.ends_with('\n'))
-}
-
-/// Byte offset where 1-based line `line` starts; `line` must exist.
-pub fn line_start(text: &str, line: u64) -> usize {
-    if line <= 1 {
-        return 0;
-    }
-    memchr::memchr_iter(b'\n', text.as_bytes())
-        .nth((line - 2) as usize)
-        .map_or(text.len(), |i| i + 1)
-}
-
 /// Cuts the page `offset..offset+limit` out of `text` in memory, as `read`
 /// cuts it out of a file.
+#[cfg(test)]
 pub fn page(target: &Target, text: String, offset: u64, limit: u64) -> FlowResult<Output> {
     let mut scan = PageScan::new(offset, limit);
     scan.feed(text.as_bytes());
@@ -378,6 +353,7 @@ fn notice(start: u64, end: u64, total: u64, budget_hit: bool, clipped: &[u64]) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flows::lines::{count_lines, line_start};
 
     fn t() -> Target {
         Target::at("/w/f")
@@ -506,15 +482,6 @@ mod tests {
 
     fn agrees(bytes: &[u8]) {
         agrees_on(bytes, &PAGES);
-    }
-
-    #[test]
-    fn counts_lines_like_an_editor() {
-        assert_eq!(count_lines(""), 0);
-        assert_eq!(count_lines("\n"), 1);
-        assert_eq!(count_lines("a"), 1);
-        assert_eq!(count_lines("a\nb"), 2);
-        assert_eq!(count_lines("one\r\ntwo\r\n"), 2);
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl Flow for WebSearch {
     }
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
-        let results = self.provider.search(&self.query, ctx).await?;
+        let results = self.provider.search(&self.query, &ctx.net, ctx).await?;
         Ok(Output { results })
     }
 }

@@ -29,7 +29,7 @@ use super::destination::{self, is_localhost_name, needs_private_grant, Destinati
 use super::dns::{Dns, SystemDns};
 use super::search::Provider;
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::flows::Context;
+use crate::kernel::gate::Authority;
 use crate::kernel::{Action, Capability};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use std::fmt;
@@ -159,10 +159,10 @@ impl Net {
 
     /// Sends `req` under the call's gate, following redirects as the module
     /// doc describes.
-    pub async fn send(&self, req: Outgoing, ctx: &Context) -> FlowResult<Incoming> {
+    pub async fn send(&self, req: Outgoing, auth: &dyn Authority) -> FlowResult<Incoming> {
         let secs = req.timeout.as_secs_f64();
         let deadline = Instant::now() + req.timeout;
-        match tokio::time::timeout_at(deadline, self.exchange(req, ctx)).await {
+        match tokio::time::timeout_at(deadline, self.exchange(req, auth)).await {
             Ok(result) => result,
             Err(_) => Err(FlowError::new(
                 ErrorCode::Timeout,
@@ -172,7 +172,7 @@ impl Net {
         }
     }
 
-    async fn exchange(&self, req: Outgoing, ctx: &Context) -> FlowResult<Incoming> {
+    async fn exchange(&self, req: Outgoing, auth: &dyn Authority) -> FlowResult<Incoming> {
         let first_origin = req.dest.origin.clone();
         let mut dest = req.dest;
         let mut method = req.method;
@@ -183,12 +183,12 @@ impl Net {
         let mut crossed = false;
         loop {
             if hop > 0 {
-                ctx.authorize(&Capability {
+                auth.authorize(&Capability {
                     action: method.action(),
                     resource: dest.resource.clone(),
                 })?;
             }
-            let addrs = self.addresses(&dest, ctx).await?;
+            let addrs = self.addresses(&dest, auth).await?;
             crossed |= dest.origin != first_origin;
             let resp = transmit(&dest, &addrs, method, &req.headers, crossed, body.clone()).await?;
             let status = resp.status().as_u16();
@@ -222,7 +222,7 @@ impl Net {
     }
 
     /// Steps 2 and 3: the addresses to connect to, after the private check.
-    async fn addresses(&self, dest: &Destination, ctx: &Context) -> FlowResult<Vec<IpAddr>> {
+    async fn addresses(&self, dest: &Destination, auth: &dyn Authority) -> FlowResult<Vec<IpAddr>> {
         let addrs = match dest.ip {
             Some(ip) => vec![ip],
             None if is_localhost_name(&dest.host) => {
@@ -257,7 +257,7 @@ impl Net {
                 )
             })?;
         if private {
-            ctx.authorize(&Capability {
+            auth.authorize(&Capability {
                 action: Action::NetPrivate,
                 resource: dest.origin.clone(),
             })?;

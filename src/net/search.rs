@@ -19,11 +19,11 @@
 //! Snippets are clipped at [`SNIPPET_LIMIT`] characters. An error never
 //! holds a key: Exa's errors are scrubbed of it before they leave.
 
-use super::client::{Incoming, Method, Outgoing};
+use super::client::{Incoming, Method, Net, Outgoing};
 use super::destination::{self, Destination};
 use crate::credentials::{self, Credentials, Secret};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::flows::Context;
+use crate::kernel::gate::Authority;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fmt;
@@ -106,8 +106,8 @@ pub trait Provider: fmt::Debug + Send + Sync {
     /// it in the call's envelope.
     fn endpoint(&self) -> &Destination;
 
-    /// Runs `q`, sending through `ctx.net` under the call's gate.
-    fn search<'a>(&'a self, q: &'a Query, ctx: &'a Context) -> Search<'a>;
+    /// Runs `q`, sending through `net` under the call's authority.
+    fn search<'a>(&'a self, q: &'a Query, net: &'a Net, auth: &'a dyn Authority) -> Search<'a>;
 }
 
 /// A provider from the text of `sluice run --search`: `exa`, `exa=URL`
@@ -194,7 +194,13 @@ impl Exa {
         Ok(key)
     }
 
-    async fn run(&self, q: &Query, ctx: &Context, key: &Secret) -> FlowResult<Vec<Hit>> {
+    async fn run(
+        &self,
+        q: &Query,
+        net: &Net,
+        auth: &dyn Authority,
+        key: &Secret,
+    ) -> FlowResult<Vec<Hit>> {
         let body = Exa::body(q, unix_now());
         let req = Outgoing {
             method: Method::Post,
@@ -208,7 +214,7 @@ impl Exa {
             timeout: TIMEOUT,
             max_redirects: 0,
         };
-        let mut resp = send(ctx, req, "exa").await?;
+        let mut resp = send(net, auth, req, "exa").await?;
         // A provider that echoes the key (in an error page, in a result)
         // must not hand it to the script: it goes before anything reads it.
         resp.body = redact_bytes(&resp.body, key.expose().as_bytes());
@@ -253,12 +259,14 @@ impl Provider for Exa {
         &self.endpoint
     }
 
-    fn search<'a>(&'a self, q: &'a Query, ctx: &'a Context) -> Search<'a> {
+    fn search<'a>(&'a self, q: &'a Query, net: &'a Net, auth: &'a dyn Authority) -> Search<'a> {
         Box::pin(async move {
             let key = self.key()?;
             // Whatever went wrong, the key stays out of the error, even if
             // the provider echoed it back.
-            self.run(q, ctx, &key).await.map_err(|e| scrub(e, &key))
+            self.run(q, net, auth, &key)
+                .await
+                .map_err(|e| scrub(e, &key))
         })
     }
 }
@@ -325,7 +333,7 @@ impl Searxng {
         url
     }
 
-    async fn run(&self, q: &Query, ctx: &Context) -> FlowResult<Vec<Hit>> {
+    async fn run(&self, q: &Query, net: &Net, auth: &dyn Authority) -> FlowResult<Vec<Hit>> {
         let dest = destination::from_url("url", self.url(q))?;
         let req = Outgoing {
             method: Method::Get,
@@ -335,7 +343,7 @@ impl Searxng {
             timeout: TIMEOUT,
             max_redirects: 0,
         };
-        let resp = send(ctx, req, "searxng").await?;
+        let resp = send(net, auth, req, "searxng").await?;
         let refused = |status| {
             format!(
                 "the SearXNG instance at {} refused the request (HTTP {status}); it answers JSON only when `json` is in `search.formats` of its settings.yml",
@@ -375,8 +383,8 @@ impl Provider for Searxng {
         &self.endpoint
     }
 
-    fn search<'a>(&'a self, q: &'a Query, ctx: &'a Context) -> Search<'a> {
-        Box::pin(self.run(q, ctx))
+    fn search<'a>(&'a self, q: &'a Query, net: &'a Net, auth: &'a dyn Authority) -> Search<'a> {
+        Box::pin(self.run(q, net, auth))
     }
 }
 
@@ -401,8 +409,13 @@ struct SearxngResult {
 
 /// Sends through the run's client; a deadline is told as the search's own
 /// 30 s bound (there is no `timeout` input to raise).
-async fn send(ctx: &Context, req: Outgoing, provider: &str) -> FlowResult<Incoming> {
-    ctx.net.send(req, ctx).await.map_err(|e| {
+async fn send(
+    net: &Net,
+    auth: &dyn Authority,
+    req: Outgoing,
+    provider: &str,
+) -> FlowResult<Incoming> {
+    net.send(req, auth).await.map_err(|e| {
         if e.code == ErrorCode::Timeout {
             let mut t = FlowError::new(
                 ErrorCode::Timeout,

@@ -506,7 +506,7 @@ fn missed(file: &Named, contents: &str, miss: Miss) -> FlowError {
             )
             .with("path", file.abs.clone())
             .with("expected", expected.clone());
-            match super::super::edit::nearest_region(contents, &expected) {
+            match crate::flows::region::nearest_region(contents, &expected) {
                 Some((start, end)) => {
                     let held: Vec<&str> = contents
                         .split('\n')

@@ -4,7 +4,7 @@
 
 pub mod html;
 
-use super::fetch::{request_schema, Request};
+use super::http::{request_schema, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::kernel::gate::Authorized;

@@ -1,0 +1,488 @@
+//! The tree walker `glob` and `grep` share: a parallel walk of the
+//! workspace that honours `.gitignore`, skips what the policy denies
+//! (`fs:read:**/.env`) and what cannot be read, and says what it left out.
+
+use super::deadline::Deadline;
+use super::Context;
+use crate::fsops::path::canonical_lenient;
+use crate::fsops::Target;
+use crate::kernel::gate::Authority;
+use crate::kernel::{Action, Capability};
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::overrides::Override;
+use ignore::{WalkBuilder, WalkState};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Unreadable paths a notice names before it summarises the rest.
+const NAMED_UNREADABLE: usize = 5;
+
+/// How long the calling thread waits for the next message before it looks
+/// at the deadline again.
+pub(crate) const TICK: Duration = Duration::from_millis(20);
+
+/// `n` with a comma between each group of three digits.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A tree to walk: the root, the workspace paths are shown against, and the
+/// filters of `hidden` and `noIgnore`. Shared by `glob` and `grep`.
+pub(crate) struct Tree {
+    pub target: Target,
+    workspace: PathBuf,
+    hidden: bool,
+    no_ignore: bool,
+}
+
+/// What kind of thing a walk found, other than a folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    File,
+    Symlink,
+    /// A FIFO, a socket, a device.
+    Other,
+}
+
+/// One path a walk found.
+#[derive(Debug)]
+pub(crate) struct Found {
+    /// Absolute and canonical up to the last name (the walk follows no
+    /// link), which a symlink's [`Kind`] may still point on from.
+    pub path: PathBuf,
+    /// As the output shows it: relative to the workspace when inside it.
+    pub shown: String,
+    pub kind: Kind,
+}
+
+impl Found {
+    /// The path relative to `root`, `/`-separated (the walk only yields
+    /// UTF-8 names).
+    pub fn rel<'a>(&'a self, root: &Path) -> &'a str {
+        let rel = self.path.strip_prefix(root).unwrap_or(&self.path);
+        rel.to_str().unwrap_or_default()
+    }
+
+    /// Whether the policy refuses reading it, judged on the path a symlink
+    /// resolves to. Outside a call nothing is allowed.
+    pub fn denied(&self, ctx: &Context) -> bool {
+        let real;
+        let path = if self.kind == Kind::Symlink {
+            real = canonical_lenient(&self.path).unwrap_or_else(|_| self.path.clone());
+            &real
+        } else {
+            &self.path
+        };
+        refused(ctx, path)
+    }
+}
+
+/// Whether reading `path` is refused by the policy (never asking anyone).
+pub(crate) fn refused(ctx: &Context, path: &Path) -> bool {
+    // Not UTF-8: no policy can name it (the walk already skips such names).
+    if path.to_str().is_none() {
+        return true;
+    }
+    ctx.refuses(&Capability::fs(Action::FsRead, path))
+}
+
+/// What a walk, or a search over it, left out, and why.
+#[derive(Debug, Default)]
+pub(crate) struct Skipped {
+    /// Paths the policy denies.
+    pub denied: u64,
+    /// Folders and files that could not be read.
+    pub unreadable: u64,
+    /// Names that are not UTF-8 or hold a control character.
+    pub names: u64,
+    /// Up to a few unreadable paths with their errors, for the notice.
+    pub unreadable_examples: Vec<String>,
+}
+
+impl Skipped {
+    pub fn add(&mut self, other: Skipped) {
+        self.denied += other.denied;
+        self.unreadable += other.unreadable;
+        self.names += other.names;
+        self.unreadable_examples.extend(other.unreadable_examples);
+    }
+
+    /// Counts an unreadable path, keeping the first few to name.
+    pub fn unreadable_path(&mut self, what: String) {
+        self.unreadable += 1;
+        self.unreadable_examples.push(what);
+        if self.unreadable_examples.len() > 4 * NAMED_UNREADABLE {
+            self.unreadable_examples.sort();
+            self.unreadable_examples.truncate(NAMED_UNREADABLE);
+        }
+    }
+
+    /// Sentences for the notice, one per kind of skip that happened.
+    pub fn notes(&mut self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.denied > 0 {
+            notes.push(format!(
+                "Skipped {} the policy denies reading.",
+                plural(self.denied, "path")
+            ));
+        }
+        if self.unreadable > 0 {
+            self.unreadable_examples.sort();
+            self.unreadable_examples.truncate(NAMED_UNREADABLE);
+            let more = self.unreadable - self.unreadable_examples.len() as u64;
+            let mut named = self.unreadable_examples.join("; ");
+            if more > 0 {
+                named.push_str(&format!("; and {more} more"));
+            }
+            notes.push(format!(
+                "Skipped {} that could not be read ({named}).",
+                plural(self.unreadable, "path")
+            ));
+        }
+        if self.names > 0 {
+            notes.push(format!(
+                "Skipped {} whose name is not UTF-8 or holds a control character (with anything below it); rename it to reach it.",
+                plural(self.names, "path")
+            ));
+        }
+        notes
+    }
+}
+
+/// `1 path`, `2 paths`.
+pub(crate) fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", thousands(n))
+    }
+}
+
+/// Whether a name can be shown and named to the policy as it is: UTF-8,
+/// without control characters.
+pub(crate) fn fair_name(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .is_some_and(|s| !s.chars().any(char::is_control))
+}
+
+impl Tree {
+    pub fn new(
+        ctx: &Context,
+        target: Target,
+        hidden: Option<bool>,
+        no_ignore: Option<bool>,
+    ) -> Tree {
+        Tree {
+            target,
+            workspace: ctx.workspace.clone(),
+            hidden: hidden.unwrap_or(false),
+            no_ignore: no_ignore.unwrap_or(false),
+        }
+    }
+
+    /// How `path` (absolute, inside the root) is shown.
+    fn show(&self, path: &Path) -> Option<String> {
+        let shown = match path.strip_prefix(&self.workspace) {
+            Ok(rel) if !rel.as_os_str().is_empty() => rel,
+            _ => path,
+        };
+        shown.to_str().map(str::to_string)
+    }
+
+    /// The ignore files of the folders between the workspace and the root
+    /// (the workspace included, the root not), innermost first, each as one
+    /// matcher; nothing when the root is not strictly inside the workspace.
+    pub fn outer_ignores(&self, ctx: &Context) -> Vec<Gitignore> {
+        let root = &self.target.real;
+        if self.no_ignore || !root.starts_with(&self.workspace) || *root == self.workspace {
+            return vec![];
+        }
+        let mut out = Vec::new();
+        for dir in root.ancestors().skip(1) {
+            if !dir.starts_with(&self.workspace) {
+                break;
+            }
+            let mut builder = GitignoreBuilder::new(dir);
+            let mut any = false;
+            // Later lines win: `.ignore` over `.gitignore`, as inside the root.
+            for name in [".gitignore", ".ignore"] {
+                let file = dir.join(name);
+                if file.is_file() && !refused(ctx, &file) {
+                    // A bad line is skipped; the rest of the file counts.
+                    let _ = builder.add(&file);
+                    any = true;
+                }
+            }
+            if any {
+                if let Ok(gi) = builder.build() {
+                    if !gi.is_empty() {
+                        out.push(gi);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Walks the tree on `walkers` threads, with `outer` from [`Tree::outer_ignores`],
+    /// and hands `visit`, in batches, every path that is not a folder (the root itself, when it is a file), from several threads,
+    /// in no particular order, until the walk ends or `deadline` passes. Returns what it skipped as unreadable or
+    /// badly named; policy checks are the caller's, on its own thread.
+    pub fn walk(
+        &self,
+        walkers: usize,
+        outer: Vec<Gitignore>,
+        overrides: Option<Override>,
+        deadline: &Deadline,
+        visit: impl Fn(Vec<Found>) + Sync,
+    ) -> Skipped {
+        let mut builder = WalkBuilder::new(&self.target.real);
+        let use_ignores = !self.no_ignore;
+        builder
+            .hidden(!self.hidden)
+            .parents(false)
+            .ignore(use_ignores)
+            .git_ignore(use_ignores)
+            .git_exclude(use_ignores)
+            .git_global(false)
+            .require_git(false)
+            .follow_links(false)
+            .threads(walkers);
+        if let Some(o) = overrides {
+            builder.overrides(o);
+        }
+        // A folder whose ignore file is not a plain, modest file is not
+        // entered: the walker would open it blocking and read it whole, so a
+        // FIFO would hang the call and a link to /dev/zero would exhaust it.
+        let hostile = std::sync::Arc::new(Mutex::new(Vec::<PathBuf>::new()));
+        if use_ignores {
+            if let Some(bad) = hostile_ignore_file(&self.target.real) {
+                let mut skipped = Skipped::default();
+                skipped.unreadable_path(self.hostile_note(&bad));
+                return skipped;
+            }
+        }
+        let found_hostile = hostile.clone();
+        if !outer.is_empty() || use_ignores {
+            builder.filter_entry(move |dent| {
+                let is_dir = dent.file_type().is_some_and(|t| t.is_dir());
+                if use_ignores && is_dir {
+                    if let Some(bad) = hostile_ignore_file(dent.path()) {
+                        found_hostile
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(bad);
+                        return false;
+                    }
+                }
+                for gi in &outer {
+                    match gi.matched(dent.path(), is_dir) {
+                        ignore::Match::Ignore(_) => return false,
+                        ignore::Match::Whitelist(_) => return true,
+                        ignore::Match::None => {}
+                    }
+                }
+                true
+            });
+        }
+        let total = Mutex::new(Skipped::default());
+        builder.build_parallel().run(|| {
+            let visit = &visit;
+            let total = &total;
+            let mut mine = Local {
+                skipped: Skipped::default(),
+                total,
+                batch: Vec::with_capacity(BATCH),
+                visit,
+            };
+            Box::new(move |result| {
+                if deadline.passed() {
+                    return WalkState::Quit;
+                }
+                let dent = match result {
+                    Ok(dent) => dent,
+                    Err(e) => {
+                        let what = self.describe_error(&e);
+                        mine.skipped.unreadable_path(what);
+                        return WalkState::Continue;
+                    }
+                };
+                let Some(ft) = dent.file_type() else {
+                    return WalkState::Continue;
+                };
+                if dent.depth() > 0 {
+                    let name = dent.file_name();
+                    // The repository's internals and sluice's audit store
+                    // are never part of a listing or a search.
+                    if name == ".git" || name == ".sluice" {
+                        return WalkState::Skip;
+                    }
+                    if !fair_name(name) {
+                        mine.skipped.names += 1;
+                        return WalkState::Skip;
+                    }
+                }
+                if ft.is_dir() {
+                    return WalkState::Continue;
+                }
+                let path = dent.into_path();
+                let Some(shown) = self.show(&path) else {
+                    mine.skipped.names += 1;
+                    return WalkState::Continue;
+                };
+                let kind = if ft.is_symlink() {
+                    Kind::Symlink
+                } else if ft.is_file() {
+                    Kind::File
+                } else {
+                    Kind::Other
+                };
+                mine.batch.push(Found { path, shown, kind });
+                if mine.batch.len() == BATCH {
+                    (mine.visit)(std::mem::replace(
+                        &mut mine.batch,
+                        Vec::with_capacity(BATCH),
+                    ));
+                }
+                WalkState::Continue
+            })
+        });
+        let mut total = total.into_inner().unwrap();
+        for bad in hostile.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            total.unreadable_path(self.hostile_note(bad));
+        }
+        total
+    }
+
+    fn hostile_note(&self, file: &Path) -> String {
+        let shown = self
+            .show(file)
+            .unwrap_or_else(|| file.display().to_string());
+        format!("{shown}: an ignore file that is not a regular file under 1 MiB; its folder was not searched")
+    }
+
+    /// `shown path: reason` for a walk error.
+    fn describe_error(&self, e: &ignore::Error) -> String {
+        let reason = io_reason(e);
+        match error_path(e).and_then(|p| self.show(p)) {
+            Some(p) => format!("{p}: {reason}"),
+            None => reason,
+        }
+    }
+}
+
+/// The first ignore file in `dir` the walker must not open: anything but a
+/// regular file (a FIFO, a device, a symbolic link), or one over 1 MiB.
+fn hostile_ignore_file(dir: &Path) -> Option<PathBuf> {
+    [".gitignore", ".ignore", ".git/info/exclude"]
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|p| match fs::symlink_metadata(p) {
+            Ok(m) => !m.file_type().is_file() || m.len() > 1 << 20,
+            Err(_) => false,
+        })
+}
+
+/// Paths a walker thread hands on at once: enough to spare the threads
+/// waking each other for every file, few enough to keep them all busy.
+const BATCH: usize = 32;
+
+/// A walker thread's own batch and tally, handed on and merged into the
+/// walk's when the thread ends.
+struct Local<'a, F: Fn(Vec<Found>)> {
+    skipped: Skipped,
+    total: &'a Mutex<Skipped>,
+    batch: Vec<Found>,
+    visit: &'a F,
+}
+
+impl<F: Fn(Vec<Found>)> Drop for Local<'_, F> {
+    fn drop(&mut self) {
+        if !self.batch.is_empty() {
+            (self.visit)(std::mem::take(&mut self.batch));
+        }
+        let mine = std::mem::take(&mut self.skipped);
+        self.total.lock().unwrap().add(mine);
+    }
+}
+
+/// The path an `ignore` error is about, if it names one.
+fn error_path(e: &ignore::Error) -> Option<&Path> {
+    match e {
+        ignore::Error::WithPath { path, .. } => Some(path),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        ignore::Error::Loop { child, .. } => Some(child),
+        ignore::Error::Partial(errs) => errs.iter().find_map(error_path),
+        _ => None,
+    }
+}
+
+/// The innermost reason of an `ignore` error, without the path.
+fn io_reason(e: &ignore::Error) -> String {
+    match e {
+        ignore::Error::WithPath { err, .. }
+        | ignore::Error::WithDepth { err, .. }
+        | ignore::Error::WithLineNumber { err, .. } => io_reason(err),
+        ignore::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The cores this process may use (asked once: the answer reads cgroup
+/// files).
+pub(crate) fn threads() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    #[test]
+    fn glob_thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn glob_fair_names_are_utf8_without_control_characters() {
+        assert!(fair_name(OsStr::new("a b-ü.txt")));
+        assert!(!fair_name(OsStr::new("a\nb")));
+        assert!(!fair_name(OsStr::new("a\x1b[31mb")));
+        assert!(!fair_name(OsStr::new("a\u{85}b")));
+        assert!(!fair_name(OsStr::from_bytes(b"a\xffb")));
+    }
+
+    #[test]
+    fn glob_skipped_notes_name_the_first_unreadable_paths() {
+        let mut s = Skipped::default();
+        for i in (0..30).rev() {
+            s.unreadable_path(format!("d{i:02}: Permission denied"));
+        }
+        s.denied = 1;
+        let notes = s.notes();
+        assert_eq!(notes[0], "Skipped 1 path the policy denies reading.");
+        assert_eq!(
+            notes[1],
+            "Skipped 30 paths that could not be read (d00: Permission denied; d01: Permission denied; \
+             d02: Permission denied; d03: Permission denied; d04: Permission denied; and 25 more)."
+        );
+    }
+}
