@@ -121,3 +121,109 @@ fn a_rust_caller_can_record_a_run_and_replay_it() {
     assert_eq!(diverged.code, ErrorCode::ReplayDiverged);
     assert!(rt.halted().is_some());
 }
+
+#[test]
+fn a_run_that_cannot_be_set_up_says_which_input_is_at_fault() {
+    use sluice::policy::Source;
+    use sluice::BuildErrorKind;
+    let ws = tempfile::tempdir().unwrap();
+    let missing = ws.path().join("nope");
+    let e = Runtime::builder().workspace(&missing).build().unwrap_err();
+    assert_eq!(e.kind, BuildErrorKind::Workspace);
+    assert!(e.message.contains("--workspace DIR"), "{}", e.message);
+
+    let bad = ws.path().join("bad.lua");
+    std::fs::write(&bad, "return {rules = {allow = {42}}").unwrap();
+    let e = Runtime::builder()
+        .workspace(ws.path())
+        .policy(Source::File(bad))
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind, BuildErrorKind::Policy, "{}", e.message);
+
+    let e = Runtime::builder()
+        .workspace(ws.path())
+        .ceiling("nope:thing")
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind, BuildErrorKind::Pattern, "{}", e.message);
+    assert!(
+        e.message.starts_with("--ceiling \"nope:thing\""),
+        "{}",
+        e.message
+    );
+
+    // The control: the same builder with good inputs runs.
+    assert!(Runtime::builder().workspace(ws.path()).build().is_ok());
+}
+
+#[test]
+fn a_kill_from_rust_passes_the_gate_and_is_recorded() {
+    let ws = tempfile::tempdir().unwrap();
+    let db = ws.path().join("audit.db");
+    let rt = Runtime::builder()
+        .workspace(ws.path())
+        .audit(&db)
+        .build()
+        .unwrap();
+    block_on(async {
+        let started = rt
+            .call("bash", json!({"command": "sleep 30", "background": true}))
+            .await
+            .unwrap();
+        let id = started["jobId"].as_u64().unwrap();
+        assert!(rt.job_kill(id).unwrap(), "the job was running");
+        let ended = rt.job_wait(id, Some(std::time::Duration::from_secs(5)));
+        assert!(ended.await.unwrap());
+        assert_eq!(rt.job_state(id).unwrap()["status"], "killed");
+        let e = rt.job_kill(id + 7).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert_eq!(e.details["field"], "jobId");
+        rt.shutdown().await;
+    });
+    rt.end("ok", None).unwrap();
+    let conn = sluice::record::open_existing(&db).unwrap();
+    let (flow, decisions): (String, String) = conn
+        .query_row(
+            "SELECT flow, decisions FROM calls WHERE flow = 'job.kill'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(flow, "job.kill");
+    let decisions: serde_json::Value = serde_json::from_str(&decisions).unwrap();
+    assert_eq!(decisions[0]["capability"], "proc:spawn:sleep 30");
+    assert_eq!(decisions[0]["decision"], "allow");
+}
+
+#[test]
+fn a_policy_can_refuse_a_kill_and_the_job_keeps_running() {
+    use sluice::policy::Source;
+    let ws = tempfile::tempdir().unwrap();
+    let policy = ws.path().join("nokill.lua");
+    std::fs::write(
+        &policy,
+        "local p = require(\"sluice.policy\")\n\
+         return {\n  rules = { p.allow \"proc:spawn:sleep *\" },\n  \
+         decide = function(req)\n    if req.flow == \"job.kill\" then return \"deny\" end\n  end,\n}\n",
+    )
+    .unwrap();
+    let rt = Runtime::builder()
+        .workspace(ws.path())
+        .policy(Source::File(policy))
+        .build()
+        .unwrap();
+    block_on(async {
+        let started = rt
+            .call("bash", json!({"command": "sleep 30", "background": true}))
+            .await
+            .unwrap();
+        let id = started["jobId"].as_u64().unwrap();
+        let e = rt.job_kill(id).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PermissionDenied, "{}", e.message);
+        assert_eq!(e.details["capability"], "proc:spawn:sleep 30");
+        assert_eq!(rt.job_state(id).unwrap()["status"], "running");
+        rt.shutdown().await;
+        assert_eq!(rt.job_state(id).unwrap()["status"], "killed");
+    });
+}

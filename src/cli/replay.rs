@@ -83,7 +83,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
                 .replay(record, Mode::Replay);
             let runtime = match builder.build() {
                 Ok(rt) => rt,
-                Err(e) => return fail(e),
+                Err(e) => return fail(e.to_string()),
             };
             let ended = drive(&runtime, &script);
             let answered = runtime.replayed_calls() as usize;
@@ -200,7 +200,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
     };
     let runtime = match builder.build() {
         Ok(rt) => rt,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     let ended = drive(&runtime, &script);
     eprintln!(

@@ -35,8 +35,57 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// A script that failed: its Lua message (with file:line) and traceback.
 #[derive(Debug)]
 pub struct ScriptError {
+    /// What Lua raised, where, and the traceback.
     pub message: String,
 }
+
+/// Why a run could not be set up: which of the builder's inputs is at
+/// fault ([`BuildErrorKind`]), and a message that names it and the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildError {
+    /// Which input is at fault, for a caller that handles them apart.
+    pub kind: BuildErrorKind,
+    /// What went wrong and what to do, for a person.
+    pub message: String,
+}
+
+/// The input a [`BuildError`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildErrorKind {
+    /// The workspace folder is missing, unreadable or not a folder.
+    Workspace,
+    /// A `ceiling` or `approve` pattern does not parse.
+    Pattern,
+    /// A policy failed to load (syntax, a bad rule, a limit).
+    Policy,
+    /// The audit store cannot be opened or the run cannot be recorded.
+    Audit,
+    /// The Lua state or the `sluice` module could not be set up.
+    Lua,
+}
+
+impl BuildError {
+    fn new(kind: BuildErrorKind, message: impl Into<String>) -> BuildError {
+        BuildError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A setup step of the Lua host that failed.
+    fn lua(e: impl fmt::Display) -> BuildError {
+        BuildError::new(BuildErrorKind::Lua, e.to_string())
+    }
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BuildError {}
 
 impl fmt::Display for ScriptError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -173,28 +222,44 @@ impl RuntimeBuilder {
         self
     }
 
-    pub fn build(self) -> Result<Runtime, String> {
+    /// Checks the inputs, loads the policies, opens the record and sets up
+    /// the Lua state: the run is ready for [`Runtime::call`] or a script.
+    pub fn build(self) -> Result<Runtime, BuildError> {
+        use BuildErrorKind as Kind;
         let given = match self.workspace {
             Some(dir) => dir,
-            None => std::env::current_dir()
-                .map_err(|e| format!("cannot read the current folder: {e}"))?,
+            None => std::env::current_dir().map_err(|e| {
+                BuildError::new(
+                    Kind::Workspace,
+                    format!("cannot read the current folder: {e}"),
+                )
+            })?,
         };
         let workspace = std::fs::canonicalize(&given).map_err(|e| {
-            format!(
-                "workspace {}: {e}. Give an existing folder with --workspace DIR.",
-                given.display()
+            BuildError::new(
+                Kind::Workspace,
+                format!(
+                    "workspace {}: {e}. Give an existing folder with --workspace DIR.",
+                    given.display()
+                ),
             )
         })?;
         if !workspace.is_dir() {
-            return Err(format!(
-                "workspace {} is not a folder. Give an existing folder with --workspace DIR.",
-                given.display()
+            return Err(BuildError::new(
+                Kind::Workspace,
+                format!(
+                    "workspace {} is not a folder. Give an existing folder with --workspace DIR.",
+                    given.display()
+                ),
             ));
         }
         let vars = Vars::new(workspace.clone());
         let patterns = |list: &[String], flag: &str| {
             list.iter()
-                .map(|t| Pattern::parse(t, &vars).map_err(|e| format!("{flag} {t:?}: {e}")))
+                .map(|t| {
+                    Pattern::parse(t, &vars)
+                        .map_err(|e| BuildError::new(Kind::Pattern, format!("{flag} {t:?}: {e}")))
+                })
                 .collect::<Result<Vec<_>, _>>()
         };
         let ceiling = patterns(&self.ceiling, "--ceiling")?;
@@ -209,7 +274,7 @@ impl RuntimeBuilder {
             .map(|s| Policy::load(s, vars.clone()))
             .collect();
         if let Some(e) = policies.iter().find_map(|p| p.load_error()) {
-            return Err(e.to_string());
+            return Err(BuildError::new(Kind::Policy, e.to_string()));
         }
         let policy_files = policy_files(&policies);
         let script_path = self
@@ -226,21 +291,24 @@ impl RuntimeBuilder {
             None => fresh_seed(),
         };
         let recorder = match &self.audit {
-            Some(path) => Some(Recorder::start(
-                path,
-                RunStart {
-                    id: ctx.run_id.clone(),
-                    script,
-                    script_sha256: script_path.as_deref().and_then(file_sha256),
-                    policies: policy_files,
-                    args: self.args.clone(),
-                    workspace: workspace.display().to_string(),
-                    started_ms: crate::audit::now_ms(),
-                    random_seed: seed,
-                    resumed_from: self.replay.as_ref().map(|(r, _)| r.run.id.clone()),
-                    ceiling: self.ceiling.clone(),
-                },
-            )?),
+            Some(path) => Some(
+                Recorder::start(
+                    path,
+                    RunStart {
+                        id: ctx.run_id.clone(),
+                        script,
+                        script_sha256: script_path.as_deref().and_then(file_sha256),
+                        policies: policy_files,
+                        args: self.args.clone(),
+                        workspace: workspace.display().to_string(),
+                        started_ms: crate::audit::now_ms(),
+                        random_seed: seed,
+                        resumed_from: self.replay.as_ref().map(|(r, _)| r.run.id.clone()),
+                        ceiling: self.ceiling.clone(),
+                    },
+                )
+                .map_err(|e| BuildError::new(Kind::Audit, e))?,
+            ),
             None => None,
         };
         let mut audit = Session::new(
@@ -277,20 +345,20 @@ impl RuntimeBuilder {
             recorder: core.audit().recorder.clone(),
             ended: Arc::new(Mutex::new(false)),
         };
-        let lua = luastate::new_state().map_err(|e| e.to_string())?;
-        interrupt::watch(&lua).map_err(|e| e.to_string())?;
-        let sluice = module::build(&lua, core.clone(), &self.args).map_err(|e| e.to_string())?;
-        clock::install(&lua, core.clone(), &sluice, seed).map_err(|e| e.to_string())?;
+        let lua = luastate::new_state().map_err(BuildError::lua)?;
+        interrupt::watch(&lua).map_err(BuildError::lua)?;
+        let sluice = module::build(&lua, core.clone(), &self.args).map_err(BuildError::lua)?;
+        clock::install(&lua, core.clone(), &sluice, seed).map_err(BuildError::lua)?;
         lua.globals()
             .set("sluice", &sluice)
-            .map_err(|e| e.to_string())?;
+            .map_err(BuildError::lua)?;
         let script_dir = match self.script.as_ref().and_then(|p| p.parent()) {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             Some(_) => PathBuf::from("."),
             None => workspace,
         };
         luastate::install_require(&lua, script_dir, &[("sluice", sluice)])
-            .map_err(|e| e.to_string())?;
+            .map_err(BuildError::lua)?;
         Ok(Runtime { core, lua, closer })
     }
 }
@@ -346,15 +414,28 @@ impl Closer {
     }
 }
 
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("run_id", &self.run_id())
+            .field("workspace", &self.workspace())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Runtime {
+    /// A builder with every default: the current folder as workspace, the
+    /// embedded default policy, no record, nobody to answer asks.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }
 
+    /// The run's workspace, canonical.
     pub fn workspace(&self) -> &Path {
         &self.core.context().workspace
     }
 
+    /// The run's id, as the record names it.
     pub fn run_id(&self) -> &str {
         &self.core.context().run_id
     }
@@ -434,6 +515,31 @@ impl Runtime {
     pub fn job_kill(&self, id: u64) -> FlowResult<bool> {
         let killed = self.job_op(JobOp::Kill, id, |job| serde_json::json!(job.kill()))?;
         Ok(killed.as_bool().unwrap_or(false))
+    }
+
+    /// Waits until a background job ends, at most `timeout` (`None`:
+    /// until it ends); `true` when it has ended.
+    pub async fn job_wait(
+        &self,
+        id: u64,
+        timeout: Option<std::time::Duration>,
+    ) -> FlowResult<bool> {
+        let ms = timeout.map(|t| t.as_secs_f64() * 1000.0);
+        let input = serde_json::json!({"jobId": id, "ms": ms});
+        match self.core.job_step(MAIN_TASK, JobOp::Wait, &input, id)? {
+            JobStep::Answered(v) => Ok(v.as_bool().unwrap_or(false)),
+            JobStep::Live {
+                seq,
+                job,
+                decisions,
+            } => {
+                let ended = job.wait(timeout).await;
+                let out = serde_json::json!(ended);
+                self.core
+                    .job_done(MAIN_TASK, seq, JobOp::Wait, input, &out, &decisions);
+                Ok(ended)
+            }
+        }
     }
 
     fn job_op(&self, op: JobOp, id: u64, live: impl FnOnce(&Job) -> Value) -> FlowResult<Value> {
