@@ -195,3 +195,75 @@ fn flows_do_not_import_each_other() {
         wrong.join("\n")
     );
 }
+
+/// Every occurrence of `needle` in `src/`, as `path:line`, outside comments.
+fn occurrences(needle: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    sources(&Path::new(ROOT).join("src"), &mut files);
+    files.sort();
+    let mut hits = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if !code.starts_with("//") && code.contains(needle) {
+                let rel = file.strip_prefix(ROOT).unwrap().display().to_string();
+                hits.push(format!("{rel}:{}", n + 1));
+            }
+        }
+    }
+    hits
+}
+
+/// The door by construction: a flow runs only through `Prepared::execute`
+/// or `Flow::execute`, both of which take an `Authorized`; the one place
+/// that makes one is `CallGate::admit`, and only the pipeline calls it. The
+/// crate root keeps every module private but the test-only `internals`,
+/// which names neither the flows' runner nor the gate.
+#[test]
+fn only_the_pipeline_can_authorize_a_flow() {
+    let minted: Vec<String> = occurrences("Authorized { _sealed")
+        .into_iter()
+        .filter(|h| !h.contains("pub struct"))
+        .collect();
+    assert_eq!(minted.len(), 1, "one constructor of Authorized: {minted:?}");
+    assert!(minted[0].starts_with("src/kernel/gate.rs:"), "{minted:?}");
+    let admits: Vec<String> = occurrences(".admit(");
+    assert!(
+        !admits.is_empty() && admits.iter().all(|h| h.starts_with("src/pipeline.rs:")),
+        "only the pipeline admits a call: {admits:?}"
+    );
+    let runs: Vec<String> = occurrences("execute(&ctx, door)")
+        .into_iter()
+        .chain(occurrences(".execute(ctx, door)"))
+        .collect();
+    assert!(
+        runs.iter()
+            .all(|h| h.starts_with("src/pipeline.rs:") || h.starts_with("src/flows/mod.rs:")),
+        "a flow is run from the pipeline (and the registry's type erasure) only: {runs:?}"
+    );
+
+    let lib = fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).unwrap();
+    let public_mods: Vec<&str> = lib
+        .lines()
+        .filter(|l| l.starts_with("pub mod ") && l.ends_with(';'))
+        .collect();
+    assert_eq!(
+        public_mods,
+        ["pub mod internals;"],
+        "every module of src/ is private; the public surface is re-exports and small facade modules in lib.rs"
+    );
+    assert!(lib.contains("#[cfg(feature = \"internals\")]\npub mod internals;"));
+    let internals = fs::read_to_string(Path::new(ROOT).join("src/internals.rs")).unwrap();
+    for never in [
+        "Registry", "Prepared", "pipeline", "gate", "Core", "DynFlow",
+    ] {
+        assert!(
+            !internals
+                .lines()
+                .filter(|l| l.starts_with("    pub use") || l.starts_with("pub use"))
+                .any(|l| l.contains(never)),
+            "internals must not expose {never}"
+        );
+    }
+}
