@@ -136,12 +136,17 @@ impl fmt::Display for ErrorCode {
 /// do next, and structured details (the field, the nearest region, ...).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowError {
+    /// One of the closed list of codes a script can branch on.
     pub code: ErrorCode,
+    /// What went wrong and what to do next, for a person.
     pub message: String,
+    /// Structured facts about the failure (`field`, `path`, `capability`,
+    /// `nearest`, ...), flattened beside `code` and `message` in JSON.
     pub details: Map<String, Value>,
 }
 
 impl FlowError {
+    /// An error with `code` and `message` and no details yet.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         FlowError {
             code,
@@ -160,6 +165,7 @@ impl FlowError {
         self
     }
 
+    /// `invalid_input` naming the input `field` at fault.
     pub fn invalid_input(field: &str, message: impl Into<String>) -> Self {
         FlowError::new(ErrorCode::InvalidInput, message).with("field", field)
     }
@@ -181,6 +187,7 @@ impl fmt::Display for FlowError {
 
 impl std::error::Error for FlowError {}
 
+/// What a flow call returns: its output, or its expected failure.
 pub type FlowResult<T> = Result<T, FlowError>;
 
 #[cfg(test)]
