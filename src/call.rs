@@ -135,6 +135,18 @@ fn as_text<S: serde::Serializer>(caps: &[Capability], s: S) -> Result<S::Ok, S::
 }
 
 impl Envelope {
+    /// An envelope of `tier` that touches nothing yet: a flow's `plan`
+    /// fills in what its input names.
+    pub fn new(tier: Tier) -> Envelope {
+        Envelope {
+            tier,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            commands: Vec::new(),
+            network: Vec::new(),
+        }
+    }
+
     /// The capabilities the envelope needs: one per command spawned and per
     /// path read or written.
     pub fn capabilities(&self) -> Vec<Capability> {

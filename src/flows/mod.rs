@@ -9,6 +9,8 @@ pub mod apply_patch;
 pub mod bash;
 pub mod deadline;
 pub mod edit;
+#[cfg(test)]
+mod example;
 pub mod fetch;
 pub mod glob;
 pub mod grep;
