@@ -277,18 +277,19 @@ impl Trail {
     }
 
     fn row(&self, input: Value) -> CallRow {
-        CallRow {
-            task: self.task.clone(),
-            seq: self.seq,
-            flow: self.flow.clone(),
-            tier: self.tier.get().as_str(),
+        let row = CallRow::new(
+            &self.task,
+            self.seq,
+            &self.flow,
+            self.tier.get(),
             input,
-            capabilities: self.capabilities.borrow().clone(),
-            decisions: self.decisions.before.borrow().clone(),
-            route: self.route.borrow().clone(),
-            replayed_from: None,
-            started_ms: self.started_ms,
-        }
+            self.started_ms,
+        );
+        row.authorized(
+            self.capabilities.borrow().clone(),
+            self.decisions.before.borrow().clone(),
+            self.route.borrow().clone(),
+        )
     }
 
     /// Step 6: writes and syncs the intent; a call that cannot be recorded
@@ -315,11 +316,11 @@ impl Trail {
         result: &FlowResult<Value>,
         started: Instant,
     ) {
-        let outcome = Outcome {
-            result: result.clone().map_err(|e| e.to_json()),
-            duration_us: started.elapsed().as_micros() as i64,
-            late_decisions: self.decisions.during.take(),
-        };
+        let outcome = Outcome::new(
+            result.clone(),
+            started.elapsed().as_micros() as i64,
+            self.decisions.during.take(),
+        );
         let done = if self.intended.get() {
             recorder.outcome(&self.task, self.seq, outcome)
         } else {

@@ -137,6 +137,18 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: the pattern it looks for, and
+/// where when it says (grep's too).
+pub fn summary(input: &Value) -> String {
+    let Some(pattern) = input.get("pattern").and_then(Value::as_str) else {
+        return input.to_string();
+    };
+    match input.get("root").and_then(Value::as_str) {
+        Some(root) => format!("{pattern} in {root}"),
+        None => pattern.to_string(),
+    }
+}
+
 impl Flow for Glob {
     type Input = Input;
     type Output = Output;
@@ -147,6 +159,8 @@ impl Flow for Glob {
         actions: &[Action::FsRead],
         read_only: true,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {

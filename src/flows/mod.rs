@@ -49,6 +49,13 @@ pub struct FlowSpec {
     pub read_only: bool,
     /// JSON Schema of the input.
     pub schema: fn() -> Value,
+    /// The one-line gist of an input, as `sluice audit show` prints it (the
+    /// path read, the command run); an input lacking what it names is its
+    /// JSON.
+    pub summary: fn(&Value) -> String,
+    /// Whether a call may start a background job, whose id its output
+    /// carries: a replay numbers the run's new jobs after the recorded ones.
+    pub starts_jobs: bool,
 }
 
 /// What a call runs against: the run's workspace, identity and process
@@ -412,6 +419,17 @@ impl Registry {
     pub fn manifest(&self) -> Value {
         let flows: Vec<Value> = self.specs().map(spec_json).collect();
         json!({ "flows": flows, "readOnly": self.read_only() })
+    }
+}
+
+/// The audit knows the flows only through this (it sits below them).
+impl crate::audit::FlowFacts for Registry {
+    fn summary(&self, flow: &str, input: &Value) -> Option<String> {
+        self.get(flow).map(|f| (f.spec().summary)(input))
+    }
+
+    fn starts_jobs(&self, flow: &str) -> bool {
+        self.get(flow).is_some_and(|f| f.spec().starts_jobs)
     }
 }
 
