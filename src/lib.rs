@@ -29,6 +29,7 @@
 
 // Layers from the bottom up (ARCHITECTURE.md; `scripts/layers` checks that
 // no module imports from a layer above its own).
+mod calendar;
 mod call;
 mod digest;
 mod error;

@@ -277,18 +277,19 @@ impl Trail {
     }
 
     fn row(&self, input: Value) -> CallRow {
-        CallRow {
-            task: self.task.clone(),
-            seq: self.seq,
-            flow: self.flow.clone(),
-            tier: self.tier.get().as_str(),
+        let row = CallRow::new(
+            &self.task,
+            self.seq,
+            &self.flow,
+            self.tier.get(),
             input,
-            capabilities: self.capabilities.borrow().clone(),
-            decisions: self.decisions.before.borrow().clone(),
-            route: self.route.borrow().clone(),
-            replayed_from: None,
-            started_ms: self.started_ms,
-        }
+            self.started_ms,
+        );
+        row.authorized(
+            self.capabilities.borrow().clone(),
+            self.decisions.before.borrow().clone(),
+            self.route.borrow().clone(),
+        )
     }
 
     /// Step 6: writes and syncs the intent; a call that cannot be recorded
@@ -315,11 +316,11 @@ impl Trail {
         result: &FlowResult<Value>,
         started: Instant,
     ) {
-        let outcome = Outcome {
-            result: result.clone().map_err(|e| e.to_json()),
-            duration_us: started.elapsed().as_micros() as i64,
-            late_decisions: self.decisions.during.take(),
-        };
+        let outcome = Outcome::new(
+            result.clone(),
+            started.elapsed().as_micros() as i64,
+            self.decisions.during.take(),
+        );
         let done = if self.intended.get() {
             recorder.outcome(&self.task, self.seq, outcome)
         } else {
@@ -417,4 +418,60 @@ fn unknown_flow(core: &Core, name: &str) -> FlowError {
         ),
     )
     .with("field", "flow")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Core;
+    use crate::audit::session::Session;
+    use crate::error::ErrorCode;
+    use crate::flows::example::count::Count;
+    use crate::flows::{Context, Registry};
+    use crate::kernel::approval::{Approver, Prompt};
+    use crate::kernel::gate::Gate;
+    use crate::kernel::pattern::Vars;
+    use crate::kernel::policy::{shipped, Policy};
+    use crate::kernel::Kernel;
+    use serde_json::json;
+
+    /// A run's core under the default policy, with the example flow added.
+    fn core(ws: &std::path::Path) -> Core {
+        let mut registry = Registry::standard();
+        registry.add::<Count>();
+        let vars = Vars::new(ws.to_path_buf());
+        let policy = Policy::load(shipped("default").unwrap(), vars.clone());
+        let gate = Gate {
+            kernel: Kernel::new(vec![policy], Vec::new(), vars),
+            approver: Approver::new(Vec::new(), Prompt::Unattended),
+        };
+        let ctx = Context::new(ws.to_path_buf(), "example".into(), String::new());
+        Core::new(registry, gate, ctx, Session::default())
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn a_new_flow_is_one_file_and_one_registry_line_and_passes_the_door() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(ws.join("a.txt"), "one\ntwo\nthree").unwrap();
+        std::fs::write(ws.join(".env"), "KEY=1\n").unwrap();
+        let core = core(&ws);
+        assert!(core.registry().specs().any(|s| s.name == "count"));
+        let out = block_on(core.call("count", json!({"path": "a.txt"}))).unwrap();
+        assert_eq!(out, json!({"lines": 3}));
+        // The door decodes its input like any flow's...
+        let e = block_on(core.call("count", json!({"path": "a.txt", "x": 1}))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert_eq!(e.details["field"], "x");
+        // ...and authorizes its envelope: the default policy denies .env.
+        let e = block_on(core.call("count", json!({"path": ".env"}))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PermissionDenied, "{}", e.message);
+    }
 }

@@ -12,20 +12,45 @@
 //! - [`replay`]: a recorded run's calls, answered back in order;
 //! - [`session`]: what one run's calls share of all this (sequence numbers
 //!   per task, the halt of a diverged replay);
-//! - [`query`]: reading the record (`sluice audit list|show|export|verify`);
+//! - reading the record (`sluice audit list|show|export|verify`): [`rows`]
+//!   holds the SELECTs every reader shares, the replay too; [`list`],
+//!   [`show`], [`export`] and [`verify`] build what `--json` prints, and
+//!   [`render`] the text;
 //! - [`anchor`]: the record's head to keep elsewhere, against rollback
 //!   (`sluice audit anchor`, `verify --anchor`).
 
 pub mod anchor;
 pub mod chain;
-pub mod query;
+pub mod export;
+pub mod list;
 pub mod recorder;
 pub mod redact;
+pub mod render;
 pub mod replay;
+mod rows;
 pub mod session;
+pub mod show;
 pub mod store;
+pub mod verify;
 
+#[cfg(test)]
+mod fixtures;
+
+use serde_json::Value;
 use std::path::{Path, PathBuf};
+
+/// What the record needs to know of the flows, which sit above it: the
+/// flows' registry answers, so the audit names no flow itself.
+pub trait FlowFacts {
+    /// The one-line gist of an input of `flow` (the path it reads, the
+    /// command it runs); `None` for a name that is no flow (a job
+    /// operation), whose input is shown as its JSON.
+    fn summary(&self, flow: &str, input: &Value) -> Option<String>;
+
+    /// Whether a call of `flow` may start a background job, whose id its
+    /// output carries.
+    fn starts_jobs(&self, flow: &str) -> bool;
+}
 
 /// The environment variable that names the audit database.
 pub const ENV_AUDIT: &str = "SLUICE_AUDIT";

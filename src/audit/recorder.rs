@@ -12,7 +12,10 @@
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
 use super::redact::{cap_output, Redaction, DEFAULT_OUTPUT_CAP};
+use super::rows::StoredCall;
 use super::store;
+use crate::call::Tier;
+use crate::error::FlowResult;
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -93,6 +96,117 @@ pub struct Outcome {
     pub result: Result<Value, Value>,
     pub duration_us: i64,
     pub late_decisions: Vec<Decision>,
+}
+
+// Rows and outcomes are built here alone, so a column added to the record
+// is filled in one place for live calls, job operations and copies alike.
+impl CallRow {
+    /// Step `seq` of `task`, a call of `flow` begun at `started_ms`, before
+    /// anything is decided about it.
+    pub fn new(
+        task: &str,
+        seq: u64,
+        flow: &str,
+        tier: Tier,
+        input: Value,
+        started_ms: i64,
+    ) -> CallRow {
+        CallRow {
+            task: task.to_string(),
+            seq,
+            flow: flow.to_string(),
+            tier: tier.as_str(),
+            input,
+            capabilities: Vec::new(),
+            decisions: Vec::new(),
+            route: None,
+            replayed_from: None,
+            started_ms,
+        }
+    }
+
+    /// The row with what authorizing the call found: the capabilities its
+    /// envelope asks for, the decisions on them, where its command runs.
+    pub fn authorized(
+        self,
+        capabilities: Vec<String>,
+        decisions: Vec<Decision>,
+        route: Option<Value>,
+    ) -> CallRow {
+        CallRow {
+            capabilities,
+            decisions,
+            route,
+            ..self
+        }
+    }
+
+    /// A job operation (`job.read`, `job.kill`, ...) as step `seq` of
+    /// `task`: sealed, whatever authorized it in `decisions`.
+    pub fn job(task: &str, seq: u64, op: &str, input: Value, decisions: Vec<Decision>) -> CallRow {
+        CallRow::new(task, seq, op, Tier::Sealed, input, super::now_ms()).authorized(
+            Vec::new(),
+            decisions,
+            None,
+        )
+    }
+
+    /// Recorded call `rec` of run `from`, as step `seq` of `task` of the
+    /// run that resumed it; `input` as the script gave it now.
+    pub fn copied(task: &str, seq: u64, input: &Value, rec: &StoredCall, from: &str) -> CallRow {
+        let row = CallRow::new(
+            task,
+            seq,
+            &rec.flow,
+            tier_of(&rec.tier),
+            input.clone(),
+            super::now_ms(),
+        );
+        let route = rec
+            .route
+            .as_deref()
+            .and_then(|r| serde_json::from_str(r).ok());
+        let row = row.authorized(
+            serde_json::from_str(&rec.capabilities).unwrap_or_default(),
+            serde_json::from_str(&rec.decisions).unwrap_or_default(),
+            route,
+        );
+        CallRow {
+            replayed_from: Some(from.to_string()),
+            ..row
+        }
+    }
+}
+
+/// A recorded tier by the name rows carry; a name no tier has is sealed.
+fn tier_of(recorded: &str) -> Tier {
+    match recorded {
+        "compensable" => Tier::Compensable,
+        "irreversible" => Tier::Irreversible,
+        _ => Tier::Sealed,
+    }
+}
+
+impl Outcome {
+    /// How a call ended: `result` (an error kept as its JSON), after
+    /// `duration_us`, with the decisions made while it ran.
+    pub fn new(
+        result: FlowResult<Value>,
+        duration_us: i64,
+        late_decisions: Vec<Decision>,
+    ) -> Outcome {
+        Outcome {
+            result: result.map_err(|e| e.to_json()),
+            duration_us,
+            late_decisions,
+        }
+    }
+
+    /// What a step that ran nothing of its own returned: a call a resume
+    /// copied, a job operation.
+    pub fn at_once(result: FlowResult<Value>) -> Outcome {
+        Outcome::new(result, 0, Vec::new())
+    }
 }
 
 enum Msg {

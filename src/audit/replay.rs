@@ -15,33 +15,14 @@
 //!   was asked to retry such calls.
 
 use super::redact::Redaction;
+use super::render::plural;
+use super::rows::{self, Output, StoredCall, StoredRun};
+use super::FlowFacts;
 use crate::error::{ErrorCode, FlowError};
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use serde_json::Value;
 use std::cell::Cell;
 use std::collections::HashMap;
-
-/// One recorded call, as stored.
-#[derive(Debug, Clone)]
-pub struct Recorded {
-    pub n: i64,
-    pub flow: String,
-    pub tier: String,
-    /// JSON as stored, like the input.
-    pub capabilities: String,
-    pub decisions: String,
-    pub route: Option<String>,
-    /// The input's JSON as stored (redacted).
-    pub input: String,
-    /// `ok`, `error`, or `None`: the outcome is unknown.
-    pub status: Option<String>,
-    /// The output's JSON when stored inline.
-    pub output: Option<String>,
-    /// The SHA-256 of an output kept by content.
-    pub output_ref: Option<String>,
-    pub error: Option<String>,
-    pub capped: bool,
-}
 
 /// The run a replay or resume starts from.
 #[derive(Debug, Clone)]
@@ -57,38 +38,47 @@ pub struct RunRecord {
     pub ceiling: Vec<String>,
 }
 
+impl RunRecord {
+    fn of(r: &StoredRun) -> RunRecord {
+        RunRecord {
+            id: r.id.clone(),
+            script: r.script.clone(),
+            script_sha256: r.script_sha256.clone(),
+            args: serde_json::from_str(&r.args).unwrap_or_default(),
+            workspace: r.workspace.clone(),
+            status: r.status.clone(),
+            random_seed: r.random_seed,
+            ceiling: serde_json::from_str(&r.ceiling).unwrap_or_default(),
+        }
+    }
+}
+
+/// Recorded calls by task, then sequence within it.
+type Calls = HashMap<String, HashMap<u64, StoredCall>>;
+
 /// A recorded run, loaded whole.
 #[derive(Debug)]
 pub struct Record {
     pub run: RunRecord,
     /// By task, then sequence within it.
-    calls: HashMap<String, HashMap<u64, Recorded>>,
+    calls: Calls,
     readings: HashMap<(String, u64), f64>,
     /// Outputs kept by content, parsed once each.
     outputs: HashMap<String, Value>,
 }
 
-/// The run `id` continued, if it is a resume.
-fn resumed_from(conn: &Connection, id: &str) -> Result<Option<String>, String> {
-    conn.query_row("SELECT resumed_from FROM runs WHERE id = ?1", [id], |r| {
-        r.get(0)
-    })
-    .map_err(|e| format!("cannot read run {id} from the audit database: {e}"))
-}
-
 impl Record {
     /// Run `id`'s record, with what the runs it resumed recorded beyond it.
     pub fn load(conn: &Connection, id: &str) -> Result<Record, String> {
-        let mut record = Record::load_one(conn, id)?;
-        record.inherit(conn)?;
+        let (mut record, from) = Record::load_one(conn, id)?;
+        record.inherit(conn, from)?;
         Ok(record)
     }
 
     /// A resumed run's record holds only what it reached; the runs it
-    /// continued hold the rest. Rows this run lacks come from them, so a
-    /// resume of a resume repeats nothing.
-    fn inherit(&mut self, conn: &Connection) -> Result<(), String> {
-        let mut from = resumed_from(conn, &self.run.id)?;
+    /// continued (`from` on) hold the rest. Rows this run lacks come from
+    /// them, so a resume of a resume repeats nothing.
+    fn inherit(&mut self, conn: &Connection, mut from: Option<String>) -> Result<(), String> {
         let mut depth = 0;
         while let Some(id) = from {
             depth += 1;
@@ -98,7 +88,7 @@ impl Record {
                     self.run.id
                 ));
             }
-            let older = Record::load_one(conn, &id)?;
+            let (older, next) = Record::load_one(conn, &id)?;
             for (task, rows) in older.calls {
                 let mine = self.calls.entry(task).or_default();
                 for (seq, rec) in rows {
@@ -109,104 +99,35 @@ impl Record {
                 self.readings.entry(key).or_insert(value);
             }
             self.outputs.extend(older.outputs);
-            from = resumed_from(conn, &id)?;
+            from = next;
         }
         Ok(())
     }
 
-    fn load_one(conn: &Connection, id: &str) -> Result<Record, String> {
+    /// Run `id`'s own record, and the run it resumed.
+    fn load_one(conn: &Connection, id: &str) -> Result<(Record, Option<String>), String> {
         let fail =
             |e: rusqlite::Error| format!("cannot read run {id} from the audit database: {e}");
-        let run = conn
-            .query_row(
-                "SELECT id, script, script_sha256, args, workspace, status, random_seed, ceiling FROM runs WHERE id = ?1",
-                [id],
-                |r| {
-                    let args: String = r.get(3)?;
-                    Ok(RunRecord {
-                        id: r.get(0)?,
-                        script: r.get(1)?,
-                        script_sha256: r.get(2)?,
-                        args: serde_json::from_str(&args).unwrap_or_default(),
-                        workspace: r.get(4)?,
-                        status: r.get(5)?,
-                        random_seed: r.get(6)?,
-                        ceiling: serde_json::from_str(&r.get::<_, String>(7)?).unwrap_or_default(),
-                    })
-                },
-            )
+        let stored = rows::run(conn, id)
+            .and_then(|r| r.ok_or(rusqlite::Error::QueryReturnedNoRows))
             .map_err(fail)?;
-        let mut calls = HashMap::new();
-        let mut stmt = conn
-            .prepare(
-                "SELECT task, seq, n, flow, input, status, output, error, capped, tier, capabilities, decisions, route,
-                   output_ref
-                 FROM calls WHERE run = ?1",
-            )
-            .map_err(fail)?;
-        let mut rows = stmt.query(params![id]).map_err(fail)?;
-        while let Some(r) = rows.next().map_err(fail)? {
-            let key: (String, u64) = (
-                r.get(0).map_err(fail)?,
-                r.get::<_, i64>(1).map_err(fail)? as u64,
-            );
-            let rec = Recorded {
-                n: r.get(2).map_err(fail)?,
-                flow: r.get(3).map_err(fail)?,
-                input: r.get(4).map_err(fail)?,
-                status: r.get(5).map_err(fail)?,
-                output: r.get(6).map_err(fail)?,
-                error: r.get(7).map_err(fail)?,
-                capped: r.get(8).map_err(fail)?,
-                tier: r.get(9).map_err(fail)?,
-                capabilities: r.get(10).map_err(fail)?,
-                decisions: r.get(11).map_err(fail)?,
-                route: r.get(12).map_err(fail)?,
-                output_ref: r.get(13).map_err(fail)?,
-            };
-            calls
-                .entry(key.0)
-                .or_insert_with(HashMap::new)
-                .insert(key.1, rec);
-        }
-        let mut readings = HashMap::new();
-        let mut stmt = conn
-            .prepare("SELECT task, seq, value FROM readings WHERE run = ?1")
-            .map_err(fail)?;
-        let mut rows = stmt.query(params![id]).map_err(fail)?;
-        while let Some(r) = rows.next().map_err(fail)? {
-            let task: String = r.get(0).map_err(fail)?;
-            let seq: i64 = r.get(1).map_err(fail)?;
-            readings.insert((task, seq as u64), r.get(2).map_err(fail)?);
-        }
-        let mut outputs = HashMap::new();
-        let mut stmt = conn
-            .prepare(
-                "SELECT sha256, body FROM outputs
-                 WHERE sha256 IN (SELECT output_ref FROM calls WHERE run = ?1)",
-            )
-            .map_err(fail)?;
-        let mut rows = stmt.query(params![id]).map_err(fail)?;
-        while let Some(r) = rows.next().map_err(fail)? {
-            let sha: String = r.get(0).map_err(fail)?;
-            let body: String = r.get(1).map_err(fail)?;
-            outputs.insert(sha, serde_json::from_str(&body).unwrap_or(Value::Null));
-        }
-        Ok(Record {
-            run,
-            calls,
-            readings,
-            outputs,
-        })
+        let record = Record {
+            run: RunRecord::of(&stored),
+            calls: calls_of(conn, id).map_err(fail)?,
+            readings: readings_of(conn, id).map_err(fail)?,
+            outputs: outputs_of(conn, id).map_err(fail)?,
+        };
+        Ok((record, stored.resumed_from))
     }
 
-    /// The highest background job id the recorded run handed out.
-    pub fn last_job_id(&self) -> u64 {
+    /// The highest background job id the recorded run handed out, in the
+    /// output of a call of a flow that starts jobs.
+    pub fn last_job_id(&self, facts: &dyn FlowFacts) -> u64 {
         let job_id = |v: &Value| v.get("jobId").and_then(Value::as_u64);
         self.calls
             .values()
             .flat_map(|rows| rows.values())
-            .filter(|rec| rec.flow == "bash" && rec.status.as_deref() == Some("ok"))
+            .filter(|rec| facts.starts_jobs(&rec.flow) && rec.status.as_deref() == Some("ok"))
             .filter_map(|rec| match (&rec.output, &rec.output_ref) {
                 (Some(text), _) => serde_json::from_str::<Value>(text)
                     .ok()
@@ -229,6 +150,42 @@ impl Record {
     }
 }
 
+/// Run `id`'s calls by task, then sequence within it.
+fn calls_of(conn: &Connection, id: &str) -> rusqlite::Result<Calls> {
+    let mut calls = Calls::new();
+    rows::each_call(
+        conn,
+        id,
+        Output::Inline,
+        |e| e,
+        |c| {
+            let seq = c.seq as u64;
+            calls.entry(c.task.clone()).or_default().insert(seq, c);
+            Ok(())
+        },
+    )?;
+    Ok(calls)
+}
+
+/// Run `id`'s clock readings by (task, sequence).
+fn readings_of(conn: &Connection, id: &str) -> rusqlite::Result<HashMap<(String, u64), f64>> {
+    let readings = rows::readings(conn, id)?;
+    Ok(readings
+        .into_iter()
+        .map(|r| ((r.task, r.seq as u64), r.value))
+        .collect())
+}
+
+/// The outputs run `id` keeps by content, parsed once each.
+fn outputs_of(conn: &Connection, id: &str) -> rusqlite::Result<HashMap<String, Value>> {
+    let mut outputs = HashMap::new();
+    rows::each_output(conn, id, |sha, body| {
+        outputs.insert(sha, serde_json::from_str(&body).unwrap_or(Value::Null));
+        true
+    })?;
+    Ok(outputs)
+}
+
 /// Replay or resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -240,7 +197,7 @@ pub enum Mode {
 #[derive(Debug)]
 pub enum Answer {
     /// The recorded result, and the row as recorded (a resume copies it).
-    Recorded(Result<Value, FlowError>, Box<Recorded>),
+    Recorded(Result<Value, FlowError>, Box<StoredCall>),
     /// Run it: the record has nothing here (resume), or a retry was asked.
     Live,
     /// Stop the run: what differs or why the record cannot answer.
@@ -263,7 +220,7 @@ pub struct Replay {
     secrets: std::cell::RefCell<Vec<String>>,
     /// The recorded call of unknown outcome a resume stopped at, for the new
     /// run's record to keep (so resuming that run stops there too).
-    unknown: std::cell::RefCell<Option<Recorded>>,
+    unknown: std::cell::RefCell<Option<StoredCall>>,
 }
 
 impl Replay {
@@ -325,7 +282,7 @@ impl Replay {
     }
 
     /// The unknown-outcome call a resume stopped at, once.
-    pub fn take_unknown(&self) -> Option<Recorded> {
+    pub fn take_unknown(&self) -> Option<StoredCall> {
         self.unknown.borrow_mut().take()
     }
 
@@ -362,7 +319,7 @@ impl Replay {
 
 impl Record {
     /// What a recorded call returned: its output, or its error rebuilt.
-    fn result(&self, status: &str, rec: &Recorded) -> Result<Value, FlowError> {
+    fn result(&self, status: &str, rec: &StoredCall) -> Result<Value, FlowError> {
         if status == "ok" {
             return Ok(match (&rec.output, &rec.output_ref) {
                 (Some(text), _) => serde_json::from_str(text).unwrap_or(Value::Null),
@@ -398,7 +355,7 @@ impl Record {
 
 /// Whether a recorded call was refused by the policy or for want of an
 /// approval.
-fn refused(rec: &Recorded) -> bool {
+fn refused(rec: &StoredCall) -> bool {
     let Some(err) = rec.error.as_deref() else {
         return false;
     };
@@ -407,7 +364,7 @@ fn refused(rec: &Recorded) -> bool {
 
 /// The divergence message: both calls side by side, then the fields that
 /// differ.
-fn diverged(task: &str, seq: u64, rec: &Recorded, flow: &str, input: &str) -> FlowError {
+fn diverged(task: &str, seq: u64, rec: &StoredCall, flow: &str, input: &str) -> FlowError {
     let mut msg = format!(
         "replay diverged at call #{} (task {task}, call {seq}):\n  recorded: {} {}\n  now:      {flow} {}",
         rec.n,
@@ -449,7 +406,7 @@ fn field_diff(was: &Value, now: &Value) -> Vec<String> {
         .collect()
 }
 
-fn unknown(task: &str, seq: u64, rec: &Recorded, mode: Mode) -> FlowError {
+fn unknown(task: &str, seq: u64, rec: &StoredCall, mode: Mode) -> FlowError {
     let what = match mode {
         Mode::Replay => "replay cannot return it",
         Mode::Resume { .. } => {
@@ -471,7 +428,7 @@ fn unknown(task: &str, seq: u64, rec: &Recorded, mode: Mode) -> FlowError {
     .with("outcome", "unknown")
 }
 
-fn capped(task: &str, seq: u64, rec: &Recorded) -> FlowError {
+fn capped(task: &str, seq: u64, rec: &StoredCall) -> FlowError {
     FlowError::new(
         ErrorCode::Unsupported,
         format!(
@@ -485,11 +442,7 @@ fn capped(task: &str, seq: u64, rec: &Recorded) -> FlowError {
 
 /// "1 call", "2 calls".
 pub fn calls(n: usize) -> String {
-    if n == 1 {
-        "1 call".into()
-    } else {
-        format!("{n} calls")
-    }
+    plural(n as i64, "call", "calls")
 }
 
 fn clip(text: &str) -> String {

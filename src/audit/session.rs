@@ -2,8 +2,8 @@
 //! sequence numbers per task, and the halt that stops a replay for good.
 
 use super::recorder::{CallRow, Decision, Outcome, Recorder};
-use super::replay::{Answer, Recorded, Replay};
-use crate::call::Tier;
+use super::replay::{Answer, Replay};
+use super::rows::StoredCall;
 use crate::error::FlowError;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
@@ -80,7 +80,7 @@ impl Session {
         };
         let answer = replay.answer(task, seq, flow, input);
         if let (Some(rec), Some(recorder)) = (replay.take_unknown(), &self.recorder) {
-            let row = copied_row(task, seq, input, &rec, &replay.record.run.id);
+            let row = CallRow::copied(task, seq, input, &rec, &replay.record.run.id);
             let _ = recorder.intent(row);
         }
         answer
@@ -93,7 +93,7 @@ impl Session {
         task: &str,
         seq: u64,
         input: &Value,
-        rec: &Recorded,
+        rec: &StoredCall,
         result: &Result<Value, FlowError>,
     ) {
         let (Some(recorder), Some(replay)) = (&self.recorder, &self.replay) else {
@@ -102,13 +102,8 @@ impl Session {
         // The input as the script gave it now (it matched the record): the
         // writer redacts it alike and learns its secrets for the live calls
         // that follow.
-        let row = copied_row(task, seq, input, rec, &replay.record.run.id);
-        let outcome = Outcome {
-            result: result.clone().map_err(|e| e.to_json()),
-            duration_us: 0,
-            late_decisions: Vec::new(),
-        };
-        let _ = recorder.call(row, outcome, false);
+        let row = CallRow::copied(task, seq, input, rec, &replay.record.run.id);
+        let _ = recorder.call(row, Outcome::at_once(result.clone()), false);
     }
 
     /// A clock (or seed) reading the script makes: the recorded value while
@@ -125,34 +120,6 @@ impl Session {
             recorder.reading(task, seq, kind, value);
         }
         value
-    }
-}
-
-/// A recorded call as a row of the run that resumed it (`from`).
-fn copied_row(task: &str, seq: u64, input: &Value, rec: &Recorded, from: &str) -> CallRow {
-    CallRow {
-        task: task.to_string(),
-        seq,
-        flow: rec.flow.clone(),
-        tier: tier_name(&rec.tier),
-        input: input.clone(),
-        capabilities: serde_json::from_str(&rec.capabilities).unwrap_or_default(),
-        decisions: serde_json::from_str(&rec.decisions).unwrap_or_default(),
-        route: rec
-            .route
-            .as_deref()
-            .and_then(|r| serde_json::from_str(r).ok()),
-        replayed_from: Some(from.to_string()),
-        started_ms: super::now_ms(),
-    }
-}
-
-/// A recorded tier as the name rows carry.
-fn tier_name(recorded: &str) -> &'static str {
-    match recorded {
-        "compensable" => Tier::Compensable.as_str(),
-        "irreversible" => Tier::Irreversible.as_str(),
-        _ => Tier::Sealed.as_str(),
     }
 }
 
@@ -209,23 +176,7 @@ impl Session {
         let Some(recorder) = &self.recorder else {
             return;
         };
-        let row = CallRow {
-            task: task.to_string(),
-            seq,
-            flow: op.to_string(),
-            tier: "sealed",
-            input,
-            capabilities: Vec::new(),
-            decisions,
-            route: None,
-            replayed_from: None,
-            started_ms: super::now_ms(),
-        };
-        let outcome = Outcome {
-            result: Ok(output.clone()),
-            duration_us: 0,
-            late_decisions: Vec::new(),
-        };
-        let _ = recorder.call(row, outcome, false);
+        let row = CallRow::job(task, seq, op, input, decisions);
+        let _ = recorder.call(row, Outcome::at_once(Ok(output.clone())), false);
     }
 }

@@ -3,7 +3,8 @@
 
 use super::print;
 use crate::audit::anchor::{self, Anchor};
-use crate::audit::{locate, query, store};
+use crate::audit::{export, list, locate, render, show, store, verify};
+use crate::flows::Registry;
 use clap::{Args, Subcommand, ValueEnum};
 use rusqlite::Connection;
 use serde::Serialize;
@@ -223,8 +224,8 @@ fn emit<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) ->
 
 fn list(a: ListArgs) -> Result<ExitCode, String> {
     let conn = open(&a.db)?;
-    let listing = query::list(&conn, a.limit)?;
-    Ok(emit(a.db.json, &listing, query::render_list))
+    let listing = list::list(&conn, a.limit)?;
+    Ok(emit(a.db.json, &listing, render::render_list))
 }
 
 fn show(a: ShowArgs) -> Result<ExitCode, String> {
@@ -232,12 +233,13 @@ fn show(a: ShowArgs) -> Result<ExitCode, String> {
     let id = store::find_run(&conn, &a.run)?;
     match a.call {
         Some(n) => {
-            let (run, call) = query::call(&conn, &id, n)?;
-            Ok(emit(a.db.json, &call, |c| query::render_call(&run, c)))
+            let (run, call) = show::call(&conn, &id, n)?;
+            Ok(emit(a.db.json, &call, |c| render::render_call(&run, c)))
         }
         None => {
-            let view = query::show(&conn, &id)?;
-            Ok(emit(a.db.json, &view, query::render_show))
+            let view = show::show(&conn, &id)?;
+            let facts = Registry::standard();
+            Ok(emit(a.db.json, &view, |v| render::render_show(v, &facts)))
         }
     }
 }
@@ -247,8 +249,8 @@ fn export(a: ExportArgs) -> Result<ExitCode, String> {
         (ExportFormat::Csv, true) => {
             return Err("--json exports JSON lines; drop it for --format csv".to_string())
         }
-        (ExportFormat::Csv, false) => query::Format::Csv,
-        (ExportFormat::Jsonl, _) => query::Format::Jsonl,
+        (ExportFormat::Csv, false) => export::Format::Csv,
+        (ExportFormat::Jsonl, _) => export::Format::Jsonl,
     };
     let conn = open(&a.db)?;
     let id = store::find_run(&conn, &a.run)?;
@@ -261,19 +263,19 @@ fn export(a: ExportArgs) -> Result<ExitCode, String> {
 fn export_to_file(
     conn: &Connection,
     id: &str,
-    format: query::Format,
+    format: export::Format,
     path: &std::path::Path,
 ) -> Result<ExitCode, String> {
     use std::io::Write;
     let file =
         std::fs::File::create(path).map_err(|e| format!("--output {}: {e}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
-    let written = query::export(conn, id, format, &mut out)
-        .and_then(|()| out.flush().map_err(query::ExportError::Write));
+    let written = export::export(conn, id, format, &mut out)
+        .and_then(|()| out.flush().map_err(export::ExportError::Write));
     match written {
         Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(query::ExportError::Db(e)) => Err(e),
-        Err(query::ExportError::Write(e)) => {
+        Err(export::ExportError::Db(e)) => Err(e),
+        Err(export::ExportError::Write(e)) => {
             eprintln!("sluice: cannot write {}: {e}", path.display());
             Ok(ExitCode::from(1))
         }
@@ -283,21 +285,21 @@ fn export_to_file(
 /// Streams to stdout rather than through `print`: a run's export can be
 /// far larger than is worth holding in memory. A reader that went away
 /// (`| head`) is not an error.
-fn export_to_stdout(conn: &Connection, id: &str, format: query::Format) -> ExitCode {
+fn export_to_stdout(conn: &Connection, id: &str, format: export::Format) -> ExitCode {
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let written = query::export(conn, id, format, &mut out)
-        .and_then(|()| out.flush().map_err(query::ExportError::Write));
+    let written = export::export(conn, id, format, &mut out)
+        .and_then(|()| out.flush().map_err(export::ExportError::Write));
     match written {
         Ok(()) => ExitCode::SUCCESS,
-        Err(query::ExportError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+        Err(export::ExportError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             ExitCode::SUCCESS
         }
-        Err(query::ExportError::Db(e)) => {
+        Err(export::ExportError::Db(e)) => {
             eprintln!("sluice: {e}");
             ExitCode::from(2)
         }
-        Err(query::ExportError::Write(e)) => {
+        Err(export::ExportError::Write(e)) => {
             eprintln!("sluice: cannot write the output: {e}");
             ExitCode::from(1)
         }
@@ -309,7 +311,7 @@ fn export_to_stdout(conn: &Connection, id: &str, format: query::Format) -> ExitC
 #[serde(rename_all = "camelCase")]
 struct Verification {
     intact: bool,
-    runs: Vec<query::Verdict>,
+    runs: Vec<verify::Verdict>,
     /// Runs #1 to this were recorded before runs were chained to each other.
     unchained_runs: i64,
     /// The anchor check, when --anchor was given.
@@ -323,8 +325,8 @@ fn verify(a: VerifyArgs) -> Result<ExitCode, String> {
     // One snapshot: a run writing meanwhile does not tear what is read.
     conn.execute_batch("BEGIN").map_err(|e| e.to_string())?;
     let runs = match &a.run {
-        Some(given) => vec![query::verify(&conn, &store::find_run(&conn, given)?)?],
-        None => query::verify_all(&conn)?,
+        Some(given) => vec![verify::verify(&conn, &store::find_run(&conn, given)?)?],
+        None => verify::verify_all(&conn)?,
     };
     let anchor = given.map(|g| anchor::check(&conn, &g)).transpose()?;
     let unchained_runs = store::unchained_runs(&conn).map_err(|e| e.to_string())?;
@@ -346,8 +348,8 @@ fn verify(a: VerifyArgs) -> Result<ExitCode, String> {
 }
 
 fn render_verification(r: &Verification) -> String {
-    let mut out = query::render_verify(&r.runs);
-    out.extend(query::unchained_note(&r.runs, r.unchained_runs));
+    let mut out = render::render_verify(&r.runs);
+    out.extend(render::unchained_note(&r.runs, r.unchained_runs));
     if let Some(c) = &r.anchor {
         out.push_str(&anchor::render_check(c));
     }
@@ -359,4 +361,79 @@ fn anchor(a: AnchorArgs) -> Result<ExitCode, String> {
     conn.execute_batch("BEGIN").map_err(|e| e.to_string())?;
     let head = anchor::head(&conn)?;
     Ok(emit(a.db.json, &head, |h| format!("{}\n", h.anchor)))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::audit::render::input_summary;
+    use crate::flows::Registry;
+    use serde_json::json;
+
+    /// Each flow words its own input's gist on the timeline; the audit,
+    /// below the flows, only asks.
+    #[test]
+    fn the_timeline_sums_up_each_flows_input_as_the_flow_says() {
+        let facts = Registry::standard();
+        let patch =
+            "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** Delete File: b.txt\n*** End Patch\n";
+        for (flow, input, gist) in [
+            ("read", json!({"path": "src/a.rs"}), "src/a.rs"),
+            ("write", json!({"path": "b.txt", "content": "x"}), "b.txt"),
+            ("edit", json!({"path": "c.rs", "new_string": "y"}), "c.rs"),
+            ("ls", json!({}), "{}"),
+            ("glob", json!({"pattern": "*.rs"}), "*.rs"),
+            ("grep", json!({"pattern": "fn", "root": "src"}), "fn in src"),
+            (
+                "bash",
+                json!({"command": "echo a\necho b"}),
+                "echo a↵echo b",
+            ),
+            (
+                "bash",
+                json!({"script": "print(1)", "interpreter": "python3"}),
+                "python3: print(1)",
+            ),
+            ("bash", json!({"script": "echo s"}), "bash: echo s"),
+            ("shell_command", json!({"command": "ls -la"}), "ls -la"),
+            (
+                "fetch",
+                json!({"url": "https://a.example/x"}),
+                "https://a.example/x",
+            ),
+            (
+                "webfetch",
+                json!({"url": "https://b.example/"}),
+                "https://b.example/",
+            ),
+            (
+                "http-post",
+                json!({"url": "https://c.example/"}),
+                "https://c.example/",
+            ),
+            ("websearch", json!({"query": "rust"}), "rust"),
+            ("apply_patch", json!({"input": patch}), "patch a.txt, b.txt"),
+            ("apply_patch", json!({"input": "garbage"}), "garbage"),
+            (
+                "job.wait",
+                json!({"jobId": 1, "ms": null}),
+                r#"{"jobId":1,"ms":null}"#,
+            ),
+            ("nope", json!({"path": "x"}), r#"{"path":"x"}"#),
+        ] {
+            assert_eq!(input_summary(flow, &input, &facts), gist, "{flow} {input}");
+        }
+    }
+
+    #[test]
+    fn only_bash_starts_jobs() {
+        use crate::audit::FlowFacts;
+        let facts = Registry::standard();
+        let starts: Vec<&str> = facts
+            .specs()
+            .map(|s| s.name)
+            .filter(|name| facts.starts_jobs(name))
+            .collect();
+        assert_eq!(starts, ["bash"]);
+        assert!(!facts.starts_jobs("job.read"));
+    }
 }

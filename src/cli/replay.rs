@@ -227,7 +227,7 @@ fn prepare(given: &RecordedRun) -> Result<(PathBuf, Record, PathBuf), String> {
     let db = locate(given.audit.as_deref(), &ws);
     let conn = store::open_existing(&db)?;
     let id = store::find_run(&conn, &given.run)?;
-    let verdict = crate::audit::query::verify(&conn, &id)?;
+    let verdict = crate::audit::verify::verify(&conn, &id)?;
     if !verdict.intact && !given.force {
         return Err(format!(
             "the record of run {id} does not verify ({}); `sluice audit verify {id}` shows where. \

@@ -83,6 +83,12 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: the file it names.
+fn summary(input: &Value) -> String {
+    let named = input.get("path").and_then(Value::as_str);
+    named.map_or_else(|| input.to_string(), str::to_string)
+}
+
 impl Flow for Edit {
     type Input = Input;
     type Output = Output;
@@ -93,6 +99,8 @@ impl Flow for Edit {
         actions: &[Action::FsRead, Action::FsWrite],
         read_only: false,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {

@@ -35,6 +35,12 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: the URL it names.
+fn summary(input: &Value) -> String {
+    let named = input.get("url").and_then(Value::as_str);
+    named.map_or_else(|| input.to_string(), str::to_string)
+}
+
 impl Flow for Fetch {
     type Input = Input;
     type Output = Output;
@@ -45,6 +51,8 @@ impl Flow for Fetch {
         actions: &[Action::NetGet, Action::NetPrivate],
         read_only: true,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {

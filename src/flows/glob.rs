@@ -136,6 +136,8 @@ impl Flow for Glob {
         actions: &[Action::FsRead],
         read_only: true,
         schema,
+        summary: super::walk::summary,
+        starts_jobs: false,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {

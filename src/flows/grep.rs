@@ -229,6 +229,9 @@ impl Flow for Grep {
         actions: &[Action::FsRead],
         read_only: true,
         schema,
+        // A pattern under a root, as glob takes them.
+        summary: super::walk::summary,
+        starts_jobs: false,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {

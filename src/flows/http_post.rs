@@ -43,6 +43,12 @@ fn schema() -> Value {
     json!({"type": "object", "additionalProperties": false, "required": ["url"], "properties": props})
 }
 
+/// The audit's one-line gist of an input: the URL it names.
+fn summary(input: &Value) -> String {
+    let named = input.get("url").and_then(Value::as_str);
+    named.map_or_else(|| input.to_string(), str::to_string)
+}
+
 impl Flow for HttpPost {
     type Input = Input;
     type Output = Output;
@@ -53,6 +59,8 @@ impl Flow for HttpPost {
         actions: &[Action::NetPost, Action::NetPrivate],
         read_only: false,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {

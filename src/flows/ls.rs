@@ -55,6 +55,12 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: the folder it names.
+fn summary(input: &Value) -> String {
+    let named = input.get("path").and_then(Value::as_str);
+    named.map_or_else(|| input.to_string(), str::to_string)
+}
+
 impl Flow for Ls {
     type Input = Input;
     type Output = Output;
@@ -65,6 +71,8 @@ impl Flow for Ls {
         actions: &[Action::FsRead],
         read_only: true,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {

@@ -10,7 +10,7 @@ pub mod bash;
 pub mod deadline;
 pub mod edit;
 #[cfg(test)]
-mod example;
+pub(crate) mod example;
 pub mod fetch;
 pub mod glob;
 pub mod grep;
@@ -55,6 +55,13 @@ pub struct FlowSpec {
     pub read_only: bool,
     /// JSON Schema of the input.
     pub schema: fn() -> Value,
+    /// The one-line gist of an input, as `sluice audit show` prints it (the
+    /// path read, the command run); an input lacking what it names is its
+    /// JSON.
+    pub summary: fn(&Value) -> String,
+    /// Whether a call may start a background job, whose id its output
+    /// carries: a replay numbers the run's new jobs after the recorded ones.
+    pub starts_jobs: bool,
 }
 
 /// What a call runs against: the run's workspace, identity and process
@@ -390,7 +397,8 @@ impl Registry {
         r
     }
 
-    fn add<F: Flow>(&mut self) {
+    /// Adds flow `F` after the others: the one line a new flow needs.
+    pub(crate) fn add<F: Flow>(&mut self) {
         self.flows
             .push(Box::new(Entry::<F>(std::marker::PhantomData)));
     }
@@ -418,6 +426,17 @@ impl Registry {
     pub fn manifest(&self) -> Value {
         let flows: Vec<Value> = self.specs().map(spec_json).collect();
         json!({ "flows": flows, "readOnly": self.read_only() })
+    }
+}
+
+/// The audit knows the flows only through this (it sits below them).
+impl crate::audit::FlowFacts for Registry {
+    fn summary(&self, flow: &str, input: &Value) -> Option<String> {
+        self.get(flow).map(|f| (f.spec().summary)(input))
+    }
+
+    fn starts_jobs(&self, flow: &str) -> bool {
+        self.get(flow).is_some_and(|f| f.spec().starts_jobs)
     }
 }
 

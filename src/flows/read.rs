@@ -68,6 +68,12 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: the file it names.
+fn summary(input: &Value) -> String {
+    let named = input.get("path").and_then(Value::as_str);
+    named.map_or_else(|| input.to_string(), str::to_string)
+}
+
 impl Flow for Read {
     type Input = Input;
     type Output = Output;
@@ -78,6 +84,8 @@ impl Flow for Read {
         actions: &[Action::FsRead],
         read_only: true,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {
@@ -88,11 +96,8 @@ impl Flow for Read {
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let target = ctx.resolve("path", &input.path)?;
         let envelope = Envelope {
-            tier: Tier::Sealed,
             reads: vec![target.real.clone()],
-            writes: vec![],
-            commands: vec![],
-            network: vec![],
+            ..Envelope::new(Tier::Sealed)
         };
         let call = Read {
             target,

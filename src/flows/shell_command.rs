@@ -62,6 +62,22 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: its command, an argv list
+/// joined by spaces.
+fn summary(input: &Value) -> String {
+    match input.get("command") {
+        Some(Value::String(command)) => command.clone(),
+        Some(Value::Array(argv)) => {
+            let words: Vec<String> = argv
+                .iter()
+                .map(|a| a.as_str().map_or_else(|| a.to_string(), str::to_string))
+                .collect();
+            words.join(" ")
+        }
+        _ => input.to_string(),
+    }
+}
+
 impl Flow for ShellCommand {
     type Input = Input;
     type Output = Output;
@@ -72,6 +88,8 @@ impl Flow for ShellCommand {
         actions: &[Action::ProcSpawn],
         read_only: false,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {

@@ -11,6 +11,7 @@ use crate::kernel::{Action, Capability};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::overrides::Override;
 use ignore::{WalkBuilder, WalkState};
+use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -445,6 +446,18 @@ fn io_reason(e: &ignore::Error) -> String {
 pub(crate) fn threads() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The audit's one-line gist of an input: the pattern it looks for, and
+/// where when it says: glob's and grep's, which walk the same trees.
+pub fn summary(input: &Value) -> String {
+    let Some(pattern) = input.get("pattern").and_then(Value::as_str) else {
+        return input.to_string();
+    };
+    match input.get("root").and_then(Value::as_str) {
+        Some(root) => format!("{pattern} in {root}"),
+        None => pattern.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -52,6 +52,12 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: the query it names.
+fn summary(input: &Value) -> String {
+    let named = input.get("query").and_then(Value::as_str);
+    named.map_or_else(|| input.to_string(), str::to_string)
+}
+
 impl Flow for WebSearch {
     type Input = Input;
     type Output = Output;
@@ -62,6 +68,8 @@ impl Flow for WebSearch {
         actions: &[Action::NetPost, Action::NetPrivate],
         read_only: false,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {

@@ -44,6 +44,12 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: the file it names.
+fn summary(input: &Value) -> String {
+    let named = input.get("path").and_then(Value::as_str);
+    named.map_or_else(|| input.to_string(), str::to_string)
+}
+
 impl Flow for Write {
     type Input = Input;
     type Output = Output;
@@ -54,6 +60,8 @@ impl Flow for Write {
         actions: &[Action::FsWrite],
         read_only: false,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {

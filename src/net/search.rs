@@ -21,6 +21,9 @@
 
 use super::client::{Incoming, Method, Net, Outgoing};
 use super::destination::{self, Destination};
+use crate::calendar;
+/// Search providers date their windows in RFC 3339.
+pub use crate::calendar::rfc3339;
 use crate::credentials::{self, Credentials, Secret};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::kernel::gate::Authority;
@@ -589,7 +592,7 @@ fn http_date(v: &str) -> Option<u64> {
     if !(1..=31).contains(&day) || *h > 23 || *m > 59 || *s > 60 {
         return None;
     }
-    let days = days_from_civil(year, month, day);
+    let days = calendar::days_from_civil(year, month, day);
     u64::try_from(days * 86_400 + (*h * 3600 + *m * 60 + *s) as i64).ok()
 }
 
@@ -597,40 +600,6 @@ fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// Days from 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: u64, d: u64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = m as i64;
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// `secs` after the epoch as RFC 3339 UTC, `1994-11-06T08:49:37Z`.
-pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // civil_from_days, the inverse of days_from_civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 #[cfg(test)]

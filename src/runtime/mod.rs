@@ -321,7 +321,9 @@ impl RuntimeBuilder {
             ctx.exec = Arc::new(exec);
         }
         if let Some(replay) = &audit.replay {
-            ctx.exec.jobs.number_after(replay.record.last_job_id());
+            ctx.exec
+                .jobs
+                .number_after(replay.record.last_job_id(&Registry::standard()));
         }
         ctx.sandbox = Arc::new(crate::sandbox::Sandbox::new(self.sandbox, &ctx.run_id));
         if self.keep_spill {

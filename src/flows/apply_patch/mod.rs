@@ -107,6 +107,24 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: the files its `*** Add/Update/
+/// Delete File:` lines touch, else the patch itself.
+fn summary(input: &Value) -> String {
+    let Some(patch) = input.get("input").and_then(Value::as_str) else {
+        return input.to_string();
+    };
+    let files: Vec<&str> = patch
+        .lines()
+        .filter_map(|l| l.strip_prefix("*** "))
+        .filter_map(|l| l.split_once(" File: "))
+        .map(|(_, f)| f.trim())
+        .collect();
+    if files.is_empty() {
+        return patch.to_string();
+    }
+    format!("patch {}", files.join(", "))
+}
+
 impl Flow for ApplyPatch {
     type Input = Input;
     type Output = Output;
@@ -117,6 +135,8 @@ impl Flow for ApplyPatch {
         actions: &[Action::FsRead, Action::FsWrite],
         read_only: false,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {

@@ -154,6 +154,17 @@ fn schema() -> Value {
     })
 }
 
+/// The audit's one-line gist of an input: its command line, or its
+/// script after the interpreter that runs it.
+fn summary(input: &Value) -> String {
+    let text = |k: &str| input.get(k).and_then(Value::as_str);
+    match (text("command"), text("script")) {
+        (Some(command), _) => command.to_string(),
+        (None, Some(script)) => format!("{}: {script}", text("interpreter").unwrap_or("bash")),
+        (None, None) => input.to_string(),
+    }
+}
+
 impl Flow for Bash {
     type Input = Input;
     type Output = Output;
@@ -164,6 +175,8 @@ impl Flow for Bash {
         actions: &[Action::ProcSpawn],
         read_only: false,
         schema,
+        summary,
+        starts_jobs: true,
     };
 
     fn validate(input: &Input) -> FlowResult<()> {

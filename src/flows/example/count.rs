@@ -36,6 +36,8 @@ impl Flow for Count {
         actions: &[Action::FsRead],
         read_only: true,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
@@ -53,6 +55,12 @@ impl Flow for Count {
             lines: count_lines(&file.text),
         })
     }
+}
+
+/// The audit's one-line gist of an input: the file it counts.
+fn summary(input: &Value) -> String {
+    let path = input.get("path").and_then(Value::as_str);
+    path.map_or_else(|| input.to_string(), str::to_string)
 }
 
 fn schema() -> Value {

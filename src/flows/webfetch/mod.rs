@@ -61,6 +61,12 @@ fn schema() -> Value {
     json!({"type": "object", "additionalProperties": false, "required": ["url"], "properties": props})
 }
 
+/// The audit's one-line gist of an input: the URL it names.
+fn summary(input: &Value) -> String {
+    let named = input.get("url").and_then(Value::as_str);
+    named.map_or_else(|| input.to_string(), str::to_string)
+}
+
 impl Flow for WebFetch {
     type Input = Input;
     type Output = Output;
@@ -71,6 +77,8 @@ impl Flow for WebFetch {
         actions: &[Action::NetGet, Action::NetPrivate],
         read_only: true,
         schema,
+        summary,
+        starts_jobs: false,
     };
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {

@@ -1,0 +1,297 @@
+//! Records built by hand for the readers' tests: hashes computed with
+//! `chain` exactly as the writer does, so a test can then tamper with them.
+
+use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
+use super::rows::{self, Output};
+use super::{store, FlowFacts};
+use rusqlite::{params, Connection};
+use serde_json::Value;
+
+pub const T0: i64 = 1_796_058_192_000; // 2026-11-30 17:03:12 UTC
+
+pub fn db() -> (tempfile::TempDir, Connection) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let conn = store::open(&dir.path().join("audit.db")).expect("open the database");
+    (dir, conn)
+}
+
+/// A call to record: its intent and, when known, its outcome.
+pub struct Spec {
+    pub flow: &'static str,
+    pub tier: &'static str,
+    pub input: String,
+    pub decisions: String,
+    pub route: Option<&'static str>,
+    /// (status, output, error, capped)
+    pub outcome: Option<(&'static str, Option<String>, Option<String>, bool)>,
+}
+
+pub fn spec(flow: &'static str, tier: &'static str, input: serde_json::Value) -> Spec {
+    Spec {
+        flow,
+        tier,
+        input: input.to_string(),
+        decisions: r#"[{"by":"rule default:3","capability":"fs:read:/w/x","decision":"allow","reason":""}]"#
+            .into(),
+        route: None,
+        outcome: Some(("ok", Some(r#"{"content":"hi"}"#.into()), None, false)),
+    }
+}
+
+pub fn failed(mut s: Spec, error: serde_json::Value) -> Spec {
+    s.outcome = Some(("error", None, Some(error.to_string()), false));
+    s
+}
+
+/// Inserts run `id` as `sluice run` would, and returns its head. A
+/// `running` run carries this process's pid, so the sweep leaves it live.
+pub fn insert_run(conn: &Connection, id: &str, script: &str, started_ms: i64) -> String {
+    let policies = r#"[{"name":"default","sha256":"ab12cd34ef56ab12cd34"}]"#;
+    let args = r#"["src/main.rs"]"#;
+    let pid = std::process::id();
+    let pid_start = store::process_start(pid).unwrap_or(0);
+    let link = store::next_link(conn).expect("next link");
+    let head = chain::head(&RunHead {
+        id,
+        script,
+        script_sha256: Some("3f2a9c1b0e4d5f6a"),
+        policies,
+        args,
+        workspace: "/w",
+        started_ms,
+        version: "0.1.0",
+        random_seed: 42,
+        resumed_from: None,
+        ceiling: "[]",
+        pid: i64::from(pid),
+        pid_start: pid_start as i64,
+        link: Some(RunLink {
+            n: link.n,
+            prior: link.prior.as_deref(),
+            prior_rows: link.prior_rows,
+        }),
+    });
+    conn.execute(
+        "INSERT INTO runs (id, script, script_sha256, policies, args, workspace, started_ms, status,
+           version, random_seed, pid, pid_start, head, ceiling, n, prior, prior_rows)
+         VALUES (?1, ?2, '3f2a9c1b0e4d5f6a', ?3, ?4, '/w', ?5, 'running', '0.1.0', 42, ?6, ?7, ?8, '[]',
+           ?9, ?10, ?11)",
+        params![
+            id,
+            script,
+            policies,
+            args,
+            started_ms,
+            pid,
+            pid_start,
+            head,
+            link.n,
+            link.prior,
+            link.prior_rows
+        ],
+    )
+    .expect("insert run");
+    head
+}
+
+/// Inserts call `n` (task "0", seq n) linked to `prev`; returns its hash.
+pub fn insert_call(conn: &Connection, run: &str, prev: &str, n: i64, s: &Spec) -> String {
+    let started_ms = T0 + n * 100;
+    let intent = CallIntent {
+        task: "0",
+        seq: n,
+        n,
+        flow: s.flow,
+        tier: s.tier,
+        input: &s.input,
+        capabilities: r#"["fs:read:/w/x"]"#,
+        decisions: &s.decisions,
+        route: s.route,
+        replayed_from: None,
+        started_ms,
+    };
+    let hash = chain::call(prev, &intent);
+    conn.execute(
+        "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route,
+           redacted, started_ms, prev, hash)
+         VALUES (?1, '0', ?2, ?2, ?3, ?4, ?5, '[\"fs:read:/w/x\"]', ?6, ?7, '[]', ?8, ?9, ?10)",
+        params![
+            run,
+            n,
+            s.flow,
+            s.tier,
+            s.input,
+            s.decisions,
+            s.route,
+            started_ms,
+            prev,
+            hash
+        ],
+    )
+    .expect("insert call");
+    if let Some((status, output, error, capped)) = &s.outcome {
+        complete(
+            conn,
+            run,
+            n,
+            &hash,
+            status,
+            output.as_deref(),
+            error.as_deref(),
+            *capped,
+        );
+    }
+    hash
+}
+
+#[allow(clippy::too_many_arguments)]
+fn complete(
+    conn: &Connection,
+    run: &str,
+    n: i64,
+    hash: &str,
+    status: &str,
+    output: Option<&str>,
+    error: Option<&str>,
+    capped: bool,
+) {
+    let o = CallOutcome {
+        status,
+        output,
+        error,
+        capped,
+        duration_us: 1500,
+        late_decisions: "[]",
+        redacted: "[]",
+    };
+    conn.execute(
+        "UPDATE calls SET status = ?3, output = ?4, error = ?5, capped = ?6, duration_us = 1500,
+           late_decisions = '[]', outcome_hash = ?7 WHERE run = ?1 AND n = ?2",
+        params![
+            run,
+            n,
+            status,
+            output,
+            error,
+            capped,
+            chain::outcome(hash, &o)
+        ],
+    )
+    .expect("complete call");
+}
+
+/// Ends run `id` with `status` and seals it as the writer does.
+pub fn seal(conn: &Connection, id: &str, status: &str) {
+    let (head, ended_ms) = (head_of(conn, id), T0 + 4_200);
+    let mut s = Seal::new(&head);
+    let mut calls = Vec::new();
+    rows::each_call(conn, id, Output::Resolved, rows::db, |c| {
+        calls.push(c);
+        Ok(())
+    })
+    .expect("calls");
+    for c in calls {
+        s.row(&c.hash, c.outcome_hash.as_deref());
+    }
+    for r in rows::readings(conn, id).expect("readings") {
+        s.reading(&Reading {
+            task: &r.task,
+            seq: r.seq,
+            kind: &r.kind,
+            value: r.value,
+        });
+    }
+    let seal = s.finish(&RunEnd {
+        status,
+        error: None,
+        ended_ms,
+    });
+    conn.execute(
+        "UPDATE runs SET status = ?2, ended_ms = ?3, seal = ?4 WHERE id = ?1",
+        params![id, status, ended_ms, seal],
+    )
+    .expect("seal");
+}
+
+pub fn head_of(conn: &Connection, id: &str) -> String {
+    conn.query_row("SELECT head FROM runs WHERE id = ?1", [id], |r| r.get(0))
+        .expect("head")
+}
+
+/// Run `id`: five calls (a read, an approved irreversible bash, a denied
+/// write, an irreversible post nobody approved, a read of a missing file),
+/// two clock readings, sealed `ok`.
+pub fn standard(conn: &Connection, id: &str) {
+    let mut prev = insert_run(conn, id, "/w/fix.lua", T0);
+    let mut bash = spec(
+        "bash",
+        "irreversible",
+        serde_json::json!({"command": "git push"}),
+    );
+    bash.decisions = r#"[{"approvedBy":"terminal","by":"rule default:9","capability":"proc:spawn:git push","decision":"ask","reason":"pushes"}]"#.into();
+    bash.route = Some(r#"{"host":"unconfined"}"#);
+    let mut write = spec(
+        "write",
+        "compensable",
+        serde_json::json!({"path": "/w/.env", "content": "x"}),
+    );
+    write.decisions = r#"[{"by":"rule default:4","capability":"fs:write:/w/.env","decision":"deny","reason":"secrets"}]"#.into();
+    let mut post = spec(
+        "http_post",
+        "irreversible",
+        serde_json::json!({"url": "https://api.example.com/x"}),
+    );
+    post.decisions = r#"[{"by":"rule default:12","capability":"net:post:api.example.com","decision":"ask","reason":""}]"#.into();
+    let specs = [
+        spec("read", "sealed", serde_json::json!({"path": "src/a.rs"})),
+        bash,
+        failed(
+            write,
+            serde_json::json!({"code": "permission_denied", "message": "denied"}),
+        ),
+        failed(
+            post,
+            serde_json::json!({"code": "permission_required", "message": "nobody approved"}),
+        ),
+        failed(
+            spec("read", "sealed", serde_json::json!({"path": "missing.txt"})),
+            serde_json::json!({"code": "not_found", "message": "no such file"}),
+        ),
+    ];
+    for (i, s) in specs.iter().enumerate() {
+        prev = insert_call(conn, id, &prev, i as i64 + 1, s);
+    }
+    for (seq, v) in [(1, 1.5e9), (2, 1.75e9)] {
+        conn.execute(
+            "INSERT INTO readings (run, task, seq, kind, value) VALUES (?1, '0', ?2, 'clock', ?3)",
+            params![id, seq, v],
+        )
+        .expect("reading");
+    }
+    seal(conn, id, "ok");
+}
+
+pub fn sql(conn: &Connection, statement: &str) {
+    conn.execute_batch(statement).expect(statement);
+}
+
+/// The flows the tests' runs call, as their registry entries sum up an
+/// input: the one field each names. (The audit cannot reach the registry,
+/// which sits above it.)
+pub struct Facts;
+
+impl FlowFacts for Facts {
+    fn summary(&self, flow: &str, input: &Value) -> Option<String> {
+        let field = match flow {
+            "read" | "write" => "path",
+            "bash" => "command",
+            "http_post" => "url",
+            _ => return None,
+        };
+        Some(input.get(field)?.as_str()?.to_string())
+    }
+
+    fn starts_jobs(&self, flow: &str) -> bool {
+        flow == "bash"
+    }
+}

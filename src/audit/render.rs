@@ -1,0 +1,680 @@
+//! Text for a terminal: the tables and pages of `sluice audit
+//! list|show|verify`. Recorded text is shown, never obeyed (see
+//! [`visible`]), and tables are clipped to fit [`WIDTH`].
+
+use super::list::Listing;
+use super::show::{Call, Outcome, Run, RunView};
+use super::verify::Verdict;
+use super::FlowFacts;
+use crate::calendar;
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// Tables are laid out to fit a terminal this wide.
+pub const WIDTH: usize = 100;
+
+/// The `sluice audit list` table, clipped to fit the terminal.
+pub fn render_list(listing: &Listing) -> String {
+    if listing.runs.is_empty() {
+        return "no runs recorded yet: `sluice run` records each run here\n".to_string();
+    }
+    let mut table = Table::new(&[
+        "ID",
+        "SCRIPT",
+        "STATUS",
+        "CALLS",
+        "IRREV",
+        "DENIED",
+        "TOOK",
+        "STARTED (UTC)",
+    ]);
+    for run in &listing.runs {
+        table.row(vec![
+            run.id.clone(),
+            run.script.clone(),
+            run.status.clone(),
+            run.calls.to_string(),
+            run.irreversible.to_string(),
+            run.denials.to_string(),
+            run_took(&run.status, run.duration_ms),
+            utc(run.started_ms),
+        ]);
+    }
+    let mut out = table.render(1, Clip::Left, &[3, 4, 5]);
+    for run in listing.runs.iter().filter(|r| r.unknown_outcomes > 0) {
+        let _ = writeln!(
+            out,
+            "run {}: {} with OUTCOME UNKNOWN (the process died mid-call); `sluice audit show {}` names it",
+            visible(&run.id),
+            plural(run.unknown_outcomes, "call", "calls"),
+            visible(&run.id),
+        );
+    }
+    if listing.total > listing.runs.len() as i64 {
+        let _ = writeln!(
+            out,
+            "({} of {} runs shown; --limit 0 shows all)",
+            listing.runs.len(),
+            listing.total
+        );
+    }
+    out
+}
+
+fn run_took(status: &str, duration_ms: Option<i64>) -> String {
+    match duration_ms {
+        Some(ms) => took_us(ms.saturating_mul(1000)),
+        None if status == "running" => "running".to_string(),
+        None => "—".to_string(),
+    }
+}
+
+/// The header and the timeline of `sluice audit show`.
+pub fn render_show(view: &RunView, facts: &dyn FlowFacts) -> String {
+    let mut out = render_header(&view.run, &view.calls);
+    out.push('\n');
+    if view.calls.is_empty() {
+        out.push_str("no flow calls recorded\n");
+        return out;
+    }
+    out.push_str(&render_timeline(&view.run, &view.calls, facts));
+    if view.calls.iter().any(|c| c.outcome == Outcome::Unknown) {
+        out.push_str(
+            "\nOUTCOME UNKNOWN: the call's intent was recorded and synced before it ran, then the \
+process died before its outcome was written; it may or may not have taken effect.\n",
+        );
+    }
+    let _ = writeln!(
+        out,
+        "`sluice audit show {} --call N` shows call #N whole.",
+        visible(&view.run.id)
+    );
+    out
+}
+
+fn render_header(run: &Run, calls: &[Call]) -> String {
+    let mut h = Lines::default();
+    h.field("run", &run.id);
+    let sha = run.script_sha256.as_deref().map_or("none".into(), short);
+    h.field("script", &format!("{} (sha256 {sha})", run.script));
+    h.field("policies", &policies_line(&run.policies));
+    h.field("args", &compact(&run.args));
+    h.field("workspace", &run.workspace);
+    h.field("status", &status_line(run));
+    h.field("started", &started_line(run));
+    h.field("version", &run.version);
+    if let Some(from) = &run.resumed_from {
+        let replayed = calls.iter().filter(|c| c.replayed_from.is_some()).count();
+        let what = plural(replayed as i64, "call", "calls");
+        h.field(
+            "resumed",
+            &format!("from run {from} ({what} replayed from it)"),
+        );
+    }
+    h.field("chain", seal_line(run));
+    h.field("calls", &counts_line(calls));
+    h.0
+}
+
+fn policies_line(policies: &Value) -> String {
+    let Some(list) = policies.as_array() else {
+        return compact(policies);
+    };
+    if list.is_empty() {
+        return "none".to_string();
+    }
+    let named = list.iter().map(|p| {
+        let name = p.get("name").and_then(Value::as_str).unwrap_or("?");
+        match p.get("sha256").and_then(Value::as_str) {
+            Some(sha) => format!("{name} (sha256 {})", short(sha)),
+            None => name.to_string(),
+        }
+    });
+    named.collect::<Vec<_>>().join(", ")
+}
+
+fn status_line(run: &Run) -> String {
+    match &run.error {
+        Some(e) => format!("{}: {}", run.status, error_text(e)),
+        None => run.status.clone(),
+    }
+}
+
+/// A run's error is a message, or a flow error's JSON.
+fn error_text(e: &str) -> String {
+    match serde_json::from_str::<Value>(e) {
+        Ok(v @ Value::Object(_)) => flow_error_text(&v),
+        _ => e.to_string(),
+    }
+}
+
+/// `code: message` of a flow error.
+fn flow_error_text(e: &Value) -> String {
+    let code = e.get("code").and_then(Value::as_str).unwrap_or("error");
+    match e.get("message").and_then(Value::as_str) {
+        Some(message) => format!("{code}: {message}"),
+        None => code.to_string(),
+    }
+}
+
+fn started_line(run: &Run) -> String {
+    let start = utc(run.started_ms);
+    match (run.ended_ms, run.status.as_str()) {
+        (Some(end), _) => format!(
+            "{start}, ended {}, took {}",
+            utc(end),
+            run_took("", Some(end - run.started_ms))
+        ),
+        (None, "running") => format!("{start}, still running"),
+        (None, _) => format!("{start}, no end recorded"),
+    }
+}
+
+fn seal_line(run: &Run) -> &'static str {
+    match (&run.seal, run.status.as_str()) {
+        (Some(_), _) => "sealed (`sluice audit verify` checks it)",
+        (None, "running") => "not sealed yet (running)",
+        (None, "interrupted") => "not sealed (the process was killed before it could seal)",
+        (None, _) => "NOT SEALED (`sluice audit verify` to check the record)",
+    }
+}
+
+fn counts_line(calls: &[Call]) -> String {
+    let count = |f: fn(&Call) -> bool| calls.iter().filter(|c| f(c)).count() as i64;
+    let mut parts = vec![format!(
+        "{} irreversible",
+        count(|c| c.tier == "irreversible")
+    )];
+    parts.push(format!("{} denied", count(Call::denied)));
+    let unknown = count(|c| c.outcome == Outcome::Unknown);
+    if unknown > 0 {
+        parts.push(format!("{unknown} OUTCOME UNKNOWN"));
+    }
+    let capped = count(|c| c.capped);
+    if capped > 0 {
+        parts.push(format!("{capped} with output capped"));
+    }
+    format!("{} ({})", calls.len(), parts.join(", "))
+}
+
+fn render_timeline(run: &Run, calls: &[Call], facts: &dyn FlowFacts) -> String {
+    // A run without process flows routes nothing: its ROUTE column would
+    // be all dashes, and the room is better spent on the input.
+    let routed = calls
+        .iter()
+        .any(|c| c.route.as_ref().is_some_and(|r| !r.is_null()));
+    let mut header = vec![
+        "#", "AT", "FLOW", "TIER", "DECISION", "ROUTE", "OUTCOME", "TOOK", "INPUT",
+    ];
+    if !routed {
+        header.remove(5);
+    }
+    let mut table = Table::new(&header);
+    for c in calls {
+        let mut cells = vec![
+            format!("#{}", c.n),
+            format!(
+                "+{}",
+                took_us((c.started_ms - run.started_ms).saturating_mul(1000))
+            ),
+            c.flow.clone(),
+            c.tier.clone(),
+            // A rule may be named by a long path: `--call N` has it whole.
+            clip_to(&decision_summary(c), 30, Clip::Right),
+            clip_to(&route_summary(c.route.as_ref()), 24, Clip::Right),
+            outcome_summary(c),
+            c.duration_us.map_or("—".into(), took_us),
+            input_summary(&c.flow, &c.input, facts),
+        ];
+        if !routed {
+            cells.remove(5);
+        }
+        table.row(cells);
+    }
+    let last = header.len() - 1;
+    table.render(last, Clip::Right, &[1, last - 1])
+}
+
+/// One word or three for a call's decisions, those made before it ran and
+/// while it ran: the most telling one wins (a deny, then an ask, then allow).
+pub fn decision_summary(c: &Call) -> String {
+    let list: Vec<&Value> = items(Some(&c.decisions))
+        .iter()
+        .chain(items(c.late_decisions.as_ref()))
+        .collect();
+    let field = |d: &Value, k: &str| d.get(k).and_then(Value::as_str).map(str::to_string);
+    let kind = |k: &str| {
+        list.iter()
+            .find(|d| field(d, "decision").as_deref() == Some(k))
+    };
+    if let Some(d) = kind("deny") {
+        return format!("deny by {}", field(d, "by").unwrap_or_else(|| "?".into()));
+    }
+    if let Some(d) = kind("ask") {
+        return match field(d, "approvedBy") {
+            Some(who) => format!("ask→approved by {who}"),
+            None => "ask→not approved".to_string(),
+        };
+    }
+    if kind("allow").is_some() {
+        return "allow".to_string();
+    }
+    "—".to_string()
+}
+
+/// `host:unconfined`, `container:name`; `—` for a call that runs no process.
+pub fn route_summary(route: Option<&Value>) -> String {
+    match route {
+        None | Some(Value::Null) => "—".to_string(),
+        Some(Value::Object(m)) if m.len() == 1 => m
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k}:{}",
+                    v.as_str().map_or_else(|| compact(v), str::to_string)
+                )
+            })
+            .collect(),
+        Some(other) => compact(other),
+    }
+}
+
+/// `ok`, the error code, or `OUTCOME UNKNOWN`, with what is notable about
+/// the row (capped output, copied by resume).
+pub fn outcome_summary(c: &Call) -> String {
+    let mut s = match c.outcome {
+        Outcome::Ok => "ok".to_string(),
+        Outcome::Error => c.error_code().unwrap_or("error").to_string(),
+        Outcome::Unknown => "OUTCOME UNKNOWN".to_string(),
+        Outcome::Pending => "in progress".to_string(),
+    };
+    if c.capped {
+        s.push_str(", capped");
+    }
+    if c.replayed_from.is_some() {
+        s.push_str(", replayed");
+    }
+    s
+}
+
+/// The gist of an input, as its flow words it; an input no flow
+/// describes (a job operation's, an unknown flow's) is its JSON.
+pub fn input_summary(flow: &str, input: &Value, facts: &dyn FlowFacts) -> String {
+    one_line(&facts.summary(flow, input).unwrap_or_else(|| compact(input)))
+}
+
+/// One call whole: `sluice audit show RUN --call N`.
+pub fn render_call(run: &Run, c: &Call) -> String {
+    let mut h = Lines::default();
+    h.field(
+        "call",
+        &format!(
+            "#{} of run {} (task {}, seq {})",
+            c.n, run.id, c.task, c.seq
+        ),
+    );
+    h.field("flow", &c.flow);
+    h.field("tier", &c.tier);
+    let offset = took_us((c.started_ms - run.started_ms).saturating_mul(1000));
+    h.field(
+        "started",
+        &format!(
+            "{}.{:03} UTC (+{offset} into the run)",
+            utc(c.started_ms),
+            c.started_ms.rem_euclid(1000)
+        ),
+    );
+    h.field("took", &c.duration_us.map_or("—".into(), took_us));
+    h.field("outcome", &outcome_line(c));
+    h.field("route", &route_summary(c.route.as_ref()));
+    if let Some(from) = &c.replayed_from {
+        h.field(
+            "replayed",
+            &format!("copied from run {from} by `sluice resume`; it did not run again"),
+        );
+    }
+    let mut out = h.0;
+    out.push_str(&list_section("capabilities", &c.capabilities));
+    out.push_str(&decisions_section("decisions", &c.decisions));
+    if let Some(late) = c
+        .late_decisions
+        .as_ref()
+        .filter(|l| l.as_array().is_none_or(|a| !a.is_empty()))
+    {
+        out.push_str(&decisions_section("decisions while it ran", late));
+    }
+    out.push_str(&list_section("redacted", &c.redacted));
+    out.push_str(&json_section("input", Some(&c.input)));
+    out.push_str(&json_section("output", c.output.as_ref()));
+    if c.capped {
+        out.push_str(&capped_notice(c.output.as_ref()));
+    }
+    out.push_str(&json_section("error", c.error.as_ref()));
+    let mut t = Lines::default();
+    t.field("hash", &c.hash);
+    t.field("prev", &c.prev);
+    t.field("outcome hash", c.outcome_hash.as_deref().unwrap_or("—"));
+    out.push('\n');
+    out.push_str(&t.0);
+    out
+}
+
+fn outcome_line(c: &Call) -> String {
+    match c.outcome {
+        Outcome::Ok => "ok".to_string(),
+        Outcome::Error => c.error.as_ref().map_or("error".into(), flow_error_text),
+        Outcome::Unknown => {
+            "OUTCOME UNKNOWN: the intent was recorded and synced, then the process \
+died before the outcome was written; the call may or may not have taken effect"
+                .to_string()
+        }
+        Outcome::Pending => "in progress (the run is still live)".to_string(),
+    }
+}
+
+fn list_section(title: &str, items: &Value) -> String {
+    let mut out = format!("\n{title}\n");
+    match items.as_array() {
+        Some(list) if list.is_empty() => out.push_str("  none\n"),
+        Some(list) => {
+            for item in list {
+                let text = item.as_str().map_or_else(|| compact(item), str::to_string);
+                let _ = writeln!(out, "  {}", visible(&text));
+            }
+        }
+        None => {
+            let _ = writeln!(out, "  {}", visible(&compact(items)));
+        }
+    }
+    out
+}
+
+fn decisions_section(title: &str, decisions: &Value) -> String {
+    let Some(list) = decisions.as_array() else {
+        return list_section(title, decisions);
+    };
+    let mut out = format!("\n{title}\n");
+    if list.is_empty() {
+        out.push_str("  none (the call stopped before authorization, or needed no capability)\n");
+    }
+    for d in list {
+        let f = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("?");
+        let mut line = format!("  {}  {} by {}", f("capability"), f("decision"), f("by"));
+        if let Some(who) = d.get("approvedBy").and_then(Value::as_str) {
+            let _ = write!(line, ", approved by {who}");
+        }
+        if let Some(reason) = d
+            .get("reason")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+        {
+            let _ = write!(line, ": {reason}");
+        }
+        out.push_str(&visible(&line));
+        out.push('\n');
+    }
+    out
+}
+
+fn json_section(title: &str, value: Option<&Value>) -> String {
+    let Some(v) = value else {
+        return String::new();
+    };
+    let pretty = serde_json::to_string_pretty(v).unwrap_or_else(|_| compact(v));
+    let body: String = pretty
+        .lines()
+        .map(|l| format!("  {}\n", visible(l)))
+        .collect();
+    format!("\n{title}\n{body}")
+}
+
+fn capped_notice(output: Option<&Value>) -> String {
+    let bytes = output.and_then(|o| o.get("bytes")).and_then(Value::as_u64);
+    let sha = output.and_then(|o| o.get("sha256")).and_then(Value::as_str);
+    format!(
+        "  OUTPUT CAPPED: the output was {} bytes, over the 1 MiB cap; the record keeps its SHA-256 ({}), head and tail only\n",
+        bytes.map_or("?".into(), |b| b.to_string()),
+        sha.unwrap_or("?"),
+    )
+}
+
+/// One line per run, and a total when there are several.
+pub fn render_verify(verdicts: &[Verdict]) -> String {
+    if verdicts.is_empty() {
+        return "no runs recorded yet: nothing to verify\n".to_string();
+    }
+    let width = verdicts
+        .iter()
+        .map(|v| v.run.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for v in verdicts {
+        let _ = writeln!(out, "{:<width$}  {}", visible(&v.run), verdict_text(v));
+    }
+    if verdicts.len() > 1 {
+        let broken = verdicts.iter().filter(|v| !v.intact).count();
+        let _ = writeln!(
+            out,
+            "{} checked: {} intact, {broken} not",
+            plural(verdicts.len() as i64, "run", "runs"),
+            verdicts.len() - broken
+        );
+    }
+    out
+}
+
+/// What a check of runs recorded before runs were chained to each other
+/// cannot show; `None` when every run checked is chained.
+pub fn unchained_note(verdicts: &[Verdict], unchained: i64) -> Option<String> {
+    verdicts.iter().any(|v| !v.chained).then(|| {
+        let runs = if unchained == 1 {
+            "run #1 was".to_string()
+        } else {
+            format!("runs #1–#{unchained} were")
+        };
+        format!(
+            "note: {runs} recorded before runs were chained to each other (schema 1): each is checked \
+on its own, and a whole run deleted or reordered among them would not show\n"
+        )
+    })
+}
+
+fn verdict_text(v: &Verdict) -> String {
+    let calls = plural(v.calls as i64, "call", "calls");
+    match (&v.problem, &v.warning) {
+        (Some(p), _) => {
+            let at = match (p.n, &p.task, p.seq, &p.flow) {
+                (Some(n), Some(task), Some(seq), Some(flow)) => {
+                    format!(" at #{n} (task {task}, seq {seq}, {flow})")
+                }
+                _ => String::new(),
+            };
+            visible(&format!("NOT INTACT{at}: {}", p.message))
+        }
+        (None, Some(w)) => format!("intact ({calls}), but {w}"),
+        (None, None) if v.sealed => format!("intact ({calls}, sealed)"),
+        (None, None) => format!("intact so far ({calls}; running, not sealed yet)"),
+    }
+}
+
+/// `2026-11-30 17:03:12`: UTC, from milliseconds since the epoch.
+pub fn utc(ms: i64) -> String {
+    calendar::date_time(ms.div_euclid(1000), ' ')
+}
+
+/// A duration in the coarsest unit that still says something: `850µs`,
+/// `12ms`, `4.2s`, `3m07s`, `2h05m`.
+pub fn took_us(us: i64) -> String {
+    let us = us.max(0);
+    match us {
+        0..=999 => format!("{us}µs"),
+        1_000..=999_999 => format!("{}ms", us / 1000),
+        1_000_000..=59_999_999 => format!("{:.1}s", us as f64 / 1e6),
+        60_000_000..=3_599_999_999 => {
+            let s = us / 1_000_000;
+            format!("{}m{:02}s", s / 60, s % 60)
+        }
+        _ => {
+            let m = us / 60_000_000;
+            format!("{}h{:02}m", m / 60, m % 60)
+        }
+    }
+}
+
+/// `1 call`, `2 calls`: `n` and the word for that many.
+pub fn plural(n: i64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The first 12 hex digits of a digest: enough to tell files apart by eye.
+fn short(sha: &str) -> String {
+    sha.chars().take(12).collect()
+}
+
+/// The elements of a JSON list; none for anything else.
+fn items(v: Option<&Value>) -> &[Value] {
+    v.and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// Recorded text is shown, never obeyed: control characters (a terminal
+/// escape in a file name or an output) are printed as escapes.
+pub fn visible(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c.to_string(),
+            c if c.is_control() => c.escape_unicode().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// Text for a table cell: one line, line breaks shown as `↵`.
+fn one_line(s: &str) -> String {
+    let flat: String = s
+        .trim()
+        .chars()
+        .map(|c| match c {
+            '\n' => '↵',
+            '\r' | '\t' => ' ',
+            c => c,
+        })
+        .collect();
+    visible(&flat)
+}
+
+/// `key      value` lines, values kept to one visible line.
+#[derive(Default)]
+struct Lines(String);
+
+impl Lines {
+    fn field(&mut self, key: &str, value: &str) {
+        let _ = writeln!(self.0, "{key:<12} {}", one_line(value));
+    }
+}
+
+/// Which end of an over-long cell gives way: a path keeps its end (the
+/// file name), an input summary its start.
+#[derive(Clone, Copy)]
+enum Clip {
+    Left,
+    Right,
+}
+
+/// A text table whose one flexible column shrinks so lines fit `WIDTH`.
+struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(header: &[&str]) -> Table {
+        Table {
+            rows: vec![header.iter().map(|h| h.to_string()).collect()],
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells.iter().map(|c| one_line(c)).collect());
+    }
+
+    /// Renders with column `flex` clipped to what the others leave of
+    /// `WIDTH` (at least 20), and the `right` columns right-aligned.
+    fn render(&self, flex: usize, clip: Clip, right: &[usize]) -> String {
+        let mut widths: Vec<usize> = vec![0; self.rows[0].len()];
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let others: usize = widths
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != flex)
+            .map(|(_, w)| w + 2)
+            .sum();
+        widths[flex] = widths[flex].min(WIDTH.saturating_sub(others).max(20));
+        let mut out = String::new();
+        for row in &self.rows {
+            let cells = row.iter().zip(&widths).enumerate().map(|(i, (cell, &w))| {
+                let cell = if i == flex {
+                    clip_to(cell, w, clip)
+                } else {
+                    cell.clone()
+                };
+                if right.contains(&i) {
+                    format!("{cell:>w$}")
+                } else {
+                    format!("{cell:<w$}")
+                }
+            });
+            let line = cells.collect::<Vec<_>>().join("  ");
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// `s` cut to `width` characters, `…` marking the cut.
+fn clip_to(s: &str, width: usize, clip: Clip) -> String {
+    let len = s.chars().count();
+    if len <= width {
+        return s.to_string();
+    }
+    let keep = width.saturating_sub(1);
+    match clip {
+        Clip::Left => format!("…{}", s.chars().skip(len - keep).collect::<String>()),
+        Clip::Right => format!("{}…", s.chars().take(keep).collect::<String>()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_renders_calendar_dates() {
+        assert_eq!(utc(1_796_058_192_000), "2026-11-30 17:03:12");
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(1_709_251_199_000), "2024-02-29 23:59:59");
+        assert_eq!(utc(-1_000), "1969-12-31 23:59:59");
+    }
+
+    #[test]
+    fn durations_use_a_readable_unit() {
+        assert_eq!(took_us(850), "850µs");
+        assert_eq!(took_us(12_345), "12ms");
+        assert_eq!(took_us(4_200_000), "4.2s");
+        assert_eq!(took_us(187_000_000), "3m07s");
+        assert_eq!(took_us(7_500_000_000), "2h05m");
+    }
+}

@@ -1,0 +1,415 @@
+//! The record as stored: the one reader of the schema, whose SELECTs and
+//! row mappings `show`, `export`, `verify`, `list` and the replay all use,
+//! so a column added or renamed is read in one place.
+//!
+//! JSON columns are kept as their text: the hashes cover those bytes, and
+//! each view parses what it shows. Functions return rusqlite's errors, so
+//! each caller words a failure as it always has.
+
+use super::chain::{CallIntent, CallOutcome, RunHead, RunLink};
+use rusqlite::{Connection, OptionalExtension};
+
+const RUN_COLUMNS: &str = "id, script, script_sha256, policies, args, workspace, started_ms, \
+ended_ms, status, error, version, random_seed, resumed_from, pid, pid_start, head, seal, ceiling, \
+n, prior, prior_rows";
+
+/// A call's columns, `output` resolved: inline, or the body kept by
+/// content. What the views show.
+const CALL_COLUMNS: &str = concat!(
+    "run, task, seq, n, flow, tier, input, capabilities, decisions, \
+route, redacted, replayed_from, started_ms, prev, hash, status, ",
+    super::store::output_column!(),
+    ", error, capped, duration_us, late_decisions, outcome_hash, output_ref"
+);
+
+/// The same columns with `output` as the row holds it (inline only): what
+/// `verify` reads, checking each output kept by content once, not per row,
+/// and what a replay reads, parsing each such output once.
+const INLINE_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities, decisions, \
+route, redacted, replayed_from, started_ms, prev, hash, status, output, error, capped, duration_us, \
+late_decisions, outcome_hash, output_ref";
+
+/// How a call's `output` is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// The output whole, wherever it is kept.
+    Resolved,
+    /// Only an output kept in the row; one kept by content is left to
+    /// [`each_output`].
+    Inline,
+}
+
+/// A row of `runs`, each field the column of its name (see [`super::store`]
+/// for what they hold): for the audit's readers alone.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    pub(super) id: String,
+    pub(super) script: String,
+    pub(super) script_sha256: Option<String>,
+    pub(super) policies: String,
+    pub(super) args: String,
+    pub(super) workspace: String,
+    pub(super) started_ms: i64,
+    pub(super) ended_ms: Option<i64>,
+    pub(super) status: String,
+    pub(super) error: Option<String>,
+    pub(super) version: String,
+    pub(super) random_seed: i64,
+    pub(super) resumed_from: Option<String>,
+    pub(super) pid: i64,
+    pub(super) pid_start: i64,
+    pub(super) head: String,
+    pub(super) seal: Option<String>,
+    pub(super) ceiling: String,
+    pub(super) n: Option<i64>,
+    pub(super) prior: Option<String>,
+    pub(super) prior_rows: Option<i64>,
+}
+
+impl StoredRun {
+    fn read(r: &rusqlite::Row) -> rusqlite::Result<StoredRun> {
+        Ok(StoredRun {
+            id: r.get(0)?,
+            script: r.get(1)?,
+            script_sha256: r.get(2)?,
+            policies: r.get(3)?,
+            args: r.get(4)?,
+            workspace: r.get(5)?,
+            started_ms: r.get(6)?,
+            ended_ms: r.get(7)?,
+            status: r.get(8)?,
+            error: r.get(9)?,
+            version: r.get(10)?,
+            random_seed: r.get(11)?,
+            resumed_from: r.get(12)?,
+            pid: r.get(13)?,
+            pid_start: r.get(14)?,
+            head: r.get(15)?,
+            seal: r.get(16)?,
+            ceiling: r.get(17)?,
+            n: r.get(18)?,
+            prior: r.get(19)?,
+            prior_rows: r.get(20)?,
+        })
+    }
+
+    /// The fields its head covers; `chained` for a run recorded since runs
+    /// were chained to each other (whose head covers its link too).
+    pub fn head_fields(&self, chained: bool) -> RunHead<'_> {
+        RunHead {
+            id: &self.id,
+            script: &self.script,
+            script_sha256: self.script_sha256.as_deref(),
+            policies: &self.policies,
+            args: &self.args,
+            workspace: &self.workspace,
+            started_ms: self.started_ms,
+            version: &self.version,
+            random_seed: self.random_seed,
+            resumed_from: self.resumed_from.as_deref(),
+            ceiling: &self.ceiling,
+            pid: self.pid,
+            pid_start: self.pid_start,
+            link: chained.then(|| RunLink {
+                n: self.n.unwrap_or(0),
+                prior: self.prior.as_deref(),
+                prior_rows: self.prior_rows,
+            }),
+        }
+    }
+
+    /// Whether the run is live (its calls without a status are running).
+    pub fn running(&self) -> bool {
+        self.status == "running"
+    }
+}
+
+/// A row of `calls`, each field the column of its name.
+#[derive(Debug, Clone)]
+pub struct StoredCall {
+    pub(super) run: String,
+    pub(super) task: String,
+    pub(super) seq: i64,
+    /// The chain position, 1-based.
+    pub(super) n: i64,
+    pub(super) flow: String,
+    pub(super) tier: String,
+    /// The input's JSON as stored (redacted).
+    pub(super) input: String,
+    pub(super) capabilities: String,
+    pub(super) decisions: String,
+    pub(super) route: Option<String>,
+    pub(super) redacted: String,
+    pub(super) replayed_from: Option<String>,
+    pub(super) started_ms: i64,
+    pub(super) prev: String,
+    pub(super) hash: String,
+    /// `ok`, `error`, or `None`: the outcome is unknown.
+    pub(super) status: Option<String>,
+    /// The output's JSON: resolved, or inline only (see [`Output`]).
+    pub(super) output: Option<String>,
+    pub(super) error: Option<String>,
+    pub(super) capped: bool,
+    pub(super) duration_us: Option<i64>,
+    pub(super) late_decisions: Option<String>,
+    pub(super) outcome_hash: Option<String>,
+    /// The SHA-256 of an output kept by content (in `outputs`).
+    pub(super) output_ref: Option<String>,
+}
+
+impl StoredCall {
+    fn read(r: &rusqlite::Row) -> rusqlite::Result<StoredCall> {
+        Ok(StoredCall {
+            run: r.get(0)?,
+            task: r.get(1)?,
+            seq: r.get(2)?,
+            n: r.get(3)?,
+            flow: r.get(4)?,
+            tier: r.get(5)?,
+            input: r.get(6)?,
+            capabilities: r.get(7)?,
+            decisions: r.get(8)?,
+            route: r.get(9)?,
+            redacted: r.get(10)?,
+            replayed_from: r.get(11)?,
+            started_ms: r.get(12)?,
+            prev: r.get(13)?,
+            hash: r.get(14)?,
+            status: r.get(15)?,
+            output: r.get(16)?,
+            error: r.get(17)?,
+            capped: r.get::<_, i64>(18)? != 0,
+            duration_us: r.get(19)?,
+            late_decisions: r.get(20)?,
+            outcome_hash: r.get(21)?,
+            output_ref: r.get(22)?,
+        })
+    }
+
+    /// The fields its hash covers.
+    pub fn intent(&self) -> CallIntent<'_> {
+        CallIntent {
+            task: &self.task,
+            seq: self.seq,
+            n: self.n,
+            flow: &self.flow,
+            tier: &self.tier,
+            input: &self.input,
+            capabilities: &self.capabilities,
+            decisions: &self.decisions,
+            route: self.route.as_deref(),
+            replayed_from: self.replayed_from.as_deref(),
+            started_ms: self.started_ms,
+        }
+    }
+
+    /// The outcome fields, when the row has all the outcome's mandatory
+    /// ones (the writer sets them together).
+    pub fn outcome(&self) -> Option<CallOutcome<'_>> {
+        Some(CallOutcome {
+            status: self.status.as_deref()?,
+            output: self.output.as_deref(),
+            error: self.error.as_deref(),
+            capped: self.capped,
+            duration_us: self.duration_us?,
+            late_decisions: self.late_decisions.as_deref()?,
+            redacted: &self.redacted,
+        })
+    }
+}
+
+/// A row of `readings`: a clock (or seed) value the script saw.
+#[derive(Debug, Clone)]
+pub struct StoredReading {
+    pub(super) task: String,
+    pub(super) seq: i64,
+    pub(super) kind: String,
+    pub(super) value: f64,
+}
+
+/// A run's line of `sluice audit list`, counted as stored.
+#[derive(Debug, Clone)]
+pub struct RunTally {
+    pub(super) id: String,
+    pub(super) script: String,
+    pub(super) status: String,
+    pub(super) started_ms: i64,
+    pub(super) ended_ms: Option<i64>,
+    pub(super) calls: i64,
+    pub(super) irreversible: i64,
+    /// Calls that ended `permission_denied` or `permission_required`.
+    pub(super) denials: i64,
+    /// Calls without a status, live run or not.
+    pub(super) unfinished: i64,
+}
+
+/// The run before another in the chain of runs, as it stands now.
+#[derive(Debug, Clone)]
+pub struct Predecessor {
+    pub(super) id: String,
+    pub(super) head: String,
+    pub(super) seal: Option<String>,
+}
+
+/// How the views word a failed read.
+pub fn db(e: rusqlite::Error) -> String {
+    format!("reading the audit database: {e}")
+}
+
+/// Run `id`, if the record holds it.
+pub fn run(conn: &Connection, id: &str) -> rusqlite::Result<Option<StoredRun>> {
+    conn.query_row(
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+        [id],
+        StoredRun::read,
+    )
+    .optional()
+}
+
+/// Run `id`, or what to do when there is no such run: as the views say it.
+pub fn load_run(conn: &Connection, id: &str) -> Result<StoredRun, String> {
+    run(conn, id).map_err(db)?.ok_or_else(|| {
+        format!("no run {id:?} in the audit database; `sluice audit list` shows the runs")
+    })
+}
+
+/// Call `#n` of run `run`, its output resolved.
+pub fn call(conn: &Connection, run: &str, n: i64) -> rusqlite::Result<Option<StoredCall>> {
+    conn.query_row(
+        &format!("SELECT {CALL_COLUMNS} FROM calls WHERE run = ?1 AND n = ?2"),
+        rusqlite::params![run, n],
+        StoredCall::read,
+    )
+    .optional()
+}
+
+/// How many calls run `run` holds.
+pub fn call_count(conn: &Connection, run: &str) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT count(*) FROM calls WHERE run = ?1", [run], |r| {
+        r.get(0)
+    })
+}
+
+/// Hands each call row of `run` to `f` in chain order, without holding
+/// them all (a run may hold thousands of calls with large outputs); `err`
+/// words a failed read in the caller's error.
+pub fn each_call<E>(
+    conn: &Connection,
+    run: &str,
+    output: Output,
+    err: impl Fn(rusqlite::Error) -> E,
+    mut f: impl FnMut(StoredCall) -> Result<(), E>,
+) -> Result<(), E> {
+    let columns = match output {
+        Output::Resolved => CALL_COLUMNS,
+        Output::Inline => INLINE_COLUMNS,
+    };
+    let sql = format!("SELECT {columns} FROM calls WHERE run = ?1 ORDER BY n");
+    let mut stmt = conn.prepare(&sql).map_err(&err)?;
+    let mut rows = stmt.query([run]).map_err(&err)?;
+    while let Some(row) = rows.next().map_err(&err)? {
+        f(StoredCall::read(row).map_err(&err)?)?;
+    }
+    Ok(())
+}
+
+/// Hands `f` each output run `run` keeps by content, as (SHA-256 key,
+/// body), until `f` says to stop; each is read once, however many rows
+/// return it.
+pub fn each_output(
+    conn: &Connection,
+    run: &str,
+    mut f: impl FnMut(String, String) -> bool,
+) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare(
+        "SELECT sha256, body FROM outputs WHERE sha256 IN (SELECT output_ref FROM calls WHERE run = ?1)",
+    )?;
+    let mut rows = stmt.query([run])?;
+    while let Some(r) = rows.next()? {
+        if !f(r.get(0)?, r.get(1)?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The run's clock readings in the order the seal covers them.
+pub fn readings(conn: &Connection, run: &str) -> rusqlite::Result<Vec<StoredReading>> {
+    let mut stmt = conn
+        .prepare("SELECT task, seq, kind, value FROM readings WHERE run = ?1 ORDER BY task, seq")?;
+    let rows = stmt.query_map([run], |r| {
+        Ok(StoredReading {
+            task: r.get(0)?,
+            seq: r.get(1)?,
+            kind: r.get(2)?,
+            value: r.get(3)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// The newest `limit` runs (all for a negative one), newest first, each
+/// with its counts.
+pub fn tallies(conn: &Connection, limit: i64) -> rusqlite::Result<Vec<RunTally>> {
+    // The limit applies before the join, so only the runs shown are counted.
+    // A damaged error column must not fail the listing: json_extract
+    // raises on malformed JSON, so it is only reached through json_valid.
+    let sql = "SELECT r.id, r.script, r.status, r.started_ms, r.ended_ms, count(c.run),
+        coalesce(sum(c.tier = 'irreversible'), 0),
+        coalesce(sum(CASE WHEN json_valid(c.error) THEN json_extract(c.error, '$.code') END
+                     IN ('permission_denied', 'permission_required')), 0),
+        coalesce(sum(c.run IS NOT NULL AND c.status IS NULL), 0)
+      FROM (SELECT rowid AS rid, * FROM runs ORDER BY started_ms DESC, rowid DESC LIMIT ?1) r
+      LEFT JOIN calls c ON c.run = r.id
+      GROUP BY r.rid ORDER BY r.started_ms DESC, r.rid DESC";
+    let mut stmt = conn.prepare(sql)?;
+    let rows = stmt.query_map([limit], |r| {
+        Ok(RunTally {
+            id: r.get(0)?,
+            script: r.get(1)?,
+            status: r.get(2)?,
+            started_ms: r.get(3)?,
+            ended_ms: r.get(4)?,
+            calls: r.get(5)?,
+            irreversible: r.get(6)?,
+            denials: r.get(7)?,
+            unfinished: r.get(8)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// How many runs the record holds.
+pub fn run_count(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+}
+
+/// Every run's id, newest first by place in the chain of runs.
+pub fn run_ids(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt =
+        conn.prepare("SELECT id FROM runs ORDER BY n DESC, started_ms DESC, rowid DESC")?;
+    let ids = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    ids.collect()
+}
+
+/// The run at place `n` in the chain of runs, if it is still there.
+pub fn predecessor(conn: &Connection, n: i64) -> rusqlite::Result<Option<Predecessor>> {
+    conn.query_row("SELECT id, head, seal FROM runs WHERE n = ?1", [n], |r| {
+        Ok(Predecessor {
+            id: r.get(0)?,
+            head: r.get(1)?,
+            seal: r.get(2)?,
+        })
+    })
+    .optional()
+}
+
+/// The hash of call `#n` of run `run`, if the row is there.
+pub fn row_hash(conn: &Connection, run: &str, n: i64) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT hash FROM calls WHERE run = ?1 AND n = ?2",
+        rusqlite::params![run, n],
+        |r| r.get(0),
+    )
+    .optional()
+}

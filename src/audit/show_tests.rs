@@ -1,0 +1,156 @@
+//! Tests of `list` and `show`, and of their text.
+
+use super::*;
+use crate::audit::fixtures::*;
+use crate::audit::list::list;
+use crate::audit::render::{render_call, render_list, render_show, WIDTH};
+use crate::audit::verify::verify;
+
+#[test]
+fn list_counts_calls_irreversible_calls_and_denials() {
+    let (_d, conn) = db();
+    standard(&conn, "r1");
+    let listing = list(&conn, 20).unwrap();
+    let r = &listing.runs[0];
+    assert_eq!(
+        (r.calls, r.irreversible, r.denials, r.unknown_outcomes),
+        (5, 2, 2, 0)
+    );
+    assert_eq!((r.status.as_str(), r.duration_ms), ("ok", Some(4_200)));
+    let text = render_list(&listing);
+    assert!(text.contains("2026-11-30 17:03:12"), "{text}");
+    assert!(text.contains("4.2s"), "{text}");
+}
+
+#[test]
+fn list_survives_a_damaged_error_column_and_puts_the_newest_first() {
+    let (_d, conn) = db();
+    standard(&conn, "old");
+    insert_run(&conn, "new", "/w/b.lua", T0 + 60_000);
+    sql(
+        &conn,
+        "UPDATE calls SET error = 'not json' WHERE run = 'old' AND n = 5",
+    );
+    let listing = list(&conn, 0).unwrap();
+    let ids: Vec<_> = listing.runs.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["new", "old"]);
+    assert_eq!((listing.runs[0].calls, listing.runs[1].denials), (0, 2));
+    assert!(render_list(&listing).contains("running"));
+    assert_eq!(list(&conn, 1).unwrap().runs.len(), 1);
+}
+
+#[test]
+fn list_clips_long_script_paths_from_the_left_to_fit() {
+    let (_d, conn) = db();
+    let long = format!(
+        "/home/someone/{}/workflows/fix_everything.lua",
+        "deep/".repeat(20)
+    );
+    insert_run(&conn, "r1", &long, T0);
+    let text = render_list(&list(&conn, 20).unwrap());
+    assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+    assert!(
+        text.contains("…") && text.contains("workflows/fix_everything.lua"),
+        "{text}"
+    );
+}
+
+// --- show -------------------------------------------------------------------
+
+/// Run `r2`: an irreversible call whose intent was written, then the
+/// process died (interrupted, unsealed).
+fn killed(conn: &Connection) {
+    let head = insert_run(conn, "r2", "/w/deploy.lua", T0);
+    let mut push = spec(
+        "bash",
+        "irreversible",
+        serde_json::json!({"command": "git push --force"}),
+    );
+    push.outcome = None;
+    insert_call(conn, "r2", &head, 1, &push);
+    sql(
+        conn,
+        "UPDATE runs SET status = 'interrupted', error = 'killed' WHERE id = 'r2'",
+    );
+}
+
+#[test]
+fn show_says_outcome_unknown_for_a_call_whose_process_died() {
+    let (_d, conn) = db();
+    killed(&conn);
+    let view = show(&conn, "r2").unwrap();
+    assert_eq!(view.calls[0].outcome, Outcome::Unknown);
+    assert!(render_show(&view, &Facts).contains("OUTCOME UNKNOWN"));
+    let (run, c) = call(&conn, "r2", 1).unwrap();
+    assert!(render_call(&run, &c).contains("OUTCOME UNKNOWN"));
+    let listing = list(&conn, 20).unwrap();
+    assert_eq!(listing.runs[0].unknown_outcomes, 1);
+    assert!(render_list(&listing).contains("OUTCOME UNKNOWN"));
+    let v = verify(&conn, "r2").unwrap();
+    assert!(v.intact && v.warning.is_some(), "{v:?}");
+}
+
+#[test]
+fn show_says_in_progress_while_the_run_is_live() {
+    let (_d, conn) = db();
+    killed(&conn);
+    sql(&conn, "UPDATE runs SET status = 'running', error = NULL");
+    let view = show(&conn, "r2").unwrap();
+    assert_eq!(view.calls[0].outcome, Outcome::Pending);
+    assert!(!render_show(&view, &Facts).contains("OUTCOME UNKNOWN"));
+}
+
+#[test]
+fn show_timeline_summarizes_decisions_routes_and_outcomes() {
+    let (_d, conn) = db();
+    standard(&conn, "r1");
+    let text = render_show(&show(&conn, "r1").unwrap(), &Facts);
+    for want in [
+        "ask→approved by terminal",
+        "deny by rule default:4",
+        "ask→not approved",
+        "host:unconfined",
+        "permission_denied",
+        "git push",
+        "src/a.rs",
+        "sha256 3f2a9c1b0e4d",
+        "default (sha256 ab12cd34ef56)",
+        "5 (2 irreversible, 2 denied)",
+    ] {
+        assert!(text.contains(want), "{want:?} missing from\n{text}");
+    }
+}
+
+#[test]
+fn a_capped_output_is_said_so() {
+    let (_d, conn) = db();
+    let head = insert_run(&conn, "r3", "/w/big.lua", T0);
+    let mut big = spec("read", "sealed", serde_json::json!({"path": "huge.log"}));
+    let capped = r#"{"bytes":5242880,"capped":true,"head":"aaa","sha256":"beef","tail":"zzz"}"#;
+    big.outcome = Some(("ok", Some(capped.into()), None, true));
+    insert_call(&conn, "r3", &head, 1, &big);
+    let view = show(&conn, "r3").unwrap();
+    assert!(render_show(&view, &Facts).contains("ok, capped"));
+    let text = render_call(&view.run, &view.calls[0]);
+    assert!(
+        text.contains("OUTPUT CAPPED: the output was 5242880 bytes"),
+        "{text}"
+    );
+}
+
+#[test]
+fn call_that_does_not_exist_says_how_many_there_are() {
+    let (_d, conn) = db();
+    standard(&conn, "r1");
+    let e = call(&conn, "r1", 9).unwrap_err();
+    assert!(e.contains("no call #9 (it has 5 calls)"), "{e}");
+}
+
+#[test]
+fn recorded_text_cannot_drive_the_terminal() {
+    let (_d, conn) = db();
+    insert_run(&conn, "r1", "/w/\u{1b}[2Jevil.lua", T0);
+    let text =
+        render_list(&list(&conn, 20).unwrap()) + &render_show(&show(&conn, "r1").unwrap(), &Facts);
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}

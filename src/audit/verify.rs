@@ -1,0 +1,423 @@
+//! `sluice audit verify`: each run's chain and seal recomputed, and its
+//! link to the run before it checked; the first thing that does not match
+//! is named.
+
+use super::chain::{self, CallOutcome, Reading, RunEnd, Seal};
+use super::rows::{self, Output, StoredCall, StoredReading, StoredRun};
+use super::store;
+use rusqlite::Connection;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// What kind of mismatch `verify` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// The run's own fields do not hash to its head.
+    RunEdited,
+    /// A row's fields do not hash to its hash.
+    ContentEdited,
+    /// A chain position is absent before this row.
+    RowMissing,
+    /// This row links to a row other than the one before it.
+    OutOfOrder,
+    /// This row links to no row of the run: the one before it was removed
+    /// or replaced.
+    LinkBroken,
+    /// A row's outcome does not hash to its outcome hash (or one is absent).
+    OutcomeEdited,
+    /// The seal does not cover what the run holds now.
+    SealMismatch,
+    /// The run ended but carries no seal.
+    NotSealed,
+    /// The run before it in the chain of runs is gone: a whole run was
+    /// deleted.
+    PredecessorMissing,
+    /// The run before it does not hold the hash this run committed to: it
+    /// was edited or replaced.
+    PredecessorMismatch,
+}
+
+/// The first thing that did not match.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    pub failure: Failure,
+    /// The row, when the mismatch is a row's (not the run's or the seal's).
+    pub n: Option<i64>,
+    pub task: Option<String>,
+    pub seq: Option<i64>,
+    pub flow: Option<String>,
+    pub message: String,
+}
+
+/// One run's verification.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    pub run: String,
+    pub status: String,
+    pub calls: usize,
+    pub sealed: bool,
+    /// No mismatch found (a warning may still apply).
+    pub intact: bool,
+    /// Recorded since runs were chained to each other: its link to the run
+    /// before it was checked too.
+    pub chained: bool,
+    /// Said of an intact run whose record cannot be fully checked.
+    pub warning: Option<String>,
+    pub problem: Option<Problem>,
+}
+
+/// Recomputes run `run_id`'s chain and seal, and checks its link to the
+/// run before it.
+pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
+    let run = rows::load_run(conn, run_id)?;
+    let unchained = store::unchained_runs(conn).map_err(rows::db)?;
+    // A run without a place is judged as chained: every run since has one.
+    let chained = run.n.is_none_or(|n| n > unchained);
+    let mut calls = Vec::new();
+    rows::each_call(conn, run_id, Output::Inline, rows::db, |c| {
+        calls.push(c);
+        Ok(())
+    })?;
+    let readings = rows::readings(conn, run_id).map_err(rows::db)?;
+    let mut verdict = judge(&run, chained, &calls, &readings);
+    if verdict.intact && chained {
+        verdict.problem = check_prior(conn, &run)?;
+        verdict.intact = verdict.problem.is_none();
+    }
+    if verdict.intact {
+        if let Some(p) = check_outputs(conn, run_id, &calls)? {
+            verdict.intact = false;
+            verdict.problem = Some(p);
+        }
+    }
+    Ok(verdict)
+}
+
+/// Whether the run before `run` still holds the hash `run` committed to
+/// when it started; when not, what is wrong.
+fn check_prior(conn: &Connection, run: &StoredRun) -> Result<Option<Problem>, String> {
+    let n = run.n.unwrap_or(0);
+    if n <= 1 {
+        return Ok(run.prior.is_some().then(|| {
+            run_problem(
+                Failure::PredecessorMissing,
+                "predecessor missing: it commits to a run before it, yet it is the first run of the \
+record: the runs before it were deleted",
+            )
+        }));
+    }
+    let p = n - 1;
+    let pred = rows::predecessor(conn, p).map_err(rows::db)?;
+    let Some(pred) = pred else {
+        let m = format!(
+            "predecessor missing: run #{p}, the run before it (#{n}), is gone from the record: a whole \
+run (its row and its calls) was deleted"
+        );
+        return Ok(Some(run_problem(Failure::PredecessorMissing, &m)));
+    };
+    let Some(prior) = run.prior.as_deref() else {
+        let m = format!(
+            "predecessor seal does not match: it commits to no run before it, though run #{p} ({}) is \
+before it",
+            pred.id
+        );
+        return Ok(Some(run_problem(Failure::PredecessorMismatch, &m)));
+    };
+    let (what, now) = match run.prior_rows {
+        None => ("the seal".to_string(), pred.seal.clone()),
+        Some(0) => ("the head".to_string(), Some(pred.head.clone())),
+        Some(k) => (
+            format!("row #{k}"),
+            rows::row_hash(conn, &pred.id, k).map_err(rows::db)?,
+        ),
+    };
+    if now.as_deref() == Some(prior) {
+        return Ok(None);
+    }
+    let holds = match (&now, run.prior_rows) {
+        (None, None) => "no seal".to_string(),
+        (None, Some(k)) => format!("no row #{k}"),
+        (Some(_), _) => format!(
+            "another {}",
+            if run.prior_rows.is_none() {
+                "seal"
+            } else {
+                "hash"
+            }
+        ),
+    };
+    let m = format!(
+        "predecessor seal does not match: a run was deleted or edited between run #{p} ({}) and this \
+one (#{n}): this run commits to {what} of run #{p} as it was when this run started, and run #{p} holds \
+{holds} now",
+        pred.id
+    );
+    Ok(Some(run_problem(Failure::PredecessorMismatch, &m)))
+}
+
+/// Each output the run keeps by content must still hash to its key (rows
+/// hold the key, and their outcome hashes cover it); the first row whose
+/// output was edited is named.
+fn check_outputs(
+    conn: &Connection,
+    run_id: &str,
+    calls: &[StoredCall],
+) -> Result<Option<Problem>, String> {
+    let mut present = std::collections::HashSet::new();
+    let mut edited = None;
+    rows::each_output(conn, run_id, |key, body| {
+        if crate::digest::sha256_hex(body.as_bytes()) != key {
+            edited = Some(key);
+            return false;
+        }
+        present.insert(key);
+        true
+    })
+    .map_err(rows::db)?;
+    if let Some(key) = edited {
+        return Ok(first_using(
+            calls,
+            &key,
+            "outcome edited: the output it keeps by content was changed",
+        ));
+    }
+    Ok(calls
+        .iter()
+        .filter_map(|c| c.output_ref.as_deref())
+        .find(|key| !present.contains(*key))
+        .and_then(|key| {
+            first_using(
+                calls,
+                key,
+                "outcome edited: the output it keeps by content is gone",
+            )
+        }))
+}
+
+fn first_using(calls: &[StoredCall], key: &str, message: &str) -> Option<Problem> {
+    calls
+        .iter()
+        .find(|c| c.output_ref.as_deref() == Some(key))
+        .map(|c| row_problem(c, Failure::OutcomeEdited, message.to_string()))
+}
+
+/// Verifies every run, newest first (by place in the chain of runs).
+pub fn verify_all(conn: &Connection) -> Result<Vec<Verdict>, String> {
+    let ids = rows::run_ids(conn).map_err(rows::db)?;
+    ids.iter().map(|id| verify(conn, id)).collect()
+}
+
+fn judge(
+    run: &StoredRun,
+    chained: bool,
+    calls: &[StoredCall],
+    readings: &[StoredReading],
+) -> Verdict {
+    let mut verdict = Verdict {
+        run: run.id.clone(),
+        status: run.status.clone(),
+        calls: calls.len(),
+        sealed: run.seal.is_some(),
+        intact: true,
+        chained,
+        warning: None,
+        problem: None,
+    };
+    let head = chain::head(&run.head_fields(chained));
+    let problem = if head != run.head {
+        Some(run_problem(
+            Failure::RunEdited,
+            "run edited: its fields (script, policies, args, workspace, start, version, seed, its place \
+among the runs and its link to the run before it) do not hash to its head",
+        ))
+    } else {
+        check_rows(&head, calls).or_else(|| check_seal(run, &head, calls, readings, &mut verdict))
+    };
+    verdict.intact = problem.is_none();
+    verdict.problem = problem;
+    verdict
+}
+
+fn run_problem(failure: Failure, message: &str) -> Problem {
+    Problem {
+        failure,
+        n: None,
+        task: None,
+        seq: None,
+        flow: None,
+        message: message.to_string(),
+    }
+}
+
+fn row_problem(c: &StoredCall, failure: Failure, message: String) -> Problem {
+    Problem {
+        failure,
+        n: Some(c.n),
+        task: Some(c.task.clone()),
+        seq: Some(c.seq),
+        flow: Some(c.flow.clone()),
+        message,
+    }
+}
+
+/// The first row (by `n`) whose position, link, hash or outcome hash does
+/// not match.
+fn check_rows(head: &str, calls: &[StoredCall]) -> Option<Problem> {
+    let positions: HashMap<&str, i64> = calls.iter().map(|c| (c.hash.as_str(), c.n)).collect();
+    let mut prev = head;
+    for (i, c) in calls.iter().enumerate() {
+        let expected = i as i64 + 1;
+        if let Some(p) = check_link(c, expected, prev, head, &positions) {
+            return Some(p);
+        }
+        if chain::call(&c.prev, &c.intent()) != c.hash {
+            let m = "content edited: its fields do not hash to its recorded hash".to_string();
+            return Some(row_problem(c, Failure::ContentEdited, m));
+        }
+        if let Some(p) = check_outcome(c) {
+            return Some(p);
+        }
+        prev = &c.hash;
+    }
+    None
+}
+
+/// Whether row `c`, found at chain position `expected`, is numbered and
+/// linked as that position requires; when not, why.
+fn check_link(
+    c: &StoredCall,
+    expected: i64,
+    prev: &str,
+    head: &str,
+    positions: &HashMap<&str, i64>,
+) -> Option<Problem> {
+    if c.n > expected {
+        let gap = if c.n - 1 == expected {
+            format!("#{expected} is")
+        } else {
+            format!("#{expected}–#{} are", c.n - 1)
+        };
+        let m = format!("a row is missing before it: {gap} absent from the chain");
+        return Some(row_problem(c, Failure::RowMissing, m));
+    }
+    if c.n < expected {
+        let m = format!(
+            "rows out of order: it is numbered #{} where #{expected} belongs",
+            c.n
+        );
+        return Some(row_problem(c, Failure::OutOfOrder, m));
+    }
+    if c.prev == prev {
+        return None;
+    }
+    let (failure, m) = if c.prev == head {
+        (
+            Failure::OutOfOrder,
+            "rows out of order: it links to the run's head, as the first row does".to_string(),
+        )
+    } else if let Some(j) = positions.get(c.prev.as_str()) {
+        (
+            Failure::OutOfOrder,
+            format!("rows out of order: it links to #{j}, not to the row before it"),
+        )
+    } else {
+        (Failure::LinkBroken, "a row is missing before it, or the row before it was replaced: its link matches no row of the run".to_string())
+    };
+    Some(row_problem(c, failure, m))
+}
+
+fn check_outcome(c: &StoredCall) -> Option<Problem> {
+    // An output kept by content is covered by its key, checked once against
+    // the body (`check_outputs`); an inline one is hashed here.
+    let digest = |o: &CallOutcome| match (&c.output_ref, o.output) {
+        (Some(key), _) => Some(key.clone()),
+        (None, text) => text.map(|t| crate::digest::sha256_hex(t.as_bytes())),
+    };
+    let m = match (c.outcome(), c.outcome_hash.as_deref()) {
+        (Some(o), Some(h)) if chain::outcome_of(&c.hash, &o, digest(&o).as_deref()) == h => {
+            return None
+        }
+        (Some(_), Some(_)) => {
+            "outcome edited: its status, output, error, duration, late decisions or \
+redactions do not hash to its outcome hash"
+        }
+        (Some(_), None) => "outcome edited: it has an outcome but no outcome hash",
+        (None, Some(_)) if c.status.is_some() => {
+            "outcome edited: it has a status but no duration or late decisions"
+        }
+        (None, Some(_)) => {
+            "outcome edited: it has an outcome hash but no status (the outcome was removed)"
+        }
+        (None, None) if c.status.is_some() => "outcome edited: it has a status but no outcome hash",
+        (None, None) if c.output.is_some() || c.error.is_some() || c.duration_us.is_some() => {
+            "outcome edited: it holds an output, error or duration but no status"
+        }
+        (None, None) => return None,
+    };
+    Some(row_problem(c, Failure::OutcomeEdited, m.to_string()))
+}
+
+/// The seal's check; an unsealed run is a mismatch unless it is still
+/// running or was killed (which cannot seal: a warning).
+fn check_seal(
+    run: &StoredRun,
+    head: &str,
+    calls: &[StoredCall],
+    readings: &[StoredReading],
+    verdict: &mut Verdict,
+) -> Option<Problem> {
+    let Some(seal) = &run.seal else {
+        return match run.status.as_str() {
+            "running" => None,
+            "interrupted" => {
+                verdict.warning = Some(
+                    "not sealed: the run was interrupted, and a killed process cannot seal, so rows \
+removed from its end would not show"
+                        .to_string(),
+                );
+                None
+            }
+            other => Some(run_problem(
+                Failure::NotSealed,
+                &format!("not sealed although it ended {other}: the seal was removed"),
+            )),
+        };
+    };
+    let Some(ended_ms) = run.ended_ms else {
+        return Some(run_problem(
+            Failure::SealMismatch,
+            "seal mismatch: the run has a seal but no end time",
+        ));
+    };
+    let mut s = Seal::new(head);
+    for c in calls {
+        s.row(&c.hash, c.outcome_hash.as_deref());
+    }
+    for r in readings {
+        s.reading(&Reading {
+            task: &r.task,
+            seq: r.seq,
+            kind: &r.kind,
+            value: r.value,
+        });
+    }
+    let end = RunEnd {
+        status: &run.status,
+        error: run.error.as_deref(),
+        ended_ms,
+    };
+    if s.finish(&end) == *seal {
+        return None;
+    }
+    Some(run_problem(
+        Failure::SealMismatch,
+        "seal mismatch: the run's status, error or end time, a clock reading, or rows at its end changed after it was sealed",
+    ))
+}
+
+#[cfg(test)]
+#[path = "verify_tests.rs"]
+mod tests;
