@@ -1,6 +1,6 @@
 //! `count`: how many lines a file has. Not a shipped flow: the worked
 //! example of ARCHITECTURE.md ("A new flow"), compiled and called through
-//! the pipeline by `flows::example::tests`, so the example cannot rot.
+//! the pipeline by `pipeline::tests`, so the example cannot rot.
 
 use super::super::lines::count_lines;
 use super::super::{Context, Envelope, Flow, FlowSpec, Tier};
