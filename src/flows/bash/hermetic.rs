@@ -1372,6 +1372,14 @@ mod tests {
         // Every wrapper of the analysis, not only `sudo` and `env`.
         let r = ws.check("chrt 1 rm -f src/a.rs", &["src/**"], &[]);
         assert_err(r, ErrorCode::OutsideDeclaredWrites, &w.join("src/a.rs"));
+        let r = ws.check("sudo --login rm -rf build", &["**"], &[]);
+        assert_err(r, ErrorCode::OutsideDeclaredWrites, &w.join("build"));
+        let r = ws.check("nsenter -t 1 --wd cat /etc/passwd", &["src/**"], &[]);
+        assert_err(
+            r,
+            ErrorCode::OutsideDeclaredReads,
+            &canonical(Path::new("/etc/passwd")),
+        );
         // Its words are that command's: a sed script is not the wrapper's
         // path.
         let t = ws

@@ -121,6 +121,7 @@ const TIME: Grammar = Grammar::stop("fo", &["--format", "--output"]);
 const EXEC: Grammar = Grammar::stop("a", &[]);
 const SUDO: Grammar = Grammar {
     optional_arg: "h",
+    long_flags: &["--login"],
     ..Grammar::stop(
         "aCcDgpRrTtUu",
         &[
@@ -186,6 +187,8 @@ const UNSHARE: Grammar = Grammar {
 };
 const NSENTER: Grammar = Grammar {
     optional_arg: "muinpCUTrw",
+    // Its argument, if any, is attached: `--wd=DIR`.
+    long_flags: &["--wd"],
     ..Grammar::stop("tSGW", &["--target", "--setuid", "--setgid", "--wdns"])
 };
 const SETPRIV: Grammar = Grammar::stop(
@@ -239,6 +242,7 @@ const WATCH: Grammar = Grammar {
 
 // Others.
 const STRACE: Grammar = Grammar {
+    long_flags: &["--summary"],
     ..Grammar::stop(
         "abeEIoOpPsSuUX",
         &[
@@ -260,6 +264,7 @@ const STRACE: Grammar = Grammar {
 };
 const SSH_AGENT: Grammar = Grammar::stop("aEOPt", &[]);
 const START_STOP_DAEMON: Grammar = Grammar {
+    long_flags: &["--start"],
     ..Grammar::stop(
         "xaupPgcNrkdRnsI",
         &[
@@ -317,6 +322,7 @@ const SYSTEMD_RUN: Grammar = Grammar::stop(
     ],
 );
 const PARALLEL: Grammar = Grammar {
+    long_flags: &["--tag"],
     ..Grammar::stop(
         "adEIjLnNPSsC",
         &[

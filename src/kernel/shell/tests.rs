@@ -777,3 +777,23 @@ fn options_are_parsed_by_the_programs_grammar() {
     assert!(is_shell("dash") && !is_shell("fish"));
     assert_eq!(options("git status"), None);
 }
+
+#[test]
+fn a_flag_that_prefixes_a_long_option_with_an_argument_takes_none() {
+    for (line, inner) in [
+        ("sudo --login rm -rf /", "rm -rf /"),
+        ("nsenter -t 1 --wd curl x", "curl x"),
+        ("strace --summary curl x", "curl x"),
+        ("start-stop-daemon --start --exec curl -- x", "curl x"),
+        ("parallel --tag curl x ::: a", "curl x"),
+    ] {
+        let texts = texts(line);
+        assert_eq!(
+            texts.last().map(String::as_str),
+            Some(inner),
+            "{line}: {texts:?}"
+        );
+    }
+    // Its prefixes still count as the option that takes one.
+    check("sudo --login-c x rm y", &["sudo --login-c x rm y", "rm y"]);
+}
