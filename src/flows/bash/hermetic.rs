@@ -57,8 +57,12 @@
 //!   as a read: declare it in `reads` or `writes`.
 //! - `/dev/...` is exempt (`/dev/null`, `/dev/stderr`), except `/dev/shm`
 //!   and `/dev/mqueue`, which are ordinary file systems.
-//! - The words of a shell script given with `-c`, and of `eval` and `trap`,
-//!   are not paths themselves; the commands they run are listed and checked.
+//! - The words that make what a command runs are not its paths: the command
+//!   a wrapper runs (`sudo rm x`, `chrt 1 cp a b`, `find -exec`, every
+//!   wrapper the analysis knows) is checked as itself, with its own
+//!   program's classification, and so are the commands of a script given
+//!   with `-c` (and of `eval`, `trap`, `watch`, `ssh`...); a shell's script
+//!   file (`bash x.sh`) and `--rcfile` are read, its options are not paths.
 //!
 //! # Resolution
 //!
@@ -83,7 +87,7 @@
 use crate::error::{ErrorCode, FlowError};
 use crate::fsops::path::canonical_lenient;
 use crate::kernel::pattern::{Pattern, Vars};
-use crate::kernel::shell::{self, Analysis, Command};
+use crate::kernel::shell::{self, Analysis, Command, Options, RunKind, Value};
 use crate::kernel::{Action, Capability};
 use std::path::{Component, Path, PathBuf};
 
@@ -158,25 +162,8 @@ pub fn check(
         cwd: cwd.clone(),
         ..Collector::default()
     };
-    for (i, cmd) in commands.iter().enumerate() {
-        // A wrapper (`sudo rm x`, `timeout 5 cp a b`) is followed by the
-        // command it runs; that command's words are checked there, with
-        // their own program's classification.
-        let is_wrapper = cmd
-            .words
-            .first()
-            .map(|p| p.rsplit('/').next().unwrap_or(p))
-            .is_some_and(|p| WRAPPERS.contains(&p));
-        let wrapped = commands
-            .get(i + 1)
-            .filter(|next| {
-                is_wrapper
-                    && !next.words.is_empty()
-                    && next.words.len() < cmd.words.len()
-                    && cmd.words.ends_with(&next.words)
-            })
-            .map_or(0, |next| next.words.len());
-        collector.command(cmd, wrapped)?;
+    for cmd in &commands {
+        collector.command(cmd)?;
     }
     if collector.changes_folder {
         if let Some(token) = collector.tokens.iter().find(|t| t.is_relative()) {
@@ -560,108 +547,26 @@ fn run_time_view(t: &str) -> bool {
 
 // ---- options ----------------------------------------------------------------
 
-/// How a command's options take values (getopt style).
-struct Spec {
-    /// Short options that take a value: the rest of the bundle, or the next
-    /// word.
-    short: &'static str,
-    /// Short options whose value is only the rest of the bundle (`-i.bak`).
-    attached: &'static str,
-    /// Long options that take a value: `--name=V` or `--name V`.
-    long: &'static [&'static str],
-}
-
-#[derive(Debug)]
-enum Item {
-    Opt(String, Option<Word>),
-    Operand(Word),
-}
-
-fn parse_opts(args: &[Word], spec: &Spec) -> Vec<Item> {
-    let mut items = Vec::new();
-    let mut it = args.iter();
-    let mut operands_only = false;
-    while let Some(word) = it.next() {
-        let text = match word.lit() {
-            Some(t) if !operands_only && t.starts_with('-') && t != "-" => t,
-            _ => {
-                items.push(Item::Operand(word.clone()));
-                continue;
-            }
-        };
-        if text == "--" {
-            operands_only = true;
-        } else if let Some(long) = text.strip_prefix("--") {
-            match long.split_once('=') {
-                Some((name, value)) => {
-                    items.push(Item::Opt(name.into(), Some(Word::Lit(value.into()))))
-                }
-                None if spec.long.contains(&long) => {
-                    items.push(Item::Opt(long.into(), it.next().cloned()))
-                }
-                None => items.push(Item::Opt(long.into(), None)),
-            }
-        } else {
-            let body = &text[1..];
-            for (k, c) in body.char_indices() {
-                let rest = &body[k + c.len_utf8()..];
-                if spec.short.contains(c) {
-                    let value = if rest.is_empty() {
-                        it.next().cloned()
-                    } else {
-                        Some(Word::Lit(rest.into()))
-                    };
-                    items.push(Item::Opt(c.into(), value));
-                    break;
-                }
-                if spec.attached.contains(c) {
-                    let value = (!rest.is_empty()).then(|| Word::Lit(rest.into()));
-                    items.push(Item::Opt(c.into(), value));
-                    break;
-                }
-                items.push(Item::Opt(c.into(), None));
-            }
-        }
+/// The argument of an option, as a word: the part of a word it is
+/// (`-tDIR`, `--target-directory=DIR`), or the next word.
+fn value(words: &[Word], v: &Value) -> Word {
+    match &v.text {
+        Some(text) => Word::Lit(text.clone()),
+        None => words[v.word].clone(),
     }
-    items
-}
-
-fn has_opt(items: &[Item], names: &[&str]) -> bool {
-    items
-        .iter()
-        .any(|i| matches!(i, Item::Opt(n, _) if names.contains(&n.as_str())))
-}
-
-fn opt_values<'a>(items: &'a [Item], names: &'a [&str]) -> impl Iterator<Item = &'a Word> + 'a {
-    items.iter().filter_map(move |i| match i {
-        Item::Opt(n, Some(v)) if names.contains(&n.as_str()) => Some(v),
-        _ => None,
-    })
 }
 
 /// Operands, without `-` (standard input or output).
-fn operands(items: &[Item]) -> Vec<Word> {
-    items
+fn operands(words: &[Word], options: &Options) -> Vec<Word> {
+    options
+        .operands
         .iter()
-        .filter_map(|i| match i {
-            Item::Operand(w) if w.lit() != Some("-") => Some(w.clone()),
-            _ => None,
-        })
+        .map(|&i| words[i].clone())
+        .filter(|w| w.lit() != Some("-"))
         .collect()
 }
 
 // ---- classification ---------------------------------------------------------
-
-/// Programs the shell analysis unwraps: their trailing words are the
-/// command they run, listed (and checked) next. Only for these may a
-/// command's words be left to the next one, or `cp a b; a b` would hide
-/// `cp`'s operands behind a second command made of them.
-const WRAPPERS: &[&str] = &[
-    "env", "timeout", "nice", "nohup", "setsid", "stdbuf", "time", "command", "builtin", "exec",
-    "sudo", "doas",
-];
-
-const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash"];
 
 #[derive(Default)]
 struct Collector {
@@ -693,9 +598,11 @@ impl Collector {
         });
     }
 
-    /// Collects `cmd`'s path tokens; its last `wrapped` words belong to the
-    /// command it runs, which is checked on its own.
-    fn command(&mut self, cmd: &Command, wrapped: usize) -> Result<(), FlowError> {
+    /// Collects `cmd`'s path tokens. The words that make what it runs (a
+    /// wrapper's command, a shell's script: see [`Command::runs`]) are not
+    /// its own: the analysis lists that command, or the script's, and it
+    /// is checked there with its own program's classification.
+    fn command(&mut self, cmd: &Command) -> Result<(), FlowError> {
         for r in &cmd.redirects {
             let word = if !r.dynamic {
                 Word::Lit(r.target.clone())
@@ -707,7 +614,7 @@ impl Collector {
             self.push(word, r.write, "a redirection");
         }
         let words: Vec<Word> = cmd.words.iter().map(|w| Word::of(w, cmd.dynamic)).collect();
-        let Some((program, rest)) = words.split_first() else {
+        let Some(program) = words.first() else {
             return Ok(());
         };
         if let Word::Dyn(p) = program {
@@ -728,10 +635,27 @@ impl Collector {
         if name == "xargs" {
             return Err(appended(cmd));
         }
-        let args = &rest[..rest.len().saturating_sub(wrapped)];
+        // What it runs is not its own to classify: a wrapper's command is
+        // checked where the analysis lists it, a script by the commands it
+        // runs, a script file as a read. A script's words are still
+        // refused here when only known at run time, since then so is what
+        // it runs.
+        let of_run = |kinds: &[RunKind]| -> Vec<usize> {
+            cmd.runs
+                .iter()
+                .filter(|r| kinds.contains(&r.kind))
+                .flat_map(|r| r.words.iter().copied())
+                .collect()
+        };
+        let commands = of_run(&[RunKind::Argv]);
+        let scripts = of_run(&[RunKind::Script, RunKind::File]);
+        let files = of_run(&[RunKind::File]);
         let known = KNOWN.contains(&name.as_str());
         let mut operands_only = false;
-        for w in args {
+        for w in (1..words.len())
+            .filter(|i| !commands.contains(i))
+            .map(|i| &words[i])
+        {
             match w {
                 Word::Lit(t) if t == "--" => operands_only = true,
                 // A bare flag (`-$n`) names no path for a command the check
@@ -742,6 +666,12 @@ impl Collector {
             }
         }
         let by = format!("`{name}`");
+        let own = |i: &usize| !commands.contains(i) && !scripts.contains(i);
+        let own_words: Vec<Word> = (1..words.len())
+            .filter(own)
+            .map(|i| words[i].clone())
+            .collect();
+        let args = own_words.as_slice();
         let symbolic = name == "ln"
             && args.iter().any(|w| {
                 w.lit().is_some_and(|t| {
@@ -764,12 +694,22 @@ impl Collector {
             )
             .with("token", name.clone()));
         }
-        match name.as_str() {
-            "cd" | "pushd" | "popd" => self.changes_folder = true,
-            "cp" | "mv" | "install" | "ln" => self.copy(&name, args, &by),
-            "rm" | "rmdir" | "mkdir" | "touch" | "truncate" | "shred" | "chmod" | "chown"
-            | "chgrp" | "tee" => self.modify(&name, args, &by),
-            "dd" => {
+        // A script file it runs is read.
+        for &i in &files {
+            self.push(words[i].clone(), false, &by);
+        }
+        // The programs that name files come with their options parsed by
+        // the analysis's table.
+        let options = cmd.options.as_ref();
+        match (name.as_str(), options) {
+            ("cd" | "pushd" | "popd", _) => self.changes_folder = true,
+            ("cp" | "mv" | "install" | "ln", Some(o)) => self.copy(&name, &words, o, &by),
+            (
+                "rm" | "rmdir" | "mkdir" | "touch" | "truncate" | "shred" | "chmod" | "chown"
+                | "chgrp" | "tee",
+                Some(o),
+            ) => self.modify(&name, &words, o, &by),
+            ("dd", _) => {
                 for w in args {
                     let Some(t) = w.lit() else { continue };
                     if let Some(v) = t.strip_prefix("of=") {
@@ -779,12 +719,23 @@ impl Collector {
                     }
                 }
             }
-            "sed" => self.sed(args, &by),
-            "perl" => self.perl(args, &by),
-            "find" => self.find(args, &by),
-            "eval" | "trap" => {}
-            "su" | "runuser" => self.su(args, &by),
-            s if SHELLS.contains(&s) => self.shell(args, &by),
+            ("sed", Some(o)) => self.sed(&words, o, &by),
+            ("perl", _) => self.perl(args, &by),
+            ("find", _) => self.find(args, &by),
+            ("eval" | "trap", _) => {}
+            // A shell's options are not paths, but its rcfile is read.
+            (s, Some(o)) if shell::is_shell(s) => {
+                for v in o.values(&["rcfile", "init-file"]) {
+                    self.push(value(&words, v), false, &by);
+                }
+                let operands: Vec<Word> = o
+                    .operands
+                    .iter()
+                    .filter(|i| own(i))
+                    .map(|&i| words[i].clone())
+                    .collect();
+                self.generic(&operands, &by);
+            }
             _ => self.generic(args, &by),
         }
         Ok(())
@@ -824,49 +775,25 @@ impl Collector {
     }
 
     /// `cp`, `mv`, `install`, `ln`.
-    fn copy(&mut self, name: &str, args: &[Word], by: &str) {
-        let spec = match name {
-            "install" => Spec {
-                short: "tSmog",
-                attached: "",
-                long: &[
-                    "target-directory",
-                    "suffix",
-                    "mode",
-                    "owner",
-                    "group",
-                    "strip-program",
-                ],
-            },
-            "cp" => Spec {
-                short: "tS",
-                attached: "",
-                long: &["target-directory", "suffix", "sparse", "no-preserve"],
-            },
-            _ => Spec {
-                short: "tS",
-                attached: "",
-                long: &["target-directory", "suffix"],
-            },
-        };
-        let items = parse_opts(args, &spec);
-        let ops = operands(&items);
+    fn copy(&mut self, name: &str, words: &[Word], options: &Options, by: &str) {
+        let ops = operands(words, options);
         let moves = name == "mv";
-        if name == "install" && has_opt(&items, &["d", "directory"]) {
+        if name == "install" && options.has(&["d", "directory"]) {
             for w in ops {
                 self.push(w, true, by);
             }
             return;
         }
-        let target = opt_values(&items, &["t", "target-directory"])
+        let target = options
+            .values(&["t", "target-directory"])
             .next()
-            .cloned();
+            .map(|v| value(words, v));
         let (sources, dest) = match target {
             Some(t) => (ops, Some((t, DestKind::Folder))),
             None if ops.len() >= 2 => {
                 let mut sources = ops;
                 let dest = sources.pop().expect("two operands");
-                let into = if has_opt(&items, &["T", "no-target-directory"]) {
+                let into = if options.has(&["T", "no-target-directory"]) {
                     None
                 } else {
                     Some(DestKind::Either)
@@ -894,64 +821,26 @@ impl Collector {
     }
 
     /// Commands that write every file operand.
-    fn modify(&mut self, name: &str, args: &[Word], by: &str) {
-        let spec = match name {
-            "mkdir" => Spec {
-                short: "m",
-                attached: "",
-                long: &["mode"],
-            },
-            "touch" => Spec {
-                short: "dtr",
-                attached: "",
-                long: &["date", "reference", "time"],
-            },
-            "truncate" => Spec {
-                short: "sr",
-                attached: "",
-                long: &["size", "reference"],
-            },
-            "shred" => Spec {
-                short: "ns",
-                attached: "",
-                long: &["iterations", "size", "random-source"],
-            },
-            "chmod" | "chgrp" => Spec {
-                short: "",
-                attached: "",
-                long: &["reference"],
-            },
-            "chown" => Spec {
-                short: "",
-                attached: "",
-                long: &["reference", "from"],
-            },
-            _ => Spec {
-                short: "",
-                attached: "",
-                long: &[],
-            },
-        };
+    fn modify(&mut self, name: &str, words: &[Word], options: &Options, by: &str) {
         // `chmod -w f`: a mode that looks like an option.
         let mode_option = name == "chmod"
-            && args.iter().filter_map(Word::lit).any(|t| {
+            && words[1..].iter().filter_map(Word::lit).any(|t| {
                 t.strip_prefix('-').is_some_and(|m| {
                     !m.is_empty() && m.chars().all(|c| "rwxXstugoa+-=,01234567".contains(c))
                 })
             });
-        let items = parse_opts(args, &spec);
         let reads: &[&str] = match name {
             "touch" | "truncate" => &["r", "reference"],
             "chmod" | "chown" | "chgrp" => &["reference"],
             "shred" => &["random-source"],
             _ => &[],
         };
-        for w in opt_values(&items, reads) {
-            self.push(w.clone(), false, by);
+        for v in options.values(reads) {
+            self.push(value(words, v), false, by);
         }
-        let mut ops = operands(&items).into_iter();
+        let mut ops = operands(words, options).into_iter();
         let first_is_not_a_path = matches!(name, "chmod" | "chown" | "chgrp")
-            && !has_opt(&items, &["reference"])
+            && !options.has(&["reference"])
             && !mode_option;
         if first_is_not_a_path {
             ops.next();
@@ -961,21 +850,13 @@ impl Collector {
         }
     }
 
-    fn sed(&mut self, args: &[Word], by: &str) {
-        let items = parse_opts(
-            args,
-            &Spec {
-                short: "efl",
-                attached: "i",
-                long: &["expression", "file", "line-length"],
-            },
-        );
-        for w in opt_values(&items, &["f", "file"]) {
-            self.push(w.clone(), false, by);
+    fn sed(&mut self, words: &[Word], options: &Options, by: &str) {
+        for v in options.values(&["f", "file"]) {
+            self.push(value(words, v), false, by);
         }
-        let in_place = has_opt(&items, &["i", "in-place"]);
-        let mut ops = operands(&items).into_iter();
-        if !has_opt(&items, &["e", "expression", "f", "file"]) {
+        let in_place = options.has(&["i", "in-place"]);
+        let mut ops = operands(words, options).into_iter();
+        if !options.has(&["e", "expression", "f", "file"]) {
             ops.next(); // the script
         }
         for w in ops {
@@ -1089,74 +970,12 @@ impl Collector {
                         i += 1;
                     }
                 }
-                // The command `-exec` runs is checked on its own.
-                Some("-exec" | "-execdir" | "-ok" | "-okdir") => {
-                    while let Some(w) = args.get(i) {
-                        i += 1;
-                        if matches!(w.lit(), Some(";" | "+")) {
-                            break;
-                        }
-                    }
-                }
                 _ => {}
             }
         }
         for w in starts {
             self.push(w, deletes, by);
         }
-    }
-
-    /// `bash -c 'S' ...`: the script is listed as commands of its own; a
-    /// script file (`bash ./x.sh`) is read.
-    fn shell(&mut self, args: &[Word], by: &str) {
-        let mut command_string = false;
-        let mut i = 0;
-        while let Some(t) = args.get(i).and_then(Word::lit) {
-            if t == "--" || t == "-" {
-                i += 1;
-                break;
-            }
-            if t.starts_with("--") {
-                i += 1;
-                continue;
-            }
-            let Some(body) = t.strip_prefix('-').or_else(|| t.strip_prefix('+')) else {
-                break;
-            };
-            command_string |= body.contains('c');
-            i += 1;
-            if body.contains(['o', 'O']) {
-                i += 1;
-            }
-        }
-        let rest = args.get(i..).unwrap_or_default();
-        match rest.split_first() {
-            Some((_, rest)) if command_string => self.generic(rest, by),
-            Some((script, rest)) => {
-                self.push(script.clone(), false, by);
-                self.generic(rest, by);
-            }
-            None => {}
-        }
-    }
-
-    /// `su -c 'S'`: the script is listed as commands of its own.
-    fn su(&mut self, args: &[Word], by: &str) {
-        let mut kept = Vec::new();
-        let mut it = args.iter();
-        while let Some(w) = it.next() {
-            match w.lit() {
-                Some("-c" | "--command" | "--session-command") => {
-                    it.next();
-                }
-                Some(t)
-                    if (t.starts_with("-c") && !t.starts_with("--"))
-                        || t.starts_with("--command=")
-                        || t.starts_with("--session-command=") => {}
-                _ => kept.push(w.clone()),
-            }
-        }
-        self.generic(&kept, by);
     }
 }
 
@@ -1544,5 +1363,43 @@ mod tests {
         assert_err(r, ErrorCode::OutsideDeclaredWrites, &w.join("src/a.rs"));
         let r = ws.check("bash -c 'rm -f src/a.rs'", &["**"], &[]);
         assert_err(r, ErrorCode::OutsideDeclaredWrites, &w.join("src/a.rs"));
+    }
+
+    #[test]
+    fn what_a_wrapper_runs_is_checked_as_that_command() {
+        let ws = ws();
+        let w = ws.w();
+        // Every wrapper of the analysis, not only `sudo` and `env`.
+        let r = ws.check("chrt 1 rm -f src/a.rs", &["src/**"], &[]);
+        assert_err(r, ErrorCode::OutsideDeclaredWrites, &w.join("src/a.rs"));
+        let r = ws.check("sudo --login rm -rf build", &["**"], &[]);
+        assert_err(r, ErrorCode::OutsideDeclaredWrites, &w.join("build"));
+        let r = ws.check("nsenter -t 1 --wd cat /etc/passwd", &["src/**"], &[]);
+        assert_err(
+            r,
+            ErrorCode::OutsideDeclaredReads,
+            &canonical(Path::new("/etc/passwd")),
+        );
+        // Its words are that command's: a sed script is not the wrapper's
+        // path.
+        let t = ws
+            .check("chrt 1 sed 's/a/b/' src/a.rs", &["src/**"], &[])
+            .unwrap();
+        assert_eq!(t.reads, vec![w.join("src/a.rs")]);
+        // A shell's script file is read; its options are not paths.
+        fs::write(w.join("pipefail"), "").unwrap();
+        let r = ws.check("bash -o pipefail x.sh", &["src/**"], &[]);
+        assert_err(r, ErrorCode::OutsideDeclaredReads, &w.join("x.sh"));
+        ws.check("bash -o pipefail -c 'cat src/a.rs'", &["src/**"], &[])
+            .unwrap();
+        // `install --strip` takes no argument.
+        let t = ws
+            .check(
+                "install --strip src/a.rs build/x",
+                &["src/**"],
+                &["build/**"],
+            )
+            .unwrap();
+        assert_eq!(t.writes, vec![w.join("build/x")]);
     }
 }
