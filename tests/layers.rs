@@ -158,7 +158,13 @@ fn flows_do_not_import_each_other() {
     let mut wrong = Vec::new();
     for file in files {
         let rel = file.strip_prefix(&dir).unwrap();
-        let own = rel.components().next().unwrap().as_os_str().to_str().unwrap();
+        let own = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap();
         let own = own.trim_end_matches(".rs");
         let text = fs::read_to_string(&file).unwrap();
         for (n, line) in text.lines().enumerate() {
@@ -173,7 +179,12 @@ fn flows_do_not_import_each_other() {
                     format!("super::{{{other}"),
                 ];
                 if own != "mod" && names.iter().any(|p| line.contains(p.as_str())) {
-                    wrong.push(format!("src/flows/{}:{}: {}", rel.display(), n + 1, line.trim()));
+                    wrong.push(format!(
+                        "src/flows/{}:{}: {}",
+                        rel.display(),
+                        n + 1,
+                        line.trim()
+                    ));
                 }
             }
         }
