@@ -54,7 +54,10 @@ impl Action {
 /// absolute paths.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Capability {
+    /// What the call may do to the resource.
     pub action: Action,
+    /// What it may do it to: a canonical absolute path for `fs:*`, a
+    /// command line for `proc:spawn`, an origin or host for `net:*`.
     pub resource: String,
 }
 
@@ -104,6 +107,9 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// The tier's lowercase name (`"sealed"`, `"compensable"`,
+    /// `"irreversible"`), as the manifest, the audit record and policy
+    /// scripts spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::Sealed => "sealed",

@@ -131,11 +131,6 @@ impl Credentials {
         }
     }
 
-    /// The file backend's path, if there is one.
-    pub fn file(&self) -> Option<&Path> {
-        self.file.as_deref()
-    }
-
     /// Credential `name`: from the environment, else from the file; `None`
     /// when neither has it. A file others may read is `permission_denied`.
     pub fn get(&self, name: &str) -> FlowResult<Option<Secret>> {

@@ -1,5 +1,5 @@
 //! Stopping a run on SIGINT or SIGTERM: the first signal ends it within
-//! [`STOP_WITHIN`], its record sealed.
+//! 2 s (the bound tests/interrupt.rs checks), its record sealed.
 //!
 //! The first signal asks the run to stop, and what the run is doing notices:
 //! Lua code on any thread of the script at its next instruction-count hook,
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// The signal that asked the run to stop, or 0.
 static REQUESTED: AtomicI32 = AtomicI32::new(0);
-/// Stop requests so far (signals and [`request`] calls).
+/// Stop requests (signals) so far.
 static COUNT: AtomicU32 = AtomicU32::new(0);
 /// The write end of the backstop's pipe, or -1 while none is armed.
 static WAKE: AtomicI32 = AtomicI32::new(-1);
@@ -41,9 +41,6 @@ pub const GRACE: Duration = Duration::from_millis(1000);
 /// How long the backstop gives itself to kill and seal before it exits
 /// anyway (a record that cannot be written must not keep the process).
 const SEAL_WITHIN: Duration = Duration::from_millis(700);
-/// From the first signal to the end of the process, at most (and the process
-/// has no reason to be slower than this unless a disk write hangs).
-pub const STOP_WITHIN: Duration = Duration::from_secs(2);
 
 const FIRST_NOTICE: &[u8] = b"\nsluice: stopping; send the signal again to stop at once\n";
 
@@ -76,8 +73,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// Routes SIGINT and SIGTERM to the stop request (the CLI does this; an
-/// embedding program may call [`request`] from its own handler instead).
+/// Routes SIGINT and SIGTERM to the stop request (the CLI does this).
 pub fn install_signal_handlers() -> nix::Result<()> {
     let action = SigAction::new(
         SigHandler::Handler(on_signal),
@@ -88,12 +84,6 @@ pub fn install_signal_handlers() -> nix::Result<()> {
         unsafe { signal::sigaction(sig, &action)? };
     }
     Ok(())
-}
-
-/// Asks every run in this process to stop, as if `sig` had arrived (a
-/// second call is a second signal for the backstop).
-pub fn request(sig: i32) {
-    arrive(sig);
 }
 
 /// The signal that asked for a stop, if any.

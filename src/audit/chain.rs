@@ -208,6 +208,7 @@ pub fn call(prev: &str, c: &CallIntent) -> String {
     h.finish()
 }
 
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn outcome(call_hash: &str, o: &CallOutcome) -> String {
     let digest = o.output.map(|text| sha256_hex(text.as_bytes()));
     outcome_of(call_hash, o, digest.as_deref())

@@ -59,6 +59,8 @@ type Calls = HashMap<String, HashMap<u64, StoredCall>>;
 /// A recorded run, loaded whole.
 #[derive(Debug)]
 pub struct Record {
+    /// The recorded run's own row: its id, script, arguments, workspace,
+    /// how it ended, its random seed and its ceiling.
     pub run: RunRecord,
     /// By task, then sequence within it.
     calls: Calls,
@@ -145,6 +147,7 @@ impl Record {
         self.calls.values().map(HashMap::len).sum()
     }
 
+    /// Whether the record holds no calls.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -189,8 +192,19 @@ fn outputs_of(conn: &Connection, id: &str) -> rusqlite::Result<HashMap<String, V
 /// Replay or resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// Every call returns its recorded result: nothing touches the world
+    /// and no policy is consulted. A call that differs from the record, or
+    /// that it cannot answer, stops the run (`replay_diverged`).
     Replay,
-    Resume { retry_unknown: bool },
+    /// Recorded calls are answered from the record until the first call it
+    /// does not have; from there the run is live. A recorded refusal is
+    /// judged again under today's policy and approvals.
+    Resume {
+        /// Run again a recorded irreversible call whose outcome is unknown
+        /// (the run stopped after recording it, before it finished), going
+        /// live there, instead of stopping the resume.
+        retry_unknown: bool,
+    },
 }
 
 /// What the record says about one call.

@@ -194,13 +194,13 @@ pub(crate) struct Ended {
 }
 
 /// How long background jobs get to end after TERM when the run was
-/// interrupted, before KILL: the run must end within
-/// [`interrupt::STOP_WITHIN`] of the signal.
+/// interrupted, before KILL: the run must end within 2 s of the signal
+/// (see [`interrupt`]).
 const JOBS_GRACE_ON_STOP: Duration = Duration::from_millis(300);
 
 /// Runs `script` to its end (or a stop signal), stops the run's jobs,
 /// records how it ended and says so on stderr. A stop signal ends the run
-/// within [`interrupt::STOP_WITHIN`], sealed: by itself, or by the backstop
+/// within 2 s, sealed: by itself, or by the backstop
 /// armed here when the script cannot notice (see [`interrupt`]).
 pub(crate) fn drive(runtime: &Runtime, script: &Path) -> Ended {
     let tokio = match tokio::runtime::Builder::new_current_thread()

@@ -33,6 +33,8 @@ use tokio::time::{sleep_until, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
+    /// Its command has not ended yet (or its group is still being wound
+    /// down).
     Running,
     /// Ended by itself; `exit_code` or `signal` says how.
     Exited,
@@ -41,6 +43,8 @@ pub enum Status {
 }
 
 impl Status {
+    /// The status as [`crate::Runtime::job_state`] and a script's
+    /// `job.status` give it: `"running"`, `"exited"` or `"killed"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Running => "running",
@@ -54,8 +58,13 @@ impl Status {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
+    /// Running, or how it ended.
     pub status: Status,
+    /// The command's exit code once it exited; `None` while it runs and
+    /// when a signal ended it.
     pub exit_code: Option<i32>,
+    /// The name of the signal that ended the command (`"SIGTERM"`), if one
+    /// did.
     pub signal: Option<String>,
     /// What the command's wrapper reports once it settled (a sandbox's
     /// facts: mode, denied, enforcement, runnerFailed).
@@ -165,7 +174,12 @@ struct State {
 /// A running or settled background command.
 #[derive(Debug)]
 pub struct Job {
+    /// The job's number in its run (from 1, in start order; a resumed run
+    /// goes on after the numbers its record handed out): the `jobId` the
+    /// job operations take.
     pub id: u64,
+    /// The pid of the process sluice started (the sandbox runner, for a
+    /// confined command), which is also the id of the job's process group.
     pub pid: u32,
     /// The command as the caller gave it, for listings.
     pub command: String,
@@ -180,10 +194,13 @@ impl Job {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The job's state now.
     pub fn snapshot(&self) -> Snapshot {
         self.lock().snapshot.clone()
     }
 
+    /// Whether the job has settled: its processes are gone, its output is
+    /// read to the end, and its snapshot is final.
     pub fn is_done(&self) -> bool {
         *self.done.borrow()
     }
@@ -291,11 +308,13 @@ impl Jobs {
     }
 
     /// Launches `spec` as a job. Must be called inside a Tokio runtime.
+    #[cfg(test)]
     pub fn start(&self, spec: Spec, command: String) -> Result<Arc<Job>, StartError> {
         self.start_with(spec, command, None)
     }
 
-    /// [`Jobs::start`], with the wrapper's facts computed when it settles.
+    /// Launches `spec` as a job, with the wrapper's facts computed when it
+    /// settles. Must be called inside a Tokio runtime.
     pub fn start_with(
         &self,
         spec: Spec,

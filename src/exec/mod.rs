@@ -137,9 +137,11 @@ pub type Started = Box<dyn FnOnce(u32) -> Result<Guard, String> + Send>;
 pub type Guard = Box<dyn Send>;
 
 /// The simplest wrapper: a fixed argv prefix (`["nice", "-n", "10"]`).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prefix(pub Vec<OsString>);
 
+#[cfg(test)]
 impl Wrap for Prefix {
     fn wrap(&self, argv: Vec<OsString>, _cwd: &Path) -> Result<Vec<OsString>, String> {
         let mut out = self.0.clone();
@@ -152,6 +154,7 @@ impl Wrap for Prefix {
 /// (TERM to its group, KILL after the grace period). A watch channel rather
 /// than a oneshot, so one handle can cancel many calls and be cloned into
 /// background jobs later.
+#[cfg(test)]
 #[derive(Debug, Clone)]
 pub struct AbortHandle(Arc<watch::Sender<bool>>);
 
@@ -160,11 +163,13 @@ pub struct AbortHandle(Arc<watch::Sender<bool>>);
 pub struct AbortSignal(watch::Receiver<bool>);
 
 /// A connected handle and signal.
+#[cfg(test)]
 pub fn abort_pair() -> (AbortHandle, AbortSignal) {
     let (tx, rx) = watch::channel(false);
     (AbortHandle(Arc::new(tx)), AbortSignal(rx))
 }
 
+#[cfg(test)]
 impl AbortHandle {
     pub fn abort(&self) {
         self.0.send_replace(true);
@@ -230,10 +235,12 @@ impl Request {
         }
     }
 
+    #[cfg(test)]
     pub fn shell(command: impl Into<String>) -> Self {
         Self::new(CommandLine::Shell(command.into()))
     }
 
+    #[cfg(test)]
     pub fn argv<I, S>(argv: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -280,8 +287,7 @@ impl Limits {
 ///
 /// Fields are private so that [`resolve`] is the only way to make one: a
 /// spec that exists has passed validation, its env has been scrubbed, and its
-/// timeout and budgets are capped. Policy checks and audit read it through the
-/// accessors.
+/// timeout and budgets are capped.
 #[derive(Debug, Clone)]
 pub struct Spec {
     argv: Vec<OsString>,
@@ -300,37 +306,8 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// The command's argv before wrapping (the shell form is expanded).
-    pub fn argv(&self) -> &[OsString] {
-        &self.argv
-    }
-    pub fn cwd(&self) -> &Path {
-        &self.cwd
-    }
-    /// The complete environment; nothing else is inherited.
-    pub fn env(&self) -> &[(OsString, OsString)] {
-        &self.env
-    }
-    pub fn stdin(&self) -> Option<&[u8]> {
-        self.stdin.as_deref()
-    }
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-    pub fn stdout_budget(&self) -> usize {
-        self.stdout_budget
-    }
-    pub fn stderr_budget(&self) -> usize {
-        self.stderr_budget
-    }
     pub fn grace(&self) -> Duration {
         self.grace
-    }
-    pub fn spill_cap(&self) -> u64 {
-        self.spill_cap
-    }
-    pub fn has_wrap(&self) -> bool {
-        self.wrap.is_some()
     }
 }
 

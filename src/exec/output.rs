@@ -66,6 +66,7 @@ impl SpillDir {
         })
     }
 
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -136,6 +137,7 @@ pub struct Captured {
 
 impl Captured {
     /// The whole stream, when every byte is in memory.
+    #[cfg(test)]
     pub fn complete_bytes(&self) -> Option<&[u8]> {
         (self.dropped_bytes == 0 && !self.cut_short).then_some(&self.head[..])
     }

@@ -79,6 +79,7 @@ pub struct Outcome {
     /// Wall time from launch until the outcome settled.
     pub elapsed: Duration,
     /// The direct child's pid, which is also its process group id.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub pid: Option<u32>,
     /// Set when the command never ran; every other field is then empty.
     pub spawn_failure: Option<SpawnFailure>,
@@ -110,6 +111,7 @@ impl Outcome {
     }
 
     /// True only for a command that ran to completion and exited 0.
+    #[cfg(test)]
     pub fn success(&self) -> bool {
         self.exit_code == Some(0)
             && !self.timed_out

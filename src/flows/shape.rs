@@ -6,7 +6,7 @@
 //! two shapes:
 //!
 //! - [`bounded`]: `bash`'s per-stream shape. A stream longer than
-//!   [`STREAM_LIMIT`] shows its first 15,000 and its last 15,000 bytes with one
+//!   [`STREAM_BUDGET`](crate::exec::STREAM_BUDGET) shows its first 15,000 and its last 15,000 bytes with one
 //!   `[N bytes omitted]` line where the middle was.
 //! - [`codex_output`]: `shell_command`'s shape, byte-compatible with the Codex
 //!   CLI's rendering of a command's aggregated output (exit code, wall time,
@@ -37,6 +37,7 @@ use std::time::Duration;
 
 /// Bytes of one `bash` stream shown in full; a longer stream shows its first
 /// and last half of this. Exactly this many bytes is not truncated.
+#[cfg(test)]
 pub const STREAM_LIMIT: usize = 30_000;
 
 /// Codex's budget for a command's output, in approximate tokens.
@@ -63,7 +64,8 @@ pub struct Bounded {
     pub dropped_bytes: u64,
 }
 
-/// Shapes a stream captured with budget [`STREAM_LIMIT`].
+/// Shapes a stream captured with budget
+/// [`STREAM_BUDGET`](crate::exec::STREAM_BUDGET).
 ///
 /// Nothing dropped: the stream, decoded lossily. Dropped: the head with an
 /// incomplete UTF-8 character at its end removed, then the marker on a line of

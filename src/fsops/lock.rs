@@ -65,6 +65,7 @@ impl FileLock {
         }
     }
 
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.dir
     }

@@ -80,6 +80,7 @@ impl Approver {
     /// rule would (see [`super::Kernel::covers`]), here with programs
     /// resolved from the current folder by a kernel with no policy; a run
     /// uses [`Approver::approve_with`] and its own kernel.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn approve(&self, req: &Request, verdict: &Verdict) -> FlowResult<String> {
         let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
         let kernel = super::Kernel::new(Vec::new(), Vec::new(), super::pattern::Vars::new(here));

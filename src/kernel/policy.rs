@@ -115,15 +115,23 @@ pub struct Rule {
 /// Where a policy's source comes from.
 #[derive(Debug, Clone)]
 pub enum Source {
+    /// A Lua policy file, read when the run loads it (a relative path is
+    /// taken from the current directory; `require` looks beside the file).
+    /// The run may not write it.
     File(PathBuf),
     /// Shipped inside the binary, e.g. `policies/default.lua`.
     Embedded {
+        /// What messages and Lua tracebacks call it, e.g.
+        /// `policies/default.lua`.
         name: &'static str,
+        /// The policy's Lua source.
         text: &'static str,
     },
 }
 
 impl Source {
+    /// How messages name the policy: the file's path as given, or the
+    /// embedded name followed by `(built in)`.
     pub fn name(&self) -> String {
         match self {
             Source::File(p) => p.display().to_string(),

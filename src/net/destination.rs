@@ -212,6 +212,7 @@ impl LocalAddrs {
     }
 
     /// The addresses, sorted.
+    #[cfg(test)]
     pub fn addrs(&self) -> &[IpAddr] {
         &self.0
     }

@@ -160,11 +160,18 @@ pub enum Choice {
     /// bubblewrap when it works here, else landlock.
     #[default]
     Auto,
+    /// bubblewrap only: where it cannot run, a command that needs the
+    /// sandbox fails instead of falling back.
     Bwrap,
+    /// The landlock runner only (the kernel's landlock with a seccomp
+    /// filter), even where bubblewrap works: where landlock is missing, a
+    /// command that needs the sandbox fails.
     Landlock,
 }
 
 impl Choice {
+    /// Reads a `--sandbox` value: `auto`, `bwrap` (or `bubblewrap`),
+    /// `landlock`; `None` for anything else.
     pub fn parse(text: &str) -> Option<Choice> {
         match text {
             "auto" => Some(Choice::Auto),

@@ -66,6 +66,10 @@ const ENVIRONMENT_ID: &str = "*** Environment ID:";
 /// One section of a patch. Paths are as written in the patch; `line` is the
 /// 1-based line of the section's header.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::enum_variant_names,
+    reason = "named for the patch's `*** Add File:`, `*** Delete File:` and `*** Update File:` headers"
+)]
 pub enum Hunk {
     AddFile {
         path: String,

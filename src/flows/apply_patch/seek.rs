@@ -5,17 +5,8 @@ use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::HashMap;
 
-/// The first index at or after `start` where `pattern` occurs in `lines`.
-///
-/// Each pass scans the whole range before the next is tried:
-/// 1. exact;
-/// 2. ignoring trailing whitespace;
-/// 3. ignoring whitespace on both sides;
-/// 4. also after normalising typographic punctuation ([`normalise`]).
-///
-/// With `eof` the search starts where the pattern would end the file (or at
-/// `start`, if that is later), so a chunk marked `*** End of File` only
-/// matches at the very end. An empty pattern matches at `start`.
+/// [`Finder::seek`] over `lines`, with an index made for this one seek.
+#[cfg(test)]
 pub fn seek_sequence<L, P>(lines: &[L], pattern: &[P], start: usize, eof: bool) -> Option<usize>
 where
     L: AsRef<str>,
@@ -24,7 +15,7 @@ where
     Finder::new(lines).seek(pattern, start, eof)
 }
 
-/// A file's lines, indexed for [`seek_sequence`]'s passes on first use.
+/// A file's lines, indexed for [`Finder::seek`]'s passes on first use.
 ///
 /// A patch seeks many chunks in one file; scanning the file for each would
 /// cost chunks × lines, which a 2,000-chunk patch whose chunks all miss the
@@ -65,7 +56,18 @@ impl<'a, L: AsRef<str>> Finder<'a, L> {
         })
     }
 
-    /// As [`seek_sequence`], on this finder's lines.
+    /// The first index at or after `start` where `pattern` occurs in the
+    /// finder's lines.
+    ///
+    /// Each pass scans the whole range before the next is tried:
+    /// 1. exact;
+    /// 2. ignoring trailing whitespace;
+    /// 3. ignoring whitespace on both sides;
+    /// 4. also after normalising typographic punctuation ([`normalise`]).
+    ///
+    /// With `eof` the search starts where the pattern would end the file (or
+    /// at `start`, if that is later), so a chunk marked `*** End of File`
+    /// only matches at the very end. An empty pattern matches at `start`.
     pub fn seek<P: AsRef<str>>(&self, pattern: &[P], start: usize, eof: bool) -> Option<usize> {
         if pattern.is_empty() {
             return Some(start);
