@@ -80,11 +80,6 @@ pub mod policy {
 
 /// The audit reader: a run's record, loaded to replay or resume it.
 pub mod record {
-    pub use crate::audit::replay::{Mode, Record};
+    pub use crate::audit::replay::{Mode, Record, RunRecord};
     pub use crate::audit::store::{open_existing, SCHEMA_VERSION};
-}
-
-/// Background jobs a run started (`bash{background = true}`).
-pub mod jobs {
-    pub use crate::exec::job::{Job, Snapshot, Status};
 }

@@ -27,12 +27,20 @@ use std::collections::HashMap;
 /// The run a replay or resume starts from.
 #[derive(Debug, Clone)]
 pub struct RunRecord {
+    /// The run's id.
     pub id: String,
+    /// The script it ran, as given.
     pub script: String,
+    /// The script's SHA-256 when it ran, to tell whether it changed since.
     pub script_sha256: Option<String>,
+    /// The script's arguments.
     pub args: Vec<String>,
+    /// The workspace it ran in.
     pub workspace: String,
+    /// How it ended: `ok`, `failed`, `interrupted`, or `running` when the
+    /// record never saw its end.
     pub status: String,
+    /// The seed `math.random` started from; a replay starts from it too.
     pub random_seed: i64,
     /// The run's ceiling patterns.
     pub ceiling: Vec<String>,

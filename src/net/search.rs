@@ -103,6 +103,7 @@ pub type Search<'a> = Pin<Box<dyn Future<Output = FlowResult<Vec<Hit>>> + 'a>>;
 /// Who answers `websearch`.
 pub trait Provider: fmt::Debug + Send + Sync {
     /// A short name for messages: `exa`, `searxng`.
+    #[cfg_attr(not(test), allow(dead_code))]
     fn name(&self) -> &str;
 
     /// Where requests go first: the flow declares `net:post:<resource>` for
@@ -157,16 +158,6 @@ impl Exa {
     /// Another endpoint (a proxy, a test server).
     pub fn with_endpoint(mut self, endpoint: Destination) -> Exa {
         self.endpoint = endpoint;
-        self
-    }
-
-    /// The key from credential `name` instead of `exa`.
-    #[allow(
-        dead_code,
-        reason = "nothing calls it; left for this file's owner to delete"
-    )]
-    pub fn with_credential(mut self, name: impl Into<String>) -> Exa {
-        self.credential = name.into();
         self
     }
 

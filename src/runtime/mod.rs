@@ -124,9 +124,10 @@ impl RuntimeBuilder {
     }
 
     /// Who answers `websearch` (default: nobody, so it is
-    /// `provider_unavailable`), e.g. [`crate::net::search::Exa`] or
-    /// [`crate::net::search::Searxng`].
-    pub fn search(mut self, provider: Arc<dyn Provider>) -> Self {
+    /// `provider_unavailable`), e.g. Exa or a SearXNG instance, as
+    /// `sluice run --search` gives them. Crate-private until the provider
+    /// trait is a public API.
+    pub(crate) fn search(mut self, provider: Arc<dyn Provider>) -> Self {
         self.search = Some(provider);
         self
     }
@@ -373,7 +374,7 @@ pub struct Runtime {
 }
 
 /// Ends a run's record from any thread: what a backstop uses when the
-/// run's own thread is stuck (see [`interrupt::arm_backstop`]). The first
+/// run's own thread is stuck (the backstop a stop signal arms). The first
 /// [`Closer::end`] (or [`Runtime::end`]) seals; a concurrent one waits until
 /// that seal is written, and later ones do nothing.
 #[derive(Clone)]
