@@ -85,8 +85,7 @@ fn schema() -> Value {
 
 /// The audit's one-line gist of an input: the file it names.
 fn summary(input: &Value) -> String {
-    let named = input.get("path").and_then(Value::as_str);
-    named.map_or_else(|| input.to_string(), str::to_string)
+    super::field_or_json(input, "path")
 }
 
 impl Flow for Edit {

@@ -440,6 +440,13 @@ impl crate::audit::FlowFacts for Registry {
     }
 }
 
+/// An input's gist for the audit: the text of `field` (the path, URL or
+/// query the call names), else the input's JSON.
+pub fn field_or_json(input: &Value, field: &str) -> String {
+    let named = input.get(field).and_then(Value::as_str);
+    named.map_or_else(|| input.to_string(), str::to_string)
+}
+
 /// One flow's manifest entry.
 pub fn spec_json(s: &FlowSpec) -> Value {
     json!({

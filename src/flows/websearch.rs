@@ -54,8 +54,7 @@ fn schema() -> Value {
 
 /// The audit's one-line gist of an input: the query it names.
 fn summary(input: &Value) -> String {
-    let named = input.get("query").and_then(Value::as_str);
-    named.map_or_else(|| input.to_string(), str::to_string)
+    super::field_or_json(input, "query")
 }
 
 impl Flow for WebSearch {

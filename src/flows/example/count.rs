@@ -59,8 +59,7 @@ impl Flow for Count {
 
 /// The audit's one-line gist of an input: the file it counts.
 fn summary(input: &Value) -> String {
-    let path = input.get("path").and_then(Value::as_str);
-    path.map_or_else(|| input.to_string(), str::to_string)
+    super::super::field_or_json(input, "path")
 }
 
 fn schema() -> Value {

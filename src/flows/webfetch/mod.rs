@@ -63,8 +63,7 @@ fn schema() -> Value {
 
 /// The audit's one-line gist of an input: the URL it names.
 fn summary(input: &Value) -> String {
-    let named = input.get("url").and_then(Value::as_str);
-    named.map_or_else(|| input.to_string(), str::to_string)
+    super::field_or_json(input, "url")
 }
 
 impl Flow for WebFetch {
