@@ -2,7 +2,7 @@
 //! value; only a transport failure, a refusal, a timeout or a body over
 //! 5 MiB use the error channel.
 
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::FlowResult;
 use crate::kernel::gate::Authorized;
 use crate::kernel::{Action, Capability};
@@ -117,6 +117,63 @@ fn schema() -> Value {
     })
 }
 
+/// The output schema of `fetch` and `http-post` ([`Output`]).
+pub(crate) fn response_schema() -> Value {
+    let (truncated, notice) = clip_fields("body");
+    closed(
+        &[
+            (
+                "status",
+                field(
+                    "integer",
+                    "The HTTP status; an error status (404, 500) is a value, not an error.",
+                ),
+            ),
+            (
+                "body",
+                field(
+                    "string",
+                    "The response body as text, decoded by its charset, its first 60,000 bytes.",
+                ),
+            ),
+            truncated,
+        ],
+        &[notice],
+    )
+}
+
+/// The output fields that say whether `text` was clipped to its first
+/// 60,000 bytes ([`clip`]): `truncated`, and the optional `notice`.
+pub(crate) fn clip_fields(text: &str) -> ((&'static str, Value), (&'static str, Value)) {
+    (
+        (
+            "truncated",
+            field(
+                "boolean",
+                &format!("Whether `{text}` was cut at 60,000 bytes."),
+            ),
+        ),
+        (
+            "notice",
+            field(
+                "string",
+                "The bytes kept of how many; present when truncated.",
+            ),
+        ),
+    )
+}
+
+/// A response of `status` with a body, clipped or not, for the schema tests.
+#[cfg(test)]
+pub(crate) fn output_sample(status: u16, clipped: bool) -> Output {
+    Output {
+        status,
+        body: "ok".into(),
+        truncated: clipped,
+        notice: clipped.then(|| "kept the first 2 of 9 bytes; the rest was cut".into()),
+    }
+}
+
 /// The capability the first hop needs.
 fn first_hop(action: Action, dest: &Destination) -> Envelope {
     Envelope {
@@ -132,6 +189,7 @@ fn first_hop(action: Action, dest: &Destination) -> Envelope {
             action,
             resource: dest.resource.clone(),
         }],
+        cwd: None,
     }
 }
 
@@ -146,6 +204,15 @@ impl Flow for Fetch {
         read_only: true,
         schema,
     };
+
+    fn output_schema() -> Value {
+        response_schema()
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        vec![output_sample(200, true), output_sample(404, false)]
+    }
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let (request, envelope) =

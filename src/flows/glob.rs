@@ -61,7 +61,7 @@
 
 use super::deadline::{check_timeout, Deadline};
 use super::read::positive;
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{closed, field, list, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::path::{canonical_lenient, io_error};
 use crate::fsops::Target;
@@ -117,6 +117,15 @@ pub struct Glob {
     timeout_ms: Option<u64>,
 }
 
+/// The output fields `glob` and `grep` share: what the walk skipped, by why.
+pub(crate) fn skipped_fields() -> [(&'static str, Value); 3] {
+    [
+        ("skippedDenied", field("integer", "Paths the policy denies, left out and only counted here.")),
+        ("skippedUnreadable", field("integer", "Entries that could not be read (no permission, vanished mid-walk); the notice names the first few.")),
+        ("skippedNames", field("integer", "Names that are not UTF-8 or hold a control character, skipped with what is below them.")),
+    ]
+}
+
 /// How long the calling thread waits for the next message before it looks
 /// at the deadline again.
 pub(crate) const TICK: Duration = Duration::from_millis(20);
@@ -148,6 +157,35 @@ impl Flow for Glob {
         read_only: true,
         schema,
     };
+
+    fn output_schema() -> Value {
+        let [denied, unreadable, names] = skipped_fields();
+        closed(
+            &[
+                ("paths", list(json!({"type": "string"}), "The matching paths, relative to the workspace (absolute outside it), sorted.")),
+                ("total", field("integer", "Every path that matched, before `limit`.")),
+                ("truncated", field("boolean", "Whether paths were left out for `limit`.")),
+                denied,
+                unreadable,
+                names,
+            ],
+            &[("notice", field("string", "What was cut or skipped, or why nothing matched; present when there is something to say."))],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let found = |notice: Option<&str>| Output {
+            paths: vec!["a.rs".into()],
+            total: 1,
+            truncated: false,
+            skipped_denied: 0,
+            skipped_unreadable: 0,
+            skipped_names: 0,
+            notice: notice.map(String::from),
+        };
+        vec![found(Some("1 path skipped")), found(None)]
+    }
 
     fn validate(input: &Input) -> FlowResult<()> {
         positive("limit", input.limit)?;
@@ -197,6 +235,7 @@ impl Flow for Glob {
             writes: vec![],
             commands: vec![],
             network: vec![],
+            cwd: None,
         };
         let call = Glob {
             tree: Tree::new(ctx, target, input.hidden, input.no_ignore),

@@ -55,6 +55,16 @@ impl Flow for HttpPost {
         schema,
     };
 
+    fn output_schema() -> Value {
+        super::fetch::response_schema()
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        use super::fetch::output_sample;
+        vec![output_sample(201, true), output_sample(500, false)]
+    }
+
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let named =
             |h: &BTreeMap<String, String>| h.keys().any(|k| k.eq_ignore_ascii_case("content-type"));

@@ -11,7 +11,7 @@
 //! the flow sees the file a chunk at a time through one reused buffer
 //! ([`text::stream`]) and copies out only the page.
 
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{text, Target};
 use crate::kernel::gate::Authorized;
@@ -79,6 +79,33 @@ impl Flow for Read {
         schema,
     };
 
+    fn output_schema() -> Value {
+        let [start, end] = line_range_fields("the page");
+        closed(
+            &[
+                ("content", field("string", "The page's lines, raw: no line-number gutter, every \\r kept, joined by \\n, without the final \\n.")),
+                start,
+                end,
+                ("totalLines", field("integer", "Lines in the whole file.")),
+                ("truncated", field("boolean", "Whether the page leaves lines out or clips one; `notice` then says what.")),
+            ],
+            &[("notice", field("string", "What the page shows out of what there is, and which lines were clipped; present when truncated."))],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let page = |notice: Option<&str>| Output {
+            content: "a".into(),
+            start_line: 1,
+            end_line: 1,
+            total_lines: 2,
+            truncated: notice.is_some(),
+            notice: notice.map(String::from),
+        };
+        vec![page(Some("lines 1-1 of 2")), page(None)]
+    }
+
     fn validate(input: &Input) -> FlowResult<()> {
         positive("offset", input.offset)?;
         positive("limit", input.limit)
@@ -92,6 +119,7 @@ impl Flow for Read {
             writes: vec![],
             commands: vec![],
             network: vec![],
+            cwd: None,
         };
         let call = Read {
             target,
@@ -106,6 +134,24 @@ impl Flow for Read {
         text::stream(&self.target, |chunk| scan.feed(chunk))?;
         scan.finish(&self.target)
     }
+}
+
+/// The `startLine` and `endLine` fields of an output that shows a range
+/// of lines (`read`'s page, `edit`'s hunk), one convention for both.
+pub(crate) fn line_range_fields(of: &str) -> [(&'static str, Value); 2] {
+    [
+        (
+            "startLine",
+            field("integer", &format!("The first line of {of}, 1-based.")),
+        ),
+        (
+            "endLine",
+            field(
+                "integer",
+                &format!("The last line of {of} (startLine - 1 when it is empty)."),
+            ),
+        ),
+    ]
 }
 
 /// `invalid_input` unless an optional line number is at least 1.

@@ -21,7 +21,7 @@ pub mod hermetic;
 mod probe;
 
 use super::shape::{bounded, Bounded};
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{choice, closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::job::StartError;
 use crate::exec::{self, CommandLine, Outcome, SpawnFailureKind};
@@ -166,6 +166,82 @@ impl Flow for Bash {
         schema,
     };
 
+    fn output_schema() -> Value {
+        let text = |what: &str| field("string", what);
+        let count = |what: &str| field("integer", what);
+        let probe = closed(
+            &[
+                ("reason", choice(&["unknown-command", "unknown-path"], "unknown-command: no such program or interpreter; unknown-path: no such working folder.")),
+                ("evidence", text("What the host observed.")),
+                ("message", text("What the result does and does not prove.")),
+            ],
+            &[],
+        );
+        let finished = closed(
+            &[
+                ("exitCode", count("The exit status; a non-zero exit is a value, not an error (128+N after signal N).")),
+                ("stdout", text("At most 30,000 bytes: the first and last 15,000 with \"[N bytes omitted]\" between.")),
+                ("stderr", text("Bounded like stdout.")),
+                ("stdoutTruncated", field("boolean", "Whether stdout is a fragment: never write it to a file as if it were the output.")),
+                ("stderrTruncated", field("boolean", "Whether stderr is a fragment.")),
+                ("stdoutDroppedBytes", count("Bytes of stdout left out.")),
+                ("stderrDroppedBytes", count("Bytes of stderr left out.")),
+            ],
+            &[
+                ("signal", text("The signal that ended the command, e.g. \"SIGKILL\".")),
+                ("stdoutSpillPath", text("A file with the complete stdout (up to 64 MiB) when it was truncated, kept while the run lasts or with --keep-spill.")),
+                ("stderrSpillPath", text("A file with the complete stderr, like stdoutSpillPath.")),
+                ("invalidProbe", nested("InvalidProbe", "Present when the command never reached any code, so its exit code is no verdict on it.", probe)),
+                ("sandbox", sandbox_schema()),
+            ],
+        );
+        let started = closed(
+            &[
+                ("jobId", count("The job's number in the run.")),
+                ("pid", count("The job's process id.")),
+                ("status", choice(&["running"], "A job starts running.")),
+            ],
+            &[],
+        );
+        // Untagged: a finished command's result, or a job's handle.
+        json!({"type": "object", "oneOf": [
+            nested("BashOutput", "A command that ran to its end.", finished),
+            nested("Job", "A background job's handle (background = true).", started),
+        ]})
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let finished = |full: bool, sandbox: Option<crate::sandbox::Facts>| {
+            let spill = full.then(|| PathBuf::from("/tmp/spill"));
+            Output::Finished(Box::new(Finished {
+                exit_code: 137,
+                stdout: "hi\n".into(),
+                stderr: String::new(),
+                stdout_truncated: full,
+                stderr_truncated: full,
+                stdout_dropped_bytes: 0,
+                stderr_dropped_bytes: 0,
+                signal: full.then(|| "SIGKILL".into()),
+                stdout_spill_path: spill.clone(),
+                stderr_spill_path: spill,
+                invalid_probe: full.then(|| probe::unknown_cwd(Path::new("/nowhere"))),
+                sandbox,
+            }))
+        };
+        let started = Output::Started(Started {
+            job_id: 1,
+            pid: 42,
+            status: "running",
+        });
+        vec![
+            finished(true, Some(sandbox_sample(true))),
+            finished(false, Some(sandbox_sample(false))),
+            finished(false, None),
+            started,
+        ]
+    }
+
     fn validate(input: &Input) -> FlowResult<()> {
         validate(input)
     }
@@ -191,6 +267,54 @@ impl Flow for Bash {
         }
         let outcome = exec::run(spec).await;
         self.finish(outcome, confined.as_ref())
+    }
+}
+
+/// The schema of a confined command's `sandbox` facts
+/// ([`crate::sandbox::Facts`]), in `bash` and `shell_command` outputs.
+pub(crate) fn sandbox_schema() -> Value {
+    let facts = closed(
+        &[
+            ("mode", choice(&["read-only", "workspace-write", "danger-full-access"], "What the command could change.")),
+            ("denied", field("boolean", "Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).")),
+            ("enforcement", choice(&["full", "partial"], "partial: the runner could not express part of the policy (a deny by wildcard, a decide hook).")),
+        ],
+        &[
+            ("reverted", list(json!({"type": "string"}), "Repositories and git control files the command made, removed when it ended.")),
+            ("partial", list(json!({"type": "string"}), "What the sandbox could not express, when enforcement is partial.")),
+            ("runnerFailed", field("boolean", "Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).")),
+        ],
+    );
+    nested(
+        "SandboxFacts",
+        "How the command was confined; absent when the policy confines nothing.",
+        facts,
+    )
+}
+
+/// Sandbox facts for the schema tests: every field, or the fewest.
+#[cfg(test)]
+pub(crate) fn sandbox_sample(full: bool) -> crate::sandbox::Facts {
+    use crate::sandbox::{Enforcement, Facts, Mode};
+    Facts {
+        mode: Mode::WorkspaceWrite,
+        denied: full,
+        enforcement: if full {
+            Enforcement::Partial
+        } else {
+            Enforcement::Full
+        },
+        reverted: if full {
+            vec![PathBuf::from("/w/.git/hooks/x")]
+        } else {
+            vec![]
+        },
+        partial: if full {
+            vec!["a decide hook".into()]
+        } else {
+            vec![]
+        },
+        runner_failed: full,
     }
 }
 
@@ -353,6 +477,7 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
         writes: vec![],
         commands: checked.clone(),
         network: vec![],
+        cwd: Some(cwd.clone()),
     };
     if input.mode == Mode::Hermetic {
         let vars = Vars::new(ctx.workspace.clone());
