@@ -149,6 +149,7 @@ impl Fixture {
             input: &input,
             run_id: "bench",
             script: "bench",
+            cwd: None,
         };
         let start = Instant::now();
         for _ in 0..n {

@@ -2,6 +2,8 @@
 -- LuaLS annotations for the `sluice` module that workflow scripts see.
 -- Point your editor's Lua language server at this folder ("workspace.library")
 -- for completion and type checks. Field names match the flows' JSON exactly.
+-- Generated from the flows' schemas by `sluice flows --lua`; change the
+-- schemas (src/flows/), not this file.
 
 ---@class sluice.Error
 ---@field code "invalid_input"|"not_found"|"not_a_file"|"not_a_directory"|"is_directory"|"binary_file"|"offset_out_of_range"|"invalid_pattern"|"no_match"|"permission_denied"|"permission_required"|"outside_declared_reads"|"outside_declared_writes"|"outside_container"|"command_failed"|"request_failed"|"timeout"|"rate_limited"|"provider_unavailable"|"unsupported"|"unsupported_content_type"|"response_too_large"|"replay_diverged"
@@ -25,96 +27,226 @@
 ---@field content string
 
 ---@class sluice.ReadInput
----@field path string file, relative to the workspace or absolute
----@field offset? integer first line, 1-based (default 1)
----@field limit? integer lines in the page (default 2000)
+---@field path string File to read, relative to the workspace or absolute.
+---@field limit? integer Lines in the page. Default 2000.
+---@field offset? integer First line of the page, 1-based. Default 1.
 
 ---@class sluice.ReadOutput
----@field content string raw page text: no gutter, every \r kept, no final \n
----@field startLine integer
----@field endLine integer
----@field totalLines integer
----@field truncated boolean
----@field notice? string what was shown out of what there was
+---@field content string The page's lines, raw: no line-number gutter, every \r kept, joined by \n, without the final \n.
+---@field startLine integer The first line of the page, 1-based.
+---@field endLine integer The last line of the page (startLine - 1 when it is empty).
+---@field totalLines integer Lines in the whole file.
+---@field truncated boolean Whether the page leaves lines out or clips one; `notice` then says what.
+---@field notice? string What the page shows out of what there is, and which lines were clipped; present when truncated.
 
 ---@class sluice.WriteInput
----@field path string
----@field content string
+---@field path string File to write, relative to the workspace or absolute. Missing parent folders are created.
+---@field content string The whole new contents, written byte for byte.
 
 ---@class sluice.WriteOutput
----@field bytesWritten integer
----@field created boolean
+---@field bytesWritten integer Bytes the file now holds.
+---@field created boolean Whether the file did not exist before.
 
 ---@class sluice.EditInput
----@field path string
----@field oldString? string exact bytes, occurring once (or replaceAll)
----@field newString string
----@field replaceAll? boolean
----@field startLine? integer inclusive, with endLine
----@field endLine? integer inclusive; its final \n stays
----@field expect? string what the range must hold now
+---@field path string File to edit, relative to the workspace or absolute.
+---@field newString string Replacement bytes, literal (keep \r to keep CRLF endings).
+---@field endLine? integer Last line to replace, inclusive; its final \n stays. Needs startLine.
+---@field expect? string What lines startLine..endLine must hold now, checked byte for byte. Only with a line range.
+---@field oldString? string Exact bytes to replace; must occur once unless replaceAll. Not with startLine/endLine.
+---@field replaceAll? boolean Replace every occurrence of oldString. Not with a line range.
+---@field startLine? integer First line to replace, 1-based, inclusive. Needs endLine.
 
 ---@class sluice.EditOutput
----@field startLine integer first line of hunk
----@field endLine integer last line of hunk
----@field replacements integer
----@field hunk string the edited region with two lines of context
+---@field startLine integer The first line of `hunk`, 1-based.
+---@field endLine integer The last line of `hunk` (startLine - 1 when it is empty).
+---@field replacements integer Regions replaced (more than 1 only with replaceAll).
+---@field hunk string The edited region as it now stands, raw, with two lines of context on each side.
+
+---@class sluice.ApplyPatchInput
+---@field input string The patch: '*** Begin Patch', then '*** Add File: path' with '+' lines, '*** Delete File: path', or '*** Update File: path' (optionally '*** Move to: path') with '@@' chunks of ' ', '-', '+' lines, then '*** End Patch'.
+---@field cwd? string Folder the patch's relative paths resolve against, relative to the workspace or absolute. Default: the workspace.
+
+---@class sluice.ApplyPatchOutput
+---@field added string[] Files the patch added, as written in it.
+---@field modified string[] Files the patch updated (a moved file under its new name), as written in it.
+---@field deleted string[] Files the patch deleted, as written in it.
+---@field output string What Codex prints on success: "Success. Updated the following files:" and a line per file (A, M or D, then the path).
 
 ---@class sluice.LsInput
----@field path? string default: the workspace
----@field offset? integer 1-based
----@field limit? integer at most 1000
-
----@class sluice.LsEntry
----@field name string
----@field kind "file"|"directory"|"symlink"|"other"
+---@field limit? integer Entries in the page, at most 1000. Default 1000.
+---@field offset? integer First entry of the page, 1-based. Default 1.
+---@field path? string Folder to list, relative to the workspace or absolute. Default: the workspace.
 
 ---@class sluice.LsOutput
----@field entries sluice.LsEntry[]
----@field total integer
----@field truncated boolean
----@field notice? string
+---@field entries sluice.LsEntry[] The page's entries, sorted by name.
+---@field total integer Entries in the whole folder.
+---@field truncated boolean Whether entries lie outside the page; `notice` then says how to page on.
+---@field notice? string Which entries the page shows out of how many; present when truncated.
+
+---@class sluice.LsEntry
+---@field name string The entry's name in the folder.
+---@field kind "file"|"directory"|"symlink"|"other" What the entry is; a symlink is not followed.
+
+---@class sluice.GlobInput
+---@field pattern string Glob matched against paths relative to root: `*` stays in one folder, `**` crosses folders, e.g. `**/*.rs` or `src/*/mod.rs`.
+---@field hidden? boolean Include names starting with `.` (`.git` and `.sluice` never). Default false.
+---@field limit? integer Paths returned, at most 1000. Default 1000.
+---@field noIgnore? boolean Disregard .gitignore, .ignore and .git/info/exclude. Default false.
+---@field root? string Folder to search, relative to the workspace or absolute. Default: the workspace.
+---@field timeoutMs? integer Milliseconds the walk may take (default 60000, at most 600000); past it the call fails with `timeout`, carrying the paths found so far.
+
+---@class sluice.GlobOutput
+---@field paths string[] The matching paths, relative to the workspace (absolute outside it), sorted.
+---@field total integer Every path that matched, before `limit`.
+---@field truncated boolean Whether paths were left out for `limit`.
+---@field skippedDenied integer Paths the policy denies, left out and only counted here.
+---@field skippedUnreadable integer Entries that could not be read (no permission, vanished mid-walk); the notice names the first few.
+---@field skippedNames integer Names that are not UTF-8 or hold a control character, skipped with what is below them.
+---@field notice? string What was cut or skipped, or why nothing matched; present when there is something to say.
+
+---@class sluice.GrepInput
+---@field pattern string Regular expression (Rust regex syntax, as rg), or a literal with fixedStrings; at most 16 KiB, and at most 10 MiB compiled.
+---@field afterContext? integer Lines of context after each match (0-100). Default: context, or 0.
+---@field beforeContext? integer Lines of context before each match (0-100). Default: context, or 0.
+---@field context? integer Lines of context before and after each match (0-100). Default 0.
+---@field filesWithMatches? boolean Return only the files with a match, not the lines. Default false.
+---@field fixedStrings? boolean Treat pattern as a literal string. Default false.
+---@field globs? string[] Only paths matching these globs, as rg -g: `*.rs` at any depth, `!*.md` excludes.
+---@field hidden? boolean Search names starting with `.` (`.git` never). Default false.
+---@field ignoreCase? boolean Match case-insensitively. Default false.
+---@field limit? integer Matches returned overall (files, with filesWithMatches). Default 200.
+---@field maxCount? integer Matching lines per file, at most.
+---@field noIgnore? boolean Disregard .gitignore, .ignore and .git/info/exclude. Default false.
+---@field root? string Folder (or one file) to search, relative to the workspace or absolute. Default: the workspace.
+---@field smartCase? boolean Match case-insensitively when the pattern has no upper-case letter. Default false.
+---@field timeoutMs? integer Milliseconds the search may take (default 60000, at most 600000); past it the call fails with `timeout`, carrying the matches found so far.
+
+---@class sluice.GrepOutput
+---@field files string[] The files with a match, sorted (at most limit with filesWithMatches, else 1000).
+---@field totalFiles integer Files with a match.
+---@field filesSearched integer Text files searched (binary ones are counted in skippedBinary).
+---@field skippedBinary integer Files skipped as binary (a NUL byte in what was read).
+---@field skippedDenied integer Paths the policy denies, left out and only counted here.
+---@field skippedUnreadable integer Entries that could not be read (no permission, vanished mid-walk); the notice names the first few.
+---@field skippedNames integer Names that are not UTF-8 or hold a control character, skipped with what is below them.
+---@field truncated boolean Whether matches or files were left out for `limit`.
+---@field matches? sluice.GrepMatch[] The matching lines, sorted by file, then line; absent with filesWithMatches.
+---@field notice? string What was cut, clipped or skipped; present when there is something to say.
+---@field totalMatches? integer Matching lines found (each file's capped by maxCount); absent with filesWithMatches.
+
+---@class sluice.GrepMatch
+---@field file string The file, relative to the workspace (absolute outside it).
+---@field line integer The matching line's number, 1-based.
+---@field text string The line without its terminator, at most 500 characters.
+---@field after? string[] The lines after the match, when afterContext (or context) was asked for.
+---@field before? string[] The lines before the match, when beforeContext (or context) was asked for.
+---@field clipped? boolean Present (true) when `text` was clipped at 500 characters.
 
 ---@class sluice.BashInput
----@field command? string a line for /bin/sh -c, run exactly as written (or give script)
----@field script? string program text fed to interpreter on stdin, never quoted or escaped
----@field interpreter? string default "bash" (-s); python/python3 get -, others nothing
----@field args? string[] arguments for script, passed as arguments
----@field stdin? string text for the command's stdin (command form); otherwise stdin is closed
----@field cwd? string relative to the workspace (default: the workspace)
----@field env? table<string, string> extra variables after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL)
----@field timeoutMs? integer default and cap 600000 (ten minutes)
----@field mode? "unhermetic"|"hermetic" hermetic checks literal paths against reads/writes first
----@field reads? string[] hermetic: path globs the command may read
----@field writes? string[] hermetic: path globs the command may write
----@field background? boolean start as a job and return a sluice.Job at once
----@field sandboxPermissions? "workspace-write"|"danger-full-access" a strictly wider sandbox mode for this call only; always asks, showing justification
----@field justification? string why the wider mode is needed (with sandboxPermissions)
-
----@class sluice.InvalidProbe
----@field reason "unknown-command"|"unknown-path"|"unknown-test"|"unknown-module"|"unknown-environment"
----@field evidence string what the host observed
----@field message string what the result does and does not prove
+---@field args? string[] Arguments for `script`, passed as arguments, never interpolated.
+---@field background? boolean Start the command as a job and return its handle at once (no timeout).
+---@field command? string A command line, run by the platform shell (/bin/sh -c) exactly as written. For bash syntax give `script` (default interpreter bash). Give this or `script`.
+---@field container? string A container to run in; refused (provider_unavailable) where no container route is configured.
+---@field cwd? string Working folder, relative to the workspace or absolute (default: the workspace).
+---@field env? table<string, string> Extra environment entries, applied after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL).
+---@field interpreter? string Program that runs `script` (default bash): bash, zsh, sh and dash get -s, python and python3 get -, others nothing.
+---@field justification? string Why the wider sandbox mode is needed; shown when asking.
+---@field mode? "unhermetic"|"hermetic" hermetic checks the command's literal paths against `reads` and `writes` before it runs.
+---@field reads? string[] Hermetic mode: path globs the command may read.
+---@field sandboxPermissions? "workspace-write"|"danger-full-access" Run this once with a strictly wider sandbox mode than the policy gives; asks first, showing `justification`. Give both or neither.
+---@field script? string Program text delivered to `interpreter` on stdin; nothing quotes or escapes it.
+---@field stdin? string Text written to the command's stdin (with `command` only). Without it stdin is closed.
+---@field timeoutMs? integer Milliseconds before the command is stopped (default 600000, also the cap).
+---@field writes? string[] Hermetic mode: path globs the command may write.
 
 ---@class sluice.BashOutput
----@field exitCode integer a non-zero exit is a value, not an error (128+N after signal N)
----@field stdout string at most 30,000 bytes: first and last 15,000 with "[N bytes omitted]" between
----@field stderr string bounded like stdout
----@field stdoutTruncated boolean a fragment: never write it to a file as if it were the output
----@field stderrTruncated boolean
----@field stdoutDroppedBytes integer
----@field stderrDroppedBytes integer
----@field signal? string the signal that ended the command, e.g. "SIGKILL"
----@field stdoutSpillPath? string the complete stream (up to 64 MiB), while the run lasts or with --keep-spill
----@field stderrSpillPath? string
----@field invalidProbe? sluice.InvalidProbe the command never reached any code
----@field sandbox? sluice.SandboxFacts how the command was confined; absent when the policy confines nothing
+---@field exitCode integer The exit status; a non-zero exit is a value, not an error (128+N after signal N).
+---@field stdout string At most 30,000 bytes: the first and last 15,000 with "[N bytes omitted]" between.
+---@field stderr string Bounded like stdout.
+---@field stdoutTruncated boolean Whether stdout is a fragment: never write it to a file as if it were the output.
+---@field stderrTruncated boolean Whether stderr is a fragment.
+---@field stdoutDroppedBytes integer Bytes of stdout left out.
+---@field stderrDroppedBytes integer Bytes of stderr left out.
+---@field invalidProbe? sluice.InvalidProbe Present when the command never reached any code, so its exit code is no verdict on it.
+---@field sandbox? sluice.SandboxFacts How the command was confined; absent when the policy confines nothing.
+---@field signal? string The signal that ended the command, e.g. "SIGKILL".
+---@field stderrSpillPath? string A file with the complete stderr, like stdoutSpillPath.
+---@field stdoutSpillPath? string A file with the complete stdout (up to 64 MiB) when it was truncated, kept while the run lasts or with --keep-spill.
+
+---@class sluice.InvalidProbe
+---@field reason "unknown-command"|"unknown-path" unknown-command: no such program or interpreter; unknown-path: no such working folder.
+---@field evidence string What the host observed.
+---@field message string What the result does and does not prove.
 
 ---@class sluice.SandboxFacts
----@field mode "read-only"|"workspace-write"|"danger-full-access" what the command could change
----@field denied boolean the sandbox refused it a file operation (nonzero exit, the runner's words on stderr)
----@field enforcement "full"|"partial" partial: a policy rule the runner cannot express (a deny by wildcard, a decide hook)
----@field runnerFailed? boolean background jobs only (in the foreground it is a provider_unavailable error)
+---@field mode "read-only"|"workspace-write"|"danger-full-access" What the command could change.
+---@field denied boolean Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).
+---@field enforcement "full"|"partial" partial: the runner could not express part of the policy (a deny by wildcard, a decide hook).
+---@field partial? string[] What the sandbox could not express, when enforcement is partial.
+---@field reverted? string[] Repositories and git control files the command made, removed when it ended.
+---@field runnerFailed? boolean Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).
+
+---@class sluice.ShellCommandInput
+---@field command string The shell command to execute.
+---@field timeout_ms? integer The timeout for the command in milliseconds (default 10000).
+---@field workdir? string The working directory to execute the command in (default: the workspace).
+
+---@class sluice.ShellCommandOutput
+---@field output string Codex's text: "Exit code: N\nWall time: S seconds\n", maybe "Total output lines: N\n", "Output:\n", then the output.
+---@field exitCode integer The command's exit status; 124 after a timeout.
+---@field sandbox? sluice.SandboxFacts How the command was confined; absent when the policy confines nothing.
+
+---@class sluice.FetchInput
+---@field url string Absolute http or https URL, without user:password@.
+---@field headers? table<string, string> Request headers. authorization and cookie are dropped when a redirect leaves the URL's origin.
+---@field timeout? number Seconds for the whole request and body (default 30, at most 120).
+
+---@class sluice.FetchOutput
+---@field status integer The HTTP status; an error status (404, 500) is a value, not an error.
+---@field body string The response body as text, decoded by its charset, its first 60,000 bytes.
+---@field truncated boolean Whether `body` was cut at 60,000 bytes.
+---@field notice? string The bytes kept of how many; present when truncated.
+
+---@class sluice.HttpPostInput
+---@field url string Absolute http or https URL, without user:password@.
+---@field body? string Sent verbatim.
+---@field contentType? string The content-type header (default application/json).
+---@field headers? table<string, string> Request headers. authorization and cookie are dropped when a redirect leaves the URL's origin.
+---@field timeout? number Seconds for the whole request and body (default 30, at most 120).
+
+---@class sluice.HttpPostOutput
+---@field status integer The HTTP status; an error status (404, 500) is a value, not an error.
+---@field body string The response body as text, decoded by its charset, its first 60,000 bytes.
+---@field truncated boolean Whether `body` was cut at 60,000 bytes.
+---@field notice? string The bytes kept of how many; present when truncated.
+
+---@class sluice.WebfetchInput
+---@field url string Absolute http or https URL, without user:password@.
+---@field format? "markdown"|"text"|"html" How an HTML page comes back (default markdown); other text passes through.
+---@field headers? table<string, string> Request headers. authorization and cookie are dropped when a redirect leaves the URL's origin.
+---@field timeout? number Seconds for the whole request and body (default 30, at most 120).
+
+---@class sluice.WebfetchOutput
+---@field url string Where the last redirect ended.
+---@field status integer The HTTP status; an error status is a value, not an error.
+---@field contentType string The media type, lower-cased, without parameters (text/plain when the server named none).
+---@field content string The body, its first 60,000 bytes: an HTML page rendered in `format`, other text as it came.
+---@field truncated boolean Whether `content` was cut at 60,000 bytes.
+---@field notice? string The bytes kept of how many; present when truncated.
+
+---@class sluice.WebsearchInput
+---@field query string What to search for.
+---@field freshness? "day"|"week"|"month"|"year" Only results published within the last day, week, month or year.
+---@field numResults? integer How many results to return, 1 through 20 (default 8).
+
+---@class sluice.WebsearchOutput
+---@field results sluice.SearchResult[] The results, best first, at most numResults.
+
+---@class sluice.SearchResult
+---@field title string The page's title.
+---@field url string The page's URL.
+---@field snippet string What the provider quotes of the page, trimmed, at most 2,000 characters.
+---@field publishedAt? string When the page was published, as the provider wrote it; absent when unknown.
 
 ---@class sluice.JobRead
 ---@field stdout string output since the previous read
@@ -124,8 +256,8 @@
 ---@field stderrSpillPath? string
 
 ---@class sluice.Job
----@field jobId integer
----@field pid integer
+---@field jobId integer the job's number in the run
+---@field pid integer the job's process id
 ---@field status "running"|"exited"|"killed" live
 ---@field exitCode? integer live; nil while running or after a signal
 ---@field signal? string live
@@ -142,175 +274,75 @@ function Job:wait(ms) end
 ---@return boolean
 function Job:kill() end
 
----@class sluice.ShellCommandInput
----@field command string
----@field workdir? string
----@field timeout_ms? integer default 10000
-
----@class sluice.ShellCommandOutput
----@field output string "Exit code: N\nWall time: S seconds\nOutput:\n..." as Codex renders it
----@field exitCode integer 124 after a timeout
-
----@class sluice.ApplyPatchInput
----@field input string Codex's V4A patch: *** Begin Patch ... *** End Patch
----@field cwd? string where the patch's relative paths resolve (default: the workspace)
-
----@class sluice.ApplyPatchOutput
----@field added string[]
----@field modified string[]
----@field deleted string[]
----@field output string what Codex prints: "Success. Updated the following files:\nA path\n..."
-
----@class sluice.GlobInput
----@field pattern string e.g. "**/*.rs"
----@field root? string default: the workspace
----@field hidden? boolean include dot-files
----@field noIgnore? boolean ignore .gitignore and .ignore
----@field limit? integer default and cap 1000
----@field timeoutMs? integer deadline of the walk (default 60000, at most 600000); past it: nil, err with code "timeout" and the paths found so far
-
----@class sluice.GlobOutput
----@field paths string[] sorted
----@field total integer
----@field truncated boolean
----@field notice? string
-
----@class sluice.GrepInput
----@field pattern string a regex (or a literal with fixedStrings); at most 16 KiB, and 10 MiB compiled, else invalid_pattern
----@field root? string a folder or one file (default: the workspace)
----@field fixedStrings? boolean
----@field ignoreCase? boolean
----@field smartCase? boolean
----@field globs? string[] as rg -g
----@field beforeContext? integer
----@field afterContext? integer
----@field context? integer
----@field maxCount? integer matches per file
----@field filesWithMatches? boolean only `files`
----@field hidden? boolean
----@field noIgnore? boolean
----@field limit? integer matches in all (default 200)
----@field timeoutMs? integer deadline of the search (default 60000, at most 600000); past it: nil, err with code "timeout" and the matches found so far
-
----@class sluice.GrepMatch
----@field file string
----@field line integer 1-based
----@field text string at most 500 characters
----@field before? string[]
----@field after? string[]
-
----@class sluice.GrepOutput
----@field matches? sluice.GrepMatch[]
----@field files string[]
----@field totalMatches? integer matching lines found (absent with filesWithMatches)
----@field totalFiles integer files with a match
----@field filesSearched integer
----@field skippedBinary integer
----@field truncated boolean
----@field notice? string
-
----@class sluice.FetchInput
----@field url string absolute http or https, no user:password@
----@field headers? table<string, string> authorization and cookie are dropped when a redirect leaves the origin
----@field timeout? number seconds for the whole request and body (default 30, at most 120)
-
----@class sluice.FetchOutput
----@field status integer an error status is a value
----@field body string the body as text, its first 60,000 bytes
----@field truncated boolean
----@field notice? string kept and total bytes, when cut
-
----@class sluice.HttpPostInput: sluice.FetchInput
----@field body? string sent verbatim
----@field contentType? string default "application/json"
-
----@class sluice.WebfetchInput: sluice.FetchInput
----@field format? "markdown"|"text"|"html" how an HTML page comes back (default markdown)
-
----@class sluice.WebfetchOutput
----@field url string where the redirects ended
----@field status integer
----@field contentType string
----@field content string
----@field truncated boolean
----@field notice? string
-
----@class sluice.WebsearchInput
----@field query string
----@field numResults? integer 1-20, default 8
----@field freshness? "day"|"week"|"month"|"year"
-
----@class sluice.SearchResult
----@field title string
----@field url string
----@field snippet string at most 2,000 characters
----@field publishedAt? string
-
 ---@class sluice
 ---@field args string[] the script's arguments
 ---@field workspace string the canonical workspace folder
 ---@field run_id string
 sluice = {}
 
+--- Reads one page of a UTF-8 text file, raw and without a line-number gutter, with its line range as fields.
 ---@param input sluice.ReadInput
 ---@return sluice.ReadOutput?, sluice.Error?
 function sluice.read(input) end
 
+--- Writes a whole file atomically, creating it and its parent folders if needed and keeping an existing file's mode.
 ---@param input sluice.WriteInput
 ---@return sluice.WriteOutput?, sluice.Error?
 function sluice.write(input) end
 
+--- Edits one region of a text file, anchored by its exact bytes or by a line range, and returns the edited hunk.
 ---@param input sluice.EditInput
 ---@return sluice.EditOutput?, sluice.Error?
 function sluice.edit(input) end
 
----@param input sluice.LsInput
----@return sluice.LsOutput?, sluice.Error?
-function sluice.ls(input) end
-
---- Runs a command line or a script; with background = true returns a sluice.Job.
----@param input sluice.BashInput
----@return (sluice.BashOutput|sluice.Job)?, sluice.Error?
-function sluice.bash(input) end
-
---- Codex CLI's shell_command: Codex's fields in, Codex's text out.
----@param input sluice.ShellCommandInput
----@return sluice.ShellCommandOutput?, sluice.Error?
-function sluice.shell_command(input) end
-
---- Applies a Codex V4A patch; all of it or, on failure, none of it.
+--- Applies a Codex-format patch that adds, deletes, updates and moves files, all or nothing, and returns Codex's summary.
 ---@param input sluice.ApplyPatchInput
 ---@return sluice.ApplyPatchOutput?, sluice.Error?
 function sluice.apply_patch(input) end
 
---- Lists paths matching a glob, sorted, honouring ignore files.
+--- Lists one page of a folder's entries, sorted by name, each with its kind (file, directory, symlink, other).
+---@param input sluice.LsInput
+---@return sluice.LsOutput?, sluice.Error?
+function sluice.ls(input) end
+
+--- Finds the paths under a folder that match a glob, sorted, honoring .gitignore and .ignore, skipping what the policy denies.
 ---@param input sluice.GlobInput
 ---@return sluice.GlobOutput?, sluice.Error?
 function sluice.glob(input) end
 
---- Searches file contents with ripgrep's engine.
+--- Searches files under a folder for lines matching a regular expression, as ripgrep does, with context lines, honoring .gitignore.
 ---@param input sluice.GrepInput
 ---@return sluice.GrepOutput?, sluice.Error?
 function sluice.grep(input) end
 
---- GETs a URL; every hop and private address is checked.
+--- Runs a command line or an interpreter script and returns its exit code and bounded stdout and stderr; can start it as a background job.
+---@param input sluice.BashInput
+---@return (sluice.BashOutput|sluice.Job)?, sluice.Error?
+function sluice.bash(input) end
+
+--- Runs a shell command the way Codex CLI's shell_command tool does and returns Codex's text: exit code, wall time and the output.
+---@param input sluice.ShellCommandInput
+---@return sluice.ShellCommandOutput?, sluice.Error?
+function sluice.shell_command(input) end
+
+--- Gets a URL and returns its status and body as text (the first 60,000 bytes); an error status is a value.
 ---@param input sluice.FetchInput
 ---@return sluice.FetchOutput?, sluice.Error?
 function sluice.fetch(input) end
 
---- POSTs a body verbatim (irreversible); redirects are not followed.
+--- Posts a body verbatim to a URL and returns the response status and body as text; an error status is a value.
 ---@param input sluice.HttpPostInput
----@return sluice.FetchOutput?, sluice.Error?
+---@return sluice.HttpPostOutput?, sluice.Error?
 function sluice.http_post(input) end
 
---- Fetches a page rendered as Markdown, text or HTML.
+--- Fetches a web page and returns it as Markdown, plain text or HTML, following up to 10 redirects.
 ---@param input sluice.WebfetchInput
 ---@return sluice.WebfetchOutput?, sluice.Error?
 function sluice.webfetch(input) end
 
---- Searches the web through the provider the run binds (--search).
+--- Searches the web through the host's search provider and returns titles, URLs, snippets and publication dates.
 ---@param input sluice.WebsearchInput
----@return {results: sluice.SearchResult[]}?, sluice.Error?
+---@return sluice.WebsearchOutput?, sluice.Error?
 function sluice.websearch(input) end
 
 --- Calls any flow by name (a dash stays a dash: "http-post").

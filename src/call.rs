@@ -134,6 +134,14 @@ pub struct Envelope {
     /// found later (redirects, private addresses) are judged as they come.
     #[serde(serialize_with = "as_text")]
     pub network: Vec<Capability>,
+    /// The canonical folder the call's commands run in (bash's `cwd`,
+    /// shell_command's `workdir`, resolved by their plan); `None` for a
+    /// call that runs none. The kernel resolves a command's relative
+    /// redirections and PATH entries against it, so it must be where the
+    /// command really runs, and the flow is what knows that, not the names
+    /// of its input fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
 }
 
 fn as_text<S: serde::Serializer>(caps: &[Capability], s: S) -> Result<S::Ok, S::Error> {
@@ -150,6 +158,7 @@ impl Envelope {
             writes: Vec::new(),
             commands: Vec::new(),
             network: Vec::new(),
+            cwd: None,
         }
     }
 

@@ -149,6 +149,7 @@ impl Core {
             name,
             tier,
             input.clone(),
+            call.envelope.cwd.as_deref(),
             trail.map(|t| t.decisions.clone()),
         );
         // 4. authorize every capability the envelope needs.
@@ -172,12 +173,14 @@ impl Core {
         call.execute(&ctx, door).await
     }
 
-    /// The gate of one call of `flow`.
+    /// The gate of one call of `flow`, whose commands run in `cwd` (the
+    /// envelope's folder; `None` when it runs none).
     fn call_gate(
         &self,
         flow: &str,
         tier: Tier,
         input: Rc<Value>,
+        cwd: Option<&std::path::Path>,
         decisions: Option<Rc<Decisions>>,
     ) -> CallGate {
         let caller = Caller {
@@ -186,6 +189,7 @@ impl Core {
             input,
             run_id: &self.ctx.run_id,
             script: &self.ctx.script,
+            cwd,
         };
         CallGate::new(self.gate.clone(), caller, decisions)
     }
@@ -216,6 +220,7 @@ impl Core {
                 op.name(),
                 Tier::Irreversible,
                 input,
+                None,
                 Some(decisions.clone()),
             )
             .authorize(&cap)?;

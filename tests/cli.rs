@@ -87,6 +87,60 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
 }
 
 #[test]
+fn flows_json_shows_each_flows_output_schema() {
+    let (code, stdout, _) = sluice(&["flows", "--json"]);
+    assert_eq!(code, 0);
+    let m: Value = serde_json::from_str(&stdout).unwrap();
+    for f in m["flows"].as_array().unwrap() {
+        let out = &f["outputSchema"];
+        assert!(
+            out["type"] == "object" || out["oneOf"].is_array(),
+            "{}: {out}",
+            f["name"]
+        );
+    }
+    let read = &m["flows"][0]["outputSchema"];
+    assert_eq!(read["additionalProperties"], false);
+    assert_eq!(
+        read["required"],
+        serde_json::json!(["content", "startLine", "endLine", "totalLines", "truncated"])
+    );
+    assert!(read["properties"]["notice"]["description"].is_string());
+    let (code, stdout, _) = sluice(&["flows", "grep"]);
+    assert_eq!(code, 0);
+    let grep: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        grep["outputSchema"]["properties"]["matches"]["items"]["title"],
+        "GrepMatch"
+    );
+}
+
+#[test]
+fn flows_lua_prints_the_checked_in_annotations() {
+    let (code, stdout, _) = sluice(&["flows", "--lua"]);
+    assert_eq!(code, 0);
+    let checked_in =
+        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/sluice.d.lua")).unwrap();
+    assert!(
+        stdout == checked_in,
+        "lua/sluice.d.lua is stale: regenerate it with `cargo run -q -- flows --lua > lua/sluice.d.lua`"
+    );
+}
+
+#[test]
+fn run_help_names_every_flow_of_the_manifest() {
+    let (code, stdout, _) = sluice(&["run", "--help"]);
+    assert_eq!(code, 0);
+    for f in sluice::manifest()["flows"].as_array().unwrap() {
+        let lua = format!("sluice.{}", f["name"].as_str().unwrap().replace('-', "_"));
+        assert!(
+            stdout.contains(&format!("{lua},")) || stdout.contains(&format!("{lua} (")),
+            "{lua} missing from:\n{stdout}"
+        );
+    }
+}
+
+#[test]
 fn flows_table_has_a_row_per_flow() {
     let (code, stdout, _) = sluice(&["flows"]);
     assert_eq!(code, 0);

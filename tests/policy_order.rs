@@ -540,6 +540,7 @@ fn approve_never_grants_net_private_by_a_wildcard() {
         input: &input,
         run_id: "r",
         script: "s.lua",
+        cwd: None,
     };
     let verdict = Verdict {
         decision: Decision::Ask,

@@ -56,6 +56,7 @@ fn bash_request<'a>(cap: &'a Capability, input: &'a serde_json::Value) -> Reques
         input,
         run_id: "t",
         script: "t",
+        cwd: None,
     }
 }
 
@@ -169,6 +170,32 @@ fn a_redirection_into_home_is_judged_as_a_write_there() {
         v.reason,
         "for `redirection to ~/.bashrc` in the line: no rule or hook of the policy matched fs:write:/home/u/.bashrc"
     );
+}
+
+#[test]
+fn a_relative_redirection_resolves_in_the_folder_the_flow_planned_not_an_input_field() {
+    let k = kernel();
+    let cap = Capability::parse("proc:spawn:git log > config").unwrap();
+    // The folder comes from the envelope (the request's `cwd`): there the
+    // write lands in the repository's internals.
+    let input = json!({});
+    let planned = std::path::Path::new("/w/.git");
+    let v = k.decide(&Request {
+        cwd: Some(planned),
+        ..bash_request(&cap, &input)
+    });
+    assert_eq!(
+        (v.decision.as_str(), v.reason.as_str()),
+        (
+            "deny",
+            "for `redirection to config` in the line: repository internals"
+        )
+    );
+    // A field named like bash's is no longer read: without a planned folder
+    // the line runs in the workspace.
+    let input = json!({"cwd": ".git"});
+    let v = k.decide(&bash_request(&cap, &input));
+    assert_eq!(v.decision.as_str(), "allow", "{v:?}");
 }
 
 #[test]

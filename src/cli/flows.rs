@@ -1,6 +1,6 @@
 //! `sluice flows`: print the manifest.
 
-use crate::flows::{spec_json, Registry};
+use crate::flows::{luadoc, spec_json, Registry};
 use clap::Args;
 use std::process::ExitCode;
 
@@ -9,15 +9,19 @@ use std::process::ExitCode;
 #[command(
     long_about = "List the flows a workflow can call, with each one's tier (sealed: changes nothing; \
 compensable: changes files the run can restore; irreversible: cannot be taken back), the capabilities \
-its calls need, and a one-line description. Name a flow to see its input schema.",
-    after_help = "Examples:\n  sluice flows\n  sluice flows --json\n  sluice flows edit"
+its calls need, and a one-line description. Name a flow to see its input and output schemas.",
+    after_help = "Examples:\n  sluice flows\n  sluice flows --json\n  sluice flows edit\n  sluice flows --lua > lua/sluice.d.lua"
 )]
 pub struct FlowsArgs {
-    /// Show one flow in full, with its input schema.
+    /// Show one flow in full, with its input and output schemas.
     pub name: Option<String>,
     /// Print JSON (the whole manifest, with the readOnly set) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Print LuaLS annotations of the sluice module, its flows' fields typed from their
+    /// schemas (what lua/sluice.d.lua holds), for an editor's Lua language server.
+    #[arg(long, conflicts_with_all = ["json", "name"])]
+    pub lua: bool,
 }
 
 pub fn flows(args: FlowsArgs) -> ExitCode {
@@ -31,7 +35,9 @@ pub fn flows(args: FlowsArgs) -> ExitCode {
             );
             return ExitCode::from(2);
         };
-        pretty(&spec_json(flow.spec()))
+        pretty(&spec_json(flow))
+    } else if args.lua {
+        luadoc::render(&registry)
     } else if args.json {
         pretty(&registry.manifest())
     } else {
@@ -71,4 +77,128 @@ fn table(registry: &Registry) -> String {
         out += &format!("{:<w0$} {:<w1$} {:<w2$} {}\n", r[0], r[1], r[2], r[3]);
     }
     out + &format!("\nread-only seat: {}\n", registry.read_only().join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::flows::{conform, Registry};
+    use crate::runtime::Runtime;
+    use serde_json::{json, Value};
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::Arc;
+
+    /// A loopback HTTP server answering `requests` requests, each on its own
+    /// connection: SearXNG's JSON under `/search`, a small page elsewhere.
+    /// Its origin, `http://127.0.0.1:PORT`.
+    fn serve(requests: usize) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let origin = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().take(requests).flatten() {
+                let mut seen = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // The head, then as much body as it announces.
+                while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                    seen.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+                    let Some(end) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let length = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if seen.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+                let search = String::from_utf8_lossy(&seen).contains(" /search?");
+                let (kind, body) = if search {
+                    let hit = json!({"title": "Lua", "url": "https://www.lua.org/", "content": "a language"});
+                    ("application/json", json!({"results": [hit]}).to_string())
+                } else {
+                    ("text/html", "<h1>Hello</h1><p>page</p>".to_string())
+                };
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes());
+            }
+        });
+        origin
+    }
+
+    /// The output schemas `sluice flows` shows hold for what real calls of
+    /// every flow return, through the whole pipeline.
+    #[test]
+    fn real_calls_return_what_the_output_schemas_say() {
+        let ws = tempfile::tempdir().unwrap();
+        let origin = serve(4);
+        let searxng = crate::net::search::Searxng::new(origin.parse().unwrap()).unwrap();
+        // The default policy, so that commands run confined and report it;
+        // loopback is net:private, which only an exact grant opens, and a
+        // POST asks.
+        let rt = Runtime::builder()
+            .workspace(ws.path())
+            .search(Arc::new(searxng))
+            .approve(format!("net:private:{origin}"))
+            .approve(format!("net:post:{origin}"))
+            .build()
+            .unwrap();
+        let patch = "*** Begin Patch\n*** Add File: b.txt\n+b\n*** End Patch";
+        let calls = [
+            (
+                "write",
+                json!({"path": "a.txt", "content": "one\ntwo\nthree\n"}),
+            ),
+            ("read", json!({"path": "a.txt", "limit": 1})),
+            (
+                "edit",
+                json!({"path": "a.txt", "oldString": "two", "newString": "2"}),
+            ),
+            ("apply_patch", json!({"input": patch})),
+            ("ls", json!({})),
+            ("glob", json!({"pattern": "*.txt"})),
+            ("grep", json!({"pattern": "one", "context": 1})),
+            ("grep", json!({"pattern": "one", "filesWithMatches": true})),
+            ("bash", json!({"command": "echo hi; exit 3"})),
+            ("bash", json!({"command": "sluice-no-such-program-here"})),
+            ("bash", json!({"command": "sleep 30", "background": true})),
+            ("shell_command", json!({"command": "echo hi"})),
+            ("fetch", json!({"url": format!("{origin}/")})),
+            (
+                "http-post",
+                json!({"url": format!("{origin}/post"), "body": "x"}),
+            ),
+            ("webfetch", json!({"url": format!("{origin}/page")})),
+            ("websearch", json!({"query": "lua"})),
+        ];
+        let registry = Registry::standard();
+        let called: std::collections::BTreeSet<&str> = calls.iter().map(|(f, _)| *f).collect();
+        let every: std::collections::BTreeSet<&str> = registry.specs().map(|s| s.name).collect();
+        assert_eq!(called, every, "a real call of every flow");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            for (flow, input) in calls {
+                let out: Value = rt
+                    .call(flow, input.clone())
+                    .await
+                    .unwrap_or_else(|e| panic!("{flow} {input}: {e}"));
+                let schema = registry.get(flow).unwrap().output_schema();
+                let mut seen = conform::Seen::default();
+                conform::check(&schema, &out, "#", &mut seen)
+                    .unwrap_or_else(|e| panic!("{flow} {input} returned {out}: {e}"));
+                if let Some(id) = out["jobId"].as_u64() {
+                    rt.job_kill(id).unwrap();
+                }
+            }
+            rt.shutdown().await;
+        });
+    }
 }

@@ -150,6 +150,7 @@ fn explain_text(args: &ExplainArgs) -> Result<String, String> {
         input: &input,
         run_id: "explain",
         script: "explain",
+        cwd: None,
     };
     let v = kernel.decide(&req);
     let mut out = format!(

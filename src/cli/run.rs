@@ -2,6 +2,7 @@
 
 use super::policy_source;
 use crate::credentials::Credentials;
+use crate::flows::{lua_name, Registry};
 use crate::interrupt;
 use crate::kernel::approval::Prompt;
 use crate::net::dns::Hosts;
@@ -12,21 +13,38 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Run a workflow script in a workspace.
-#[derive(Debug, Args)]
-#[command(
-    long_about = "Run a workflow script in a workspace. The script sees the flows as sluice.read, sluice.write, \
-sluice.edit, sluice.apply_patch, sluice.ls, sluice.glob, sluice.grep, sluice.bash, sluice.shell_command, sluice.fetch, sluice.http_post, sluice.webfetch, sluice.websearch (and sluice.call(name, input); `sluice flows` lists them with their fields), its arguments as sluice.args and the workspace as \
-sluice.workspace. Relative paths resolve against the workspace. Every call's capabilities pass the \
-policies (--policy; the built-in default grants reads and writes inside the workspace, commands and public GETs, and asks for the rest).\n\n\
-Every run is recorded in the workspace's audit database (.sluice/audit.db; --audit PATH, SLUICE_AUDIT, or \
+/// What `sluice run --help` says after the flows: the record, errors and
+/// signals.
+const ABOUT_RUNS: &str = "Every run is recorded in the workspace's audit database (.sluice/audit.db; --audit PATH, SLUICE_AUDIT, or \
 --no-audit): each call with its input, decisions and outcome, hash-chained. `sluice audit list` shows the runs, \
 `sluice replay RUN` re-runs one against its record, `sluice resume RUN` continues one that was interrupted.\n\n\
 A script error exits 1 and prints the Lua message with file:line and a traceback.\n\n\
 SIGINT or SIGTERM ends the run within 2 s, exit 128 + the signal, its record sealed with status `interrupted`: it \
 stops at the next flow step or Lua instruction check (a grep, glob, sleep or command wait stops at once, and a command's \
 processes are killed; background jobs get TERM, then KILL 300 ms later); what cannot notice (a finalizer, a script \
-that catches the interrupt) is ended at once 1 s after the signal. A second signal ends it at once, still sealed.",
+that catches the interrupt) is ended at once 1 s after the signal. A second signal ends it at once, still sealed.";
+
+/// `sluice run --help`'s long text. The flows a script sees are named from
+/// the registry, so the help lists every flow there is, in manifest order.
+fn long_about() -> String {
+    let flows: Vec<String> = Registry::standard()
+        .specs()
+        .map(|s| format!("sluice.{}", lua_name(s.name)))
+        .collect();
+    format!(
+        "Run a workflow script in a workspace. The script sees the flows as {} (and sluice.call(name, input); \
+`sluice flows` lists them with their fields), its arguments as sluice.args and the workspace as \
+sluice.workspace. Relative paths resolve against the workspace. Every call's capabilities pass the \
+policies (--policy; the built-in default grants reads and writes inside the workspace, commands and public GETs, and asks for the rest).\n\n\
+{ABOUT_RUNS}",
+        flows.join(", ")
+    )
+}
+
+/// Run a workflow script in a workspace.
+#[derive(Debug, Args)]
+#[command(
+    long_about = long_about(),
     after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'"
 )]
 pub struct RunArgs {

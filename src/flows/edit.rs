@@ -8,9 +8,9 @@
 //! re-anchor from reality. Success returns the edited region with two lines of
 //! context (`hunk`).
 
-use super::lines::{count_lines, line_start};
+use super::lines::{count_lines, line_range_fields, line_start};
 use super::region::nearest_region;
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{atomic, lock::FileLock, path::io_error, text, Target};
 use crate::kernel::gate::Authorized;
@@ -102,6 +102,29 @@ impl Flow for Edit {
         starts_jobs: false,
     };
 
+    fn output_schema() -> Value {
+        let [start, end] = line_range_fields("`hunk`");
+        closed(
+            &[
+                start,
+                end,
+                ("replacements", field("integer", "Regions replaced (more than 1 only with replaceAll).")),
+                ("hunk", field("string", "The edited region as it now stands, raw, with two lines of context on each side.")),
+            ],
+            &[],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        vec![Output {
+            start_line: 1,
+            end_line: 3,
+            replacements: 1,
+            hunk: "a\nb\nc".into(),
+        }]
+    }
+
     fn validate(input: &Input) -> FlowResult<()> {
         anchor_of(input).map(drop)
     }
@@ -115,6 +138,7 @@ impl Flow for Edit {
             writes: vec![target.real.clone()],
             commands: vec![],
             network: vec![],
+            cwd: None,
         };
         let call = Edit {
             target,

@@ -2,7 +2,7 @@
 //! value; only a transport failure, a refusal, a timeout or a body over
 //! 5 MiB use the error channel.
 
-use super::http::{request_schema, Output, Request};
+use super::http::{request_schema, response_schema, Output, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::FlowResult;
 use crate::kernel::gate::Authorized;
@@ -53,6 +53,16 @@ impl Flow for Fetch {
         summary,
         starts_jobs: false,
     };
+
+    fn output_schema() -> Value {
+        response_schema()
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        use super::http::output_sample;
+        vec![output_sample(200, true), output_sample(404, false)]
+    }
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let (request, envelope) =

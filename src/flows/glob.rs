@@ -61,8 +61,8 @@
 
 use super::deadline::{check_timeout, Deadline};
 use super::lines::positive;
-use super::walk::{plural, thousands, threads, Found, Skipped, Tree, TICK};
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::walk::{plural, skipped_fields, thousands, threads, Found, Skipped, Tree, TICK};
+use super::{closed, field, list, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::path::io_error;
 use crate::kernel::gate::Authorized;
@@ -140,6 +140,35 @@ impl Flow for Glob {
         starts_jobs: false,
     };
 
+    fn output_schema() -> Value {
+        let [denied, unreadable, names] = skipped_fields();
+        closed(
+            &[
+                ("paths", list(json!({"type": "string"}), "The matching paths, relative to the workspace (absolute outside it), sorted.")),
+                ("total", field("integer", "Every path that matched, before `limit`.")),
+                ("truncated", field("boolean", "Whether paths were left out for `limit`.")),
+                denied,
+                unreadable,
+                names,
+            ],
+            &[("notice", field("string", "What was cut or skipped, or why nothing matched; present when there is something to say."))],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let found = |notice: Option<&str>| Output {
+            paths: vec!["a.rs".into()],
+            total: 1,
+            truncated: false,
+            skipped_denied: 0,
+            skipped_unreadable: 0,
+            skipped_names: 0,
+            notice: notice.map(String::from),
+        };
+        vec![found(Some("1 path skipped")), found(None)]
+    }
+
     fn validate(input: &Input) -> FlowResult<()> {
         positive("limit", input.limit)?;
         check_timeout(input.timeout_ms)?;
@@ -188,6 +217,7 @@ impl Flow for Glob {
             writes: vec![],
             commands: vec![],
             network: vec![],
+            cwd: None,
         };
         let call = Glob {
             tree: Tree::new(ctx, target, input.hidden, input.no_ignore),

@@ -74,8 +74,10 @@
 
 use super::deadline::{check_timeout, Deadline};
 use super::lines::positive;
-use super::walk::{plural, refused, thousands, threads, Found, Kind, Skipped, Tree, TICK};
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::walk::{
+    plural, refused, skipped_fields, thousands, threads, Found, Kind, Skipped, Tree, TICK,
+};
+use super::{closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::path::io_error;
 use crate::kernel::gate::Authorized;
@@ -234,6 +236,71 @@ impl Flow for Grep {
         starts_jobs: false,
     };
 
+    fn output_schema() -> Value {
+        let lines = |what: &str| list(json!({"type": "string"}), what);
+        let one = closed(
+            &[
+                ("file", field("string", "The file, relative to the workspace (absolute outside it).")),
+                ("line", field("integer", "The matching line's number, 1-based.")),
+                ("text", field("string", "The line without its terminator, at most 500 characters.")),
+            ],
+            &[
+                ("clipped", field("boolean", "Present (true) when `text` was clipped at 500 characters.")),
+                ("before", lines("The lines before the match, when beforeContext (or context) was asked for.")),
+                ("after", lines("The lines after the match, when afterContext (or context) was asked for.")),
+            ],
+        );
+        let [denied, unreadable, names] = skipped_fields();
+        closed(
+            &[
+                ("files", lines("The files with a match, sorted (at most limit with filesWithMatches, else 1000).")),
+                ("totalFiles", field("integer", "Files with a match.")),
+                ("filesSearched", field("integer", "Text files searched (binary ones are counted in skippedBinary).")),
+                ("skippedBinary", field("integer", "Files skipped as binary (a NUL byte in what was read).")),
+                denied,
+                unreadable,
+                names,
+                ("truncated", field("boolean", "Whether matches or files were left out for `limit`.")),
+            ],
+            &[
+                ("matches", list(nested("GrepMatch", "One matching line.", one), "The matching lines, sorted by file, then line; absent with filesWithMatches.")),
+                ("totalMatches", field("integer", "Matching lines found (each file's capped by maxCount); absent with filesWithMatches.")),
+                ("notice", field("string", "What was cut, clipped or skipped; present when there is something to say.")),
+            ],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let hit = |context: Option<Vec<String>>| Match {
+            file: "a.rs".into(),
+            line: 2,
+            text: "fn main".into(),
+            clipped: context.is_some(),
+            before: context.clone(),
+            after: context,
+        };
+        let found = |matches: Option<Vec<Match>>| Output {
+            total_matches: matches.as_ref().map(|m| m.len() as u64),
+            notice: matches
+                .as_ref()
+                .map(|_| "1 matching line was clipped".into()),
+            matches,
+            files: vec!["a.rs".into()],
+            total_files: 1,
+            files_searched: 1,
+            skipped_binary: 0,
+            skipped_denied: 0,
+            skipped_unreadable: 0,
+            skipped_names: 0,
+            truncated: false,
+        };
+        vec![
+            found(Some(vec![hit(Some(vec!["// a".into()])), hit(None)])),
+            found(None),
+        ]
+    }
+
     fn validate(input: &Input) -> FlowResult<()> {
         positive("limit", input.limit)?;
         positive("maxCount", input.max_count)?;
@@ -278,6 +345,7 @@ impl Flow for Grep {
             writes: vec![],
             commands: vec![],
             network: vec![],
+            cwd: None,
         };
         let context = input.context.unwrap_or(0);
         let settings = Settings {

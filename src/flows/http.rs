@@ -2,7 +2,7 @@
 //! their inputs, checked (destination, headers, deadline), how it is sent
 //! under the call's gate, and the response as text.
 
-use super::{Context, Envelope, Tier};
+use super::{closed, field, Context, Envelope, Tier};
 use crate::error::FlowResult;
 use crate::kernel::{Action, Capability};
 use crate::net::client::{check_headers, timeout};
@@ -95,18 +95,73 @@ pub fn request_schema() -> serde_json::Map<String, Value> {
 
 /// The capability the first hop needs.
 fn first_hop(action: Action, dest: &Destination) -> Envelope {
+    let tier = if action == Action::NetPost {
+        Tier::Irreversible
+    } else {
+        Tier::Sealed
+    };
     Envelope {
-        tier: if action == Action::NetPost {
-            Tier::Irreversible
-        } else {
-            Tier::Sealed
-        },
-        reads: vec![],
-        writes: vec![],
-        commands: vec![],
         network: vec![Capability {
             action,
             resource: dest.resource.clone(),
         }],
+        ..Envelope::new(tier)
+    }
+}
+
+/// The output schema of `fetch` and `http-post` ([`Output`]).
+pub(crate) fn response_schema() -> Value {
+    let (truncated, notice) = clip_fields("body");
+    closed(
+        &[
+            (
+                "status",
+                field(
+                    "integer",
+                    "The HTTP status; an error status (404, 500) is a value, not an error.",
+                ),
+            ),
+            (
+                "body",
+                field(
+                    "string",
+                    "The response body as text, decoded by its charset, its first 60,000 bytes.",
+                ),
+            ),
+            truncated,
+        ],
+        &[notice],
+    )
+}
+
+/// The output fields that say whether `text` was clipped to its first
+/// 60,000 bytes ([`clip`]): `truncated`, and the optional `notice`.
+pub(crate) fn clip_fields(text: &str) -> ((&'static str, Value), (&'static str, Value)) {
+    (
+        (
+            "truncated",
+            field(
+                "boolean",
+                &format!("Whether `{text}` was cut at 60,000 bytes."),
+            ),
+        ),
+        (
+            "notice",
+            field(
+                "string",
+                "The bytes kept of how many; present when truncated.",
+            ),
+        ),
+    )
+}
+
+/// A response of `status` with a body, clipped or not, for the schema tests.
+#[cfg(test)]
+pub(crate) fn output_sample(status: u16, clipped: bool) -> Output {
+    Output {
+        status,
+        body: "ok".into(),
+        truncated: clipped,
+        notice: clipped.then(|| "kept the first 2 of 9 bytes; the rest was cut".into()),
     }
 }

@@ -62,6 +62,16 @@ impl Flow for HttpPost {
         starts_jobs: false,
     };
 
+    fn output_schema() -> Value {
+        super::http::response_schema()
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        use super::http::output_sample;
+        vec![output_sample(201, true), output_sample(500, false)]
+    }
+
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let named =
             |h: &BTreeMap<String, String>| h.keys().any(|k| k.eq_ignore_ascii_case("content-type"));

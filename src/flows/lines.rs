@@ -1,7 +1,9 @@
 //! Line arithmetic the flows share: counting lines, finding where one
 //! starts, and the 1-based line fields of their inputs.
 
+use super::field;
 use crate::error::{FlowError, FlowResult};
+use serde_json::Value;
 
 /// `invalid_input` unless an optional line number is at least 1.
 pub(crate) fn positive(field: &str, value: Option<u64>) -> FlowResult<()> {
@@ -28,6 +30,24 @@ pub fn line_start(text: &str, line: u64) -> usize {
     memchr::memchr_iter(b'\n', text.as_bytes())
         .nth((line - 2) as usize)
         .map_or(text.len(), |i| i + 1)
+}
+
+/// The `startLine` and `endLine` fields of an output that shows a range
+/// of lines (`read`'s page, `edit`'s hunk), one convention for both.
+pub(crate) fn line_range_fields(of: &str) -> [(&'static str, Value); 2] {
+    [
+        (
+            "startLine",
+            field("integer", &format!("The first line of {of}, 1-based.")),
+        ),
+        (
+            "endLine",
+            field(
+                "integer",
+                &format!("The last line of {of} (startLine - 1 when it is empty)."),
+            ),
+        ),
+    ]
 }
 
 #[cfg(test)]

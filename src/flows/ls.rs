@@ -1,7 +1,7 @@
 //! `ls`: one page of a folder's entries, sorted by name, each with its kind.
 
 use super::lines::positive;
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{choice, closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{path::io_error, Target};
 use crate::kernel::gate::Authorized;
@@ -74,6 +74,62 @@ impl Flow for Ls {
         starts_jobs: false,
     };
 
+    fn output_schema() -> Value {
+        let entry = closed(
+            &[
+                ("name", field("string", "The entry's name in the folder.")),
+                (
+                    "kind",
+                    choice(
+                        &["file", "directory", "symlink", "other"],
+                        "What the entry is; a symlink is not followed.",
+                    ),
+                ),
+            ],
+            &[],
+        );
+        closed(
+            &[
+                (
+                    "entries",
+                    list(
+                        nested("LsEntry", "One entry of the folder.", entry),
+                        "The page's entries, sorted by name.",
+                    ),
+                ),
+                ("total", field("integer", "Entries in the whole folder.")),
+                (
+                    "truncated",
+                    field(
+                        "boolean",
+                        "Whether entries lie outside the page; `notice` then says how to page on.",
+                    ),
+                ),
+            ],
+            &[(
+                "notice",
+                field(
+                    "string",
+                    "Which entries the page shows out of how many; present when truncated.",
+                ),
+            )],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let page = |notice: Option<&str>| Output {
+            entries: vec![Entry {
+                name: "a.txt".into(),
+                kind: "file",
+            }],
+            total: 2,
+            truncated: notice.is_some(),
+            notice: notice.map(String::from),
+        };
+        vec![page(Some("entries 1-1 of 2")), page(None)]
+    }
+
     fn validate(input: &Input) -> FlowResult<()> {
         positive("offset", input.offset)?;
         positive("limit", input.limit)?;
@@ -94,6 +150,7 @@ impl Flow for Ls {
             writes: vec![],
             commands: vec![],
             network: vec![],
+            cwd: None,
         };
         let call = Ls {
             target,

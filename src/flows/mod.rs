@@ -18,6 +18,7 @@ pub mod http;
 pub mod http_post;
 pub mod lines;
 pub mod ls;
+pub mod luadoc;
 pub mod read;
 pub mod region;
 pub mod shape;
@@ -231,6 +232,19 @@ pub trait Flow: Sized + 'static {
     type Output: Serialize;
     const SPEC: FlowSpec;
 
+    /// JSON Schema of the output: a closed object (or a `oneOf` of them
+    /// when the output has shapes), every field described, and `required`
+    /// naming exactly the fields every output has. It sits beside the
+    /// `Output` type so the two change together; a unit test serializes
+    /// [`Flow::output_samples`] against it so they cannot drift apart.
+    fn output_schema() -> Value;
+
+    /// Outputs that together show every field of [`Flow::output_schema`],
+    /// each optional one also left out: the test that pins the schema to
+    /// the `Output` type serializes them.
+    #[cfg(test)]
+    fn output_samples() -> Vec<Self::Output>;
+
     /// The flow's own input rules, beyond what the types enforce.
     fn validate(_input: &Self::Input) -> FlowResult<()> {
         Ok(())
@@ -268,6 +282,11 @@ impl Prepared {
 /// A flow with its types erased, as the registry holds it.
 pub trait DynFlow {
     fn spec(&self) -> &'static FlowSpec;
+    /// JSON Schema of the output ([`Flow::output_schema`]).
+    fn output_schema(&self) -> Value;
+    /// [`Flow::output_samples`], serialized as calls return them.
+    #[cfg(test)]
+    fn output_samples(&self) -> Vec<Value>;
     /// Steps 1-3 of the pipeline: decode, validate, envelope.
     fn prepare(&self, ctx: &Context, input: Value) -> FlowResult<Prepared>;
 }
@@ -277,6 +296,18 @@ struct Entry<F>(std::marker::PhantomData<F>);
 impl<F: Flow> DynFlow for Entry<F> {
     fn spec(&self) -> &'static FlowSpec {
         &F::SPEC
+    }
+
+    fn output_schema(&self) -> Value {
+        F::output_schema()
+    }
+
+    #[cfg(test)]
+    fn output_samples(&self) -> Vec<Value> {
+        F::output_samples()
+            .into_iter()
+            .map(|out| serde_json::to_value(out).expect("an output serializes"))
+            .collect()
     }
 
     fn prepare(&self, ctx: &Context, input: Value) -> FlowResult<Prepared> {
@@ -414,6 +445,11 @@ impl Registry {
         self.flows.iter().map(|f| f.spec())
     }
 
+    /// Every flow, in the manifest's order.
+    pub fn flows(&self) -> impl Iterator<Item = &dyn DynFlow> + '_ {
+        self.flows.iter().map(|f| f.as_ref())
+    }
+
     /// The names a read-only seat may see.
     pub fn read_only(&self) -> Vec<&'static str> {
         self.specs()
@@ -424,7 +460,7 @@ impl Registry {
 
     /// The manifest as JSON: every flow, and the read-only set.
     pub fn manifest(&self) -> Value {
-        let flows: Vec<Value> = self.specs().map(spec_json).collect();
+        let flows: Vec<Value> = self.flows().map(spec_json).collect();
         json!({ "flows": flows, "readOnly": self.read_only() })
     }
 }
@@ -448,7 +484,8 @@ pub fn field_or_json(input: &Value, field: &str) -> String {
 }
 
 /// One flow's manifest entry.
-pub fn spec_json(s: &FlowSpec) -> Value {
+pub fn spec_json(flow: &dyn DynFlow) -> Value {
+    let s = flow.spec();
     json!({
         "name": s.name,
         "description": s.description,
@@ -456,7 +493,58 @@ pub fn spec_json(s: &FlowSpec) -> Value {
         "capabilities": s.actions,
         "readOnly": s.read_only,
         "inputSchema": (s.schema)(),
+        "outputSchema": flow.output_schema(),
     })
+}
+
+/// The name a script calls a flow by, `sluice.<name>`: a Lua name has no
+/// dash, so `http-post` is `sluice.http_post` (as the module binds it).
+pub fn lua_name(flow: &str) -> String {
+    flow.replace('-', "_")
+}
+
+/// A closed object schema (an output's, or a part of one): `required` are
+/// the fields every value has, `optional` those some leave out. Each field's
+/// schema carries its description ([`field`], [`list`], [`choice`],
+/// [`nested`]). Output schemas are written with these so that each field is
+/// one line beside the others, easy to hold against the `Output` type.
+pub(crate) fn closed(required: &[(&str, Value)], optional: &[(&str, Value)]) -> Value {
+    let properties: serde_json::Map<String, Value> = required
+        .iter()
+        .chain(optional)
+        .map(|(name, schema)| (name.to_string(), schema.clone()))
+        .collect();
+    let names: Vec<&str> = required.iter().map(|(name, _)| *name).collect();
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": names,
+        "properties": properties,
+    })
+}
+
+/// A field of JSON type `ty` (`string`, `integer`, `number`, `boolean`).
+pub(crate) fn field(ty: &str, description: &str) -> Value {
+    json!({"type": ty, "description": description})
+}
+
+/// A list field whose elements are `items`.
+pub(crate) fn list(items: Value, description: &str) -> Value {
+    json!({"type": "array", "items": items, "description": description})
+}
+
+/// A string field that is one of `values`.
+pub(crate) fn choice(values: &[&str], description: &str) -> Value {
+    json!({"type": "string", "enum": values, "description": description})
+}
+
+/// An object field, `schema` (a [`closed`] one) named `title`: editors show
+/// it as its own type (`sluice.<title>` in `lua/sluice.d.lua`).
+pub(crate) fn nested(title: &str, description: &str, schema: Value) -> Value {
+    let mut schema = schema;
+    schema["title"] = json!(title);
+    schema["description"] = json!(description);
+    schema
 }
 
 /// The modes wider than `mode`, for a message.
@@ -469,9 +557,190 @@ fn wider_than(mode: crate::sandbox::Mode) -> &'static str {
     }
 }
 
+/// Values held against output schemas, for the tests that keep each flow's
+/// schema and what it really returns together.
+#[cfg(test)]
+pub(crate) mod conform {
+    use serde_json::Value;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The keys each object schema met, by the schema's place in the output
+    /// schema (a JSON pointer): those every value had, and those any had.
+    #[derive(Debug, Default)]
+    pub struct Seen {
+        every: BTreeMap<String, BTreeSet<String>>,
+        any: BTreeMap<String, BTreeSet<String>>,
+    }
+
+    impl Seen {
+        fn note(&mut self, at: &str, keys: BTreeSet<String>) {
+            self.any
+                .entry(at.into())
+                .or_default()
+                .extend(keys.iter().cloned());
+            let every = self.every.entry(at.into()).or_insert_with(|| keys.clone());
+            every.retain(|k| keys.contains(k));
+        }
+
+        fn merge(&mut self, other: Seen) {
+            for (at, keys) in other.every {
+                let any = other.any.get(&at).cloned().unwrap_or_default();
+                self.note(&at, keys);
+                self.any.entry(at).or_default().extend(any);
+            }
+        }
+    }
+
+    /// Whether `value` is what `schema` (at `at`, a JSON pointer into the
+    /// output schema) allows: its types, enums, closed objects and required
+    /// fields, and for a `oneOf` exactly one shape. The keys of its objects
+    /// go to `seen`. An error says where and why.
+    pub fn check(schema: &Value, value: &Value, at: &str, seen: &mut Seen) -> Result<(), String> {
+        if let Some(shapes) = schema["oneOf"].as_array() {
+            let mut fits = Vec::new();
+            for (i, shape) in shapes.iter().enumerate() {
+                let mut mine = Seen::default();
+                if check(shape, value, &format!("{at}/oneOf/{i}"), &mut mine).is_ok() {
+                    fits.push(mine);
+                }
+            }
+            return match fits.len() {
+                1 => {
+                    seen.merge(fits.remove(0));
+                    Ok(())
+                }
+                n => Err(format!(
+                    "{at}: {value} fits {n} of the oneOf shapes, not one"
+                )),
+            };
+        }
+        if let Some(values) = schema["enum"].as_array() {
+            if !values.contains(value) {
+                return Err(format!("{at}: {value} is none of {values:?}"));
+            }
+        }
+        let fits = match schema["type"].as_str() {
+            Some("string") => value.is_string(),
+            Some("integer") => value.is_i64() || value.is_u64(),
+            Some("number") => value.is_number(),
+            Some("boolean") => value.is_boolean(),
+            Some("array") => {
+                let items = value
+                    .as_array()
+                    .ok_or(format!("{at}: {value} is not a list"))?;
+                for item in items {
+                    check(&schema["items"], item, &format!("{at}/items"), seen)?;
+                }
+                true
+            }
+            Some("object") => {
+                let fields = value
+                    .as_object()
+                    .ok_or(format!("{at}: {value} is not an object"))?;
+                let props = schema["properties"]
+                    .as_object()
+                    .ok_or(format!("{at}: no properties"))?;
+                let required = schema["required"].as_array().cloned().unwrap_or_default();
+                if let Some(key) = fields.keys().find(|k| !props.contains_key(*k)) {
+                    return Err(format!("{at}: `{key}` is not in the schema"));
+                }
+                if let Some(key) = required
+                    .iter()
+                    .find(|k| !fields.contains_key(k.as_str().unwrap_or_default()))
+                {
+                    return Err(format!("{at}: required {key} is missing from {value}"));
+                }
+                seen.note(at, fields.keys().cloned().collect());
+                for (key, v) in fields {
+                    check(&props[key], v, &format!("{at}/properties/{key}"), seen)?;
+                }
+                true
+            }
+            other => return Err(format!("{at}: the schema names no type ({other:?})")),
+        };
+        if fits {
+            Ok(())
+        } else {
+            Err(format!("{at}: {value} is not of type {}", schema["type"]))
+        }
+    }
+
+    /// Whether the values `seen` covered `schema`: each of its objects is
+    /// closed, its fields described, and met, with exactly its properties
+    /// among them and exactly its required ones in every one.
+    pub fn covered(schema: &Value, at: &str, seen: &Seen) -> Result<(), String> {
+        if let Some(shapes) = schema["oneOf"].as_array() {
+            for (i, shape) in shapes.iter().enumerate() {
+                covered(shape, &format!("{at}/oneOf/{i}"), seen)?;
+            }
+            return Ok(());
+        }
+        match schema["type"].as_str() {
+            Some("array") => covered(&schema["items"], &format!("{at}/items"), seen),
+            Some("object") => {
+                if schema["additionalProperties"] != false {
+                    return Err(format!(
+                        "{at}: an output object is closed (additionalProperties: false)"
+                    ));
+                }
+                let props = schema["properties"]
+                    .as_object()
+                    .ok_or(format!("{at}: no properties"))?;
+                let names: BTreeSet<String> = props.keys().cloned().collect();
+                let required: BTreeSet<String> = schema["required"]
+                    .as_array()
+                    .map(|r| {
+                        r.iter()
+                            .filter_map(|k| k.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let (Some(any), Some(every)) = (seen.any.get(at), seen.every.get(at)) else {
+                    return Err(format!("{at}: no sample output shows this object"));
+                };
+                if *any != names {
+                    return Err(format!(
+                        "{at}: the schema has the fields {names:?}, the outputs {any:?}"
+                    ));
+                }
+                if *every != required {
+                    return Err(format!(
+                        "{at}: the schema requires {required:?}, every output has {every:?}"
+                    ));
+                }
+                for (key, prop) in props {
+                    if !prop["description"].is_string() {
+                        return Err(format!("{at}: `{key}` has no description"));
+                    }
+                    covered(prop, &format!("{at}/properties/{key}"), seen)?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each flow's samples are its real `Output` type serialized: the
+    /// schema must name exactly the fields they show, require exactly those
+    /// every one shows, and allow their types, so neither can change alone.
+    #[test]
+    fn output_schemas_describe_exactly_what_the_flows_return() {
+        for flow in Registry::standard().flows() {
+            let name = flow.spec().name;
+            let schema = flow.output_schema();
+            let mut seen = conform::Seen::default();
+            for out in flow.output_samples() {
+                conform::check(&schema, &out, "#", &mut seen)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+            conform::covered(&schema, "#", &seen).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
 
     #[test]
     fn descriptions_start_with_a_verb_and_fit_one_line() {
@@ -539,6 +808,32 @@ mod tests {
             envelope("ls", json!({})),
             (Tier::Sealed, vec![format!("fs:read:{}", ws.display())])
         );
+    }
+
+    /// The kernel resolves a command's relative paths where it runs, which
+    /// only the flow's plan knows (bash's `cwd`, shell_command's `workdir`).
+    #[test]
+    fn commands_carry_the_folder_they_run_in() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        let ctx = Context::new(ws.clone(), "t".into(), String::new());
+        let registry = Registry::standard();
+        let cwd = |flow: &str, input: Value| {
+            let call = registry.get(flow).unwrap().prepare(&ctx, input).unwrap();
+            call.envelope.cwd
+        };
+        let sub = Some(ws.join("sub"));
+        assert_eq!(cwd("bash", json!({"command": "true", "cwd": "sub/."})), sub);
+        assert_eq!(cwd("bash", json!({"command": "true"})), Some(ws.clone()));
+        assert_eq!(
+            cwd(
+                "shell_command",
+                json!({"command": "true", "workdir": "sub"})
+            ),
+            sub
+        );
+        assert_eq!(cwd("read", json!({"path": "sub"})), None);
     }
 
     #[test]

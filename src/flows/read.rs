@@ -11,8 +11,8 @@
 //! the flow sees the file a chunk at a time through one reused buffer
 //! ([`text::stream`]) and copies out only the page.
 
-use super::lines::positive;
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::lines::{line_range_fields, positive};
+use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{text, Target};
 use crate::kernel::gate::Authorized;
@@ -86,6 +86,33 @@ impl Flow for Read {
         summary,
         starts_jobs: false,
     };
+
+    fn output_schema() -> Value {
+        let [start, end] = line_range_fields("the page");
+        closed(
+            &[
+                ("content", field("string", "The page's lines, raw: no line-number gutter, every \\r kept, joined by \\n, without the final \\n.")),
+                start,
+                end,
+                ("totalLines", field("integer", "Lines in the whole file.")),
+                ("truncated", field("boolean", "Whether the page leaves lines out or clips one; `notice` then says what.")),
+            ],
+            &[("notice", field("string", "What the page shows out of what there is, and which lines were clipped; present when truncated."))],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let page = |notice: Option<&str>| Output {
+            content: "a".into(),
+            start_line: 1,
+            end_line: 1,
+            total_lines: 2,
+            truncated: notice.is_some(),
+            notice: notice.map(String::from),
+        };
+        vec![page(Some("lines 1-1 of 2")), page(None)]
+    }
 
     fn validate(input: &Input) -> FlowResult<()> {
         positive("offset", input.offset)?;

@@ -31,7 +31,9 @@
 //! invalid byte counts as one byte rather than as the three bytes of the
 //! U+FFFD that replaces it, which the shaper cannot know without the middle.
 
+use super::{choice, closed, field, list, nested};
 use crate::exec::Captured;
+use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -251,6 +253,54 @@ fn continuation_prefix_len(bytes: &[u8]) -> usize {
         .take(3)
         .take_while(|&&b| is_continuation(b))
         .count()
+}
+
+/// The schema of a confined command's `sandbox` facts
+/// ([`crate::sandbox::Facts`]), in `bash` and `shell_command` outputs.
+pub(crate) fn sandbox_schema() -> Value {
+    let facts = closed(
+        &[
+            ("mode", choice(&["read-only", "workspace-write", "danger-full-access"], "What the command could change.")),
+            ("denied", field("boolean", "Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).")),
+            ("enforcement", choice(&["full", "partial"], "partial: the runner could not express part of the policy (a deny by wildcard, a decide hook).")),
+        ],
+        &[
+            ("reverted", list(json!({"type": "string"}), "Repositories and git control files the command made, removed when it ended.")),
+            ("partial", list(json!({"type": "string"}), "What the sandbox could not express, when enforcement is partial.")),
+            ("runnerFailed", field("boolean", "Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).")),
+        ],
+    );
+    nested(
+        "SandboxFacts",
+        "How the command was confined; absent when the policy confines nothing.",
+        facts,
+    )
+}
+
+/// Sandbox facts for the schema tests: every field, or the fewest.
+#[cfg(test)]
+pub(crate) fn sandbox_sample(full: bool) -> crate::sandbox::Facts {
+    use crate::sandbox::{Enforcement, Facts, Mode};
+    Facts {
+        mode: Mode::WorkspaceWrite,
+        denied: full,
+        enforcement: if full {
+            Enforcement::Partial
+        } else {
+            Enforcement::Full
+        },
+        reverted: if full {
+            vec![std::path::PathBuf::from("/w/.git/hooks/x")]
+        } else {
+            vec![]
+        },
+        partial: if full {
+            vec!["a decide hook".into()]
+        } else {
+            vec![]
+        },
+        runner_failed: full,
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! escalation here. Prefer `bash` for new work.
 
 use super::shape::{codex_output, CODEX_CAPTURE_BUDGET, TIMEOUT_EXIT_CODE};
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::{self, CommandLine, SpawnFailureKind};
 use crate::kernel::gate::Authorized;
@@ -92,6 +92,31 @@ impl Flow for ShellCommand {
         starts_jobs: false,
     };
 
+    fn output_schema() -> Value {
+        closed(
+            &[
+                ("output", field("string", "Codex's text: \"Exit code: N\\nWall time: S seconds\\n\", maybe \"Total output lines: N\\n\", \"Output:\\n\", then the output.")),
+                ("exitCode", field("integer", "The command's exit status; 124 after a timeout.")),
+            ],
+            &[("sandbox", super::shape::sandbox_schema())],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let ran = |sandbox| Output {
+            output: "Exit code: 0\nWall time: 0 seconds\nOutput:\nhi\n".into(),
+            exit_code: 0,
+            sandbox,
+        };
+        use super::shape::sandbox_sample;
+        vec![
+            ran(Some(sandbox_sample(true))),
+            ran(Some(sandbox_sample(false))),
+            ran(None),
+        ]
+    }
+
     fn validate(input: &Input) -> FlowResult<()> {
         if input.command.trim().is_empty() {
             return Err(FlowError::invalid_input(
@@ -126,6 +151,7 @@ impl Flow for ShellCommand {
             writes: vec![],
             commands: vec![input.command.clone()],
             network: vec![],
+            cwd: Some(workdir.clone()),
         };
         let timeout = Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
         Ok((

@@ -3,6 +3,7 @@
 //! (`fs:read:**/.env`) and what cannot be read, and says what it left out.
 
 use super::deadline::Deadline;
+use super::field;
 use super::Context;
 use crate::fsops::path::canonical_lenient;
 use crate::fsops::Target;
@@ -458,6 +459,15 @@ pub fn summary(input: &Value) -> String {
         Some(root) => format!("{pattern} in {root}"),
         None => pattern.to_string(),
     }
+}
+
+/// The output fields `glob` and `grep` share: what the walk skipped, by why.
+pub(crate) fn skipped_fields() -> [(&'static str, Value); 3] {
+    [
+        ("skippedDenied", field("integer", "Paths the policy denies, left out and only counted here.")),
+        ("skippedUnreadable", field("integer", "Entries that could not be read (no permission, vanished mid-walk); the notice names the first few.")),
+        ("skippedNames", field("integer", "Names that are not UTF-8 or hold a control character, skipped with what is below them.")),
+    ]
 }
 
 #[cfg(test)]

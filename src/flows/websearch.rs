@@ -7,7 +7,7 @@
 //! the envelope asks `net:post:<endpoint>` and the flow is not in the
 //! read-only set, though it changes nothing here (tier sealed).
 
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::kernel::gate::Authorized;
 use crate::kernel::{Action, Capability};
@@ -71,6 +71,52 @@ impl Flow for WebSearch {
         starts_jobs: false,
     };
 
+    fn output_schema() -> Value {
+        let hit = closed(
+            &[
+                ("title", field("string", "The page's title.")),
+                ("url", field("string", "The page's URL.")),
+                (
+                    "snippet",
+                    field(
+                        "string",
+                        "What the provider quotes of the page, trimmed, at most 2,000 characters.",
+                    ),
+                ),
+            ],
+            &[(
+                "publishedAt",
+                field(
+                    "string",
+                    "When the page was published, as the provider wrote it; absent when unknown.",
+                ),
+            )],
+        );
+        closed(
+            &[(
+                "results",
+                list(
+                    nested("SearchResult", "One result.", hit),
+                    "The results, best first, at most numResults.",
+                ),
+            )],
+            &[],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let hit = |published_at: Option<&str>| Hit {
+            title: "Lua".into(),
+            url: "https://www.lua.org/".into(),
+            snippet: "The programming language Lua".into(),
+            published_at: published_at.map(String::from),
+        };
+        vec![Output {
+            results: vec![hit(Some("2024-03-04T00:00:00")), hit(None)],
+        }]
+    }
+
     fn validate(input: &Input) -> FlowResult<()> {
         if input.query.trim().is_empty() {
             return Err(FlowError::invalid_input(
@@ -105,6 +151,7 @@ impl Flow for WebSearch {
                 action: Action::NetPost,
                 resource: provider.endpoint().resource.clone(),
             }],
+            cwd: None,
         };
         let query = Query {
             query: input.query,

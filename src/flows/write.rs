@@ -3,7 +3,7 @@
 //! The bytes are staged beside the file and renamed over it under the file's
 //! lock, so a crash leaves the old bytes or the new ones, never a mix.
 
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{atomic, lock::FileLock, path::io_error, text, Target};
 use crate::kernel::gate::Authorized;
@@ -63,6 +63,30 @@ impl Flow for Write {
         starts_jobs: false,
     };
 
+    fn output_schema() -> Value {
+        closed(
+            &[
+                (
+                    "bytesWritten",
+                    field("integer", "Bytes the file now holds."),
+                ),
+                (
+                    "created",
+                    field("boolean", "Whether the file did not exist before."),
+                ),
+            ],
+            &[],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        vec![Output {
+            bytes_written: 3,
+            created: true,
+        }]
+    }
+
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let target = ctx.resolve("path", &input.path)?;
         let envelope = Envelope {
@@ -71,6 +95,7 @@ impl Flow for Write {
             writes: vec![target.real.clone()],
             commands: vec![],
             network: vec![],
+            cwd: None,
         };
         Ok((
             Write {

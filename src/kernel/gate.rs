@@ -16,6 +16,7 @@ use crate::call::{Capability, Tier};
 use crate::error::FlowResult;
 use serde_json::Value;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// Authorizes capabilities a call finds while it runs (the next host of a
@@ -89,6 +90,8 @@ pub struct CallGate {
     input: Rc<Value>,
     run_id: String,
     script: String,
+    /// The folder the call's commands run in ([`Caller::cwd`]).
+    cwd: Option<PathBuf>,
     /// Where the call's decisions go when it is recorded.
     decisions: Option<Rc<Decisions>>,
 }
@@ -113,6 +116,9 @@ pub struct Caller<'a> {
     pub run_id: &'a str,
     /// The run's script.
     pub script: &'a str,
+    /// The canonical folder the call's commands run in, from its envelope
+    /// ([`crate::call::Envelope::cwd`]); `None` when it runs none.
+    pub cwd: Option<&'a Path>,
 }
 
 impl CallGate {
@@ -126,6 +132,7 @@ impl CallGate {
             input: caller.input,
             run_id: caller.run_id.to_string(),
             script: caller.script.to_string(),
+            cwd: caller.cwd.map(Path::to_path_buf),
             decisions,
         }
     }
@@ -139,6 +146,7 @@ impl CallGate {
             input: &self.input,
             run_id: &self.run_id,
             script: &self.script,
+            cwd: self.cwd.as_deref(),
         }
     }
 

@@ -280,19 +280,12 @@ impl Kernel {
     }
 
     /// Where a command line runs, so its relative redirections resolve
-    /// where the shell will open them: the call's `cwd` (bash) or `workdir`
-    /// (shell_command), relative to the workspace, else the workspace.
+    /// where the shell will open them: the folder the call's flow planned
+    /// it in (the request's `cwd`, from the envelope), else the workspace.
+    /// The flow resolved it, so the kernel knows no flow's field names.
     fn command_folder(&self, req: &Request) -> PathBuf {
-        let given = ["cwd", "workdir"]
-            .iter()
-            .find_map(|f| req.input.get(f).and_then(|v| v.as_str()));
-        match given {
-            Some(dir) => {
-                let joined = self.vars.workspace.join(dir);
-                crate::fsops::path::canonical_lenient(&joined).unwrap_or(joined)
-            }
-            None => self.vars.workspace.clone(),
-        }
+        req.cwd
+            .map_or_else(|| self.vars.workspace.clone(), Path::to_path_buf)
     }
 
     /// Other spellings of a command's program, so that a rule naming it one

@@ -98,6 +98,11 @@ pub struct Request<'a> {
     pub input: &'a Value,
     pub run_id: &'a str,
     pub script: &'a str,
+    /// The canonical folder the call's commands run in, as its flow
+    /// planned it ([`crate::call::Envelope::cwd`]); `None` (a call that runs
+    /// no command, a job operation, a check outside a run) is the
+    /// workspace.
+    pub cwd: Option<&'a std::path::Path>,
 }
 
 /// One static rule of a policy.

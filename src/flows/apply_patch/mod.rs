@@ -59,7 +59,7 @@ pub mod lines;
 pub mod parser;
 pub mod seek;
 
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{closed, field, list, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::{self, Target};
 use crate::kernel::gate::Authorized;
@@ -139,6 +139,29 @@ impl Flow for ApplyPatch {
         starts_jobs: false,
     };
 
+    fn output_schema() -> Value {
+        let paths = |what: &str| list(json!({"type": "string"}), what);
+        closed(
+            &[
+                ("added", paths("Files the patch added, as written in it.")),
+                ("modified", paths("Files the patch updated (a moved file under its new name), as written in it.")),
+                ("deleted", paths("Files the patch deleted, as written in it.")),
+                ("output", field("string", "What Codex prints on success: \"Success. Updated the following files:\" and a line per file (A, M or D, then the path).")),
+            ],
+            &[],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        vec![Output {
+            added: vec!["b.txt".into()],
+            modified: vec![],
+            deleted: vec![],
+            output: "Success. Updated the following files:\nA b.txt\n".into(),
+        }]
+    }
+
     fn validate(input: &Input) -> FlowResult<()> {
         parse(&input.input).map(drop)
     }
@@ -158,6 +181,7 @@ impl Flow for ApplyPatch {
             writes: vec![],
             commands: vec![],
             network: vec![],
+            cwd: None,
         };
         for op in &ops {
             add_unique(&mut envelope.reads, op.reads());

@@ -21,7 +21,7 @@ pub mod hermetic;
 mod probe;
 
 use super::shape::{bounded, Bounded};
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::{choice, closed, field, nested, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::job::StartError;
 use crate::exec::{self, CommandLine, Outcome, SpawnFailureKind};
@@ -178,6 +178,82 @@ impl Flow for Bash {
         summary,
         starts_jobs: true,
     };
+
+    fn output_schema() -> Value {
+        let text = |what: &str| field("string", what);
+        let count = |what: &str| field("integer", what);
+        let probe = closed(
+            &[
+                ("reason", choice(&["unknown-command", "unknown-path"], "unknown-command: no such program or interpreter; unknown-path: no such working folder.")),
+                ("evidence", text("What the host observed.")),
+                ("message", text("What the result does and does not prove.")),
+            ],
+            &[],
+        );
+        let finished = closed(
+            &[
+                ("exitCode", count("The exit status; a non-zero exit is a value, not an error (128+N after signal N).")),
+                ("stdout", text("At most 30,000 bytes: the first and last 15,000 with \"[N bytes omitted]\" between.")),
+                ("stderr", text("Bounded like stdout.")),
+                ("stdoutTruncated", field("boolean", "Whether stdout is a fragment: never write it to a file as if it were the output.")),
+                ("stderrTruncated", field("boolean", "Whether stderr is a fragment.")),
+                ("stdoutDroppedBytes", count("Bytes of stdout left out.")),
+                ("stderrDroppedBytes", count("Bytes of stderr left out.")),
+            ],
+            &[
+                ("signal", text("The signal that ended the command, e.g. \"SIGKILL\".")),
+                ("stdoutSpillPath", text("A file with the complete stdout (up to 64 MiB) when it was truncated, kept while the run lasts or with --keep-spill.")),
+                ("stderrSpillPath", text("A file with the complete stderr, like stdoutSpillPath.")),
+                ("invalidProbe", nested("InvalidProbe", "Present when the command never reached any code, so its exit code is no verdict on it.", probe)),
+                ("sandbox", super::shape::sandbox_schema()),
+            ],
+        );
+        let started = closed(
+            &[
+                ("jobId", count("The job's number in the run.")),
+                ("pid", count("The job's process id.")),
+                ("status", choice(&["running"], "A job starts running.")),
+            ],
+            &[],
+        );
+        // Untagged: a finished command's result, or a job's handle.
+        json!({"type": "object", "oneOf": [
+            nested("BashOutput", "A command that ran to its end.", finished),
+            nested("Job", "A background job's handle (background = true).", started),
+        ]})
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let finished = |full: bool, sandbox: Option<crate::sandbox::Facts>| {
+            let spill = full.then(|| PathBuf::from("/tmp/spill"));
+            Output::Finished(Box::new(Finished {
+                exit_code: 137,
+                stdout: "hi\n".into(),
+                stderr: String::new(),
+                stdout_truncated: full,
+                stderr_truncated: full,
+                stdout_dropped_bytes: 0,
+                stderr_dropped_bytes: 0,
+                signal: full.then(|| "SIGKILL".into()),
+                stdout_spill_path: spill.clone(),
+                stderr_spill_path: spill,
+                invalid_probe: full.then(|| probe::unknown_cwd(Path::new("/nowhere"))),
+                sandbox,
+            }))
+        };
+        let started = Output::Started(Started {
+            job_id: 1,
+            pid: 42,
+            status: "running",
+        });
+        vec![
+            finished(true, Some(super::shape::sandbox_sample(true))),
+            finished(false, Some(super::shape::sandbox_sample(false))),
+            finished(false, None),
+            started,
+        ]
+    }
 
     fn validate(input: &Input) -> FlowResult<()> {
         validate(input)
@@ -366,6 +442,7 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
         writes: vec![],
         commands: checked.clone(),
         network: vec![],
+        cwd: Some(cwd.clone()),
     };
     if input.mode == Mode::Hermetic {
         let vars = Vars::new(ctx.workspace.clone());

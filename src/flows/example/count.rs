@@ -3,7 +3,7 @@
 //! the pipeline by `pipeline::tests`, so the example cannot rot.
 
 use super::super::lines::count_lines;
-use super::super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::call::Action;
 use crate::error::FlowResult;
 use crate::fsops::{text, Target};
@@ -39,6 +39,15 @@ impl Flow for Count {
         summary,
         starts_jobs: false,
     };
+
+    fn output_schema() -> Value {
+        closed(&[("lines", field("integer", "Lines in the file."))], &[])
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        vec![Output { lines: 3 }]
+    }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let target = ctx.resolve("path", &input.path)?;

@@ -4,8 +4,8 @@
 
 pub mod html;
 
-use super::http::{request_schema, Request};
-use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use super::http::{clip_fields, request_schema, Request};
+use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
@@ -79,6 +79,36 @@ impl Flow for WebFetch {
         summary,
         starts_jobs: false,
     };
+
+    fn output_schema() -> Value {
+        let (truncated, notice) = clip_fields("content");
+        closed(
+            &[
+                ("url", field("string", "Where the last redirect ended.")),
+                ("status", field("integer", "The HTTP status; an error status is a value, not an error.")),
+                ("contentType", field("string", "The media type, lower-cased, without parameters (text/plain when the server named none).")),
+                ("content", field("string", "The body, its first 60,000 bytes: an HTML page rendered in `format`, other text as it came.")),
+                truncated,
+            ],
+            &[notice],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        let page = |notice: Option<&str>| Output {
+            url: "https://example.org/".into(),
+            status: 200,
+            content_type: "text/html".into(),
+            content: "# Example".into(),
+            truncated: notice.is_some(),
+            notice: notice.map(String::from),
+        };
+        vec![
+            page(Some("kept the first 9 of 20 bytes; the rest was cut")),
+            page(None),
+        ]
+    }
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let mut headers = input.headers;
