@@ -27,7 +27,7 @@
 //! ```
 #![cfg_attr(not(feature = "internals"), warn(missing_docs))]
 
-// Layers from the bottom up (ARCHITECTURE.md; `scripts/layers` checks that
+// Layers from the bottom up (ARCHITECTURE.md; `tests/layers.rs` checks that
 // no module imports from a layer above its own).
 mod calendar;
 mod call;
@@ -66,8 +66,8 @@ pub use runtime::{BuildError, BuildErrorKind, Closer, Runtime, RuntimeBuilder, S
 pub use sandbox::Choice as SandboxChoice;
 
 /// The manifest of every flow sluice ships: name, description, tier,
-/// capabilities, whether a read-only seat sees it, and its input schema, as
-/// `sluice flows --json` prints it.
+/// capabilities, whether a read-only seat sees it, and its input and output
+/// schemas, as `sluice flows --json` prints it.
 pub fn manifest() -> serde_json::Value {
     flows::Registry::standard().manifest()
 }
