@@ -298,7 +298,13 @@ impl Flow for Glob {
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                // The walkers also stop at the deadline: their hanging up
+                // then means a partial walk, which is a timeout, not a
+                // success with fewer paths.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    stopped = deadline.passed();
+                    break;
+                }
             }
             if deadline.passed() {
                 stopped = true;

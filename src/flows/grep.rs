@@ -462,7 +462,12 @@ impl Flow for Grep {
                 }
                 Ok(Msg::Hits(file, count, hits)) => found.add(file, count, hits),
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+                // The workers also stop at the deadline: their hanging up
+                // then means a partial search, a timeout.
+                Err(RecvTimeoutError::Disconnected) => {
+                    stopped = deadline.passed();
+                    break;
+                }
             }
             if deadline.passed() {
                 stopped = true;
