@@ -284,8 +284,7 @@ impl Flow for Glob {
             skipped: Skipped::default(),
         };
         // On the calling thread (the kernel's): the policy check.
-        let mut stopped = false;
-        loop {
+        let stopped = loop {
             match rx.recv_timeout(TICK) {
                 Ok(batch) => {
                     // A decision can take a while (a policy's hook): the
@@ -301,16 +300,12 @@ impl Flow for Glob {
                 // The walkers also stop at the deadline: their hanging up
                 // then means a partial walk, which is a timeout, not a
                 // success with fewer paths.
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    stopped = deadline.passed();
-                    break;
-                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break deadline.passed(),
             }
             if deadline.passed() {
-                stopped = true;
-                break;
+                break true;
             }
-        }
+        };
         if stopped {
             let total = found.total;
             let out = found.finish(&pattern);

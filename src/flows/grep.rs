@@ -435,8 +435,7 @@ impl Flow for Grep {
         // Here, on the calling thread (the kernel's), each file found is
         // checked before any worker opens it.
         let mut job_tx = Some(job_tx);
-        let mut stopped = false;
-        loop {
+        let stopped = loop {
             match rx.recv_timeout(TICK) {
                 Ok(Msg::Found(batch)) => {
                     // A decision can take a while (a policy's hook): the
@@ -464,16 +463,12 @@ impl Flow for Grep {
                 Err(RecvTimeoutError::Timeout) => {}
                 // The workers also stop at the deadline: their hanging up
                 // then means a partial search, a timeout.
-                Err(RecvTimeoutError::Disconnected) => {
-                    stopped = deadline.passed();
-                    break;
-                }
+                Err(RecvTimeoutError::Disconnected) => break deadline.passed(),
             }
             if deadline.passed() {
-                stopped = true;
-                break;
+                break true;
             }
-        }
+        };
         if !stopped {
             for t in handles {
                 if let Err(panic) = t.join() {
