@@ -21,17 +21,15 @@
 //!
 //! A sandbox or a container plugs in at two points: a [`Wrap`] turns the
 //! argv into the confined or transported one at launch, and the spec it
-//! wraps is fully resolved, so a policy on it sees what will run.
+//! wraps is fully resolved, so a policy on it sees what will run. In the
+//! crate (exec's unit tests do this):
 //!
-//! ```ignore
-//! // Private to the crate, so not a doc test; exec's unit tests run this.
-//! # async fn demo() -> Result<(), crate::FlowError> {
+//! ```text
 //! use crate::exec::{resolve, run, Limits, Request};
 //! let limits = Limits::new("/tmp/w");
 //! let spec = resolve(Request::shell("echo hi; exit 3"), &limits)?;
 //! let out = run(spec).await;
 //! assert_eq!(out.exit_code, Some(3));
-//! # Ok(()) }
 //! ```
 
 pub mod env;
