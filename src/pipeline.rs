@@ -61,8 +61,8 @@ impl JobOp {
 }
 
 /// How a job operation goes: answered from the record, or run on the live
-/// job and then finished with [`Core::job_done`].
-pub enum JobStep {
+/// job and then finished with `Core::job_done`.
+enum JobStep {
     /// What the record says it returned.
     Answered(Value),
     /// Run it on `job`; it is step `seq` of its task.
@@ -194,11 +194,62 @@ impl Core {
         CallGate::new(self.gate.clone(), caller, decisions)
     }
 
+    /// A job operation that answers at once (`job.state`, `job.read`,
+    /// `job.kill`), as step of `task`: answered from the record in a replay,
+    /// else done on the live job and recorded. An unknown job is
+    /// `invalid_input`; a kill is authorized like any effect.
+    pub fn job(&self, task: &str, op: JobOp, id: u64) -> FlowResult<Value> {
+        let input = json!({"jobId": id});
+        let (seq, job, decisions) = match self.job_step(task, op, &input, id)? {
+            JobStep::Answered(v) => return Ok(v),
+            JobStep::Live {
+                seq,
+                job,
+                decisions,
+            } => (seq, job, decisions),
+        };
+        let out = match op {
+            JobOp::State => {
+                let s = job.snapshot();
+                json!({"status": s.status.as_str(), "exitCode": s.exit_code,
+                       "signal": s.signal, "sandbox": s.sandbox})
+            }
+            JobOp::Read => serde_json::to_value(job.read()).expect("a job's output serializes"),
+            JobOp::Kill => json!(job.kill()),
+            JobOp::Wait => unreachable!("a wait goes through Core::job_wait"),
+        };
+        self.job_done(task, seq, op, input, &out, &decisions);
+        Ok(out)
+    }
+
+    /// `job:wait()`: until the job ends, at most `timeout`; whether it has
+    /// ended. A step of `task` like every job operation.
+    pub async fn job_wait(
+        &self,
+        task: &str,
+        id: u64,
+        timeout: Option<std::time::Duration>,
+    ) -> FlowResult<bool> {
+        let ms = timeout.map(|t| t.as_secs_f64() * 1000.0);
+        let input = json!({"jobId": id, "ms": ms});
+        let (seq, job, decisions) = match self.job_step(task, JobOp::Wait, &input, id)? {
+            JobStep::Answered(v) => return Ok(v.as_bool().unwrap_or(false)),
+            JobStep::Live {
+                seq,
+                job,
+                decisions,
+            } => (seq, job, decisions),
+        };
+        let ended = job.wait(timeout).await;
+        self.job_done(task, seq, JobOp::Wait, input, &json!(ended), &decisions);
+        Ok(ended)
+    }
+
     /// A job operation's first step, the one a flow call takes: answered
     /// from the record, or numbered in its task and, for a kill, authorized
     /// as an irreversible effect on the job's command line. An unknown job
     /// is `invalid_input`.
-    pub fn job_step(&self, task: &str, op: JobOp, input: &Value, id: u64) -> FlowResult<JobStep> {
+    fn job_step(&self, task: &str, op: JobOp, input: &Value, id: u64) -> FlowResult<JobStep> {
         let seq = match self.audit.begin(task, op.name(), input) {
             Begin::Answered(result) => return result.map(JobStep::Answered),
             Begin::Live(seq) => seq,
@@ -233,7 +284,7 @@ impl Core {
     }
 
     /// Records job operation `seq` of `task` and what it returned.
-    pub fn job_done(
+    fn job_done(
         &self,
         task: &str,
         seq: u64,

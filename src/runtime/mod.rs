@@ -10,7 +10,6 @@ use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
 use crate::audit::replay::{Mode, Record, Replay};
 use crate::audit::session::Session;
 use crate::error::{FlowError, FlowResult};
-use crate::exec::job::Job;
 use crate::exec::Executor;
 use crate::flows::{Context, Registry};
 use crate::interrupt;
@@ -23,7 +22,7 @@ use crate::luastate;
 use crate::net::dns::Dns;
 use crate::net::search::Provider;
 use crate::net::Net;
-use crate::pipeline::{Core, JobOp, JobStep, MAIN_TASK};
+use crate::pipeline::{Core, JobOp, MAIN_TASK};
 use mlua::{Function, Lua};
 use serde_json::Value;
 use std::fmt;
@@ -498,25 +497,19 @@ impl Runtime {
     /// returned. Like every job operation, it is a recorded step of the
     /// run, answered from the record in a replay.
     pub fn job_state(&self, id: u64) -> FlowResult<Value> {
-        self.job_op(JobOp::State, id, |job| {
-            let s = job.snapshot();
-            serde_json::json!({"status": s.status.as_str(), "exitCode": s.exit_code,
-                               "signal": s.signal, "sandbox": s.sandbox})
-        })
+        self.core.job(MAIN_TASK, JobOp::State, id)
     }
 
     /// What a background job wrote since the last read (`stdout`,
     /// `stderr`, with their truncation fields), as `job:read()` gives it.
     pub fn job_read(&self, id: u64) -> FlowResult<Value> {
-        self.job_op(JobOp::Read, id, |job| {
-            serde_json::to_value(job.read()).expect("a job's output serializes")
-        })
+        self.core.job(MAIN_TASK, JobOp::Read, id)
     }
 
     /// Kills a background job (its whole process group), authorized like
     /// any effect; `true` when it was still running.
     pub fn job_kill(&self, id: u64) -> FlowResult<bool> {
-        let killed = self.job_op(JobOp::Kill, id, |job| serde_json::json!(job.kill()))?;
+        let killed = self.core.job(MAIN_TASK, JobOp::Kill, id)?;
         Ok(killed.as_bool().unwrap_or(false))
     }
 
@@ -527,39 +520,7 @@ impl Runtime {
         id: u64,
         timeout: Option<std::time::Duration>,
     ) -> FlowResult<bool> {
-        let ms = timeout.map(|t| t.as_secs_f64() * 1000.0);
-        let input = serde_json::json!({"jobId": id, "ms": ms});
-        match self.core.job_step(MAIN_TASK, JobOp::Wait, &input, id)? {
-            JobStep::Answered(v) => Ok(v.as_bool().unwrap_or(false)),
-            JobStep::Live {
-                seq,
-                job,
-                decisions,
-            } => {
-                let ended = job.wait(timeout).await;
-                let out = serde_json::json!(ended);
-                self.core
-                    .job_done(MAIN_TASK, seq, JobOp::Wait, input, &out, &decisions);
-                Ok(ended)
-            }
-        }
-    }
-
-    fn job_op(&self, op: JobOp, id: u64, live: impl FnOnce(&Job) -> Value) -> FlowResult<Value> {
-        let input = serde_json::json!({"jobId": id});
-        match self.core.job_step(MAIN_TASK, op, &input, id)? {
-            JobStep::Answered(v) => Ok(v),
-            JobStep::Live {
-                seq,
-                job,
-                decisions,
-            } => {
-                let out = live(&job);
-                self.core
-                    .job_done(MAIN_TASK, seq, op, input, &out, &decisions);
-                Ok(out)
-            }
-        }
+        self.core.job_wait(MAIN_TASK, id, timeout).await
     }
 
     /// Ends the run's processes: every background job still running is

@@ -5,10 +5,8 @@ use super::convert::{error_table, from_json, to_json};
 use crate::luastate::{current_task, TASK};
 
 use crate::error::{ErrorCode, FlowError};
-use crate::exec::job::Job;
-use crate::pipeline::{Core, JobOp, JobStep};
+use crate::pipeline::{Core, JobOp};
 use mlua::{Function, Lua, LuaSerdeExt, MultiValue, Table, Value as LuaValue};
-use serde_json::json;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -246,86 +244,33 @@ end"#;
 /// is a programming mistake: it raises.
 fn job_ops(lua: &Lua, core: Rc<Core>) -> mlua::Result<Table> {
     let ops = lua.create_table()?;
-    let c = core.clone();
-    ops.set(
-        "state",
-        lua.create_function(move |lua, id: u64| {
-            let state = step(lua, &c, JobOp::State, id, |job| {
-                let s = job.snapshot();
-                json!({"status": s.status.as_str(), "exitCode": s.exit_code, "signal": s.signal,
-                       "sandbox": s.sandbox})
-            })?;
-            from_json(lua, &state)
-        })?,
-    )?;
-    let c = core.clone();
-    ops.set(
-        "read",
-        lua.create_function(move |lua, id: u64| {
-            let delta = step(lua, &c, JobOp::Read, id, |job| {
-                serde_json::to_value(job.read()).expect("a job's output serializes")
-            })?;
-            from_json(lua, &delta)
-        })?,
-    )?;
-    let c = core.clone();
+    for (name, op) in [
+        ("state", JobOp::State),
+        ("read", JobOp::Read),
+        ("kill", JobOp::Kill),
+    ] {
+        let c = core.clone();
+        ops.set(
+            name,
+            lua.create_function(move |lua, id: u64| {
+                let task = current_task(lua)?;
+                let out = c.job(&task, op, id).map_err(raise)?;
+                from_json(lua, &out)
+            })?,
+        )?;
+    }
     ops.set(
         "wait",
         lua.create_async_function(move |lua, (id, ms): (u64, Option<f64>)| {
-            let core = c.clone();
+            let core = core.clone();
             async move {
                 let task = current_task(&lua)?;
-                let input = json!({"jobId": id, "ms": ms});
-                let (seq, job, decisions) = match core.job_step(&task, JobOp::Wait, &input, id) {
-                    Ok(JobStep::Answered(v)) => return Ok(v.as_bool().unwrap_or(false)),
-                    Ok(JobStep::Live {
-                        seq,
-                        job,
-                        decisions,
-                    }) => (seq, job, decisions),
-                    Err(e) => return Err(raise(e)),
-                };
                 let timeout = ms.map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-                let ended = job.wait(timeout).await;
-                core.job_done(&task, seq, JobOp::Wait, input, &json!(ended), &decisions);
-                Ok(ended)
+                core.job_wait(&task, id, timeout).await.map_err(raise)
             }
         })?,
     )?;
-    ops.set(
-        "kill",
-        lua.create_function(move |lua, id: u64| {
-            let killed = step(lua, &core, JobOp::Kill, id, |job| json!(job.kill()))?;
-            Ok(killed.as_bool().unwrap_or(false))
-        })?,
-    )?;
     Ok(ops)
-}
-
-/// One synchronous job operation: answered from the record, or done on the
-/// live job and recorded.
-fn step(
-    lua: &Lua,
-    core: &Core,
-    op: JobOp,
-    id: u64,
-    live: impl FnOnce(&Job) -> serde_json::Value,
-) -> mlua::Result<serde_json::Value> {
-    let task = current_task(lua)?;
-    let input = json!({"jobId": id});
-    match core.job_step(&task, op, &input, id) {
-        Ok(JobStep::Answered(v)) => Ok(v),
-        Ok(JobStep::Live {
-            seq,
-            job,
-            decisions,
-        }) => {
-            let out = live(job.as_ref());
-            core.job_done(&task, seq, op, input, &out, &decisions);
-            Ok(out)
-        }
-        Err(e) => Err(raise(e)),
-    }
 }
 
 /// A job operation's error, raised at the calling line; an unknown job
