@@ -4,7 +4,7 @@
 //! another way: a flow runs only with the [`Authorized`] proof step 4 makes,
 //! and every call is recorded when the run has an audit record. Job
 //! operations (`job:read()`, `:wait()`, `:kill()`, a status look) pass the
-//! same record/replay step ([`Core::job_step`]).
+//! same record/replay step ([`Core::job`], [`Core::job_wait`]).
 
 use crate::audit::recorder::{CallRow, Outcome, Recorder};
 use crate::audit::session::{Begin, Decisions, Session};
