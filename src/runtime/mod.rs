@@ -320,10 +320,11 @@ impl RuntimeBuilder {
             let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
             ctx.exec = Arc::new(exec);
         }
+        let registry = Registry::standard();
         if let Some(replay) = &audit.replay {
             ctx.exec
                 .jobs
-                .number_after(replay.record.last_job_id(&Registry::standard()));
+                .number_after(replay.record.last_job_id(&registry));
         }
         ctx.sandbox = Arc::new(crate::sandbox::Sandbox::new(self.sandbox, &ctx.run_id));
         if self.keep_spill {
@@ -342,7 +343,7 @@ impl RuntimeBuilder {
             kernel: Kernel::new(policies, ceiling, vars.clone()),
             approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
         };
-        let core = Rc::new(Core::new(Registry::standard(), gate, ctx, audit));
+        let core = Rc::new(Core::new(registry, gate, ctx, audit));
         let closer = Closer {
             recorder: core.audit().recorder.clone(),
             ended: Arc::new(Mutex::new(false)),
