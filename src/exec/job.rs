@@ -16,7 +16,10 @@
 //! the owner is dropped without that, the groups get KILL at once.
 
 use super::output::Collector;
-use super::process::{collect_into, end_group, exit_facts, launch, signal_group, Launched};
+use super::process::{
+    collect_into, end_group, exit_facts, is_remote, launch, signal_group, stop_remote,
+    stop_remote_async, Launched,
+};
 use super::{SpawnFailure, Spec};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -249,11 +252,21 @@ impl Job {
         }
         st.kill_requested = true;
         drop(st);
-        signal_group(self.pgid, Signal::SIGTERM);
         let (pgid, grace, mut done) = (self.pgid, self.grace, self.done.clone());
+        // A job in a container is stopped there first: its transport's
+        // end would leave what it started running.
+        let remote = is_remote(pgid);
+        if !remote {
+            signal_group(pgid, Signal::SIGTERM);
+        }
         tokio::spawn(async move {
+            if remote {
+                stop_remote_async(pgid, Signal::SIGTERM).await;
+                signal_group(pgid, Signal::SIGTERM);
+            }
             let settled = done.wait_for(|d| *d);
             if tokio::time::timeout(grace, settled).await.is_err() {
+                stop_remote_async(pgid, Signal::SIGKILL).await;
                 signal_group(pgid, Signal::SIGKILL);
             }
         });
@@ -379,6 +392,7 @@ impl Drop for Jobs {
         for job in self.table().values() {
             if !job.is_done() {
                 job.lock().kill_requested = true;
+                stop_remote(job.pgid, Signal::SIGKILL);
                 signal_group(job.pgid, Signal::SIGKILL);
             }
         }

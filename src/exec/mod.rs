@@ -110,7 +110,34 @@ pub trait Wrap: fmt::Debug + Send + Sync {
             started: None,
         })
     }
+
+    /// A wrapper that carries the command somewhere the host's signals and
+    /// folders do not reach (a container): how the launched process is set
+    /// up instead, from the environment the command would have had. `None`
+    /// (the default) for a command that runs here.
+    fn remote(&self, _resolved: &[(OsString, OsString)]) -> Option<Remote> {
+        None
+    }
 }
+
+/// How the host launches a command that runs elsewhere (see
+/// [`Wrap::remote`]).
+pub struct Remote {
+    /// The launched process's whole environment, replacing the command's:
+    /// the command's entries reach it under the transport's names.
+    pub env: Vec<(OsString, OsString)>,
+    /// Where the launched process runs on the host: the command's own
+    /// folder is not a host folder, so it is neither checked nor entered.
+    pub host_cwd: PathBuf,
+    /// Signals the command where it runs (the process inside the
+    /// container, and what it started), since a signal to the host's
+    /// process stops only the transport. Blocking; called on a timeout, a
+    /// kill, a cancelled call and the run's end, never on a normal exit.
+    pub stop: Stop,
+}
+
+/// See [`Remote::stop`].
+pub type Stop = Arc<dyn Fn(nix::sys::signal::Signal) + Send + Sync>;
 
 /// A step a [`Wrap`] runs in the child after fork, before exec.
 pub type PreExec = Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>;

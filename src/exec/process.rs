@@ -176,7 +176,42 @@ fn live() -> std::sync::MutexGuard<'static, Vec<i32>> {
 pub fn kill_all_groups() {
     let groups = live().clone();
     for pgid in groups {
+        stop_remote(Pid::from_raw(pgid), Signal::SIGKILL);
         signal_group(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
+/// Commands that run elsewhere (see [`super::Wrap::remote`]), by the pgid
+/// of their host transport, with how to signal them where they run.
+static REMOTES: std::sync::Mutex<Vec<(i32, super::Stop)>> = std::sync::Mutex::new(Vec::new());
+
+fn remotes() -> std::sync::MutexGuard<'static, Vec<(i32, super::Stop)>> {
+    REMOTES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Signals a command that runs elsewhere where it runs, blocking until the
+/// transport says it was done; nothing for a command that runs here. Comes
+/// before the signal to the host's group: once the transport is gone,
+/// nothing would stop what it started.
+pub(crate) fn stop_remote(pgid: Pid, sig: Signal) {
+    let stop = remotes()
+        .iter()
+        .find(|(g, _)| *g == pgid.as_raw())
+        .map(|(_, s)| s.clone());
+    if let Some(stop) = stop {
+        stop(sig);
+    }
+}
+
+/// Whether the group's command runs elsewhere (see [`stop_remote`]).
+pub(crate) fn is_remote(pgid: Pid) -> bool {
+    remotes().iter().any(|(g, _)| *g == pgid.as_raw())
+}
+
+/// [`stop_remote`] off the async thread.
+pub(crate) async fn stop_remote_async(pgid: Pid, sig: Signal) {
+    if is_remote(pgid) {
+        let _ = tokio::task::spawn_blocking(move || stop_remote(pgid, sig)).await;
     }
 }
 
@@ -335,6 +370,7 @@ fn processes() -> Vec<Stat> {
 
 /// Forgets a group once it has ended.
 pub(crate) fn forget_group(pgid: Pid) {
+    remotes().retain(|(g, _)| *g != pgid.as_raw());
     trees().retain(|g| *g != pgid.as_raw());
     live().retain(|g| *g != pgid.as_raw());
     sessions().retain(|g| *g != pgid.as_raw());
@@ -407,6 +443,7 @@ struct GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
+            stop_remote(self.pgid, Signal::SIGKILL);
             signal_group(self.pgid, Signal::SIGKILL);
             forget_group(self.pgid);
         }
@@ -469,8 +506,11 @@ pub(crate) struct Launched {
 /// Checks the working directory, applies the wrapper and starts the command
 /// in its own process group with a closed (or fed) stdin and piped output.
 pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
-    if let Some((kind, message)) = probe_cwd(spec) {
-        return Err(SpawnFailure { kind, message });
+    let remote = spec.wrap.as_ref().and_then(|w| w.remote(&spec.env));
+    if remote.is_none() {
+        if let Some((kind, message)) = probe_cwd(spec) {
+            return Err(SpawnFailure { kind, message });
+        }
     }
     let wrap_failure = |message: String| SpawnFailure {
         kind: SpawnFailureKind::Wrap,
@@ -503,10 +543,14 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
     };
 
     let mut cmd = tokio::process::Command::new(&argv[0]);
+    let (host_cwd, env) = match &remote {
+        Some(r) => (&r.host_cwd, &r.env),
+        None => (&spec.cwd, &spec.env),
+    };
     cmd.args(&argv[1..])
-        .current_dir(&spec.cwd)
+        .current_dir(host_cwd)
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -587,6 +631,9 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
     };
     if spec.wrap.as_ref().is_some_and(|w| w.kills_tree()) && pid > 1 {
         trees().push(pid as i32);
+    }
+    if let (Some(r), true) = (remote, pid > 1) {
+        remotes().push((pid as i32, r.stop));
     }
     if pid > 1 {
         live().push(pid as i32);
@@ -678,6 +725,9 @@ pub async fn run(spec: Spec) -> Outcome {
     // From here on the group is being wound down: TERM now (to the command on
     // a timeout/abort, to its leftovers after a normal exit), KILL at the
     // grace deadline.
+    if cause.is_some() {
+        stop_remote_async(pgid, Signal::SIGTERM).await;
+    }
     signal_group(pgid, Signal::SIGTERM);
     let grace_deadline = Instant::now() + spec.grace;
     let mut killed = false;
@@ -686,6 +736,7 @@ pub async fn run(spec: Spec) -> Outcome {
         None => tokio::select! {
             s = child.wait() => s,
             _ = sleep_until(grace_deadline) => {
+                stop_remote_async(pgid, Signal::SIGKILL).await;
                 signal_group(pgid, Signal::SIGKILL);
                 killed = true;
                 child.wait().await
