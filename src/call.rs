@@ -142,6 +142,10 @@ pub struct Envelope {
     /// of its input fields.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
+    /// The container the caller asked its commands to run in (bash's
+    /// `container`): a request the policy's `route` may refuse or rewrite.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
 }
 
 fn as_text<S: serde::Serializer>(caps: &[Capability], s: S) -> Result<S::Ok, S::Error> {
@@ -159,6 +163,7 @@ impl Envelope {
             commands: Vec::new(),
             network: Vec::new(),
             cwd: None,
+            container: None,
         }
     }
 

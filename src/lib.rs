@@ -44,6 +44,7 @@ mod audit;
 
 mod kernel;
 
+mod container;
 mod net;
 mod sandbox;
 

@@ -9,10 +9,12 @@
 use crate::audit::recorder::{CallRow, Outcome, Recorder};
 use crate::audit::session::{Begin, Decisions, Session};
 use crate::call::{Action, Capability, Envelope, Tier};
+use crate::container::{Containers, Route};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::job::Job;
 use crate::flows::{Context, Registry};
 use crate::kernel::denied;
+use crate::kernel::policy::Placement;
 use crate::kernel::gate::{Authority, Authorized, CallGate, Caller, Gate};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
@@ -156,10 +158,10 @@ impl Core {
         guard_record(&self.audit, &call.envelope)?;
         let door = authorize(&gate, &call.envelope, &capabilities)?;
         // 5. route: where a command runs.
-        let place = route(&gate, &call.envelope)?;
+        let place = route(&gate, &call.envelope, &ctx.containers)?;
         // 6. record intent: an irreversible call is on disk before it runs.
         if let Some(t) = trail {
-            *t.route.borrow_mut() = place;
+            *t.route.borrow_mut() = recorded(&call.envelope, &place, &ctx.containers);
             if tier == Tier::Irreversible {
                 t.intent(
                     self.audit.recorder.as_ref().expect("a trail records"),
@@ -170,6 +172,7 @@ impl Core {
         }
         // 7-8. execute and hand the outcome back (the caller records it).
         ctx.gate = Some(gate);
+        ctx.route = place;
         call.execute(&ctx, door).await
     }
 
@@ -413,30 +416,72 @@ fn authorize(
     gate.admit(capabilities)
 }
 
-/// Step 5: a policy's `route` may send a command into a container. This host
-/// has no container transport, so such a call is refused rather than quietly
-/// run on the host against the policy's intent.
-fn route(gate: &CallGate, envelope: &Envelope) -> FlowResult<Option<Value>> {
+/// Step 5: where a command runs. The policy's `route` has the first word
+/// (a container, the host, or a refusal); with no opinion the caller's own
+/// `container` stands, else the host. A host sealed to one container runs
+/// commands there or not at all, and a container this run cannot reach is
+/// refused rather than quietly run on the host.
+fn route(gate: &CallGate, envelope: &Envelope, containers: &Containers) -> FlowResult<Route> {
     let Some(command) = envelope.commands.first() else {
-        return Ok(None);
+        return Ok(Route::Host);
     };
     let cap = Capability {
         action: Action::ProcSpawn,
         resource: command.clone(),
     };
-    match gate.kernel().route(&gate.request(&cap)) {
-        // On the host, confined as the run's grants say.
-        Ok(None) => Ok(Some(json!({"host": "sandbox"}))),
-        Ok(Some(container)) => Err(FlowError::new(
-            ErrorCode::ProviderUnavailable,
-            format!(
-                "the policy routes this command into container {container:?}, but this host has no container transport; \
-                 the command did not run. Drop the route from the policy to run it on the host."
-            ),
-        )
-        .with("container", container)),
-        Err(verdict) => Err(denied(&cap, &verdict)),
+    let requested = envelope.container.clone();
+    let placed = match gate.kernel().route(&gate.request(&cap)) {
+        Ok(Some(Placement::Container(name))) => Some(name),
+        Ok(Some(Placement::Host)) => None,
+        Ok(Some(Placement::Refused(why))) => return Err(refused_route(&cap, requested.as_deref(), &why)),
+        Ok(None) => requested.clone(),
+        Err(verdict) => return Err(denied(&cap, &verdict)),
+    };
+    if let Some(sealed) = containers.sealed() {
+        if placed.as_deref() != Some(sealed) {
+            return Err(outside(sealed, placed.as_deref()));
+        }
     }
+    let Some(name) = placed else {
+        return Ok(Route::Host);
+    };
+    if !containers.reaches(&name) {
+        return Err(crate::container::no_route(&name));
+    }
+    Ok(Route::Container { name, requested })
+}
+
+/// The route as the record keeps it: none for a call that runs no command.
+fn recorded(envelope: &Envelope, place: &Route, containers: &Containers) -> Option<Value> {
+    if envelope.commands.is_empty() {
+        return None;
+    }
+    Some(place.record(place.container().and_then(|c| containers.engine_of(c)).as_deref()))
+}
+
+fn refused_route(cap: &Capability, requested: Option<&str>, why: &str) -> FlowError {
+    let asked = match requested {
+        Some(c) => format!(" in container {c:?}"),
+        None => String::new(),
+    };
+    FlowError::new(
+        ErrorCode::PermissionDenied,
+        format!("the policy's route refused to run this command{asked}: {why}; the command did not run"),
+    )
+    .with("capability", cap.to_string())
+    .with("container", requested)
+}
+
+fn outside(sealed: &str, placed: Option<&str>) -> FlowError {
+    let place = match placed {
+        Some(c) => format!("container {c:?}"),
+        None => "the host".to_string(),
+    };
+    FlowError::new(
+        ErrorCode::OutsideContainer,
+        format!("this host is sealed to container {sealed:?} (SLUICE_BASH_CONTAINER): commands run only there, and this one would run on {place}; give container = {sealed:?}"),
+    )
+    .with("container", sealed)
 }
 
 /// The audit store is written by sluice alone: no flow may write in it,

@@ -6,7 +6,7 @@ use super::policy_suite::{self, default_flow};
 use crate::call::Tier;
 use crate::flows::Registry;
 use crate::kernel::pattern::Vars;
-use crate::kernel::policy::{Policy, Request};
+use crate::kernel::policy::{Placement, Policy, Request};
 use crate::kernel::{Action, Capability, Kernel};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -159,8 +159,9 @@ fn explain_text(args: &ExplainArgs) -> Result<String, String> {
     );
     if cap.action == Action::ProcSpawn {
         let route = match kernel.route(&req) {
-            Ok(Some(container)) => format!("container {container}"),
-            Ok(None) => "the host".to_string(),
+            Ok(Some(Placement::Container(c))) => format!("container {c}"),
+            Ok(Some(Placement::Refused(why))) => format!("refused by route: {why}"),
+            Ok(Some(Placement::Host)) | Ok(None) => "the host".to_string(),
             Err(v) => format!("refused ({}: {})", v.by, v.reason),
         };
         out += &format!("runs on:    {route}\n");

@@ -109,6 +109,12 @@ pub struct Grants {
     /// follow from the policy's static grants.
     #[arg(long, value_name = "RUNNER", default_value = "auto", value_parser = ["auto", "bwrap", "landlock"])]
     pub sandbox: String,
+    /// Reach any container a call names (bash's `container`, or the policy's `route`) through this
+    /// engine: `podman` or `docker`, found on sluice's PATH. Without it only the policy's declared
+    /// `containers` (and a sealed host's, SLUICE_BASH_CONTAINER) can be reached. A routed command runs
+    /// outside sluice's sandbox: the container's mounts bound it (the result says enforcement "partial").
+    #[arg(long, value_name = "ENGINE", value_parser = ["podman", "docker"])]
+    pub container_engine: Option<String>,
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
@@ -171,6 +177,7 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
     if let Some(ws) = &args.workspace {
         builder = builder.workspace(ws);
     }
+    builder = containers(builder, &args.grants);
     for policy in &args.grants.policy {
         builder = builder.policy(policy_source(policy));
     }
@@ -202,6 +209,20 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
         builder = builder.search(provider);
     }
     Ok(builder)
+}
+
+/// The run's container routes from `--container-engine` and the sealed
+/// host's variables: `SLUICE_BASH_CONTAINER` (commands run only in that
+/// container) and `SLUICE_TEST_CWD` (its folder for relative paths).
+pub(crate) fn containers(mut builder: RuntimeBuilder, grants: &Grants) -> RuntimeBuilder {
+    if let Some(engine) = &grants.container_engine {
+        builder = builder.container_engine(engine);
+    }
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if let Some(name) = var("SLUICE_BASH_CONTAINER") {
+        builder = builder.seal_to_container(name, var("SLUICE_TEST_CWD"));
+    }
+    builder
 }
 
 /// How a script run ended.

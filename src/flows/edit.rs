@@ -139,6 +139,7 @@ impl Flow for Edit {
             commands: vec![],
             network: vec![],
             cwd: None,
+            container: None,
         };
         let call = Edit {
             target,

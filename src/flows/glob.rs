@@ -218,6 +218,7 @@ impl Flow for Glob {
             commands: vec![],
             network: vec![],
             cwd: None,
+            container: None,
         };
         let call = Glob {
             tree: Tree::new(ctx, target, input.hidden, input.no_ignore),

@@ -346,6 +346,7 @@ impl Flow for Grep {
             commands: vec![],
             network: vec![],
             cwd: None,
+            container: None,
         };
         let context = input.context.unwrap_or(0);
         let settings = Settings {

@@ -151,6 +151,7 @@ impl Flow for Ls {
             commands: vec![],
             network: vec![],
             cwd: None,
+            container: None,
         };
         let call = Ls {
             target,

@@ -91,6 +91,10 @@ pub struct Context {
     pub call_seq: u64,
     /// Authorizes what the call finds while it runs; `None` outside a call.
     pub gate: Option<CallGate>,
+    /// The run's container routes.
+    pub containers: Arc<crate::container::Containers>,
+    /// Where this call runs, as the pipeline's step 5 decided.
+    pub route: crate::container::Route,
 }
 
 impl Authority for Context {
@@ -106,6 +110,10 @@ impl Authority for Context {
 impl Context {
     /// The context of a run, before any call.
     pub fn new(workspace: PathBuf, run_id: String, script: String) -> Context {
+        let containers = Arc::new(crate::container::Containers::new(
+            &run_id,
+            workspace.clone(),
+        ));
         Context {
             exec: Arc::new(Executor::new(&workspace, &run_id)),
             net: Arc::new(Net::default()),
@@ -120,6 +128,8 @@ impl Context {
             secrets: crate::credentials::default_file().into_iter().collect(),
             call_seq: 0,
             gate: None,
+            containers,
+            route: crate::container::Route::Host,
         }
     }
 

@@ -152,6 +152,7 @@ impl Flow for ShellCommand {
             commands: vec![input.command.clone()],
             network: vec![],
             cwd: Some(workdir.clone()),
+            container: None,
         };
         let timeout = Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
         Ok((

@@ -152,6 +152,7 @@ impl Flow for WebSearch {
                 resource: provider.endpoint().resource.clone(),
             }],
             cwd: None,
+            container: None,
         };
         let query = Query {
             query: input.query,

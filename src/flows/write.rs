@@ -96,6 +96,7 @@ impl Flow for Write {
             commands: vec![],
             network: vec![],
             cwd: None,
+            container: None,
         };
         Ok((
             Write {

@@ -28,7 +28,7 @@ pub mod shell;
 pub use crate::call::{Action, Capability};
 use crate::error::{ErrorCode, FlowError};
 use pattern::{Pattern, Vars};
-use policy::{Decision, Policy, Request, Rule, Verdict};
+use policy::{Decision, Placement, Policy, Request, Rule, Verdict};
 use shell::{Analysis, Command, Redirect};
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -622,18 +622,30 @@ impl Kernel {
         }
     }
 
-    /// Where a process flow runs: the first policy whose `route` names a
-    /// container, or `None` for the host. A failing hook is a deny.
-    pub fn route(&self, req: &Request) -> Result<Option<String>, Verdict> {
+    /// Where a process flow runs: the first policy whose `route` has an
+    /// opinion ([`Placement`]), or `None` when none has. A failing hook is a
+    /// deny.
+    pub fn route(&self, req: &Request) -> Result<Option<Placement>, Verdict> {
         let policies = self.policies.borrow();
         for p in policies.iter() {
             match p.route(req) {
-                Ok(Some(container)) => return Ok(Some(container)),
+                Ok(Some(placement)) => return Ok(Some(placement)),
                 Ok(None) => {}
                 Err(e) => return Err(verdict(Decision::Deny, p.hook_name("route"), e)),
             }
         }
         Ok(None)
+    }
+
+    /// Every policy's `containers` declarations, by policy name, in load
+    /// order.
+    pub fn containers(&self) -> Vec<(String, std::collections::BTreeMap<String, serde_json::Value>)> {
+        self.policies
+            .borrow()
+            .iter()
+            .map(|p| (p.name(), p.containers()))
+            .filter(|(_, c)| !c.is_empty())
+            .collect()
     }
 }
 

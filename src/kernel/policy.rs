@@ -28,6 +28,7 @@ use mlua::{Function, HookTriggers, Lua, LuaSerdeExt, Table, Value as LuaValue, V
 use serde::Serialize;
 use serde_json::Value;
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -185,8 +186,22 @@ struct Loaded {
     rules: Vec<Rule>,
     decide: Option<Function>,
     route: Option<Function>,
+    /// `containers`: the declarations as written, read by the container
+    /// layer (which knows what a declaration means).
+    containers: BTreeMap<String, Value>,
     otherwise: Decision,
     budget: Budget,
+}
+
+/// Where a policy's `route` sends a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// `false`: the host, whatever the caller asked.
+    Host,
+    /// A container name.
+    Container(String),
+    /// `{deny = "why"}`: the call does not run.
+    Refused(String),
 }
 
 /// The limits a policy's Lua state runs under, renewed for each load or
@@ -341,21 +356,23 @@ impl Policy {
         parse_opinion(value).map_err(|e| format!("{}: {e}", where_defined(hook)))
     }
 
-    /// `route(req)`: a container name, or `None` for the host.
-    pub fn route(&self, req: &Request) -> Result<Option<String>, String> {
+    /// `route(req)`: a container name, `false` for the host, `{deny =
+    /// "why"}` to refuse, or `None` (nil, or no hook) for no opinion.
+    pub fn route(&self, req: &Request) -> Result<Option<Placement>, String> {
         let Ok(l) = &self.loaded else { return Ok(None) };
         let Some(hook) = &l.route else {
             return Ok(None);
         };
-        match self.call(l, hook, req)? {
-            LuaValue::Nil => Ok(None),
-            LuaValue::String(s) => Ok(Some(s.to_str().map_err(|e| e.to_string())?.to_string())),
-            other => Err(format!(
-                "{}: route returned {}; return nil (the host) or a container name",
-                where_defined(hook),
-                a(other.type_name())
-            )),
-        }
+        let value = self.call(l, hook, req)?;
+        parse_placement(value).map_err(|e| format!("{}: route returned {e}; return a container name, nil (no opinion: the caller's `container`, else the host), false (the host) or {{deny = \"why\"}}", where_defined(hook)))
+    }
+
+    /// The policy's `containers` declarations, as written.
+    pub fn containers(&self) -> BTreeMap<String, Value> {
+        self.loaded
+            .as_ref()
+            .map(|l| l.containers.clone())
+            .unwrap_or_default()
     }
 
     /// The `decide` or `route` hook, named for messages: where it is defined.
@@ -460,6 +477,7 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         decide: parsed.1,
         route: parsed.2,
         otherwise: parsed.3,
+        containers: parse_containers(&lua, &table).map_err(|e| format!("policy {name}: {e}"))?,
         _lua: lua,
         budget,
     })
@@ -540,10 +558,13 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
             LuaValue::String(s) => s.to_string_lossy(),
             _ => String::new(),
         };
-        let known = matches!(name.as_str(), "rules" | "decide" | "route" | "otherwise");
+        let known = matches!(
+            name.as_str(),
+            "rules" | "decide" | "route" | "containers" | "otherwise"
+        );
         if !known {
             return Err(format!(
-                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, otherwise = \"ask\"|\"deny\"}}",
+                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, otherwise = \"ask\"|\"deny\"}}",
                 key.to_string().unwrap_or_else(|_| key.type_name().to_string())
             ));
         }
@@ -581,6 +602,55 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
         }
     };
     Ok((rules, hook("decide")?, hook("route")?, otherwise))
+}
+
+/// `containers = {NAME = {...}}`, as JSON for the container layer.
+fn parse_containers(lua: &Lua, table: &Table) -> Result<BTreeMap<String, Value>, String> {
+    let list = match table.get::<LuaValue>("containers").map_err(|e| e.to_string())? {
+        LuaValue::Nil => return Ok(BTreeMap::new()),
+        LuaValue::Table(t) => t,
+        other => {
+            return Err(format!(
+                "`containers` is {}; it is a table of declarations, {{box = {{image = \"...\"}}}}",
+                a(other.type_name())
+            ))
+        }
+    };
+    let mut out = BTreeMap::new();
+    for pair in list.pairs::<LuaValue, LuaValue>() {
+        let (key, value) = pair.map_err(|e| e.to_string())?;
+        let LuaValue::String(name) = key else {
+            return Err("`containers` is keyed by container name: {box = {image = \"...\"}}".into());
+        };
+        let name = name.to_string_lossy();
+        if !matches!(value, LuaValue::Table(_)) {
+            return Err(format!(
+                "containers.{name} is {}; it is a table, {{image = \"...\"}}",
+                a(value.type_name())
+            ));
+        }
+        let json: Value = lua
+            .from_value(value)
+            .map_err(|e| format!("containers.{name}: {e}"))?;
+        out.insert(name, json);
+    }
+    Ok(out)
+}
+
+/// Reads what `route` returned (see [`Policy::route`]).
+fn parse_placement(value: LuaValue) -> Result<Option<Placement>, String> {
+    match value {
+        LuaValue::Nil => Ok(None),
+        LuaValue::Boolean(false) => Ok(Some(Placement::Host)),
+        LuaValue::String(s) => Ok(Some(Placement::Container(
+            s.to_str().map_err(|e| e.to_string())?.to_string(),
+        ))),
+        LuaValue::Table(t) => match t.get::<LuaValue>("deny").map_err(|e| e.to_string())? {
+            LuaValue::String(why) => Ok(Some(Placement::Refused(why.to_string_lossy()))),
+            _ => Err("a table without a string `deny`".into()),
+        },
+        other => Err(a(other.type_name())),
+    }
 }
 
 fn parse_rules(list: &Table, vars: &Vars) -> Result<Vec<Rule>, String> {

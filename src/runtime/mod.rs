@@ -9,6 +9,7 @@ mod module;
 use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
 use crate::audit::replay::{Mode, Record, Replay};
 use crate::audit::session::Session;
+use crate::container::{Containers, Declaration};
 use crate::error::{FlowError, FlowResult};
 use crate::exec::Executor;
 use crate::flows::{Context, Registry};
@@ -62,6 +63,8 @@ pub enum BuildErrorKind {
     Audit,
     /// The Lua state or the `sluice` module could not be set up.
     Lua,
+    /// A container declaration or the container engine is wrong.
+    Container,
 }
 
 impl BuildError {
@@ -112,6 +115,8 @@ pub struct RuntimeBuilder {
     replay: Option<(Record, Mode)>,
     sandbox: crate::sandbox::Choice,
     secrets: Vec<PathBuf>,
+    container_engine: Option<String>,
+    sealed: Option<(String, Option<String>)>,
 }
 
 impl RuntimeBuilder {
@@ -160,6 +165,24 @@ impl RuntimeBuilder {
     /// file is hidden without asking.
     pub fn secret_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.secrets.push(path.into());
+        self
+    }
+
+    /// Lets calls run in any container the caller or the policy's `route`
+    /// names, through `engine` (`podman` or `docker`;
+    /// `sluice run --container-engine`). Without it, only containers the
+    /// policy declares (and a sealed host's) can be reached.
+    pub fn container_engine(mut self, engine: impl Into<String>) -> Self {
+        self.container_engine = Some(engine.into());
+        self
+    }
+
+    /// Seals the host to container `name` (`SLUICE_BASH_CONTAINER`):
+    /// commands run only there (any other place is `outside_container`),
+    /// and relative paths inside it resolve under `cwd`
+    /// (`SLUICE_TEST_CWD`).
+    pub fn seal_to_container(mut self, name: impl Into<String>, cwd: Option<String>) -> Self {
+        self.sealed = Some((name.into(), cwd));
         self
     }
 
@@ -343,6 +366,13 @@ impl RuntimeBuilder {
             kernel: Kernel::new(policies, ceiling, vars.clone()),
             approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
         };
+        ctx.containers = Arc::new(containers(
+            &gate.kernel,
+            &ctx.run_id,
+            &workspace,
+            self.container_engine,
+            self.sealed,
+        )?);
         let core = Rc::new(Core::new(registry, gate, ctx, audit));
         let closer = Closer {
             recorder: core.audit().recorder.clone(),
@@ -529,6 +559,14 @@ impl Runtime {
     /// without it kills them at once.
     pub async fn shutdown(&self) {
         self.core.context().exec.shutdown().await;
+        self.remove_containers();
+    }
+
+    /// Removes the containers the run started (those its policy declared,
+    /// unless `keep = true`). [`Runtime::shutdown`] does it after the jobs;
+    /// blocking.
+    pub fn remove_containers(&self) {
+        self.core.context().containers.shutdown();
     }
 
     /// Runs a workflow script to its end.
@@ -667,6 +705,47 @@ fn describe(e: &mlua::Error) -> String {
         .filter(|l| !l.contains("in local 'poll'") && !l.contains("[string \"?\"]"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The run's container routes: the policies' declarations (a name
+/// declared twice is an error), the engine, the sealed container.
+fn containers(
+    kernel: &Kernel,
+    run_id: &str,
+    workspace: &Path,
+    engine: Option<String>,
+    sealed: Option<(String, Option<String>)>,
+) -> Result<Containers, BuildError> {
+    let fail = |m: String| BuildError::new(BuildErrorKind::Container, m);
+    let mut declared = std::collections::BTreeMap::new();
+    let mut by = std::collections::BTreeMap::new();
+    for (policy, list) in kernel.containers() {
+        for (name, value) in list {
+            if let Some(first) = by.get(&name) {
+                return Err(fail(format!("policy {policy}: container {name} is already declared by policy {first}; give it another name")));
+            }
+            let d = Declaration::parse(&policy, &name, &value, workspace).map_err(fail)?;
+            by.insert(name.clone(), policy.clone());
+            declared.insert(name, d);
+        }
+    }
+    let mut c = Containers::new(run_id, workspace.to_path_buf()).with_declared(declared);
+    if let Some(kind) = engine {
+        if !crate::container::engine::KINDS.contains(&kind.as_str()) {
+            return Err(fail(format!("container engine {kind:?}: sluice drives \"podman\" or \"docker\"")));
+        }
+        c = c.with_engine(&kind);
+    }
+    if let Some((name, cwd)) = sealed {
+        if !crate::container::declared::valid_name(&name) {
+            return Err(fail(format!("SLUICE_BASH_CONTAINER={name:?} is not a container name (letters, digits, '_', '.', '-')")));
+        }
+        if cwd.as_ref().is_some_and(|c| !c.starts_with('/')) {
+            return Err(fail(format!("SLUICE_TEST_CWD={:?} must be an absolute path inside the container", cwd.unwrap_or_default())));
+        }
+        c = c.sealed_to(&name, cwd);
+    }
+    Ok(c)
 }
 
 fn new_run_id() -> String {

@@ -182,6 +182,7 @@ impl Flow for ApplyPatch {
             commands: vec![],
             network: vec![],
             cwd: None,
+            container: None,
         };
         for op in &ops {
             add_unique(&mut envelope.reads, op.reads());

@@ -19,6 +19,7 @@
 
 pub mod hermetic;
 mod probe;
+mod routed;
 
 use super::shape::{bounded, Bounded};
 use super::{choice, closed, field, nested, Context, Envelope, Flow, FlowSpec, Tier};
@@ -96,7 +97,15 @@ pub struct Finished {
     /// How the command was confined, and whether the sandbox refused it a
     /// file operation; absent when the grants confine nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<crate::sandbox::Facts>,
+    pub sandbox: Option<Place>,
+}
+
+/// Where a command ran: confined on the host, or in a container.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Place {
+    Host(crate::sandbox::Facts),
+    Container(crate::container::Facts),
 }
 
 /// The handle of a background job.
@@ -128,6 +137,8 @@ pub struct Bash {
     background: bool,
     /// A wider sandbox mode asked for, and why.
     wider: Option<(crate::sandbox::Mode, String)>,
+    /// `cwd` as given: inside a container it names the container's folder.
+    given_cwd: Option<String>,
 }
 
 fn schema() -> Value {
@@ -225,7 +236,7 @@ impl Flow for Bash {
 
     #[cfg(test)]
     fn output_samples() -> Vec<Output> {
-        let finished = |full: bool, sandbox: Option<crate::sandbox::Facts>| {
+        let finished = |full: bool, sandbox: Option<Place>| {
             let spill = full.then(|| PathBuf::from("/tmp/spill"));
             Output::Finished(Box::new(Finished {
                 exit_code: 137,
@@ -248,8 +259,16 @@ impl Flow for Bash {
             status: "running",
         });
         vec![
-            finished(true, Some(super::shape::sandbox_sample(true))),
-            finished(false, Some(super::shape::sandbox_sample(false))),
+            finished(true, Some(Place::Host(super::shape::sandbox_sample(true)))),
+            finished(false, Some(Place::Host(super::shape::sandbox_sample(false)))),
+            finished(false, Some(Place::Container(crate::container::Facts {
+                mode: "container",
+                container: "box".into(),
+                engine: "podman".into(),
+                denied: false,
+                enforcement: "partial",
+                partial: vec!["the command ran in container box".into()],
+            }))),
             finished(false, None),
             started,
         ]
@@ -264,6 +283,9 @@ impl Flow for Bash {
     }
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        if let Some(name) = ctx.route.container() {
+            return self.in_container(ctx, name).await;
+        }
         let exec = &ctx.exec;
         let mut req = exec.request(self.launch.clone(), ctx.call_seq);
         req.cwd = Some(self.cwd.clone());
@@ -363,12 +385,10 @@ fn validate(i: &Input) -> FlowResult<()> {
         return refuse("env.HOME", "hermetic mode resolves `~` against sluice's home folder; a different HOME would send `~` paths elsewhere than the check saw. Write the paths out instead");
     }
     exec::env::validate(&i.env)?;
-    if i.container.is_some() {
-        return Err(FlowError::new(
-            ErrorCode::ProviderUnavailable,
-            "this host has no container route, so `container` cannot be honoured; drop `container` to run on the host",
-        )
-        .with("field", "container"));
+    if let Some(c) = &i.container {
+        if !crate::container::declared::valid_name(c) {
+            return refuse("container", "a container name is letters, digits, '_', '.' and '-', starting with a letter or digit");
+        }
     }
     Ok(())
 }
@@ -391,6 +411,7 @@ fn is_shell(interpreter: &str) -> bool {
 }
 
 fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
+    let given_cwd = input.cwd.clone();
     let cwd = match &input.cwd {
         Some(c) if c.contains('\0') => {
             return Err(FlowError::invalid_input("cwd", "cwd contains a NUL byte"))
@@ -443,6 +464,7 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
         commands: checked.clone(),
         network: vec![],
         cwd: Some(cwd.clone()),
+        container: input.container,
     };
     if input.mode == Mode::Hermetic {
         let vars = Vars::new(ctx.workspace.clone());
@@ -476,6 +498,7 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
                 .as_deref()
                 .and_then(crate::sandbox::Mode::parse)
                 .zip(input.justification),
+            given_cwd,
         },
         envelope,
     ))
@@ -504,12 +527,19 @@ impl Bash {
                 pid: job.pid,
                 status: "running",
             })),
-            Err(StartError::TooMany { max }) => Err(FlowError::new(
+            Err(e) => Err(self.start_error(e)),
+        }
+    }
+
+    /// A job that could not start.
+    fn start_error(&self, e: StartError) -> FlowError {
+        match e {
+            StartError::TooMany { max } => FlowError::new(
                 ErrorCode::CommandFailed,
                 format!("this run already has {max} background jobs running, the most it allows; wait for one (job:wait) or stop one (job:kill) first, or raise the limit with sluice run --max-jobs N"),
             )
-            .with("limit", max)),
-            Err(StartError::Spawn(f)) => Err(self.launch_error(&f.message, f.kind)),
+            .with("limit", max),
+            StartError::Spawn(f) => self.launch_error(&f.message, f.kind),
         }
     }
 
@@ -596,7 +626,7 @@ impl Bash {
             .with("command", self.label.clone())
             .with("runnerFailed", true));
         }
-        let sandbox = confined.map(|c| c.facts(exit_code, &stderr.text));
+        let sandbox = confined.map(|c| Place::Host(c.facts(exit_code, &stderr.text)));
         let signal = out
             .signal
             .clone()

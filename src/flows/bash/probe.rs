@@ -170,3 +170,37 @@ pub fn unknown_cwd(cwd: &Path) -> InvalidProbe {
         message: "The command never started because its working folder does not exist, so there is no result to read. Fix `cwd` and run it again.".into(),
     }
 }
+
+/// A routed command that exited 127 when its line is one simple command and
+/// the container's shell said that program was not found: the container's
+/// own words are the evidence, since the host cannot look inside.
+pub fn missing_in_container(line: &str, stderr: &str, container: &str) -> Option<InvalidProbe> {
+    let Analysis::Parsed(commands) = analyze(line) else {
+        return None;
+    };
+    let [only] = commands.as_slice() else {
+        return None;
+    };
+    let program = only.words.first()?;
+    if only.dynamic || BUILTINS.contains(&program.as_str()) {
+        return None;
+    }
+    let said = stderr
+        .lines()
+        .find(|l| l.contains(program.as_str()) && l.contains("not found"))?;
+    Some(InvalidProbe {
+        reason: "unknown-command",
+        evidence: format!("in container {container}: {}", said.trim()),
+        message: NOT_A_VERDICT.into(),
+    })
+}
+
+/// A routed command whose working folder does not exist in the container,
+/// in the engine's words.
+pub fn unknown_cwd_in_container(cwd: &str, said: &str, container: &str) -> InvalidProbe {
+    InvalidProbe {
+        reason: "unknown-path",
+        evidence: format!("the working folder {cwd} does not exist in container {container}: {}", said.trim()),
+        message: "The command never started because its working folder does not exist, so there is no result to read. Fix `cwd` and run it again.".into(),
+    }
+}

@@ -1,0 +1,102 @@
+//! `bash` in a container: the request goes through the container's
+//! transport instead of the host's sandbox, and the result says where it
+//! ran. Output bounds, spill files, timeouts and background jobs are the
+//! executor's, as on the host; what only the host could establish
+//! (`invalidProbe`, engine failures) is read from the engine's and the
+//! container shell's own words.
+
+use super::{probe, Bash, Finished, Output, Place, Started};
+use crate::container::{Facts, Transport};
+use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::exec::{self, CommandLine, Outcome};
+use crate::flows::shape::bounded;
+use crate::flows::Context;
+use std::sync::Arc;
+
+/// Engines exit 125 when they, not the command, failed.
+const ENGINE_FAILED: i32 = 125;
+
+impl Bash {
+    /// Runs the planned command in container `name`.
+    pub(super) async fn in_container(self, ctx: &Context, name: &str) -> FlowResult<Output> {
+        let transport = ctx.containers.transport(name).await?;
+        let exec = &ctx.exec;
+        let mut req = exec.request(self.launch.clone(), ctx.call_seq);
+        req.env = self.env.clone();
+        req.stdin = self.stdin.clone();
+        req.timeout = Some(self.timeout);
+        req.output_budget = Some(exec::STREAM_BUDGET);
+        let cwd = ctx.containers.folder(name, self.given_cwd.as_deref());
+        req.wrap = Some(transport.call(self.env.keys().cloned(), cwd.clone()));
+        let spec = exec::resolve(req, &exec.limits)?;
+        if self.background {
+            return self.start_routed(ctx, spec, &transport);
+        }
+        let outcome = exec::run(spec).await;
+        self.finish_routed(outcome, &transport, cwd.as_deref())
+    }
+
+    fn start_routed(self, ctx: &Context, spec: exec::Spec, t: &Arc<Transport>) -> FlowResult<Output> {
+        let facts = serde_json::to_value(Facts::of(t)).expect("facts serialize");
+        let facts: exec::job::Facts = Arc::new(move |_, _| facts.clone());
+        match ctx.exec.jobs.start_with(spec, self.label.clone(), Some(facts)) {
+            Ok(job) => Ok(Output::Started(Started {
+                job_id: job.id,
+                pid: job.pid,
+                status: "running",
+            })),
+            Err(e) => Err(self.start_error(e)),
+        }
+    }
+
+    fn finish_routed(self, out: Outcome, t: &Transport, cwd: Option<&str>) -> FlowResult<Output> {
+        if let Some(f) = &out.spawn_failure {
+            return Err(engine_failed(t, &f.message).with("command", self.label.clone()));
+        }
+        let stdout = bounded(&out.stdout);
+        let stderr = bounded(&out.stderr);
+        if out.timed_out {
+            return Err(self.timeout_error(&out, stdout, stderr).with("container", t.name.clone()));
+        }
+        let exit_code = out.shell_status().unwrap_or(-1);
+        let said = String::from_utf8_lossy(&out.stderr.head).into_owned();
+        if exit_code == ENGINE_FAILED && said.starts_with("Error") {
+            return Err(engine_failed(t, said.trim()).with("command", self.label.clone()));
+        }
+        let invalid_probe = match (exit_code, &self.launch) {
+            (127, _) if said.contains("chdir to cwd") => {
+                Some(probe::unknown_cwd_in_container(cwd.unwrap_or("?"), &said, &t.name))
+            }
+            (127, CommandLine::Shell(line)) => probe::missing_in_container(line, &said, &t.name),
+            _ => None,
+        };
+        Ok(Output::Finished(Box::new(Finished {
+            exit_code,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            stdout_dropped_bytes: stdout.dropped_bytes,
+            stderr_dropped_bytes: stderr.dropped_bytes,
+            stdout: stdout.text,
+            stderr: stderr.text,
+            signal: out.signal.clone(),
+            stdout_spill_path: super::spill_path(&out.stdout),
+            stderr_spill_path: super::spill_path(&out.stderr),
+            invalid_probe,
+            sandbox: Some(Place::Container(Facts::of(t))),
+        })))
+    }
+}
+
+/// The engine could not run the command: the container, the engine and
+/// its own words.
+fn engine_failed(t: &Transport, said: &str) -> FlowError {
+    FlowError::new(
+        ErrorCode::ProviderUnavailable,
+        format!(
+            "{} could not run the command in container {}: {said}; the command did not run. Check that the container exists and is running (`{} ps`)",
+            t.engine.kind, t.name, t.engine.kind
+        ),
+    )
+    .with("container", t.name.clone())
+    .with("engine", t.engine.kind.clone())
+}
