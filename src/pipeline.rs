@@ -14,8 +14,8 @@ use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::job::Job;
 use crate::flows::{Context, Registry};
 use crate::kernel::denied;
-use crate::kernel::policy::Placement;
 use crate::kernel::gate::{Authority, Authorized, CallGate, Caller, Gate};
+use crate::kernel::policy::Placement;
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -433,7 +433,9 @@ fn route(gate: &CallGate, envelope: &Envelope, containers: &Containers) -> FlowR
     let placed = match gate.kernel().route(&gate.request(&cap)) {
         Ok(Some(Placement::Container(name))) => Some(name),
         Ok(Some(Placement::Host)) => None,
-        Ok(Some(Placement::Refused(why))) => return Err(refused_route(&cap, requested.as_deref(), &why)),
+        Ok(Some(Placement::Refused(why))) => {
+            return Err(refused_route(&cap, requested.as_deref(), &why))
+        }
         Ok(None) => requested.clone(),
         Err(verdict) => return Err(denied(&cap, &verdict)),
     };
@@ -456,7 +458,14 @@ fn recorded(envelope: &Envelope, place: &Route, containers: &Containers) -> Opti
     if envelope.commands.is_empty() {
         return None;
     }
-    Some(place.record(place.container().and_then(|c| containers.engine_of(c)).as_deref()))
+    Some(
+        place.record(
+            place
+                .container()
+                .and_then(|c| containers.engine_of(c))
+                .as_deref(),
+        ),
+    )
 }
 
 fn refused_route(cap: &Capability, requested: Option<&str>, why: &str) -> FlowError {
@@ -466,7 +475,9 @@ fn refused_route(cap: &Capability, requested: Option<&str>, why: &str) -> FlowEr
     };
     FlowError::new(
         ErrorCode::PermissionDenied,
-        format!("the policy's route refused to run this command{asked}: {why}; the command did not run"),
+        format!(
+            "the policy's route refused to run this command{asked}: {why}; the command did not run"
+        ),
     )
     .with("capability", cap.to_string())
     .with("container", requested)

@@ -179,7 +179,11 @@ impl Containers {
             .declared
             .get(name)
             .and_then(|d| d.workdir.clone())
-            .or_else(|| (self.sealed.as_deref() == Some(name)).then(|| self.sealed_cwd.clone()).flatten());
+            .or_else(|| {
+                (self.sealed.as_deref() == Some(name))
+                    .then(|| self.sealed_cwd.clone())
+                    .flatten()
+            });
         match (given, base) {
             (Some(g), _) if g.starts_with('/') => Some(g.to_string()),
             (Some(g), Some(b)) => Some(format!("{}/{g}", b.trim_end_matches('/'))),

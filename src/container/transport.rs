@@ -54,7 +54,11 @@ pub struct Transport {
 impl Transport {
     /// The wrapper of one call whose `env` declares `keys`, run in folder
     /// `cwd` of the container (`None`: the container's own).
-    pub fn call(self: &Arc<Self>, keys: impl IntoIterator<Item = String>, cwd: Option<String>) -> Arc<Call> {
+    pub fn call(
+        self: &Arc<Self>,
+        keys: impl IntoIterator<Item = String>,
+        cwd: Option<String>,
+    ) -> Arc<Call> {
         let mut keys: BTreeSet<String> = keys.into_iter().collect();
         keys.extend(MANAGED.iter().map(|k| k.to_string()));
         Arc::new(Call {

@@ -639,7 +639,12 @@ impl Kernel {
 
     /// Every policy's `containers` declarations, by policy name, in load
     /// order.
-    pub fn containers(&self) -> Vec<(String, std::collections::BTreeMap<String, serde_json::Value>)> {
+    pub fn containers(
+        &self,
+    ) -> Vec<(
+        String,
+        std::collections::BTreeMap<String, serde_json::Value>,
+    )> {
         self.policies
             .borrow()
             .iter()

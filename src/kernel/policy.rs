@@ -606,7 +606,10 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
 
 /// `containers = {NAME = {...}}`, as JSON for the container layer.
 fn parse_containers(lua: &Lua, table: &Table) -> Result<BTreeMap<String, Value>, String> {
-    let list = match table.get::<LuaValue>("containers").map_err(|e| e.to_string())? {
+    let list = match table
+        .get::<LuaValue>("containers")
+        .map_err(|e| e.to_string())?
+    {
         LuaValue::Nil => return Ok(BTreeMap::new()),
         LuaValue::Table(t) => t,
         other => {
@@ -620,7 +623,9 @@ fn parse_containers(lua: &Lua, table: &Table) -> Result<BTreeMap<String, Value>,
     for pair in list.pairs::<LuaValue, LuaValue>() {
         let (key, value) = pair.map_err(|e| e.to_string())?;
         let LuaValue::String(name) = key else {
-            return Err("`containers` is keyed by container name: {box = {image = \"...\"}}".into());
+            return Err(
+                "`containers` is keyed by container name: {box = {image = \"...\"}}".into(),
+            );
         };
         let name = name.to_string_lossy();
         if !matches!(value, LuaValue::Table(_)) {

@@ -732,7 +732,9 @@ fn containers(
     let mut c = Containers::new(run_id, workspace.to_path_buf()).with_declared(declared);
     if let Some(kind) = engine {
         if !crate::container::engine::KINDS.contains(&kind.as_str()) {
-            return Err(fail(format!("container engine {kind:?}: sluice drives \"podman\" or \"docker\"")));
+            return Err(fail(format!(
+                "container engine {kind:?}: sluice drives \"podman\" or \"docker\""
+            )));
         }
         c = c.with_engine(&kind);
     }
@@ -741,7 +743,10 @@ fn containers(
             return Err(fail(format!("SLUICE_BASH_CONTAINER={name:?} is not a container name (letters, digits, '_', '.', '-')")));
         }
         if cwd.as_ref().is_some_and(|c| !c.starts_with('/')) {
-            return Err(fail(format!("SLUICE_TEST_CWD={:?} must be an absolute path inside the container", cwd.unwrap_or_default())));
+            return Err(fail(format!(
+                "SLUICE_TEST_CWD={:?} must be an absolute path inside the container",
+                cwd.unwrap_or_default()
+            )));
         }
         c = c.sealed_to(&name, cwd);
     }

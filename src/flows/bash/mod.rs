@@ -260,15 +260,21 @@ impl Flow for Bash {
         });
         vec![
             finished(true, Some(Place::Host(super::shape::sandbox_sample(true)))),
-            finished(false, Some(Place::Host(super::shape::sandbox_sample(false)))),
-            finished(false, Some(Place::Container(crate::container::Facts {
-                mode: "container",
-                container: "box".into(),
-                engine: "podman".into(),
-                denied: false,
-                enforcement: "partial",
-                partial: vec!["the command ran in container box".into()],
-            }))),
+            finished(
+                false,
+                Some(Place::Host(super::shape::sandbox_sample(false))),
+            ),
+            finished(
+                false,
+                Some(Place::Container(crate::container::Facts {
+                    mode: "container",
+                    container: "box".into(),
+                    engine: "podman".into(),
+                    denied: false,
+                    enforcement: "partial",
+                    partial: vec!["the command ran in container box".into()],
+                })),
+            ),
             finished(false, None),
             started,
         ]

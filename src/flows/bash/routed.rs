@@ -36,10 +36,19 @@ impl Bash {
         self.finish_routed(outcome, &transport, cwd.as_deref())
     }
 
-    fn start_routed(self, ctx: &Context, spec: exec::Spec, t: &Arc<Transport>) -> FlowResult<Output> {
+    fn start_routed(
+        self,
+        ctx: &Context,
+        spec: exec::Spec,
+        t: &Arc<Transport>,
+    ) -> FlowResult<Output> {
         let facts = serde_json::to_value(Facts::of(t)).expect("facts serialize");
         let facts: exec::job::Facts = Arc::new(move |_, _| facts.clone());
-        match ctx.exec.jobs.start_with(spec, self.label.clone(), Some(facts)) {
+        match ctx
+            .exec
+            .jobs
+            .start_with(spec, self.label.clone(), Some(facts))
+        {
             Ok(job) => Ok(Output::Started(Started {
                 job_id: job.id,
                 pid: job.pid,
@@ -56,7 +65,9 @@ impl Bash {
         let stdout = bounded(&out.stdout);
         let stderr = bounded(&out.stderr);
         if out.timed_out {
-            return Err(self.timeout_error(&out, stdout, stderr).with("container", t.name.clone()));
+            return Err(self
+                .timeout_error(&out, stdout, stderr)
+                .with("container", t.name.clone()));
         }
         let exit_code = out.shell_status().unwrap_or(-1);
         let said = String::from_utf8_lossy(&out.stderr.head).into_owned();
@@ -64,9 +75,11 @@ impl Bash {
             return Err(engine_failed(t, said.trim()).with("command", self.label.clone()));
         }
         let invalid_probe = match (exit_code, &self.launch) {
-            (127, _) if said.contains("chdir to cwd") => {
-                Some(probe::unknown_cwd_in_container(cwd.unwrap_or("?"), &said, &t.name))
-            }
+            (127, _) if said.contains("chdir to cwd") => Some(probe::unknown_cwd_in_container(
+                cwd.unwrap_or("?"),
+                &said,
+                &t.name,
+            )),
             (127, CommandLine::Shell(line)) => probe::missing_in_container(line, &said, &t.name),
             _ => None,
         };
