@@ -262,10 +262,18 @@ pub fn decision_summary(c: &Call) -> String {
     "—".to_string()
 }
 
-/// `host:unconfined`, `container:name`; `—` for a call that runs no process.
+/// `host:unconfined`, `container:name` (`container:box (asked other)` when
+/// the policy rewrote the caller's); `—` for a call that runs no process.
 pub fn route_summary(route: Option<&Value>) -> String {
     match route {
         None | Some(Value::Null) => "—".to_string(),
+        Some(Value::Object(m)) if m.contains_key("container") => {
+            let name = m["container"].as_str().unwrap_or("?");
+            match m.get("requested").and_then(Value::as_str) {
+                Some(asked) if asked != name => format!("container:{name} (asked {asked})"),
+                _ => format!("container:{name}"),
+            }
+        }
         Some(Value::Object(m)) if m.len() == 1 => m
             .iter()
             .map(|(k, v)| {

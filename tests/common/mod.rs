@@ -186,7 +186,7 @@ pub fn run_script_with(ws: &Path, path: &Path, flags: &[&str], args: &[&str]) ->
 
 /// `sluice run PATH --workspace WS FLAGS -- ARGS` with standard input closed,
 /// so an ask is never put to the person running the tests.
-fn sluice_run(ws: &Path, path: &Path, flags: &[&str], args: &[&str]) -> Command {
+pub fn sluice_run(ws: &Path, path: &Path, flags: &[&str], args: &[&str]) -> Command {
     let mut cmd = Command::new(sluice_bin());
     cmd.arg("run")
         .arg(path)
