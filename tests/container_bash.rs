@@ -576,3 +576,19 @@ fn the_transport_reaches_the_engine_with_its_own_variables_only() {
     assert_eq!(lines[0]["stdout"], "absent\n");
     let _ = Path::new("/");
 }
+
+#[test]
+fn doctor_lists_the_engines_that_work() {
+    let ws = workspace();
+    let out: Run = std::process::Command::new(common::sluice_bin())
+        .args(["doctor", "--json"])
+        .envs(containers::env())
+        .current_dir(ws.path())
+        .output()
+        .unwrap()
+        .into();
+    let report: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+    assert_eq!(report["engines"]["podman"]["works"], true, "{report}");
+    assert!(report["engines"]["podman"]["program"].as_str().unwrap().ends_with("/podman (podman version 4.3.1)") || report["engines"]["podman"]["program"].as_str().unwrap().contains("/podman (podman version "));
+    assert!(report["engines"]["docker"].is_object());
+}

@@ -10,8 +10,9 @@ use std::process::ExitCode;
 #[command(
     long_about = "Check which sandbox runners work on this machine. Commands (bash, shell_command) run confined: \
 in bubblewrap when it is installed and can create namespaces, else under landlock with a seccomp filter. With \
-neither, every command is refused (provider_unavailable), never run unconfined. Exits 0 when a runner works, 1 \
-when none does.",
+neither, every command is refused (provider_unavailable), never run unconfined. Also lists the container \
+engines (podman, docker) that answer here, for routed commands (--container-engine, a policy's `containers`). \
+Exits 0 when a sandbox runner works, 1 when none does; an engine that does not work changes nothing.",
     after_help = "Examples:\n  sluice doctor\n  sluice doctor --json"
 )]
 pub struct DoctorArgs {
@@ -23,6 +24,10 @@ pub struct DoctorArgs {
 pub fn doctor(args: DoctorArgs) -> ExitCode {
     let bwrap = sandbox::probe_bwrap();
     let landlock = sandbox::landlock::probe();
+    let engines: Vec<(&str, Result<String, String>)> = crate::container::engine::KINDS
+        .iter()
+        .map(|k| (*k, crate::container::engine::probe(k)))
+        .collect();
     let chosen = match (&bwrap, &landlock) {
         (Ok(_), _) => Some("bwrap"),
         (Err(_), Ok(_)) => Some("landlock"),
@@ -39,6 +44,10 @@ pub fn doctor(args: DoctorArgs) -> ExitCode {
                 Err(why) => json!({"works": false, "why": why}),
             },
             "auto": chosen,
+            "engines": engines.iter().map(|(k, r)| (k.to_string(), match r {
+                Ok(what) => json!({"works": true, "program": what}),
+                Err(why) => json!({"works": false, "why": why}),
+            })).collect::<serde_json::Map<_, _>>(),
         });
         format!("{report:#}\n")
     } else {
@@ -57,6 +66,9 @@ pub fn doctor(args: DoctorArgs) -> ExitCode {
                      or use a kernel with landlock enabled\n"
                 .to_string(),
         };
+        for (kind, r) in &engines {
+            t += &line(kind, r.as_ref().map(String::clone));
+        }
         t
     };
     let printed = super::print(&text);

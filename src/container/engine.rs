@@ -176,3 +176,17 @@ fn is_executable(p: &Path) -> bool {
     p.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
+
+/// Whether engine `kind` works here (`ENGINE ps` answers): its version, or
+/// why not, in its own words. For `sluice doctor`.
+pub fn probe(kind: &str) -> Result<String, String> {
+    let engine = Engine::find(kind)?;
+    let limit = Duration::from_secs(20);
+    let version = engine.output_blocking(&["--version".into()], limit)?;
+    let ps = engine.output_blocking(&["ps".into(), "-q".into()], limit)?;
+    if !ps.status.success() {
+        return Err(format!("{} is installed but `{kind} ps` failed: {}", engine.program.display(), said(&ps)));
+    }
+    let version = String::from_utf8_lossy(&version.stdout);
+    Ok(format!("{} ({})", engine.program.display(), version.trim()))
+}

@@ -27,7 +27,6 @@ use crate::error::{ErrorCode, FlowError, FlowResult};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// Where one call runs, as step 5 of the pipeline decided.
@@ -107,7 +106,6 @@ impl Facts {
 #[derive(Debug)]
 pub struct Containers {
     run_id: String,
-    workspace: PathBuf,
     /// `--container-engine`: any named container is reached through it.
     engine: Option<String>,
     declared: BTreeMap<String, Declaration>,
@@ -123,10 +121,9 @@ pub struct Containers {
 
 impl Containers {
     /// A run with no container route: every routed call is refused.
-    pub fn new(run_id: &str, workspace: PathBuf) -> Containers {
+    pub fn new(run_id: &str) -> Containers {
         Containers {
             run_id: run_id.to_string(),
-            workspace,
             engine: None,
             declared: BTreeMap::new(),
             sealed: None,
@@ -164,11 +161,6 @@ impl Containers {
     /// The container the host is sealed to.
     pub fn sealed(&self) -> Option<&str> {
         self.sealed.as_deref()
-    }
-
-    /// The workspace whose `${workspace}` the declarations expanded.
-    pub fn workspace(&self) -> &std::path::Path {
-        &self.workspace
     }
 
     /// The folder a call into `name` runs in: `given` when absolute, else

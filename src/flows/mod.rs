@@ -110,10 +110,7 @@ impl Authority for Context {
 impl Context {
     /// The context of a run, before any call.
     pub fn new(workspace: PathBuf, run_id: String, script: String) -> Context {
-        let containers = Arc::new(crate::container::Containers::new(
-            &run_id,
-            workspace.clone(),
-        ));
+        let containers = Arc::new(crate::container::Containers::new(&run_id));
         Context {
             exec: Arc::new(Executor::new(&workspace, &run_id)),
             net: Arc::new(Net::default()),

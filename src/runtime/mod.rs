@@ -729,7 +729,7 @@ fn containers(
             declared.insert(name, d);
         }
     }
-    let mut c = Containers::new(run_id, workspace.to_path_buf()).with_declared(declared);
+    let mut c = Containers::new(run_id).with_declared(declared);
     if let Some(kind) = engine {
         if !crate::container::engine::KINDS.contains(&kind.as_str()) {
             return Err(fail(format!(
