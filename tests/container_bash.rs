@@ -587,8 +587,18 @@ fn doctor_lists_the_engines_that_work() {
         .output()
         .unwrap()
         .into();
-    let report: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+    let report: Value =
+        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
     assert_eq!(report["engines"]["podman"]["works"], true, "{report}");
-    assert!(report["engines"]["podman"]["program"].as_str().unwrap().ends_with("/podman (podman version 4.3.1)") || report["engines"]["podman"]["program"].as_str().unwrap().contains("/podman (podman version "));
+    assert!(
+        report["engines"]["podman"]["program"]
+            .as_str()
+            .unwrap()
+            .ends_with("/podman (podman version 4.3.1)")
+            || report["engines"]["podman"]["program"]
+                .as_str()
+                .unwrap()
+                .contains("/podman (podman version ")
+    );
     assert!(report["engines"]["docker"].is_object());
 }

@@ -185,7 +185,11 @@ pub fn probe(kind: &str) -> Result<String, String> {
     let version = engine.output_blocking(&["--version".into()], limit)?;
     let ps = engine.output_blocking(&["ps".into(), "-q".into()], limit)?;
     if !ps.status.success() {
-        return Err(format!("{} is installed but `{kind} ps` failed: {}", engine.program.display(), said(&ps)));
+        return Err(format!(
+            "{} is installed but `{kind} ps` failed: {}",
+            engine.program.display(),
+            said(&ps)
+        ));
     }
     let version = String::from_utf8_lossy(&version.stdout);
     Ok(format!("{} ({})", engine.program.display(), version.trim()))
