@@ -146,7 +146,7 @@
 ---@field args? string[] Arguments for `script`, passed as arguments, never interpolated.
 ---@field background? boolean Start the command as a job and return its handle at once (no timeout).
 ---@field command? string A command line, run by the platform shell (/bin/sh -c) exactly as written. For bash syntax give `script` (default interpreter bash). Give this or `script`.
----@field container? string A container to run in; refused (provider_unavailable) where no container route is configured.
+---@field container? string A container to run in (the policy's `route` may refuse or rewrite it); provider_unavailable when the run has no route there (no --container-engine, not declared). Relative cwd is under the container's workdir.
 ---@field cwd? string Working folder, relative to the workspace or absolute (default: the workspace).
 ---@field env? table<string, string> Extra environment entries, applied after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL).
 ---@field interpreter? string Program that runs `script` (default bash): bash, zsh, sh and dash get -s, python and python3 get -, others nothing.
@@ -168,7 +168,7 @@
 ---@field stdoutDroppedBytes integer Bytes of stdout left out.
 ---@field stderrDroppedBytes integer Bytes of stderr left out.
 ---@field invalidProbe? sluice.InvalidProbe Present when the command never reached any code, so its exit code is no verdict on it.
----@field sandbox? sluice.SandboxFacts How the command was confined; absent when the policy confines nothing.
+---@field sandbox? sluice.PlaceFacts How the command was confined, or the container it ran in; absent when the policy confines nothing.
 ---@field signal? string The signal that ended the command, e.g. "SIGKILL".
 ---@field stderrSpillPath? string A file with the complete stderr, like stdoutSpillPath.
 ---@field stdoutSpillPath? string A file with the complete stdout (up to 64 MiB) when it was truncated, kept while the run lasts or with --keep-spill.
@@ -178,10 +178,12 @@
 ---@field evidence string What the host observed.
 ---@field message string What the result does and does not prove.
 
----@class sluice.SandboxFacts
----@field mode "read-only"|"workspace-write"|"danger-full-access" What the command could change.
+---@class sluice.PlaceFacts
+---@field mode "read-only"|"workspace-write"|"danger-full-access"|"container" What the command could change; container: it ran in a container, which its mounts bound.
 ---@field denied boolean Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).
----@field enforcement "full"|"partial" partial: the runner could not express part of the policy (a deny by wildcard, a decide hook).
+---@field enforcement "full"|"partial" partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.
+---@field container? string The container the command ran in (mode container).
+---@field engine? "podman"|"docker" The engine that reached it (mode container).
 ---@field partial? string[] What the sandbox could not express, when enforcement is partial.
 ---@field reverted? string[] Repositories and git control files the command made, removed when it ended.
 ---@field runnerFailed? boolean Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).
@@ -194,7 +196,15 @@
 ---@class sluice.ShellCommandOutput
 ---@field output string Codex's text: "Exit code: N\nWall time: S seconds\n", maybe "Total output lines: N\n", "Output:\n", then the output.
 ---@field exitCode integer The command's exit status; 124 after a timeout.
----@field sandbox? sluice.SandboxFacts How the command was confined; absent when the policy confines nothing.
+---@field sandbox? sluice.SandboxFacts How the command was confined, or the container it ran in; absent when the policy confines nothing.
+
+---@class sluice.SandboxFacts
+---@field mode "read-only"|"workspace-write"|"danger-full-access" What the command could change; container: it ran in a container, which its mounts bound.
+---@field denied boolean Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).
+---@field enforcement "full"|"partial" partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.
+---@field partial? string[] What the sandbox could not express, when enforcement is partial.
+---@field reverted? string[] Repositories and git control files the command made, removed when it ended.
+---@field runnerFailed? boolean Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).
 
 ---@class sluice.FetchInput
 ---@field url string Absolute http or https URL, without user:password@.

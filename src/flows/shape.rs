@@ -257,22 +257,48 @@ fn continuation_prefix_len(bytes: &[u8]) -> usize {
 
 /// The schema of a confined command's `sandbox` facts
 /// ([`crate::sandbox::Facts`]), in `bash` and `shell_command` outputs.
-pub(crate) fn sandbox_schema() -> Value {
+/// The `sandbox` facts of a command's result; `routable` for a flow whose
+/// commands a route can send into a container.
+pub(crate) fn sandbox_schema(routable: bool) -> Value {
+    let mut modes = vec!["read-only", "workspace-write", "danger-full-access"];
+    let mut optional = vec![
+        ("reverted", list(json!({"type": "string"}), "Repositories and git control files the command made, removed when it ended.")),
+        ("partial", list(json!({"type": "string"}), "What the sandbox could not express, when enforcement is partial.")),
+        ("runnerFailed", field("boolean", "Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).")),
+    ];
+    if routable {
+        modes.push("container");
+        optional.push((
+            "container",
+            field(
+                "string",
+                "The container the command ran in (mode container).",
+            ),
+        ));
+        optional.push((
+            "engine",
+            choice(
+                &["podman", "docker"],
+                "The engine that reached it (mode container).",
+            ),
+        ));
+    }
     let facts = closed(
         &[
-            ("mode", choice(&["read-only", "workspace-write", "danger-full-access"], "What the command could change.")),
+            ("mode", choice(&modes, "What the command could change; container: it ran in a container, which its mounts bound.")),
             ("denied", field("boolean", "Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).")),
-            ("enforcement", choice(&["full", "partial"], "partial: the runner could not express part of the policy (a deny by wildcard, a decide hook).")),
+            ("enforcement", choice(&["full", "partial"], "partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.")),
         ],
-        &[
-            ("reverted", list(json!({"type": "string"}), "Repositories and git control files the command made, removed when it ended.")),
-            ("partial", list(json!({"type": "string"}), "What the sandbox could not express, when enforcement is partial.")),
-            ("runnerFailed", field("boolean", "Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).")),
-        ],
+        &optional,
     );
+    let title = if routable {
+        "PlaceFacts"
+    } else {
+        "SandboxFacts"
+    };
     nested(
-        "SandboxFacts",
-        "How the command was confined; absent when the policy confines nothing.",
+        title,
+        "How the command was confined, or the container it ran in; absent when the policy confines nothing.",
         facts,
     )
 }

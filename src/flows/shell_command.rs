@@ -98,7 +98,7 @@ impl Flow for ShellCommand {
                 ("output", field("string", "Codex's text: \"Exit code: N\\nWall time: S seconds\\n\", maybe \"Total output lines: N\\n\", \"Output:\\n\", then the output.")),
                 ("exitCode", field("integer", "The command's exit status; 124 after a timeout.")),
             ],
-            &[("sandbox", super::shape::sandbox_schema())],
+            &[("sandbox", super::shape::sandbox_schema(false))],
         )
     }
 

@@ -158,7 +158,7 @@ fn schema() -> Value {
             "reads": {"type": "array", "items": {"type": "string"}, "description": "Hermetic mode: path globs the command may read."},
             "writes": {"type": "array", "items": {"type": "string"}, "description": "Hermetic mode: path globs the command may write."},
             "background": {"type": "boolean", "description": "Start the command as a job and return its handle at once (no timeout)."},
-            "container": {"type": "string", "description": "A container to run in; refused (provider_unavailable) where no container route is configured."},
+            "container": {"type": "string", "description": "A container to run in (the policy's `route` may refuse or rewrite it); provider_unavailable when the run has no route there (no --container-engine, not declared). Relative cwd is under the container's workdir."},
             "sandboxPermissions": {"type": "string", "enum": ["workspace-write", "danger-full-access"], "description": "Run this once with a strictly wider sandbox mode than the policy gives; asks first, showing `justification`. Give both or neither."},
             "justification": {"type": "string", "description": "Why the wider sandbox mode is needed; shown when asking."}
         }
@@ -216,7 +216,7 @@ impl Flow for Bash {
                 ("stdoutSpillPath", text("A file with the complete stdout (up to 64 MiB) when it was truncated, kept while the run lasts or with --keep-spill.")),
                 ("stderrSpillPath", text("A file with the complete stderr, like stdoutSpillPath.")),
                 ("invalidProbe", nested("InvalidProbe", "Present when the command never reached any code, so its exit code is no verdict on it.", probe)),
-                ("sandbox", super::shape::sandbox_schema()),
+                ("sandbox", super::shape::sandbox_schema(true)),
             ],
         );
         let started = closed(
