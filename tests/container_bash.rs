@@ -602,3 +602,56 @@ fn doctor_lists_the_engines_that_work() {
     );
     assert!(report["engines"]["docker"].is_object());
 }
+
+#[test]
+fn output_bounds_spill_files_and_invalid_probes_work_as_on_the_host() {
+    let c = Container::start();
+    let ws = workspace();
+    let body = format!(
+        "{TRY}try{{command = 'yes 0123456789 | head -c 100000', container = '{0}'}}\n\
+         try{{command = 'no-such-program --version', container = '{0}'}}\n\
+         try{{command = 'true', container = '{0}', cwd = '/no/such/folder'}}\n\
+         try{{command = 'exit 127', container = '{0}'}}",
+        c.name
+    );
+    let (out, lines) = run(
+        &ws,
+        &allow_all(""),
+        &["--container-engine", "podman", "--keep-spill"],
+        &[],
+        &body,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let big = &lines[0];
+    assert_eq!(big["stdoutTruncated"], true);
+    assert_eq!(big["stdoutDroppedBytes"], 100_000 - 30_000);
+    let spill = big["stdoutSpillPath"].as_str().expect("a spill file");
+    let kept = std::fs::read(spill).unwrap();
+    assert_eq!(kept.len(), 100_000);
+    std::fs::remove_file(spill).unwrap();
+
+    assert_eq!(lines[1]["exitCode"], 127);
+    assert_eq!(lines[1]["invalidProbe"]["reason"], "unknown-command");
+    assert_eq!(
+        lines[1]["invalidProbe"]["evidence"],
+        format!(
+            "in container {}: /bin/sh: no-such-program: not found",
+            c.name
+        )
+    );
+    assert_eq!(lines[2]["invalidProbe"]["reason"], "unknown-path");
+    assert!(
+        lines[2]["invalidProbe"]["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!(
+                "the working folder /no/such/folder does not exist in container {}: ",
+                c.name
+            )),
+        "{}",
+        lines[2]
+    );
+    // A 127 the command chose proves nothing.
+    assert_eq!(lines[3]["exitCode"], 127);
+    assert!(lines[3].get("invalidProbe").is_none(), "{}", lines[3]);
+}

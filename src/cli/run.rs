@@ -253,8 +253,10 @@ pub(crate) fn drive(runtime: &Runtime, script: &Path) -> Ended {
         return usage(format!("cannot install signal handlers: {e}"));
     }
     let closer = runtime.closer();
+    let containers = runtime.containers();
     if let Err(e) = interrupt::arm_backstop(move |sig, why| {
         crate::exec::kill_all_groups();
+        containers.shutdown();
         let had_ended = closer.is_ended();
         let msg = format!(
             "interrupted by {}; {why}, so sluice ended it at once",

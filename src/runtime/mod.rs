@@ -513,6 +513,12 @@ impl Runtime {
         self.closer.end(status, error)
     }
 
+    /// The run's containers, for a thread that must remove them when the
+    /// run's own thread cannot (the stop backstop).
+    pub(crate) fn containers(&self) -> Arc<Containers> {
+        self.core.context().containers.clone()
+    }
+
     /// A handle that ends this run's record from another thread.
     pub fn closer(&self) -> Closer {
         self.closer.clone()
