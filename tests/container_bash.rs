@@ -655,3 +655,32 @@ fn output_bounds_spill_files_and_invalid_probes_work_as_on_the_host() {
     assert_eq!(lines[3]["exitCode"], 127);
     assert!(lines[3].get("invalidProbe").is_none(), "{}", lines[3]);
 }
+
+#[test]
+fn a_route_that_is_not_a_container_name_is_a_deny_never_an_engine_option() {
+    let c = Container::start();
+    let ws = workspace();
+    let route = r#"route = function(req) if req.input.command == "echo a" then return "--privileged" end return req.input.container end,"#;
+    let body = format!(
+        "{TRY}try{{command = 'echo a'}}\ntry{{command = 'echo b', container = '{}', sandboxPermissions = 'danger-full-access', justification = 'x'}}\ntry{{command = 'echo c', container = '{}'}}",
+        c.name, c.name
+    );
+    let (out, lines) = run(
+        &ws,
+        &allow_all(route),
+        &["--container-engine", "podman"],
+        &[],
+        &body,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(lines[0]["code"], "permission_denied");
+    let msg = lines[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("route returned \"--privileged\", which is not a container name"),
+        "{msg}"
+    );
+    assert_eq!(lines[1]["code"], "invalid_input");
+    assert_eq!(lines[1]["field"], "sandboxPermissions");
+    // The control: a real name still routes.
+    assert_eq!(lines[2]["stdout"], "c\n");
+}

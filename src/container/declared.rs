@@ -54,9 +54,7 @@ const IDLE: &str = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; do
 
 /// A name the engines accept, and that reads as one word in a policy.
 pub fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+    crate::kernel::policy::container_name(name)
 }
 
 impl Declaration {

@@ -1,7 +1,7 @@
 //! The transport: a request becomes the argv the host spawns,
 //!
 //! ```text
-//! ENGINE exec -i [-w CWD] [-e SLUICE_CONTAINER_ENV_KEY ...] -e SLUICE_CONTAINER_CALL NAME \
+//! ENGINE exec -i [--workdir=CWD] [-e SLUICE_CONTAINER_ENV_KEY ...] -e SLUICE_CONTAINER_CALL NAME \
 //!     sh -lc 'export KEY="$SLUICE_CONTAINER_ENV_KEY"; unset ...; "$@"; ...' sh ARGV...
 //! ```
 //!
@@ -142,9 +142,9 @@ impl Wrap for Call {
         let t = &self.transport;
         let mut out: Vec<OsString> =
             vec![t.engine.program.clone().into(), "exec".into(), "-i".into()];
+        // One word, so no folder name can read as an option of the engine's.
         if let Some(cwd) = &self.cwd {
-            out.push("-w".into());
-            out.push(cwd.into());
+            out.push(format!("--workdir={cwd}").into());
         }
         for k in &self.keys {
             out.push("-e".into());
@@ -204,9 +204,12 @@ mod tests {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(&argv[..5], ["/usr/bin/podman", "exec", "-i", "-w", "/srv"]);
+        assert_eq!(
+            &argv[..4],
+            ["/usr/bin/podman", "exec", "-i", "--workdir=/srv"]
+        );
         let name_at = argv.iter().position(|a| a == "sluice-r1-box").unwrap();
-        let flags: Vec<&str> = argv[5..name_at].iter().map(String::as_str).collect();
+        let flags: Vec<&str> = argv[4..name_at].iter().map(String::as_str).collect();
         assert_eq!(
             flags,
             [

@@ -642,14 +642,27 @@ fn parse_containers(lua: &Lua, table: &Table) -> Result<BTreeMap<String, Value>,
     Ok(out)
 }
 
+/// A container name the engines accept and that reads as one word, never
+/// as an option of theirs: letters, digits, `_`, `.` and `-`, starting with
+/// a letter or digit.
+pub fn container_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
 /// Reads what `route` returned (see [`Policy::route`]).
 fn parse_placement(value: LuaValue) -> Result<Option<Placement>, String> {
     match value {
         LuaValue::Nil => Ok(None),
         LuaValue::Boolean(false) => Ok(Some(Placement::Host)),
-        LuaValue::String(s) => Ok(Some(Placement::Container(
-            s.to_str().map_err(|e| e.to_string())?.to_string(),
-        ))),
+        LuaValue::String(s) => {
+            let name = s.to_str().map_err(|e| e.to_string())?.to_string();
+            if !container_name(&name) {
+                return Err(format!("{name:?}, which is not a container name (letters, digits, '_', '.', '-', starting with a letter or digit)"));
+            }
+            Ok(Some(Placement::Container(name)))
+        }
         LuaValue::Table(t) => match t.get::<LuaValue>("deny").map_err(|e| e.to_string())? {
             LuaValue::String(why) => Ok(Some(Placement::Refused(why.to_string_lossy()))),
             _ => Err("a table without a string `deny`".into()),

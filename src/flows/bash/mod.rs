@@ -290,6 +290,9 @@ impl Flow for Bash {
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         if let Some(name) = ctx.route.container() {
+            if self.wider.is_some() {
+                return Err(FlowError::invalid_input("sandboxPermissions", format!("sandboxPermissions widens the host's sandbox, but this command runs in container {name}, which its mounts bound; drop sandboxPermissions")));
+            }
             return self.in_container(ctx, name).await;
         }
         let exec = &ctx.exec;
