@@ -67,7 +67,11 @@ pub fn doctor(args: DoctorArgs) -> ExitCode {
                 .to_string(),
         };
         for (kind, r) in &engines {
-            t += &line(kind, r.as_ref().map(String::clone));
+            let r = match r {
+                Ok(what) => Ok(what.clone()),
+                Err(why) => Err(why),
+            };
+            t += &line(kind, r);
         }
         t
     };
