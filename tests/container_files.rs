@@ -122,7 +122,10 @@ fn write_replaces_atomically_in_the_container_not_the_workspace() {
            c("write", {path = "new", content = "x"})"#,
     );
     assert_eq!(lines[0]["out"], json!({"bytesWritten": 6, "created": true}));
-    assert_eq!(lines[1]["out"], json!({"bytesWritten": 4, "created": false}));
+    assert_eq!(
+        lines[1]["out"],
+        json!({"bytesWritten": 4, "created": false})
+    );
     assert_eq!(lines[2]["err"]["code"], "command_failed");
     assert_eq!(
         lines[2]["err"]["message"],
@@ -130,16 +133,25 @@ fn write_replaces_atomically_in_the_container_not_the_workspace() {
     );
     assert_eq!(s.get("new/dir/n.txt").as_deref(), Some(&b"hello\n"[..]));
     assert_eq!(s.get("keep.sh").as_deref(), Some(&b"new\n"[..]));
-    assert_eq!(s.c.sh("stat -c %a /srv/keep.sh /srv/new/dir/n.txt"), "751\n644\n");
+    assert_eq!(
+        s.c.sh("stat -c %a /srv/keep.sh /srv/new/dir/n.txt"),
+        "751\n644\n"
+    );
     // Nothing staged is left behind, and the host workspace is untouched.
-    assert_eq!(s.c.sh("ls -A /srv /srv/new/dir"), "/srv:\nkeep.sh\nnew\n\n/srv/new/dir:\nn.txt\n");
+    assert_eq!(
+        s.c.sh("ls -A /srv /srv/new/dir"),
+        "/srv:\nkeep.sh\nnew\n\n/srv/new/dir:\nn.txt\n"
+    );
     assert_eq!(common::names_in(s.ws.path()), Vec::<String>::new());
 }
 
 #[test]
 fn edit_anchors_exactly_and_a_miss_shows_the_real_bytes() {
     let s = Sealed::new();
-    s.put("m.rs", b"fn main() {\n    let a = 1;\n}\nlet b = 2;\nlet b = 2;\n");
+    s.put(
+        "m.rs",
+        b"fn main() {\n    let a = 1;\n}\nlet b = 2;\nlet b = 2;\n",
+    );
     let lines = s.run(
         r#"c("edit", {path = "m.rs", oldString = "\tlet a = 1;", newString = "x"})
            c("edit", {path = "m.rs", oldString = "let b = 2;", newString = "x"})
@@ -197,7 +209,54 @@ fn the_policy_names_container_paths_and_host_grants_do_not_reach_them() {
         "local p = require(\"sluice.policy\")\nreturn { rules = { p.allow \"fs:*:/srv/**\", p.allow \"fs:*:${workspace}/**\" } }\n",
     );
     let lines = s.run_with(Some(&host), r#"c("read", {path = "secret/k"})"#);
-    assert_eq!(lines[0]["err"]["code"], "permission_required", "{}", lines[0]);
-    assert_eq!(lines[0]["err"]["capability"], format!("fs:read:{name}:/srv/secret/k"));
+    assert_eq!(
+        lines[0]["err"]["code"], "permission_required",
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        lines[0]["err"]["capability"],
+        format!("fs:read:{name}:/srv/secret/k")
+    );
     let _ = lua_str;
+}
+
+#[test]
+fn ls_and_glob_list_the_containers_tree() {
+    let s = Sealed::new();
+    s.put("src/a.rs", b"a\n");
+    s.put("src/deep/b.rs", b"b\n");
+    s.put("src/.hidden.rs", b"h\n");
+    s.put("notes.txt", b"n\n");
+    s.c.sh("ln -s notes.txt /srv/link");
+    std::fs::write(s.ws.file("host.rs"), "host\n").unwrap();
+    let lines = s.run(
+        r#"c("ls", {})
+           c("glob", {pattern = "**/*.rs"})
+           c("glob", {pattern = "*.rs", root = "src"})
+           c("ls", {path = "notes.txt"})
+           c("grep", {pattern = "a"})"#,
+    );
+    assert_eq!(
+        lines[0]["out"],
+        json!({"entries": [
+            {"name": "link", "kind": "symlink"},
+            {"name": "notes.txt", "kind": "file"},
+            {"name": "src", "kind": "directory"},
+        ], "total": 3, "truncated": false})
+    );
+    assert_eq!(
+        lines[1]["out"]["paths"],
+        json!(["src/a.rs", "src/deep/b.rs"])
+    );
+    assert_eq!(lines[1]["out"]["total"], 2);
+    assert_eq!(lines[2]["out"]["paths"], json!(["src/a.rs"]));
+    assert_eq!(lines[3]["err"]["code"], "not_a_directory");
+    assert_eq!(
+        lines[3]["err"]["message"],
+        "/srv/notes.txt is not a folder; read it with read."
+    );
+    // grep cannot reach a container's files yet: it refuses, never reading
+    // the host's instead.
+    assert_eq!(lines[4]["err"]["code"], "unsupported");
 }

@@ -54,7 +54,9 @@ pub struct Found {
 pub struct Listing {
     pub dirs: Vec<String>,
     pub files: Vec<String>,
-    /// Anything else (links, devices): named, never followed.
+    /// Symbolic links: named, never followed.
+    pub links: Vec<String>,
+    /// Anything else (devices, sockets, pipes).
     pub other: Vec<String>,
 }
 
@@ -95,12 +97,13 @@ else
 fi
 mv -f "$t" "$f" || { rm -f "$t"; exit 1; }"#;
 
-/// Lists `$1`'s tree (`$2` = max depth, empty for all): folders, then a
-/// lone NUL, then regular files, then a lone NUL, then the rest.
+/// Lists `$1`'s tree (`$2` = max depth, empty for all), each kind ended by
+/// a lone NUL: folders, regular files, links, then the rest.
 const LIST: &str = r#"r=$1; if [ -n "$2" ]; then set -- -mindepth 1 -maxdepth "$2"; else set --; fi
 find "$r" "$@" -type d -print0; printf '\0'
 find "$r" "$@" -type f -print0; printf '\0'
-find "$r" "$@" ! -type d ! -type f -print0"#;
+find "$r" "$@" -type l -print0; printf '\0'
+find "$r" "$@" ! -type d ! -type f ! -type l -print0"#;
 
 impl ContainerFiles {
     /// The files behind `transport`.
@@ -242,6 +245,7 @@ fn parse_listing(stdout: &[u8]) -> Listing {
         match part {
             0 => listing.dirs.push(name),
             1 => listing.files.push(name),
+            2 => listing.links.push(name),
             _ => listing.other.push(name),
         }
     }
@@ -315,12 +319,13 @@ mod tests {
 
     #[test]
     fn listings_split_on_the_lone_nuls() {
-        let l = parse_listing(b"/srv\0/srv/d\0\0/srv/a\0/srv/d/b\0\0/srv/l\0");
+        let l = parse_listing(b"/srv\0/srv/d\0\0/srv/a\0/srv/d/b\0\0/srv/l\0\0/srv/p\0");
         assert_eq!(l.dirs, ["/srv", "/srv/d"]);
         assert_eq!(l.files, ["/srv/a", "/srv/d/b"]);
-        assert_eq!(l.other, ["/srv/l"]);
-        let l = parse_listing(b"/srv\0\0\0");
+        assert_eq!(l.links, ["/srv/l"]);
+        assert_eq!(l.other, ["/srv/p"]);
+        let l = parse_listing(b"/srv\0\0\0\0");
         assert_eq!(l.dirs, ["/srv"]);
-        assert!(l.files.is_empty() && l.other.is_empty());
+        assert!(l.files.is_empty() && l.links.is_empty() && l.other.is_empty());
     }
 }

@@ -72,6 +72,21 @@ impl Context {
     }
 }
 
+/// `unsupported` for a file flow that cannot yet reach a sealed host's
+/// container: it refuses rather than act on the host's files instead.
+pub fn host_only(ctx: &Context, flow: &str) -> FlowResult<()> {
+    match ctx.files_in() {
+        None => Ok(()),
+        Some(name) => Err(crate::error::FlowError::new(
+            crate::error::ErrorCode::Unsupported,
+            format!(
+                "{flow} cannot act on container {name}'s files yet, and this host is sealed to it (SLUICE_BASH_CONTAINER), so it did not run; use read, write, edit, ls or glob, or bash in the container"
+            ),
+        )
+        .with("container", name)),
+    }
+}
+
 impl Files {
     /// The files of this call: the sealed container's when the pipeline
     /// routed the call there, else the host's.
@@ -182,6 +197,58 @@ impl Files {
                     text::check_kind(&t, false, found.kind == Kind::File)?;
                 }
                 Ok((t, Some((Existing::Container, dir))))
+            }
+        }
+    }
+
+    /// The entries of folder `t` (names and kinds: `file`, `directory`,
+    /// `symlink`, `other`; links not followed), or `None` when `t` is not a
+    /// folder; the target as settled.
+    pub async fn entries(
+        &self,
+        ctx: &Context,
+        t: &Target,
+    ) -> FlowResult<(Target, Option<Vec<(String, &'static str)>>)> {
+        match self {
+            Files::Host => {
+                let meta = std::fs::metadata(&t.real).map_err(|e| io_error(t, "list", e))?;
+                if !meta.is_dir() {
+                    return Ok((t.clone(), None));
+                }
+                let mut out = Vec::new();
+                for dirent in std::fs::read_dir(&t.real).map_err(|e| io_error(t, "list", e))? {
+                    let dirent = dirent.map_err(|e| io_error(t, "list", e))?;
+                    let kind = match dirent.file_type() {
+                        Ok(ft) if ft.is_symlink() => "symlink",
+                        Ok(ft) if ft.is_dir() => "directory",
+                        Ok(ft) if ft.is_file() => "file",
+                        _ => "other",
+                    };
+                    out.push((dirent.file_name().to_string_lossy().into_owned(), kind));
+                }
+                Ok((t.clone(), Some(out)))
+            }
+            Files::Container(c) => {
+                let (t, probe) = self.settle(ctx, t, &[Action::FsRead]).await?;
+                let probe = probe.expect("a container settles with a probe");
+                match probe.found {
+                    None => return Err(fsops::path::not_found_near(&t, Path::new(&probe.nearest))),
+                    Some(f) if f.kind != Kind::Dir => return Ok((t, None)),
+                    Some(_) => {}
+                }
+                let listing = c.list(&probe.real, Some(1)).await?;
+                let prefix = format!("{}/", probe.real.trim_end_matches('/'));
+                let name = |p: &String| p.strip_prefix(&prefix).unwrap_or(p).to_string();
+                let mut out = Vec::new();
+                for (paths, kind) in [
+                    (&listing.dirs, "directory"),
+                    (&listing.files, "file"),
+                    (&listing.links, "symlink"),
+                    (&listing.other, "other"),
+                ] {
+                    out.extend(paths.iter().map(|p| (name(p), kind)));
+                }
+                Ok((t, Some(out)))
             }
         }
     }
