@@ -4,7 +4,7 @@
 //! This backend only moves bytes and facts; every flow keeps its own
 //! semantics (paging, anchors, globbing, grepping) on the host. Each
 //! operation is one `ENGINE exec -i TARGET PROGRAM ...` of a program busybox
-//! has (`cat`, `stat`, `find`, `readlink`, `mv`, `mkdir`, `sh -c`), with the
+//! has (`cat`, `stat`, `find`, `readlink`, `mv`, `mkdir`, `chmod`, `sh -c`), with the
 //! paths passed as arguments, never spliced into a script's text.
 
 use super::engine::said;
@@ -111,11 +111,6 @@ impl ContainerFiles {
         ContainerFiles { transport }
     }
 
-    /// The container's name, as capabilities name it (`NAME:/path`).
-    pub fn name(&self) -> &str {
-        &self.transport.name
-    }
-
     /// Runs `args` in the container; its output, or `provider_unavailable`
     /// when the engine could not run it at all.
     async fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> FlowResult<std::process::Output> {
@@ -175,15 +170,6 @@ impl ContainerFiles {
             .await?;
         if !out.status.success() {
             return Err(self.failed("write", path, &out));
-        }
-        Ok(())
-    }
-
-    /// Removes the file at `path` (`rm -f`).
-    pub async fn remove(&self, path: &str) -> FlowResult<()> {
-        let out = self.run(&["rm", "-f", path], None).await?;
-        if !out.status.success() {
-            return Err(self.failed("delete", path, &out));
         }
         Ok(())
     }

@@ -60,16 +60,7 @@ pub fn rootfs(dir: &Path) {
         .into_iter()
         .find(|p| is_static(Path::new(p)))
         .unwrap_or_else(|| panic!("no static busybox: install it with `apt-get install -y busybox-static` (scripts/test does)"));
-    for d in [
-        "bin",
-        "tmp",
-        "proc",
-        "sys",
-        "dev",
-        "etc/profile.d",
-        "srv",
-        "root",
-    ] {
+    for d in ["bin", "tmp", "proc", "sys", "dev", "etc/profile.d", "srv", "root"] {
         std::fs::create_dir_all(dir.join(d)).unwrap();
     }
     std::fs::copy(busybox, dir.join("bin/busybox")).unwrap();
@@ -85,21 +76,14 @@ pub fn rootfs(dir: &Path) {
         "for f in /etc/profile.d/*.sh; do [ -r \"$f\" ] && . \"$f\"; done\n",
     )
     .unwrap();
-    std::fs::write(
-        dir.join("etc/profile.d/sluice.sh"),
-        "export SLUICE_TEST_PROFILE=loaded\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("etc/profile.d/sluice.sh"), "export SLUICE_TEST_PROFILE=loaded\n").unwrap();
     std::fs::write(dir.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
 }
 
 fn is_static(p: &Path) -> bool {
     // A dynamically linked busybox would need the host's libc inside.
     std::fs::read(p).is_ok_and(|b| {
-        b.len() > 64
-            && !b
-                .windows(b"/lib64/ld-linux".len())
-                .any(|w| w == b"/lib64/ld-linux")
+        b.len() > 64 && !b.windows(b"/lib64/ld-linux".len()).any(|w| w == b"/lib64/ld-linux")
     })
 }
 
@@ -115,37 +99,14 @@ impl Container {
     /// Starts a fresh busybox container (`podman run -d --rootfs`).
     pub fn start() -> Container {
         static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "sluice-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("sluice-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         rootfs(&root);
         let root_arg = root.display().to_string();
-        let out = podman(&[
-            "run",
-            "-d",
-            "--name",
-            &name,
-            "--network",
-            "none",
-            "--rootfs",
-            &root_arg,
-            "/bin/sleep",
-            "3600",
-        ]);
-        assert!(
-            out.status.success(),
-            "podman run: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Container {
-            name,
-            root,
-            _dir: dir,
-        }
+        let out = podman(&["run", "-d", "--name", &name, "--network", "none", "--rootfs", &root_arg, "/bin/sleep", "3600"]);
+        assert!(out.status.success(), "podman run: {}", String::from_utf8_lossy(&out.stderr));
+        Container { name, root, _dir: dir }
     }
 
     /// `podman exec NAME sh -c SCRIPT`: its stdout.
@@ -156,11 +117,7 @@ impl Container {
 
     /// The processes running in it, as `ps -o args` lists them.
     pub fn processes(&self) -> Vec<String> {
-        self.sh("ps -o args")
-            .lines()
-            .skip(1)
-            .map(str::to_string)
-            .collect()
+        self.sh("ps -o args").lines().skip(1).map(str::to_string).collect()
     }
 }
 
@@ -206,10 +163,7 @@ pub fn image() -> &'static str {
 pub fn of_run(run_id: &str) -> Vec<String> {
     let filter = format!("label=sluice.run={run_id}");
     let out = podman(&["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"]);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
 }
 
 /// Containers whose name starts with `prefix`, running or not.
