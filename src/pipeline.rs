@@ -12,7 +12,7 @@ use crate::call::{Action, Capability, Envelope, Tier};
 use crate::container::{Containers, Route};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::job::Job;
-use crate::flows::{Context, Registry};
+use crate::flows::{Context, FlowSpec, Registry};
 use crate::kernel::denied;
 use crate::kernel::gate::{Authority, Authorized, CallGate, Caller, Gate};
 use crate::kernel::policy::Placement;
@@ -158,7 +158,7 @@ impl Core {
         guard_record(&self.audit, &call.envelope)?;
         let door = authorize(&gate, &call.envelope, &capabilities)?;
         // 5. route: where a command runs.
-        let place = route(&gate, &call.envelope, &ctx.containers)?;
+        let place = route(&gate, flow.spec(), &call.envelope, &ctx.containers)?;
         // 6. record intent: an irreversible call is on disk before it runs.
         if let Some(t) = trail {
             *t.route.borrow_mut() = recorded(&call.envelope, &place, &ctx.containers);
@@ -421,7 +421,21 @@ fn authorize(
 /// `container` stands, else the host. A host sealed to one container runs
 /// commands there or not at all, and a container this run cannot reach is
 /// refused rather than quietly run on the host.
-fn route(gate: &CallGate, envelope: &Envelope, containers: &Containers) -> FlowResult<Route> {
+///
+/// A flow that acts on files ([`FlowSpec::acts_on_files`]) on a sealed host
+/// acts on the container's: its route is that container, whatever it asked.
+fn route(
+    gate: &CallGate,
+    spec: &FlowSpec,
+    envelope: &Envelope,
+    containers: &Containers,
+) -> FlowResult<Route> {
+    if let (true, Some(sealed)) = (spec.acts_on_files(), containers.sealed()) {
+        return Ok(Route::Container {
+            name: sealed.to_string(),
+            requested: None,
+        });
+    }
     let Some(command) = envelope.commands.first() else {
         return Ok(Route::Host);
     };
@@ -453,9 +467,10 @@ fn route(gate: &CallGate, envelope: &Envelope, containers: &Containers) -> FlowR
     Ok(Route::Container { name, requested })
 }
 
-/// The route as the record keeps it: none for a call that runs no command.
+/// The route as the record keeps it: none for a call on the host that runs
+/// no command.
 fn recorded(envelope: &Envelope, place: &Route, containers: &Containers) -> Option<Value> {
-    if envelope.commands.is_empty() {
+    if envelope.commands.is_empty() && *place == Route::Host {
         return None;
     }
     Some(

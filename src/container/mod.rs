@@ -17,10 +17,12 @@
 
 pub mod declared;
 pub mod engine;
+pub mod files;
 pub mod transport;
 
 pub use declared::Declaration;
 pub use engine::Engine;
+pub use files::ContainerFiles;
 pub use transport::Transport;
 
 use crate::error::{ErrorCode, FlowError, FlowResult};

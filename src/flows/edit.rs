@@ -8,16 +8,16 @@
 //! re-anchor from reality. Success returns the edited region with two lines of
 //! context (`hunk`).
 
+use super::files::{check_host, Files};
 use super::lines::{count_lines, line_range_fields, line_start};
 use super::region::nearest_region;
 use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::fsops::{atomic, lock::FileLock, path::io_error, text, Target};
+use crate::fsops::Target;
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::fs;
 
 /// Lines of context on each side of the returned hunk.
 pub const HUNK_CONTEXT: u64 = 2;
@@ -131,11 +131,11 @@ impl Flow for Edit {
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let anchor = anchor_of(&input)?;
-        let target = ctx.resolve("path", &input.path)?;
+        let target = ctx.resolve_file("path", &input.path)?;
         let envelope = Envelope {
             tier: Tier::Compensable,
-            reads: vec![target.real.clone()],
-            writes: vec![target.real.clone()],
+            reads: vec![ctx.fs_name(&target.real)],
+            writes: vec![ctx.fs_name(&target.real)],
             commands: vec![],
             network: vec![],
             cwd: None,
@@ -149,18 +149,18 @@ impl Flow for Edit {
         Ok((call, envelope))
     }
 
-    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
-        let t = &self.target;
-        let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "edit", e))?;
-        if t.names_folder && !meta.is_dir() {
-            return Err(crate::fsops::path::not_a_folder(t));
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        let files = Files::of(ctx).await?;
+        if let Files::Host = files {
+            check_host(&self.target)?;
         }
-        text::check_regular(t, &meta)?;
-        let _lock = FileLock::acquire(t)?;
-        let file = text::load(t)?;
-        let applied = apply(t, &file.text, &self.anchor, &self.new)?;
-        atomic::replace(&t.real, applied.text.as_bytes(), Some(&file.meta))
-            .map_err(|e| io_error(t, "write", e))?;
+        let _lock = files.lock(&self.target)?;
+        let both = [Action::FsRead, Action::FsWrite];
+        let (t, text, existing) = files.load(ctx, &self.target, &both).await?;
+        let applied = apply(&t, &text, &self.anchor, &self.new)?;
+        files
+            .replace(&t, applied.text.as_bytes(), Some(&existing))
+            .await?;
         let (start_line, end_line, hunk) = hunk(&applied.text, applied.first, applied.last_end);
         Ok(Output {
             start_line,

@@ -60,18 +60,22 @@
 //!   or skipped (or nothing matched a pattern that only looks at the top).
 
 use super::deadline::{check_timeout, Deadline};
+use super::files::Files;
 use super::lines::positive;
 use super::walk::{plural, skipped_fields, thousands, threads, Found, Skipped, Tree, TICK};
 use super::{closed, field, list, Context, Envelope, Flow, FlowSpec, Tier};
+use crate::container::ContainerFiles;
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::fsops::path::io_error;
+use crate::fsops::path::{io_error, not_found_near};
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
+use crate::kernel::Capability;
 use globset::GlobBuilder;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BinaryHeap;
 use std::fs;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 /// Paths in one answer, at most, and by default.
@@ -210,10 +214,10 @@ impl Flow for Glob {
                 .with("pattern", input.pattern.clone())
             })?
             .compile_matcher();
-        let target = ctx.resolve("root", input.root.as_deref().unwrap_or("."))?;
+        let target = ctx.resolve_file("root", input.root.as_deref().unwrap_or("."))?;
         let envelope = Envelope {
             tier: Tier::Sealed,
-            reads: vec![target.real.clone()],
+            reads: vec![ctx.fs_name(&target.real)],
             writes: vec![],
             commands: vec![],
             network: vec![],
@@ -230,18 +234,14 @@ impl Flow for Glob {
         Ok((call, envelope))
     }
 
-    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+    async fn execute(mut self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        if let Files::Container(c) = Files::of(ctx).await? {
+            return self.in_container(ctx, &c).await;
+        }
         let t = &self.tree.target;
         let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         if !meta.is_dir() {
-            return Err(FlowError::new(
-                ErrorCode::NotADirectory,
-                format!(
-                    "{} is not a folder; glob searches under a folder given as `root`.",
-                    t.shown.display()
-                ),
-            )
-            .with("path", t.shown.display().to_string()));
+            return Err(not_a_folder(t));
         }
         let deadline = Deadline::after(self.timeout_ms);
         let outer = self.tree.outer_ignores(ctx);
@@ -325,6 +325,52 @@ impl Flow for Glob {
         found.skipped.add(walked);
         Ok(found.finish(&pattern))
     }
+}
+
+impl Glob {
+    /// The glob over a container's tree: one `find` lists it, then the
+    /// same matcher, policy check and bounds as on the host.
+    async fn in_container(&mut self, ctx: &Context, c: &ContainerFiles) -> FlowResult<Output> {
+        let probe = c.probe(&self.tree.target.real.to_string_lossy()).await?;
+        let t = &self.tree.target;
+        match probe.found {
+            None => return Err(not_found_near(t, Path::new(&probe.nearest))),
+            Some(f) if f.kind != crate::container::files::Kind::Dir => return Err(not_a_folder(t)),
+            Some(_) => {}
+        }
+        let real = PathBuf::from(&probe.real);
+        if real != t.real {
+            ctx.authorize(&Capability::fs(Action::FsRead, &ctx.fs_name(&real)))?;
+            self.tree.target.real = real;
+        }
+        let listing = c.list(&probe.real, None).await?;
+        let (found, skipped) = self.tree.found_in(&listing);
+        let root = self.tree.target.real.clone();
+        let mut out = Listing {
+            first: BinaryHeap::new(),
+            total: 0,
+            limit: self.limit,
+            skipped,
+        };
+        for f in found {
+            if self.matcher.is_match(f.rel(&root)) {
+                out.add(ctx, f);
+            }
+        }
+        Ok(out.finish(&self.pattern))
+    }
+}
+
+/// `not_a_directory` for a root that is not a folder.
+fn not_a_folder(t: &crate::fsops::Target) -> FlowError {
+    FlowError::new(
+        ErrorCode::NotADirectory,
+        format!(
+            "{} is not a folder; glob searches under a folder given as `root`.",
+            t.shown.display()
+        ),
+    )
+    .with("path", t.shown.display().to_string())
 }
 
 /// The paths a glob found so far: the first `limit`, and how many in all.

@@ -333,6 +333,7 @@ impl Flow for Grep {
     }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        super::files::host_only(ctx, "grep")?;
         let matcher = matcher(&input)?;
         let target = ctx.resolve("root", input.root.as_deref().unwrap_or("."))?;
         let overrides = match &input.globs {

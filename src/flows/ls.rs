@@ -1,14 +1,14 @@
 //! `ls`: one page of a folder's entries, sorted by name, each with its kind.
 
+use super::files::Files;
 use super::lines::positive;
 use super::{choice, closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::fsops::{path::io_error, Target};
+use crate::fsops::Target;
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::fs;
 
 /// Entries in one page, at most.
 pub const PAGE_ENTRIES: u64 = 1000;
@@ -143,10 +143,10 @@ impl Flow for Ls {
     }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
-        let target = ctx.resolve("path", input.path.as_deref().unwrap_or("."))?;
+        let target = ctx.resolve_file("path", input.path.as_deref().unwrap_or("."))?;
         let envelope = Envelope {
             tier: Tier::Sealed,
-            reads: vec![target.real.clone()],
+            reads: vec![ctx.fs_name(&target.real)],
             writes: vec![],
             commands: vec![],
             network: vec![],
@@ -161,28 +161,20 @@ impl Flow for Ls {
         Ok((call, envelope))
     }
 
-    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
-        let t = &self.target;
-        let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "list", e))?;
-        if !meta.is_dir() {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        let files = Files::of(ctx).await?;
+        let (t, found) = files.entries(ctx, &self.target).await?;
+        let Some(found) = found else {
             return Err(FlowError::new(
                 ErrorCode::NotADirectory,
                 format!("{} is not a folder; read it with read.", t.shown.display()),
             )
             .with("path", t.shown.display().to_string()));
-        }
-        let mut entries = Vec::new();
-        for dirent in fs::read_dir(&t.real).map_err(|e| io_error(t, "list", e))? {
-            let dirent = dirent.map_err(|e| io_error(t, "list", e))?;
-            let kind = match dirent.file_type() {
-                Ok(ft) if ft.is_symlink() => "symlink",
-                Ok(ft) if ft.is_dir() => "directory",
-                Ok(ft) if ft.is_file() => "file",
-                _ => "other",
-            };
-            let name = dirent.file_name().to_string_lossy().into_owned();
-            entries.push(Entry { name, kind });
-        }
+        };
+        let mut entries: Vec<Entry> = found
+            .into_iter()
+            .map(|(name, kind)| Entry { name, kind })
+            .collect();
         entries.sort();
         self.page(entries)
     }

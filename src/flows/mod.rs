@@ -12,6 +12,7 @@ pub mod edit;
 #[cfg(test)]
 pub(crate) mod example;
 pub mod fetch;
+pub mod files;
 pub mod glob;
 pub mod grep;
 pub mod http;
@@ -63,6 +64,19 @@ pub struct FlowSpec {
     /// Whether a call may start a background job, whose id its output
     /// carries: a replay numbers the run's new jobs after the recorded ones.
     pub starts_jobs: bool,
+}
+
+impl FlowSpec {
+    /// Whether the flow acts on files and nothing else (its capabilities
+    /// are all `fs:*`): on a host sealed to a container it acts on the
+    /// container's files ([`files`]), and the pipeline routes it there.
+    pub fn acts_on_files(&self) -> bool {
+        !self.actions.is_empty()
+            && self
+                .actions
+                .iter()
+                .all(|a| matches!(a, Action::FsRead | Action::FsWrite))
+    }
 }
 
 /// What a call runs against: the run's workspace, identity and process

@@ -9,12 +9,15 @@
 //! The file is streamed, not loaded: counting its lines takes every byte of a
 //! file of up to 64 MiB, but a page keeps at most [`PAGE_BYTES`] of them, so
 //! the flow sees the file a chunk at a time through one reused buffer
-//! ([`text::stream`]) and copies out only the page.
+//! ([`crate::fsops::text::stream`]) and copies out only the page.
 
+use super::files::Files;
 use super::lines::{line_range_fields, positive};
 use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::fsops::{text, Target};
+#[cfg(test)]
+use crate::fsops::text;
+use crate::fsops::Target;
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
@@ -120,9 +123,9 @@ impl Flow for Read {
     }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
-        let target = ctx.resolve("path", &input.path)?;
+        let target = ctx.resolve_file("path", &input.path)?;
         let envelope = Envelope {
-            reads: vec![target.real.clone()],
+            reads: vec![ctx.fs_name(&target.real)],
             ..Envelope::new(Tier::Sealed)
         };
         let call = Read {
@@ -133,9 +136,12 @@ impl Flow for Read {
         Ok((call, envelope))
     }
 
-    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let mut scan = PageScan::new(self.offset, self.limit);
-        text::stream(&self.target, |chunk| scan.feed(chunk))?;
+        Files::of(ctx)
+            .await?
+            .stream(ctx, &self.target, |chunk| scan.feed(chunk))
+            .await?;
         scan.finish(&self.target)
     }
 }

@@ -78,6 +78,10 @@ impl Found {
     /// Whether the policy refuses reading it, judged on the path a symlink
     /// resolves to. Outside a call nothing is allowed.
     pub fn denied(&self, ctx: &Context) -> bool {
+        if ctx.files_in().is_some() {
+            // A container's path, named as its rules name it.
+            return refused(ctx, &ctx.fs_name(&self.path));
+        }
         let real;
         let path = if self.kind == Kind::Symlink {
             real = canonical_lenient(&self.path).unwrap_or_else(|_| self.path.clone());
@@ -184,12 +188,55 @@ impl Tree {
         hidden: Option<bool>,
         no_ignore: Option<bool>,
     ) -> Tree {
+        // A sealed host shows the container's paths against its folder.
+        let workspace = match (ctx.files_in(), ctx.containers.sealed_cwd()) {
+            (Some(_), cwd) => PathBuf::from(cwd.unwrap_or("/")),
+            (None, _) => ctx.workspace.clone(),
+        };
         Tree {
             target,
-            workspace: ctx.workspace.clone(),
+            workspace,
             hidden: hidden.unwrap_or(false),
             no_ignore: no_ignore.unwrap_or(false),
         }
+    }
+
+    /// What a container's `find` listed under the root (its files, links
+    /// and the rest; folders only hold them), filtered as the host walk
+    /// filters: hidden names unless `hidden`, unfair names counted. The
+    /// container's ignore files are not read.
+    pub fn found_in(&self, listing: &crate::container::files::Listing) -> (Vec<Found>, Skipped) {
+        let root = &self.target.real;
+        let mut skipped = Skipped::default();
+        let mut out = Vec::new();
+        let kinds = [
+            (&listing.files, Kind::File),
+            (&listing.links, Kind::Symlink),
+            (&listing.other, Kind::Other),
+        ];
+        for (paths, kind) in kinds {
+            for p in paths {
+                let path = PathBuf::from(p);
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                if !self.hidden
+                    && rel
+                        .components()
+                        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+                {
+                    continue;
+                }
+                if !rel.components().all(|c| fair_name(c.as_os_str())) {
+                    skipped.names += 1;
+                    continue;
+                }
+                let Some(shown) = self.show(&path) else {
+                    skipped.names += 1;
+                    continue;
+                };
+                out.push(Found { path, shown, kind });
+            }
+        }
+        (out, skipped)
     }
 
     /// How `path` (absolute, inside the root) is shown.

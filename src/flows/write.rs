@@ -3,15 +3,15 @@
 //! The bytes are staged beside the file and renamed over it under the file's
 //! lock, so a crash leaves the old bytes or the new ones, never a mix.
 
+use super::files::{Existing, Files};
 use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::fsops::{atomic, lock::FileLock, path::io_error, text, Target};
+use crate::fsops::{path::io_error, Target};
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fs;
-use std::io;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -88,11 +88,11 @@ impl Flow for Write {
     }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
-        let target = ctx.resolve("path", &input.path)?;
+        let target = ctx.resolve_file("path", &input.path)?;
         let envelope = Envelope {
             tier: Tier::Compensable,
             reads: vec![],
-            writes: vec![target.real.clone()],
+            writes: vec![ctx.fs_name(&target.real)],
             commands: vec![],
             network: vec![],
             cwd: None,
@@ -107,7 +107,7 @@ impl Flow for Write {
         ))
     }
 
-    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let t = &self.target;
         if t.names_folder {
             return Err(FlowError::new(
@@ -119,17 +119,19 @@ impl Flow for Write {
             )
             .with("path", t.shown.display().to_string()));
         }
-        let existing = existing_file(t)?;
+        let files = Files::of(ctx).await?;
+        let (t, existing) = existing_file(&files, ctx, t).await?;
         if existing.is_none() {
-            if let Some(parent) = t.real.parent() {
-                fs::create_dir_all(parent).map_err(|e| io_error(t, "create the folders of", e))?;
+            // The lock lives beside the file: its folder must exist first.
+            if let (Files::Host, Some(parent)) = (&files, t.real.parent()) {
+                fs::create_dir_all(parent).map_err(|e| io_error(&t, "create the folders of", e))?;
             }
         }
-        let _lock = FileLock::acquire(t)?;
-        // Looked at again under the lock: another writer may have created it.
-        let existing = existing_file(t)?;
-        atomic::replace(&t.real, self.content.as_bytes(), existing.as_ref())
-            .map_err(|e| io_error(t, "write", e))?;
+        let _lock = files.lock(&t)?;
+        let (t, existing) = existing_file(&files, ctx, &t).await?;
+        files
+            .replace(&t, self.content.as_bytes(), existing.as_ref())
+            .await?;
         Ok(Output {
             bytes_written: self.content.len() as u64,
             created: existing.is_none(),
@@ -137,10 +139,15 @@ impl Flow for Write {
     }
 }
 
-/// The metadata of the file being replaced; a directory is `command_failed`.
-fn existing_file(t: &Target) -> FlowResult<Option<fs::Metadata>> {
-    match fs::metadata(&t.real) {
-        Ok(m) if m.is_dir() => Err(FlowError::new(
+/// What is at `t` before the write; a folder is refused.
+async fn existing_file(
+    files: &Files,
+    ctx: &Context,
+    t: &Target,
+) -> FlowResult<(Target, Option<Existing>)> {
+    let (t, existing) = files.existing(ctx, t).await?;
+    match existing {
+        Some((_, true)) => Err(FlowError::new(
             ErrorCode::CommandFailed,
             format!(
                 "{} is a directory; write replaces files only. Name a file inside it.",
@@ -148,8 +155,7 @@ fn existing_file(t: &Target) -> FlowResult<Option<fs::Metadata>> {
             ),
         )
         .with("path", t.shown.display().to_string())),
-        Ok(m) => text::check_regular(t, &m).map(|()| Some(m)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_error(t, "write", e)),
+        Some((e, false)) => Ok((t, Some(e))),
+        None => Ok((t, None)),
     }
 }

@@ -173,7 +173,12 @@ pub fn nearest_existing_folder(path: &Path) -> PathBuf {
 /// `not_found` for `target`, naming the nearest existing folder.
 pub fn not_found(target: &Target) -> FlowError {
     // From the resolved path, so `a/../b` and links name a real folder.
-    let nearest = nearest_existing_folder(&target.real);
+    not_found_near(target, &nearest_existing_folder(&target.real))
+}
+
+/// `not_found` for `target`, naming `nearest`, the closest existing folder
+/// wherever the path was looked up (the host, a container).
+pub fn not_found_near(target: &Target, nearest: &Path) -> FlowError {
     FlowError::new(
         ErrorCode::NotFound,
         format!(

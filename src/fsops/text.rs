@@ -139,7 +139,7 @@ pub(crate) fn stream_from(
     Ok(())
 }
 
-fn too_large(target: &Target, len: u64) -> FlowError {
+pub(crate) fn too_large(target: &Target, len: u64) -> FlowError {
     FlowError::new(
         ErrorCode::ResponseTooLarge,
         format!(
@@ -179,7 +179,13 @@ fn open(target: &Target) -> FlowResult<File> {
 
 /// `is_directory` for a directory, `not_a_file` for anything else irregular.
 pub fn check_regular(target: &Target, meta: &Metadata) -> FlowResult<()> {
-    if meta.is_dir() {
+    check_kind(target, meta.is_dir(), meta.is_file())
+}
+
+/// [`check_regular`] from what a path is, wherever it was looked at (the
+/// host's metadata, a container's `stat`).
+pub fn check_kind(target: &Target, is_dir: bool, is_file: bool) -> FlowResult<()> {
+    if is_dir {
         return Err(FlowError::new(
             ErrorCode::IsDirectory,
             format!(
@@ -189,7 +195,7 @@ pub fn check_regular(target: &Target, meta: &Metadata) -> FlowResult<()> {
         )
         .with("path", target.shown.display().to_string()));
     }
-    if !meta.is_file() {
+    if !is_file {
         return Err(FlowError::new(
             ErrorCode::NotAFile,
             format!(

@@ -41,6 +41,13 @@
 //!   after a wildcard is an error: it could never match a canonical path.
 //!   Nothing is resolved on disk; [`Vars`] should hold canonical paths.
 //!
+//! - A container's path is named `NAME:/abs/path` (what the file flows of a
+//!   host sealed to container `NAME` ask for): `fs:write:box:/srv/**`
+//!   matches `box:/srv/a/b.py`, never the host's `/srv/a/b.py` nor
+//!   `other:/srv/a`, and no host glob (`/srv/**`, `${workspace}/**`)
+//!   matches it; an unanchored one (`**/.env`) still does. Such a pattern
+//!   names no host path, so no sandbox binds it ([`Pattern::fs_shape`]).
+//!
 //! Other resources (hosts, origins, command lines, model names) have no
 //! separator: `*` matches any run of characters, `/` and spaces included, so
 //! `proc:spawn:git *` matches `git checkout src/main.rs` (not `gitk`) and
@@ -251,8 +258,13 @@ impl Pattern {
 
     /// The shape of the paths this pattern names, for a sandbox to
     /// express: `None` when it selects no fs action.
+    /// A pattern on a container's paths (`box:/srv/**`) names no host
+    /// path, so it has no shape either.
     pub fn fs_shape(&self) -> Option<FsShape<'_>> {
         const META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
+        if self.in_container() {
+            return None;
+        }
         Some(match self.fs.as_ref()? {
             Resource::Any => FsShape::Any,
             Resource::Literal(path) => FsShape::Exact(path),
@@ -271,8 +283,21 @@ impl Pattern {
         let Some(Resource::Glob { prefix, .. }) = self.fs.as_ref() else {
             return None;
         };
+        if self.in_container() {
+            return None;
+        }
         let folder = &prefix[..prefix.rfind('/')?];
         (!folder.is_empty()).then_some(folder)
+    }
+
+    /// Whether the fs resource names a container's paths (`NAME:/path`),
+    /// which no host sandbox can bind.
+    pub fn in_container(&self) -> bool {
+        match self.fs.as_ref() {
+            Some(Resource::Literal(lit)) => container_path(lit).is_some(),
+            Some(Resource::Glob { prefix, .. }) => container_path(prefix).is_some(),
+            _ => false,
+        }
     }
 
     /// The pattern as written, for messages ("which rule decided").
@@ -417,6 +442,10 @@ impl Resource {
 /// An fs resource glob: expanded, checked absolute, normalised, compiled.
 fn fs_resource(raw: &str, vars: &Vars) -> Result<Resource, String> {
     let expanded = expand(raw, vars, true)?;
+    if let Some((name, path)) = container_path(&expanded) {
+        let glob = normalise(path, true)?;
+        return compile(&format!("{name}:{glob}"), true);
+    }
     let anchored = expanded.starts_with('/');
     if !anchored && expanded != "**" && !expanded.starts_with("**/") {
         let shown = if expanded == raw {
@@ -431,6 +460,18 @@ fn fs_resource(raw: &str, vars: &Vars) -> Result<Resource, String> {
     }
     let glob = normalise(&expanded, anchored)?;
     compile(&glob, true)
+}
+
+/// `NAME:/path` split into the container's name and its absolute path,
+/// when `glob` has that form: a name of letters, digits, `_`, `.` and `-`
+/// (what a container name may hold), a colon, then `/`.
+fn container_path(glob: &str) -> Option<(&str, &str)> {
+    let (name, path) = glob.split_once(':')?;
+    let named = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    (named && path.starts_with('/')).then_some((name, path))
 }
 
 /// A resource glob for an action without path semantics.
@@ -702,6 +743,40 @@ mod tests {
         assert!(deep.matches(&fs("/w/src/x/a.rs")));
         assert!(!deep.matches(&fs("/v/a.rs")));
         assert!(!p("fs:read:/w/a?c").matches(&fs("/w/a/c")));
+    }
+
+    #[test]
+    fn container_paths_are_matched_by_their_own_rules_only() {
+        let boxed = p("fs:read:box:/srv/**");
+        assert!(boxed.matches(&fs("box:/srv/a/b.py")));
+        assert!(boxed.matches(&fs("box:/srv/a.py")));
+        assert!(!boxed.matches(&fs("box:/srv")));
+        assert!(!boxed.matches(&fs("other:/srv/x")));
+        assert!(!boxed.matches(&fs("/srv/x")));
+        assert!(!boxed.matches(&fs("xbox:/srv/x")));
+        // Host rules never match a container's path, whatever it is.
+        for host in ["fs:read:/srv/**", "fs:read:${workspace}/**", "fs:read:/**"] {
+            assert!(!p(host).matches(&fs("box:/srv/a.py")), "{host}");
+        }
+        // Unanchored rules still do, at any depth.
+        let env = p("fs:*:**/.env");
+        assert!(env.matches(&fs("box:/srv/.env")));
+        assert!(env.matches(&cap(Action::FsWrite, "box:/.env")));
+        // The fixed part is normalised as a host path's is; literals match
+        // exactly.
+        assert!(p("fs:write:box:/srv/./x/../secret/**")
+            .matches(&cap(Action::FsWrite, "box:/srv/secret/k")));
+        let lit = p("fs:read:box:/etc/hosts");
+        assert!(lit.matches(&fs("box:/etc/hosts")));
+        assert!(!lit.matches(&fs("/etc/hosts")));
+        // A container rule names no host path: no sandbox binds it.
+        assert!(boxed.in_container() && lit.in_container());
+        assert_eq!(boxed.fs_shape(), None);
+        assert_eq!(lit.fs_shape(), None);
+        assert_eq!(p("fs:read:box:/srv/*.py").fs_folder(), None);
+        assert!(!p("fs:read:/srv/**").in_container());
+        // Still not a relative path: a colon without `/` after it is one.
+        assert!(err("fs:read:box:srv/**").contains("relative"));
     }
 
     #[test]

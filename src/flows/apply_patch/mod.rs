@@ -167,6 +167,7 @@ impl Flow for ApplyPatch {
     }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        crate::flows::files::host_only(ctx, "apply_patch")?;
         let hunks = parse(&input.input)?;
         let base = base_folder(ctx, input.cwd.as_deref())?;
         let lines: Vec<usize> = hunks.iter().map(Hunk::line).collect();

@@ -1,0 +1,321 @@
+//! Where a file flow's files are: the host's, or, on a host sealed to a
+//! container (`SLUICE_BASH_CONTAINER`), the container's.
+//!
+//! The flows keep one implementation of their semantics (pages, anchors,
+//! listings); [`Files`] is the small backend they reach files through, and
+//! its container side only moves bytes ([`crate::container::files`]).
+//!
+//! Container paths are named to the policy as `NAME:/abs/path`
+//! (`fs:read:box:/srv/a.py`): no host rule (`fs:read:${workspace}/**`)
+//! matches one, unanchored ones (`fs:*:**/.env`) still do, and a rule
+//! names the container's (`fs:write:box:/srv/**`).
+
+use super::Context;
+use crate::container::files::{self as cf, Kind, Probe};
+use crate::container::ContainerFiles;
+use crate::error::FlowResult;
+use crate::fsops::{self, atomic, lock::FileLock, path::io_error, text, Target};
+use crate::kernel::{Action, Capability};
+use std::fs::Metadata;
+use std::path::{Path, PathBuf};
+
+/// The files one call acts on.
+pub enum Files {
+    /// The host's, through `fsops`.
+    Host,
+    /// The sealed container's, through its transport.
+    Container(ContainerFiles),
+}
+
+/// A file as it is before a write: its host metadata (to keep its mode and
+/// owner) or, in a container, only that it exists.
+pub enum Existing {
+    Host(Metadata),
+    Container,
+}
+
+impl Context {
+    /// The container whose files the file flows act on: the sealed one.
+    pub fn files_in(&self) -> Option<&str> {
+        self.containers.sealed()
+    }
+
+    /// Resolves the path of a file flow's input field `field`: on the host
+    /// as [`Context::resolve`] does, on a sealed host as a container path,
+    /// relative ones under `SLUICE_TEST_CWD` (else `/`), normalised
+    /// lexically. The container resolves its symlinks when the call runs
+    /// ([`Files::settle`]).
+    pub fn resolve_file(&self, field: &str, given: &str) -> FlowResult<Target> {
+        if self.files_in().is_none() {
+            return self.resolve(field, given);
+        }
+        if given.is_empty() || given.contains('\0') {
+            // The host's resolver words the refusal of these.
+            return self.resolve(field, given);
+        }
+        let base = self.containers.sealed_cwd().unwrap_or("/");
+        let path = PathBuf::from(cf::lexical(base, given));
+        Ok(Target {
+            shown: path.clone(),
+            real: path,
+            names_folder: given.len() > 1 && given.ends_with('/'),
+        })
+    }
+
+    /// `real` as capabilities name it: the path itself on the host,
+    /// `NAME:/path` for the sealed container's.
+    pub fn fs_name(&self, real: &Path) -> PathBuf {
+        match self.files_in() {
+            None => real.to_path_buf(),
+            Some(name) => PathBuf::from(format!("{name}:{}", real.display())),
+        }
+    }
+}
+
+/// `unsupported` for a file flow that cannot yet reach a sealed host's
+/// container: it refuses rather than act on the host's files instead.
+pub fn host_only(ctx: &Context, flow: &str) -> FlowResult<()> {
+    match ctx.files_in() {
+        None => Ok(()),
+        Some(name) => Err(crate::error::FlowError::new(
+            crate::error::ErrorCode::Unsupported,
+            format!(
+                "{flow} cannot act on container {name}'s files yet, and this host is sealed to it (SLUICE_BASH_CONTAINER), so it did not run; use read, write, edit, ls or glob, or bash in the container"
+            ),
+        )
+        .with("container", name)),
+    }
+}
+
+impl Files {
+    /// The files of this call: the sealed container's when the pipeline
+    /// routed the call there, else the host's.
+    pub async fn of(ctx: &Context) -> FlowResult<Files> {
+        match ctx.files_in() {
+            None => Ok(Files::Host),
+            Some(name) => Ok(Files::Container(ContainerFiles::new(
+                ctx.containers.transport(name).await?,
+            ))),
+        }
+    }
+
+    /// Resolves `t` where its file is: on the host as planned; in the
+    /// container through its symlinks, authorizing the canonical path for
+    /// `actions` when it differs from the one the call was granted. The
+    /// target to use, and (in a container) what is there.
+    pub async fn settle(
+        &self,
+        ctx: &Context,
+        t: &Target,
+        actions: &[Action],
+    ) -> FlowResult<(Target, Option<Probe>)> {
+        let Files::Container(c) = self else {
+            return Ok((t.clone(), None));
+        };
+        let probe = c.probe(&t.real.to_string_lossy()).await?;
+        let real = PathBuf::from(&probe.real);
+        if real != t.real {
+            for &action in actions {
+                ctx.authorize(&Capability::fs(action, &ctx.fs_name(&real)))?;
+            }
+        }
+        let settled = Target { real, ..t.clone() };
+        Ok((settled, Some(probe)))
+    }
+
+    /// Passes the text file `t` through `consume` a chunk at a time, with
+    /// the checks and errors of [`text::stream`] wherever it is.
+    pub async fn stream(
+        &self,
+        ctx: &Context,
+        t: &Target,
+        consume: impl FnMut(&[u8]),
+    ) -> FlowResult<()> {
+        match self {
+            Files::Host => text::stream(t, consume),
+            Files::Container(c) => {
+                let (t, probe) = self.settle(ctx, t, &[Action::FsRead]).await?;
+                let probe = probe.expect("a container settles with a probe");
+                check_text(&t, &probe)?;
+                let bytes = c.read(&probe.real).await?;
+                text::stream_from(&t, &bytes[..], text::CHUNK_BYTES, consume)
+            }
+        }
+    }
+
+    /// The text file `t` whole, and what to keep of it when it is
+    /// replaced; the target as settled.
+    pub async fn load(
+        &self,
+        ctx: &Context,
+        t: &Target,
+        actions: &[Action],
+    ) -> FlowResult<(Target, String, Existing)> {
+        match self {
+            Files::Host => {
+                check_host(t)?;
+                let file = text::load(t)?;
+                Ok((t.clone(), file.text, Existing::Host(file.meta)))
+            }
+            Files::Container(c) => {
+                let (t, probe) = self.settle(ctx, t, actions).await?;
+                let probe = probe.expect("a container settles with a probe");
+                check_text(&t, &probe)?;
+                let bytes = c.read(&probe.real).await?;
+                let text = text::decode(&t, bytes)?;
+                Ok((t, text, Existing::Container))
+            }
+        }
+    }
+
+    /// What is at `t` before a write: `None` when nothing is; a folder or
+    /// an irregular file is the caller's to refuse (`is_dir` tells).
+    pub async fn existing(
+        &self,
+        ctx: &Context,
+        t: &Target,
+    ) -> FlowResult<(Target, Option<(Existing, bool)>)> {
+        match self {
+            Files::Host => match std::fs::metadata(&t.real) {
+                Ok(m) => {
+                    let dir = m.is_dir();
+                    if !dir {
+                        text::check_regular(t, &m)?;
+                    }
+                    Ok((t.clone(), Some((Existing::Host(m), dir))))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((t.clone(), None)),
+                Err(e) => Err(io_error(t, "write", e)),
+            },
+            Files::Container(_) => {
+                let (t, probe) = self.settle(ctx, t, &[Action::FsWrite]).await?;
+                let Some(found) = probe.and_then(|p| p.found) else {
+                    return Ok((t, None));
+                };
+                let dir = found.kind == Kind::Dir;
+                if !dir {
+                    text::check_kind(&t, false, found.kind == Kind::File)?;
+                }
+                Ok((t, Some((Existing::Container, dir))))
+            }
+        }
+    }
+
+    /// The entries of folder `t` (names and kinds: `file`, `directory`,
+    /// `symlink`, `other`; links not followed), or `None` when `t` is not a
+    /// folder; the target as settled.
+    pub async fn entries(
+        &self,
+        ctx: &Context,
+        t: &Target,
+    ) -> FlowResult<(Target, Option<Vec<(String, &'static str)>>)> {
+        match self {
+            Files::Host => {
+                let meta = std::fs::metadata(&t.real).map_err(|e| io_error(t, "list", e))?;
+                if !meta.is_dir() {
+                    return Ok((t.clone(), None));
+                }
+                let mut out = Vec::new();
+                for dirent in std::fs::read_dir(&t.real).map_err(|e| io_error(t, "list", e))? {
+                    let dirent = dirent.map_err(|e| io_error(t, "list", e))?;
+                    let kind = match dirent.file_type() {
+                        Ok(ft) if ft.is_symlink() => "symlink",
+                        Ok(ft) if ft.is_dir() => "directory",
+                        Ok(ft) if ft.is_file() => "file",
+                        _ => "other",
+                    };
+                    out.push((dirent.file_name().to_string_lossy().into_owned(), kind));
+                }
+                Ok((t.clone(), Some(out)))
+            }
+            Files::Container(c) => {
+                let (t, probe) = self.settle(ctx, t, &[Action::FsRead]).await?;
+                let probe = probe.expect("a container settles with a probe");
+                match probe.found {
+                    None => return Err(fsops::path::not_found_near(&t, Path::new(&probe.nearest))),
+                    Some(f) if f.kind != Kind::Dir => return Ok((t, None)),
+                    Some(_) => {}
+                }
+                let listing = c.list(&probe.real, Some(1)).await?;
+                let prefix = format!("{}/", probe.real.trim_end_matches('/'));
+                let name = |p: &String| p.strip_prefix(&prefix).unwrap_or(p).to_string();
+                let mut out = Vec::new();
+                for (paths, kind) in [
+                    (&listing.dirs, "directory"),
+                    (&listing.files, "file"),
+                    (&listing.links, "symlink"),
+                    (&listing.other, "other"),
+                ] {
+                    out.extend(paths.iter().map(|p| (name(p), kind)));
+                }
+                Ok((t, Some(out)))
+            }
+        }
+    }
+
+    /// Holds the host's lock on `t` while a write is under way; a
+    /// container's files have no sibling lock folder of sluice's.
+    pub fn lock(&self, t: &Target) -> FlowResult<Option<FileLock>> {
+        match self {
+            Files::Host => FileLock::acquire(t).map(Some),
+            Files::Container(_) => Ok(None),
+        }
+    }
+
+    /// Replaces `t` with `bytes` atomically (staged beside it, then renamed
+    /// over it), making its missing folders when it is new.
+    pub async fn replace(
+        &self,
+        t: &Target,
+        bytes: &[u8],
+        existing: Option<&Existing>,
+    ) -> FlowResult<()> {
+        match self {
+            Files::Host => {
+                let meta = match existing {
+                    Some(Existing::Host(m)) => Some(m),
+                    _ => None,
+                };
+                if meta.is_none() {
+                    if let Some(parent) = t.real.parent() {
+                        std::fs::create_dir_all(parent)
+                            .map_err(|e| io_error(t, "create the folders of", e))?;
+                    }
+                }
+                atomic::replace(&t.real, bytes, meta).map_err(|e| io_error(t, "write", e))
+            }
+            Files::Container(c) => c
+                .write(&t.real.to_string_lossy(), bytes)
+                .await
+                .map_err(|e| e.with("path", t.shown.display().to_string())),
+        }
+    }
+}
+
+/// Refuses what the text flows refuse of a host path by its metadata,
+/// before a lock is taken on it: nothing there, a file named as a folder,
+/// a folder or an irregular file.
+pub fn check_host(t: &Target) -> FlowResult<()> {
+    let meta = std::fs::metadata(&t.real).map_err(|e| io_error(t, "edit", e))?;
+    if t.names_folder && !meta.is_dir() {
+        return Err(fsops::path::not_a_folder(t));
+    }
+    text::check_regular(t, &meta)
+}
+
+/// Refuses, before a byte is read, what the text flows refuse of a
+/// container's path: nothing there, a folder where a file was named (or a
+/// file where a folder was), an irregular file, a file over the limit.
+pub fn check_text(t: &Target, probe: &Probe) -> FlowResult<()> {
+    let Some(found) = probe.found else {
+        return Err(fsops::path::not_found_near(t, Path::new(&probe.nearest)));
+    };
+    if t.names_folder && found.kind != Kind::Dir {
+        return Err(fsops::path::not_a_folder(t));
+    }
+    text::check_kind(t, found.kind == Kind::Dir, found.kind == Kind::File)?;
+    if found.size > fsops::MAX_FILE_BYTES {
+        return Err(text::too_large(t, found.size));
+    }
+    Ok(())
+}
