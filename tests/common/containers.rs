@@ -179,7 +179,7 @@ pub fn image() -> &'static str {
         }
         let dir = tempfile::tempdir().unwrap();
         rootfs(dir.path());
-        let tar = Command::new("tar")
+        let mut tar = Command::new("tar")
             .args(["-C"])
             .arg(dir.path())
             .args(["-c", "."])
@@ -189,9 +189,13 @@ pub fn image() -> &'static str {
         let out = Command::new("podman")
             .args(["import", "-", IMAGE])
             .env("CONTAINERS_CONF", conf())
-            .stdin(tar.stdout.unwrap())
+            .stdin(tar.stdout.take().unwrap())
             .output()
             .unwrap();
+        assert!(
+            tar.wait().unwrap().success(),
+            "tar of the root filesystem failed"
+        );
         // Another test process may have made it meanwhile.
         assert!(
             out.status.success() || podman(&["image", "exists", IMAGE]).status.success(),
