@@ -393,7 +393,8 @@ fn bash_container_without_a_route_is_provider_unavailable_and_nothing_runs() {
         json!({
             "code": "provider_unavailable",
             "field": "container",
-            "message": "this host has no container route, so `container` cannot be honoured; drop `container` to run on the host",
+            "container": "testbed",
+            "message": "this run has no route into container \"testbed\": it is not declared in the policy's `containers`, and no engine was chosen (sluice run --container-engine podman|docker); the command did not run. Drop `container` to run on the host, or declare the container",
         })
     );
     assert!(!ws.file("ran").exists());

@@ -684,3 +684,49 @@ fn a_route_that_is_not_a_container_name_is_a_deny_never_an_engine_option() {
     // The control: a real name still routes.
     assert_eq!(lines[2]["stdout"], "c\n");
 }
+
+#[test]
+fn a_bad_container_declaration_stops_the_run_naming_the_field() {
+    let ws = workspace();
+    let bad = policy(
+        &ws,
+        "bad.lua",
+        &allow_all(r#"containers = { box = { image = "i", network = "bridge" } },"#),
+    );
+    let script = common::script_file(ws.path(), "print('ran')");
+    let out: Run = sluice_run(ws.path(), &script, &["--policy", &bad], &[])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 2);
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr.starts_with(&format!("sluice: policy {bad}: containers.box.network: unknown variant `bridge`, expected `none` or `host`")),
+        "{}",
+        out.stderr
+    );
+    let one = policy(
+        &ws,
+        "one.lua",
+        &allow_all(r#"containers = { box = { image = "i" } },"#),
+    );
+    let two = policy(
+        &ws,
+        "two.lua",
+        &allow_all(r#"containers = { box = { image = "j" } },"#),
+    );
+    let out: Run = sluice_run(
+        ws.path(),
+        &script,
+        &["--policy", &one, "--policy", &two],
+        &[],
+    )
+    .output()
+    .unwrap()
+    .into();
+    assert_eq!(out.code, 2);
+    assert_eq!(
+        out.stderr,
+        format!("sluice: policy {two}: container box is already declared by policy {one}; give it another name\n")
+    );
+}
