@@ -56,6 +56,17 @@ fn run(
     (out, lines)
 }
 
+/// [`run`] under [`allow_all`] with `--container-engine podman`.
+fn routed(ws: &common::Workspace, body: &str) -> (Run, Vec<Value>) {
+    run(
+        ws,
+        &allow_all(""),
+        &["--container-engine", "podman"],
+        &[],
+        body,
+    )
+}
+
 const TRY: &str = r#"
 local function try(input)
   local r, e = sluice.bash(input)
@@ -184,13 +195,7 @@ fn a_login_shell_applies_the_profile_and_a_script_arrives_on_stdin() {
         c.name,
         c.name
     );
-    let (out, lines) = run(
-        &ws,
-        &allow_all(""),
-        &["--container-engine", "podman"],
-        &[],
-        &body,
-    );
+    let (out, lines) = routed(&ws, &body);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(lines[0]["stdout"], "it's \"quoted\" $HOME\nloaded a b c\n");
     // The program travels on stdin: no argv inside holds its text.
@@ -206,25 +211,14 @@ fn a_timeout_stops_the_process_inside_the_container_and_names_the_logical_comman
         c.name
     );
     let t0 = Instant::now();
-    let (out, lines) = run(
-        &ws,
-        &allow_all(""),
-        &["--container-engine", "podman"],
-        &[],
-        &body,
-    );
+    let (out, lines) = routed(&ws, &body);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(lines[0]["code"], "timeout");
     assert_eq!(lines[0]["command"], "sleep 77");
     assert_eq!(lines[0]["container"], json!(c.name));
     assert!(!lines[0]["message"].as_str().unwrap().contains("podman"));
     assert!(t0.elapsed() < Duration::from_secs(20));
-    let left: Vec<String> = c
-        .processes()
-        .into_iter()
-        .filter(|p| p.contains("sleep 77"))
-        .collect();
-    assert_eq!(left, Vec::<String>::new());
+    assert_eq!(c.running("sleep 77"), Vec::<String>::new());
 }
 
 #[test]
@@ -235,21 +229,10 @@ fn what_a_command_leaves_running_in_the_container_ends_with_it() {
         "{TRY}try{{command = 'sleep 66 & echo started', container = '{}'}}",
         c.name
     );
-    let (out, lines) = run(
-        &ws,
-        &allow_all(""),
-        &["--container-engine", "podman"],
-        &[],
-        &body,
-    );
+    let (out, lines) = routed(&ws, &body);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(lines[0]["stdout"], "started\n");
-    let left: Vec<String> = c
-        .processes()
-        .into_iter()
-        .filter(|p| p.contains("sleep 66"))
-        .collect();
-    assert_eq!(left, Vec::<String>::new());
+    assert_eq!(c.running("sleep 66"), Vec::<String>::new());
 }
 
 #[test]
@@ -270,23 +253,12 @@ job:wait(5000)
 emit({{status = job.status, mode = job.sandbox and job.sandbox.mode}})"#,
         c.name
     );
-    let (out, lines) = run(
-        &ws,
-        &allow_all(""),
-        &["--container-engine", "podman"],
-        &[],
-        &body,
-    );
+    let (out, lines) = routed(&ws, &body);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(lines[0]["seen"], "ready\n");
     assert_eq!(lines[1]["killed"], true);
     assert_eq!(lines[2], json!({"status": "killed", "mode": "container"}));
-    let left: Vec<String> = c
-        .processes()
-        .into_iter()
-        .filter(|p| p.contains("sleep 88"))
-        .collect();
-    assert_eq!(left, Vec::<String>::new());
+    assert_eq!(c.running("sleep 88"), Vec::<String>::new());
 }
 
 fn declared(extra: &str) -> String {
@@ -429,13 +401,7 @@ fn a_sealed_host_runs_commands_only_in_its_container() {
 fn a_missing_engine_a_missing_container_and_no_route_are_clear_errors() {
     let ws = workspace();
     let body = format!("{TRY}try{{command = 'true', container = 'sluice-no-such-container'}}");
-    let (_, lines) = run(
-        &ws,
-        &allow_all(""),
-        &["--container-engine", "podman"],
-        &[],
-        &body,
-    );
+    let (_, lines) = routed(&ws, &body);
     assert_eq!(lines[0]["code"], "provider_unavailable");
     assert_eq!(lines[0]["container"], "sluice-no-such-container");
     assert_eq!(lines[0]["engine"], "podman");
@@ -463,13 +429,7 @@ fn a_missing_engine_a_missing_container_and_no_route_are_clear_errors() {
         .contains("Drop `container` to run on the host"));
 
     let body = format!("{TRY}try{{command = 'true', container = 'x', mode = 'hermetic', reads = {{}}, writes = {{}}}}");
-    let (_, lines) = run(
-        &ws,
-        &allow_all(""),
-        &["--container-engine", "podman"],
-        &[],
-        &body,
-    );
+    let (_, lines) = routed(&ws, &body);
     assert_eq!(lines[0]["code"], "invalid_input");
     assert_eq!(lines[0]["field"], "container");
 }
@@ -482,13 +442,7 @@ fn the_route_is_recorded_shown_and_answered_by_replay() {
         "{TRY}try{{command = 'cat /etc/profile.d/sluice.sh', container = '{}'}}",
         c.name
     );
-    let (out, lines) = run(
-        &ws,
-        &allow_all(""),
-        &["--container-engine", "podman"],
-        &[],
-        &body,
-    );
+    let (out, lines) = routed(&ws, &body);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let export = sluice_in(ws.path(), &["audit", "export", "last"]);
     let call: Value = export

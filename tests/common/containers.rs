@@ -162,6 +162,14 @@ impl Container {
             .map(str::to_string)
             .collect()
     }
+
+    /// The processes whose command line holds `needle`.
+    pub fn running(&self, needle: &str) -> Vec<String> {
+        self.processes()
+            .into_iter()
+            .filter(|p| p.contains(needle))
+            .collect()
+    }
 }
 
 impl Drop for Container {

@@ -100,6 +100,32 @@ pub struct Finished {
     pub sandbox: Option<Place>,
 }
 
+impl Finished {
+    /// The result of a command that ran to its end, from its outcome and
+    /// bounded streams; no probe, no place yet.
+    fn ran(
+        out: &Outcome,
+        exit_code: i32,
+        (stdout, stderr): (Bounded, Bounded),
+        signal: Option<String>,
+    ) -> Finished {
+        Finished {
+            exit_code,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            stdout_dropped_bytes: stdout.dropped_bytes,
+            stderr_dropped_bytes: stderr.dropped_bytes,
+            stdout: stdout.text,
+            stderr: stderr.text,
+            signal,
+            stdout_spill_path: spill_path(&out.stdout),
+            stderr_spill_path: spill_path(&out.stderr),
+            invalid_probe: None,
+            sandbox: None,
+        }
+    }
+}
+
 /// Where a command ran: confined on the host, or in a container.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
@@ -652,19 +678,11 @@ impl Bash {
             }
             _ => None,
         };
+        let finished = Finished::ran(&out, exit_code, (stdout, stderr), signal);
         Ok(Output::Finished(Box::new(Finished {
-            exit_code,
-            stdout_truncated: stdout.truncated,
-            stderr_truncated: stderr.truncated,
-            stdout_dropped_bytes: stdout.dropped_bytes,
-            stderr_dropped_bytes: stderr.dropped_bytes,
-            stdout: stdout.text,
-            stderr: stderr.text,
-            signal,
-            stdout_spill_path: spill_path(&out.stdout),
-            stderr_spill_path: spill_path(&out.stderr),
             invalid_probe,
             sandbox,
+            ..finished
         })))
     }
 

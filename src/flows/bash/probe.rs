@@ -105,10 +105,9 @@ const BUILTINS: &[&str] = &[
     "while",
 ];
 
-/// The probe for a line that is one simple command naming a program that
-/// does not exist (asked after the shell exited 127); `None` when that
-/// cannot be known.
-pub fn missing_program(line: &str, cwd: &Path, path_var: Option<&str>) -> Option<InvalidProbe> {
+/// The program of a line that is one simple command, when it is a word a
+/// shell looks for (not a builtin, not computed at run time).
+fn lone_program(line: &str) -> Option<String> {
     let Analysis::Parsed(commands) = analyze(line) else {
         return None;
     };
@@ -116,9 +115,14 @@ pub fn missing_program(line: &str, cwd: &Path, path_var: Option<&str>) -> Option
         return None;
     };
     let program = only.words.first()?;
-    if only.dynamic || BUILTINS.contains(&program.as_str()) {
-        return None;
-    }
+    (!only.dynamic && !BUILTINS.contains(&program.as_str())).then(|| program.clone())
+}
+
+/// The probe for a line that is one simple command naming a program that
+/// does not exist (asked after the shell exited 127); `None` when that
+/// cannot be known.
+pub fn missing_program(line: &str, cwd: &Path, path_var: Option<&str>) -> Option<InvalidProbe> {
+    let program = &lone_program(line)?;
     if program.contains('/') {
         if cwd.join(program).exists() {
             return None;
@@ -175,16 +179,7 @@ pub fn unknown_cwd(cwd: &Path) -> InvalidProbe {
 /// the container's shell said that program was not found: the container's
 /// own words are the evidence, since the host cannot look inside.
 pub fn missing_in_container(line: &str, stderr: &str, container: &str) -> Option<InvalidProbe> {
-    let Analysis::Parsed(commands) = analyze(line) else {
-        return None;
-    };
-    let [only] = commands.as_slice() else {
-        return None;
-    };
-    let program = only.words.first()?;
-    if only.dynamic || BUILTINS.contains(&program.as_str()) {
-        return None;
-    }
+    let program = lone_program(line)?;
     let said = stderr
         .lines()
         .find(|l| l.contains(program.as_str()) && l.contains("not found"))?;

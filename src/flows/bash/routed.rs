@@ -83,19 +83,11 @@ impl Bash {
             (127, CommandLine::Shell(line)) => probe::missing_in_container(line, &said, &t.name),
             _ => None,
         };
+        let finished = Finished::ran(&out, exit_code, (stdout, stderr), out.signal.clone());
         Ok(Output::Finished(Box::new(Finished {
-            exit_code,
-            stdout_truncated: stdout.truncated,
-            stderr_truncated: stderr.truncated,
-            stdout_dropped_bytes: stdout.dropped_bytes,
-            stderr_dropped_bytes: stderr.dropped_bytes,
-            stdout: stdout.text,
-            stderr: stderr.text,
-            signal: out.signal.clone(),
-            stdout_spill_path: super::spill_path(&out.stdout),
-            stderr_spill_path: super::spill_path(&out.stderr),
             invalid_probe,
             sandbox: Some(Place::Container(Facts::of(t))),
+            ..finished
         })))
     }
 }
