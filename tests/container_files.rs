@@ -350,3 +350,86 @@ fn grep_leaves_out_what_the_policy_denies_in_the_container() {
         })
     );
 }
+
+/// A patch of every kind: an add (in a new folder), an update, a move and a
+/// delete.
+const PATCH: &str = "*** Begin Patch\n*** Add File: new/n.txt\n+hello\n*** Update File: u.txt\n@@\n a\n-b\n+B\n\
+                     *** Update File: m.txt\n*** Move to: moved/m2.txt\n@@\n-m\n+M\n*** Delete File: d.txt\n*** End Patch";
+
+#[test]
+fn apply_patch_changes_the_containers_files_all_at_once() {
+    let s = Sealed::new();
+    s.put("u.txt", b"a\nb\n");
+    s.put("m.txt", b"m\n");
+    s.put("d.txt", b"x\n");
+    let body = format!("c(\"apply_patch\", {{input = {}}})", common::lua_str(PATCH));
+    let lines = s.run(&body);
+    assert_eq!(
+        lines[0]["out"],
+        json!({
+            "added": ["new/n.txt"], "modified": ["u.txt", "moved/m2.txt"], "deleted": ["d.txt"],
+            "output": "Success. Updated the following files:\nA new/n.txt\nM u.txt\nM moved/m2.txt\nD d.txt\n",
+        })
+    );
+    assert_eq!(
+        s.c.sh("cat /srv/new/n.txt /srv/u.txt /srv/moved/m2.txt; ls -A /srv /srv/new /srv/moved"),
+        "hello\na\nB\nM\n/srv:\nmoved\nnew\nu.txt\n\n/srv/moved:\nm2.txt\n\n/srv/new:\nn.txt\n"
+    );
+    assert_eq!(common::names_in(s.ws.path()), Vec::<String>::new());
+}
+
+/// A patch whose second update misses, after an add in a new folder and
+/// an update that would apply.
+const MISSING: &str = "*** Begin Patch\n*** Add File: fresh/z.txt\n+z\n*** Update File: u.txt\n@@\n-a\n+A\n\
+                       *** Update File: v.txt\n@@\n-nope\n+x\n*** Delete File: d.txt\n*** End Patch";
+
+#[test]
+fn a_failing_hunk_leaves_the_container_as_it_was_and_fails_as_on_the_host() {
+    let s = Sealed::new();
+    s.put("u.txt", b"a\n");
+    s.put("v.txt", b"v\n");
+    s.put("d.txt", b"d\n");
+    let body = format!(
+        "c(\"apply_patch\", {{input = {}}})",
+        common::lua_str(MISSING)
+    );
+    let lines = s.run(&body);
+    assert_eq!(
+        lines[0]["err"],
+        json!({"code": "no_match", "message": "Failed to find expected lines in /srv/v.txt:\nnope",
+               "path": "/srv/v.txt", "expected": "nope"})
+    );
+    assert_eq!(
+        s.c.sh("ls -A /srv; cat /srv/u.txt /srv/v.txt /srv/d.txt"),
+        "d.txt\nu.txt\nv.txt\na\nv\nd\n"
+    );
+    // On the host, the same patch fails with the same code and words.
+    let host = common::workspace();
+    for (rel, text) in [("u.txt", "a\n"), ("v.txt", "v\n"), ("d.txt", "d\n")] {
+        std::fs::write(host.file(rel), text).unwrap();
+    }
+    let on_host = common::lua(&host, &[], &format!("{PRELUDE}{body}"));
+    let v = host.file("v.txt").display().to_string();
+    assert_eq!(
+        on_host[0]["err"],
+        json!({"code": "no_match", "message": format!("Failed to find expected lines in {v}:\nnope"),
+               "path": v, "expected": "nope"})
+    );
+}
+
+#[test]
+fn the_audit_routes_a_sealed_read_to_the_container() {
+    let s = Sealed::new();
+    s.put("a.txt", b"a\n");
+    let lines = s.run(r#"c("read", {path = "a.txt"})"#);
+    assert_eq!(lines[0]["out"]["content"], "a");
+    let export = common::sluice_in(s.ws.path(), &["audit", "export", "last"]);
+    let call: Value = export
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["type"] == "call")
+        .unwrap_or_else(|| panic!("no call in {}", export.stdout));
+    assert_eq!(call["flow"], "read");
+    assert_eq!(call["route"], json!({"container": s.c.name}));
+}

@@ -253,6 +253,42 @@ impl ContainerFiles {
     }
 }
 
+impl ContainerFiles {
+    /// Runs one busybox `tool` on `args` (paths as arguments, never in a
+    /// script), failing with its words for `doing` on `args[0]`.
+    async fn tool(&self, tool: &str, flags: &[&str], args: &[&str], doing: &str) -> FlowResult<()> {
+        let mut argv = vec![tool];
+        argv.extend(flags);
+        argv.extend(args);
+        let out = self.run(&argv, None).await?;
+        if !out.status.success() {
+            return Err(self.failed(doing, args.first().copied().unwrap_or("/"), &out));
+        }
+        Ok(())
+    }
+
+    /// Renames `from` to `to` (`mv`; a link is moved as itself).
+    pub async fn rename(&self, from: &str, to: &str) -> FlowResult<()> {
+        self.tool("mv", &["-f"], &[from, to], "move").await
+    }
+
+    /// Removes the file or link at `path` (`rm -f`).
+    pub async fn remove(&self, path: &str) -> FlowResult<()> {
+        self.tool("rm", &["-f"], &[path], "remove").await
+    }
+
+    /// Makes folder `path` and its missing parents (`mkdir -p`).
+    pub async fn make_dirs(&self, path: &str) -> FlowResult<()> {
+        self.tool("mkdir", &["-p"], &[path], "create the folder")
+            .await
+    }
+
+    /// Removes the empty folder `path` (`rmdir`).
+    pub async fn remove_dir(&self, path: &str) -> FlowResult<()> {
+        self.tool("rmdir", &[], &[path], "remove the folder").await
+    }
+}
+
 /// The results of [`READ_MANY`]'s output, at most `n`; `None` when it is
 /// not in its framing.
 fn parse_many(mut out: &[u8], n: usize) -> Option<Vec<Fetched>> {
