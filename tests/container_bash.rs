@@ -5,6 +5,8 @@
 //! and the route in the record and its replay.
 
 mod common;
+// The helper's `image()` leaves its `tar` to the pipe.
+#[allow(clippy::zombie_processes)]
 #[path = "common/containers.rs"]
 mod containers;
 

@@ -235,8 +235,7 @@ fn ls_and_glob_list_the_containers_tree() {
         r#"c("ls", {})
            c("glob", {pattern = "**/*.rs"})
            c("glob", {pattern = "*.rs", root = "src"})
-           c("ls", {path = "notes.txt"})
-           c("grep", {pattern = "a"})"#,
+           c("ls", {path = "notes.txt"})"#,
     );
     assert_eq!(
         lines[0]["out"],
@@ -257,7 +256,180 @@ fn ls_and_glob_list_the_containers_tree() {
         lines[3]["err"]["message"],
         "/srv/notes.txt is not a folder; read it with read."
     );
-    // grep cannot reach a container's files yet: it refuses, never reading
-    // the host's instead.
-    assert_eq!(lines[4]["err"]["code"], "unsupported");
+}
+
+/// The files both grep tests search: text, a binary file with a match
+/// before its NUL, and a file under a hidden folder.
+const TREE: [(&str, &[u8]); 4] = [
+    (
+        "src/a.rs",
+        b"fn alpha() {}\nlet beta = 1;\n// alpha again\n",
+    ),
+    ("src/b.txt", b"alpha here\r\n"),
+    ("bin.dat", b"alpha\0binary\n"),
+    (".hid/h.rs", b"alpha\n"),
+];
+
+/// The searches of [`grep_searches_the_containers_files_as_the_host_would`].
+const SEARCHES: &str = r#"c("grep", {pattern = "alpha"})
+   c("grep", {pattern = "alpha", globs = {"*.rs"}, context = 1})
+   c("grep", {pattern = "hostonly"})
+   c("grep", {pattern = "ALPHA", ignoreCase = true, filesWithMatches = true, root = "src"})"#;
+
+#[test]
+fn grep_searches_the_containers_files_as_the_host_would() {
+    let s = Sealed::new();
+    for (rel, bytes) in TREE {
+        s.put(rel, bytes);
+    }
+    // Only on the host: never searched when sealed.
+    std::fs::write(s.ws.file("host.rs"), "hostonly alpha\n").unwrap();
+    let lines = s.run(SEARCHES);
+    assert_eq!(
+        lines[0]["out"],
+        json!({
+            "matches": [
+                {"file": "src/a.rs", "line": 1, "text": "fn alpha() {}"},
+                {"file": "src/a.rs", "line": 3, "text": "// alpha again"},
+                {"file": "src/b.txt", "line": 1, "text": "alpha here"},
+            ],
+            "files": ["src/a.rs", "src/b.txt"],
+            "totalMatches": 3, "totalFiles": 2, "filesSearched": 2,
+            "skippedBinary": 1, "skippedDenied": 0, "skippedUnreadable": 0, "skippedNames": 0,
+            "truncated": false,
+            "notice": "Skipped 1 binary file (a NUL byte in what was read).",
+        })
+    );
+    assert_eq!(
+        lines[1]["out"]["matches"],
+        json!([
+            {"file": "src/a.rs", "line": 1, "text": "fn alpha() {}", "before": [], "after": ["let beta = 1;"]},
+            {"file": "src/a.rs", "line": 3, "text": "// alpha again", "before": ["let beta = 1;"], "after": []},
+        ])
+    );
+    assert_eq!(lines[1]["out"]["skippedBinary"], 0);
+    assert_eq!(lines[2]["out"]["totalMatches"], 0);
+    assert_eq!(lines[2]["out"]["matches"], json!([]));
+    assert_eq!(lines[3]["out"]["files"], json!(["src/a.rs", "src/b.txt"]));
+    // The same tree in a host workspace gives the same answers.
+    let host = common::workspace();
+    for (rel, bytes) in TREE {
+        let path = host.file(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    let run = common::run_lua_env(host.path(), &format!("{PRELUDE}{SEARCHES}"), &[], &[], &[]).ok();
+    let on_host: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(on_host, lines);
+}
+
+#[test]
+fn grep_leaves_out_what_the_policy_denies_in_the_container() {
+    let s = Sealed::new();
+    s.put("secret/k.txt", b"token=1\n");
+    s.put("open.txt", b"token=2\n");
+    let deny = format!(
+        "p.deny(\"fs:read:{}:/srv/secret/**\", \"keys stay hidden\"),",
+        s.c.name
+    );
+    let policy = s.policy(&deny);
+    let lines = s.run_with(Some(&policy), r#"c("grep", {pattern = "token"})"#);
+    assert_eq!(
+        lines[0]["out"],
+        json!({
+            "matches": [{"file": "open.txt", "line": 1, "text": "token=2"}],
+            "files": ["open.txt"],
+            "totalMatches": 1, "totalFiles": 1, "filesSearched": 1,
+            "skippedBinary": 0, "skippedDenied": 1, "skippedUnreadable": 0, "skippedNames": 0,
+            "truncated": false,
+            "notice": "Skipped 1 path the policy denies reading.",
+        })
+    );
+}
+
+/// A patch of every kind: an add (in a new folder), an update, a move and a
+/// delete.
+const PATCH: &str = "*** Begin Patch\n*** Add File: new/n.txt\n+hello\n*** Update File: u.txt\n@@\n a\n-b\n+B\n\
+                     *** Update File: m.txt\n*** Move to: moved/m2.txt\n@@\n-m\n+M\n*** Delete File: d.txt\n*** End Patch";
+
+#[test]
+fn apply_patch_changes_the_containers_files_all_at_once() {
+    let s = Sealed::new();
+    s.put("u.txt", b"a\nb\n");
+    s.put("m.txt", b"m\n");
+    s.put("d.txt", b"x\n");
+    let body = format!("c(\"apply_patch\", {{input = {}}})", common::lua_str(PATCH));
+    let lines = s.run(&body);
+    assert_eq!(
+        lines[0]["out"],
+        json!({
+            "added": ["new/n.txt"], "modified": ["u.txt", "moved/m2.txt"], "deleted": ["d.txt"],
+            "output": "Success. Updated the following files:\nA new/n.txt\nM u.txt\nM moved/m2.txt\nD d.txt\n",
+        })
+    );
+    assert_eq!(
+        s.c.sh("cat /srv/new/n.txt /srv/u.txt /srv/moved/m2.txt; ls -A /srv /srv/new /srv/moved"),
+        "hello\na\nB\nM\n/srv:\nmoved\nnew\nu.txt\n\n/srv/moved:\nm2.txt\n\n/srv/new:\nn.txt\n"
+    );
+    assert_eq!(common::names_in(s.ws.path()), Vec::<String>::new());
+}
+
+/// A patch whose second update misses, after an add in a new folder and
+/// an update that would apply.
+const MISSING: &str = "*** Begin Patch\n*** Add File: fresh/z.txt\n+z\n*** Update File: u.txt\n@@\n-a\n+A\n\
+                       *** Update File: v.txt\n@@\n-nope\n+x\n*** Delete File: d.txt\n*** End Patch";
+
+#[test]
+fn a_failing_hunk_leaves_the_container_as_it_was_and_fails_as_on_the_host() {
+    let s = Sealed::new();
+    s.put("u.txt", b"a\n");
+    s.put("v.txt", b"v\n");
+    s.put("d.txt", b"d\n");
+    let body = format!(
+        "c(\"apply_patch\", {{input = {}}})",
+        common::lua_str(MISSING)
+    );
+    let lines = s.run(&body);
+    assert_eq!(
+        lines[0]["err"],
+        json!({"code": "no_match", "message": "Failed to find expected lines in /srv/v.txt:\nnope",
+               "path": "/srv/v.txt", "expected": "nope"})
+    );
+    assert_eq!(
+        s.c.sh("ls -A /srv; cat /srv/u.txt /srv/v.txt /srv/d.txt"),
+        "d.txt\nu.txt\nv.txt\na\nv\nd\n"
+    );
+    // On the host, the same patch fails with the same code and words.
+    let host = common::workspace();
+    for (rel, text) in [("u.txt", "a\n"), ("v.txt", "v\n"), ("d.txt", "d\n")] {
+        std::fs::write(host.file(rel), text).unwrap();
+    }
+    let on_host = common::lua(&host, &[], &format!("{PRELUDE}{body}"));
+    let v = host.file("v.txt").display().to_string();
+    assert_eq!(
+        on_host[0]["err"],
+        json!({"code": "no_match", "message": format!("Failed to find expected lines in {v}:\nnope"),
+               "path": v, "expected": "nope"})
+    );
+}
+
+#[test]
+fn the_audit_routes_a_sealed_read_to_the_container() {
+    let s = Sealed::new();
+    s.put("a.txt", b"a\n");
+    let lines = s.run(r#"c("read", {path = "a.txt"})"#);
+    assert_eq!(lines[0]["out"]["content"], "a");
+    let export = common::sluice_in(s.ws.path(), &["audit", "export", "last"]);
+    let call: Value = export
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["type"] == "call")
+        .unwrap_or_else(|| panic!("no call in {}", export.stdout));
+    assert_eq!(call["flow"], "read");
+    assert_eq!(call["route"], json!({"container": s.c.name}));
 }

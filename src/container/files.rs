@@ -105,6 +105,37 @@ find "$r" "$@" -type f -print0; printf '\0'
 find "$r" "$@" -type l -print0; printf '\0'
 find "$r" "$@" ! -type d ! -type f ! -type l -print0"#;
 
+/// Reads files `$3...` in order while their bytes fit in `$1` (one file at
+/// least): for each, `ok SIZE\n` and exactly SIZE bytes (a file that shrank
+/// meanwhile is padded with NULs, so it reads as binary; one that grew is
+/// cut), `big SIZE\n` when it is over `$2` bytes, `gone\n` when it is no
+/// longer a regular file (a link swapped in is not followed), `err WHY\n`;
+/// then `more\n` where the budget ran out. The framing never depends on
+/// what the files hold, so any byte (NUL included) passes.
+const READ_MANY: &str = r#"b=$1; m=$2; shift 2; used=0
+for f; do
+  if [ -L "$f" ] || [ ! -f "$f" ]; then printf 'gone\n'; continue; fi
+  s=$(stat -c %s "$f" 2>/dev/null) || { printf 'gone\n'; continue; }
+  if [ "$s" -gt "$m" ]; then printf 'big %s\n' "$s"; continue; fi
+  if [ "$used" -gt 0 ] && [ $((used + s)) -gt "$b" ]; then printf 'more\n'; exit 0; fi
+  if [ ! -r "$f" ]; then printf 'err Permission denied\n'; continue; fi
+  printf 'ok %s\n' "$s"
+  { head -c "$s" "$f" 2>/dev/null; cat /dev/zero; } | head -c "$s"
+  used=$((used + s))
+done"#;
+
+/// One file as [`ContainerFiles::read_many`] read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    Bytes(Vec<u8>),
+    /// Over the size asked for: its size.
+    TooLarge(u64),
+    /// No longer a regular file (removed, or replaced by a link).
+    Gone,
+    /// Could not be read, in the container's words.
+    Failed(String),
+}
+
 impl ContainerFiles {
     /// The files behind `transport`.
     pub fn new(transport: Arc<Transport>) -> ContainerFiles {
@@ -114,10 +145,20 @@ impl ContainerFiles {
     /// Runs `args` in the container; its output, or `provider_unavailable`
     /// when the engine could not run it at all.
     async fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> FlowResult<std::process::Output> {
+        self.run_for(args, stdin, LIMIT).await
+    }
+
+    /// [`ContainerFiles::run`] bounded by `limit` rather than the default.
+    async fn run_for(
+        &self,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+        limit: Duration,
+    ) -> FlowResult<std::process::Output> {
         let argv = self.transport.exec_args(args);
         self.transport
             .engine
-            .output(&argv, Vec::new(), stdin, LIMIT)
+            .output(&argv, Vec::new(), stdin, limit)
             .await
             .map_err(|why| {
                 FlowError::new(
@@ -186,6 +227,92 @@ impl ContainerFiles {
         }
         Ok(parse_listing(&out.stdout))
     }
+}
+
+impl ContainerFiles {
+    /// Reads a prefix of `paths` in one exec (`cat`-like, see
+    /// [`READ_MANY`]): as many as fit in `budget` bytes, one at least; files
+    /// over `max` bytes are not read. One result per path read, in order;
+    /// the caller asks again for the rest. `limit` bounds the exec.
+    pub async fn read_many(
+        &self,
+        paths: &[String],
+        budget: u64,
+        max: u64,
+        limit: Duration,
+    ) -> FlowResult<Vec<Fetched>> {
+        let (budget, max) = (budget.to_string(), max.to_string());
+        let mut args = vec!["sh", "-c", READ_MANY, "sh", budget.as_str(), max.as_str()];
+        args.extend(paths.iter().map(String::as_str));
+        let out = self.run_for(&args, None, limit).await?;
+        let first = paths.first().map(String::as_str).unwrap_or("/");
+        if !out.status.success() {
+            return Err(self.failed("read", first, &out));
+        }
+        parse_many(&out.stdout, paths.len()).ok_or_else(|| self.failed("read", first, &out))
+    }
+}
+
+impl ContainerFiles {
+    /// Runs one busybox `tool` on `args` (paths as arguments, never in a
+    /// script), failing with its words for `doing` on `args[0]`.
+    async fn tool(&self, tool: &str, flags: &[&str], args: &[&str], doing: &str) -> FlowResult<()> {
+        let mut argv = vec![tool];
+        argv.extend(flags);
+        argv.extend(args);
+        let out = self.run(&argv, None).await?;
+        if !out.status.success() {
+            return Err(self.failed(doing, args.first().copied().unwrap_or("/"), &out));
+        }
+        Ok(())
+    }
+
+    /// Renames `from` to `to` (`mv`; a link is moved as itself).
+    pub async fn rename(&self, from: &str, to: &str) -> FlowResult<()> {
+        self.tool("mv", &["-f"], &[from, to], "move").await
+    }
+
+    /// Removes the file or link at `path` (`rm -f`).
+    pub async fn remove(&self, path: &str) -> FlowResult<()> {
+        self.tool("rm", &["-f"], &[path], "remove").await
+    }
+
+    /// Makes folder `path` and its missing parents (`mkdir -p`).
+    pub async fn make_dirs(&self, path: &str) -> FlowResult<()> {
+        self.tool("mkdir", &["-p"], &[path], "create the folder")
+            .await
+    }
+
+    /// Removes the empty folder `path` (`rmdir`).
+    pub async fn remove_dir(&self, path: &str) -> FlowResult<()> {
+        self.tool("rmdir", &[], &[path], "remove the folder").await
+    }
+}
+
+/// The results of [`READ_MANY`]'s output, at most `n`; `None` when it is
+/// not in its framing.
+fn parse_many(mut out: &[u8], n: usize) -> Option<Vec<Fetched>> {
+    let mut got = Vec::new();
+    while !out.is_empty() && got.len() < n {
+        let end = out.iter().position(|&b| b == b'\n')?;
+        let head = std::str::from_utf8(&out[..end]).ok()?;
+        out = &out[end + 1..];
+        let (word, rest) = head.split_once(' ').unwrap_or((head, ""));
+        got.push(match word {
+            "ok" => {
+                let size: usize = rest.parse().ok()?;
+                let bytes = out.get(..size)?.to_vec();
+                out = &out[size..];
+                Fetched::Bytes(bytes)
+            }
+            "big" => Fetched::TooLarge(rest.parse().ok()?),
+            "gone" => Fetched::Gone,
+            "err" => Fetched::Failed(rest.to_string()),
+            "more" => break,
+            _ => return None,
+        });
+    }
+    (!got.is_empty() || n == 0).then_some(got)
 }
 
 fn parse_probe(stdout: &[u8]) -> Option<Probe> {
@@ -301,6 +428,23 @@ mod tests {
         let p = parse_probe(b"/srv\0directory|4096|755").unwrap();
         assert_eq!(p.found.unwrap().kind, Kind::Dir);
         assert!(parse_probe(b"garbage").is_none());
+    }
+
+    #[test]
+    fn batched_reads_frame_any_bytes() {
+        let out = b"ok 3\na\0\nbig 99\ngone\nerr Permission denied\nok 0\nmore\n";
+        assert_eq!(
+            parse_many(out, 9).unwrap(),
+            vec![
+                Fetched::Bytes(b"a\0\n".to_vec()),
+                Fetched::TooLarge(99),
+                Fetched::Gone,
+                Fetched::Failed("Permission denied".into()),
+                Fetched::Bytes(vec![]),
+            ]
+        );
+        assert!(parse_many(b"ok 5\nab", 1).is_none());
+        assert!(parse_many(b"", 2).is_none());
     }
 
     #[test]

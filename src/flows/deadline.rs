@@ -73,6 +73,12 @@ impl Deadline {
         false
     }
 
+    /// The time left before it passes (zero once it has): what a call that
+    /// waits on another process (a container's exec) may wait at most.
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
     /// Why it passed, once [`Deadline::passed`] said so.
     pub fn why(&self) -> Stop {
         match interrupt::requested() {

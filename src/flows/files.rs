@@ -72,21 +72,6 @@ impl Context {
     }
 }
 
-/// `unsupported` for a file flow that cannot yet reach a sealed host's
-/// container: it refuses rather than act on the host's files instead.
-pub fn host_only(ctx: &Context, flow: &str) -> FlowResult<()> {
-    match ctx.files_in() {
-        None => Ok(()),
-        Some(name) => Err(crate::error::FlowError::new(
-            crate::error::ErrorCode::Unsupported,
-            format!(
-                "{flow} cannot act on container {name}'s files yet, and this host is sealed to it (SLUICE_BASH_CONTAINER), so it did not run; use read, write, edit, ls or glob, or bash in the container"
-            ),
-        )
-        .with("container", name)),
-    }
-}
-
 impl Files {
     /// The files of this call: the sealed container's when the pipeline
     /// routed the call there, else the host's.

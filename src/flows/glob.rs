@@ -344,7 +344,7 @@ impl Glob {
             self.tree.target.real = real;
         }
         let listing = c.list(&probe.real, None).await?;
-        let (found, skipped) = self.tree.found_in(&listing);
+        let (found, skipped) = self.tree.found_in(&listing, None);
         let root = self.tree.target.real.clone();
         let mut out = Listing {
             first: BinaryHeap::new(),

@@ -73,15 +73,18 @@
 //!   `skippedDenied`. An ask is not a refusal here: the root was authorized.
 
 use super::deadline::{check_timeout, Deadline};
+use super::files::Files;
 use super::lines::positive;
 use super::walk::{
     plural, refused, skipped_fields, thousands, threads, Found, Kind, Skipped, Tree, TICK,
 };
 use super::{closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier};
+use crate::container::files::Fetched;
+use crate::container::ContainerFiles;
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::fsops::path::io_error;
+use crate::fsops::path::{io_error, not_found_near};
 use crate::kernel::gate::Authorized;
-use crate::kernel::Action;
+use crate::kernel::{Action, Capability};
 use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
@@ -92,7 +95,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 
@@ -179,6 +182,9 @@ pub struct Grep {
     tree: Tree,
     matcher: RegexMatcher,
     overrides: Option<Override>,
+    /// `globs` as given, to root the overrides again at a container's
+    /// canonical root.
+    globs: Vec<String>,
     settings: Settings,
     timeout_ms: Option<u64>,
 }
@@ -333,16 +339,16 @@ impl Flow for Grep {
     }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
-        super::files::host_only(ctx, "grep")?;
         let matcher = matcher(&input)?;
-        let target = ctx.resolve("root", input.root.as_deref().unwrap_or("."))?;
-        let overrides = match &input.globs {
-            Some(globs) if !globs.is_empty() => Some(overrides(&target.real, globs)?),
-            _ => None,
+        let target = ctx.resolve_file("root", input.root.as_deref().unwrap_or("."))?;
+        let globs = input.globs.clone().unwrap_or_default();
+        let overrides = match globs.is_empty() {
+            false => Some(overrides(&target.real, &globs)?),
+            true => None,
         };
         let envelope = Envelope {
             tier: Tier::Sealed,
-            reads: vec![target.real.clone()],
+            reads: vec![ctx.fs_name(&target.real)],
             writes: vec![],
             commands: vec![],
             network: vec![],
@@ -361,6 +367,7 @@ impl Flow for Grep {
             tree: Tree::new(ctx, target, input.hidden, input.no_ignore),
             matcher,
             overrides,
+            globs,
             settings,
             timeout_ms: input.timeout_ms,
         };
@@ -368,6 +375,9 @@ impl Flow for Grep {
     }
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        if let Files::Container(c) = Files::of(ctx).await? {
+            return self.in_container(ctx, &c).await;
+        }
         let t = &self.tree.target;
         fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         let deadline = Deadline::after(self.timeout_ms);
@@ -498,20 +508,186 @@ impl Flow for Grep {
                 found.add(file, count, hits);
             }
         }
-        let searched = tally.searched;
-        skipped.add(std::mem::take(&mut tally.skipped));
-        let out = found.finish(tally, skipped);
-        if !stopped {
-            return Ok(out);
-        }
-        let value = serde_json::to_value(&out).expect("grep output serializes");
-        Err(deadline.error(
-            "grep",
-            &format!("searched {} so far", plural(searched, "file")),
-            value,
-            "Narrow `root` or `globs`, or make the pattern simpler",
-        ))
+        conclude(found, tally, skipped, stopped.then_some(&deadline))
     }
+}
+
+/// The answer of a search: its output, or, when `stopped` at this
+/// deadline, the `timeout` error carrying what it found so far.
+fn conclude(
+    found: Collected,
+    mut tally: Tally,
+    mut skipped: Skipped,
+    stopped: Option<&Deadline>,
+) -> FlowResult<Output> {
+    let searched = tally.searched;
+    skipped.add(std::mem::take(&mut tally.skipped));
+    let out = found.finish(tally, skipped);
+    let Some(deadline) = stopped else {
+        return Ok(out);
+    };
+    let value = serde_json::to_value(&out).expect("grep output serializes");
+    Err(deadline.error(
+        "grep",
+        &format!("searched {} so far", plural(searched, "file")),
+        value,
+        "Narrow `root` or `globs`, or make the pattern simpler",
+    ))
+}
+
+/// Bytes of files one container exec reads at most (one file at least),
+/// and so what the search holds at once.
+const CONTAINER_BATCH_BYTES: u64 = 8 << 20;
+/// Files one container exec reads at most, to keep its arguments short.
+const CONTAINER_BATCH_FILES: usize = 256;
+
+impl Grep {
+    /// The search over a container's tree: one `find` lists it, the files
+    /// the policy lets through are read a batch per exec, and each is
+    /// searched from its bytes by the same searcher, sink and collector as
+    /// on the host, so fields, limits, order and binary handling agree.
+    async fn in_container(mut self, ctx: &Context, c: &ContainerFiles) -> FlowResult<Output> {
+        let deadline = Deadline::after(self.timeout_ms);
+        self.settle_root(ctx, c).await?;
+        let root = self.tree.target.real.to_string_lossy().into_owned();
+        let listing = c.list(&root, None).await?;
+        let (walked, mut skipped) = self.tree.found_in(&listing, self.overrides.as_ref());
+        let mut files: Vec<Found> = Vec::new();
+        for f in walked.into_iter().filter(|f| f.kind == Kind::File) {
+            if f.denied(ctx) {
+                skipped.denied += 1;
+            } else {
+                files.push(f);
+            }
+        }
+        // In output order: the collector then keeps few lines it drops.
+        files.sort_by(|a, b| a.shown.cmp(&b.shown));
+        let mut found = Collected::new(self.settings);
+        let mut tally = Tally::default();
+        let mut searcher = searcher(self.settings);
+        let mut rest = &files[..];
+        let mut stopped = false;
+        while !rest.is_empty() && !stopped {
+            let batch = &rest[..rest.len().min(CONTAINER_BATCH_FILES)];
+            let Some(fetched) = fetch(c, batch, &deadline).await? else {
+                stopped = true;
+                break;
+            };
+            for (f, got) in batch.iter().zip(&fetched) {
+                let bytes = match got {
+                    Fetched::Bytes(b) => b,
+                    other => {
+                        tally.skipped.unreadable_path(unfetched(&f.shown, other));
+                        continue;
+                    }
+                };
+                let mut sink = FileSink::new(self.settings);
+                let reader = Watched {
+                    file: &bytes[..],
+                    deadline: &deadline,
+                };
+                let result = searcher.search_reader(&self.matcher, reader, &mut sink);
+                stopped = tally_file(&mut tally, &mut found, &f.shown, sink, result, &deadline);
+                if stopped {
+                    break;
+                }
+            }
+            rest = &rest[fetched.len()..];
+        }
+        conclude(found, tally, skipped, stopped.then_some(&deadline))
+    }
+
+    /// Resolves the root in the container (it may be one file): missing is
+    /// `not_found`; a canonical path other than the granted one is
+    /// authorized again, and the globs are rooted there.
+    async fn settle_root(&mut self, ctx: &Context, c: &ContainerFiles) -> FlowResult<()> {
+        let t = &self.tree.target;
+        let probe = c.probe(&t.real.to_string_lossy()).await?;
+        if probe.found.is_none() {
+            return Err(not_found_near(t, Path::new(&probe.nearest)));
+        }
+        let real = PathBuf::from(&probe.real);
+        if real != t.real {
+            ctx.authorize(&Capability::fs(Action::FsRead, &ctx.fs_name(&real)))?;
+            if !self.globs.is_empty() {
+                self.overrides = Some(overrides(&real, &self.globs)?);
+            }
+            self.tree.target.real = real;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a prefix of `batch` in one exec, bounded by the time the deadline
+/// leaves; `None` when the deadline passed first.
+async fn fetch(
+    c: &ContainerFiles,
+    batch: &[Found],
+    deadline: &Deadline,
+) -> FlowResult<Option<Vec<Fetched>>> {
+    if deadline.passed() {
+        return Ok(None);
+    }
+    let paths: Vec<String> = batch
+        .iter()
+        .map(|f| f.path.to_string_lossy().into_owned())
+        .collect();
+    let max = crate::fsops::MAX_FILE_BYTES;
+    let read = c.read_many(&paths, CONTAINER_BATCH_BYTES, max, deadline.remaining());
+    match read.await {
+        Ok(got) => Ok(Some(got)),
+        Err(_) if deadline.passed() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The notice's words for a container file that was not searched.
+fn unfetched(shown: &str, got: &Fetched) -> String {
+    match got {
+        Fetched::TooLarge(size) => format!(
+            "{shown}: {} bytes, over the {} MiB a container's file is searched up to; search it with bash (grep) in the container",
+            thousands(*size),
+            crate::fsops::MAX_FILE_BYTES >> 20
+        ),
+        Fetched::Gone => format!("{shown}: no longer a regular file"),
+        Fetched::Failed(why) => format!("{shown}: {why}"),
+        Fetched::Bytes(_) => format!("{shown}: read"),
+    }
+}
+
+/// Counts one searched file as a host worker does: binary, searched (its
+/// matches collected) or unreadable. Whether the deadline cut it short,
+/// in which case what it found before the cut still counts.
+fn tally_file(
+    tally: &mut Tally,
+    found: &mut Collected,
+    shown: &str,
+    mut sink: FileSink,
+    result: io::Result<()>,
+    deadline: &Deadline,
+) -> bool {
+    match result {
+        Err(_) if deadline.passed() => {
+            if sink.count > 0 && !sink.binary {
+                tally.searched += 1;
+                found.add(
+                    shown.to_string(),
+                    sink.count,
+                    std::mem::take(&mut sink.hits),
+                );
+            }
+            return true;
+        }
+        Err(e) => tally.skipped.unreadable_path(format!("{shown}: {e}")),
+        Ok(()) if sink.binary => tally.binary += 1,
+        Ok(()) => {
+            tally.searched += 1;
+            if sink.count > 0 {
+                found.add(shown.to_string(), sink.count, sink.hits);
+            }
+        }
+    }
+    false
 }
 
 /// The matcher for the input's pattern and flags.
@@ -741,12 +917,12 @@ impl Sink for Shared<'_> {
 /// A file read through the deadline: each read (a buffer of the searcher's,
 /// 64 KiB) first looks at it, so a huge file is left within one buffer's
 /// search of the deadline.
-struct Watched<'a> {
-    file: File,
+struct Watched<'a, R: Read> {
+    file: R,
     deadline: &'a Deadline,
 }
 
-impl Read for Watched<'_> {
+impl<R: Read> Read for Watched<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.deadline.passed() {
             return Err(io::Error::other("the search's deadline passed"));

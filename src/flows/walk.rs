@@ -13,6 +13,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::overrides::Override;
 use ignore::{WalkBuilder, WalkState};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -203,11 +204,26 @@ impl Tree {
 
     /// What a container's `find` listed under the root (its files, links
     /// and the rest; folders only hold them), filtered as the host walk
-    /// filters: hidden names unless `hidden`, unfair names counted. The
-    /// container's ignore files are not read.
-    pub fn found_in(&self, listing: &crate::container::files::Listing) -> (Vec<Found>, Skipped) {
-        let root = &self.target.real;
+    /// filters each entry: `overrides` (grep's `globs`) first, then hidden
+    /// names unless `hidden` or an override whitelists them, then `.git`
+    /// and `.sluice` always, then unfair names, counted once for the
+    /// folder that holds them. The container's ignore files are not read.
+    pub fn found_in(
+        &self,
+        listing: &crate::container::files::Listing,
+        overrides: Option<&Override>,
+    ) -> (Vec<Found>, Skipped) {
         let mut skipped = Skipped::default();
+        let mut verdicts: HashMap<PathBuf, bool> = HashMap::new();
+        verdicts.insert(self.target.real.clone(), true);
+        let mut dirs: Vec<&String> = listing.dirs.iter().collect();
+        // Parents before children: a folder's verdict is its parent's first.
+        dirs.sort_by_key(|d| d.len());
+        for d in dirs {
+            let path = PathBuf::from(d);
+            let ok = self.admits(&path, true, overrides, &verdicts, &mut skipped);
+            verdicts.insert(path, ok);
+        }
         let mut out = Vec::new();
         let kinds = [
             (&listing.files, Kind::File),
@@ -217,16 +233,7 @@ impl Tree {
         for (paths, kind) in kinds {
             for p in paths {
                 let path = PathBuf::from(p);
-                let rel = path.strip_prefix(root).unwrap_or(&path);
-                if !self.hidden
-                    && rel
-                        .components()
-                        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
-                {
-                    continue;
-                }
-                if !rel.components().all(|c| fair_name(c.as_os_str())) {
-                    skipped.names += 1;
+                if !self.admits(&path, false, overrides, &verdicts, &mut skipped) {
                     continue;
                 }
                 let Some(shown) = self.show(&path) else {
@@ -237,6 +244,46 @@ impl Tree {
             }
         }
         (out, skipped)
+    }
+
+    /// Whether the walk would yield (or, for a folder, enter) `path`, given
+    /// the verdicts on the folders above it; counts an unfair name.
+    fn admits(
+        &self,
+        path: &Path,
+        is_dir: bool,
+        overrides: Option<&Override>,
+        verdicts: &HashMap<PathBuf, bool>,
+        skipped: &mut Skipped,
+    ) -> bool {
+        if *path == self.target.real {
+            return true;
+        }
+        let parent_ok = path
+            .parent()
+            .is_some_and(|p| verdicts.get(p).copied().unwrap_or(false));
+        let Some(name) = path.file_name() else {
+            return false;
+        };
+        if !parent_ok {
+            return false;
+        }
+        let whitelisted = match overrides.map(|o| o.matched(path, is_dir)) {
+            Some(ignore::Match::Ignore(_)) => return false,
+            Some(ignore::Match::Whitelist(_)) => true,
+            _ => false,
+        };
+        if !whitelisted && !self.hidden && name.to_string_lossy().starts_with('.') {
+            return false;
+        }
+        if name == ".git" || name == ".sluice" {
+            return false;
+        }
+        if !fair_name(name) {
+            skipped.names += 1;
+            return false;
+        }
+        true
     }
 
     /// How `path` (absolute, inside the root) is shown.

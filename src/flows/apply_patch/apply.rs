@@ -17,11 +17,13 @@
 //! A failed patch leaves every file as it was, and removes the folders step
 //! 1 created.
 
+use super::disk::Disk;
 use super::lines::{Replacement, SourceFile};
 use super::parser::Chunk;
 use super::seek::Finder;
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::fsops::{atomic, lock, lock::FileLock, path, text, Target};
+use crate::fsops::{lock, lock::FileLock, path, text, Target};
+use crate::kernel::Action;
 use std::fs::{self, Metadata};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -82,6 +84,23 @@ impl Op {
                 move_to: Some(dest),
                 ..
             } => vec![&dest.target.real, &file.entry],
+        }
+    }
+
+    /// Its paths, each with what the section does to it: what a path must
+    /// be granted for once it resolves elsewhere.
+    pub fn named_mut(&mut self) -> Vec<(&mut Named, &'static [Action])> {
+        const READ_WRITE: &[Action] = &[Action::FsRead, Action::FsWrite];
+        match self {
+            Op::Add { to, .. } => vec![(to, &[Action::FsWrite])],
+            Op::Delete { file } => vec![(file, READ_WRITE)],
+            Op::Update { file, move_to, .. } => {
+                let mut out: Vec<(&mut Named, &'static [Action])> = vec![(file, READ_WRITE)];
+                if let Some(dest) = move_to {
+                    out.push((dest, &[Action::FsWrite]));
+                }
+                out
+            }
         }
     }
 
@@ -204,28 +223,44 @@ fn replacements(lines: &[String], chunks: &[Chunk]) -> Result<Vec<Replacement>, 
     Ok(out)
 }
 
-/// Applies resolved sections all or nothing; see the module doc.
-pub fn run(ops: &[Op]) -> FlowResult<Summary> {
+/// Applies resolved sections all or nothing, on `disk`; see the module
+/// doc.
+pub async fn run(ops: &[Op], disk: &Disk<'_>) -> FlowResult<Summary> {
     let mut made = MadeFolders::default();
-    let parents: Vec<Option<FlowError>> = ops
-        .iter()
-        .map(|op| op.created().and_then(|n| made.parent_of(n).err()))
-        .collect();
-    // Declared after `made`, so dropped (unlocked) before its folders go.
-    let _locks = lock_all(ops)?;
+    let result = run_made(ops, disk, &mut made).await;
+    if result.is_err() {
+        // After `run_made` returned: its locks are released first.
+        made.undo(disk).await;
+    }
+    result
+}
+
+/// Steps 1 to 5 of the module doc; the folders step 1 made are `made`'s.
+async fn run_made(ops: &[Op], disk: &Disk<'_>, made: &mut MadeFolders) -> FlowResult<Summary> {
+    let mut parents: Vec<Option<FlowError>> = Vec::with_capacity(ops.len());
+    for op in ops {
+        parents.push(match op.created() {
+            Some(n) => made.parent_of(disk, n).await.err(),
+            None => None,
+        });
+    }
+    let _locks = if disk.locks() {
+        lock_all(ops)?
+    } else {
+        Vec::new()
+    };
     let mut changes = Vec::new();
     for (op, parent) in ops.iter().zip(parents) {
         if let Some(e) = parent {
             return Err(e);
         }
-        changes.extend(change_of(op)?);
+        changes.extend(change_of(disk, op).await?);
     }
-    commit(changes)?;
-    made.keep();
+    commit(disk, changes).await?;
     Ok(Summary::of(ops))
 }
 
-/// Folders created for new files, removed again unless kept.
+/// Folders created for new files, to remove again if the patch fails.
 #[derive(Default)]
 struct MadeFolders {
     /// Outermost first.
@@ -233,33 +268,39 @@ struct MadeFolders {
 }
 
 impl MadeFolders {
-    fn parent_of(&mut self, named: &Named) -> FlowResult<()> {
+    async fn parent_of(&mut self, disk: &Disk<'_>, named: &Named) -> FlowResult<()> {
         let Some(parent) = named.target.real.parent() else {
             return Ok(());
         };
-        if parent.is_dir() {
+        if disk
+            .stat(parent)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.dir)
+        {
             return Ok(());
         }
         let mut missing = Vec::new();
         let mut at = Some(parent);
-        while let Some(dir) = at.filter(|d| fs::symlink_metadata(d).is_err()) {
+        while let Some(dir) = at {
+            if !matches!(disk.entry(dir).await, Ok(None)) {
+                break;
+            }
             missing.push(dir.to_path_buf());
             at = dir.parent();
         }
         missing.reverse();
         self.made.extend(missing);
-        fs::create_dir_all(parent).map_err(|e| write_failed(named, e))
+        disk.make_dirs(parent)
+            .await
+            .map_err(|e| write_failed(named, e))
     }
 
-    fn keep(&mut self) {
-        self.made.clear();
-    }
-}
-
-impl Drop for MadeFolders {
-    fn drop(&mut self) {
+    /// Removes the folders made, innermost first.
+    async fn undo(self, disk: &Disk<'_>) {
         for dir in self.made.iter().rev() {
-            let _ = fs::remove_dir(dir);
+            let _ = disk.remove_dir(dir).await;
         }
     }
 }
@@ -324,11 +365,11 @@ enum Change {
 }
 
 /// The changes one section makes, derived from the files as they are now.
-fn change_of(op: &Op) -> FlowResult<Vec<Change>> {
+async fn change_of(disk: &Disk<'_>, op: &Op) -> FlowResult<Vec<Change>> {
     match op {
-        Op::Add { to, contents } => Ok(vec![write_to(to, contents.clone())?]),
+        Op::Add { to, contents } => Ok(vec![write_to(disk, to, contents.clone()).await?]),
         Op::Delete { file } => {
-            check_removable(file)?;
+            check_removable(disk, file).await?;
             Ok(vec![Change::Remove { file: file.clone() }])
         }
         Op::Update {
@@ -336,18 +377,20 @@ fn change_of(op: &Op) -> FlowResult<Vec<Change>> {
             chunks,
             move_to,
         } => {
-            let loaded = load(file)?;
-            let new =
-                derive(&loaded.text, chunks).map_err(|miss| missed(file, &loaded.text, miss))?;
+            let (text, meta) = load(disk, file).await?;
+            let new = derive(&text, chunks).map_err(|miss| missed(file, &text, miss))?;
             Ok(match move_to {
-                Some(dest) => vec![write_to(dest, new)?, Change::Remove { file: file.clone() }],
+                Some(dest) => vec![
+                    write_to(disk, dest, new).await?,
+                    Change::Remove { file: file.clone() },
+                ],
                 // Codex rewrites an unchanged file; its bytes are the same.
-                None if new == loaded.text => vec![],
+                None if new == text => vec![],
                 None => vec![Change::Write(Box::new(Write {
                     to: file.clone(),
                     text: new,
-                    existing: Some(loaded.meta),
-                    before: Before::Held(loaded.text.into_bytes()),
+                    existing: meta,
+                    before: Before::Held(text.into_bytes()),
                 }))],
             })
         }
@@ -355,7 +398,7 @@ fn change_of(op: &Op) -> FlowResult<Vec<Change>> {
 }
 
 /// A write of `text` to `to`, replacing whatever file is there.
-fn write_to(to: &Named, text: String) -> FlowResult<Change> {
+async fn write_to(disk: &Disk<'_>, to: &Named, text: String) -> FlowResult<Change> {
     let t = &to.target;
     if t.names_folder {
         return Err(FlowError::new(
@@ -364,37 +407,37 @@ fn write_to(to: &Named, text: String) -> FlowResult<Change> {
         )
         .with("path", to.abs.clone()));
     }
-    let existing = match fs::metadata(&t.real) {
-        Ok(m) if m.is_dir() => {
+    let existing = match disk.stat(&t.real).await {
+        Ok(Some(st)) if st.dir => {
             return Err(FlowError::new(
                 ErrorCode::IsDirectory,
                 format!("Failed to write file {}", to.abs),
             )
             .with("path", to.abs.clone()))
         }
-        Ok(m) => {
-            text::check_regular(t, &m)?;
-            Some(m)
+        Ok(Some(st)) => {
+            text::check_kind(t, false, st.regular)?;
+            Some(st)
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Ok(None) => None,
         Err(e) => return Err(write_failed(to, e)),
     };
     // What is replaced must be readable and of a text file's size, or a
     // failure later in the patch could not put it back (all or nothing).
     let before = match &existing {
         None => Before::Absent,
-        Some(m) if m.len() > crate::fsops::MAX_FILE_BYTES => {
+        Some(st) if st.len > crate::fsops::MAX_FILE_BYTES => {
             return Err(FlowError::new(
                 ErrorCode::CommandFailed,
                 format!(
                     "Failed to write file {}: it holds {} bytes, more than sluice keeps to restore it if the patch fails; delete it in a patch of its own first",
                     to.abs,
-                    m.len()
+                    st.len
                 ),
             )
             .with("path", to.abs.clone()))
         }
-        Some(_) => match fs::read(&t.real) {
+        Some(_) => match disk.read(&t.real).await {
             Ok(bytes) => Before::Held(bytes),
             Err(e) => {
                 return Err(FlowError::new(
@@ -411,7 +454,7 @@ fn write_to(to: &Named, text: String) -> FlowResult<Change> {
     Ok(Change::Write(Box::new(Write {
         to: to.clone(),
         text,
-        existing,
+        existing: existing.and_then(|st| st.meta),
         before,
     })))
 }
@@ -427,16 +470,16 @@ fn write_failed(to: &Named, e: io::Error) -> FlowError {
 }
 
 /// A delete's target exists and is not a folder.
-fn check_removable(file: &Named) -> FlowResult<()> {
+async fn check_removable(disk: &Disk<'_>, file: &Named) -> FlowResult<()> {
     let failed = |code| {
         FlowError::new(code, format!("Failed to delete file {}", file.abs))
             .with("path", file.abs.clone())
     };
-    match fs::symlink_metadata(&file.entry) {
-        Ok(m) if m.is_dir() => Err(failed(ErrorCode::IsDirectory)),
-        Ok(_) if file.target.names_folder => Err(path::not_a_folder(&file.target)),
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(failed(ErrorCode::NotFound)),
+    match disk.entry(&file.entry).await {
+        Ok(Some(true)) => Err(failed(ErrorCode::IsDirectory)),
+        Ok(Some(false)) if file.target.names_folder => Err(path::not_a_folder(&file.target)),
+        Ok(Some(false)) => Ok(()),
+        Ok(None) => Err(failed(ErrorCode::NotFound)),
         Err(e) => Err(failed(ErrorCode::CommandFailed).with("reason", e.to_string())),
     }
 }
@@ -444,7 +487,7 @@ fn check_removable(file: &Named) -> FlowResult<()> {
 /// An update's file as UTF-8 text, refused with Codex's words when it is
 /// missing, a folder or not UTF-8 (and, unlike Codex, when it holds a NUL
 /// byte: sluice treats that as binary).
-fn load(file: &Named) -> FlowResult<text::TextFile> {
+async fn load(disk: &Disk<'_>, file: &Named) -> FlowResult<(String, Option<Metadata>)> {
     let t = &file.target;
     let failed = |code, reason: &dyn std::fmt::Display| {
         FlowError::new(
@@ -453,13 +496,18 @@ fn load(file: &Named) -> FlowResult<text::TextFile> {
         )
         .with("path", file.abs.clone())
     };
-    match fs::metadata(&t.real) {
-        Ok(m) if m.is_dir() => {
+    match disk.stat(&t.real).await {
+        Ok(Some(st)) if st.dir => {
             let reason = format!("path `{}` is not a file", file.abs);
             return Err(failed(ErrorCode::IsDirectory, &reason));
         }
-        Ok(_) if t.names_folder => return Err(path::not_a_folder(t)),
-        Ok(_) => {}
+        Ok(Some(_)) if t.names_folder => return Err(path::not_a_folder(t)),
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            // ENOENT, as the host words it: "No such file or directory".
+            let e = io::Error::from_raw_os_error(nix::libc::ENOENT);
+            return Err(failed(ErrorCode::NotFound, &e));
+        }
         Err(e) => {
             let code = match e.kind() {
                 io::ErrorKind::NotFound => ErrorCode::NotFound,
@@ -469,9 +517,11 @@ fn load(file: &Named) -> FlowResult<text::TextFile> {
             return Err(failed(code, &e));
         }
     }
-    text::load(t).map_err(|e| match e.code {
-        ErrorCode::BinaryFile => {
-            let bytes = fs::read(&t.real).unwrap_or_default();
+    let loaded = disk.load(t).await;
+    match loaded {
+        Ok(loaded) => Ok(loaded),
+        Err(e) if e.code == ErrorCode::BinaryFile => {
+            let bytes = disk.read(&t.real).await.unwrap_or_default();
             let reason: String = match std::str::from_utf8(&bytes) {
                 Err(utf8) => utf8.to_string(),
                 Ok(_) => format!(
@@ -481,11 +531,13 @@ fn load(file: &Named) -> FlowResult<text::TextFile> {
             };
             let mut refused = failed(ErrorCode::BinaryFile, &reason);
             refused.details.extend(e.details.clone());
-            refused.details.insert("path".into(), file.abs.clone().into());
             refused
+                .details
+                .insert("path".into(), file.abs.clone().into());
+            Err(refused)
         }
-        _ => e,
-    })
+        Err(e) => Err(e),
+    }
 }
 
 /// `no_match` for a chunk that does not apply, in Codex's words, with the
@@ -541,30 +593,33 @@ static ASIDE: AtomicU64 = AtomicU64::new(0);
 
 /// Writes, then sets removed files aside; undoes both on a failure, or
 /// drops the set-aside files on success.
-fn commit(changes: Vec<Change>) -> FlowResult<()> {
+async fn commit(disk: &Disk<'_>, changes: Vec<Change>) -> FlowResult<()> {
     let mut done = Vec::new();
     let (writes, removes): (Vec<_>, Vec<_>) = changes
         .into_iter()
         .partition(|c| matches!(c, Change::Write(_)));
-    let result = writes
-        .into_iter()
-        .chain(removes)
-        .try_for_each(|change| make(change, &mut done));
+    let mut result = Ok(());
+    for change in writes.into_iter().chain(removes) {
+        result = make(disk, change, &mut done).await;
+        if result.is_err() {
+            break;
+        }
+    }
     if let Err(e) = result {
         for step in done.into_iter().rev() {
-            undo(step);
+            undo(disk, step).await;
         }
         return Err(e);
     }
     for step in done {
         if let Done::SetAside { aside, .. } = step {
-            let _ = fs::remove_file(aside);
+            let _ = disk.remove_file(&aside).await;
         }
     }
     Ok(())
 }
 
-fn make(change: Change, done: &mut Vec<Done>) -> FlowResult<()> {
+async fn make(disk: &Disk<'_>, change: Change, done: &mut Vec<Done>) -> FlowResult<()> {
     match change {
         Change::Write(write) => {
             let Write {
@@ -573,7 +628,8 @@ fn make(change: Change, done: &mut Vec<Done>) -> FlowResult<()> {
                 existing,
                 before,
             } = *write;
-            atomic::replace(&to.target.real, text.as_bytes(), existing.as_ref())
+            disk.replace(&to.target.real, text.as_bytes(), existing.as_ref())
+                .await
                 .map_err(|e| write_failed(&to, e))?;
             done.push(Done::Wrote {
                 real: to.target.real,
@@ -582,8 +638,8 @@ fn make(change: Change, done: &mut Vec<Done>) -> FlowResult<()> {
             });
         }
         Change::Remove { file } => {
-            let aside = aside_name(&file.entry);
-            fs::rename(&file.entry, &aside).map_err(|e| {
+            let aside = aside_name(disk, &file.entry);
+            disk.rename(&file.entry, &aside).await.map_err(|e| {
                 FlowError::new(
                     ErrorCode::CommandFailed,
                     format!("Failed to delete file {}", file.abs),
@@ -600,30 +656,31 @@ fn make(change: Change, done: &mut Vec<Done>) -> FlowResult<()> {
     Ok(())
 }
 
-fn undo(step: Done) {
+async fn undo(disk: &Disk<'_>, step: Done) {
     match step {
         Done::Wrote {
             real,
             existing,
             before: Before::Held(bytes),
         } => {
-            let _ = atomic::replace(&real, &bytes, existing.as_ref());
+            let _ = disk.replace(&real, &bytes, existing.as_ref()).await;
         }
         Done::Wrote {
             real,
             before: Before::Absent,
             ..
         } => {
-            let _ = fs::remove_file(real);
+            let _ = disk.remove_file(&real).await;
         }
         Done::SetAside { entry, aside } => {
-            let _ = fs::rename(aside, entry);
+            let _ = disk.rename(&aside, &entry).await;
         }
     }
 }
 
-/// An unused sibling name for a file set aside before it is removed.
-fn aside_name(entry: &Path) -> PathBuf {
+/// An unused sibling name for a file set aside before it is removed (in a
+/// container, unused by its process id and a counter).
+fn aside_name(disk: &Disk<'_>, entry: &Path) -> PathBuf {
     let name = entry
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -639,7 +696,7 @@ fn aside_name(entry: &Path) -> PathBuf {
             &name[..end],
             std::process::id()
         ));
-        if fs::symlink_metadata(&aside).is_err() {
+        if !disk.locks() || fs::symlink_metadata(&aside).is_err() {
             return aside;
         }
     }
@@ -749,6 +806,13 @@ mod tests {
         assert_eq!(apply("a\nb\n", "@@\n a\n b").unwrap(), "a\nb\n");
     }
 
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
     fn named(p: &Path) -> Named {
         Named {
             path: p.display().to_string(),
@@ -784,7 +848,7 @@ mod tests {
                 file: named(&dir.path().join("gone.txt")),
             },
         ];
-        let e = commit(changes).unwrap_err();
+        let e = block_on(commit(&Disk::Host, changes)).unwrap_err();
         assert_eq!(e.code, ErrorCode::CommandFailed);
         assert_eq!(fs::read_to_string(&a).unwrap(), "old\n");
         assert_eq!(fs::read_to_string(&x).unwrap(), "x\n");
@@ -801,7 +865,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let x = dir.path().join("x.txt");
         fs::write(&x, "x\n").unwrap();
-        commit(vec![Change::Remove { file: named(&x) }]).unwrap();
+        block_on(commit(
+            &Disk::Host,
+            vec![Change::Remove { file: named(&x) }],
+        ))
+        .unwrap();
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 

@@ -55,16 +55,22 @@
 //! kernel authorized.
 
 pub mod apply;
+pub mod disk;
 pub mod lines;
 pub mod parser;
 pub mod seek;
 
 use super::{closed, field, list, Context, Envelope, Flow, FlowSpec, Tier};
+use crate::container::files::Kind;
+use crate::container::ContainerFiles;
 use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::flows::files::Files;
 use crate::fsops::{self, Target};
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
+use crate::kernel::Capability;
 use apply::{Named, Op};
+use disk::Disk;
 use parser::{parse_patch, Hunk};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -93,6 +99,11 @@ pub struct Output {
 
 pub struct ApplyPatch {
     ops: Vec<Op>,
+    /// The line of each section, for refusals found when the call runs.
+    lines: Vec<usize>,
+    /// A sealed host's `cwd`, checked in the container when the call runs
+    /// (a plan does not reach it).
+    cwd: Option<Target>,
 }
 
 fn schema() -> Value {
@@ -167,13 +178,15 @@ impl Flow for ApplyPatch {
     }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
-        crate::flows::files::host_only(ctx, "apply_patch")?;
         let hunks = parse(&input.input)?;
-        let base = base_folder(ctx, input.cwd.as_deref())?;
+        let (base, cwd) = match ctx.files_in() {
+            None => (base_folder(ctx, input.cwd.as_deref())?, None),
+            Some(_) => container_base(ctx, input.cwd.as_deref())?,
+        };
         let lines: Vec<usize> = hunks.iter().map(Hunk::line).collect();
         let ops = hunks
             .into_iter()
-            .map(|h| resolve_hunk(&base, h))
+            .map(|h| resolve_hunk(ctx, &base, h))
             .collect::<FlowResult<Vec<Op>>>()?;
         check_one_section_per_file(&ops, &lines)?;
         let mut envelope = Envelope {
@@ -186,14 +199,22 @@ impl Flow for ApplyPatch {
             container: None,
         };
         for op in &ops {
-            add_unique(&mut envelope.reads, op.reads());
-            add_unique(&mut envelope.writes, op.writes());
+            add_unique(&mut envelope.reads, fs_names(ctx, op.reads()));
+            add_unique(&mut envelope.writes, fs_names(ctx, op.writes()));
         }
-        Ok((ApplyPatch { ops }, envelope))
+        Ok((ApplyPatch { ops, lines, cwd }, envelope))
     }
 
-    async fn execute(self, _ctx: &Context, _: Authorized) -> FlowResult<Output> {
-        let summary = apply::run(&self.ops)?;
+    async fn execute(mut self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        let files = Files::of(ctx).await?;
+        let disk = match &files {
+            Files::Host => Disk::Host,
+            Files::Container(c) => {
+                self.settle(ctx, c).await?;
+                Disk::Container(c)
+            }
+        };
+        let summary = apply::run(&self.ops, &disk).await?;
         Ok(Output {
             output: summary.text(),
             added: summary.added,
@@ -201,6 +222,66 @@ impl Flow for ApplyPatch {
             deleted: summary.deleted,
         })
     }
+}
+
+impl ApplyPatch {
+    /// Resolves the patch's paths inside the container before anything is
+    /// read: `cwd` must be a folder there, and a path whose canonical form
+    /// (through the container's symlinks) differs from the granted one is
+    /// authorized again and used; the sections must still name distinct
+    /// files. A deleted or moved-away link stays the link itself.
+    async fn settle(&mut self, ctx: &Context, c: &ContainerFiles) -> FlowResult<()> {
+        if let Some(t) = &self.cwd {
+            let probe = c.probe(&t.real.to_string_lossy()).await?;
+            match probe.found {
+                None => return Err(fsops::path::not_found(t).with("field", "cwd")),
+                Some(f) if f.kind != Kind::Dir => return Err(cwd_not_folder(t)),
+                Some(_) => {}
+            }
+        }
+        for op in &mut self.ops {
+            for (named, actions) in op.named_mut() {
+                let probe = c.probe(&named.target.real.to_string_lossy()).await?;
+                let real = PathBuf::from(&probe.real);
+                if real != named.target.real {
+                    for &action in actions {
+                        ctx.authorize(&Capability::fs(action, &ctx.fs_name(&real)))?;
+                    }
+                    named.target.real = real;
+                }
+            }
+        }
+        check_one_section_per_file(&self.ops, &self.lines)
+    }
+}
+
+/// Capabilities' names for `paths` (`NAME:/path` in a container).
+fn fs_names<'a>(ctx: &'a Context, paths: Vec<&'a Path>) -> impl Iterator<Item = PathBuf> + 'a {
+    paths.into_iter().map(|p| ctx.fs_name(p))
+}
+
+/// On a sealed host: the folder relative paths resolve against (`cwd`, or
+/// `SLUICE_TEST_CWD`), as a container path, and the `cwd` to check there.
+fn container_base(ctx: &Context, cwd: Option<&str>) -> FlowResult<(Base, Option<Target>)> {
+    let t = ctx.resolve_file("cwd", cwd.unwrap_or("."))?;
+    let base = Base {
+        real: t.real.clone(),
+        shown: t.shown.clone(),
+    };
+    Ok((base, cwd.is_some().then_some(t)))
+}
+
+/// `not_a_directory` for a `cwd` that is a file.
+fn cwd_not_folder(t: &Target) -> FlowError {
+    FlowError::new(
+        ErrorCode::NotADirectory,
+        format!(
+            "cwd {} is a file; give the folder the patch's paths are relative to.",
+            t.shown.display()
+        ),
+    )
+    .with("field", "cwd")
+    .with("path", t.shown.display().to_string())
 }
 
 /// The patch's sections, or `invalid_input` with Codex's message.
@@ -233,46 +314,59 @@ fn base_folder(ctx: &Context, cwd: Option<&str>) -> FlowResult<Base> {
             real: t.real,
             shown: t.shown,
         }),
-        Ok(_) => Err(FlowError::new(
-            ErrorCode::NotADirectory,
-            format!(
-                "cwd {} is a file; give the folder the patch's paths are relative to.",
-                t.shown.display()
-            ),
-        )
-        .with("field", "cwd")
-        .with("path", t.shown.display().to_string())),
+        Ok(_) => Err(cwd_not_folder(&t)),
         Err(_) => Err(fsops::path::not_found(&t).with("field", "cwd")),
     }
 }
 
-fn resolve_hunk(base: &Base, hunk: Hunk) -> FlowResult<Op> {
+fn resolve_hunk(ctx: &Context, base: &Base, hunk: Hunk) -> FlowResult<Op> {
+    let named = |path| named(ctx, base, path);
     Ok(match hunk {
         Hunk::AddFile { path, contents, .. } => Op::Add {
-            to: named(base, path)?,
+            to: named(path)?,
             contents,
         },
-        Hunk::DeleteFile { path, .. } => Op::Delete {
-            file: named(base, path)?,
-        },
+        Hunk::DeleteFile { path, .. } => Op::Delete { file: named(path)? },
         Hunk::UpdateFile {
             path,
             move_to,
             chunks,
             ..
         } => Op::Update {
-            file: named(base, path)?,
+            file: named(path)?,
             chunks,
-            move_to: move_to.map(|p| named(base, p)).transpose()?,
+            move_to: move_to.map(named).transpose()?,
         },
     })
 }
 
-fn named(base: &Base, path: String) -> FlowResult<Named> {
+fn named(ctx: &Context, base: &Base, path: String) -> FlowResult<Named> {
+    if ctx.files_in().is_some() {
+        return named_in_container(ctx, base, path);
+    }
     let target = fsops::path::resolve(&base.real, "input", &path)?;
     Ok(Named {
         abs: lexical(&base.shown, &path),
         entry: entry_of(&target),
+        target,
+        path,
+    })
+}
+
+/// A path of the patch on a sealed host: a container path under `base`,
+/// resolved lexically (the container resolves its links when the call
+/// runs, [`ApplyPatch::settle`]); the entry a delete removes is the path
+/// itself.
+fn named_in_container(ctx: &Context, base: &Base, path: String) -> FlowResult<Named> {
+    let joined = if path.starts_with('/') || path.is_empty() {
+        path.clone()
+    } else {
+        format!("{}/{path}", base.real.display())
+    };
+    let target = ctx.resolve_file("input", &joined)?;
+    Ok(Named {
+        abs: lexical(&base.shown, &path),
+        entry: target.real.clone(),
         target,
         path,
     })
@@ -422,10 +516,10 @@ fn shared_name(op: &Op, real: &Path) -> String {
     }
 }
 
-fn add_unique(into: &mut Vec<PathBuf>, paths: Vec<&Path>) {
+fn add_unique(into: &mut Vec<PathBuf>, paths: impl Iterator<Item = PathBuf>) {
     for p in paths {
-        if !into.iter().any(|q| q == p) {
-            into.push(p.to_path_buf());
+        if !into.contains(&p) {
+            into.push(p);
         }
     }
 }
