@@ -13,7 +13,6 @@
 //! Not a criterion bench: each sample is a process tree of a minute.
 
 // The helper's `image()` leaves its `tar` to the pipe.
-#[allow(clippy::zombie_processes)]
 #[path = "../tests/common/containers.rs"]
 mod containers;
 mod support;

@@ -6,7 +6,6 @@
 
 mod common;
 // The helper's `image()` (unused here) leaves its `tar` to the pipe.
-#[allow(clippy::zombie_processes)]
 #[path = "common/containers.rs"]
 mod containers;
 
