@@ -445,13 +445,7 @@ fn the_route_is_recorded_shown_and_answered_by_replay() {
     );
     let (out, lines) = routed(&ws, &body);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let export = sluice_in(ws.path(), &["audit", "export", "last"]);
-    let call: Value = export
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|v| v["type"] == "call")
-        .unwrap_or_else(|| panic!("no call in {}", export.stdout));
+    let call = common::exported_calls(ws.path()).remove(0);
     assert_eq!(
         call["route"],
         json!({"container": c.name, "engine": "podman", "requested": c.name})

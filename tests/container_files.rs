@@ -422,13 +422,7 @@ fn the_audit_routes_a_sealed_read_to_the_container() {
     s.put("a.txt", b"a\n");
     let lines = s.run(r#"c("read", {path = "a.txt"})"#);
     assert_eq!(lines[0]["out"]["content"], "a");
-    let export = common::sluice_in(s.ws.path(), &["audit", "export", "last"]);
-    let call: Value = export
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|v| v["type"] == "call")
-        .unwrap_or_else(|| panic!("no call in {}", export.stdout));
+    let call = common::exported_calls(s.ws.path()).remove(0);
     assert_eq!(call["flow"], "read");
     assert_eq!(call["route"], json!({"container": s.c.name}));
 }

@@ -79,6 +79,19 @@ pub fn sluice_in(ws: &Path, args: &[&str]) -> Run {
         .into()
 }
 
+/// The call rows of the last run recorded in `ws`, as `sluice audit
+/// export last` prints them.
+pub fn exported_calls(ws: &Path) -> Vec<serde_json::Value> {
+    let export = sluice_in(ws, &["audit", "export", "last"]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    export
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "call")
+        .collect()
+}
+
 /// Writes `script` into the scripts folder beside the workspace (so the
 /// script itself is not a workspace file) and returns its path.
 pub fn script_file(ws: &Path, script: &str) -> PathBuf {
