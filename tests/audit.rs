@@ -890,6 +890,7 @@ fn a_resume_keeps_the_run_ceiling_and_judges_recorded_refusals_again() {
     let script = format!(
         "local _, e = sluice.write{{path = {o}, content = 'x'}}\n\
          print(e and e.code)\n\
+         assert(sluice.write{{path = 'committed', content = ''}})\n\
          assert(sluice.write{{path = 'marker', content = ''}})\n\
          while sluice.ls{{path = '.'}} and #sluice.glob{{pattern = 'hold'}}.paths > 0 do sluice.sleep(20) end\n\
          assert(sluice.write{{path = 'after', content = 'y'}})\n",
@@ -946,12 +947,16 @@ fn jobs_started_after_a_resume_are_numbered_after_the_recorded_ones() {
     std::fs::write(ws.file("hold"), "").unwrap();
     let script = "local j = assert(sluice.bash{command = 'echo A', background = true})\n\
                   j:wait(5000)\n\
+                  assert(sluice.write{path = 'committed', content = ''})\n\
                   assert(sluice.write{path = 'marker', content = ''})\n\
                   while #sluice.glob{pattern = 'hold'}.paths > 0 do sluice.sleep(20) end\n\
                   local k = assert(sluice.bash{command = 'echo B', background = true})\n\
                   k:wait(5000)\n\
                   print(j.jobId, k.jobId, k:read().stdout)\n";
     let path = script_file(ws.path(), script);
+    // A write returns once its row is committed, and the rows before it
+    // with it: `marker` appears only after the wait is on disk (a file a
+    // write made can appear before its own row is).
     let mut child = spawn_until(ws.path(), &path, "marker");
     child.kill().unwrap();
     child.wait().unwrap();
