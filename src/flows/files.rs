@@ -16,7 +16,8 @@ use crate::container::ContainerFiles;
 use crate::error::FlowResult;
 use crate::fsops::{self, atomic, lock::FileLock, path::io_error, text, Target};
 use crate::kernel::{Action, Capability};
-use std::fs::Metadata;
+use std::fs::{self, Metadata};
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// The files one call acts on.
@@ -97,14 +98,7 @@ impl Files {
         let Files::Container(c) = self else {
             return Ok((t.clone(), None));
         };
-        let probe = c.probe(&t.real.to_string_lossy()).await?;
-        let real = PathBuf::from(&probe.real);
-        if real != t.real {
-            for &action in actions {
-                ctx.authorize(&Capability::fs(action, &ctx.fs_name(&real)))?;
-            }
-        }
-        let settled = Target { real, ..t.clone() };
+        let (settled, probe) = settle_in(c, ctx, t, actions).await?;
         Ok((settled, Some(probe)))
     }
 
@@ -277,6 +271,25 @@ impl Files {
     }
 }
 
+/// [`Files::settle`] in container `c`: `t` through the container's links,
+/// the canonical path authorized for `actions` when it is not the one the
+/// call was granted; the settled target and what is there.
+pub async fn settle_in(
+    c: &ContainerFiles,
+    ctx: &Context,
+    t: &Target,
+    actions: &[Action],
+) -> FlowResult<(Target, Probe)> {
+    let probe = c.probe(&t.real.to_string_lossy()).await?;
+    let real = PathBuf::from(&probe.real);
+    if real != t.real {
+        for &action in actions {
+            ctx.authorize(&Capability::fs(action, &ctx.fs_name(&real)))?;
+        }
+    }
+    Ok((Target { real, ..t.clone() }, probe))
+}
+
 /// Refuses what the text flows refuse of a host path by its metadata,
 /// before a lock is taken on it: nothing there, a file named as a folder,
 /// a folder or an irregular file.
@@ -303,4 +316,140 @@ pub fn check_text(t: &Target, probe: &Probe) -> FlowResult<()> {
         return Err(text::too_large(t, found.size));
     }
     Ok(())
+}
+
+/// What is at a path, links followed.
+pub struct Stat {
+    pub dir: bool,
+    /// A regular file (not a device, a socket, a pipe).
+    pub regular: bool,
+    pub len: u64,
+    /// The host's metadata, whose mode a replacement keeps; the container
+    /// keeps it by itself.
+    pub meta: Option<Metadata>,
+}
+
+/// A container's refusal as an I/O error, so the patch words it as it
+/// words the host's (`Failed to write file ...`, with the reason).
+fn io_of(e: crate::error::FlowError) -> io::Error {
+    io::Error::other(e.message)
+}
+
+fn text_of(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// Path-level steps, for a flow (apply_patch) that keeps its own checks
+/// and undo: they move bytes and rename entries, in io terms, so both
+/// places get the same all-or-nothing patch.
+impl Files {
+    /// What is at `p`, following links; `None` when nothing is.
+    pub async fn stat(&self, p: &Path) -> io::Result<Option<Stat>> {
+        match self {
+            Files::Host => match fs::metadata(p) {
+                Ok(m) => Ok(Some(Stat {
+                    dir: m.is_dir(),
+                    regular: m.is_file(),
+                    len: m.len(),
+                    meta: Some(m),
+                })),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            },
+            Files::Container(c) => {
+                let probe = c.probe(&text_of(p)).await.map_err(io_of)?;
+                Ok(probe.found.map(|f| Stat {
+                    dir: f.kind == Kind::Dir,
+                    regular: f.kind == Kind::File,
+                    len: f.size,
+                    meta: None,
+                }))
+            }
+        }
+    }
+
+    /// Whether the entry `p` exists (a dangling link on the host counts),
+    /// and whether it is a folder.
+    pub async fn entry(&self, p: &Path) -> io::Result<Option<bool>> {
+        match self {
+            Files::Host => match fs::symlink_metadata(p) {
+                Ok(m) => Ok(Some(m.is_dir())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            },
+            Files::Container(_) => Ok(self.stat(p).await?.map(|s| s.dir)),
+        }
+    }
+
+    pub async fn read(&self, p: &Path) -> io::Result<Vec<u8>> {
+        match self {
+            Files::Host => fs::read(p),
+            Files::Container(c) => c.read(&text_of(p)).await.map_err(io_of),
+        }
+    }
+
+    /// The text file `t` whole, with the checks and errors of
+    /// [`text::load`], and its host metadata.
+    pub async fn load_text(
+        &self,
+        t: &Target,
+    ) -> crate::error::FlowResult<(String, Option<Metadata>)> {
+        match self {
+            Files::Host => text::load(t).map(|f| (f.text, Some(f.meta))),
+            Files::Container(c) => {
+                let bytes = c.read(&text_of(&t.real)).await?;
+                if bytes.len() as u64 > crate::fsops::MAX_FILE_BYTES {
+                    return Err(text::too_large(t, bytes.len() as u64));
+                }
+                Ok((text::decode(t, bytes)?, None))
+            }
+        }
+    }
+
+    /// Replaces `p` with `bytes` atomically, keeping `meta`'s mode on the
+    /// host (the container's script keeps the old file's itself).
+    pub async fn replace_path(
+        &self,
+        p: &Path,
+        bytes: &[u8],
+        meta: Option<&Metadata>,
+    ) -> io::Result<()> {
+        match self {
+            Files::Host => atomic::replace(p, bytes, meta),
+            Files::Container(c) => c.write(&text_of(p), bytes).await.map_err(io_of),
+        }
+    }
+
+    pub async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        match self {
+            Files::Host => fs::rename(from, to),
+            Files::Container(c) => c.rename(&text_of(from), &text_of(to)).await.map_err(io_of),
+        }
+    }
+
+    pub async fn remove_file(&self, p: &Path) -> io::Result<()> {
+        match self {
+            Files::Host => fs::remove_file(p),
+            Files::Container(c) => c.remove(&text_of(p)).await.map_err(io_of),
+        }
+    }
+
+    pub async fn make_dirs(&self, p: &Path) -> io::Result<()> {
+        match self {
+            Files::Host => fs::create_dir_all(p),
+            Files::Container(c) => c.make_dirs(&text_of(p)).await.map_err(io_of),
+        }
+    }
+
+    pub async fn remove_dir(&self, p: &Path) -> io::Result<()> {
+        match self {
+            Files::Host => fs::remove_dir(p),
+            Files::Container(c) => c.remove_dir(&text_of(p)).await.map_err(io_of),
+        }
+    }
+
+    /// Whether sluice's sibling locks guard these files (the host's).
+    pub fn locks(&self) -> bool {
+        matches!(self, Files::Host)
+    }
 }

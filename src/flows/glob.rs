@@ -60,7 +60,7 @@
 //!   or skipped (or nothing matched a pattern that only looks at the top).
 
 use super::deadline::{check_timeout, Deadline};
-use super::files::Files;
+use super::files::{settle_in, Files};
 use super::lines::positive;
 use super::walk::{plural, skipped_fields, thousands, threads, Found, Skipped, Tree, TICK};
 use super::{closed, field, list, Context, Envelope, Flow, FlowSpec, Tier};
@@ -69,13 +69,12 @@ use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::path::{io_error, not_found_near};
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
-use crate::kernel::Capability;
 use globset::GlobBuilder;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BinaryHeap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 
 /// Paths in one answer, at most, and by default.
@@ -331,18 +330,15 @@ impl Glob {
     /// The glob over a container's tree: one `find` lists it, then the
     /// same matcher, policy check and bounds as on the host.
     async fn in_container(&mut self, ctx: &Context, c: &ContainerFiles) -> FlowResult<Output> {
-        let probe = c.probe(&self.tree.target.real.to_string_lossy()).await?;
-        let t = &self.tree.target;
+        let (settled, probe) = settle_in(c, ctx, &self.tree.target, &[Action::FsRead]).await?;
         match probe.found {
-            None => return Err(not_found_near(t, Path::new(&probe.nearest))),
-            Some(f) if f.kind != crate::container::files::Kind::Dir => return Err(not_a_folder(t)),
+            None => return Err(not_found_near(&settled, Path::new(&probe.nearest))),
+            Some(f) if f.kind != crate::container::files::Kind::Dir => {
+                return Err(not_a_folder(&settled))
+            }
             Some(_) => {}
         }
-        let real = PathBuf::from(&probe.real);
-        if real != t.real {
-            ctx.authorize(&Capability::fs(Action::FsRead, &ctx.fs_name(&real)))?;
-            self.tree.target.real = real;
-        }
+        self.tree.target = settled;
         let listing = c.list(&probe.real, None).await?;
         let (found, skipped) = self.tree.found_in(&listing, None);
         let root = self.tree.target.real.clone();

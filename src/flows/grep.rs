@@ -73,7 +73,7 @@
 //!   `skippedDenied`. An ask is not a refusal here: the root was authorized.
 
 use super::deadline::{check_timeout, Deadline};
-use super::files::Files;
+use super::files::{settle_in, Files};
 use super::lines::positive;
 use super::walk::{
     plural, refused, skipped_fields, thousands, threads, Found, Kind, Skipped, Tree, TICK,
@@ -84,7 +84,7 @@ use crate::container::ContainerFiles;
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::fsops::path::{io_error, not_found_near};
 use crate::kernel::gate::Authorized;
-use crate::kernel::{Action, Capability};
+use crate::kernel::Action;
 use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
@@ -95,7 +95,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 
@@ -587,7 +587,11 @@ impl Grep {
                     deadline: &deadline,
                 };
                 let result = searcher.search_reader(&self.matcher, reader, &mut sink);
-                stopped = tally_file(&mut tally, &mut found, &f.shown, sink, result, &deadline);
+                let (matches, stop) = tally.count(&f.shown, &mut sink, result, &deadline);
+                if let Some((count, hits)) = matches {
+                    found.add(f.shown.clone(), count, hits);
+                }
+                stopped = stop;
                 if stopped {
                     break;
                 }
@@ -601,19 +605,14 @@ impl Grep {
     /// `not_found`; a canonical path other than the granted one is
     /// authorized again, and the globs are rooted there.
     async fn settle_root(&mut self, ctx: &Context, c: &ContainerFiles) -> FlowResult<()> {
-        let t = &self.tree.target;
-        let probe = c.probe(&t.real.to_string_lossy()).await?;
+        let (settled, probe) = settle_in(c, ctx, &self.tree.target, &[Action::FsRead]).await?;
         if probe.found.is_none() {
-            return Err(not_found_near(t, Path::new(&probe.nearest)));
+            return Err(not_found_near(&settled, Path::new(&probe.nearest)));
         }
-        let real = PathBuf::from(&probe.real);
-        if real != t.real {
-            ctx.authorize(&Capability::fs(Action::FsRead, &ctx.fs_name(&real)))?;
-            if !self.globs.is_empty() {
-                self.overrides = Some(overrides(&real, &self.globs)?);
-            }
-            self.tree.target.real = real;
+        if settled.real != self.tree.target.real && !self.globs.is_empty() {
+            self.overrides = Some(overrides(&settled.real, &self.globs)?);
         }
+        self.tree.target = settled;
         Ok(())
     }
 }
@@ -653,41 +652,6 @@ fn unfetched(shown: &str, got: &Fetched) -> String {
         Fetched::Failed(why) => format!("{shown}: {why}"),
         Fetched::Bytes(_) => format!("{shown}: read"),
     }
-}
-
-/// Counts one searched file as a host worker does: binary, searched (its
-/// matches collected) or unreadable. Whether the deadline cut it short,
-/// in which case what it found before the cut still counts.
-fn tally_file(
-    tally: &mut Tally,
-    found: &mut Collected,
-    shown: &str,
-    mut sink: FileSink,
-    result: io::Result<()>,
-    deadline: &Deadline,
-) -> bool {
-    match result {
-        Err(_) if deadline.passed() => {
-            if sink.count > 0 && !sink.binary {
-                tally.searched += 1;
-                found.add(
-                    shown.to_string(),
-                    sink.count,
-                    std::mem::take(&mut sink.hits),
-                );
-            }
-            return true;
-        }
-        Err(e) => tally.skipped.unreadable_path(format!("{shown}: {e}")),
-        Ok(()) if sink.binary => tally.binary += 1,
-        Ok(()) => {
-            tally.searched += 1;
-            if sink.count > 0 {
-                found.add(shown.to_string(), sink.count, sink.hits);
-            }
-        }
-    }
-    false
 }
 
 /// The matcher for the input's pattern and flags.
@@ -778,7 +742,45 @@ struct Tally {
     skipped: Skipped,
 }
 
+/// A searched file's matches to hand over: its matching lines, and hits.
+type Matches = (u64, Vec<Hit>);
+
 impl Tally {
+    /// Counts one searched file, binary, searched or unreadable, as the
+    /// host's workers and a container's search both do; its matches to
+    /// hand over, and whether the deadline cut the search short (what the
+    /// file showed before the cut still counts).
+    fn count(
+        &mut self,
+        shown: &str,
+        sink: &mut FileSink,
+        result: io::Result<()>,
+        deadline: &Deadline,
+    ) -> (Option<Matches>, bool) {
+        let hits = |sink: &mut FileSink| (sink.count, std::mem::take(&mut sink.hits));
+        match result {
+            Err(_) if deadline.passed() => {
+                if sink.binary || sink.count == 0 {
+                    return (None, true);
+                }
+                self.searched += 1;
+                (Some(hits(sink)), true)
+            }
+            Err(e) => {
+                self.skipped.unreadable_path(format!("{shown}: {e}"));
+                (None, false)
+            }
+            Ok(()) if sink.binary => {
+                self.binary += 1;
+                (None, false)
+            }
+            Ok(()) => {
+                self.searched += 1;
+                ((sink.count > 0).then(|| hits(sink)), false)
+            }
+        }
+    }
+
     fn add(&mut self, other: Tally) {
         self.searched += other.searched;
         self.binary += other.binary;
@@ -861,30 +863,18 @@ fn search_files(
             }
             let reader = Watched { file, deadline };
             let result = searcher.search_reader(matcher, reader, Shared(state));
-            let mut w = lock();
+            let mut guard = lock();
+            let w = &mut *guard;
             if w.file.take().is_none() {
                 // The calling thread took the file over: the call is done.
                 break 'jobs;
             }
-            match result {
-                // Cut short: what was found before the cut still counts.
-                Err(_) if deadline.passed() => {
-                    if w.sink.count > 0 && !w.sink.binary {
-                        w.tally.searched += 1;
-                        let hits = std::mem::take(&mut w.sink.hits);
-                        let _ = tx.send(Msg::Hits(f.shown, w.sink.count, hits));
-                    }
-                    break 'jobs;
-                }
-                Err(e) => w.tally.skipped.unreadable_path(format!("{}: {e}", f.shown)),
-                Ok(()) if w.sink.binary => w.tally.binary += 1,
-                Ok(()) => {
-                    w.tally.searched += 1;
-                    if w.sink.count > 0 {
-                        let hits = std::mem::take(&mut w.sink.hits);
-                        let _ = tx.send(Msg::Hits(f.shown, w.sink.count, hits));
-                    }
-                }
+            let (matches, stop) = w.tally.count(&f.shown, &mut w.sink, result, deadline);
+            if let Some((count, hits)) = matches {
+                let _ = tx.send(Msg::Hits(f.shown, count, hits));
+            }
+            if stop {
+                break 'jobs;
             }
         }
     }

@@ -127,8 +127,13 @@ impl Flow for Write {
                 fs::create_dir_all(parent).map_err(|e| io_error(&t, "create the folders of", e))?;
             }
         }
-        let _lock = files.lock(&t)?;
-        let (t, existing) = existing_file(&files, ctx, &t).await?;
+        let lock = files.lock(&t)?;
+        // Looked at again under the lock: another writer may have created
+        // it. Without a lock (a container's file) the first look stands.
+        let (t, existing) = match &lock {
+            Some(_) => existing_file(&files, ctx, &t).await?,
+            None => (t, existing),
+        };
         files
             .replace(&t, self.content.as_bytes(), existing.as_ref())
             .await?;

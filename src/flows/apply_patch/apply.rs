@@ -17,11 +17,11 @@
 //! A failed patch leaves every file as it was, and removes the folders step
 //! 1 created.
 
-use super::disk::Disk;
 use super::lines::{Replacement, SourceFile};
 use super::parser::Chunk;
 use super::seek::Finder;
 use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::flows::files::Files;
 use crate::fsops::{lock, lock::FileLock, path, text, Target};
 use crate::kernel::Action;
 use std::fs::{self, Metadata};
@@ -225,7 +225,7 @@ fn replacements(lines: &[String], chunks: &[Chunk]) -> Result<Vec<Replacement>, 
 
 /// Applies resolved sections all or nothing, on `disk`; see the module
 /// doc.
-pub async fn run(ops: &[Op], disk: &Disk<'_>) -> FlowResult<Summary> {
+pub async fn run(ops: &[Op], disk: &Files) -> FlowResult<Summary> {
     let mut made = MadeFolders::default();
     let result = run_made(ops, disk, &mut made).await;
     if result.is_err() {
@@ -236,7 +236,7 @@ pub async fn run(ops: &[Op], disk: &Disk<'_>) -> FlowResult<Summary> {
 }
 
 /// Steps 1 to 5 of the module doc; the folders step 1 made are `made`'s.
-async fn run_made(ops: &[Op], disk: &Disk<'_>, made: &mut MadeFolders) -> FlowResult<Summary> {
+async fn run_made(ops: &[Op], disk: &Files, made: &mut MadeFolders) -> FlowResult<Summary> {
     let mut parents: Vec<Option<FlowError>> = Vec::with_capacity(ops.len());
     for op in ops {
         parents.push(match op.created() {
@@ -268,7 +268,7 @@ struct MadeFolders {
 }
 
 impl MadeFolders {
-    async fn parent_of(&mut self, disk: &Disk<'_>, named: &Named) -> FlowResult<()> {
+    async fn parent_of(&mut self, disk: &Files, named: &Named) -> FlowResult<()> {
         let Some(parent) = named.target.real.parent() else {
             return Ok(());
         };
@@ -298,7 +298,7 @@ impl MadeFolders {
     }
 
     /// Removes the folders made, innermost first.
-    async fn undo(self, disk: &Disk<'_>) {
+    async fn undo(self, disk: &Files) {
         for dir in self.made.iter().rev() {
             let _ = disk.remove_dir(dir).await;
         }
@@ -365,7 +365,7 @@ enum Change {
 }
 
 /// The changes one section makes, derived from the files as they are now.
-async fn change_of(disk: &Disk<'_>, op: &Op) -> FlowResult<Vec<Change>> {
+async fn change_of(disk: &Files, op: &Op) -> FlowResult<Vec<Change>> {
     match op {
         Op::Add { to, contents } => Ok(vec![write_to(disk, to, contents.clone()).await?]),
         Op::Delete { file } => {
@@ -398,7 +398,7 @@ async fn change_of(disk: &Disk<'_>, op: &Op) -> FlowResult<Vec<Change>> {
 }
 
 /// A write of `text` to `to`, replacing whatever file is there.
-async fn write_to(disk: &Disk<'_>, to: &Named, text: String) -> FlowResult<Change> {
+async fn write_to(disk: &Files, to: &Named, text: String) -> FlowResult<Change> {
     let t = &to.target;
     if t.names_folder {
         return Err(FlowError::new(
@@ -470,7 +470,7 @@ fn write_failed(to: &Named, e: io::Error) -> FlowError {
 }
 
 /// A delete's target exists and is not a folder.
-async fn check_removable(disk: &Disk<'_>, file: &Named) -> FlowResult<()> {
+async fn check_removable(disk: &Files, file: &Named) -> FlowResult<()> {
     let failed = |code| {
         FlowError::new(code, format!("Failed to delete file {}", file.abs))
             .with("path", file.abs.clone())
@@ -487,7 +487,7 @@ async fn check_removable(disk: &Disk<'_>, file: &Named) -> FlowResult<()> {
 /// An update's file as UTF-8 text, refused with Codex's words when it is
 /// missing, a folder or not UTF-8 (and, unlike Codex, when it holds a NUL
 /// byte: sluice treats that as binary).
-async fn load(disk: &Disk<'_>, file: &Named) -> FlowResult<(String, Option<Metadata>)> {
+async fn load(disk: &Files, file: &Named) -> FlowResult<(String, Option<Metadata>)> {
     let t = &file.target;
     let failed = |code, reason: &dyn std::fmt::Display| {
         FlowError::new(
@@ -517,7 +517,7 @@ async fn load(disk: &Disk<'_>, file: &Named) -> FlowResult<(String, Option<Metad
             return Err(failed(code, &e));
         }
     }
-    let loaded = disk.load(t).await;
+    let loaded = disk.load_text(t).await;
     match loaded {
         Ok(loaded) => Ok(loaded),
         Err(e) if e.code == ErrorCode::BinaryFile => {
@@ -593,7 +593,7 @@ static ASIDE: AtomicU64 = AtomicU64::new(0);
 
 /// Writes, then sets removed files aside; undoes both on a failure, or
 /// drops the set-aside files on success.
-async fn commit(disk: &Disk<'_>, changes: Vec<Change>) -> FlowResult<()> {
+async fn commit(disk: &Files, changes: Vec<Change>) -> FlowResult<()> {
     let mut done = Vec::new();
     let (writes, removes): (Vec<_>, Vec<_>) = changes
         .into_iter()
@@ -619,7 +619,7 @@ async fn commit(disk: &Disk<'_>, changes: Vec<Change>) -> FlowResult<()> {
     Ok(())
 }
 
-async fn make(disk: &Disk<'_>, change: Change, done: &mut Vec<Done>) -> FlowResult<()> {
+async fn make(disk: &Files, change: Change, done: &mut Vec<Done>) -> FlowResult<()> {
     match change {
         Change::Write(write) => {
             let Write {
@@ -628,7 +628,7 @@ async fn make(disk: &Disk<'_>, change: Change, done: &mut Vec<Done>) -> FlowResu
                 existing,
                 before,
             } = *write;
-            disk.replace(&to.target.real, text.as_bytes(), existing.as_ref())
+            disk.replace_path(&to.target.real, text.as_bytes(), existing.as_ref())
                 .await
                 .map_err(|e| write_failed(&to, e))?;
             done.push(Done::Wrote {
@@ -656,14 +656,14 @@ async fn make(disk: &Disk<'_>, change: Change, done: &mut Vec<Done>) -> FlowResu
     Ok(())
 }
 
-async fn undo(disk: &Disk<'_>, step: Done) {
+async fn undo(disk: &Files, step: Done) {
     match step {
         Done::Wrote {
             real,
             existing,
             before: Before::Held(bytes),
         } => {
-            let _ = disk.replace(&real, &bytes, existing.as_ref()).await;
+            let _ = disk.replace_path(&real, &bytes, existing.as_ref()).await;
         }
         Done::Wrote {
             real,
@@ -680,7 +680,7 @@ async fn undo(disk: &Disk<'_>, step: Done) {
 
 /// An unused sibling name for a file set aside before it is removed (in a
 /// container, unused by its process id and a counter).
-fn aside_name(disk: &Disk<'_>, entry: &Path) -> PathBuf {
+fn aside_name(disk: &Files, entry: &Path) -> PathBuf {
     let name = entry
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -848,7 +848,7 @@ mod tests {
                 file: named(&dir.path().join("gone.txt")),
             },
         ];
-        let e = block_on(commit(&Disk::Host, changes)).unwrap_err();
+        let e = block_on(commit(&Files::Host, changes)).unwrap_err();
         assert_eq!(e.code, ErrorCode::CommandFailed);
         assert_eq!(fs::read_to_string(&a).unwrap(), "old\n");
         assert_eq!(fs::read_to_string(&x).unwrap(), "x\n");
@@ -866,7 +866,7 @@ mod tests {
         let x = dir.path().join("x.txt");
         fs::write(&x, "x\n").unwrap();
         block_on(commit(
-            &Disk::Host,
+            &Files::Host,
             vec![Change::Remove { file: named(&x) }],
         ))
         .unwrap();

@@ -55,7 +55,6 @@
 //! kernel authorized.
 
 pub mod apply;
-pub mod disk;
 pub mod lines;
 pub mod parser;
 pub mod seek;
@@ -70,7 +69,6 @@ use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use crate::kernel::Capability;
 use apply::{Named, Op};
-use disk::Disk;
 use parser::{parse_patch, Hunk};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -207,14 +205,10 @@ impl Flow for ApplyPatch {
 
     async fn execute(mut self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let files = Files::of(ctx).await?;
-        let disk = match &files {
-            Files::Host => Disk::Host,
-            Files::Container(c) => {
-                self.settle(ctx, c).await?;
-                Disk::Container(c)
-            }
-        };
-        let summary = apply::run(&self.ops, &disk).await?;
+        if let Files::Container(c) = &files {
+            self.settle(ctx, c).await?;
+        }
+        let summary = apply::run(&self.ops, &files).await?;
         Ok(Output {
             output: summary.text(),
             added: summary.added,
