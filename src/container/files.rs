@@ -142,21 +142,20 @@ impl ContainerFiles {
         ContainerFiles { transport }
     }
 
-    /// Runs `args` in the container; its output, or `provider_unavailable`
-    /// when the engine could not run it at all.
-    async fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> FlowResult<std::process::Output> {
-        self.run_for(args, stdin, LIMIT).await
-    }
-
-    /// [`ContainerFiles::run`] bounded by `limit` rather than the default.
-    async fn run_for(
+    /// Runs `args` in the container, at most `limit`: its output when it
+    /// succeeded; `provider_unavailable` when the engine could not run it
+    /// at all, `command_failed` for `doing` on `path` in the container's
+    /// words when it failed.
+    async fn checked(
         &self,
         args: &[&str],
         stdin: Option<&[u8]>,
         limit: Duration,
+        (doing, path): (&str, &str),
     ) -> FlowResult<std::process::Output> {
         let argv = self.transport.exec_args(args);
-        self.transport
+        let out = self
+            .transport
             .engine
             .output(&argv, Vec::new(), stdin, limit)
             .await
@@ -169,7 +168,11 @@ impl ContainerFiles {
                     ),
                 )
                 .with("container", self.transport.name.clone())
-            })
+            })?;
+        if !out.status.success() {
+            return Err(self.failed(doing, path, &out));
+        }
+        Ok(out)
     }
 
     /// `command_failed` for `doing` on `path`, in the container's words.
@@ -188,30 +191,30 @@ impl ContainerFiles {
 
     /// Resolves and stats the absolute container path `path`.
     pub async fn probe(&self, path: &str) -> FlowResult<Probe> {
-        let out = self.run(&["sh", "-c", PROBE, "sh", path], None).await?;
-        if !out.status.success() {
-            return Err(self.failed("resolve", path, &out));
-        }
+        let out = self
+            .checked(
+                &["sh", "-c", PROBE, "sh", path],
+                None,
+                LIMIT,
+                ("resolve", path),
+            )
+            .await?;
         parse_probe(&out.stdout).ok_or_else(|| self.failed("resolve", path, &out))
     }
 
     /// The bytes of the file at `path` (`cat`).
     pub async fn read(&self, path: &str) -> FlowResult<Vec<u8>> {
-        let out = self.run(&["cat", path], None).await?;
-        if !out.status.success() {
-            return Err(self.failed("read", path, &out));
-        }
+        let out = self
+            .checked(&["cat", path], None, LIMIT, ("read", path))
+            .await?;
         Ok(out.stdout)
     }
 
     /// Replaces (or creates) the file at `path` with `bytes`, atomically.
     pub async fn write(&self, path: &str, bytes: &[u8]) -> FlowResult<()> {
-        let out = self
-            .run(&["sh", "-c", WRITE, "sh", path], Some(bytes))
+        let args = ["sh", "-c", WRITE, "sh", path];
+        self.checked(&args, Some(bytes), LIMIT, ("write", path))
             .await?;
-        if !out.status.success() {
-            return Err(self.failed("write", path, &out));
-        }
         Ok(())
     }
 
@@ -219,17 +222,11 @@ impl ContainerFiles {
     /// `depth` bounds it (`Some(1)`: what the folder holds).
     pub async fn list(&self, root: &str, depth: Option<u32>) -> FlowResult<Listing> {
         let depth = depth.map(|d| d.to_string()).unwrap_or_default();
-        let out = self
-            .run(&["sh", "-c", LIST, "sh", root, &depth], None)
-            .await?;
-        if !out.status.success() {
-            return Err(self.failed("list", root, &out));
-        }
+        let args = ["sh", "-c", LIST, "sh", root, &depth];
+        let out = self.checked(&args, None, LIMIT, ("list", root)).await?;
         Ok(parse_listing(&out.stdout))
     }
-}
 
-impl ContainerFiles {
     /// Reads a prefix of `paths` in one exec (`cat`-like, see
     /// [`READ_MANY`]): as many as fit in `budget` bytes, one at least; files
     /// over `max` bytes are not read. One result per path read, in order;
@@ -244,26 +241,19 @@ impl ContainerFiles {
         let (budget, max) = (budget.to_string(), max.to_string());
         let mut args = vec!["sh", "-c", READ_MANY, "sh", budget.as_str(), max.as_str()];
         args.extend(paths.iter().map(String::as_str));
-        let out = self.run_for(&args, None, limit).await?;
         let first = paths.first().map(String::as_str).unwrap_or("/");
-        if !out.status.success() {
-            return Err(self.failed("read", first, &out));
-        }
+        let out = self.checked(&args, None, limit, ("read", first)).await?;
         parse_many(&out.stdout, paths.len()).ok_or_else(|| self.failed("read", first, &out))
     }
-}
 
-impl ContainerFiles {
     /// Runs one busybox `tool` on `args` (paths as arguments, never in a
     /// script), failing with its words for `doing` on `args[0]`.
     async fn tool(&self, tool: &str, flags: &[&str], args: &[&str], doing: &str) -> FlowResult<()> {
         let mut argv = vec![tool];
         argv.extend(flags);
         argv.extend(args);
-        let out = self.run(&argv, None).await?;
-        if !out.status.success() {
-            return Err(self.failed(doing, args.first().copied().unwrap_or("/"), &out));
-        }
+        let path = args.first().copied().unwrap_or("/");
+        self.checked(&argv, None, LIMIT, (doing, path)).await?;
         Ok(())
     }
 
