@@ -78,6 +78,20 @@ impl Engine {
         env
     }
 
+    /// `ENGINE args...` in `/`, with the engine's environment and `env`,
+    /// stdin closed and both outputs piped.
+    fn command(&self, args: &[OsString], env: Vec<(OsString, OsString)>) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.args(args)
+            .current_dir("/")
+            .env_clear()
+            .envs(self.env(env))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
     /// Runs `ENGINE args...` to its end (at most `limit`), with `stdin`
     /// written to it; its output, or why it could not run.
     pub async fn output(
@@ -87,19 +101,12 @@ impl Engine {
         stdin: Option<&[u8]>,
         limit: Duration,
     ) -> Result<std::process::Output, String> {
-        let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(args)
-            .current_dir("/")
-            .env_clear()
-            .envs(self.env(env))
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        let mut cmd = self.command(args, env);
+        if stdin.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.kill_on_drop(true);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
@@ -127,14 +134,8 @@ impl Engine {
         args: &[OsString],
         limit: Duration,
     ) -> Result<std::process::Output, String> {
-        let mut child = std::process::Command::new(&self.program)
-            .args(args)
-            .current_dir("/")
-            .env_clear()
-            .envs(self.env([]))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+        let mut child = self
+            .command(args, Vec::new())
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
         let deadline = std::time::Instant::now() + limit;
