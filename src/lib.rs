@@ -48,6 +48,8 @@ mod container;
 mod net;
 mod sandbox;
 
+mod model;
+
 mod flows;
 
 mod pipeline;
