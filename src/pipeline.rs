@@ -12,7 +12,7 @@ use crate::call::{Action, Capability, Envelope, Tier};
 use crate::container::{Containers, Route};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::job::Job;
-use crate::flows::{Context, FlowSpec, Registry};
+use crate::flows::{Context, FlowSpec, Registry, TextRelay};
 use crate::kernel::denied;
 use crate::kernel::gate::{Authority, Authorized, CallGate, Caller, Gate};
 use crate::kernel::policy::Placement;
@@ -115,24 +115,42 @@ impl Core {
     /// by task and sequence within it, so a replay finds them however
     /// concurrent tasks interleave.
     pub async fn call_in(&self, task: &str, name: &str, input: Value) -> FlowResult<Value> {
+        self.call_watched(task, name, input, None).await
+    }
+
+    /// [`Core::call_in`], with a streamed reply's text handed to `relay` as
+    /// it arrives (a script's `onText`).
+    pub async fn call_watched(
+        &self,
+        task: &str,
+        name: &str,
+        input: Value,
+        relay: Option<TextRelay>,
+    ) -> FlowResult<Value> {
         let seq = match self.audit.begin(task, name, &input) {
             Begin::Answered(result) => return result,
             Begin::Live(seq) => seq,
         };
         let Some(recorder) = &self.audit.recorder else {
-            return self.live(name, Rc::new(input), None).await;
+            return self.live(name, Rc::new(input), None, relay).await;
         };
         let tier = self.registry.get(name).map(|f| f.spec().tier);
         let trail = Trail::new(task, seq, name, tier);
         let input = Rc::new(input);
         let started = Instant::now();
-        let result = self.live(name, input.clone(), Some(&trail)).await;
+        let result = self.live(name, input.clone(), Some(&trail), relay).await;
         trail.finish(recorder, input, &result, started);
         result
     }
 
     /// Steps 1-8 for a call that really runs.
-    async fn live(&self, name: &str, input: Rc<Value>, trail: Option<&Trail>) -> FlowResult<Value> {
+    async fn live(
+        &self,
+        name: &str,
+        input: Rc<Value>,
+        trail: Option<&Trail>,
+        relay: Option<TextRelay>,
+    ) -> FlowResult<Value> {
         let flow = self
             .registry
             .get(name)
@@ -173,6 +191,7 @@ impl Core {
         // 7-8. execute and hand the outcome back (the caller records it).
         ctx.gate = Some(gate);
         ctx.route = place;
+        ctx.on_text = relay;
         call.execute(&ctx, door).await
     }
 

@@ -66,6 +66,13 @@ pub struct ResumeArgs {
     pub retry_unknown: bool,
     #[command(flatten)]
     pub grants: Grants,
+    /// A model provider for the live part of the run, as `sluice run --provider` (NAME=API:URL,
+    /// repeatable); providers the run's policies declare are there already.
+    #[arg(long, value_name = "NAME=API:URL")]
+    pub provider: Vec<String>,
+    /// The credentials file, as `sluice run --credentials`.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
@@ -183,7 +190,8 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         max_jobs: 16,
         resolve: Vec::new(),
         search: None,
-        credentials: None,
+        credentials: args.credentials,
+        provider: args.provider,
         audit: Some(db.clone()),
         no_audit: false,
     };

@@ -45,7 +45,7 @@ policies (--policy; the built-in default grants reads and writes inside the work
 #[derive(Debug, Args)]
 #[command(
     long_about = long_about(),
-    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'"
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'\n  sluice run examples/agent.lua --provider local=openai:http://127.0.0.1:8080/v1 --approve 'model:call:local/**' --approve 'net:private:http://127.0.0.1:8080'"
 )]
 pub struct RunArgs {
     /// The Lua workflow to run.
@@ -77,8 +77,15 @@ pub struct RunArgs {
     /// The credentials file: `name = value` lines, mode 0600 (a file others may read is refused).
     /// SLUICE_CREDENTIAL_<NAME> in the environment comes first (`exa` is SLUICE_CREDENTIAL_EXA).
     /// [default: $XDG_CONFIG_HOME/sluice/credentials, else ~/.config/sluice/credentials]
-    #[arg(long, value_name = "FILE", requires = "search")]
+    #[arg(long, value_name = "FILE")]
     pub credentials: Option<PathBuf>,
+    /// A model provider for sluice.model: NAME=API:URL (repeatable), the API `openai` (Chat
+    /// Completions: OpenAI, vLLM, llama.cpp, Ollama, LiteLLM, OpenRouter) or `anthropic`
+    /// (Messages), the URL the API's base (`http://127.0.0.1:8080/v1`). Its key is credential
+    /// NAME when set (SLUICE_CREDENTIAL_<NAME>). Calls need model:call:NAME/MODEL; a private
+    /// URL also needs its exact net:private:ORIGIN grant.
+    #[arg(long, value_name = "NAME=API:URL")]
+    pub provider: Vec<String>,
     /// Record the run in this audit database [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db].
     /// `sluice audit list` shows the runs; `sluice replay RUN` re-runs one against its record.
     #[arg(long, value_name = "PATH", conflicts_with = "no_audit")]
@@ -197,7 +204,10 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
         builder = builder.dns(std::sync::Arc::new(hosts));
     }
     if let Some(file) = &args.credentials {
-        builder = builder.secret_file(file);
+        builder = builder.credentials(file);
+    }
+    for p in &args.provider {
+        builder = builder.provider(p);
     }
     if let Some(text) = &args.search {
         let store = match &args.credentials {

@@ -100,6 +100,7 @@ impl Flow for Edit {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

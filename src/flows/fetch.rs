@@ -52,6 +52,7 @@ impl Flow for Fetch {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

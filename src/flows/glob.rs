@@ -141,6 +141,7 @@ impl Flow for Glob {
         schema,
         summary: super::walk::summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

@@ -240,6 +240,7 @@ impl Flow for Grep {
         // A pattern under a root, as glob takes them.
         summary: super::walk::summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

@@ -60,6 +60,7 @@ impl Flow for HttpPost {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

@@ -72,6 +72,7 @@ impl Flow for Ls {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

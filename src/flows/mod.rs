@@ -20,6 +20,7 @@ pub mod http_post;
 pub mod lines;
 pub mod ls;
 pub mod luadoc;
+pub mod model;
 pub mod read;
 pub mod region;
 pub mod shape;
@@ -64,6 +65,10 @@ pub struct FlowSpec {
     /// Whether a call may start a background job, whose id its output
     /// carries: a replay numbers the run's new jobs after the recorded ones.
     pub starts_jobs: bool,
+    /// An input field whose list items the record keeps once each by
+    /// content: a conversation's messages, which every later turn repeats,
+    /// so a long run's record does not grow with the square of its turns.
+    pub stored_once: Option<&'static str>,
 }
 
 impl FlowSpec {
@@ -109,6 +114,27 @@ pub struct Context {
     pub containers: Arc<crate::container::Containers>,
     /// Where this call runs, as the pipeline's step 5 decided.
     pub route: crate::container::Route,
+    /// The model providers the operator declared.
+    pub models: Arc<crate::model::Providers>,
+    /// Where a streamed reply's text goes as it arrives (a script's
+    /// `onText`); `None` for a call nobody watches.
+    pub on_text: Option<TextRelay>,
+}
+
+/// Hands the pieces of a streamed reply to whoever watches the call.
+#[derive(Clone)]
+pub struct TextRelay(pub std::rc::Rc<dyn Fn(&str)>);
+
+impl TextRelay {
+    pub fn send(&self, piece: &str) {
+        (self.0)(piece)
+    }
+}
+
+impl std::fmt::Debug for TextRelay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextRelay")
+    }
 }
 
 impl Authority for Context {
@@ -141,6 +167,8 @@ impl Context {
             gate: None,
             containers,
             route: crate::container::Route::Host,
+            models: Arc::new(crate::model::Providers::default()),
+            on_text: None,
         }
     }
 
@@ -446,6 +474,7 @@ impl Registry {
         r.add::<http_post::HttpPost>();
         r.add::<webfetch::WebFetch>();
         r.add::<websearch::WebSearch>();
+        r.add::<model::Model>();
         r
     }
 
@@ -654,6 +683,8 @@ pub(crate) mod conform {
                 }
                 true
             }
+            // A free-form object (a tool call's input) holds anything.
+            Some("object") if schema.get("properties").is_none() => value.is_object(),
             Some("object") => {
                 let fields = value
                     .as_object()
@@ -698,6 +729,7 @@ pub(crate) mod conform {
         }
         match schema["type"].as_str() {
             Some("array") => covered(&schema["items"], &format!("{at}/items"), seen),
+            Some("object") if schema.get("properties").is_none() => Ok(()),
             Some("object") => {
                 if schema["additionalProperties"] != false {
                     return Err(format!(

@@ -88,6 +88,7 @@ impl Flow for Read {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

@@ -90,6 +90,7 @@ impl Flow for ShellCommand {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

@@ -69,6 +69,7 @@ impl Flow for WebSearch {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

@@ -61,6 +61,7 @@ impl Flow for Write {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

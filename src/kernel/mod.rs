@@ -652,6 +652,22 @@ impl Kernel {
             .filter(|(_, c)| !c.is_empty())
             .collect()
     }
+
+    /// Every policy's `providers` declarations, by policy name, in load
+    /// order.
+    pub fn providers(
+        &self,
+    ) -> Vec<(
+        String,
+        std::collections::BTreeMap<String, serde_json::Value>,
+    )> {
+        self.policies
+            .borrow()
+            .iter()
+            .map(|p| (p.name(), p.providers()))
+            .filter(|(_, c)| !c.is_empty())
+            .collect()
+    }
 }
 
 /// What a call's input says about the commands it runs: its `env`, as

@@ -189,6 +189,8 @@ struct Loaded {
     /// `containers`: the declarations as written, read by the container
     /// layer (which knows what a declaration means).
     containers: BTreeMap<String, Value>,
+    /// `providers`: model providers as written, read by the model layer.
+    providers: BTreeMap<String, Value>,
     otherwise: Decision,
     budget: Budget,
 }
@@ -375,6 +377,14 @@ impl Policy {
             .unwrap_or_default()
     }
 
+    /// The policy's `providers` declarations, as written.
+    pub fn providers(&self) -> BTreeMap<String, Value> {
+        self.loaded
+            .as_ref()
+            .map(|l| l.providers.clone())
+            .unwrap_or_default()
+    }
+
     /// The `decide` or `route` hook, named for messages: where it is defined.
     pub fn hook_name(&self, which: &str) -> String {
         let hook = self.loaded.as_ref().ok().and_then(|l| match which {
@@ -477,7 +487,15 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         decide: parsed.1,
         route: parsed.2,
         otherwise: parsed.3,
-        containers: parse_containers(&lua, &table).map_err(|e| format!("policy {name}: {e}"))?,
+        containers: parse_declarations(&lua, &table, "containers", "{box = {image = \"...\"}}")
+            .map_err(|e| format!("policy {name}: {e}"))?,
+        providers: parse_declarations(
+            &lua,
+            &table,
+            "providers",
+            "{local = {api = \"openai\", url = \"http://127.0.0.1:8080/v1\"}}",
+        )
+        .map_err(|e| format!("policy {name}: {e}"))?,
         _lua: lua,
         budget,
     })
@@ -560,11 +578,11 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
         };
         let known = matches!(
             name.as_str(),
-            "rules" | "decide" | "route" | "containers" | "otherwise"
+            "rules" | "decide" | "route" | "containers" | "providers" | "otherwise"
         );
         if !known {
             return Err(format!(
-                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, otherwise = \"ask\"|\"deny\"}}",
+                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, otherwise = \"ask\"|\"deny\"}}",
                 key.to_string().unwrap_or_else(|_| key.type_name().to_string())
             ));
         }
@@ -604,39 +622,41 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
     Ok((rules, hook("decide")?, hook("route")?, otherwise))
 }
 
-/// `containers = {NAME = {...}}`, as JSON for the container layer.
-fn parse_containers(lua: &Lua, table: &Table) -> Result<BTreeMap<String, Value>, String> {
-    let list = match table
-        .get::<LuaValue>("containers")
-        .map_err(|e| e.to_string())?
-    {
+/// A table of named declarations (`containers = {NAME = {...}}`,
+/// `providers = {NAME = {...}}`), as JSON for the layer that knows what a
+/// declaration means; `example` shows the shape in messages.
+fn parse_declarations(
+    lua: &Lua,
+    table: &Table,
+    key: &str,
+    example: &str,
+) -> Result<BTreeMap<String, Value>, String> {
+    let list = match table.get::<LuaValue>(key).map_err(|e| e.to_string())? {
         LuaValue::Nil => return Ok(BTreeMap::new()),
         LuaValue::Table(t) => t,
         other => {
             return Err(format!(
-                "`containers` is {}; it is a table of declarations, {{box = {{image = \"...\"}}}}",
+                "`{key}` is {}; it is a table of declarations, {example}",
                 a(other.type_name())
             ))
         }
     };
     let mut out = BTreeMap::new();
     for pair in list.pairs::<LuaValue, LuaValue>() {
-        let (key, value) = pair.map_err(|e| e.to_string())?;
-        let LuaValue::String(name) = key else {
-            return Err(
-                "`containers` is keyed by container name: {box = {image = \"...\"}}".into(),
-            );
+        let (name, value) = pair.map_err(|e| e.to_string())?;
+        let LuaValue::String(name) = name else {
+            return Err(format!("`{key}` is keyed by name: {example}"));
         };
         let name = name.to_string_lossy();
         if !matches!(value, LuaValue::Table(_)) {
             return Err(format!(
-                "containers.{name} is {}; it is a table, {{image = \"...\"}}",
+                "{key}.{name} is {}; it is a table: {example}",
                 a(value.type_name())
             ));
         }
         let json: Value = lua
             .from_value(value)
-            .map_err(|e| format!("containers.{name}: {e}"))?;
+            .map_err(|e| format!("{key}.{name}: {e}"))?;
         out.insert(name, json);
     }
     Ok(out)

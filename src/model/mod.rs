@@ -20,6 +20,6 @@ pub mod wire;
 
 pub use providers::{Api, Provider, Providers};
 pub use wire::{
-    Content, Message, Part, Reply, Request, Role, StopReason, ToolCall, ToolChoice, ToolDef,
-    Usage, WireError,
+    Content, Message, Part, Reply, Request, Role, StopReason, ToolCall, ToolChoice, ToolDef, Usage,
+    WireError,
 };

@@ -212,7 +212,8 @@ pub fn declared(name: &str, table: &Value) -> Result<Provider, String> {
 /// A provider from `--provider NAME=API:URL`. Its key is credential NAME,
 /// when set.
 pub fn from_flag(text: &str) -> Result<Provider, String> {
-    let usage = "write --provider NAME=API:URL, e.g. --provider local=openai:http://127.0.0.1:8080/v1";
+    let usage =
+        "write --provider NAME=API:URL, e.g. --provider local=openai:http://127.0.0.1:8080/v1";
     let Some((name, rest)) = text.split_once('=') else {
         return Err(format!("--provider {text:?} has no `=`; {usage}"));
     };
@@ -268,8 +269,11 @@ mod tests {
         );
         let e = declared("x", &json!({"api": "gemini", "url": "https://a.b"})).unwrap_err();
         assert!(e.contains("providers.x.api is \"gemini\""), "{e}");
-        let e = declared("x", &json!({"api": "openai", "url": "https://a.b", "key": "s"}))
-            .unwrap_err();
+        let e = declared(
+            "x",
+            &json!({"api": "openai", "url": "https://a.b", "key": "s"}),
+        )
+        .unwrap_err();
         assert!(e.contains("providers.x.key is not a provider field"), "{e}");
         let e = declared("x", &json!({"api": "openai"})).unwrap_err();
         assert!(e.contains("providers.x.url is missing"), "{e}");
@@ -289,7 +293,13 @@ mod tests {
             p.endpoint("messages").unwrap().url.as_str(),
             "http://127.0.0.1:9/v1/messages"
         );
-        for bad in ["local", "local=openai", "=openai:http://a", "l=grok:http://a", "l=openai:nope"] {
+        for bad in [
+            "local",
+            "local=openai",
+            "=openai:http://a",
+            "l=grok:http://a",
+            "l=openai:nope",
+        ] {
             assert!(from_flag(bad).unwrap_err().contains("--provider"), "{bad}");
         }
     }

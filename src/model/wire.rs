@@ -189,7 +189,10 @@ pub enum WireError {
     /// The provider reported an error (an `error` event, an error object):
     /// its type (`overloaded_error`, `rate_limit_error`, ...) when it gave
     /// one, and its message.
-    Provider { kind: Option<String>, message: String },
+    Provider {
+        kind: Option<String>,
+        message: String,
+    },
 }
 
 impl std::fmt::Display for WireError {

@@ -131,6 +131,40 @@ impl Incoming {
     }
 }
 
+/// A response whose body is still to come ([`Net::open`]).
+#[derive(Debug)]
+pub struct Opened {
+    pub url: Url,
+    resp: reqwest::Response,
+}
+
+impl Opened {
+    pub fn status(&self) -> u16 {
+        self.resp.status().as_u16()
+    }
+
+    pub fn headers(&self) -> &HeaderMap {
+        self.resp.headers()
+    }
+
+    /// The next piece of the body; `None` at its end. A connection cut
+    /// mid-way is `request_failed`.
+    pub async fn chunk(&mut self) -> FlowResult<Option<Vec<u8>>> {
+        let piece = self.resp.chunk().await.map_err(|e| {
+            FlowError::new(
+                ErrorCode::RequestFailed,
+                format!("reading the response from {} failed: {}", self.url, why(&e)),
+            )
+        })?;
+        Ok(piece.map(|b| b.to_vec()))
+    }
+
+    /// The rest of the body, at most [`MAX_BODY`] bytes.
+    pub async fn body(self) -> FlowResult<Incoming> {
+        read(self.url, self.resp).await
+    }
+}
+
 /// The `charset` parameter of a content type.
 fn charset(content_type: &str) -> Option<&str> {
     content_type.split(';').skip(1).find_map(|p| {
@@ -170,6 +204,20 @@ impl Net {
             )
             .with("timeout", secs)),
         }
+    }
+
+    /// Sends `req` once, without following redirects (a 3xx is the
+    /// answer), and hands back the response before its body is read, for a
+    /// caller that reads it as it arrives (a model's stream). The caller
+    /// bounds it in time; the destination checks and pinning are
+    /// [`Net::send`]'s.
+    pub async fn open(&self, req: Outgoing, auth: &dyn Authority) -> FlowResult<Opened> {
+        let addrs = self.addresses(&req.dest, auth).await?;
+        let resp = transmit(&req.dest, &addrs, req.method, &req.headers, false, req.body).await?;
+        Ok(Opened {
+            url: req.dest.url,
+            resp,
+        })
     }
 
     async fn exchange(&self, req: Outgoing, auth: &dyn Authority) -> FlowResult<Incoming> {
@@ -366,19 +414,23 @@ fn failed(dest: &Destination, e: &reqwest::Error) -> FlowError {
             format!("{} did not answer in time", dest.origin),
         );
     }
-    // The chain of sources says why (refused, reset, TLS); the URL has no
-    // user information and headers are never part of it.
+    FlowError::new(
+        ErrorCode::RequestFailed,
+        format!("request to {} failed: {}", dest.origin, why(e)),
+    )
+    .with("url", dest.url.to_string())
+}
+
+/// The chain of sources says why (refused, reset, TLS); the URL has no
+/// user information and headers are never part of it.
+fn why(e: &reqwest::Error) -> String {
     let mut why = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
         why = format!("{why}: {s}");
         src = s.source();
     }
-    FlowError::new(
-        ErrorCode::RequestFailed,
-        format!("request to {} failed: {why}", dest.origin),
-    )
-    .with("url", dest.url.to_string())
+    why
 }
 
 /// The body, at most [`MAX_BODY`] bytes.

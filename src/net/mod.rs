@@ -7,7 +7,7 @@ pub mod destination;
 pub mod dns;
 pub mod search;
 
-pub use client::{Incoming, Method, Net, Outgoing};
+pub use client::{Incoming, Method, Net, Opened, Outgoing};
 
 /// Returned text keeps its first 60,000 bytes.
 pub const TEXT_LIMIT: usize = 60_000;

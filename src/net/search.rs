@@ -501,7 +501,7 @@ fn decode<T: serde::de::DeserializeOwned>(resp: &Incoming, provider: &str) -> Fl
 }
 
 /// The first 300 characters of an error body, on one line.
-fn excerpt(body: &str) -> String {
+pub fn excerpt(body: &str) -> String {
     let one: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
     match one.char_indices().nth(300) {
         Some((i, _)) => format!("{}…", &one[..i]),
@@ -534,7 +534,7 @@ fn redact_bytes(body: &[u8], key: &[u8]) -> Vec<u8> {
 }
 
 /// `e` with every copy of `key` replaced, in the message and string details.
-fn scrub(mut e: FlowError, key: &Secret) -> FlowError {
+pub fn scrub(mut e: FlowError, key: &Secret) -> FlowError {
     let key = key.expose();
     if key.is_empty() {
         return e;
@@ -591,7 +591,7 @@ fn http_date(v: &str) -> Option<u64> {
     u64::try_from(days * 86_400 + (*h * 3600 + *m * 60 + *s) as i64).ok()
 }
 
-fn unix_now() -> u64 {
+pub fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

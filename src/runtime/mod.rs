@@ -65,6 +65,8 @@ pub enum BuildErrorKind {
     Lua,
     /// A container declaration or the container engine is wrong.
     Container,
+    /// A model provider's declaration is wrong.
+    Provider,
 }
 
 impl BuildError {
@@ -117,6 +119,8 @@ pub struct RuntimeBuilder {
     secrets: Vec<PathBuf>,
     container_engine: Option<String>,
     sealed: Option<(String, Option<String>)>,
+    providers: Vec<String>,
+    credentials: Option<PathBuf>,
 }
 
 impl RuntimeBuilder {
@@ -157,6 +161,25 @@ impl RuntimeBuilder {
     /// else landlock). With no runner working, commands are refused.
     pub fn sandbox(mut self, choice: crate::sandbox::Choice) -> Self {
         self.sandbox = choice;
+        self
+    }
+
+    /// A model provider for `sluice.model`, as `sluice run --provider`
+    /// gives it: `NAME=API:URL` (`local=openai:http://127.0.0.1:8080/v1`;
+    /// the API is `openai` or `anthropic`). Its key is credential NAME when
+    /// that is set. Providers a policy declares join it.
+    pub fn provider(mut self, spec: impl Into<String>) -> Self {
+        self.providers.push(spec.into());
+        self
+    }
+
+    /// The credentials file keys come from (`sluice run --credentials
+    /// FILE`), after the environment's `SLUICE_CREDENTIAL_*`; no confined
+    /// command may see it. Default: sluice's default credentials file.
+    pub fn credentials(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        self.secrets.push(path.clone());
+        self.credentials = Some(path);
         self
     }
 
@@ -373,6 +396,11 @@ impl RuntimeBuilder {
             self.container_engine,
             self.sealed,
         )?);
+        let store = match &self.credentials {
+            Some(file) => crate::credentials::Credentials::with_file(file),
+            None => crate::credentials::Credentials::new(),
+        };
+        ctx.models = Arc::new(providers(&gate.kernel, store, &self.providers)?);
         let core = Rc::new(Core::new(registry, gate, ctx, audit));
         let closer = Closer {
             recorder: core.audit().recorder.clone(),
@@ -757,6 +785,29 @@ fn containers(
         c = c.sealed_to(&name, cwd);
     }
     Ok(c)
+}
+
+/// The run's model providers: the policies' declarations, then the
+/// builder's (`--provider`); a name given twice is an error.
+fn providers(
+    kernel: &Kernel,
+    store: crate::credentials::Credentials,
+    flags: &[String],
+) -> Result<crate::model::Providers, BuildError> {
+    let fail = |m: String| BuildError::new(BuildErrorKind::Provider, m);
+    let mut all = crate::model::Providers::new(store);
+    for (policy, list) in kernel.providers() {
+        for (name, value) in list {
+            let p = crate::model::providers::declared(&name, &value)
+                .map_err(|e| fail(format!("policy {policy}: {e}")))?;
+            all.add(p, &format!("policy {policy}")).map_err(fail)?;
+        }
+    }
+    for flag in flags {
+        let p = crate::model::providers::from_flag(flag).map_err(fail)?;
+        all.add(p, "--provider").map_err(fail)?;
+    }
+    Ok(all)
 }
 
 fn new_run_id() -> String {

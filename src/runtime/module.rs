@@ -14,9 +14,13 @@ use std::time::Duration;
 pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> {
     let m = lua.create_table()?;
     for spec in core.registry().specs() {
-        let f = flow_function(lua, core.clone(), spec.name)?;
+        let f = match spec.name {
+            "model" => model_function(lua, core.clone())?,
+            name => flow_function(lua, core.clone(), name)?,
+        };
         m.set(spec.name.replace('-', "_"), f)?;
     }
+    m.set("tools", tools_function(lua, core.clone())?)?;
     m.set("call", call_function(lua, core.clone())?)?;
     let wrapper: Function = lua
         .load(JOB)
@@ -93,7 +97,7 @@ end"#;
 fn flow_function(lua: &Lua, core: Rc<Core>, name: &'static str) -> mlua::Result<Function> {
     let raw = lua.create_async_function(move |lua, (input, task): (LuaValue, String)| {
         let core = core.clone();
-        async move { invoke(&lua, &core, &task, name, input).await }
+        async move { invoke(&lua, &core, &task, name, input, None).await }
     })?;
     let label = format!("sluice.{}", name.replace('-', "_"));
     let task: Function = lua.named_registry_value(TASK)?;
@@ -102,12 +106,150 @@ fn flow_function(lua: &Lua, core: Rc<Core>, name: &'static str) -> mlua::Result<
         .call((raw, label, task))
 }
 
+/// `sluice.model{...}`: a flow call like the others, except that `onText`
+/// (a function, called with each piece of a streamed reply's text) is taken
+/// out of the input, and so is each tool's `run` (a Lua tool's body, which
+/// the agent loop calls; the model sees its name, description and input).
+const MODEL: &str = r#"
+local raw, task = ...
+local function described(tools)
+  if type(tools) ~= "table" then return tools end
+  local out = {}
+  for i, t in ipairs(tools) do
+    if type(t) == "table" then
+      out[i] = { name = t.name, description = t.description, input = t.input }
+    else
+      out[i] = t
+    end
+  end
+  return out
+end
+return function(input)
+  if type(input) ~= "table" then
+    error(("sluice.model: expected a table of named fields, got %s; call it as sluice.model{provider = \"...\", model = \"...\", messages = {...}}")
+      :format(type(input)), 2)
+  end
+  local copy = {}
+  for k, v in pairs(input) do copy[k] = v end
+  local on_text = copy.onText
+  copy.onText = nil
+  if on_text ~= nil and type(on_text) ~= "function" then
+    error("sluice.model: onText is a function called with each piece of text, got " .. type(on_text), 2)
+  end
+  if on_text ~= nil and copy.stream == nil then copy.stream = true end
+  copy.tools = described(copy.tools)
+  local out, err, halt = raw(copy, task(), on_text)
+  if halt then error(halt, 2) end
+  return out, err
+end"#;
+
+fn model_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
+    let raw = lua.create_async_function(
+        move |lua, (input, task, on_text): (LuaValue, String, Option<Function>)| {
+            let core = core.clone();
+            async move { invoke_model(&lua, &core, &task, input, on_text).await }
+        },
+    )?;
+    let task: Function = lua.named_registry_value(TASK)?;
+    lua.load(MODEL).set_name("=sluice.model").call((raw, task))
+}
+
+/// A model call whose text goes to `on_text` as it streams. A reply that
+/// did not stream (or came from the record) is handed over whole, once, so
+/// a script sees the same text either way. An error `on_text` raises is
+/// raised at the caller's line once the call is over.
+async fn invoke_model(
+    lua: &Lua,
+    core: &Core,
+    task: &str,
+    input: LuaValue,
+    on_text: Option<Function>,
+) -> mlua::Result<MultiValue> {
+    let Some(f) = on_text else {
+        return invoke(lua, core, task, "model", input, None).await;
+    };
+    let state = Rc::new(std::cell::RefCell::new((false, None::<mlua::Error>)));
+    let seen = state.clone();
+    let callback = f.clone();
+    let relay = crate::flows::TextRelay(Rc::new(move |piece: &str| {
+        let mut s = seen.borrow_mut();
+        s.0 = true;
+        if s.1.is_none() {
+            if let Err(e) = callback.call::<()>(piece) {
+                s.1 = Some(e);
+            }
+        }
+    }));
+    let out = invoke(lua, core, task, "model", input, Some(relay)).await?;
+    let (streamed, failed) = std::mem::take(&mut *state.borrow_mut());
+    if let Some(e) = failed {
+        return Err(mlua::Error::runtime(format!(
+            "sluice.model: onText raised: {e}"
+        )));
+    }
+    if !streamed {
+        if let Some(LuaValue::Table(t)) = out.front() {
+            let text: Option<String> = t.get("text")?;
+            if let Some(text) = text.filter(|t| !t.is_empty()) {
+                f.call::<()>(text).map_err(|e| {
+                    mlua::Error::runtime(format!("sluice.model: onText raised: {e}"))
+                })?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `sluice.tools{"read", "grep", tool, ...}`: tool definitions for a model,
+/// `{name, description, input}`, from the manifest for each flow named, and
+/// each table given (a Lua tool with its `run`) as it is. An unknown flow
+/// is a programming mistake: it raises, naming the flows.
+fn tools_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
+    lua.create_function(move |lua, list: Table| {
+        let out = lua.create_table()?;
+        for item in list.sequence_values::<LuaValue>() {
+            let tool = match item? {
+                LuaValue::String(name) => {
+                    let name = name.to_str()?.to_string();
+                    let canonical = name.replace('_', "-");
+                    let flow = core
+                        .registry()
+                        .get(&name)
+                        .or_else(|| core.registry().get(&canonical))
+                        .ok_or_else(|| {
+                            let names: Vec<&str> = core.registry().specs().map(|s| s.name).collect();
+                            mlua::Error::runtime(format!(
+                                "sluice.tools: no flow is named {name:?}; the flows are {}",
+                                names.join(", ")
+                            ))
+                        })?;
+                    let spec = flow.spec();
+                    let t = lua.create_table()?;
+                    t.set("name", spec.name)?;
+                    t.set("description", spec.description)?;
+                    t.set("input", from_json(lua, &(spec.schema)())?)?;
+                    LuaValue::Table(t)
+                }
+                t @ LuaValue::Table(_) => t,
+                other => {
+                    return Err(mlua::Error::runtime(format!(
+                        "sluice.tools: each entry is a flow's name or a tool table {{name, description, input, run}}, got {}",
+                        other.type_name()
+                    )))
+                }
+            };
+            out.push(tool)?;
+        }
+        Ok(out)
+    })
+}
+
 /// `sluice.call(name, input)`: any flow by its name, checked like the rest.
 fn call_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
     let raw = lua.create_async_function(
         move |lua, (name, input, task): (String, LuaValue, String)| {
             let core = core.clone();
-            async move { invoke(&lua, &core, &task, &name, input).await }
+            async move { invoke(&lua, &core, &task, &name, input, None).await }
         },
     )?;
     let task: Function = lua.named_registry_value(TASK)?;
@@ -136,6 +278,7 @@ async fn invoke(
     task: &str,
     name: &str,
     input: LuaValue,
+    relay: Option<crate::flows::TextRelay>,
 ) -> mlua::Result<MultiValue> {
     // No call starts once the run is asked to stop: a loop of quick calls
     // runs few instructions between two checks of the hook.
@@ -146,7 +289,7 @@ async fn invoke(
         )));
     }
     let result = match to_json(lua, input) {
-        Ok(json) => core.call_in(task, name, json).await,
+        Ok(json) => core.call_watched(task, name, json, relay).await,
         Err(e) => Err(e),
     };
     if let (Err(err), Some(_)) = (&result, core.audit().halted()) {

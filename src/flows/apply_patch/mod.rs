@@ -146,6 +146,7 @@ impl Flow for ApplyPatch {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

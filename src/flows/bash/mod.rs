@@ -214,6 +214,7 @@ impl Flow for Bash {
         schema,
         summary,
         starts_jobs: true,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

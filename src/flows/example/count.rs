@@ -38,6 +38,7 @@ impl Flow for Count {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

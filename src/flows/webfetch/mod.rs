@@ -78,6 +78,7 @@ impl Flow for WebFetch {
         schema,
         summary,
         starts_jobs: false,
+        stored_once: None,
     };
 
     fn output_schema() -> Value {

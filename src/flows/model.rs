@@ -1,0 +1,445 @@
+//! `model`: one call to a language model, through a provider the operator
+//! declared (a policy's `providers` table, `sluice run --provider`), in
+//! either wire protocol ([`crate::model`]). The output is the same whatever
+//! the provider: text, tool calls with their input decoded, why it stopped,
+//! the tokens and the time.
+//!
+//! The capability is `model:call:PROVIDER/MODEL`, tier sealed: the call
+//! changes nothing in the world, and the policy decides which models a
+//! workflow may use. The endpoint passes the client's destination checks
+//! (a private one needs its exact `net:private:ORIGIN` grant). The key is
+//! read from the provider's credential at the moment of the call and never
+//! reaches Lua, the record or an error.
+
+use super::{closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier};
+use crate::error::{FlowError, FlowResult};
+use crate::kernel::gate::Authorized;
+use crate::kernel::{Action, Capability};
+use crate::model::transport::{Answer, Call};
+use crate::model::{Message, Provider, Request, Role, ToolCall, ToolChoice, ToolDef, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Milliseconds a call may take when the caller does not say: two minutes.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// The most a caller may ask for: ten minutes.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Input {
+    pub provider: String,
+    pub model: String,
+    pub system: Option<String>,
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub tools: Vec<ToolDef>,
+    pub tool_choice: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub stop: Vec<String>,
+    pub json_schema: Option<Value>,
+    pub timeout_ms: Option<u64>,
+    pub stream: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Output {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub stop_reason: &'static str,
+    pub usage: Usage,
+    pub model: String,
+    pub latency_ms: u64,
+    pub first_token_ms: u64,
+}
+
+pub struct Model {
+    provider: Provider,
+    request: Request,
+    timeout: Duration,
+}
+
+impl Flow for Model {
+    type Input = Input;
+    type Output = Output;
+    const SPEC: FlowSpec = FlowSpec {
+        name: "model",
+        description: "Sends a conversation to a language model and returns its text, its tool calls, why it stopped, the tokens used and the time taken.",
+        tier: Tier::Sealed,
+        actions: &[Action::ModelCall, Action::NetPrivate],
+        read_only: false,
+        schema,
+        summary,
+        starts_jobs: false,
+        stored_once: Some("messages"),
+    };
+
+    fn output_schema() -> Value {
+        let call = closed(
+            &[
+                (
+                    "id",
+                    field(
+                        "string",
+                        "The call's id; a tool result answers it as `toolCallId`.",
+                    ),
+                ),
+                ("name", field("string", "The tool to run.")),
+                (
+                    "input",
+                    field("object", "The tool's input, decoded from the model's JSON."),
+                ),
+            ],
+            &[],
+        );
+        let usage = closed(
+            &[
+                (
+                    "inputTokens",
+                    field("integer", "Tokens of input, cached ones included."),
+                ),
+                ("outputTokens", field("integer", "Tokens the model wrote.")),
+                (
+                    "cachedTokens",
+                    field(
+                        "integer",
+                        "Input tokens served from the provider's prompt cache.",
+                    ),
+                ),
+            ],
+            &[],
+        );
+        closed(
+            &[
+                ("text", field("string", "The model's text (empty when it only called tools).")),
+                ("toolCalls", list(nested("ToolCall", "A tool call.", call), "The tools the model asks to run, in its order.")),
+                (
+                    "stopReason",
+                    super::choice(
+                        &["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "other"],
+                        "Why it stopped: a final answer, tool calls, the token limit, a stop sequence, a refusal, or something else.",
+                    ),
+                ),
+                ("usage", nested("ModelUsage", "Tokens the call used.", usage)),
+                ("model", field("string", "The model that answered, as the provider names it.")),
+                ("latencyMs", field("integer", "Milliseconds from the request to the whole reply, retries included.")),
+                ("firstTokenMs", field("integer", "Milliseconds until the first text arrived (streamed), or the reply (not streamed).")),
+            ],
+            &[],
+        )
+    }
+
+    #[cfg(test)]
+    fn output_samples() -> Vec<Output> {
+        vec![Output {
+            text: "Done.".into(),
+            tool_calls: vec![ToolCall {
+                id: "call_1".into(),
+                name: "read".into(),
+                input: json!({}),
+            }],
+            stop_reason: "tool_use",
+            usage: Usage {
+                input_tokens: 120,
+                output_tokens: 8,
+                cached_tokens: 100,
+            },
+            model: "m".into(),
+            latency_ms: 840,
+            first_token_ms: 200,
+        }]
+    }
+
+    fn validate(input: &Input) -> FlowResult<()> {
+        check_name("model", &input.model)?;
+        check_messages(&input.messages)?;
+        check_tools(&input.tools)?;
+        if let Some(n) = input.max_tokens.filter(|n| *n == 0) {
+            return Err(FlowError::invalid_input(
+                "maxTokens",
+                format!("maxTokens is {n}; it is at least 1"),
+            ));
+        }
+        if let Some(t) = input.temperature.filter(|t| !(0.0..=2.0).contains(t)) {
+            return Err(FlowError::invalid_input(
+                "temperature",
+                format!("temperature is {t}; it is from 0 to 2"),
+            ));
+        }
+        if input.json_schema.as_ref().is_some_and(|s| !s.is_object()) {
+            return Err(FlowError::invalid_input(
+                "jsonSchema",
+                "jsonSchema is a JSON Schema table, e.g. {type = \"object\", properties = {...}}",
+            ));
+        }
+        Ok(())
+    }
+
+    fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
+        let provider = ctx
+            .models
+            .get(&input.provider)
+            .cloned()
+            .ok_or_else(|| ctx.models.unknown(&input.provider))?;
+        let timeout = timeout(input.timeout_ms)?;
+        let tool_choice = tool_choice(input.tool_choice.as_deref(), &input.tools)?;
+        let envelope = Envelope {
+            network: vec![Capability {
+                action: Action::ModelCall,
+                resource: format!("{}/{}", provider.name, input.model),
+            }],
+            ..Envelope::new(Tier::Sealed)
+        };
+        let request = Request {
+            model: input.model,
+            system: input.system,
+            messages: input.messages,
+            tools: input.tools,
+            tool_choice,
+            max_tokens: input.max_tokens,
+            temperature: input.temperature,
+            stop: input.stop,
+            json_schema: input.json_schema,
+            stream: input.stream.unwrap_or(false),
+        };
+        Ok((
+            Model {
+                provider,
+                request,
+                timeout,
+            },
+            envelope,
+        ))
+    }
+
+    async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        let key = ctx.models.key(&self.provider)?;
+        let call = Call {
+            provider: &self.provider,
+            key,
+            request: &self.request,
+            deadline: tokio::time::Instant::now() + self.timeout,
+        };
+        let relay = ctx.on_text.clone();
+        let mut on_text = |piece: &str| {
+            if let Some(r) = &relay {
+                r.send(piece);
+            }
+        };
+        let answer = call.run(&ctx.net, ctx, &mut on_text).await?;
+        Ok(output(answer))
+    }
+}
+
+fn output(a: Answer) -> Output {
+    Output {
+        stop_reason: a.reply.stop_reason.map_or("other", |s| s.as_str()),
+        text: a.reply.text,
+        tool_calls: a.reply.tool_calls,
+        usage: a.reply.usage,
+        model: a.reply.model,
+        latency_ms: a.latency_ms,
+        first_token_ms: a.first_token_ms,
+    }
+}
+
+/// A model or tool name: printable, no spaces.
+fn check_name(field: &str, name: &str) -> FlowResult<()> {
+    if name.is_empty()
+        || name.len() > 200
+        || name.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(FlowError::invalid_input(
+            field,
+            format!("{field} is {name:?}; it is the provider's name for the model, without spaces (1 to 200 characters)"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_messages(messages: &[Message]) -> FlowResult<()> {
+    if messages.is_empty() {
+        return Err(FlowError::invalid_input(
+            "messages",
+            "messages is empty; give at least one, e.g. messages = {{role = \"user\", content = \"...\"}}",
+        ));
+    }
+    for (i, m) in messages.iter().enumerate() {
+        let at = |f: &str| format!("messages[{}].{f}", i + 1);
+        match m.role {
+            Role::Tool if m.tool_call_id.as_deref().is_none_or(str::is_empty) => {
+                return Err(FlowError::invalid_input(
+                    &at("toolCallId"),
+                    format!(
+                        "{} is a tool result without the id of the call it answers; set toolCallId",
+                        at("role")
+                    ),
+                ))
+            }
+            Role::User | Role::Assistant if m.tool_call_id.is_some() || m.is_error => {
+                return Err(FlowError::invalid_input(
+                    &at("toolCallId"),
+                    "toolCallId and isError belong to tool results (role = \"tool\")",
+                ))
+            }
+            Role::User | Role::Tool if !m.tool_calls.is_empty() => {
+                return Err(FlowError::invalid_input(
+                    &at("toolCalls"),
+                    "toolCalls belong to assistant messages (role = \"assistant\")",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_tools(tools: &[ToolDef]) -> FlowResult<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, t) in tools.iter().enumerate() {
+        let at = |f: &str| format!("tools[{}].{f}", i + 1);
+        let good = !t.name.is_empty()
+            && t.name.len() <= 64
+            && t.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !good {
+            return Err(FlowError::invalid_input(
+                &at("name"),
+                format!("tool name {:?} is not 1 to 64 letters, digits, `_` or `-`, which both protocols require", t.name),
+            ));
+        }
+        if !seen.insert(t.name.as_str()) {
+            return Err(FlowError::invalid_input(
+                &at("name"),
+                format!("two tools are named {:?}", t.name),
+            ));
+        }
+        let object = t.input.is_object() && t.input.get("type").is_none_or(|ty| ty == "object");
+        if !object {
+            return Err(FlowError::invalid_input(
+                &at("input"),
+                format!("the input of tool {:?} is a JSON Schema of an object, e.g. {{type = \"object\", properties = {{...}}}}", t.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `auto`, `none`, `required`, or the name of one of `tools`.
+fn tool_choice(given: Option<&str>, tools: &[ToolDef]) -> FlowResult<Option<ToolChoice>> {
+    let Some(given) = given else { return Ok(None) };
+    let choice = match given {
+        "auto" => ToolChoice::Auto,
+        "none" => ToolChoice::None,
+        "required" => ToolChoice::Required,
+        name if tools.iter().any(|t| t.name == name) => ToolChoice::Tool(name.into()),
+        other => {
+            return Err(FlowError::invalid_input(
+                "toolChoice",
+                format!("toolChoice is {other:?}; it is \"auto\", \"none\", \"required\" or the name of one of `tools`"),
+            ))
+        }
+    };
+    if tools.is_empty() && choice != ToolChoice::None && choice != ToolChoice::Auto {
+        return Err(FlowError::invalid_input(
+            "toolChoice",
+            "toolChoice asks for a tool call, but `tools` is empty",
+        ));
+    }
+    Ok(Some(choice))
+}
+
+fn timeout(ms: Option<u64>) -> FlowResult<Duration> {
+    match ms.unwrap_or(DEFAULT_TIMEOUT_MS) {
+        0 => Err(FlowError::invalid_input(
+            "timeoutMs",
+            format!("timeoutMs is 0; it is milliseconds above 0 (default {DEFAULT_TIMEOUT_MS}, at most {MAX_TIMEOUT_MS})"),
+        )),
+        n => Ok(Duration::from_millis(n.min(MAX_TIMEOUT_MS))),
+    }
+}
+
+/// The audit's one-line gist: the model, and the head of the last message.
+fn summary(input: &Value) -> String {
+    let (Some(provider), Some(model)) = (input["provider"].as_str(), input["model"].as_str())
+    else {
+        return input.to_string();
+    };
+    let last = input["messages"].as_array().and_then(|m| m.last());
+    let said = match last.map(|m| &m["content"]) {
+        Some(Value::String(s)) => s.clone(),
+        Some(other @ Value::Array(_)) => other.to_string(),
+        _ => String::new(),
+    };
+    let head: String = said
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(60)
+        .collect();
+    let turns = input["messages"].as_array().map_or(0, Vec::len);
+    format!("{provider}/{model} ({turns} messages): {head}")
+}
+
+fn schema() -> Value {
+    let part = json!({
+        "type": "object", "additionalProperties": false, "required": ["type"],
+        "properties": {
+            "type": {"type": "string", "enum": ["text", "image"], "description": "A text part or an image part."},
+            "text": {"type": "string", "description": "The text of a text part."},
+            "url": {"type": "string", "description": "An image part's URL: https://..., or data:MEDIA;base64,..."}
+        }
+    });
+    let call = json!({
+        "type": "object", "additionalProperties": false, "required": ["id", "name", "input"],
+        "properties": {
+            "id": {"type": "string", "description": "The call's id, as the model's reply gave it."},
+            "name": {"type": "string", "description": "The tool."},
+            "input": {"type": "object", "description": "The tool's input."}
+        }
+    });
+    let message = json!({
+        "type": "object", "additionalProperties": false, "required": ["role"],
+        "properties": {
+            "role": {"type": "string", "enum": ["user", "assistant", "tool"], "description": "Who wrote it; a tool result is `tool`."},
+            "content": {"description": "Text, or a list of parts ({type = \"text\", text = ...}, {type = \"image\", url = ...}).",
+                        "oneOf": [{"type": "string"}, {"type": "array", "items": part}]},
+            "toolCalls": {"type": "array", "items": call, "description": "An assistant message's tool calls, as the reply gave them."},
+            "toolCallId": {"type": "string", "description": "A tool result: the id of the call it answers."},
+            "isError": {"type": "boolean", "description": "A tool result: whether the tool failed or was refused."}
+        }
+    });
+    let tool = json!({
+        "type": "object", "additionalProperties": false, "required": ["name", "input"],
+        "properties": {
+            "name": {"type": "string", "description": "1 to 64 letters, digits, `_` or `-`."},
+            "description": {"type": "string", "description": "What the tool does, for the model."},
+            "input": {"type": "object", "description": "JSON Schema of the tool's input (an object)."}
+        }
+    });
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["provider", "model", "messages"],
+        "properties": {
+            "provider": {"type": "string", "description": "A provider the operator declared (the policy's `providers`, or --provider)."},
+            "model": {"type": "string", "description": "The provider's name for the model."},
+            "system": {"type": "string", "description": "The system prompt."},
+            "messages": {"type": "array", "items": message, "minItems": 1, "description": "The conversation, oldest first."},
+            "tools": {"type": "array", "items": tool, "description": "Tools the model may call (sluice.tools{...} builds them from flows)."},
+            "toolChoice": {"type": "string", "description": "\"auto\" (default), \"none\", \"required\", or a tool's name."},
+            "maxTokens": {"type": "integer", "minimum": 1, "description": "The most tokens the reply may have."},
+            "temperature": {"type": "number", "minimum": 0, "maximum": 2, "description": "Sampling temperature."},
+            "stop": {"type": "array", "items": {"type": "string"}, "description": "Sequences that end the reply."},
+            "jsonSchema": {"type": "object", "description": "Structured output: the reply's text is JSON of this schema."},
+            "timeoutMs": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_MS, "description": "Milliseconds for the whole call, retries included (default 120000, at most 600000)."},
+            "stream": {"type": "boolean", "description": "Stream the reply (default: true when onText is given). onText, a function, is called with each piece of text."}
+        }
+    })
+}
