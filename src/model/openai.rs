@@ -145,7 +145,7 @@ pub fn reply(body: &Value) -> Result<Reply, WireError> {
         .and_then(|c| c.first())
         .ok_or_else(|| malformed("the reply has no choices", body))?;
     let message = choice.get("message").unwrap_or(&Value::Null);
-    let text = match message.get("content") {
+    let mut text = match message.get("content") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts
             .iter()
@@ -166,10 +166,19 @@ pub fn reply(body: &Value) -> Result<Reply, WireError> {
             });
         }
     }
+    // A refusal (structured outputs) is the reply's text: why the model
+    // refused.
+    let refusal = str_of(message, "refusal");
+    text.push_str(refusal);
     let finish = choice.get("finish_reason").and_then(Value::as_str);
+    let stop = if refusal.is_empty() {
+        stop_reason(finish, !tool_calls.is_empty())
+    } else {
+        StopReason::ContentFilter
+    };
     Ok(Reply {
         text,
-        stop_reason: Some(stop_reason(finish, !tool_calls.is_empty())),
+        stop_reason: Some(stop),
         tool_calls,
         usage: body.get("usage").map(usage).unwrap_or_default(),
         model: str_of(body, "model").to_string(),
@@ -311,6 +320,8 @@ pub struct Stream {
     /// The tool calls, in the order they started.
     calls: Vec<PartialCall>,
     finish_reason: Option<String>,
+    /// The model refused (`delta.refusal`).
+    refused: bool,
     usage: Usage,
     model: String,
     done: bool,
@@ -384,6 +395,12 @@ impl Stream {
                 }
             }
             _ => {}
+        }
+        let refusal = str_of(delta, "refusal");
+        if !refusal.is_empty() {
+            self.refused = true;
+            self.text.push_str(refusal);
+            on_text(refusal);
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for piece in calls {
@@ -460,12 +477,14 @@ impl Stream {
                 })
             })
             .collect::<Result<Vec<_>, WireError>>()?;
+        let stop = if self.refused {
+            StopReason::ContentFilter
+        } else {
+            stop_reason(self.finish_reason.as_deref(), !tool_calls.is_empty())
+        };
         Ok(Reply {
             text: self.text,
-            stop_reason: Some(stop_reason(
-                self.finish_reason.as_deref(),
-                !tool_calls.is_empty(),
-            )),
+            stop_reason: Some(stop),
             tool_calls,
             usage: self.usage,
             model: self.model,
@@ -907,6 +926,40 @@ mod tests {
         );
         assert_eq!(with(json!("eos"), false), StopReason::Other);
         assert_eq!(with(Value::Null, false), StopReason::Other);
+    }
+
+    #[test]
+    fn refusals() {
+        let r = reply(&json!({
+            "id": "chatcmpl-3",
+            "object": "chat.completion",
+            "model": "gpt-4o-2024-08-06",
+            "choices": [{
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": null,
+                    "refusal": "I'm sorry, I cannot assist with that request.",
+                },
+                "logprobs": null,
+                "finish_reason": "stop",
+            }],
+        }))
+        .unwrap();
+        assert_eq!(r.text, "I'm sorry, I cannot assist with that request.");
+        assert_eq!(r.stop_reason, Some(StopReason::ContentFilter));
+        let s = concat!(
+            "data: {\"model\":\"gpt-4o-2024-08-06\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"refusal\":\"\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"model\":\"gpt-4o-2024-08-06\",\"choices\":[{\"index\":0,\"delta\":{\"refusal\":\"I'm sorry, \"},\"finish_reason\":null}]}\n\n",
+            "data: {\"model\":\"gpt-4o-2024-08-06\",\"choices\":[{\"index\":0,\"delta\":{\"refusal\":\"I cannot.\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"model\":\"gpt-4o-2024-08-06\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let (r, pieces) = stream(s);
+        assert_eq!(pieces, ["I'm sorry, ", "I cannot."]);
+        let r = r.unwrap();
+        assert_eq!(r.text, "I'm sorry, I cannot.");
+        assert_eq!(r.stop_reason, Some(StopReason::ContentFilter));
     }
 
     #[test]
