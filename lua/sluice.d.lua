@@ -258,6 +258,56 @@
 ---@field snippet string What the provider quotes of the page, trimmed, at most 2,000 characters.
 ---@field publishedAt? string When the page was published, as the provider wrote it; absent when unknown.
 
+---@class sluice.ModelInput
+---@field provider string A provider the operator declared (the policy's `providers`, or --provider).
+---@field model string The provider's name for the model.
+---@field messages sluice.Message[] The conversation, oldest first.
+---@field jsonSchema? table Structured output: the reply's text is JSON of this schema.
+---@field maxTokens? integer The most tokens the reply may have.
+---@field stop? string[] Sequences that end the reply.
+---@field stream? boolean Stream the reply (default: true when onText is given). onText, a function, is called with each piece of text.
+---@field system? string The system prompt.
+---@field temperature? number Sampling temperature.
+---@field timeoutMs? integer Milliseconds for the whole call, retries included (default 120000, at most 600000).
+---@field toolChoice? string "auto" (default), "none", "required", or a tool's name.
+---@field tools? sluice.Tool[] Tools the model may call (sluice.tools{...} builds them from flows).
+
+---@class sluice.Message
+---@field role "user"|"assistant"|"tool" Who wrote it; a tool result is `tool`.
+---@field content? string|sluice.Part[] Text, or a list of parts ({type = "text", text = ...}, {type = "image", url = ...}).
+---@field isError? boolean A tool result: whether the tool failed or was refused.
+---@field toolCallId? string A tool result: the id of the call it answers.
+---@field toolCalls? sluice.ToolCall[] An assistant message's tool calls, as the reply gave them.
+
+---@class sluice.Part
+---@field type "text"|"image" A text part or an image part.
+---@field text? string The text of a text part.
+---@field url? string An image part's URL: https://..., or data:MEDIA;base64,...
+
+---@class sluice.ToolCall
+---@field id string The call's id; a tool result answers it as `toolCallId`.
+---@field name string The tool to run.
+---@field input table The tool's input, decoded from the model's JSON.
+
+---@class sluice.Tool
+---@field name string 1 to 64 letters, digits, `_` or `-`.
+---@field input table JSON Schema of the tool's input (an object).
+---@field description? string What the tool does, for the model.
+
+---@class sluice.ModelOutput
+---@field text string The model's text (empty when it only called tools).
+---@field toolCalls sluice.ToolCall[] The tools the model asks to run, in its order.
+---@field stopReason "end_turn"|"tool_use"|"max_tokens"|"stop_sequence"|"content_filter"|"other" Why it stopped: a final answer, tool calls, the token limit, a stop sequence, a refusal, or something else.
+---@field usage sluice.ModelUsage Tokens the call used.
+---@field model string The model that answered, as the provider names it.
+---@field latencyMs integer Milliseconds from the request to the whole reply, retries included.
+---@field firstTokenMs integer Milliseconds until the first text arrived (streamed), or the reply (not streamed).
+
+---@class sluice.ModelUsage
+---@field inputTokens integer Tokens of input, cached ones included.
+---@field outputTokens integer Tokens the model wrote.
+---@field cachedTokens integer Input tokens served from the provider's prompt cache.
+
 ---@class sluice.JobRead
 ---@field stdout string output since the previous read
 ---@field stderr string
@@ -354,6 +404,11 @@ function sluice.webfetch(input) end
 ---@param input sluice.WebsearchInput
 ---@return sluice.WebsearchOutput?, sluice.Error?
 function sluice.websearch(input) end
+
+--- Sends a conversation to a language model and returns its text, its tool calls, why it stopped, the tokens used and the time taken.
+---@param input sluice.ModelInput
+---@return sluice.ModelOutput?, sluice.Error?
+function sluice.model(input) end
 
 --- Calls any flow by name (a dash stays a dash: "http-post").
 ---@param name string

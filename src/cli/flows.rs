@@ -114,10 +114,16 @@ mod tests {
                         break;
                     }
                 }
-                let search = String::from_utf8_lossy(&seen).contains(" /search?");
-                let (kind, body) = if search {
+                let asked = String::from_utf8_lossy(&seen).to_string();
+                let (kind, body) = if asked.contains(" /search?") {
                     let hit = json!({"title": "Lua", "url": "https://www.lua.org/", "content": "a language"});
                     ("application/json", json!({"results": [hit]}).to_string())
+                } else if asked.contains(" /v1/chat/completions ") {
+                    let call = json!({"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.txt\"}"}});
+                    let message = json!({"role": "assistant", "content": "Reading.", "tool_calls": [call]});
+                    let choice = json!({"index": 0, "message": message, "finish_reason": "tool_calls"});
+                    let usage = json!({"prompt_tokens": 20, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 4}});
+                    ("application/json", json!({"model": "m", "choices": [choice], "usage": usage}).to_string())
                 } else {
                     ("text/html", "<h1>Hello</h1><p>page</p>".to_string())
                 };
@@ -136,7 +142,7 @@ mod tests {
     #[test]
     fn real_calls_return_what_the_output_schemas_say() {
         let ws = tempfile::tempdir().unwrap();
-        let origin = serve(4);
+        let origin = serve(5);
         let searxng = crate::net::search::Searxng::new(origin.parse().unwrap()).unwrap();
         // The default policy, so that commands run confined and report it;
         // loopback is net:private, which only an exact grant opens, and a
@@ -146,6 +152,8 @@ mod tests {
             .search(Arc::new(searxng))
             .approve(format!("net:private:{origin}"))
             .approve(format!("net:post:{origin}"))
+            .provider(format!("local=openai:{origin}/v1"))
+            .approve("model:call:local/*")
             .build()
             .unwrap();
         let patch = "*** Begin Patch\n*** Add File: b.txt\n+b\n*** End Patch";
@@ -175,6 +183,10 @@ mod tests {
             ),
             ("webfetch", json!({"url": format!("{origin}/page")})),
             ("websearch", json!({"query": "lua"})),
+            (
+                "model",
+                json!({"provider": "local", "model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+            ),
         ];
         let registry = Registry::standard();
         let called: std::collections::BTreeSet<&str> = calls.iter().map(|(f, _)| *f).collect();

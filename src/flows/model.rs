@@ -79,23 +79,7 @@ impl Flow for Model {
     };
 
     fn output_schema() -> Value {
-        let call = closed(
-            &[
-                (
-                    "id",
-                    field(
-                        "string",
-                        "The call's id; a tool result answers it as `toolCallId`.",
-                    ),
-                ),
-                ("name", field("string", "The tool to run.")),
-                (
-                    "input",
-                    field("object", "The tool's input, decoded from the model's JSON."),
-                ),
-            ],
-            &[],
-        );
+        let call = tool_call_schema();
         let usage = closed(
             &[
                 (
@@ -116,7 +100,7 @@ impl Flow for Model {
         closed(
             &[
                 ("text", field("string", "The model's text (empty when it only called tools).")),
-                ("toolCalls", list(nested("ToolCall", "A tool call.", call), "The tools the model asks to run, in its order.")),
+                ("toolCalls", list(call, "The tools the model asks to run, in its order.")),
                 (
                     "stopReason",
                     super::choice(
@@ -364,6 +348,29 @@ fn timeout(ms: Option<u64>) -> FlowResult<Duration> {
     }
 }
 
+/// A tool call, as a reply gives it and a later turn's assistant message
+/// carries it back.
+fn tool_call_schema() -> Value {
+    let call = closed(
+        &[
+            (
+                "id",
+                field(
+                    "string",
+                    "The call's id; a tool result answers it as `toolCallId`.",
+                ),
+            ),
+            ("name", field("string", "The tool to run.")),
+            (
+                "input",
+                field("object", "The tool's input, decoded from the model's JSON."),
+            ),
+        ],
+        &[],
+    );
+    nested("ToolCall", "A tool call.", call)
+}
+
 /// The audit's one-line gist: the model, and the head of the last message.
 fn summary(input: &Value) -> String {
     let (Some(provider), Some(model)) = (input["provider"].as_str(), input["model"].as_str())
@@ -389,23 +396,16 @@ fn summary(input: &Value) -> String {
 
 fn schema() -> Value {
     let part = json!({
-        "type": "object", "additionalProperties": false, "required": ["type"],
+        "type": "object", "title": "Part", "additionalProperties": false, "required": ["type"],
         "properties": {
             "type": {"type": "string", "enum": ["text", "image"], "description": "A text part or an image part."},
             "text": {"type": "string", "description": "The text of a text part."},
             "url": {"type": "string", "description": "An image part's URL: https://..., or data:MEDIA;base64,..."}
         }
     });
-    let call = json!({
-        "type": "object", "additionalProperties": false, "required": ["id", "name", "input"],
-        "properties": {
-            "id": {"type": "string", "description": "The call's id, as the model's reply gave it."},
-            "name": {"type": "string", "description": "The tool."},
-            "input": {"type": "object", "description": "The tool's input."}
-        }
-    });
+    let call = tool_call_schema();
     let message = json!({
-        "type": "object", "additionalProperties": false, "required": ["role"],
+        "type": "object", "title": "Message", "additionalProperties": false, "required": ["role"],
         "properties": {
             "role": {"type": "string", "enum": ["user", "assistant", "tool"], "description": "Who wrote it; a tool result is `tool`."},
             "content": {"description": "Text, or a list of parts ({type = \"text\", text = ...}, {type = \"image\", url = ...}).",
@@ -416,7 +416,7 @@ fn schema() -> Value {
         }
     });
     let tool = json!({
-        "type": "object", "additionalProperties": false, "required": ["name", "input"],
+        "type": "object", "title": "Tool", "additionalProperties": false, "required": ["name", "input"],
         "properties": {
             "name": {"type": "string", "description": "1 to 64 letters, digits, `_` or `-`."},
             "description": {"type": "string", "description": "What the tool does, for the model."},

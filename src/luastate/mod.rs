@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 /// The Lua modules shipped in `lua/`, by module name.
 const BUNDLED: &[(&str, &str)] = &[
     ("sluice.retry", include_str!("../../lua/sluice/retry.lua")),
+    ("sluice.agent", include_str!("../../lua/sluice/agent.lua")),
     ("sluice.policy", include_str!("../../lua/sluice/policy.lua")),
 ];
 

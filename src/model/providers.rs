@@ -142,7 +142,7 @@ impl Providers {
             ErrorCode::ProviderUnavailable,
             format!(
                 "no model provider is named {name:?} ({known}); the operator declares providers in a policy \
-                 (`providers = {{ {name} = {{ api = \"openai\", url = \"http://127.0.0.1:8080/v1\" }} }}`) \
+                 (`providers = {{ [\"{name}\"] = {{ api = \"openai\", url = \"http://127.0.0.1:8080/v1\" }} }}`) \
                  or with `sluice run --provider {name}=openai:URL`"
             ),
         )
