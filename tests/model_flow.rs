@@ -202,6 +202,15 @@ fn err(line: &Value) -> Value {
     }
 }
 
+/// An emitted Lua list: an empty one is an empty table, which JSON shows
+/// as `{}`.
+fn list(v: &Value) -> Value {
+    match v {
+        Value::Object(m) if m.is_empty() => json!([]),
+        other => other.clone(),
+    }
+}
+
 /// The usage every builder's reply reports, in the flow's terms.
 fn usage() -> Value {
     json!({"inputTokens": INPUT_TOKENS, "outputTokens": OUTPUT_TOKENS, "cachedTokens": CACHED_TOKENS})
@@ -578,6 +587,148 @@ fn anthropic_streamed_text_reply() {
     a_streamed_text_reply_hands_its_pieces_to_on_text_in_order(Anthropic);
 }
 
+fn sse_framing_with_crlf_comments_and_split_chunks_is_read_whole(api: Api) {
+    let ws = workspace();
+    let pieces = ["Grüße", ", ", "wörld 🌍", "!"];
+    let mut answer = api.stream_text(&pieces).crlf().split();
+    let events = answer.events_mut();
+    events.insert(0, Event::comment("OPENROUTER PROCESSING"));
+    let at = api.first_piece() + 2;
+    events.insert(at, Event::comment("keep-alive"));
+    let server = ModelServer::start(vec![answer]);
+    let out = emitted(
+        &ws,
+        &flags(api, &server),
+        &[],
+        r#"
+local pieces = {}
+model{provider = "local", model = "m", messages = hello, onText = function(p) pieces[#pieces + 1] = p end}
+emit(pieces)
+"#,
+    );
+    let (got, _, _) = timings(&ok(&out[0]));
+    assert_eq!(got, text_output("Grüße, wörld 🌍!"));
+    assert_eq!(out[1], json!(pieces));
+}
+
+#[test]
+fn openai_sse_framing() {
+    sse_framing_with_crlf_comments_and_split_chunks_is_read_whole(OpenAi);
+}
+
+#[test]
+fn anthropic_sse_framing() {
+    sse_framing_with_crlf_comments_and_split_chunks_is_read_whole(Anthropic);
+}
+
+/// Stop reasons as each protocol names them, and the flow's names.
+fn stop_reasons(api: Api) -> Vec<(&'static str, &'static str)> {
+    match api {
+        OpenAi => vec![
+            ("stop", "end_turn"),
+            ("length", "max_tokens"),
+            ("content_filter", "content_filter"),
+        ],
+        Anthropic => vec![
+            ("end_turn", "end_turn"),
+            ("max_tokens", "max_tokens"),
+            ("stop_sequence", "stop_sequence"),
+            ("refusal", "content_filter"),
+            ("pause_turn", "other"),
+        ],
+    }
+}
+
+fn each_stop_reason_maps_to_the_flows_name(api: Api) {
+    let ws = workspace();
+    let reasons = stop_reasons(api);
+    let answers = reasons
+        .iter()
+        .map(|(wire, _)| {
+            let mut body = match api {
+                OpenAi => openai_text("cut"),
+                Anthropic => anthropic_text("cut"),
+            };
+            match api {
+                OpenAi => body["choices"][0]["finish_reason"] = json!(wire),
+                Anthropic => {
+                    body["stop_reason"] = json!(wire);
+                    if *wire == "stop_sequence" {
+                        body["stop_sequence"] = json!("END");
+                    }
+                }
+            }
+            Answer::json(body)
+        })
+        .collect();
+    let server = ModelServer::start(answers);
+    let script = format!(
+        "for i = 1, {} do model{{provider = \"local\", model = \"m\", messages = hello}} end",
+        reasons.len()
+    );
+    let out = emitted(&ws, &flags(api, &server), &[], &script);
+    let got: Vec<Value> = out.iter().map(|l| ok(l)["stopReason"].clone()).collect();
+    let want: Vec<Value> = reasons.iter().map(|(_, name)| json!(name)).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn openai_stop_reasons() {
+    each_stop_reason_maps_to_the_flows_name(OpenAi);
+}
+
+#[test]
+fn anthropic_stop_reasons() {
+    each_stop_reason_maps_to_the_flows_name(Anthropic);
+}
+
+#[test]
+fn an_error_in_on_text_is_raised_at_the_callers_line_once_the_call_is_over() {
+    let ws = workspace();
+    let server = ModelServer::start(vec![OpenAi.stream_text(&["a", "b", "c"])]);
+    let out = emitted(
+        &ws,
+        &flags(OpenAi, &server),
+        &[],
+        r#"
+local calls = 0
+local ok, e = pcall(sluice.model, {provider = "local", model = "m", messages = hello,
+  onText = function(p) calls = calls + 1; error("boom at " .. p) end})
+emit({ok = ok, e = tostring(e), calls = calls})
+"#,
+    );
+    assert_eq!(out[0]["ok"], false);
+    assert_eq!(
+        out[0]["calls"], 1,
+        "onText is not called again once it raised"
+    );
+    let e = out[0]["e"].as_str().unwrap();
+    assert!(e.contains("sluice.model: onText raised: "), "{e}");
+    assert!(e.contains("boom at a"), "{e}");
+    assert_eq!(server.count(), 1);
+}
+
+#[test]
+fn a_json_reply_that_is_not_json_is_request_failed() {
+    let ws = workspace();
+    let server = ModelServer::start(vec![Answer::raw(
+        200,
+        "text/html",
+        "<html>502 Bad Gateway</html>",
+    )]);
+    let out = emitted(
+        &ws,
+        &flags(OpenAi, &server),
+        &[],
+        r#"model{provider = "local", model = "m", messages = hello}"#,
+    );
+    assert_eq!(
+        err(&out[0]),
+        json!({"code": "request_failed", "provider": "local",
+               "message": "model provider `local` answered HTTP 200 with a body that is not JSON (line 1, column 1)"})
+    );
+}
+
 // ---- 2. tool calls ----
 
 /// The two parallel calls of the tool tests, and their inputs decoded.
@@ -689,7 +840,7 @@ emit(pieces)
     );
     let (got, _, _) = timings(&ok(&out[0]));
     assert_eq!(got, tool_calls_output(&lead.concat()));
-    assert_eq!(out[1], json!(lead));
+    assert_eq!(list(&out[1]), json!(lead), "onText got the text, if any");
 }
 
 #[test]
@@ -700,6 +851,85 @@ fn openai_streamed_tool_calls_interleaved() {
 #[test]
 fn anthropic_streamed_tool_calls_after_text() {
     streamed_tool_calls_assemble_their_arguments_from_pieces(Anthropic);
+}
+
+fn a_tool_without_arguments_has_an_empty_input(api: Api) {
+    let ws = workspace();
+    let events = match api {
+        OpenAi => openai_stream_tools(vec![("call_n", "list_all", vec!["{", "}"])]),
+        // Only the empty input_json_delta Anthropic sends first.
+        Anthropic => anthropic_stream_tools(vec![("toolu_n", "list_all", vec![])]),
+    };
+    let id = if api == OpenAi { "call_n" } else { "toolu_n" };
+    let server = ModelServer::start(vec![Answer::sse(events)]);
+    let out = emitted(
+        &ws,
+        &flags(api, &server),
+        &[],
+        r#"
+local r = model{provider = "local", model = "m", messages = hello, stream = true,
+  tools = {{name = "list_all", description = "Lists everything.", input = {type = "object"}}}}
+emit({isTable = type(r.toolCalls[1].input) == "table", n = next(r.toolCalls[1].input) == nil})
+"#,
+    );
+    let got = ok(&out[0]);
+    assert_eq!(
+        got["toolCalls"],
+        json!([{"id": id, "name": "list_all", "input": {}}])
+    );
+    assert_eq!(got["stopReason"], "tool_use");
+    assert_eq!(out[1], json!({"isTable": true, "n": true}));
+}
+
+#[test]
+fn openai_tool_without_arguments() {
+    a_tool_without_arguments_has_an_empty_input(OpenAi);
+}
+
+#[test]
+fn anthropic_tool_without_arguments() {
+    a_tool_without_arguments_has_an_empty_input(Anthropic);
+}
+
+fn tool_arguments_that_are_not_json_are_an_unreadable_reply(api: Api) {
+    let ws = workspace();
+    // The stream is whole (it ends as the protocol says), but the model's
+    // arguments stop mid-object.
+    let broken = vec![("call_x", "read", vec!["{\"path\": ", "\"a.txt\""])];
+    let events = match api {
+        OpenAi => openai_stream_tools(broken),
+        Anthropic => anthropic_stream_tools(broken),
+    };
+    let server = ModelServer::start(vec![Answer::sse(events)]);
+    let out = emitted(
+        &ws,
+        &flags(api, &server),
+        &[],
+        r#"model{provider = "local", model = "m", messages = hello, stream = true, tools = sluice.tools{"read"}}"#,
+    );
+    let e = err(&out[0]);
+    assert_eq!(e["code"], "request_failed", "{e}");
+    let what = match api {
+        OpenAi => "the arguments of the call to tool `read` are not JSON",
+        Anthropic => "the input of the call to tool `read` is not JSON",
+    };
+    assert!(
+        e["message"].as_str().unwrap().starts_with(&format!(
+            "model provider `local` sent a reply sluice cannot read: {what}"
+        )),
+        "a whole stream was not cut short: {e}"
+    );
+    assert_eq!(server.count(), 1);
+}
+
+#[test]
+fn openai_tool_arguments_not_json() {
+    tool_arguments_that_are_not_json_are_an_unreadable_reply(OpenAi);
+}
+
+#[test]
+fn anthropic_tool_arguments_not_json() {
+    tool_arguments_that_are_not_json_are_an_unreadable_reply(Anthropic);
 }
 
 // ---- 3. the request the provider receives ----
@@ -948,6 +1178,68 @@ fn anthropic_gets_the_conversation_tools_and_key_as_messages_documents() {
     assert_eq!(b["tool_choice"], json!({"type": "tool", "name": "lookup"}));
 }
 
+/// Lua: a user turn of text and two images (a data URL, an https URL),
+/// and a structured-output schema.
+const PARTS: &str = r#"
+model{provider = "local", model = "m",
+  jsonSchema = {type = "object", properties = {answer = {type = "string"}}, required = {"answer"}},
+  messages = {{role = "user", content = {
+    {type = "text", text = "What is this?"},
+    {type = "image", url = "data:image/png;base64,iVBORw0KGgo="},
+    {type = "image", url = "https://example.com/cat.jpg"},
+  }}}}
+"#;
+
+fn answer_schema() -> Value {
+    json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]})
+}
+
+#[test]
+fn openai_gets_image_parts_and_a_json_schema_as_documented() {
+    let ws = workspace();
+    let server = ModelServer::start(vec![OpenAi.text(r#"{"answer": "a cat"}"#)]);
+    let out = emitted(&ws, &flags(OpenAi, &server), &[], PARTS);
+    assert_eq!(ok(&out[0])["text"], r#"{"answer": "a cat"}"#);
+    let b = &server.requests()[0].body;
+    assert_eq!(
+        b["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+        ]}])
+    );
+    let format = &b["response_format"];
+    assert_eq!(format["type"], "json_schema", "{b}");
+    assert!(
+        format["json_schema"]["name"].is_string(),
+        "a name is required: {b}"
+    );
+    assert_eq!(format["json_schema"]["schema"], answer_schema());
+}
+
+#[test]
+fn anthropic_gets_image_parts_and_a_json_schema_as_documented() {
+    let ws = workspace();
+    let server = ModelServer::start(vec![Anthropic.text(r#"{"answer": "a cat"}"#)]);
+    let out = emitted(&ws, &flags(Anthropic, &server), &[], PARTS);
+    assert_eq!(ok(&out[0])["text"], r#"{"answer": "a cat"}"#);
+    let b = &server.requests()[0].body;
+    assert_eq!(
+        b["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.jpg"}},
+        ]}])
+    );
+    assert_eq!(
+        b["output_config"]["format"],
+        json!({"type": "json_schema", "schema": answer_schema()}),
+        "{b}"
+    );
+}
+
 fn no_credential_sends_no_key(api: Api) {
     let ws = workspace();
     let server = ModelServer::start(vec![api.text("ok")]);
@@ -1126,10 +1418,19 @@ model{provider = "local", model = "m", messages = hello, onText = function(p) pi
 emit(pieces)
 "#,
     );
-    let (got, _, _) = timings(&ok(&out[0]));
+    let (got, latency, first_token) = timings(&ok(&out[0]));
     assert_eq!(got, text_output("Second time."));
     assert_eq!(out[1], json!(["Second ", "time."]));
     assert_eq!(server.count(), 2);
+    let reqs = server.requests();
+    assert!(
+        reqs[1].at - reqs[0].at >= ms(500),
+        "the first backoff is 0.5 s"
+    );
+    assert!(
+        first_token >= 500 && latency >= first_token,
+        "the first text is the second attempt's, not the failed one's first bytes: {first_token}"
+    );
 }
 
 #[test]
@@ -1194,6 +1495,35 @@ emit(pieces)
     );
     assert_eq!(out[1], json!(["Hello", " wor"]));
     assert_eq!(server.count(), 1);
+}
+
+fn a_stream_that_ends_before_its_end_marker_fails_with_the_text_so_far(api: Api) {
+    let ws = workspace();
+    let mut short = api.stream_text(&["Hello", " wor", "ld."]);
+    // The body ends properly (its last chunk sent), but before the finish
+    // reason and `[DONE]`, or `message_delta` and `message_stop`.
+    short.events_mut().truncate(api.first_piece() + 2);
+    let server = ModelServer::start(vec![short]);
+    let out = emitted(
+        &ws,
+        &flags(api, &server),
+        &[],
+        r#"model{provider = "local", model = "m", messages = hello, stream = true}"#,
+    );
+    let e = err(&out[0]);
+    assert_eq!(e["code"], "request_failed", "{e}");
+    assert_eq!(e["text"], "Hello wor", "{e}");
+    assert_eq!(server.count(), 1);
+}
+
+#[test]
+fn openai_stream_ending_early() {
+    a_stream_that_ends_before_its_end_marker_fails_with_the_text_so_far(OpenAi);
+}
+
+#[test]
+fn anthropic_stream_ending_early() {
+    a_stream_that_ends_before_its_end_marker_fails_with_the_text_so_far(Anthropic);
 }
 
 #[test]
@@ -1526,6 +1856,47 @@ fn a_declared_credential_that_is_not_set_is_provider_unavailable_naming_it() {
     assert_eq!(server.count(), 0);
 }
 
+#[test]
+fn model_names_with_slashes_and_colons_are_capabilities_and_sent_as_given() {
+    let ws = workspace();
+    let server = ModelServer::start(vec![OpenAi.text("a"), OpenAi.text("b")]);
+    let f = vec![
+        "--provider".into(),
+        format!("local=openai:{}", server.url()),
+        "--approve".into(),
+        "model:call:local/meta-llama/**".into(),
+        "--approve".into(),
+        "model:call:local/llama3.1:8b".into(),
+        "--approve".into(),
+        format!("net:private:{}", server.origin()),
+    ];
+    let out = emitted(
+        &ws,
+        &f,
+        &[],
+        r#"
+model{provider = "local", model = "meta-llama/Llama-3.1-8B-Instruct", messages = hello}
+model{provider = "local", model = "llama3.1:8b", messages = hello}
+model{provider = "local", model = "llama3.1:70b", messages = hello}
+"#,
+    );
+    assert_eq!(ok(&out[0])["text"], "a");
+    assert_eq!(ok(&out[1])["text"], "b");
+    assert_eq!(err(&out[2]), required("model:call:local/llama3.1:70b"));
+    let models: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(
+        models,
+        [
+            json!("meta-llama/Llama-3.1-8B-Instruct"),
+            json!("llama3.1:8b")
+        ]
+    );
+}
+
 // ---- 6. the key never leaks ----
 
 /// Every file under `dir`, recursively.
@@ -1659,7 +2030,7 @@ model{provider = "local", model = "m", messages = hello, toolChoice = "lookup"}
         json!({
             "code": "provider_unavailable",
             "message": "no model provider is named \"nope\" (the declared ones are local); the operator \
-                        declares providers in a policy (`providers = { nope = { api = \"openai\", url = \
+                        declares providers in a policy (`providers = { [\"nope\"] = { api = \"openai\", url = \
                         \"http://127.0.0.1:8080/v1\" } }`) or with `sluice run --provider nope=openai:URL`",
             "field": "provider",
             "provider": "nope",

@@ -104,10 +104,14 @@ pub enum Body {
     Whole(Vec<u8>),
     /// Server-sent events, one chunk each; with `cut: Some(n)`, the
     /// connection closes after the first `n` events, without the last
-    /// chunk (the stream broken mid-way).
+    /// chunk (the stream broken mid-way). With `crlf`, lines end in
+    /// `\r\n` (which the format allows); with `split`, each event goes in
+    /// two chunks, cut mid-line, a pause between them.
     Events {
         events: Vec<Event>,
         cut: Option<usize>,
+        crlf: bool,
+        split: bool,
     },
 }
 
@@ -118,6 +122,9 @@ pub struct Event {
     pub name: Option<String>,
     /// The data, one `data:` line per line of it.
     pub data: String,
+    /// A comment line (`: TEXT`) sent instead of the event; it dispatches
+    /// nothing (a keep-alive, OpenRouter's `: OPENROUTER PROCESSING`).
+    pub comment: Option<String>,
     /// Silence before this event is sent.
     pub delay: Duration,
 }
@@ -133,7 +140,16 @@ impl Event {
         Event {
             name: None,
             data: data.to_string(),
+            comment: None,
             delay: Duration::ZERO,
+        }
+    }
+
+    /// A comment line, `: TEXT`, and its blank line.
+    pub fn comment(text: &str) -> Event {
+        Event {
+            comment: Some(text.to_string()),
+            ..Event::text("")
         }
     }
 
@@ -153,6 +169,9 @@ impl Event {
 
     /// The event as it goes on the wire, its blank line included.
     pub fn wire(&self) -> String {
+        if let Some(c) = &self.comment {
+            return format!(": {c}\n\n");
+        }
         let mut out = String::new();
         if let Some(name) = &self.name {
             out.push_str(&format!("event: {name}\n"));
@@ -197,7 +216,12 @@ impl Answer {
                 ),
                 ("cache-control".into(), "no-cache".into()),
             ],
-            body: Body::Events { events, cut: None },
+            body: Body::Events {
+                events,
+                cut: None,
+                crlf: false,
+                split: false,
+            },
             delay: Duration::ZERO,
         }
     }
@@ -221,17 +245,31 @@ impl Answer {
 
     /// The same stream, the connection closed after its first `n` events.
     /// Panics for an answer that is not a stream.
-    pub fn cut_after(self, n: usize) -> Answer {
-        let Body::Events { events, .. } = self.body else {
-            panic!("cut_after: only a stream can be cut");
-        };
-        Answer {
-            body: Body::Events {
-                events,
-                cut: Some(n),
-            },
-            ..self
+    pub fn cut_after(mut self, n: usize) -> Answer {
+        match &mut self.body {
+            Body::Events { cut, .. } => *cut = Some(n),
+            Body::Whole(_) => panic!("cut_after: only a stream can be cut"),
         }
+        self
+    }
+
+    /// The same stream with `\r\n` line ends.
+    pub fn crlf(mut self) -> Answer {
+        match &mut self.body {
+            Body::Events { crlf, .. } => *crlf = true,
+            Body::Whole(_) => panic!("crlf: not a stream"),
+        }
+        self
+    }
+
+    /// The same stream, each event sent in two chunks cut mid-line (a
+    /// multi-byte character may be cut too), 5 ms apart.
+    pub fn split(mut self) -> Answer {
+        match &mut self.body {
+            Body::Events { split, .. } => *split = true,
+            Body::Whole(_) => panic!("split: not a stream"),
+        }
+        self
     }
 
     /// The event stream's events (for a test that adjusts them).
@@ -418,7 +456,12 @@ fn send(conn: &mut TcpStream, a: &Answer, stopping: &AtomicBool) -> std::io::Res
             conn.write_all(head.as_bytes())?;
             conn.write_all(bytes)?;
         }
-        Body::Events { events, cut } => {
+        Body::Events {
+            events,
+            cut,
+            crlf,
+            split,
+        } => {
             head.push_str("transfer-encoding: chunked\r\n\r\n");
             conn.write_all(head.as_bytes())?;
             conn.flush()?;
@@ -431,9 +474,28 @@ fn send(conn: &mut TcpStream, a: &Answer, stopping: &AtomicBool) -> std::io::Res
                 if !pause(ev.delay, stopping) {
                     return Ok(());
                 }
-                let data = ev.wire();
-                conn.write_all(format!("{:x}\r\n{data}\r\n", data.len()).as_bytes())?;
-                conn.flush()?;
+                let mut data = ev.wire().into_bytes();
+                if *crlf {
+                    data = String::from_utf8(data)
+                        .unwrap()
+                        .replace('\n', "\r\n")
+                        .into_bytes();
+                }
+                let halves = if *split {
+                    let mid = data.len() / 2;
+                    vec![&data[..mid], &data[mid..]]
+                } else {
+                    vec![&data[..]]
+                };
+                for (k, part) in halves.into_iter().enumerate() {
+                    if k > 0 && !pause(ms_5(), stopping) {
+                        return Ok(());
+                    }
+                    conn.write_all(format!("{:x}\r\n", part.len()).as_bytes())?;
+                    conn.write_all(part)?;
+                    conn.write_all(b"\r\n")?;
+                    conn.flush()?;
+                }
             }
             if cut.is_some_and(|n| n >= events.len()) {
                 // Every event sent, but the stream never properly ended.
@@ -447,6 +509,10 @@ fn send(conn: &mut TcpStream, a: &Answer, stopping: &AtomicBool) -> std::io::Res
     // Let the client read to the end before the socket goes.
     let _ = conn.shutdown(std::net::Shutdown::Write);
     Ok(())
+}
+
+fn ms_5() -> Duration {
+    Duration::from_millis(5)
 }
 
 fn reason(status: u16) -> &'static str {
