@@ -260,7 +260,10 @@ impl Call<'_> {
         }
         match fold.finish() {
             Ok(reply) => Ok(Attempt::Done(reply)),
-            Err(WireError::Malformed(why)) => Err(self.cut(why, seen)),
+            // A stream that never said it was complete was cut short; one
+            // that did, but does not fold into a reply (a tool call's
+            // arguments that are not JSON), is a reply sluice cannot read.
+            Err(WireError::Malformed(why)) if !done => Err(self.cut(why, seen)),
             Err(e) => Ok(self.judge(Err(e), seen)),
         }
     }
