@@ -362,9 +362,23 @@ pub fn render_call(run: &Run, c: &Call) -> String {
     t.field("hash", &c.hash);
     t.field("prev", &c.prev);
     t.field("outcome hash", c.outcome_hash.as_deref().unwrap_or("—"));
+    if let Some(parts) = &c.parts {
+        t.field("kept apart", &parts_line(parts));
+    }
     out.push('\n');
     out.push_str(&t.0);
     out
+}
+
+/// `messages: 12 items kept once each by content; the input above is whole`.
+fn parts_line(parts: &Value) -> String {
+    match parts.as_object().and_then(|m| m.iter().next()) {
+        Some((field, keys)) => format!(
+            "{field}: {} kept once each by content; the input above is whole",
+            plural(items(Some(keys)).len() as i64, "item", "items")
+        ),
+        None => compact(parts),
+    }
 }
 
 fn outcome_line(c: &Call) -> String {

@@ -108,6 +108,11 @@ pub struct Call {
     pub prev: String,
     pub hash: String,
     pub outcome_hash: Option<String>,
+    /// `{FIELD: [sha256]}` when the record keeps the items of the input's
+    /// list field FIELD (a model call's `messages`) once each by content;
+    /// `input` is whole either way. Absent for an input stored whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Value>,
 }
 
 impl Call {
@@ -198,6 +203,7 @@ impl Call {
             prev: c.prev.clone(),
             hash: c.hash.clone(),
             outcome_hash: c.outcome_hash.clone(),
+            parts: c.parts.as_ref().map(|p| json(&p.column)),
         }
     }
 }

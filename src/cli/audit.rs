@@ -112,7 +112,9 @@ call in chain order; input, output, error, decisions, route and the other JSON c
 `outcome` is ok, error, unknown (the process died before the outcome was written) or pending (the run is \
 still live).\n\n\
 csv: a header row, then one row per call (RFC 4180 quoting, CRLF line ends); JSON columns hold their JSON \
-text exactly as stored, the bytes the hashes cover.\n\n\
+text exactly as stored, the bytes the hashes cover, but for an input whose list items the record keeps once \
+each by content (a model call's messages): it is whole, and the last column, parts, holds {FIELD: [sha256 \
+of each item's JSON]} as stored (the hash covers the input without FIELD, and parts).\n\n\
 --json is --format jsonl.",
     after_help = "Examples:\n  sluice audit export last > run.jsonl\n  sluice audit export last --format csv --output run.csv\n  sluice audit export 3f9c | jq -c 'select(.type == \"call\" and .outcome != \"ok\")'"
 )]
