@@ -294,4 +294,5 @@ fn a_resume_copies_a_conversation_as_compactly() {
     assert!(verify(&conn, "r2").unwrap().intact);
     let view = show::show(&conn, "r2").unwrap();
     assert_eq!(view.calls[49].input, inputs[49]);
+    assert_eq!((view.models.calls, view.models.replayed), (0, TURNS as u64));
 }
