@@ -124,7 +124,10 @@ fn model_calls(server: &Server) {
         let ws = tempfile::tempdir().unwrap();
         quiet.push(seconds(&mut sluice(&lua, ws.path(), server, false)));
         let mut c = Command::new("python3");
-        c.arg(&py).arg(&server.url).arg(CALLS.to_string()).env("PYTHONPATH", &peers);
+        c.arg(&py)
+            .arg(&server.url)
+            .arg(CALLS.to_string())
+            .env("PYTHONPATH", &peers);
         theirs.push(seconds(&mut c));
     }
     let (a, q, b) = (median(&mut ours), median(&mut quiet), median(&mut theirs));
@@ -152,7 +155,11 @@ fn record_size(server: &Server) {
     std::fs::write(&lua, CONVERSATION).unwrap();
     let ws = tempfile::tempdir().unwrap();
     let out = sluice(&lua, ws.path(), server, true).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let distinct: usize = String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("distinct "))

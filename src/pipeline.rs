@@ -134,8 +134,8 @@ impl Core {
         let Some(recorder) = &self.audit.recorder else {
             return self.live(name, Rc::new(input), None, relay).await;
         };
-        let tier = self.registry.get(name).map(|f| f.spec().tier);
-        let trail = Trail::new(task, seq, name, tier);
+        let spec = self.registry.get(name).map(|f| f.spec());
+        let trail = Trail::new(task, seq, name, spec);
         let input = Rc::new(input);
         let started = Instant::now();
         let result = self.live(name, input.clone(), Some(&trail), relay).await;
@@ -332,15 +332,18 @@ struct Trail {
     started_ms: i64,
     /// Whether the intent was written (then the outcome completes it).
     intended: Cell<bool>,
+    /// The input field the record keeps item by item ([`FlowSpec::stored_once`]).
+    shared: Option<&'static str>,
 }
 
 impl Trail {
-    fn new(task: &str, seq: u64, flow: &str, tier: Option<Tier>) -> Trail {
+    fn new(task: &str, seq: u64, flow: &str, spec: Option<&'static FlowSpec>) -> Trail {
         Trail {
             task: task.to_string(),
             seq,
             flow: flow.to_string(),
-            tier: Cell::new(tier.unwrap_or(Tier::Sealed)),
+            tier: Cell::new(spec.map_or(Tier::Sealed, |s| s.tier)),
+            shared: spec.and_then(|s| s.stored_once),
             capabilities: Default::default(),
             decisions: Rc::default(),
             route: RefCell::new(None),
@@ -363,11 +366,15 @@ impl Trail {
             input,
             self.started_ms,
         );
-        row.authorized(
+        let row = row.authorized(
             self.capabilities.borrow().clone(),
             self.decisions.before.borrow().clone(),
             self.route.borrow().clone(),
-        )
+        );
+        CallRow {
+            shared: self.shared.map(std::borrow::Cow::Borrowed),
+            ..row
+        }
     }
 
     /// Step 6: writes and syncs the intent; a call that cannot be recorded

@@ -65,7 +65,11 @@ fn coder(req: &Request) -> Answer {
     };
     match results.len() {
         0 => call("c1", "read", json!({"path": "test_calc.py"})),
-        1 => expect("c1", "def test_mean", call("c2", "grep", json!({"pattern": "def mean"}))),
+        1 => expect(
+            "c1",
+            "def test_mean",
+            call("c2", "grep", json!({"pattern": "def mean"})),
+        ),
         2 => expect(
             "c2",
             "calc.py",
@@ -88,7 +92,9 @@ fn coder(req: &Request) -> Answer {
         _ => expect(
             "c5",
             "\"exitCode\":0",
-            Answer::json(openai_text("mean divided by one too many; it divides by len(values) now.")),
+            Answer::json(openai_text(
+                "mean divided by one too many; it divides by len(values) now.",
+            )),
         ),
     }
 }
@@ -155,7 +161,10 @@ fn the_example_agent_makes_the_failing_test_pass_and_its_run_replays_without_the
 
     // The fixture's tests really pass now, run outside sluice.
     let fixed = std::fs::read_to_string(ws.file("calc.py")).unwrap();
-    assert!(fixed.contains("return sum(values) / len(values)\n"), "{fixed}");
+    assert!(
+        fixed.contains("return sum(values) / len(values)\n"),
+        "{fixed}"
+    );
     let tests = Command::new("python3")
         .args(["-m", "unittest", "-q"])
         .current_dir(ws.path())
@@ -192,11 +201,9 @@ return { rules = {
   p.deny("proc:spawn:*", "no commands in this seat"),
 } }"#,
     );
-    let server = ModelServer::respond(|req: &Request| {
-        match tool_results(req).len() {
-            0 => call("c1", "bash", json!({"command": "python3 -m unittest -q"})),
-            _ => Answer::json(openai_text("I could not run the tests.")),
-        }
+    let server = ModelServer::respond(|req: &Request| match tool_results(req).len() {
+        0 => call("c1", "bash", json!({"command": "python3 -m unittest -q"})),
+        _ => Answer::json(openai_text("I could not run the tests.")),
     });
     let mut all = flags(&server);
     all.extend(["--policy".to_string(), policy]);
@@ -216,7 +223,8 @@ return { rules = {
     assert_eq!(result["tool_call_id"], "c1");
     let content = result["content"].as_str().unwrap();
     assert!(
-        content.starts_with("Error: error permission_denied: ") && content.contains("no commands in this seat"),
+        content.starts_with("Error: error permission_denied: ")
+            && content.contains("no commands in this seat"),
         "{content}"
     );
     assert!(said.contains("bash"), "{said}");

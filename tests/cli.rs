@@ -43,7 +43,8 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "fetch",
             "http-post",
             "webfetch",
-            "websearch"
+            "websearch",
+            "model"
         ]
     );
     assert_eq!(
@@ -70,6 +71,7 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "irreversible",
             "sealed",
             "irreversible",
+            "sealed",
             "sealed",
             "sealed"
         ]

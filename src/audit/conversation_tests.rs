@@ -54,8 +54,15 @@ fn a_conversation_keeps_each_message_once_and_grows_linearly() {
     let keys = count(&conn, "SELECT sum(length(parts)) FROM calls");
     let whole: usize = inputs.iter().map(|i| text(i).len()).sum();
     assert!(keys * 2 < whole as i64, "keys {keys}, whole inputs {whole}");
-    let last = count(&conn, "SELECT length(parts) FROM calls WHERE n = 50");
-    assert_eq!(last as usize, r#"{"messages":[]}"#.len() + TURNS * 67 - 1);
+    // Each call's keys name the call before it and add its new message:
+    // the keys too grow linearly.
+    let last: String = conn
+        .query_row("SELECT parts FROM calls WHERE n = 50", [], |r| r.get(0))
+        .unwrap();
+    let want =
+        json!({"messages": {"after": {"task": "0", "seq": 49}, "keep": 49, "add": [key_of(49)]}});
+    assert_eq!(last, want.to_string());
+    assert!(keys < 200 * TURNS as i64, "keys {keys}");
 }
 
 #[test]
@@ -64,15 +71,19 @@ fn every_reader_sees_each_input_whole_byte_for_byte() {
     let c = rows::call(&conn, "r1", 30).unwrap().unwrap();
     assert_eq!(c.input, text(&inputs[29]));
     let view = show::show(&conn, "r1").unwrap();
-    for (c, input) in view.calls.iter().zip(&inputs) {
+    for (k, (c, input)) in view.calls.iter().zip(&inputs).enumerate() {
         assert_eq!(&c.input, input);
-        assert_eq!(
-            c.parts.as_ref().unwrap()["messages"]
-                .as_array()
-                .unwrap()
-                .len(),
-            input["messages"].as_array().unwrap().len()
-        );
+        let stored = &c.parts.as_ref().unwrap()["messages"];
+        match k {
+            0 => assert_eq!(stored.as_array().unwrap().len(), 1),
+            _ => assert_eq!(
+                (
+                    stored["keep"].as_u64(),
+                    stored["add"].as_array().map(Vec::len)
+                ),
+                (Some(k as u64), Some(1))
+            ),
+        }
     }
     let mut out = Vec::new();
     export(&conn, "r1", Format::Jsonl, &mut out).unwrap();
@@ -187,10 +198,7 @@ fn verify_names_a_call_whose_message_keys_were_edited() {
     // Dropping a message from a call's list of keys.
     sql(
         &conn,
-        &format!(
-            "UPDATE calls SET parts = replace(parts, '\"{}\",', '') WHERE n = 6",
-            key_of(1)
-        ),
+        "UPDATE calls SET parts = replace(parts, '\"keep\":5', '\"keep\":4') WHERE n = 6",
     );
     let p = verify(&conn, "r1").unwrap().problem.expect("a problem");
     assert_eq!((p.failure, p.n), (Failure::ContentEdited, Some(6)));

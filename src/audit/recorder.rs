@@ -297,6 +297,7 @@ impl Recorder {
             failure: failure.clone(),
             secrets: Vec::new(),
             stored: HashSet::new(),
+            lists: Vec::new(),
             chain: Vec::new(),
             readings: Vec::new(),
             synced: false,
@@ -507,7 +508,13 @@ struct Writer {
     readings: Vec<(String, i64, &'static str, f64)>,
     /// The `synchronous` setting in force.
     synced: bool,
+    /// The last rows' lists of keys kept by content, as (task, seq, keys):
+    /// a later row names the one it continues instead of repeating it.
+    lists: Vec<(String, i64, Vec<String>)>,
 }
+
+/// Lists of keys a writer remembers to continue from.
+const RECENT_LISTS: usize = 8;
 
 type Ack = SyncSender<Result<(), String>>;
 
@@ -663,6 +670,8 @@ impl Writer {
     }
 
     fn restore(&mut self, m: Mark) {
+        // A row rolled back may be among them: no later row may name it.
+        self.lists.clear();
         self.n = m.n;
         self.last = m.last;
         self.chain.truncate(m.chain);
@@ -677,7 +686,11 @@ impl Writer {
         // holds a secret.
         let (mut redaction, input) = Redaction::input(&row.input, &self.known());
         self.secrets.extend(redaction.learned.iter().cloned());
-        let split = row.shared.as_deref().and_then(|f| parts::split(&input, f));
+        let split = row.shared.as_deref().and_then(|f| {
+            let mut split = parts::split(&input, f)?;
+            self.continue_list(f, row, &mut split);
+            Some(split)
+        });
         let input = split.as_ref().map_or(input, |s| s.input.clone());
         // Capabilities and decisions repeat the input (a command line, a
         // path): the same secrets are cut from them.
@@ -717,6 +730,25 @@ impl Writer {
             hash,
             redaction,
         }
+    }
+
+    /// Writes `split`'s keys as the continuation of the recent list they
+    /// share the longest start with, if any, and remembers them in turn.
+    fn continue_list(&mut self, field: &str, row: &CallRow, split: &mut Split) {
+        let best = self
+            .lists
+            .iter()
+            .map(|(task, seq, keys)| (parts::common_prefix(keys, &split.keys), task, *seq))
+            .max_by_key(|(shared, _, _)| *shared);
+        if let Some((keep, task, seq)) = best.filter(|(keep, _, _)| *keep > 0) {
+            let task = task.clone();
+            split.after(field, &task, seq, keep);
+        }
+        if self.lists.len() == RECENT_LISTS {
+            self.lists.remove(0);
+        }
+        self.lists
+            .push((row.task.clone(), row.seq as i64, split.keys.clone()));
     }
 
     /// What every call's record must not hold: the named credentials

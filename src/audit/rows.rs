@@ -9,7 +9,7 @@
 //! words a failure as it always has.
 
 use super::chain::{CallIntent, CallOutcome, RunHead, RunLink};
-use super::parts;
+use super::parts::{self, Listed};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -173,8 +173,12 @@ pub struct Parts {
     pub(super) column: String,
     /// The `input` column as stored: the input without the field.
     pub(super) input: String,
-    /// The field and its items' keys, in order; `None` for a column of
-    /// another shape (a damaged row, which its hash gives away).
+    /// The column read: its field and how it lists the keys; `None` for a
+    /// column of another shape (a damaged row, which its hash gives away).
+    listed: Option<(String, Listed)>,
+    /// The field and its items' keys, in order, once known: at once for a
+    /// column that lists every key, once [`Bodies::assemble`] has found the
+    /// list a continuation names.
     pub(super) named: Option<(String, Vec<String>)>,
     /// The first item whose body `outputs` no longer holds, once the input
     /// was put back together (it stands as `null` there).
@@ -184,8 +188,14 @@ pub struct Parts {
 impl Parts {
     fn of(column: Option<String>, input: &str) -> Option<Parts> {
         let column = column?;
+        let listed = parts::listed(&column);
+        let named = match &listed {
+            Some((field, Listed::Keys(keys))) => Some((field.clone(), keys.clone())),
+            _ => None,
+        };
         Some(Parts {
-            named: parts::keys(&column),
+            listed,
+            named,
             input: input.to_string(),
             column,
             missing: None,
@@ -194,12 +204,18 @@ impl Parts {
 
     /// The field its items belong to (`messages`), when the column names one.
     pub fn field(&self) -> Option<&str> {
-        self.named.as_ref().map(|(f, _)| f.as_str())
+        self.listed.as_ref().map(|(f, _)| f.as_str())
     }
 
     /// The items' keys, in order.
     pub fn keys(&self) -> &[String] {
         self.named.as_ref().map_or(&[], |(_, k)| k.as_slice())
+    }
+
+    /// Whether the keys are not known: the column names a list that is
+    /// not in the record (or not that long), or is of another shape.
+    pub fn unresolved(&self) -> bool {
+        self.named.is_none()
     }
 }
 
@@ -386,10 +402,16 @@ pub fn each_stored_call<E>(
 
 /// The bodies of inputs' items read so far, parsed: every later call of a
 /// conversation sends its earlier messages again, so each is read once.
+/// The lists of keys of the last rows are kept too, for the rows that
+/// continue them.
 pub struct Bodies<'c> {
     conn: &'c Connection,
     seen: HashMap<String, Option<Value>>,
+    lists: Vec<((String, String, i64), Vec<String>)>,
 }
+
+/// Lists of keys a reader keeps at hand; an older one is read again.
+const KEPT_LISTS: usize = 16;
 
 impl<'c> Bodies<'c> {
     /// None read yet.
@@ -397,6 +419,7 @@ impl<'c> Bodies<'c> {
         Bodies {
             conn,
             seen: HashMap::new(),
+            lists: Vec::new(),
         }
     }
 
@@ -410,13 +433,94 @@ impl<'c> Bodies<'c> {
         Ok(v)
     }
 
+    /// Finds the keys of `c`'s list when its column continues another
+    /// row's; leaves them unknown when that row or that many keys is not
+    /// in the record.
+    pub fn resolve(&mut self, c: &mut StoredCall) -> rusqlite::Result<()> {
+        let Some(p) = c.parts.as_mut() else {
+            return Ok(());
+        };
+        if p.named.is_none() {
+            if let Some((
+                field,
+                Listed::After {
+                    task,
+                    seq,
+                    keep,
+                    add,
+                },
+            )) = p.listed.clone()
+            {
+                let base = self.list_of(&c.run, &task, seq, 0)?;
+                p.named = base.filter(|b| keep <= b.len()).map(|mut keys| {
+                    keys.truncate(keep);
+                    keys.extend(add);
+                    (field, keys)
+                });
+            }
+        }
+        if let Some((_, keys)) = &p.named {
+            if self.lists.len() == KEPT_LISTS {
+                self.lists.remove(0);
+            }
+            let at = (c.run.clone(), c.task.clone(), c.seq);
+            self.lists.push((at, keys.clone()));
+        }
+        Ok(())
+    }
+
+    /// The keys of call (`task`, `seq`) of `run`, from those at hand or
+    /// read from its row (following its own continuation, `depth` deep).
+    fn list_of(
+        &mut self,
+        run: &str,
+        task: &str,
+        seq: i64,
+        depth: usize,
+    ) -> rusqlite::Result<Option<Vec<String>>> {
+        let at = (run.to_string(), task.to_string(), seq);
+        if let Some((_, keys)) = self.lists.iter().rev().find(|(k, _)| *k == at) {
+            return Ok(Some(keys.clone()));
+        }
+        // A chain longer than the run's rows loops: a damaged record.
+        if depth > 100_000 {
+            return Ok(None);
+        }
+        let column: Option<Option<String>> = self
+            .conn
+            .prepare_cached("SELECT parts FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3")?
+            .query_row(rusqlite::params![run, task, seq], |r| r.get(0))
+            .optional()?;
+        let Some((_, listed)) = column.flatten().as_deref().and_then(parts::listed) else {
+            return Ok(None);
+        };
+        Ok(match listed {
+            Listed::Keys(keys) => Some(keys),
+            Listed::After {
+                task,
+                seq,
+                keep,
+                add,
+            } => self
+                .list_of(run, &task, seq, depth + 1)?
+                .filter(|b| keep <= b.len())
+                .map(|mut keys| {
+                    keys.truncate(keep);
+                    keys.extend(add);
+                    keys
+                }),
+        })
+    }
+
     /// Puts `c`'s input back together when its items are kept by content;
     /// an item gone from `outputs` stands as `null`, and `missing` says so.
     pub fn assemble(&mut self, c: &mut StoredCall) -> rusqlite::Result<()> {
+        self.resolve(c)?;
         let Some(p) = c.parts.as_mut() else {
             return Ok(());
         };
         let Some((field, keys)) = &p.named else {
+            p.missing.get_or_insert(0);
             return Ok(());
         };
         let mut items = Vec::with_capacity(keys.len());

@@ -108,15 +108,29 @@ pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
 fn check_parts(conn: &Connection, calls: &[StoredCall]) -> Result<Option<Problem>, String> {
     // A conversation's messages recur in every later call: each key is
     // checked once.
-    let mut judged: HashMap<&str, Option<&'static str>> = HashMap::new();
+    let mut judged: HashMap<String, Option<&'static str>> = HashMap::new();
+    let mut lists = rows::Bodies::new(conn);
     for c in calls {
+        if c.parts.is_none() {
+            continue;
+        }
+        // A row may list its keys as the continuation of an earlier row's.
+        let mut c = c.clone();
+        lists.resolve(&mut c).map_err(rows::db)?;
         let Some(parts) = &c.parts else { continue };
+        if parts.unresolved() {
+            let field = parts.field().unwrap_or("?");
+            let m = format!(
+                "content edited: the keys of {field} of its input name a list the record does not hold"
+            );
+            return Ok(Some(row_problem(&c, Failure::ContentEdited, m)));
+        }
         for (i, key) in parts.keys().iter().enumerate() {
             let fault = match judged.get(key.as_str()) {
                 Some(fault) => *fault,
                 None => {
                     let fault = body_fault(conn, key)?;
-                    judged.insert(key.as_str(), fault);
+                    judged.insert(key.clone(), fault);
                     fault
                 }
             };
@@ -124,7 +138,7 @@ fn check_parts(conn: &Connection, calls: &[StoredCall]) -> Result<Option<Problem
                 let field = parts.field().unwrap_or("?");
                 let m =
                     format!("content edited: {field}[{i}] of its input, kept by content, {what}");
-                return Ok(Some(row_problem(c, Failure::ContentEdited, m)));
+                return Ok(Some(row_problem(&c, Failure::ContentEdited, m)));
             }
         }
     }

@@ -120,10 +120,15 @@ mod tests {
                     ("application/json", json!({"results": [hit]}).to_string())
                 } else if asked.contains(" /v1/chat/completions ") {
                     let call = json!({"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.txt\"}"}});
-                    let message = json!({"role": "assistant", "content": "Reading.", "tool_calls": [call]});
-                    let choice = json!({"index": 0, "message": message, "finish_reason": "tool_calls"});
+                    let message =
+                        json!({"role": "assistant", "content": "Reading.", "tool_calls": [call]});
+                    let choice =
+                        json!({"index": 0, "message": message, "finish_reason": "tool_calls"});
                     let usage = json!({"prompt_tokens": 20, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 4}});
-                    ("application/json", json!({"model": "m", "choices": [choice], "usage": usage}).to_string())
+                    (
+                        "application/json",
+                        json!({"model": "m", "choices": [choice], "usage": usage}).to_string(),
+                    )
                 } else {
                     ("text/html", "<h1>Hello</h1><p>page</p>".to_string())
                 };

@@ -242,7 +242,10 @@ impl Call<'_> {
             if parser.too_long() {
                 return Err(FlowError::new(
                     ErrorCode::ResponseTooLarge,
-                    format!("model provider `{}` sent a stream event over 8 MiB; the call was stopped", self.provider.name),
+                    format!(
+                        "model provider `{}` sent a stream event over 8 MiB; the call was stopped",
+                        self.provider.name
+                    ),
                 )
                 .with("text", seen.text.clone()));
             }
