@@ -13,8 +13,9 @@
 //!   conversation's turn repeats the turn before it and adds a message or
 //!   two, so its row names only those; without this, the keys alone would
 //!   grow with the square of the turns. The row it names is earlier in the
-//!   same run's chain, whose hashes cover both rows. The writer splits the
-//! redacted input ([`split`]) and the readers put it back together
+//!   same run's chain, whose hashes cover both rows.
+//!
+//! The writer splits the redacted input ([`split`]) and the readers put it back together
 //! ([`assemble`]) into the very text the writer redacted: both use this
 //! module, and the writer stores an input whole when putting it back would
 //! not give the same bytes.

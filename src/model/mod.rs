@@ -18,8 +18,5 @@ pub mod sse;
 pub mod transport;
 pub mod wire;
 
-pub use providers::{Api, Provider, Providers};
-pub use wire::{
-    Content, Message, Part, Reply, Request, Role, StopReason, ToolCall, ToolChoice, ToolDef, Usage,
-    WireError,
-};
+pub use providers::{Provider, Providers};
+pub use wire::{Message, Request, Role, ToolCall, ToolChoice, ToolDef, Usage};

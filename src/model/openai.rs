@@ -453,6 +453,7 @@ impl Stream {
     }
 
     /// The text received so far.
+    #[cfg(test)]
     pub fn text(&self) -> &str {
         &self.text
     }

@@ -30,13 +30,6 @@ impl Api {
             _ => None,
         }
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Api::OpenAi => "openai",
-            Api::Anthropic => "anthropic",
-        }
-    }
 }
 
 /// One provider: its protocol, its base URL and the credential its key is

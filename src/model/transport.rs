@@ -49,7 +49,6 @@ pub struct Answer {
     /// Until the first text arrived (streamed; for a reply with no text,
     /// its first bytes), or until the reply arrived (not streamed).
     pub first_token_ms: u64,
-    pub attempts: u32,
 }
 
 /// One call to make.
@@ -93,11 +92,10 @@ impl Call<'_> {
         let result = self.attempts(net, auth, on_text, &mut seen).await;
         let key = self.key.clone();
         result
-            .map(|(reply, attempts)| Answer {
+            .map(|reply| Answer {
                 latency_ms: ms(seen.started.elapsed()),
                 first_token_ms: ms(seen.first.unwrap_or_else(Instant::now) - seen.started),
                 reply,
-                attempts,
             })
             .map_err(|e| match &key {
                 Some(k) => scrub(e, k),
@@ -111,7 +109,7 @@ impl Call<'_> {
         auth: &dyn Authority,
         on_text: OnText<'_>,
         seen: &mut Seen,
-    ) -> FlowResult<(Reply, u32)> {
+    ) -> FlowResult<Reply> {
         let mut attempt = 1;
         loop {
             let once = tokio::time::timeout_at(self.deadline, self.once(net, auth, on_text, seen));
@@ -120,7 +118,7 @@ impl Call<'_> {
                 Err(_) => return Err(self.timed_out(seen)),
             };
             let (err, asked) = match outcome {
-                Attempt::Done(reply) => return Ok((reply, attempt)),
+                Attempt::Done(reply) => return Ok(reply),
                 Attempt::Fail(e) => return Err(e.with("attempts", attempt)),
                 Attempt::Retry(e, asked) => (e, asked),
             };
