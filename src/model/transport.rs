@@ -233,7 +233,21 @@ impl Call<'_> {
                 .with("text", seen.text.clone()));
             }
             seen.first.get_or_insert_with(Instant::now);
-            for ev in parser.feed(&chunk) {
+            let events = parser.feed(&chunk);
+            // A line past the parser's bound was cut: what follows is not
+            // what the server sent, so nothing of this chunk is folded.
+            if parser.too_long() {
+                return Err(FlowError::new(
+                    ErrorCode::ResponseTooLarge,
+                    format!(
+                        "an event of the stream from {} passed {} MiB; the call was stopped",
+                        self.provider.name,
+                        sse::MAX_LINE >> 20
+                    ),
+                )
+                .with("text", seen.text.clone()));
+            }
+            for ev in events {
                 match self.fold_one(&mut fold, &ev, on_text, seen) {
                     Ok(end) => done |= end,
                     Err(attempt) => return Ok(attempt),
