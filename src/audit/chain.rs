@@ -10,7 +10,11 @@
 //!   run after it;
 //! - each call row: `hash` = SHA-256(`prev` + its intent fields), where
 //!   `prev` is the previous row's `hash` (by `n`) or the run's `head`, so an
-//!   edited, deleted or reordered row breaks every link after it;
+//!   edited, deleted or reordered row breaks every link after it. Since
+//!   schema 3 a row whose input's list items are kept by content also covers
+//!   its `parts` column, the items' SHA-256 keys (each body must hash to its
+//!   key), so an edited, removed or reordered message shows; a row without
+//!   it hashes as it always did;
 //! - its outcome, once known: `outcome_hash` = SHA-256(`hash` + outcome
 //!   fields (the output by its own SHA-256), with the list of what was
 //!   redacted, which only the outcome completes), so an outcome cannot be
@@ -86,6 +90,10 @@ pub struct CallIntent<'a> {
     pub route: Option<&'a str>,
     pub replayed_from: Option<&'a str>,
     pub started_ms: i64,
+    /// The `parts` column, `{FIELD: [sha256]}`, when the input's list field
+    /// FIELD is kept by content (`input` is then the input without it);
+    /// `None` for an input stored whole.
+    pub parts: Option<&'a str>,
 }
 
 /// A call row's outcome fields.
@@ -205,6 +213,11 @@ pub fn call(prev: &str, c: &CallIntent) -> String {
     h.opt(c.route);
     h.opt(c.replayed_from);
     h.int(c.started_ms);
+    // Appended, so a row without parts hashes as it did before schema 3.
+    if let Some(parts) = c.parts {
+        h.text("parts");
+        h.text(parts);
+    }
     h.finish()
 }
 
@@ -278,6 +291,7 @@ mod tests {
             route,
             replayed_from: None,
             started_ms: 5,
+            parts: None,
         }
     }
 
@@ -348,6 +362,23 @@ mod tests {
         assert_ne!(anchor(3, "t"), anchor(4, "t"));
         assert_ne!(anchor(3, "t"), anchor(3, "u"));
         assert_eq!(anchor(3, "t").len(), 64);
+    }
+
+    #[test]
+    fn a_row_without_parts_hashes_as_before_and_parts_are_covered() {
+        // The hash of this intent before schema 3 (recomputed by hand from
+        // the format in the module doc).
+        let base = call("p", &intent("{}", None));
+        assert_eq!(
+            base,
+            "0bb1fd317d5a6016643b57b038a6dfefefaba53eba6f86a832d4de7abc6d53f7"
+        );
+        let mut with = intent("{}", None);
+        with.parts = Some(r#"{"messages":["a"]}"#);
+        assert_ne!(call("p", &with), base);
+        let mut other = intent("{}", None);
+        other.parts = Some(r#"{"messages":["b"]}"#);
+        assert_ne!(call("p", &with), call("p", &other));
     }
 
     #[test]

@@ -2,10 +2,13 @@
 //! `chain` exactly as the writer does, so a test can then tamper with them.
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
-use super::rows::{self, Output};
+use super::recorder::{CallRow, Outcome, Recorder, RunStart};
+use super::rows;
 use super::{store, FlowFacts};
+use crate::call::Tier;
 use rusqlite::{params, Connection};
 use serde_json::Value;
+use std::path::Path;
 
 pub const T0: i64 = 1_796_058_192_000; // 2026-11-30 17:03:12 UTC
 
@@ -109,6 +112,7 @@ pub fn insert_call(conn: &Connection, run: &str, prev: &str, n: i64, s: &Spec) -
         route: s.route,
         replayed_from: None,
         started_ms,
+        parts: None,
     };
     let hash = chain::call(prev, &intent);
     conn.execute(
@@ -184,14 +188,18 @@ fn complete(
 pub fn seal(conn: &Connection, id: &str, status: &str) {
     let (head, ended_ms) = (head_of(conn, id), T0 + 4_200);
     let mut s = Seal::new(&head);
-    let mut calls = Vec::new();
-    rows::each_call(conn, id, Output::Resolved, rows::db, |c| {
-        calls.push(c);
-        Ok(())
-    })
-    .expect("calls");
-    for c in calls {
-        s.row(&c.hash, c.outcome_hash.as_deref());
+    // Read by hand, so a database of an older schema is sealed too.
+    let mut stmt = conn
+        .prepare("SELECT hash, outcome_hash FROM calls WHERE run = ?1 ORDER BY n")
+        .expect("calls");
+    let hashes = stmt
+        .query_map([id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+        })
+        .expect("calls");
+    for h in hashes {
+        let (hash, outcome) = h.expect("a call");
+        s.row(&hash, outcome.as_deref());
     }
     for r in rows::readings(conn, id).expect("readings") {
         s.reading(&Reading {
@@ -293,5 +301,69 @@ impl FlowFacts for Facts {
 
     fn starts_jobs(&self, flow: &str) -> bool {
         flow == "bash"
+    }
+}
+
+// --- runs recorded through the writer -----------------------------------------
+
+/// `turns` distinct messages of an agent loop: a user's, an assistant's
+/// asking for a tool, the tool's answer, in turn.
+pub fn messages(turns: usize) -> Vec<Value> {
+    let text = |i: usize| format!("turn {i}: {}", "words of the conversation ".repeat(8));
+    (0..turns)
+        .map(|i| match i % 3 {
+            0 => serde_json::json!({"role": "user", "content": text(i)}),
+            1 => serde_json::json!({"role": "assistant", "content": text(i),
+                "toolCalls": [{"id": format!("c{i}"), "name": "read", "input": {"path": "a.rs"}}]}),
+            _ => serde_json::json!({"role": "tool", "toolCallId": format!("c{}", i - 1),
+                "content": text(i), "isError": i % 2 == 0}),
+        })
+        .collect()
+}
+
+/// The input of turn `k` (from 0): the conversation's first `k + 1`
+/// messages, as an agent loop sends them every turn.
+pub fn model_input(messages: &[Value], k: usize) -> Value {
+    serde_json::json!({"model": "claude-x", "maxTokens": 1024, "messages": &messages[..=k]})
+}
+
+/// What the `model` flow returned at turn `k`.
+pub fn model_output(k: usize) -> Value {
+    serde_json::json!({
+        "text": format!("answer {k}"), "toolCalls": [], "stopReason": "end_turn", "model": "claude-x",
+        "usage": {"inputTokens": 1000 + k, "outputTokens": 80, "cachedTokens": 0},
+        "latencyMs": 900, "firstTokenMs": 300,
+    })
+}
+
+/// Call `seq` of task 0: the `model` flow given `input`, its `messages`
+/// kept by content as the pipeline asks for the `model` flow.
+pub fn model_row(seq: u64, input: Value) -> CallRow {
+    let row = CallRow::new("0", seq, "model", Tier::Sealed, input, super::now_ms());
+    CallRow {
+        shared: Some("messages".into()),
+        ..row
+    }
+}
+
+/// Records run `id` at `path` through the writer, as a run would: each row
+/// answered by `model_output` of its place, then sealed `ok`.
+pub fn record_run(path: &Path, id: &str, rows: Vec<CallRow>) {
+    let recorder = Recorder::start(path, run_start(id)).expect("start the recorder");
+    for (k, row) in rows.into_iter().enumerate() {
+        let outcome = Outcome::new(Ok(model_output(k)), 1500, Vec::new());
+        recorder.call(row, outcome, true).expect("record a call");
+    }
+    recorder.end("ok", None).expect("seal");
+}
+
+/// A run's fixed facts, for the writer.
+pub fn run_start(id: &str) -> RunStart {
+    RunStart {
+        id: id.to_string(),
+        script: "/w/agent.lua".into(),
+        workspace: "/w".into(),
+        started_ms: super::now_ms(),
+        ..RunStart::default()
     }
 }

@@ -8,6 +8,8 @@
 //!   and the runs' to each other;
 //! - [`redact`]: what never reaches the database (credential-shaped env
 //!   entries, secret headers, named credentials) and capping of large outputs;
+//! - [`parts`]: inputs whose list items (a model call's `messages`) the
+//!   record keeps once each by content, taken apart and put back together;
 //! - [`recorder`]: the writer a run records through (a thread of its own);
 //! - [`replay`]: a recorded run's calls, answered back in order;
 //! - [`session`]: what one run's calls share of all this (sequence numbers
@@ -23,6 +25,7 @@ pub mod anchor;
 pub mod chain;
 pub mod export;
 pub mod list;
+mod parts;
 pub mod recorder;
 pub mod redact;
 pub mod render;
@@ -33,6 +36,8 @@ pub mod show;
 pub mod store;
 pub mod verify;
 
+#[cfg(test)]
+mod conversation_tests;
 #[cfg(test)]
 mod fixtures;
 

@@ -11,6 +11,7 @@
 //! The run's end waits for the queue to drain.
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
+use super::parts::{self, Split};
 use super::redact::{cap_output, Redaction, DEFAULT_OUTPUT_CAP};
 use super::rows::StoredCall;
 use super::store;
@@ -19,6 +20,7 @@ use crate::error::FlowResult;
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
@@ -87,6 +89,13 @@ pub struct CallRow {
     /// The run this row was copied from by a resume.
     pub replayed_from: Option<String>,
     pub started_ms: i64,
+    /// The input's list field whose items the record keeps once each by
+    /// content (`messages` for the `model` flow, which an agent loop calls
+    /// every turn with the whole conversation so far): the row stores the
+    /// input without it and the items' keys, and the readers see the input
+    /// whole. `None` (every constructor's default) stores the input whole;
+    /// so does an input that holds no list there.
+    pub shared: Option<Cow<'static, str>>,
 }
 
 /// How a call ended.
@@ -122,6 +131,7 @@ impl CallRow {
             route: None,
             replayed_from: None,
             started_ms,
+            shared: None,
         }
     }
 
@@ -171,8 +181,11 @@ impl CallRow {
             serde_json::from_str(&rec.decisions).unwrap_or_default(),
             route,
         );
+        // A copy is kept as compactly as the row it copies.
+        let shared = rec.parts.as_ref().and_then(|p| p.field());
         CallRow {
             replayed_from: Some(from.to_string()),
+            shared: shared.map(|f| Cow::Owned(f.to_string())),
             ..row
         }
     }
@@ -510,7 +523,10 @@ struct Mark {
 
 /// A row's intent columns as stored, and its place in the chain.
 struct Linked {
+    /// The input, or with its shared field taken out (`split`).
     input: String,
+    /// The `parts` column and the items to keep by content.
+    split: Option<Split>,
     capabilities: String,
     decisions: String,
     route: Option<String>,
@@ -657,8 +673,12 @@ impl Writer {
 
     /// A row's intent columns, linked into the chain.
     fn link(&mut self, row: &CallRow) -> Linked {
+        // The whole input is redacted first, so no item kept by content
+        // holds a secret.
         let (mut redaction, input) = Redaction::input(&row.input, &self.known());
         self.secrets.extend(redaction.learned.iter().cloned());
+        let split = row.shared.as_deref().and_then(|f| parts::split(&input, f));
+        let input = split.as_ref().map_or(input, |s| s.input.clone());
         // Capabilities and decisions repeat the input (a command line, a
         // path): the same secrets are cut from them.
         let capabilities = redaction.cut("capabilities", &strings(&row.capabilities));
@@ -682,12 +702,14 @@ impl Writer {
                 route: route.as_deref(),
                 replayed_from: row.replayed_from.as_deref(),
                 started_ms: row.started_ms,
+                parts: split.as_ref().map(|s| s.column.as_str()),
             },
         );
         let prev = std::mem::replace(&mut self.last, hash.clone());
         self.chain.push((hash.clone(), None));
         Linked {
             input,
+            split,
             capabilities,
             decisions,
             route,
@@ -710,6 +732,7 @@ impl Writer {
     fn intent(&mut self, row: &CallRow) -> rusqlite::Result<()> {
         let l = self.link(row);
         let redacted = strings(&l.redaction.redacted);
+        self.keep_items(&l)?;
         self.insert(row, &l, &redacted, None)?;
         self.intents
             .insert((row.task.clone(), row.seq), (self.n, l.hash, l.redaction));
@@ -720,6 +743,7 @@ impl Writer {
     fn done(&mut self, row: &CallRow, outcome: Outcome) -> rusqlite::Result<()> {
         let mut l = self.link(row);
         let o = self.settle(&l.hash, &mut l.redaction, &outcome)?;
+        self.keep_items(&l)?;
         self.insert(row, &l, &o.redacted, Some((&o, outcome.duration_us)))?;
         self.chain[self.n as usize - 1].1 = Some(o.hash);
         Ok(())
@@ -738,9 +762,9 @@ impl Writer {
             .prepare_cached(
                 "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
                    replayed_from, started_ms, prev, hash, status, output, output_ref, error, capped, duration_us,
-                   late_decisions, outcome_hash)
+                   late_decisions, outcome_hash, parts)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                   ?20, ?21, ?22, ?23)",
+                   ?20, ?21, ?22, ?23, ?24)",
             )?
             .execute(params![
                 self.run,
@@ -766,6 +790,7 @@ impl Writer {
                 done.map(|(_, d)| d),
                 o.map(|o| o.late.as_str()),
                 o.map(|o| o.hash.as_str()),
+                l.split.as_ref().map(|s| s.column.as_str()),
             ])?;
         Ok(())
     }
@@ -851,6 +876,16 @@ impl Writer {
             redacted,
             hash,
         })
+    }
+
+    /// Stores the items of a row's shared field, each once by its content.
+    fn keep_items(&mut self, l: &Linked) -> rusqlite::Result<()> {
+        for (sha, text) in l.split.iter().flat_map(|s| &s.items) {
+            if !self.stored.contains(sha) {
+                self.keep(sha.clone(), text.clone())?;
+            }
+        }
+        Ok(())
     }
 
     /// Stores a large output once by its content (`sha`); returns that.

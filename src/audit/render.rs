@@ -3,7 +3,7 @@
 //! [`visible`]), and tables are clipped to fit [`WIDTH`].
 
 use super::list::Listing;
-use super::show::{Call, Outcome, Run, RunView};
+use super::show::{Call, ModelTotals, ModelUse, Outcome, Run, RunView};
 use super::verify::Verdict;
 use super::FlowFacts;
 use crate::calendar;
@@ -71,7 +71,7 @@ fn run_took(status: &str, duration_ms: Option<i64>) -> String {
 
 /// The header and the timeline of `sluice audit show`.
 pub fn render_show(view: &RunView, facts: &dyn FlowFacts) -> String {
-    let mut out = render_header(&view.run, &view.calls);
+    let mut out = render_header(&view.run, &view.calls, &view.models);
     out.push('\n');
     if view.calls.is_empty() {
         out.push_str("no flow calls recorded\n");
@@ -92,7 +92,7 @@ process died before its outcome was written; it may or may not have taken effect
     out
 }
 
-fn render_header(run: &Run, calls: &[Call]) -> String {
+fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
     let mut h = Lines::default();
     h.field("run", &run.id);
     let sha = run.script_sha256.as_deref().map_or("none".into(), short);
@@ -113,7 +113,47 @@ fn render_header(run: &Run, calls: &[Call]) -> String {
     }
     h.field("chain", seal_line(run));
     h.field("calls", &counts_line(calls));
+    if models.calls + models.replayed > 0 {
+        h.field("models", &models_line(models));
+    }
     h.0
+}
+
+/// `3 calls, 3600 in / 255 out tokens (2400 cached), 6.3s`: what the run's
+/// model calls spent, and how many a resume copied without running them.
+fn models_line(m: &ModelTotals) -> String {
+    let mut line = format!(
+        "{}, {}, {}",
+        plural(m.calls as i64, "call", "calls"),
+        tokens(m.input_tokens, m.output_tokens, m.cached_tokens, " tokens"),
+        took_us((m.latency_ms as i64).saturating_mul(1000))
+    );
+    if m.replayed > 0 {
+        // Copied from the run it resumed: they spent nothing this time.
+        let _ = write!(line, "; {} more replayed, not counted", m.replayed);
+    }
+    line
+}
+
+/// `1200 in / 85 out` (then `unit`), with `(40 cached)` when any input
+/// was cached.
+fn tokens(input: u64, output: u64, cached: u64, unit: &str) -> String {
+    let mut t = format!("{input} in / {output} out{unit}");
+    if cached > 0 {
+        let _ = write!(t, " ({cached} cached)");
+    }
+    t
+}
+
+/// `claude-sonnet-4, 1200 in / 85 out (40 cached), 2.1s`: a model call's
+/// model, tokens and latency.
+pub fn model_summary(u: &ModelUse) -> String {
+    format!(
+        "{}, {}, {}",
+        u.model,
+        tokens(u.input_tokens, u.output_tokens, u.cached_tokens, ""),
+        took_us((u.latency_ms as i64).saturating_mul(1000))
+    )
 }
 
 fn policies_line(policies: &Value) -> String {
@@ -224,7 +264,7 @@ fn render_timeline(run: &Run, calls: &[Call], facts: &dyn FlowFacts) -> String {
             clip_to(&route_summary(c.route.as_ref()), 24, Clip::Right),
             outcome_summary(c),
             c.duration_us.map_or("—".into(), took_us),
-            input_summary(&c.flow, &c.input, facts),
+            input_cell(c, facts),
         ];
         if !routed {
             cells.remove(5);
@@ -305,6 +345,16 @@ pub fn outcome_summary(c: &Call) -> String {
     s
 }
 
+/// A timeline row's last cell: the input's gist, after a model call's
+/// model, tokens and latency (what a reader of an agent run looks for).
+fn input_cell(c: &Call, facts: &dyn FlowFacts) -> String {
+    let gist = input_summary(&c.flow, &c.input, facts);
+    match c.model_use() {
+        Some(u) => format!("{}: {gist}", one_line(&model_summary(&u))),
+        None => gist,
+    }
+}
+
 /// The gist of an input, as its flow words it; an input no flow
 /// describes (a job operation's, an unknown flow's) is its JSON.
 pub fn input_summary(flow: &str, input: &Value, facts: &dyn FlowFacts) -> String {
@@ -334,6 +384,9 @@ pub fn render_call(run: &Run, c: &Call) -> String {
     );
     h.field("took", &c.duration_us.map_or("—".into(), took_us));
     h.field("outcome", &outcome_line(c));
+    if let Some(u) = c.model_use() {
+        h.field("model", &model_summary(&u));
+    }
     h.field("route", &route_summary(c.route.as_ref()));
     if let Some(from) = &c.replayed_from {
         h.field(
@@ -362,9 +415,23 @@ pub fn render_call(run: &Run, c: &Call) -> String {
     t.field("hash", &c.hash);
     t.field("prev", &c.prev);
     t.field("outcome hash", c.outcome_hash.as_deref().unwrap_or("—"));
+    if let Some(parts) = &c.parts {
+        t.field("kept apart", &parts_line(parts));
+    }
     out.push('\n');
     out.push_str(&t.0);
     out
+}
+
+/// `messages: 12 items kept once each by content; the input above is whole`.
+fn parts_line(parts: &Value) -> String {
+    match parts.as_object().and_then(|m| m.iter().next()) {
+        Some((field, keys)) => format!(
+            "{field}: {} kept once each by content; the input above is whole",
+            plural(items(Some(keys)).len() as i64, "item", "items")
+        ),
+        None => compact(parts),
+    }
 }
 
 fn outcome_line(c: &Call) -> String {

@@ -161,7 +161,9 @@ impl Record {
     }
 }
 
-/// Run `id`'s calls by task, then sequence within it.
+/// Run `id`'s calls by task, then sequence within it, their inputs whole.
+/// A call whose input lost an item kept by content cannot be compared, so
+/// the record is refused.
 fn calls_of(conn: &Connection, id: &str) -> rusqlite::Result<Calls> {
     let mut calls = Calls::new();
     rows::each_call(
@@ -170,12 +172,26 @@ fn calls_of(conn: &Connection, id: &str) -> rusqlite::Result<Calls> {
         Output::Inline,
         |e| e,
         |c| {
+            if let Some(p) = c.parts.as_ref().filter(|p| p.missing.is_some()) {
+                return Err(lost_item(&c, p));
+            }
             let seq = c.seq as u64;
             calls.entry(c.task.clone()).or_default().insert(seq, c);
             Ok(())
         },
     )?;
     Ok(calls)
+}
+
+fn lost_item(c: &StoredCall, p: &rows::Parts) -> rusqlite::Error {
+    let message = format!(
+        "call #{} ({}): {}[{}] of its input is gone from the record; `sluice audit verify` checks it",
+        c.n,
+        c.flow,
+        p.field().unwrap_or("?"),
+        p.missing.unwrap_or(0)
+    );
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
 }
 
 /// Run `id`'s clock readings by (task, sequence).
@@ -410,7 +426,9 @@ fn diverged(task: &str, seq: u64, rec: &StoredCall, flow: &str, input: &str) -> 
         .with("input", now)
 }
 
-/// `field: recorded X, now Y` for each top-level field that differs.
+/// `field: recorded X, now Y` for each top-level field that differs; for
+/// a list in both, its first differing item (a conversation's whole history
+/// would hide the one message that changed) and a change of length.
 fn field_diff(was: &Value, now: &Value) -> Vec<String> {
     let (Some(a), Some(b)) = (was.as_object(), now.as_object()) else {
         return Vec::new();
@@ -418,14 +436,38 @@ fn field_diff(was: &Value, now: &Value) -> Vec<String> {
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
-    keys.into_iter()
-        .filter(|k| a.get(*k) != b.get(*k))
-        .map(|k| {
-            let show =
-                |v: Option<&Value>| v.map_or("(absent)".to_string(), |v| clip(&v.to_string()));
-            format!("{k}: recorded {}, now {}", show(a.get(k)), show(b.get(k)))
-        })
-        .collect()
+    let mut lines = Vec::new();
+    for k in keys.into_iter().filter(|k| a.get(*k) != b.get(*k)) {
+        match (a.get(k), b.get(k)) {
+            (Some(Value::Array(x)), Some(Value::Array(y))) => lines.extend(list_diff(k, x, y)),
+            (x, y) => lines.push(format!("{k}: recorded {}, now {}", shown(x), shown(y))),
+        }
+    }
+    lines
+}
+
+/// `field[i]: recorded X, now Y` for the first item of two lists that
+/// differs, then `field: recorded N items, now M` when their lengths do.
+fn list_diff(k: &str, was: &[Value], now: &[Value]) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(i) = (0..was.len().max(now.len())).find(|&i| was.get(i) != now.get(i)) {
+        let (x, y) = (shown(was.get(i)), shown(now.get(i)));
+        lines.push(format!("{k}[{i}]: recorded {x}, now {y}"));
+    }
+    if was.len() != now.len() {
+        let items = |n: usize| plural(n as i64, "item", "items");
+        lines.push(format!(
+            "{k}: recorded {}, now {}",
+            items(was.len()),
+            items(now.len())
+        ));
+    }
+    lines
+}
+
+/// A field's value in a divergence message, clipped; `(absent)` for none.
+fn shown(v: Option<&Value>) -> String {
+    v.map_or("(absent)".to_string(), |v| clip(&v.to_string()))
 }
 
 fn unknown(task: &str, seq: u64, rec: &StoredCall, mode: Mode) -> FlowError {

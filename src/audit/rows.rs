@@ -3,11 +3,16 @@
 //! so a column added or renamed is read in one place.
 //!
 //! JSON columns are kept as their text: the hashes cover those bytes, and
-//! each view parses what it shows. Functions return rusqlite's errors, so
-//! each caller words a failure as it always has.
+//! each view parses what it shows. An input whose list items are kept by
+//! content is put back together here, so every reader but `verify` sees
+//! the input whole. Functions return rusqlite's errors, so each caller
+//! words a failure as it always has.
 
 use super::chain::{CallIntent, CallOutcome, RunHead, RunLink};
+use super::parts;
 use rusqlite::{Connection, OptionalExtension};
+use serde_json::Value;
+use std::collections::HashMap;
 
 const RUN_COLUMNS: &str = "id, script, script_sha256, policies, args, workspace, started_ms, \
 ended_ms, status, error, version, random_seed, resumed_from, pid, pid_start, head, seal, ceiling, \
@@ -19,7 +24,7 @@ const CALL_COLUMNS: &str = concat!(
     "run, task, seq, n, flow, tier, input, capabilities, decisions, \
 route, redacted, replayed_from, started_ms, prev, hash, status, ",
     super::store::output_column!(),
-    ", error, capped, duration_us, late_decisions, outcome_hash, output_ref"
+    ", error, capped, duration_us, late_decisions, outcome_hash, output_ref, parts"
 );
 
 /// The same columns with `output` as the row holds it (inline only): what
@@ -27,7 +32,7 @@ route, redacted, replayed_from, started_ms, prev, hash, status, ",
 /// and what a replay reads, parsing each such output once.
 const INLINE_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities, decisions, \
 route, redacted, replayed_from, started_ms, prev, hash, status, output, error, capped, duration_us, \
-late_decisions, outcome_hash, output_ref";
+late_decisions, outcome_hash, output_ref, parts";
 
 /// How a call's `output` is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +139,9 @@ pub struct StoredCall {
     pub(super) n: i64,
     pub(super) flow: String,
     pub(super) tier: String,
-    /// The input's JSON as stored (redacted).
+    /// The input's JSON (redacted): whole, its items kept by content put
+    /// back ([`each_call`], [`call`]); as the column stores it from
+    /// [`each_stored_call`].
     pub(super) input: String,
     pub(super) capabilities: String,
     pub(super) decisions: String,
@@ -155,18 +162,59 @@ pub struct StoredCall {
     pub(super) outcome_hash: Option<String>,
     /// The SHA-256 of an output kept by content (in `outputs`).
     pub(super) output_ref: Option<String>,
+    /// Set when the input's list field is kept by content.
+    pub(super) parts: Option<Parts>,
+}
+
+/// A row whose input's list field is kept by content (schema 3's `parts`).
+#[derive(Debug, Clone)]
+pub struct Parts {
+    /// The `parts` column as stored, which the row's hash covers.
+    pub(super) column: String,
+    /// The `input` column as stored: the input without the field.
+    pub(super) input: String,
+    /// The field and its items' keys, in order; `None` for a column of
+    /// another shape (a damaged row, which its hash gives away).
+    pub(super) named: Option<(String, Vec<String>)>,
+    /// The first item whose body `outputs` no longer holds, once the input
+    /// was put back together (it stands as `null` there).
+    pub(super) missing: Option<usize>,
+}
+
+impl Parts {
+    fn of(column: Option<String>, input: &str) -> Option<Parts> {
+        let column = column?;
+        Some(Parts {
+            named: parts::keys(&column),
+            input: input.to_string(),
+            column,
+            missing: None,
+        })
+    }
+
+    /// The field its items belong to (`messages`), when the column names one.
+    pub fn field(&self) -> Option<&str> {
+        self.named.as_ref().map(|(f, _)| f.as_str())
+    }
+
+    /// The items' keys, in order.
+    pub fn keys(&self) -> &[String] {
+        self.named.as_ref().map_or(&[], |(_, k)| k.as_slice())
+    }
 }
 
 impl StoredCall {
     fn read(r: &rusqlite::Row) -> rusqlite::Result<StoredCall> {
+        let input: String = r.get(6)?;
         Ok(StoredCall {
+            parts: Parts::of(r.get(23)?, &input),
             run: r.get(0)?,
             task: r.get(1)?,
             seq: r.get(2)?,
             n: r.get(3)?,
             flow: r.get(4)?,
             tier: r.get(5)?,
-            input: r.get(6)?,
+            input,
             capabilities: r.get(7)?,
             decisions: r.get(8)?,
             route: r.get(9)?,
@@ -186,7 +234,7 @@ impl StoredCall {
         })
     }
 
-    /// The fields its hash covers.
+    /// The fields its hash covers: the input and parts as stored.
     pub fn intent(&self) -> CallIntent<'_> {
         CallIntent {
             task: &self.task,
@@ -194,12 +242,13 @@ impl StoredCall {
             n: self.n,
             flow: &self.flow,
             tier: &self.tier,
-            input: &self.input,
+            input: self.parts.as_ref().map_or(&self.input, |p| &p.input),
             capabilities: &self.capabilities,
             decisions: &self.decisions,
             route: self.route.as_deref(),
             replayed_from: self.replayed_from.as_deref(),
             started_ms: self.started_ms,
+            parts: self.parts.as_ref().map(|p| p.column.as_str()),
         }
     }
 
@@ -273,14 +322,20 @@ pub fn load_run(conn: &Connection, id: &str) -> Result<StoredRun, String> {
     })
 }
 
-/// Call `#n` of run `run`, its output resolved.
+/// Call `#n` of run `run`, its output resolved and its input whole.
 pub fn call(conn: &Connection, run: &str, n: i64) -> rusqlite::Result<Option<StoredCall>> {
-    conn.query_row(
-        &format!("SELECT {CALL_COLUMNS} FROM calls WHERE run = ?1 AND n = ?2"),
-        rusqlite::params![run, n],
-        StoredCall::read,
-    )
-    .optional()
+    let found = conn
+        .query_row(
+            &format!("SELECT {CALL_COLUMNS} FROM calls WHERE run = ?1 AND n = ?2"),
+            rusqlite::params![run, n],
+            StoredCall::read,
+        )
+        .optional()?;
+    let Some(mut c) = found else {
+        return Ok(None);
+    };
+    Bodies::new(conn).assemble(&mut c)?;
+    Ok(Some(c))
 }
 
 /// How many calls run `run` holds.
@@ -290,10 +345,26 @@ pub fn call_count(conn: &Connection, run: &str) -> rusqlite::Result<i64> {
     })
 }
 
-/// Hands each call row of `run` to `f` in chain order, without holding
-/// them all (a run may hold thousands of calls with large outputs); `err`
-/// words a failed read in the caller's error.
+/// Hands each call row of `run` to `f` in chain order, its input whole,
+/// without holding them all (a run may hold thousands of calls with large
+/// outputs); `err` words a failed read in the caller's error.
 pub fn each_call<E>(
+    conn: &Connection,
+    run: &str,
+    output: Output,
+    err: impl Fn(rusqlite::Error) -> E,
+    mut f: impl FnMut(StoredCall) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut bodies = Bodies::new(conn);
+    each_stored_call(conn, run, output, &err, |mut c| {
+        bodies.assemble(&mut c).map_err(&err)?;
+        f(c)
+    })
+}
+
+/// [`each_call`] with each input as its column stores it: what `verify`
+/// hashes.
+pub fn each_stored_call<E>(
     conn: &Connection,
     run: &str,
     output: Output,
@@ -311,6 +382,63 @@ pub fn each_call<E>(
         f(StoredCall::read(row).map_err(&err)?)?;
     }
     Ok(())
+}
+
+/// The bodies of inputs' items read so far, parsed: every later call of a
+/// conversation sends its earlier messages again, so each is read once.
+pub struct Bodies<'c> {
+    conn: &'c Connection,
+    seen: HashMap<String, Option<Value>>,
+}
+
+impl<'c> Bodies<'c> {
+    /// None read yet.
+    pub fn new(conn: &'c Connection) -> Bodies<'c> {
+        Bodies {
+            conn,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// The item kept as `key`, parsed; `None` when `outputs` lacks it.
+    fn get(&mut self, key: &str) -> rusqlite::Result<Option<Value>> {
+        if let Some(v) = self.seen.get(key) {
+            return Ok(v.clone());
+        }
+        let v = body(self.conn, key)?.map(|b| parts::parse_body(&b));
+        self.seen.insert(key.to_string(), v.clone());
+        Ok(v)
+    }
+
+    /// Puts `c`'s input back together when its items are kept by content;
+    /// an item gone from `outputs` stands as `null`, and `missing` says so.
+    pub fn assemble(&mut self, c: &mut StoredCall) -> rusqlite::Result<()> {
+        let Some(p) = c.parts.as_mut() else {
+            return Ok(());
+        };
+        let Some((field, keys)) = &p.named else {
+            return Ok(());
+        };
+        let mut items = Vec::with_capacity(keys.len());
+        for (i, key) in keys.iter().enumerate() {
+            let item = self.get(key)?;
+            if item.is_none() {
+                p.missing.get_or_insert(i);
+            }
+            items.push(item.unwrap_or(Value::Null));
+        }
+        if let Some(whole) = parts::assemble(&p.input, field, items) {
+            c.input = whole;
+        }
+        Ok(())
+    }
+}
+
+/// The body `outputs` keeps as `key`, if it is there.
+pub fn body(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached("SELECT body FROM outputs WHERE sha256 = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()
 }
 
 /// Hands `f` each output run `run` keeps by content, as (SHA-256 key,

@@ -108,6 +108,11 @@ pub struct Call {
     pub prev: String,
     pub hash: String,
     pub outcome_hash: Option<String>,
+    /// `{FIELD: [sha256]}` when the record keeps the items of the input's
+    /// list field FIELD (a model call's `messages`) once each by content;
+    /// `input` is whole either way. Absent for an input stored whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Value>,
 }
 
 impl Call {
@@ -120,6 +125,81 @@ impl Call {
     pub fn denied(&self) -> bool {
         self.error_code().is_some_and(|c| DENIAL_CODES.contains(&c))
     }
+
+    /// What the call's output says of a model's work, when it is a model
+    /// call's.
+    pub fn model_use(&self) -> Option<ModelUse> {
+        match (self.outcome, self.capped, &self.output) {
+            (Outcome::Ok, false, Some(out)) => ModelUse::of(out),
+            _ => None,
+        }
+    }
+}
+
+/// One model call's work, as its output reports it (the `model` flow's
+/// output: `model`, `usage {inputTokens, outputTokens, cachedTokens}` and
+/// `latencyMs`, beside `text`, `toolCalls`, `stopReason`, `firstTokenMs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelUse {
+    /// The model that answered.
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Input tokens served from the provider's prompt cache.
+    pub cached_tokens: u64,
+    pub latency_ms: u64,
+}
+
+impl ModelUse {
+    /// The work `output` reports; `None` for an output of another shape.
+    /// The audit names no flow: the shape tells a model call.
+    pub fn of(output: &Value) -> Option<ModelUse> {
+        let usage = output.get("usage")?;
+        let tokens = |k: &str| usage.get(k).and_then(Value::as_u64);
+        Some(ModelUse {
+            model: output.get("model")?.as_str()?.to_string(),
+            input_tokens: tokens("inputTokens")?,
+            output_tokens: tokens("outputTokens")?,
+            cached_tokens: tokens("cachedTokens").unwrap_or(0),
+            latency_ms: output.get("latencyMs")?.as_u64()?,
+        })
+    }
+}
+
+/// A run's model calls summed up: what it spent on models.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelTotals {
+    /// Model calls the run made.
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub cached_tokens: u64,
+    pub output_tokens: u64,
+    /// Their latencies added up.
+    pub latency_ms: u64,
+    /// Model calls a resume copied from the run it continued: they did not
+    /// run again, so the sums leave them out.
+    pub replayed: u64,
+}
+
+impl ModelTotals {
+    /// The totals of `calls`.
+    pub fn of(calls: &[Call]) -> ModelTotals {
+        let mut t = ModelTotals::default();
+        for (c, u) in calls.iter().filter_map(|c| Some((c, c.model_use()?))) {
+            if c.replayed_from.is_some() {
+                t.replayed += 1;
+                continue;
+            }
+            t.calls += 1;
+            t.input_tokens += u.input_tokens;
+            t.cached_tokens += u.cached_tokens;
+            t.output_tokens += u.output_tokens;
+            t.latency_ms += u.latency_ms;
+        }
+        t
+    }
 }
 
 /// A run and its calls in chain order: `sluice audit show`.
@@ -127,6 +207,8 @@ impl Call {
 pub struct RunView {
     pub run: Run,
     pub calls: Vec<Call>,
+    /// What its model calls spent (all zero for a run without any).
+    pub models: ModelTotals,
 }
 
 impl Run {
@@ -198,6 +280,7 @@ impl Call {
             prev: c.prev.clone(),
             hash: c.hash.clone(),
             outcome_hash: c.outcome_hash.clone(),
+            parts: c.parts.as_ref().map(|p| json(&p.column)),
         }
     }
 }
@@ -219,6 +302,7 @@ pub fn show(conn: &Connection, run_id: &str) -> Result<RunView, String> {
     })?;
     Ok(RunView {
         run: Run::of(&run),
+        models: ModelTotals::of(&calls),
         calls,
     })
 }

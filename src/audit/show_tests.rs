@@ -154,3 +154,88 @@ fn recorded_text_cannot_drive_the_terminal() {
         render_list(&list(&conn, 20).unwrap()) + &render_show(&show(&conn, "r1").unwrap(), &Facts);
     assert!(!text.contains('\u{1b}'), "{text:?}");
 }
+
+// --- model calls ------------------------------------------------------------
+
+/// Run `r4`: two model calls (the second served partly from the prompt
+/// cache), a read between them, and a model call a resume copied.
+fn models(conn: &Connection) {
+    let mut prev = insert_run(conn, "r4", "/w/agent.lua", T0);
+    let answer = |input: u64, cached: u64, latency: u64| {
+        serde_json::json!({
+            "text": "ok", "toolCalls": [], "stopReason": "end_turn", "model": "claude-x",
+            "usage": {"inputTokens": input, "outputTokens": 85, "cachedTokens": cached},
+            "latencyMs": latency, "firstTokenMs": 300,
+        })
+    };
+    let model = |out: Value| {
+        let mut s = spec(
+            "model",
+            "sealed",
+            serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}),
+        );
+        s.outcome = Some(("ok", Some(out.to_string()), None, false));
+        s
+    };
+    let specs = [
+        model(answer(1200, 0, 2100)),
+        spec("read", "sealed", serde_json::json!({"path": "src/a.rs"})),
+        model(answer(1400, 1000, 900)),
+        model(answer(900, 0, 400)),
+    ];
+    for (i, s) in specs.iter().enumerate() {
+        prev = insert_call(conn, "r4", &prev, i as i64 + 1, s);
+    }
+    sql(
+        conn,
+        "UPDATE calls SET replayed_from = 'r0' WHERE run = 'r4' AND n = 4",
+    );
+}
+
+#[test]
+fn show_gives_each_model_calls_tokens_and_latency_and_the_runs_totals() {
+    let (_d, conn) = db();
+    models(&conn);
+    let view = show(&conn, "r4").unwrap();
+    let text = render_show(&view, &Facts);
+    for want in [
+        // The model's facts lead the input's cell, which is clipped from
+        // the right to fit.
+        "claude-x, 1200 in / 85 out, 2.1s: {",
+        "claude-x, 1400 in / 85 out (1000 cached)",
+        "models       2 calls, 2600 in / 170 out tokens (1000 cached), 3.0s; 1 more replayed, not counted",
+    ] {
+        assert!(text.contains(want), "{want:?} missing from\n{text}");
+    }
+    assert!(text.contains("src/a.rs"), "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 5, "{text}");
+    assert!(rows.iter().all(|l| l.chars().count() <= WIDTH), "{text}");
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(
+        json["models"],
+        serde_json::json!({"calls": 2, "inputTokens": 2600, "cachedTokens": 1000, "outputTokens": 170,
+            "latencyMs": 3000, "replayed": 1})
+    );
+    let (run, c) = call(&conn, "r4", 3).unwrap();
+    let whole = render_call(&run, &c);
+    assert!(
+        whole.contains("model        claude-x, 1400 in / 85 out (1000 cached), 900ms"),
+        "{whole}"
+    );
+}
+
+#[test]
+fn a_run_without_model_calls_shows_no_models_line_and_zero_totals() {
+    let (_d, conn) = db();
+    standard(&conn, "r1");
+    let view = show(&conn, "r1").unwrap();
+    assert!(!render_show(&view, &Facts).contains("models"));
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["models"]["calls"], 0);
+    assert!(
+        json["calls"][0].get("parts").is_none(),
+        "{}",
+        json["calls"][0]
+    );
+}

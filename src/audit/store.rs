@@ -8,7 +8,7 @@
 //! SQLite without this schema was truncated or belongs to something else:
 //! it is refused, never re-initialised.
 //!
-//! Schema (version 2). Times are milliseconds since the Unix epoch; JSON
+//! Schema (version 3). Times are milliseconds since the Unix epoch; JSON
 //! columns hold compact JSON, exactly the bytes the hashes cover (object
 //! keys sorted, except `decisions`, whose objects keep their field order).
 //!
@@ -33,10 +33,17 @@
 //!        kept once in `outputs`)?,
 //!        error (JSON)?, capped (0|1), duration_us?, late_decisions (JSON
 //!        list like `decisions`: capabilities judged while the call ran, a
-//!        redirect's host or a private address DNS returned)?, outcome_hash?
-//! outputs sha256 PK, body: larger outputs by their content, each kept
-//!        once however many calls returned it (agents re-read the same files
-//!        and re-run the same commands)
+//!        redirect's host or a private address DNS returned)?, outcome_hash?,
+//!        parts (JSON {FIELD: [sha256]}; schema 3)?: set when the input's
+//!        list field FIELD (a model call's `messages`) is kept by content:
+//!        `input` then holds the input without FIELD, and each item's
+//!        compact JSON (redacted) is a body of `outputs`; NULL for a row
+//!        whose input is stored whole
+//! outputs sha256 PK, body: larger outputs, and the items of inputs' list
+//!        fields, by their content, each kept once however many calls
+//!        returned or sent it (agents re-read the same files and re-run the
+//!        same commands; an agent loop sends the whole conversation every
+//!        turn)
 //! readings (run, task, seq) PK, kind (ms|time|cpu|seed), value (REAL)
 //! meta   key PK, value: `unchained_runs`, how many runs a schema 1 database
 //!        held when it was migrated (runs #1..#that were recorded before
@@ -46,14 +53,17 @@
 //! `PRAGMA application_id` is [`APPLICATION_ID`] from schema 2 on.
 //!
 //! A call's output is `coalesce(output, outputs.body)`; the hashes cover
-//! that text either way.
+//! that text either way. A call's whole input is `input` with FIELD set to
+//! the list of its items' bodies, serialized as the writer serialized it
+//! (`parts.rs` puts it back together); its hash covers `input` and `parts`
+//! as stored, and each body must hash to its key.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The schema version this build writes; older databases are migrated.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// What `PRAGMA application_id` holds in a sluice audit database: "slcA".
 pub const APPLICATION_ID: i64 = 0x736c_6341;
@@ -147,6 +157,9 @@ CREATE TABLE meta (
   value INTEGER NOT NULL
 ) WITHOUT ROWID;
 INSERT INTO meta (key, value) SELECT 'unchained_runs', count(*) FROM runs;
+"#,
+    r#"
+ALTER TABLE calls ADD COLUMN parts TEXT;
 "#,
 ];
 
@@ -564,4 +577,61 @@ pub fn find_run(conn: &Connection, given: &str) -> Result<String, String> {
 /// An error of ours in rusqlite's type, so it travels with the database's.
 fn failure(message: String) -> rusqlite::Error {
     rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::fixtures::{messages, model_input, model_row, record_run, standard};
+    use crate::audit::verify::verify_all;
+
+    /// A database as schema 2 made it: its migrations only.
+    fn schema_2(path: &Path) {
+        let conn = Connection::open(path).unwrap();
+        for sql in &MIGRATIONS[..2] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .unwrap();
+        standard(&conn, "old");
+    }
+
+    #[test]
+    fn a_schema_2_database_migrates_and_its_runs_verify_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        schema_2(&path);
+        let conn = open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 3);
+        let parts: Option<String> = conn
+            .query_row(
+                "SELECT parts FROM calls WHERE run = 'old' AND n = 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(parts, None);
+        // A conversation recorded after it chains on, kept compactly.
+        let msgs = messages(3);
+        let rows = (0..3).map(|k| model_row(k as u64 + 1, model_input(&msgs, k)));
+        record_run(&path, "new", rows.collect());
+        let verdicts = verify_all(&conn).unwrap();
+        assert_eq!(verdicts.len(), 2);
+        assert!(
+            verdicts.iter().all(|v| v.intact && v.chained),
+            "{verdicts:?}"
+        );
+        let kept: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM calls WHERE parts IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(kept, 3);
+    }
 }

@@ -1,6 +1,7 @@
 //! `sluice audit verify`: each run's chain and seal recomputed, and its
-//! link to the run before it checked; the first thing that does not match
-//! is named.
+//! link to the run before it checked, and every body kept by content (a
+//! large output, an input's message) hashed against its key; the first
+//! thing that does not match is named.
 
 use super::chain::{self, CallOutcome, Reading, RunEnd, Seal};
 use super::rows::{self, Output, StoredCall, StoredReading, StoredRun};
@@ -77,7 +78,9 @@ pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
     // A run without a place is judged as chained: every run since has one.
     let chained = run.n.is_none_or(|n| n > unchained);
     let mut calls = Vec::new();
-    rows::each_call(conn, run_id, Output::Inline, rows::db, |c| {
+    // As stored: the hashes cover an input without its items kept by
+    // content, and those items' keys.
+    rows::each_stored_call(conn, run_id, Output::Inline, rows::db, |c| {
         calls.push(c);
         Ok(())
     })?;
@@ -88,12 +91,55 @@ pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
         verdict.intact = verdict.problem.is_none();
     }
     if verdict.intact {
-        if let Some(p) = check_outputs(conn, run_id, &calls)? {
-            verdict.intact = false;
-            verdict.problem = Some(p);
-        }
+        let found = match check_parts(conn, &calls)? {
+            None => check_outputs(conn, run_id, &calls)?,
+            some => some,
+        };
+        verdict.intact = found.is_none();
+        verdict.problem = found;
     }
     Ok(verdict)
+}
+
+/// Each item an input keeps by content (a model call's message) must still
+/// be in `outputs` and hash to its key (the row's hash covers the keys);
+/// the first row, by `n`, whose item was edited or deleted is named, with
+/// the item's place in its field.
+fn check_parts(conn: &Connection, calls: &[StoredCall]) -> Result<Option<Problem>, String> {
+    // A conversation's messages recur in every later call: each key is
+    // checked once.
+    let mut judged: HashMap<&str, Option<&'static str>> = HashMap::new();
+    for c in calls {
+        let Some(parts) = &c.parts else { continue };
+        for (i, key) in parts.keys().iter().enumerate() {
+            let fault = match judged.get(key.as_str()) {
+                Some(fault) => *fault,
+                None => {
+                    let fault = body_fault(conn, key)?;
+                    judged.insert(key.as_str(), fault);
+                    fault
+                }
+            };
+            if let Some(what) = fault {
+                let field = parts.field().unwrap_or("?");
+                let m =
+                    format!("content edited: {field}[{i}] of its input, kept by content, {what}");
+                return Ok(Some(row_problem(c, Failure::ContentEdited, m)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// What is wrong with the body kept as `key`, if anything.
+fn body_fault(conn: &Connection, key: &str) -> Result<Option<&'static str>, String> {
+    Ok(match rows::body(conn, key).map_err(rows::db)? {
+        None => Some("is gone from the record"),
+        Some(b) if crate::digest::sha256_hex(b.as_bytes()) != key => {
+            Some("was changed: its body no longer hashes to its key")
+        }
+        Some(_) => None,
+    })
 }
 
 /// Whether the run before `run` still holds the hash `run` committed to

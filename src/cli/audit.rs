@@ -78,11 +78,14 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 #[command(
     long_about = "Show a run: a header (script and its SHA-256, policies, arguments, workspace, status and \
-error, version, the run it resumed, whether it is sealed, counts) and a timeline with one line per flow call \
+error, version, the run it resumed, whether it is sealed, counts, and what its model calls spent: calls, \
+input, cached and output tokens, latency) and a timeline with one line per flow call \
 in chain order: #N, time from the run's start, flow, tier, decision (allow; deny by the rule or hook; \
 ask→approved by whom), route (host sandbox mode or container; — for a flow that runs no process), outcome \
 (ok, the error code, or OUTCOME UNKNOWN for a call whose process died before its outcome was written), \
-duration, and the gist of its input.\n\n\
+duration, and the gist of its input, after a model call's model, tokens and latency.\n\n\
+--json prints {run, calls, models}: models sums the model calls up as {calls, inputTokens, cachedTokens, \
+outputTokens, latencyMs, replayed} (replayed: those a resume copied, left out of the sums).\n\n\
 --call N prints call #N whole: every field, input, output and error as JSON, each decision with its rule and \
 reason, what was redacted, whether the output was capped, and its hashes.",
     after_help = "Examples:\n  sluice audit show last\n  sluice audit show 3f9c --call 12\n  sluice audit show last --call 2 --json | jq .output"
@@ -112,7 +115,9 @@ call in chain order; input, output, error, decisions, route and the other JSON c
 `outcome` is ok, error, unknown (the process died before the outcome was written) or pending (the run is \
 still live).\n\n\
 csv: a header row, then one row per call (RFC 4180 quoting, CRLF line ends); JSON columns hold their JSON \
-text exactly as stored, the bytes the hashes cover.\n\n\
+text exactly as stored, the bytes the hashes cover, but for an input whose list items the record keeps once \
+each by content (a model call's messages): it is whole, and the last column, parts, holds {FIELD: [sha256 \
+of each item's JSON]} as stored (the hash covers the input without FIELD, and parts).\n\n\
 --json is --format jsonl.",
     after_help = "Examples:\n  sluice audit export last > run.jsonl\n  sluice audit export last --format csv --output run.csv\n  sluice audit export 3f9c | jq -c 'select(.type == \"call\" and .outcome != \"ok\")'"
 )]

@@ -253,10 +253,23 @@ impl Call<'_> {
                     Err(attempt) => return Ok(attempt),
                 }
             }
+            if parser.too_long() {
+                return Err(FlowError::new(
+                    ErrorCode::ResponseTooLarge,
+                    format!("model provider `{}` sent a stream event over 8 MiB; the call was stopped", self.provider.name),
+                )
+                .with("text", seen.text.clone()));
+            }
         }
+        // An event the stream ended in the middle of is the cut's, not a
+        // reply sluice cannot read.
         if let Some(ev) = parser.finish() {
-            if let Err(attempt) = self.fold_one(&mut fold, &ev, on_text, seen) {
-                return Ok(attempt);
+            let mut relay = |piece: &str| {
+                seen.text.push_str(piece);
+                on_text(piece);
+            };
+            if fold.event(&ev, &mut relay).is_err() {
+                return Err(self.cut("the stream ended in the middle of an event".into(), seen));
             }
         }
         match fold.finish() {
