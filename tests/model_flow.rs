@@ -1581,7 +1581,7 @@ emit(r and {ok = #r.text} or {code = e.code, message = e.message, text = e.text}
         (&e["code"], &e["message"], &e["text"]),
         (
             &json!("response_too_large"),
-            &json!("an event of the stream from local passed 8 MiB; the call was stopped"),
+            &json!("model provider `local` sent a stream event over 8 MiB; the call was stopped"),
             &json!("Start. ")
         ),
         "{e}"

@@ -234,13 +234,14 @@ impl Call<'_> {
             }
             seen.first.get_or_insert_with(Instant::now);
             let events = parser.feed(&chunk);
-            // A line past the parser's bound was cut: what follows is not
-            // what the server sent, so nothing of this chunk is folded.
+            // A line past the parser's bound was cut: the events of this
+            // chunk may not be what the server sent, so none is folded (a
+            // cut event folded first would fail as "not JSON").
             if parser.too_long() {
                 return Err(FlowError::new(
                     ErrorCode::ResponseTooLarge,
                     format!(
-                        "an event of the stream from {} passed {} MiB; the call was stopped",
+                        "model provider `{}` sent a stream event over {} MiB; the call was stopped",
                         self.provider.name,
                         sse::MAX_LINE >> 20
                     ),
@@ -252,13 +253,6 @@ impl Call<'_> {
                     Ok(end) => done |= end,
                     Err(attempt) => return Ok(attempt),
                 }
-            }
-            if parser.too_long() {
-                return Err(FlowError::new(
-                    ErrorCode::ResponseTooLarge,
-                    format!("model provider `{}` sent a stream event over 8 MiB; the call was stopped", self.provider.name),
-                )
-                .with("text", seen.text.clone()));
             }
         }
         // An event the stream ended in the middle of is the cut's, not a
