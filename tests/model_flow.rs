@@ -1527,6 +1527,69 @@ fn anthropic_stream_ending_early() {
 }
 
 #[test]
+fn a_stream_past_16_mib_is_stopped_with_the_text_so_far() {
+    let ws = workspace();
+    let piece = "x".repeat(1 << 20);
+    let pieces: Vec<&str> = (0..17).map(|_| piece.as_str()).collect();
+    let server = ModelServer::start(vec![OpenAi.stream_text(&pieces)]);
+    let out = emitted(
+        &ws,
+        &[flags(OpenAi, &server), vec!["--no-audit".into()]].concat(),
+        &[],
+        r#"
+local r, e = sluice.model{provider = "local", model = "m", messages = hello, stream = true}
+emit({code = e.code, message = e.message, n = #e.text, xs = not e.text:find("[^x]")})
+"#,
+    );
+    let e = &out[0];
+    assert_eq!(e["code"], "response_too_large", "{e}");
+    assert_eq!(
+        e["message"],
+        "the stream from local passed 16 MiB; the call was stopped"
+    );
+    let n = e["n"].as_u64().unwrap();
+    assert!(
+        (14 << 20..=16 << 20).contains(&n),
+        "the text received before the limit: {n}"
+    );
+    assert_eq!(e["xs"], true);
+}
+
+#[test]
+fn a_stream_event_past_the_parsers_line_bound_fails_the_stream() {
+    let ws = workspace();
+    // One data line of 9 MiB: past the 8 MiB a line may keep, under the
+    // 16 MiB a stream may carry. Cut to 8 MiB it is no longer what the
+    // server sent, so the stream fails rather than go on from it.
+    let piece = "y".repeat(9 << 20);
+    let mut answer = OpenAi.stream_text(&["Start. ", &piece]);
+    // The big event comes apart from the first, as a provider sends them.
+    let events = answer.events_mut();
+    events[2] = events[2].clone().after(ms(50));
+    let server = ModelServer::start(vec![answer]);
+    let out = emitted(
+        &ws,
+        &[flags(OpenAi, &server), vec!["--no-audit".into()]].concat(),
+        &[],
+        r#"
+local r, e = sluice.model{provider = "local", model = "m", messages = hello, stream = true}
+emit(r and {ok = #r.text} or {code = e.code, message = e.message, text = e.text})
+"#,
+    );
+    let e = &out[0];
+    assert_eq!(
+        (&e["code"], &e["message"], &e["text"]),
+        (
+            &json!("response_too_large"),
+            &json!("model provider `local` sent a stream event over 8 MiB; the call was stopped"),
+            &json!("Start. ")
+        ),
+        "{e}"
+    );
+    assert_eq!(server.count(), 1);
+}
+
+#[test]
 fn openai_stream_cut_mid_way() {
     a_stream_cut_mid_way_fails_with_the_text_so_far(OpenAi);
 }
@@ -1608,6 +1671,21 @@ fn a_401_names_the_credential_and_is_not_retried(api: Api) {
         "{msg}"
     );
     assert_eq!(server.count(), 1, "a refused key is not retried");
+
+    // Without the credential set, no key was sent, and the error says so.
+    let server = ModelServer::start(vec![api.error(401, "Missing API key")]);
+    let out = emitted(
+        &ws,
+        &flags(api, &server),
+        &[],
+        r#"model{provider = "local", model = "m", messages = hello}"#,
+    );
+    let msg = err(&out[0])["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.ends_with("; no key was sent: set credential `local`"),
+        "{msg}"
+    );
+    assert_eq!(server.count(), 1);
 }
 
 #[test]
@@ -2084,12 +2162,15 @@ fn a_recorded_run_replays_without_the_server(api: Api) {
         r#"
 local first = model{provider = "local", model = "m", messages = hello, tools = sluice.tools{"read"}}
 local call = first.toolCalls[1]
-local second = model{provider = "local", model = "m", tools = sluice.tools{"read"}, stream = true, messages = {
+-- Live, onText gets the pieces; replayed, the recorded text at once:
+-- joined, the script sees the same either way.
+local pieces = {}
+local second = model{provider = "local", model = "m", tools = sluice.tools{"read"}, messages = {
   hello[1],
   {role = "assistant", toolCalls = first.toolCalls},
   {role = "tool", toolCallId = call.id, content = "alpha"},
-}}
-print(second.text, call.name, call.input.path)
+}, onText = function(p) pieces[#pieces + 1] = p end}
+print(second.text, call.name, call.input.path, table.concat(pieces))
 "#
     );
     let path = script_file(ws.path(), &script);
@@ -2100,7 +2181,7 @@ print(second.text, call.name, call.input.path)
     let first = common::run_script_with(ws.path(), &path, &all, &[]).ok();
     let out: Vec<&str> = first.stdout.lines().collect();
     assert_eq!(out.len(), 3, "{}", first.stdout);
-    assert_eq!(out[2], "It says alpha.\tread\ta.txt");
+    assert_eq!(out[2], "It says alpha.\tread\ta.txt\tIt says alpha.");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
     if api == Anthropic {

@@ -231,21 +231,26 @@ impl Call<'_> {
                 .with("text", seen.text.clone()));
             }
             seen.first.get_or_insert_with(Instant::now);
-            for ev in parser.feed(&chunk) {
-                match self.fold_one(&mut fold, &ev, on_text, seen) {
-                    Ok(end) => done |= end,
-                    Err(attempt) => return Ok(attempt),
-                }
-            }
+            let events = parser.feed(&chunk);
+            // A line past the parser's bound was cut: the events of this
+            // chunk may not be what the server sent, so none is folded (a
+            // cut event folded first would fail as "not JSON").
             if parser.too_long() {
                 return Err(FlowError::new(
                     ErrorCode::ResponseTooLarge,
                     format!(
-                        "model provider `{}` sent a stream event over 8 MiB; the call was stopped",
-                        self.provider.name
+                        "model provider `{}` sent a stream event over {} MiB; the call was stopped",
+                        self.provider.name,
+                        sse::MAX_LINE >> 20
                     ),
                 )
                 .with("text", seen.text.clone()));
+            }
+            for ev in events {
+                match self.fold_one(&mut fold, &ev, on_text, seen) {
+                    Ok(end) => done |= end,
+                    Err(attempt) => return Ok(attempt),
+                }
             }
         }
         // An event the stream ended in the middle of is the cut's, not a
