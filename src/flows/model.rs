@@ -178,16 +178,24 @@ impl Flow for Model {
             }],
             ..Envelope::new(Tier::Sealed)
         };
+        let mut tools = input.tools;
+        for t in &mut tools {
+            lists_in_schema(&mut t.input);
+        }
+        let mut json_schema = input.json_schema;
+        if let Some(s) = &mut json_schema {
+            lists_in_schema(s);
+        }
         let request = Request {
             model: input.model,
             system: input.system,
             messages: input.messages,
-            tools: input.tools,
+            tools,
             tool_choice,
             max_tokens: input.max_tokens,
             temperature: input.temperature,
             stop: input.stop,
-            json_schema: input.json_schema,
+            json_schema,
             stream: input.stream.unwrap_or(false),
         };
         Ok((
@@ -314,6 +322,31 @@ fn check_tools(tools: &[ToolDef]) -> FlowResult<()> {
     Ok(())
 }
 
+/// Lua has one empty table for `{}` and `[]`, and it reaches us as an
+/// object: where JSON Schema wants a list (`required = {}`, `enum`, the
+/// `*Of` keywords), an empty object is an empty list, as providers insist.
+fn lists_in_schema(schema: &mut Value) {
+    const LISTS: [&str; 6] = ["required", "enum", "anyOf", "oneOf", "allOf", "prefixItems"];
+    match schema {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                if LISTS.contains(&k.as_str()) && v.as_object().is_some_and(|o| o.is_empty()) {
+                    *v = Value::Array(Vec::new());
+                } else if k == "properties" || k == "$defs" || k == "definitions" {
+                    // Keyed by name: a property may be called `required`.
+                    if let Value::Object(named) = v {
+                        named.values_mut().for_each(lists_in_schema);
+                    }
+                } else {
+                    lists_in_schema(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(lists_in_schema),
+        _ => {}
+    }
+}
+
 /// `auto`, `none`, `required`, or the name of one of `tools`.
 fn tool_choice(given: Option<&str>, tools: &[ToolDef]) -> FlowResult<Option<ToolChoice>> {
     let Some(given) = given else { return Ok(None) };
@@ -336,6 +369,21 @@ fn tool_choice(given: Option<&str>, tools: &[ToolDef]) -> FlowResult<Option<Tool
         ));
     }
     Ok(Some(choice))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_lua_table_where_a_schema_wants_a_list_is_an_empty_list() {
+        let mut s = json!({"type": "object", "required": {}, "properties": {"a": {"enum": {}, "type": "string"}, "required": {}}});
+        lists_in_schema(&mut s);
+        assert_eq!(
+            s,
+            json!({"type": "object", "required": [], "properties": {"a": {"enum": [], "type": "string"}, "required": {}}})
+        );
+    }
 }
 
 fn timeout(ms: Option<u64>) -> FlowResult<Duration> {

@@ -66,7 +66,7 @@ pub fn body(req: &Request) -> Value {
             "response_format".into(),
             json!({
                 "type": "json_schema",
-                "json_schema": {"name": "output", "schema": schema, "strict": true},
+                "json_schema": {"name": "output", "schema": schema},
             }),
         );
     }
@@ -668,7 +668,7 @@ mod tests {
                 "messages": [{"role": "user", "content": "Hi"}],
                 "response_format": {
                     "type": "json_schema",
-                    "json_schema": {"name": "output", "schema": schema, "strict": true},
+                    "json_schema": {"name": "output", "schema": schema},
                 },
             })
         );

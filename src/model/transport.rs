@@ -112,6 +112,8 @@ impl Call<'_> {
     ) -> FlowResult<Reply> {
         let mut attempt = 1;
         loop {
+            // A retried attempt starts with no text: its first token is its own.
+            seen.first = None;
             let once = tokio::time::timeout_at(self.deadline, self.once(net, auth, on_text, seen));
             let outcome = match once.await {
                 Ok(outcome) => outcome?,
@@ -325,6 +327,13 @@ impl Call<'_> {
                 err(ErrorCode::ProviderUnavailable, "is overloaded or failing"),
                 None,
             ),
+            // The request itself was refused: no retry can fix it.
+            Some(
+                "invalid_request_error"
+                | "not_found_error"
+                | "request_too_large"
+                | "invalid_request",
+            ) => Attempt::Fail(err(ErrorCode::RequestFailed, "refused the request")),
             _ => Attempt::Fail(err(ErrorCode::ProviderUnavailable, "reported an error")),
         }
     }
