@@ -371,21 +371,6 @@ fn tool_choice(given: Option<&str>, tools: &[ToolDef]) -> FlowResult<Option<Tool
     Ok(Some(choice))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_empty_lua_table_where_a_schema_wants_a_list_is_an_empty_list() {
-        let mut s = json!({"type": "object", "required": {}, "properties": {"a": {"enum": {}, "type": "string"}, "required": {}}});
-        lists_in_schema(&mut s);
-        assert_eq!(
-            s,
-            json!({"type": "object", "required": [], "properties": {"a": {"enum": [], "type": "string"}, "required": {}}})
-        );
-    }
-}
-
 fn timeout(ms: Option<u64>) -> FlowResult<Duration> {
     match ms.unwrap_or(DEFAULT_TIMEOUT_MS) {
         0 => Err(FlowError::invalid_input(
@@ -490,4 +475,19 @@ fn schema() -> Value {
             "stream": {"type": "boolean", "description": "Stream the reply (default: true when onText is given). onText, a function, is called with each piece of text."}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_lua_table_where_a_schema_wants_a_list_is_an_empty_list() {
+        let mut s = json!({"type": "object", "required": {}, "properties": {"a": {"enum": {}, "type": "string"}, "required": {}}});
+        lists_in_schema(&mut s);
+        assert_eq!(
+            s,
+            json!({"type": "object", "required": [], "properties": {"a": {"enum": [], "type": "string"}, "required": {}}})
+        );
+    }
 }
