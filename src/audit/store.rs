@@ -43,7 +43,10 @@
 //!        fields, by their content, each kept once however many calls
 //!        returned or sent it (agents re-read the same files and re-run the
 //!        same commands; an agent loop sends the whole conversation every
-//!        turn)
+//!        turn). A rowid table since schema 3 (it was WITHOUT ROWID):
+//!        an index b-tree keeps under 1 KiB of a row in its page and
+//!        spills the rest to an overflow page of its own, so each body of
+//!        a few KiB took a page and a half
 //! readings (run, task, seq) PK, kind (ms|time|cpu|seed), value (REAL)
 //! meta   key PK, value: `unchained_runs`, how many runs a schema 1 database
 //!        held when it was migrated (runs #1..#that were recorded before
@@ -160,6 +163,13 @@ INSERT INTO meta (key, value) SELECT 'unchained_runs', count(*) FROM runs;
 "#,
     r#"
 ALTER TABLE calls ADD COLUMN parts TEXT;
+CREATE TABLE contents (
+  sha256 TEXT PRIMARY KEY,
+  body TEXT NOT NULL
+);
+INSERT INTO contents (sha256, body) SELECT sha256, body FROM outputs;
+DROP TABLE outputs;
+ALTER TABLE contents RENAME TO outputs;
 "#,
 ];
 
