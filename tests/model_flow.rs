@@ -2051,10 +2051,8 @@ emit(e)
         "{}",
         out[1]
     );
-    assert_eq!(
-        out[2],
-        json!({"length": format!("Your key is {KEY}.").len()})
-    );
+    // A reply that carries the key hands the script none of it.
+    assert_eq!(out[2], json!({"length": "Your key is [redacted].".len()}));
     assert_eq!(out[3]["code"], "request_failed", "{}", out[3]);
     assert_eq!(out[3]["text"], "key [redacted]", "{}", out[3]);
 

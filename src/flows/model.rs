@@ -210,6 +210,7 @@ impl Flow for Model {
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let key = ctx.models.key(&self.provider)?;
+        let secret = key.as_ref().map(|k| k.expose().to_string());
         let call = Call {
             provider: &self.provider,
             key,
@@ -219,11 +220,26 @@ impl Flow for Model {
         let relay = ctx.on_text.clone();
         let mut on_text = |piece: &str| {
             if let Some(r) = &relay {
-                r.send(piece);
+                r.send(&unkeyed(piece, secret.as_deref()));
             }
         };
-        let answer = call.run(&ctx.net, ctx, &mut on_text).await?;
+        let mut answer = call.run(&ctx.net, ctx, &mut on_text).await?;
+        // A provider that sends its key back does not hand it to the script.
+        if let Some(k) = secret.as_deref().filter(|k| !k.is_empty()) {
+            answer.reply.text = unkeyed(&answer.reply.text, Some(k));
+            for c in &mut answer.reply.tool_calls {
+                crate::net::search::scrub_value(&mut c.input, k);
+            }
+        }
         Ok(output(answer))
+    }
+}
+
+/// `text` with every copy of `key` replaced by `[redacted]`.
+fn unkeyed(text: &str, key: Option<&str>) -> String {
+    match key.filter(|k| !k.is_empty()) {
+        Some(k) => text.replace(k, "[redacted]"),
+        None => text.to_string(),
     }
 }
 

@@ -546,7 +546,7 @@ pub fn scrub(mut e: FlowError, key: &Secret) -> FlowError {
     e
 }
 
-fn scrub_value(v: &mut Value, key: &str) {
+pub fn scrub_value(v: &mut Value, key: &str) {
     match v {
         Value::String(s) if s.contains(key) => *s = s.replace(key, "[redacted]"),
         Value::Array(items) => items.iter_mut().for_each(|i| scrub_value(i, key)),
