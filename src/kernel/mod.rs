@@ -33,6 +33,9 @@ use shell::{Analysis, Command, Redirect};
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
+/// A policy's named declarations (`containers`, `providers`), as written.
+pub type Declarations = std::collections::BTreeMap<String, serde_json::Value>;
+
 /// The static side of a run's policies, for deriving a sandbox.
 pub struct StaticView<'a> {
     pub ceiling: &'a [Pattern],
@@ -639,33 +642,22 @@ impl Kernel {
 
     /// Every policy's `containers` declarations, by policy name, in load
     /// order.
-    pub fn containers(
-        &self,
-    ) -> Vec<(
-        String,
-        std::collections::BTreeMap<String, serde_json::Value>,
-    )> {
-        self.policies
-            .borrow()
-            .iter()
-            .map(|p| (p.name(), p.containers()))
-            .filter(|(_, c)| !c.is_empty())
-            .collect()
+    pub fn containers(&self) -> Vec<(String, Declarations)> {
+        self.declared(Policy::containers)
     }
 
     /// Every policy's `providers` declarations, by policy name, in load
     /// order.
-    pub fn providers(
-        &self,
-    ) -> Vec<(
-        String,
-        std::collections::BTreeMap<String, serde_json::Value>,
-    )> {
+    pub fn providers(&self) -> Vec<(String, Declarations)> {
+        self.declared(Policy::providers)
+    }
+
+    fn declared(&self, of: fn(&Policy) -> Declarations) -> Vec<(String, Declarations)> {
         self.policies
             .borrow()
             .iter()
-            .map(|p| (p.name(), p.providers()))
-            .filter(|(_, c)| !c.is_empty())
+            .map(|p| (p.name(), of(p)))
+            .filter(|(_, d)| !d.is_empty())
             .collect()
     }
 }

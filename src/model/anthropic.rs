@@ -552,95 +552,15 @@ fn no_index(data: &str) -> WireError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::sse::Parser;
+    use crate::model::samples::{self, assistant, call, tool_result, user, weather_tool};
     use crate::model::wire::ToolDef;
 
     fn request() -> Request {
-        Request {
-            model: "claude-sonnet-4-5".into(),
-            system: None,
-            messages: vec![user("Hi")],
-            tools: vec![],
-            tool_choice: None,
-            max_tokens: None,
-            temperature: None,
-            stop: vec![],
-            json_schema: None,
-            stream: false,
-        }
+        samples::request("claude-sonnet-4-5")
     }
 
-    fn user(text: &str) -> Message {
-        Message {
-            role: Role::User,
-            content: Content::Text(text.into()),
-            tool_calls: vec![],
-            tool_call_id: None,
-            is_error: false,
-        }
-    }
-
-    fn assistant(text: &str, calls: Vec<ToolCall>) -> Message {
-        Message {
-            role: Role::Assistant,
-            content: Content::Text(text.into()),
-            tool_calls: calls,
-            tool_call_id: None,
-            is_error: false,
-        }
-    }
-
-    fn tool_result(id: &str, text: &str, is_error: bool) -> Message {
-        Message {
-            role: Role::Tool,
-            content: Content::Text(text.into()),
-            tool_calls: vec![],
-            tool_call_id: Some(id.into()),
-            is_error,
-        }
-    }
-
-    fn call(id: &str, name: &str, input: Value) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            input,
-        }
-    }
-
-    fn weather_tool() -> ToolDef {
-        ToolDef {
-            name: "get_weather".into(),
-            description: "Current weather for a city.".into(),
-            input: json!({
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            }),
-        }
-    }
-
-    /// Feeds `bytes` one byte at a time through the SSE parser into a
-    /// stream; the reply, and the pieces of text handed out.
     fn stream(bytes: &str) -> (Result<Reply, WireError>, Vec<String>) {
-        let mut parser = Parser::new();
-        let mut events = Vec::new();
-        for b in bytes.as_bytes() {
-            events.extend(parser.feed(std::slice::from_ref(b)));
-        }
-        events.extend(parser.finish());
-        let mut s = Stream::new();
-        let mut pieces = Vec::new();
-        let mut done = false;
-        for ev in &events {
-            assert!(!done, "an event after the end: {ev:?}");
-            let mut on_text = |t: &str| pieces.push(t.to_string());
-            match s.event(ev, &mut on_text) {
-                Ok(d) => done = d,
-                Err(e) => return (Err(e), pieces),
-            }
-        }
-        (s.finish(), pieces)
+        samples::stream(crate::model::providers::Api::Anthropic, bytes)
     }
 
     /// An SSE stream of `(event, data)`.

@@ -14,6 +14,8 @@
 pub mod anthropic;
 pub mod openai;
 pub mod providers;
+#[cfg(test)]
+mod samples;
 pub mod sse;
 pub mod transport;
 pub mod wire;

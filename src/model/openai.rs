@@ -496,77 +496,16 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::samples::{self, tool_result, user, weather_tool};
     use crate::model::sse::Parser;
     use crate::model::wire::ToolDef;
 
     fn request() -> Request {
-        Request {
-            model: "gpt-4.1".into(),
-            system: None,
-            messages: vec![user("Hi")],
-            tools: vec![],
-            tool_choice: None,
-            max_tokens: None,
-            temperature: None,
-            stop: vec![],
-            json_schema: None,
-            stream: false,
-        }
+        samples::request("gpt-4.1")
     }
 
-    fn user(text: &str) -> Message {
-        Message {
-            role: Role::User,
-            content: Content::Text(text.into()),
-            tool_calls: vec![],
-            tool_call_id: None,
-            is_error: false,
-        }
-    }
-
-    fn tool_result(id: &str, text: &str, is_error: bool) -> Message {
-        Message {
-            role: Role::Tool,
-            content: Content::Text(text.into()),
-            tool_calls: vec![],
-            tool_call_id: Some(id.into()),
-            is_error,
-        }
-    }
-
-    fn weather_tool() -> ToolDef {
-        ToolDef {
-            name: "get_weather".into(),
-            description: "Current weather for a city.".into(),
-            input: json!({
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            }),
-        }
-    }
-
-    /// Feeds `stream` one byte at a time through the SSE parser into a
-    /// stream; the reply, and the pieces of text handed out.
     fn stream(bytes: &str) -> (Result<Reply, WireError>, Vec<String>) {
-        let mut parser = Parser::new();
-        let mut s = Stream::new();
-        let mut pieces = Vec::new();
-        let mut done = false;
-        let mut events = Vec::new();
-        for b in bytes.as_bytes() {
-            events.extend(parser.feed(std::slice::from_ref(b)));
-        }
-        events.extend(parser.finish());
-        for ev in &events {
-            assert!(!done, "an event after the end: {ev:?}");
-            let mut on_text = |t: &str| pieces.push(t.to_string());
-            match s.event(ev, &mut on_text) {
-                Ok(d) => done = d,
-                Err(e) => return (Err(e), pieces),
-            }
-        }
-        (s.finish(), pieces)
+        samples::stream(crate::model::providers::Api::OpenAi, bytes)
     }
 
     #[test]

@@ -445,27 +445,31 @@ impl Call<'_> {
 }
 
 /// A stream being folded, whichever the protocol.
-enum Fold {
+pub(crate) enum Fold {
     OpenAi(openai::Stream),
     Anthropic(anthropic::Stream),
 }
 
 impl Fold {
-    fn new(api: Api) -> Fold {
+    pub(crate) fn new(api: Api) -> Fold {
         match api {
             Api::OpenAi => Fold::OpenAi(openai::Stream::new()),
             Api::Anthropic => Fold::Anthropic(anthropic::Stream::new()),
         }
     }
 
-    fn event(&mut self, ev: &sse::Event, on_text: OnText<'_>) -> Result<bool, WireError> {
+    pub(crate) fn event(
+        &mut self,
+        ev: &sse::Event,
+        on_text: OnText<'_>,
+    ) -> Result<bool, WireError> {
         match self {
             Fold::OpenAi(s) => s.event(ev, on_text),
             Fold::Anthropic(s) => s.event(ev, on_text),
         }
     }
 
-    fn finish(self) -> Result<Reply, WireError> {
+    pub(crate) fn finish(self) -> Result<Reply, WireError> {
         match self {
             Fold::OpenAi(s) => s.finish(),
             Fold::Anthropic(s) => s.finish(),
