@@ -69,6 +69,15 @@ local function run_tool(by_name, call)
       message = ("there is no tool named %q; the tools are %s"):format(call.name, table.concat(names, ", ")),
     })
   end
+  -- The model writes the input: one that is no object (a string, a
+  -- number, null) is its mistake, told to it like any other.
+  if type(call.input) ~= "table" then
+    local got = call.input == sluice.json.null and "null" or type(call.input)
+    return result_of(nil, {
+      code = "invalid_input",
+      message = ("the input of a call to %s is an object of its fields, got %s"):format(call.name, got),
+    })
+  end
   if tool.run == nil then
     return result_of(sluice.call(tool.name, call.input))
   end

@@ -37,6 +37,8 @@ pub mod store;
 pub mod verify;
 
 #[cfg(test)]
+mod conversation_attack_tests;
+#[cfg(test)]
 mod conversation_tests;
 #[cfg(test)]
 mod fixtures;

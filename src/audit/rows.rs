@@ -407,8 +407,12 @@ pub fn each_stored_call<E>(
 pub struct Bodies<'c> {
     conn: &'c Connection,
     seen: HashMap<String, Option<Value>>,
-    lists: Vec<((String, String, i64), Vec<String>)>,
+    lists: Vec<KeptList>,
 }
+
+/// A row's list of keys kept at hand: the row (run, task, seq), its place
+/// `n` in its chain, its keys.
+type KeptList = ((String, String, i64), i64, Vec<String>);
 
 /// Lists of keys a reader keeps at hand; an older one is read again.
 const KEPT_LISTS: usize = 16;
@@ -435,7 +439,8 @@ impl<'c> Bodies<'c> {
 
     /// Finds the keys of `c`'s list when its column continues another
     /// row's; leaves them unknown when that row or that many keys is not
-    /// in the record.
+    /// in the record, or the continuation does not lead back through ever
+    /// earlier rows to a list written whole.
     pub fn resolve(&mut self, c: &mut StoredCall) -> rusqlite::Result<()> {
         let Some(p) = c.parts.as_mut() else {
             return Ok(());
@@ -451,7 +456,7 @@ impl<'c> Bodies<'c> {
                 },
             )) = p.listed.clone()
             {
-                let base = self.list_of(&c.run, &task, seq, 0)?;
+                let base = self.list_of(&c.run, &task, seq, c.n)?;
                 p.named = base.filter(|b| keep <= b.len()).map(|mut keys| {
                     keys.truncate(keep);
                     keys.extend(add);
@@ -464,52 +469,75 @@ impl<'c> Bodies<'c> {
                 self.lists.remove(0);
             }
             let at = (c.run.clone(), c.task.clone(), c.seq);
-            self.lists.push((at, keys.clone()));
+            self.lists.push((at, c.n, keys.clone()));
         }
         Ok(())
     }
 
     /// The keys of call (`task`, `seq`) of `run`, from those at hand or
-    /// read from its row (following its own continuation, `depth` deep).
+    /// read from its row, following its continuation back. The writer
+    /// continues only a list of a row before the one it writes, so every
+    /// step must go to a row earlier in the chain than the one that named
+    /// it (`below` for the first): a step that does not (a loop, a later
+    /// row) is a damaged record, and the list is unknown. So the walk ends,
+    /// without recursion, in at most as many steps as the run has rows.
     fn list_of(
         &mut self,
         run: &str,
         task: &str,
         seq: i64,
-        depth: usize,
+        below: i64,
     ) -> rusqlite::Result<Option<Vec<String>>> {
-        let at = (run.to_string(), task.to_string(), seq);
-        if let Some((_, keys)) = self.lists.iter().rev().find(|(k, _)| *k == at) {
-            return Ok(Some(keys.clone()));
-        }
-        // A chain longer than the run's rows loops: a damaged record.
-        if depth > 100_000 {
-            return Ok(None);
-        }
-        let column: Option<Option<String>> = self
-            .conn
-            .prepare_cached("SELECT parts FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3")?
-            .query_row(rusqlite::params![run, task, seq], |r| r.get(0))
-            .optional()?;
-        let Some((_, listed)) = column.flatten().as_deref().and_then(parts::listed) else {
-            return Ok(None);
+        let (mut task, mut seq, mut below) = (task.to_string(), seq, below);
+        // The continuations met on the way back, newest first.
+        let mut steps: Vec<(usize, Vec<String>)> = Vec::new();
+        let mut keys = loop {
+            let at = (run.to_string(), task.clone(), seq);
+            if let Some((_, n, keys)) = self.lists.iter().rev().find(|(k, _, _)| *k == at) {
+                if *n >= below {
+                    return Ok(None);
+                }
+                break keys.clone();
+            }
+            let row: Option<(i64, Option<String>)> = self
+                .conn
+                .prepare_cached(
+                    "SELECT n, parts FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3",
+                )?
+                .query_row(rusqlite::params![run, task, seq], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            let Some((n, Some(column))) = row else {
+                return Ok(None);
+            };
+            if n >= below {
+                return Ok(None);
+            }
+            let Some((_, listed)) = parts::listed(&column) else {
+                return Ok(None);
+            };
+            match listed {
+                Listed::Keys(keys) => break keys,
+                Listed::After {
+                    task: t,
+                    seq: s,
+                    keep,
+                    add,
+                } => {
+                    steps.push((keep, add));
+                    (task, seq, below) = (t, s, n);
+                }
+            }
         };
-        Ok(match listed {
-            Listed::Keys(keys) => Some(keys),
-            Listed::After {
-                task,
-                seq,
-                keep,
-                add,
-            } => self
-                .list_of(run, &task, seq, depth + 1)?
-                .filter(|b| keep <= b.len())
-                .map(|mut keys| {
-                    keys.truncate(keep);
-                    keys.extend(add);
-                    keys
-                }),
-        })
+        for (keep, add) in steps.into_iter().rev() {
+            if keep > keys.len() {
+                return Ok(None);
+            }
+            keys.truncate(keep);
+            keys.extend(add);
+        }
+        Ok(Some(keys))
     }
 
     /// Puts `c`'s input back together when its items are kept by content;

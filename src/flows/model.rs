@@ -210,7 +210,10 @@ impl Flow for Model {
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let key = ctx.models.key(&self.provider)?;
-        let secret = key.as_ref().map(|k| k.expose().to_string());
+        let secret = key
+            .as_ref()
+            .map(|k| k.expose().to_string())
+            .filter(|k| !k.is_empty());
         let call = Call {
             provider: &self.provider,
             key,
@@ -218,28 +221,124 @@ impl Flow for Model {
             deadline: tokio::time::Instant::now() + self.timeout,
         };
         let relay = ctx.on_text.clone();
-        let mut on_text = |piece: &str| {
-            if let Some(r) = &relay {
-                r.send(&unkeyed(piece, secret.as_deref()));
-            }
+        let mut held = Unkeyed::new(secret.as_deref());
+        let answer = {
+            let mut on_text = |piece: &str| {
+                if let Some(r) = &relay {
+                    let out = held.push(piece);
+                    if !out.is_empty() {
+                        r.send(&out);
+                    }
+                }
+            };
+            call.run(&ctx.net, ctx, &mut on_text).await
         };
-        let mut answer = call.run(&ctx.net, ctx, &mut on_text).await?;
-        // A provider that sends its key back does not hand it to the script.
-        if let Some(k) = secret.as_deref().filter(|k| !k.is_empty()) {
-            answer.reply.text = unkeyed(&answer.reply.text, Some(k));
-            for c in &mut answer.reply.tool_calls {
-                crate::net::search::scrub_value(&mut c.input, k);
-            }
+        // The end of the text, held back in case it began the key.
+        let rest = held.finish();
+        if let (Some(r), false) = (&relay, rest.is_empty()) {
+            r.send(&rest);
+        }
+        let mut answer = answer?;
+        // A provider that sends its key back, in any field of its reply,
+        // does not hand it to the script.
+        if let Some(k) = secret.as_deref() {
+            unkey_reply(&mut answer.reply, k);
         }
         Ok(output(answer))
     }
 }
 
-/// `text` with every copy of `key` replaced by `[redacted]`.
-fn unkeyed(text: &str, key: Option<&str>) -> String {
-    match key.filter(|k| !k.is_empty()) {
-        Some(k) => text.replace(k, "[redacted]"),
-        None => text.to_string(),
+/// What replaces the key wherever a reply carries it.
+const REDACTED: &str = "[redacted]";
+
+/// Streamed text on its way to the script with the key cut out, even when
+/// the provider splits the key across pieces: the end of the text that
+/// could be the start of the key is held back until the next piece shows
+/// whether it is, and [`Unkeyed::finish`] hands over what is left.
+struct Unkeyed<'k> {
+    key: Option<&'k str>,
+    pending: String,
+}
+
+impl<'k> Unkeyed<'k> {
+    fn new(key: Option<&'k str>) -> Unkeyed<'k> {
+        Unkeyed {
+            key,
+            pending: String::new(),
+        }
+    }
+
+    /// What of the text so far can go to the script now.
+    fn push(&mut self, piece: &str) -> String {
+        let Some(key) = self.key else {
+            return piece.to_string();
+        };
+        self.pending.push_str(piece);
+        let text = std::mem::take(&mut self.pending).replace(key, REDACTED);
+        let cut = text.len() - key_start_at_end(&text, key);
+        self.pending = text[cut..].to_string();
+        let mut out = text;
+        out.truncate(cut);
+        out
+    }
+
+    /// The text held back.
+    fn finish(&mut self) -> String {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+/// The length of the longest end of `text` that is a start of `key`
+/// shorter than the key (0 when none is).
+fn key_start_at_end(text: &str, key: &str) -> usize {
+    let longest = key.len().saturating_sub(1).min(text.len());
+    (1..=longest)
+        .rev()
+        .find(|&n| {
+            let at = text.len() - n;
+            text.is_char_boundary(at) && key.as_bytes().starts_with(&text.as_bytes()[at..])
+        })
+        .unwrap_or(0)
+}
+
+/// `reply` with every copy of `key` replaced: in its text, the model's
+/// name, and each tool call's id, name and input (its keys and values).
+fn unkey_reply(reply: &mut crate::model::wire::Reply, key: &str) {
+    let cut = |s: &mut String| {
+        if s.contains(key) {
+            *s = s.replace(key, REDACTED);
+        }
+    };
+    cut(&mut reply.text);
+    cut(&mut reply.model);
+    for c in &mut reply.tool_calls {
+        cut(&mut c.id);
+        cut(&mut c.name);
+        unkey_value(&mut c.input, key);
+    }
+}
+
+/// `v` with every copy of `key` replaced, in strings and object keys.
+fn unkey_value(v: &mut Value, key: &str) {
+    match v {
+        Value::String(s) if s.contains(key) => *s = s.replace(key, REDACTED),
+        Value::Array(items) => items.iter_mut().for_each(|i| unkey_value(i, key)),
+        Value::Object(map) => {
+            let old = std::mem::take(map);
+            *map = old
+                .into_iter()
+                .map(|(k, mut v)| {
+                    unkey_value(&mut v, key);
+                    let k = if k.contains(key) {
+                        k.replace(key, REDACTED)
+                    } else {
+                        k
+                    };
+                    (k, v)
+                })
+                .collect();
+        }
+        _ => {}
     }
 }
 
@@ -255,18 +354,35 @@ fn output(a: Answer) -> Output {
     }
 }
 
-/// A model or tool name: printable, no spaces.
+/// A model or tool name: printable, no spaces. Invisible format characters
+/// (zero-width ones, bidirectional controls) are refused too: the name is
+/// part of a capability a person may be asked about, and with one of them
+/// it could print as another name.
 fn check_name(field: &str, name: &str) -> FlowResult<()> {
     if name.is_empty()
         || name.len() > 200
-        || name.chars().any(|c| c.is_whitespace() || c.is_control())
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || invisible(c))
     {
         return Err(FlowError::invalid_input(
             field,
-            format!("{field} is {name:?}; it is the provider's name for the model, without spaces (1 to 200 characters)"),
+            format!("{field} is {name:?}; it is the provider's name for the model, without spaces or invisible characters (1 to 200 characters)"),
         ));
     }
     Ok(())
+}
+
+/// Unicode's format characters (category Cf): they print as nothing, and
+/// the bidirectional ones reorder the text around them.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{ad}' | '\u{600}'..='\u{605}' | '\u{61c}' | '\u{6dd}' | '\u{70f}'
+        | '\u{890}'..='\u{891}' | '\u{8e2}' | '\u{180e}' | '\u{200b}'..='\u{200f}'
+        | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}'
+        | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{110bd}' | '\u{110cd}'
+        | '\u{13430}'..='\u{1343f}' | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0001}' | '\u{e0020}'..='\u{e007f}')
 }
 
 fn check_messages(messages: &[Message]) -> FlowResult<()> {
@@ -496,6 +612,83 @@ fn schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pieces through [`Unkeyed`], as the script's `onText` gets them,
+    /// with what was held back at the end.
+    fn relayed(key: Option<&str>, pieces: &[&str]) -> Vec<String> {
+        let mut u = Unkeyed::new(key);
+        let mut out: Vec<String> = pieces.iter().map(|p| u.push(p)).collect();
+        out.push(u.finish());
+        out
+    }
+
+    #[test]
+    fn a_key_split_across_streamed_pieces_reaches_no_piece() {
+        let key = "sk-SECRET-123";
+        let pieces = ["the key is sk-", "SECR", "ET-123 and ", "sk-", "nope"];
+        let got = relayed(Some(key), &pieces);
+        assert_eq!(
+            got,
+            ["the key is ", "", "[redacted] and ", "", "sk-nope", ""]
+        );
+        assert!(got.iter().all(|p| !p.contains("SECR")), "{got:?}");
+        // Joined: the text the output carries.
+        assert_eq!(got.concat(), pieces.concat().replace(key, REDACTED));
+        // Text that starts like the key at its very end is handed over by
+        // `finish`; with no key, every piece goes at once.
+        assert_eq!(relayed(Some(key), &["a sk-SE"]), ["a ", "sk-SE"]);
+        assert_eq!(relayed(None, &["a", "b"]), ["a", "b", ""]);
+        // A multi-byte character is never split.
+        assert_eq!(relayed(Some("ké"), &["aké", "k"]), ["a[redacted]", "", "k"]);
+        assert_eq!(relayed(Some("éx"), &["aé"]), ["a", "é"]);
+    }
+
+    #[test]
+    fn a_reply_carrying_the_key_anywhere_gives_none_of_it() {
+        let key = "sk-SECRET-123";
+        let mut reply = crate::model::wire::Reply {
+            text: format!("t {key}"),
+            model: key.into(),
+            tool_calls: vec![ToolCall {
+                id: format!("id-{key}"),
+                name: format!("n{key}"),
+                input: json!({key: [key, {"in": format!("x{key}"), key: 1}], "path": "a"}),
+            }],
+            ..Default::default()
+        };
+        unkey_reply(&mut reply, key);
+        let all = format!("{reply:?}");
+        assert!(!all.contains("SECRET"), "{all}");
+        assert_eq!(reply.tool_calls[0].input["path"], "a");
+        assert_eq!(
+            reply.tool_calls[0].input["[redacted]"][1],
+            json!({"in": "x[redacted]", "[redacted]": 1})
+        );
+    }
+
+    #[test]
+    fn a_model_name_with_invisible_characters_is_refused() {
+        for bad in [
+            "a\u{200b}b",
+            "\u{202e}gib",
+            "m\u{feff}",
+            "m\u{2066}",
+            "m\u{ad}",
+            "a b",
+            "a\u{7}",
+        ] {
+            assert!(check_name("model", bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "gpt-4.1",
+            "meta-llama/Llama-3.1-8B",
+            "llama3.1:8b",
+            "bíg",
+            "模型",
+        ] {
+            assert!(check_name("model", good).is_ok(), "{good:?}");
+        }
+    }
 
     #[test]
     fn an_empty_lua_table_where_a_schema_wants_a_list_is_an_empty_list() {

@@ -337,7 +337,11 @@ impl StreamUsage {
 
     fn neutral(self) -> Usage {
         Usage {
-            input_tokens: self.input + self.cache_read + self.cache_creation,
+            // Saturating: the counts are the provider's to say.
+            input_tokens: self
+                .input
+                .saturating_add(self.cache_read)
+                .saturating_add(self.cache_creation),
             output_tokens: self.output,
             cached_tokens: self.cache_read,
         }

@@ -319,6 +319,10 @@ pub struct Stream {
     text: String,
     /// The tool calls, in the order they started.
     calls: Vec<PartialCall>,
+    /// Where in `calls` each `index` is: a stream may name many.
+    at: std::collections::HashMap<u64, usize>,
+    /// One more than the highest index so far.
+    next_index: u64,
     finish_reason: Option<String>,
     /// The model refused (`delta.refusal`).
     refused: bool,
@@ -422,20 +426,18 @@ impl Stream {
             // the piece continues the last one.
             None => match self.calls.last() {
                 Some(last) if id.is_empty() || last.id == id => last.index,
-                Some(_) => self.calls.iter().map(|c| c.index).max().unwrap_or(0) + 1,
+                Some(_) => self.next_index,
                 None => 0,
             },
         };
-        let at = match self.calls.iter().position(|c| c.index == index) {
-            Some(at) => at,
-            None => {
-                self.calls.push(PartialCall {
-                    index,
-                    ..PartialCall::default()
-                });
-                self.calls.len() - 1
-            }
-        };
+        self.next_index = self.next_index.max(index.saturating_add(1));
+        let at = *self.at.entry(index).or_insert_with(|| {
+            self.calls.push(PartialCall {
+                index,
+                ..PartialCall::default()
+            });
+            self.calls.len() - 1
+        });
         let call = &mut self.calls[at];
         if call.id.is_empty() {
             call.id = id.to_string();

@@ -207,22 +207,24 @@ pub fn declared(name: &str, table: &Value) -> Result<Provider, String> {
 pub fn from_flag(text: &str) -> Result<Provider, String> {
     let usage =
         "write --provider NAME=API:URL, e.g. --provider local=openai:http://127.0.0.1:8080/v1";
+    // Errors repeat the flag, without a password its URL may carry.
+    let shown = without_userinfo(text);
     let Some((name, rest)) = text.split_once('=') else {
-        return Err(format!("--provider {text:?} has no `=`; {usage}"));
+        return Err(format!("--provider {shown:?} has no `=`; {usage}"));
     };
     let Some((api, url)) = rest.split_once(':') else {
-        return Err(format!("--provider {text:?} has no API; {usage}"));
+        return Err(format!("--provider {shown:?} has no API; {usage}"));
     };
     let name = name.trim();
     if !valid_name(name) {
         return Err(format!(
-            "--provider {text:?}: {name:?} is not a provider name (letters, digits, `_`, `-`, `.`); {usage}"
+            "--provider {shown:?}: {name:?} is not a provider name (letters, digits, `_`, `-`, `.`); {usage}"
         ));
     }
     let api = Api::parse(api.trim()).ok_or_else(|| {
-        format!("--provider {text:?}: the API is {api:?}; it is openai or anthropic; {usage}")
+        format!("--provider {shown:?}: the API is {api:?}; it is openai or anthropic; {usage}")
     })?;
-    let base = base(url.trim()).map_err(|e| format!("--provider {text:?}: {e}"))?;
+    let base = base(url.trim()).map_err(|e| format!("--provider {shown:?}: {e}"))?;
     Ok(Provider {
         name: name.into(),
         api,
@@ -232,15 +234,42 @@ pub fn from_flag(text: &str) -> Result<Provider, String> {
     })
 }
 
-/// A base URL: absolute http(s), without a query or fragment.
+/// A base URL: absolute http(s), without user information, a query or a
+/// fragment. An error does not repeat user information.
 fn base(text: &str) -> Result<Destination, String> {
-    let dest = destination::parse("url", text).map_err(|e| e.message)?;
+    let dest = destination::parse("url", text).map_err(|e| {
+        let shown = without_userinfo(text);
+        e.message
+            .replace(&format!("{text:?}"), &format!("{shown:?}"))
+            .replace(text, &shown)
+    })?;
     if dest.url.query().is_some() || dest.url.fragment().is_some() {
         return Err(format!(
             "{text:?} has a query or fragment; give the API's base URL, e.g. https://api.openai.com/v1"
         ));
     }
     Ok(dest)
+}
+
+/// `text` with the user information of each URL in it (`user:password@`
+/// after a `://`) replaced by `[redacted]@`, for an error to quote.
+fn without_userinfo(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(i) => {
+                out.push_str("[redacted]");
+                rest = &tail[i..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -272,6 +301,30 @@ mod tests {
         assert!(e.contains("providers.x.url is missing"), "{e}");
         let e = declared("a/b", &json!({})).unwrap_err();
         assert!(e.contains("a provider's name"), "{e}");
+    }
+
+    #[test]
+    fn an_error_quotes_a_url_without_its_user_information() {
+        for flag in [
+            "local=openai:http://alice:pw-9@127.0.0.1:9/v1",
+            "local=openai:http://pw-9@exa mple.com/v1",
+            "lo cal=openai:http://a:pw-9@h/v1",
+            "local=grok:https://a:pw-9@h/v1",
+        ] {
+            let e = from_flag(flag).unwrap_err();
+            assert!(!e.contains("pw-9"), "{e}");
+            assert!(e.contains("[redacted]@"), "{e}");
+        }
+        let e = declared(
+            "x",
+            &json!({"api": "openai", "url": "http://a:pw-9@exa mple/v1"}),
+        )
+        .unwrap_err();
+        assert!(!e.contains("pw-9"), "{e}");
+        assert_eq!(
+            without_userinfo("a http://u:p@h/x?y=z@w b https://h2/@p"),
+            "a http://[redacted]@h/x?y=z@w b https://h2/@p"
+        );
     }
 
     #[test]

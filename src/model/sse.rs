@@ -13,6 +13,11 @@
 //! [`MAX_LINE`] bytes; what is past that is dropped and
 //! [`Parser::too_long`] says so, for the caller to fail the stream (the
 //! truncated data is no longer what the server sent).
+//!
+//! A parser made with [`Parser::cutting`] replaces every copy of a secret
+//! (the provider's key) in each line, once the line is whole, before
+//! anything reads it: a secret has no line end, so no copy escapes by
+//! being split across chunks or lines.
 
 /// The most bytes a line, or an event's joined data, keeps.
 pub const MAX_LINE: usize = 8 << 20;
@@ -41,11 +46,26 @@ pub struct Parser {
     has_data: bool,
     event: Option<String>,
     too_long: bool,
+    /// Bytes no line keeps: each copy becomes `[redacted]`.
+    cut: Option<Vec<u8>>,
 }
 
 impl Parser {
+    /// A parser that cuts nothing.
+    #[cfg(test)]
     pub fn new() -> Parser {
         Parser::default()
+    }
+
+    /// A parser that replaces every copy of `secret` (when not empty) in
+    /// the lines it reads with `[redacted]`.
+    pub fn cutting(secret: Option<&str>) -> Parser {
+        Parser {
+            cut: secret
+                .filter(|s| !s.is_empty())
+                .map(|s| s.as_bytes().to_vec()),
+            ..Parser::default()
+        }
     }
 
     /// The events `bytes` completes.
@@ -120,6 +140,11 @@ impl Parser {
         if line.is_empty() {
             return self.dispatch();
         }
+        if let Some(secret) = &self.cut {
+            if memchr::memmem::find(&line, secret).is_some() {
+                line = replace(&line, secret, REDACTED);
+            }
+        }
         if line[0] != b':' {
             let (field, value) = match memchr::memchr(b':', &line) {
                 Some(colon) => {
@@ -173,9 +198,48 @@ impl Parser {
     }
 }
 
+/// What replaces a secret a parser cuts.
+const REDACTED: &[u8] = b"[redacted]";
+
+/// `bytes` with every copy of `what` replaced by `with`.
+pub fn replace(bytes: &[u8], what: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut from = 0;
+    for at in memchr::memmem::find_iter(bytes, what) {
+        out.extend_from_slice(&bytes[from..at]);
+        out.extend_from_slice(with);
+        from = at + what.len();
+    }
+    out.extend_from_slice(&bytes[from..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cutting_parser_leaves_no_copy_of_its_secret_however_the_bytes_come() {
+        let stream =
+            b"data: {\"t\": \"a sk-SECRET b\"}\n\nevent: sk-SECRET\ndata: x\n\ndata: sk-SECRET";
+        let want = vec![
+            ev(None, "{\"t\": \"a [redacted] b\"}"),
+            ev(Some("[redacted]"), "x"),
+            ev(None, "[redacted]"),
+        ];
+        for size in 1..12 {
+            let mut p = Parser::cutting(Some("sk-SECRET"));
+            let mut got = Vec::new();
+            for chunk in stream.chunks(size) {
+                got.extend(p.feed(chunk));
+            }
+            got.extend(p.finish());
+            assert_eq!(got, want, "chunks of {size}");
+        }
+        let mut p = Parser::cutting(Some(""));
+        assert_eq!(p.feed(b"data: a\n\n"), vec![ev(None, "a")]);
+        assert_eq!(replace(b"aXXbXX", b"XX", b"-"), b"a-b-");
+    }
 
     fn ev(event: Option<&str>, data: &str) -> Event {
         Event {

@@ -19,7 +19,9 @@
 //! doubling up to 8 s, and only while the call's deadline leaves room for
 //! the wait; at most [`MAX_ATTEMPTS`] attempts. A stream cut mid-way is
 //! `request_failed`, and a deadline passed mid-way `timeout`, both carrying
-//! the text received so far (`text`). No error holds the key.
+//! the text received so far (`text`). No error holds the key: it is cut
+//! from every byte the provider sends before anything reads them, and
+//! from every error.
 
 use super::providers::{Api, Provider};
 use super::sse;
@@ -39,6 +41,14 @@ pub const MAX_ATTEMPTS: u32 = 5;
 pub const MAX_STREAM: usize = 16 << 20;
 /// The `anthropic-version` header sluice speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// The most tool calls one reply may make: far more than any model makes
+/// at once, and few enough that an agent loop running each is bounded.
+pub const MAX_TOOL_CALLS: usize = 256;
+/// The deepest a tool call's input may nest (an object in a list in an
+/// object is 3): far more than any tool's input, and shallow enough that
+/// the input goes back to the model (inside a message, inside the call)
+/// and reads back from the record as it came.
+pub const MAX_INPUT_DEPTH: usize = 32;
 
 /// A model's answer and how long it took.
 #[derive(Debug, Clone)]
@@ -120,7 +130,9 @@ impl Call<'_> {
                 Err(_) => return Err(self.timed_out(seen)),
             };
             let (err, asked) = match outcome {
-                Attempt::Done(reply) => return Ok(reply),
+                Attempt::Done(reply) => {
+                    return self.bounded(reply).map_err(|e| e.with("attempts", attempt))
+                }
                 Attempt::Fail(e) => return Err(e.with("attempts", attempt)),
                 Attempt::Retry(e, asked) => (e, asked),
             };
@@ -150,9 +162,9 @@ impl Call<'_> {
         if self.request.stream {
             return self.stream(opened, on_text, seen).await;
         }
-        let body = opened.body().await?;
+        let body = self.without_key(opened.body().await?.body);
         seen.first.get_or_insert_with(Instant::now);
-        let value: serde_json::Value = serde_json::from_slice(&body.body).map_err(|e| {
+        let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
             self.failed(format!(
                 "answered HTTP {status} with a body that is not JSON (line {}, column {})",
                 e.line(),
@@ -160,6 +172,48 @@ impl Call<'_> {
             ))
         })?;
         Ok(self.judge(self.api_reply(&value), seen))
+    }
+
+    /// A body with every copy of the key replaced by `[redacted]`, before
+    /// anything reads it: no message quoting it, shortened, can keep the
+    /// start of one.
+    fn without_key(&self, body: Vec<u8>) -> Vec<u8> {
+        match self.key.as_ref().map(Secret::expose) {
+            Some(k) if !k.is_empty() && memchr::memmem::find(&body, k.as_bytes()).is_some() => {
+                sse::replace(&body, k.as_bytes(), b"[redacted]")
+            }
+            _ => body,
+        }
+    }
+
+    /// `reply`, unless it holds more tool calls than [`MAX_TOOL_CALLS`] or
+    /// an input nested deeper than [`MAX_INPUT_DEPTH`]: a reply sluice does
+    /// not take. An input of `null` is `{}`, as a call without arguments
+    /// has: Lua has no null in a table, and a later turn carries the call
+    /// back.
+    fn bounded(&self, mut reply: Reply) -> FlowResult<Reply> {
+        for c in &mut reply.tool_calls {
+            if c.input.is_null() {
+                c.input = serde_json::Value::Object(Default::default());
+            }
+        }
+        let calls = reply.tool_calls.len();
+        if calls > MAX_TOOL_CALLS {
+            return Err(self.failed(format!(
+                "sent a reply with {calls} tool calls, more than the {MAX_TOOL_CALLS} sluice takes in one reply"
+            )));
+        }
+        if let Some(c) = reply
+            .tool_calls
+            .iter()
+            .find(|c| deeper_than(&c.input, MAX_INPUT_DEPTH))
+        {
+            return Err(self.failed(format!(
+                "sent a call to tool `{}` whose input nests deeper than {MAX_INPUT_DEPTH} levels",
+                c.name
+            )));
+        }
+        Ok(reply)
     }
 
     /// The HTTP request: the protocol's body and headers, the key in its
@@ -209,7 +263,7 @@ impl Call<'_> {
         on_text: OnText<'_>,
         seen: &mut Seen,
     ) -> FlowResult<Attempt> {
-        let mut parser = sse::Parser::new();
+        let mut parser = sse::Parser::cutting(self.key.as_ref().map(Secret::expose));
         let mut fold = Fold::new(self.provider.api);
         let mut bytes = 0;
         let mut done = false;
@@ -342,7 +396,7 @@ impl Call<'_> {
     async fn refused(&self, opened: Opened) -> FlowResult<Attempt> {
         let status = opened.status();
         let asked = asked_wait(opened.headers());
-        let body = opened.body().await.map(|b| b.body).unwrap_or_default();
+        let body = self.without_key(opened.body().await.map(|b| b.body).unwrap_or_default());
         let said = match self.provider_error(&body) {
             Some((kind, message)) => format!(
                 ": {}{message}",
@@ -478,15 +532,40 @@ impl Fold {
 }
 
 /// The wait an answer asks for: `retry-after-ms` (OpenAI's), else
-/// `Retry-After` (seconds or an HTTP date).
+/// `Retry-After` (seconds or an HTTP date). A wait longer than any clock
+/// holds (`inf`, `1e300`) is the longest there is, which no call has room
+/// for; one that is no number (`NaN`) asks for nothing.
 fn asked_wait(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ms) = text("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+    let ms = text("retry-after-ms")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| !ms.is_nan());
+    if let Some(ms) = ms {
+        return Some(Duration::try_from_secs_f64(ms.max(0.0) / 1000.0).unwrap_or(Duration::MAX));
     }
     text("retry-after")
         .and_then(|v| retry_seconds(v, unix_now()))
         .map(Duration::from_secs)
+}
+
+/// Whether `v` nests lists and objects more than `limit` deep (a scalar is
+/// 0 deep, `{}` 1). Iterative: the value may be as deep as the parser
+/// allows.
+fn deeper_than(v: &serde_json::Value, limit: usize) -> bool {
+    use serde_json::Value;
+    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        if depth + 1 > limit {
+            return true;
+        }
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    false
 }
 
 /// 0.5 s before the second attempt, doubling, at most 8 s.
@@ -519,6 +598,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn depth_counts_lists_and_objects() {
+        use serde_json::json;
+        assert!(!deeper_than(&json!("x"), 0));
+        assert!(deeper_than(&json!({}), 0));
+        assert!(!deeper_than(&json!({"a": [1, {"b": 2}]}), 3));
+        assert!(deeper_than(&json!({"a": [1, {"b": []}]}), 3));
+        let mut deep = json!(1);
+        for _ in 0..100 {
+            deep = json!([deep]);
+        }
+        assert!(deeper_than(&deep, MAX_INPUT_DEPTH));
+        assert!(!deeper_than(&deep, 100));
+    }
+
+    #[test]
     fn backoff_doubles_from_half_a_second_to_eight() {
         let waits: Vec<u64> = (1..=7).map(|a| backoff(a).as_millis() as u64).collect();
         assert_eq!(waits, [500, 1000, 2000, 4000, 8000, 8000, 8000]);
@@ -532,5 +626,17 @@ mod tests {
         h.insert("retry-after-ms", "250".parse().unwrap());
         assert_eq!(asked_wait(&h), Some(Duration::from_millis(250)));
         assert_eq!(asked_wait(&reqwest::header::HeaderMap::new()), None);
+        for huge in ["inf", "1e300", "+Infinity"] {
+            h.insert("retry-after-ms", huge.parse().unwrap());
+            assert_eq!(asked_wait(&h), Some(Duration::MAX), "{huge}");
+        }
+        h.insert("retry-after-ms", "-inf".parse().unwrap());
+        assert_eq!(asked_wait(&h), Some(Duration::ZERO));
+        h.insert("retry-after-ms", "NaN".parse().unwrap());
+        assert_eq!(
+            asked_wait(&h),
+            Some(Duration::from_secs(3)),
+            "falls back to retry-after"
+        );
     }
 }

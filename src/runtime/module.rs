@@ -188,8 +188,20 @@ async fn invoke_model(
         )));
     }
     if !streamed {
-        if let Some(LuaValue::Table(t)) = out.front() {
-            let text: Option<String> = t.get("text")?;
+        // The output's text, or the text an error carries (a stream cut
+        // mid-way, live, streamed its pieces; answered from the record, it
+        // is handed over whole too).
+        let table = match (out.front(), out.get(1)) {
+            (Some(LuaValue::Table(t)), _) => Some(t),
+            // Not when the run was stopped (a third value): that raises.
+            (Some(LuaValue::Nil), Some(LuaValue::Table(e))) if out.len() == 2 => Some(e),
+            _ => None,
+        };
+        if let Some(t) = table {
+            let text: Option<String> = match t.get::<LuaValue>("text")? {
+                LuaValue::String(s) => Some(s.to_str()?.to_string()),
+                _ => None,
+            };
             if let Some(text) = text.filter(|t| !t.is_empty()) {
                 f.call::<()>(text).map_err(|e| {
                     mlua::Error::runtime(format!("sluice.model: onText raised: {e}"))
