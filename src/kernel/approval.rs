@@ -159,12 +159,32 @@ fn required(cap: &Capability, v: &Verdict) -> FlowError {
 /// takes it: the resource's glob characters escaped (a resource a script
 /// chose may hold `*`), and single-quoted (it may hold `'`).
 fn approve_flag(cap: &Capability) -> String {
-    let pattern = format!(
-        "{}:{}",
-        cap.action.as_str(),
-        super::pattern::escaped(&cap.resource)
-    );
+    let pattern = format!("{}:{}", cap.action.as_str(), literal(&cap.resource));
     format!("--approve '{}'", pattern.replace('\'', r"'\''"))
+}
+
+/// `resource` as a pattern that matches it alone. A `[...]` holding a `:`
+/// is literal text to a pattern already (an IPv6 origin), so it stays as
+/// written; every other glob character is escaped.
+fn literal(resource: &str) -> String {
+    let mut out = String::with_capacity(resource.len());
+    let mut rest = resource;
+    while let Some(at) = rest.find('[') {
+        out.push_str(&super::pattern::escaped(&rest[..at]));
+        let group = rest[at..].find(']').map(|end| &rest[at..=at + end]);
+        match group.filter(|g| g.contains(':')) {
+            Some(g) => {
+                out.push_str(g);
+                rest = &rest[at + g.len()..];
+            }
+            None => {
+                out.push_str("\\[");
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(&super::pattern::escaped(rest));
+    out
 }
 
 enum Answer {
@@ -246,6 +266,13 @@ fn redacted(input: &serde_json::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hint_escapes_glob_characters_but_keeps_an_ipv6_origin_as_written() {
+        assert_eq!(literal("http://[::1]:8080"), "http://[::1]:8080");
+        assert_eq!(literal("/w/[ab]*.{c}"), r"/w/\[ab\]\*.\{c\}");
+        assert_eq!(literal("local/x["), r"local/x\[");
+    }
 
     #[test]
     fn prompts_hide_header_and_env_values() {
