@@ -30,38 +30,9 @@ use std::time::{Duration, Instant};
 /// The provider's key: distinctive, so a substring search finds any copy.
 const KEY: &str = "sk-attack-SECRET-7f3a9c";
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Api {
-    OpenAi,
-    Anthropic,
-}
-
 use Api::{Anthropic, OpenAi};
 
 const BOTH: [Api; 2] = [OpenAi, Anthropic];
-
-impl Api {
-    fn name(self) -> &'static str {
-        match self {
-            OpenAi => "openai",
-            Anthropic => "anthropic",
-        }
-    }
-
-    fn text(self, text: &str) -> Answer {
-        Answer::json(match self {
-            OpenAi => openai_text(text),
-            Anthropic => anthropic_text(text),
-        })
-    }
-
-    fn tools(self, calls: Vec<(&str, &str, Value)>) -> Answer {
-        Answer::json(match self {
-            OpenAi => openai_tools(calls),
-            Anthropic => anthropic_tools(calls),
-        })
-    }
-}
 
 // ---- running scripts ----
 
@@ -130,20 +101,6 @@ fn lines(run: &Run) -> Vec<Value> {
                 .unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}\nstderr:\n{}", run.stderr))
         })
         .collect()
-}
-
-fn ok(line: &Value) -> Value {
-    match line.get("ok") {
-        Some(out) => out.clone(),
-        None => panic!("the call failed: {line}"),
-    }
-}
-
-fn err(line: &Value) -> Value {
-    match line.get("err") {
-        Some(e) => e.clone(),
-        None => panic!("the call succeeded: {line}"),
-    }
 }
 
 /// A Lua list as JSON: an empty one is `{}`.

@@ -30,95 +30,7 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-// ---- the two protocols, side by side ----
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Api {
-    OpenAi,
-    Anthropic,
-}
-
 use Api::{Anthropic, OpenAi};
-
-impl Api {
-    /// As `--provider local=API:URL` names it.
-    fn name(self) -> &'static str {
-        match self {
-            OpenAi => "openai",
-            Anthropic => "anthropic",
-        }
-    }
-
-    /// Where its requests go, under the server's `/v1`.
-    fn path(self) -> &'static str {
-        match self {
-            OpenAi => "/v1/chat/completions",
-            Anthropic => "/v1/messages",
-        }
-    }
-
-    /// A whole reply of `text`.
-    fn text(self, text: &str) -> Answer {
-        Answer::json(match self {
-            OpenAi => openai_text(text),
-            Anthropic => anthropic_text(text),
-        })
-    }
-
-    /// A whole reply calling tools `(id, name, input)`.
-    fn tools(self, calls: Vec<(&str, &str, Value)>) -> Answer {
-        Answer::json(match self {
-            OpenAi => openai_tools(calls),
-            Anthropic => anthropic_tools(calls),
-        })
-    }
-
-    /// A streamed reply of `pieces`.
-    fn stream_text(self, pieces: &[&str]) -> Answer {
-        Answer::sse(match self {
-            OpenAi => openai_stream_text(pieces),
-            Anthropic => anthropic_stream_text(pieces),
-        })
-    }
-
-    /// The event carrying piece 0 of [`Api::stream_text`].
-    fn first_piece(self) -> usize {
-        match self {
-            OpenAi => 1,
-            Anthropic => 3,
-        }
-    }
-
-    /// An error status with the protocol's error body.
-    fn error(self, status: u16, message: &str) -> Answer {
-        // As each documents them: OpenAI's type and code, Anthropic's type.
-        let (openai_kind, openai_code, anthropic_kind) = match status {
-            401 => (
-                "invalid_request_error",
-                Some("invalid_api_key"),
-                "authentication_error",
-            ),
-            429 => ("requests", Some("rate_limit_exceeded"), "rate_limit_error"),
-            500..=599 => ("server_error", None, "api_error"),
-            _ => ("invalid_request_error", None, "invalid_request_error"),
-        };
-        Answer::error(
-            status,
-            match self {
-                OpenAi => openai_error(openai_kind, openai_code, message),
-                Anthropic => anthropic_error(anthropic_kind, message),
-            },
-        )
-    }
-
-    /// The header the key goes in, and its value for `key`.
-    fn key_header(self, key: &str) -> (&'static str, String) {
-        match self {
-            OpenAi => ("authorization", format!("Bearer {key}")),
-            Anthropic => ("x-api-key", key.to_string()),
-        }
-    }
-}
 
 // ---- running scripts ----
 
@@ -184,22 +96,6 @@ fn lines(run: Run) -> Vec<Value> {
 /// [`sluice`] then [`lines`].
 fn emitted(ws: &Workspace, flags: &[String], env: &[(&str, &str)], body: &str) -> Vec<Value> {
     lines(sluice(ws, flags, env, body))
-}
-
-/// The output of an emitted `{ok = out}`.
-fn ok(line: &Value) -> Value {
-    match line.get("ok") {
-        Some(out) => out.clone(),
-        None => panic!("the call failed: {line}"),
-    }
-}
-
-/// The error of an emitted `{err = e}`.
-fn err(line: &Value) -> Value {
-    match line.get("err") {
-        Some(e) => e.clone(),
-        None => panic!("the call succeeded: {line}"),
-    }
 }
 
 /// An emitted Lua list: an empty one is an empty table, which JSON shows

@@ -930,3 +930,109 @@ pub fn anthropic_stream_text_then_tools(
     events.extend(anthropic_stream_end("tool_use"));
     events
 }
+
+/// The two protocols, side by side: what a test of both asks of each.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Api {
+    OpenAi,
+    Anthropic,
+}
+
+use Api::{Anthropic, OpenAi};
+
+impl Api {
+    /// As `--provider local=API:URL` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpenAi => "openai",
+            Anthropic => "anthropic",
+        }
+    }
+
+    /// Where its requests go, under the server's `/v1`.
+    pub fn path(self) -> &'static str {
+        match self {
+            OpenAi => "/v1/chat/completions",
+            Anthropic => "/v1/messages",
+        }
+    }
+
+    /// A whole reply of `text`.
+    pub fn text(self, text: &str) -> Answer {
+        Answer::json(match self {
+            OpenAi => openai_text(text),
+            Anthropic => anthropic_text(text),
+        })
+    }
+
+    /// A whole reply calling tools `(id, name, input)`.
+    pub fn tools(self, calls: Vec<(&str, &str, Value)>) -> Answer {
+        Answer::json(match self {
+            OpenAi => openai_tools(calls),
+            Anthropic => anthropic_tools(calls),
+        })
+    }
+
+    /// A streamed reply of `pieces`.
+    pub fn stream_text(self, pieces: &[&str]) -> Answer {
+        Answer::sse(match self {
+            OpenAi => openai_stream_text(pieces),
+            Anthropic => anthropic_stream_text(pieces),
+        })
+    }
+
+    /// The event carrying piece 0 of [`Api::stream_text`].
+    pub fn first_piece(self) -> usize {
+        match self {
+            OpenAi => 1,
+            Anthropic => 3,
+        }
+    }
+
+    /// An error status with the protocol's error body.
+    pub fn error(self, status: u16, message: &str) -> Answer {
+        // As each documents them: OpenAI's type and code, Anthropic's type.
+        let (openai_kind, openai_code, anthropic_kind) = match status {
+            401 => (
+                "invalid_request_error",
+                Some("invalid_api_key"),
+                "authentication_error",
+            ),
+            429 => ("requests", Some("rate_limit_exceeded"), "rate_limit_error"),
+            500..=599 => ("server_error", None, "api_error"),
+            _ => ("invalid_request_error", None, "invalid_request_error"),
+        };
+        Answer::error(
+            status,
+            match self {
+                OpenAi => openai_error(openai_kind, openai_code, message),
+                Anthropic => anthropic_error(anthropic_kind, message),
+            },
+        )
+    }
+
+    /// The header the key goes in, and its value for `key`.
+    pub fn key_header(self, key: &str) -> (&'static str, String) {
+        match self {
+            OpenAi => ("authorization", format!("Bearer {key}")),
+            Anthropic => ("x-api-key", key.to_string()),
+        }
+    }
+}
+
+/// The output of a script's emitted `{ok = out}` (a `sluice.model` call
+/// that succeeded).
+pub fn ok(line: &Value) -> Value {
+    match line.get("ok") {
+        Some(out) => out.clone(),
+        None => panic!("the call failed: {line}"),
+    }
+}
+
+/// The error of a script's emitted `{err = e}`.
+pub fn err(line: &Value) -> Value {
+    match line.get("err") {
+        Some(e) => e.clone(),
+        None => panic!("the call succeeded: {line}"),
+    }
+}
