@@ -233,6 +233,12 @@ fn what_a_command_leaves_running_in_the_container_ends_with_it() {
     let (out, lines) = routed(&ws, &body);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(lines[0]["stdout"], "started\n");
+    // The sweep has sent KILL before the call returns; on a loaded machine
+    // the process can take a moment to be gone from `ps`.
+    let t0 = std::time::Instant::now();
+    while !c.running("sleep 66").is_empty() && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(c.running("sleep 66"), Vec::<String>::new());
 }
 
