@@ -30,6 +30,53 @@ use std::path::{Path, PathBuf};
 /// The prefix of the environment backend's variables.
 pub const ENV_PREFIX: &str = "SLUICE_CREDENTIAL_";
 
+/// What replaces a secret wherever it turns up.
+pub const MARK: &str = "[redacted]";
+
+/// `bytes` with every copy of `secret` replaced by [`MARK`].
+pub fn cut_bytes(bytes: &[u8], secret: &[u8]) -> Vec<u8> {
+    if secret.is_empty() {
+        return bytes.to_vec();
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut from = 0;
+    for at in memchr::memmem::find_iter(bytes, secret) {
+        out.extend_from_slice(&bytes[from..at]);
+        out.extend_from_slice(MARK.as_bytes());
+        from = at + secret.len();
+    }
+    out.extend_from_slice(&bytes[from..]);
+    out
+}
+
+/// `text` with every copy of `secret` replaced by [`MARK`].
+pub fn cut_text(text: &mut String, secret: &str) {
+    if !secret.is_empty() && text.contains(secret) {
+        *text = text.replace(secret, MARK);
+    }
+}
+
+/// `v` with every copy of `secret` replaced by [`MARK`], in its strings and
+/// its objects' keys.
+pub fn cut_value(v: &mut serde_json::Value, secret: &str) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => cut_text(s, secret),
+        Value::Array(items) => items.iter_mut().for_each(|i| cut_value(i, secret)),
+        Value::Object(map) => {
+            *map = std::mem::take(map)
+                .into_iter()
+                .map(|(mut k, mut v)| {
+                    cut_value(&mut v, secret);
+                    cut_text(&mut k, secret);
+                    (k, v)
+                })
+                .collect();
+        }
+        _ => {}
+    }
+}
+
 /// A credential's value. It prints as `[redacted]`; [`Secret::expose`] is
 /// the one way to the text, for the header that carries it.
 #[derive(Clone, PartialEq, Eq)]
@@ -337,6 +384,21 @@ fn unquote(value: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_is_cut_from_bytes_text_and_json_keys_and_values() {
+        assert_eq!(cut_bytes(b"aXXbXX", b"XX"), b"a[redacted]b[redacted]");
+        assert_eq!(cut_bytes(b"abc", b""), b"abc");
+        let mut t = "k=XX".to_string();
+        cut_text(&mut t, "XX");
+        assert_eq!(t, "k=[redacted]");
+        let mut v = serde_json::json!({"XX": ["aXX", 1], "b": "XX"});
+        cut_value(&mut v, "XX");
+        assert_eq!(
+            v,
+            serde_json::json!({"[redacted]": ["a[redacted]", 1], "b": "[redacted]"})
+        );
+    }
     use std::os::unix::fs::PermissionsExt;
 
     const KEY: &str = "sk-very-secret-4242";

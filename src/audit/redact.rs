@@ -19,7 +19,7 @@ use crate::digest::sha256_hex;
 use serde_json::{json, Map, Value};
 
 /// What replaces a secret.
-pub const MARK: &str = "[redacted]";
+pub const MARK: &str = crate::credentials::MARK;
 /// Outputs whose JSON is larger are stored capped (1 MiB).
 pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
 /// Bytes of a capped output kept from each end.

@@ -248,8 +248,7 @@ impl Flow for Model {
     }
 }
 
-/// What replaces the key wherever a reply carries it.
-const REDACTED: &str = "[redacted]";
+use crate::credentials::{cut_text, cut_value, MARK as REDACTED};
 
 /// Streamed text on its way to the script with the key cut out, even when
 /// the provider splits the key across pieces: the end of the text that
@@ -304,41 +303,12 @@ fn key_start_at_end(text: &str, key: &str) -> usize {
 /// `reply` with every copy of `key` replaced: in its text, the model's
 /// name, and each tool call's id, name and input (its keys and values).
 fn unkey_reply(reply: &mut crate::model::wire::Reply, key: &str) {
-    let cut = |s: &mut String| {
-        if s.contains(key) {
-            *s = s.replace(key, REDACTED);
-        }
-    };
-    cut(&mut reply.text);
-    cut(&mut reply.model);
+    cut_text(&mut reply.text, key);
+    cut_text(&mut reply.model, key);
     for c in &mut reply.tool_calls {
-        cut(&mut c.id);
-        cut(&mut c.name);
-        unkey_value(&mut c.input, key);
-    }
-}
-
-/// `v` with every copy of `key` replaced, in strings and object keys.
-fn unkey_value(v: &mut Value, key: &str) {
-    match v {
-        Value::String(s) if s.contains(key) => *s = s.replace(key, REDACTED),
-        Value::Array(items) => items.iter_mut().for_each(|i| unkey_value(i, key)),
-        Value::Object(map) => {
-            let old = std::mem::take(map);
-            *map = old
-                .into_iter()
-                .map(|(k, mut v)| {
-                    unkey_value(&mut v, key);
-                    let k = if k.contains(key) {
-                        k.replace(key, REDACTED)
-                    } else {
-                        k
-                    };
-                    (k, v)
-                })
-                .collect();
-        }
-        _ => {}
+        cut_text(&mut c.id, key);
+        cut_text(&mut c.name, key);
+        cut_value(&mut c.input, key);
     }
 }
 

@@ -142,7 +142,7 @@ impl Parser {
         }
         if let Some(secret) = &self.cut {
             if memchr::memmem::find(&line, secret).is_some() {
-                line = replace(&line, secret, REDACTED);
+                line = crate::credentials::cut_bytes(&line, secret);
             }
         }
         if line[0] != b':' {
@@ -198,22 +198,6 @@ impl Parser {
     }
 }
 
-/// What replaces a secret a parser cuts.
-const REDACTED: &[u8] = b"[redacted]";
-
-/// `bytes` with every copy of `what` replaced by `with`.
-pub fn replace(bytes: &[u8], what: &[u8], with: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut from = 0;
-    for at in memchr::memmem::find_iter(bytes, what) {
-        out.extend_from_slice(&bytes[from..at]);
-        out.extend_from_slice(with);
-        from = at + what.len();
-    }
-    out.extend_from_slice(&bytes[from..]);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,7 +222,6 @@ mod tests {
         }
         let mut p = Parser::cutting(Some(""));
         assert_eq!(p.feed(b"data: a\n\n"), vec![ev(None, "a")]);
-        assert_eq!(replace(b"aXXbXX", b"XX", b"-"), b"a-b-");
     }
 
     fn ev(event: Option<&str>, data: &str) -> Event {

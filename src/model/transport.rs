@@ -180,7 +180,7 @@ impl Call<'_> {
     fn without_key(&self, body: Vec<u8>) -> Vec<u8> {
         match self.key.as_ref().map(Secret::expose) {
             Some(k) if !k.is_empty() && memchr::memmem::find(&body, k.as_bytes()).is_some() => {
-                sse::replace(&body, k.as_bytes(), b"[redacted]")
+                crate::credentials::cut_bytes(&body, k.as_bytes())
             }
             _ => body,
         }

@@ -215,7 +215,7 @@ impl Exa {
         let mut resp = send(net, auth, req, "exa").await?;
         // A provider that echoes the key (in an error page, in a result)
         // must not hand it to the script: it goes before anything reads it.
-        resp.body = redact_bytes(&resp.body, key.expose().as_bytes());
+        resp.body = credentials::cut_bytes(&resp.body, key.expose().as_bytes());
         let refused = |status| {
             format!(
                 "the provider refused the key in credential `{}` (HTTP {status}); check the key, then set it again with {} or in the credentials file",
@@ -517,42 +517,14 @@ pub fn clip_chars(text: &str) -> String {
     }
 }
 
-/// `body` with every copy of `key` replaced by `[redacted]`.
-fn redact_bytes(body: &[u8], key: &[u8]) -> Vec<u8> {
-    if key.is_empty() {
-        return body.to_vec();
-    }
-    let mut out = Vec::with_capacity(body.len());
-    let mut rest = body;
-    while let Some(at) = memchr::memmem::find(rest, key) {
-        out.extend_from_slice(&rest[..at]);
-        out.extend_from_slice(b"[redacted]");
-        rest = &rest[at + key.len()..];
-    }
-    out.extend_from_slice(rest);
-    out
-}
-
-/// `e` with every copy of `key` replaced, in the message and string details.
+/// `e` with every copy of `key` replaced, in the message and details.
 pub fn scrub(mut e: FlowError, key: &Secret) -> FlowError {
     let key = key.expose();
-    if key.is_empty() {
-        return e;
-    }
-    e.message = e.message.replace(key, "[redacted]");
+    credentials::cut_text(&mut e.message, key);
     for v in e.details.values_mut() {
-        scrub_value(v, key);
+        credentials::cut_value(v, key);
     }
     e
-}
-
-pub fn scrub_value(v: &mut Value, key: &str) {
-    match v {
-        Value::String(s) if s.contains(key) => *s = s.replace(key, "[redacted]"),
-        Value::Array(items) => items.iter_mut().for_each(|i| scrub_value(i, key)),
-        Value::Object(map) => map.values_mut().for_each(|i| scrub_value(i, key)),
-        _ => {}
-    }
 }
 
 /// Seconds to wait, from a `Retry-After` value: delay seconds, or an HTTP
