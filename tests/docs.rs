@@ -1,0 +1,159 @@
+//! The documentation's examples, run: every file `docs/policies.md` shows is
+//! a policy or its test, and `sluice policy test` must pass them all; the
+//! README's Lua lines name modules and flows that exist; the binary runs the
+//! README's first command from outside the checkout.
+
+mod common;
+
+use common::{run_lua, sluice_bin, workspace};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const POLICIES_MD: &str = include_str!("../docs/policies.md");
+
+/// A fenced block of a Markdown page: its info string and its text.
+struct Block {
+    info: String,
+    text: String,
+}
+
+fn fenced_blocks(page: &str) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut open: Option<Block> = None;
+    for line in page.lines() {
+        match open.as_mut() {
+            None => {
+                if let Some(info) = line.strip_prefix("```") {
+                    open = Some(Block {
+                        info: info.trim().to_string(),
+                        text: String::new(),
+                    });
+                }
+            }
+            Some(block) if line.starts_with("```") => {
+                let _ = block;
+                blocks.push(open.take().expect("open block"));
+            }
+            Some(block) => {
+                block.text.push_str(line);
+                block.text.push('\n');
+            }
+        }
+    }
+    assert!(open.is_none(), "docs/policies.md has an unclosed code block");
+    blocks
+}
+
+/// The `file=NAME` of a block's info string.
+fn file_name(info: &str) -> Option<&str> {
+    info.split_whitespace().find_map(|w| w.strip_prefix("file="))
+}
+
+#[test]
+fn every_lua_block_of_the_policy_guide_is_a_file_the_test_runs() {
+    let blocks = fenced_blocks(POLICIES_MD);
+    let lua: Vec<&Block> = blocks.iter().filter(|b| b.info.starts_with("lua")).collect();
+    assert!(lua.len() >= 10, "found only {} Lua blocks", lua.len());
+    for b in &lua {
+        assert!(
+            file_name(&b.info).is_some(),
+            "a Lua block of docs/policies.md has no file=NAME, so no test runs it:\n{}",
+            b.text
+        );
+    }
+    let tests: Vec<&str> = lua
+        .iter()
+        .filter_map(|b| file_name(&b.info))
+        .filter(|n| n.ends_with("_test.lua"))
+        .collect();
+    for t in &tests {
+        let policy = t.replace("_test.lua", ".lua");
+        assert!(
+            lua.iter().any(|b| file_name(&b.info) == Some(policy.as_str())),
+            "{t} tests {policy}, which the page does not show"
+        );
+    }
+}
+
+#[test]
+fn the_policy_guide_examples_pass_sluice_policy_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut expected = 0;
+    for b in fenced_blocks(POLICIES_MD) {
+        let Some(name) = file_name(&b.info) else {
+            continue;
+        };
+        if name.ends_with("_test.lua") {
+            expected += b.text.matches("\nfunction test_").count()
+                + usize::from(b.text.starts_with("function test_"));
+        }
+        std::fs::write(dir.path().join(name), &b.text).unwrap();
+    }
+    let out = Command::new(sluice_bin())
+        .args(["policy", "test"])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "docs/policies.md's examples fail:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("{expected} passed, 0 failed")),
+        "expected {expected} tests to pass:\n{stdout}"
+    );
+}
+
+/// The README's tour says the built-in modules are reached with `require`:
+/// each one it names loads and has what it says.
+#[test]
+fn the_modules_the_readme_names_are_built_in() {
+    let readme = include_str!("../README.md");
+    assert!(readme.contains(r#"require("sluice.retry").busy"#));
+    let ws = workspace();
+    let run = run_lua(
+        ws.path(),
+        r#"
+        local retry = require("sluice.retry")
+        local agent = require("sluice.agent")
+        local policy = require("sluice.policy")
+        print(type(retry.busy), type(agent.run), type(policy.allow))
+        print(type(sluice.retry))
+        "#,
+        &[],
+    )
+    .ok();
+    assert_eq!(run.stdout, "function\tfunction\tfunction\nnil\n");
+}
+
+/// `cargo install --path .` copies only the binary: it must run the README's
+/// first command with nothing of the checkout beside it.
+#[test]
+fn the_binary_runs_the_example_from_outside_the_checkout() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let bin = elsewhere.path().join("sluice");
+    std::fs::copy(sluice_bin(), &bin).unwrap();
+    let script = elsewhere.path().join("hello.lua");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hello.lua");
+    std::fs::copy(example, &script).unwrap();
+    let ws = workspace();
+    let out = Command::new(&bin)
+        .current_dir(elsewhere.path())
+        .arg("run")
+        .arg(&script)
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(ws.file("notes/todo.md").is_file());
+}
