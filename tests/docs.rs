@@ -40,19 +40,26 @@ fn fenced_blocks(page: &str) -> Vec<Block> {
             }
         }
     }
-    assert!(open.is_none(), "docs/policies.md has an unclosed code block");
+    assert!(
+        open.is_none(),
+        "docs/policies.md has an unclosed code block"
+    );
     blocks
 }
 
 /// The `file=NAME` of a block's info string.
 fn file_name(info: &str) -> Option<&str> {
-    info.split_whitespace().find_map(|w| w.strip_prefix("file="))
+    info.split_whitespace()
+        .find_map(|w| w.strip_prefix("file="))
 }
 
 #[test]
 fn every_lua_block_of_the_policy_guide_is_a_file_the_test_runs() {
     let blocks = fenced_blocks(POLICIES_MD);
-    let lua: Vec<&Block> = blocks.iter().filter(|b| b.info.starts_with("lua")).collect();
+    let lua: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| b.info.starts_with("lua"))
+        .collect();
     assert!(lua.len() >= 10, "found only {} Lua blocks", lua.len());
     for b in &lua {
         assert!(
@@ -69,7 +76,8 @@ fn every_lua_block_of_the_policy_guide_is_a_file_the_test_runs() {
     for t in &tests {
         let policy = t.replace("_test.lua", ".lua");
         assert!(
-            lua.iter().any(|b| file_name(&b.info) == Some(policy.as_str())),
+            lua.iter()
+                .any(|b| file_name(&b.info) == Some(policy.as_str())),
             "{t} tests {policy}, which the page does not show"
         );
     }
@@ -156,4 +164,69 @@ fn the_binary_runs_the_example_from_outside_the_checkout() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(ws.file("notes/todo.md").is_file());
+}
+
+/// Each `sluice ...` command of the README's and the policy guide's shell
+/// blocks, as a person would paste it: `LINE --help` must parse (every flag
+/// and subcommand it names exists), so the pages cannot drift from the CLI.
+#[test]
+fn every_sluice_command_the_docs_show_parses() {
+    let pages = [
+        ("README.md", include_str!("../README.md")),
+        ("docs/policies.md", POLICIES_MD),
+    ];
+    let bin_dir = sluice_bin().parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+    let mut checked = 0;
+    for (page, text) in pages {
+        for block in fenced_blocks(text).iter().filter(|b| b.info == "sh") {
+            for line in commands_of(&block.text) {
+                if !line.starts_with("sluice ") {
+                    continue;
+                }
+                let with_help = match line.find(" -- ") {
+                    Some(at) => format!("{} --help{}", &line[..at], &line[at..]),
+                    None => format!("{line} --help"),
+                };
+                let out = Command::new("sh")
+                    .args(["-c", &with_help])
+                    .env("PATH", &path)
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{page} shows `{line}`, which sluice does not parse:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 15, "checked only {checked} commands");
+}
+
+/// A shell block's commands: continuation lines joined, comments dropped.
+fn commands_of(block: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut current = String::new();
+    for line in block.lines() {
+        let code = match line.find(" #") {
+            Some(at) => &line[..at],
+            None if line.trim_start().starts_with('#') => "",
+            None => line,
+        };
+        let code = code.trim_end();
+        if let Some(head) = code.strip_suffix('\\') {
+            current.push_str(head.trim_start());
+            current.push(' ');
+            continue;
+        }
+        current.push_str(code.trim_start());
+        if !current.trim().is_empty() {
+            commands.push(current.trim().to_string());
+        }
+        current.clear();
+    }
+    commands
 }
