@@ -175,7 +175,7 @@ ALTER TABLE contents RENAME TO outputs;
 
 /// The default database of a workspace.
 pub fn default_path(workspace: &Path) -> PathBuf {
-    workspace.join(".sluice").join("audit.db")
+    workspace.join(FOLDER).join("audit.db")
 }
 
 /// Opens (creating when missing) the database at `path`, in WAL mode, at
@@ -185,6 +185,7 @@ pub fn default_path(workspace: &Path) -> PathBuf {
 pub fn open(path: &Path) -> Result<Connection, String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         create_private_dir(dir)?;
+        ignore_in_git(dir);
     }
     if !check_file(path)? {
         create(path)?;
@@ -374,6 +375,29 @@ fn create_private_dir(dir: &Path) -> Result<(), String> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| format!("cannot create the audit folder {}: {e}", dir.display()))
+}
+
+/// The name of the folder sluice keeps a workspace's record in.
+pub const FOLDER: &str = ".sluice";
+
+/// Keeps a `.sluice` folder out of git (`git status`, `git add -A`): a
+/// `.gitignore` holding `*` inside it, written when the folder lacks one,
+/// whether sluice just made the folder or found it, and never over a file
+/// already there (the user's own). A folder of another name (`--audit
+/// PATH` elsewhere) is the user's to manage. Best effort: a folder that
+/// cannot take the file still holds a usable record.
+fn ignore_in_git(dir: &Path) {
+    use std::io::Write;
+    if dir.file_name() != Some(std::ffi::OsStr::new(FOLDER)) {
+        return;
+    }
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(".gitignore"));
+    if let Ok(mut file) = made {
+        let _ = file.write_all(b"# sluice's audit record: never commit it.\n*\n");
+    }
 }
 
 /// The record holds inputs and outputs: only its owner reads it.
