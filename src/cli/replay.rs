@@ -31,7 +31,7 @@ pub struct ReplayArgs {
 /// Which recorded run, where its record is, and what script to run.
 #[derive(Debug, Args)]
 pub struct RecordedRun {
-    /// The run: its id, a unique prefix of it, or `last`.
+    /// The run: an id, a unique prefix of one, `last` (the newest) or `last~N` (N runs before it).
     pub run: String,
     /// Run this script instead of the recorded file.
     #[arg(long, value_name = "FILE")]
