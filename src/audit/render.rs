@@ -84,6 +84,12 @@ pub fn render_show(view: &RunView, facts: &dyn FlowFacts) -> String {
 process died before its outcome was written; it may or may not have taken effect.\n",
         );
     }
+    if view.calls.iter().any(|c| c.stopped_by().is_some()) {
+        out.push_str(
+            "\nSTOPPED: the run was asked to stop (Ctrl-C, SIGTERM) while the call ran; sluice stopped it (a \
+command is killed at once) and recorded what it had done so far (`--call N` shows its output).\n",
+        );
+    }
     let _ = writeln!(
         out,
         "`sluice audit show {} --call N` shows call #N whole.",
@@ -332,7 +338,10 @@ pub fn route_summary(route: Option<&Value>) -> String {
 pub fn outcome_summary(c: &Call) -> String {
     let mut s = match c.outcome {
         Outcome::Ok => "ok".to_string(),
-        Outcome::Error => c.error_code().unwrap_or("error").to_string(),
+        Outcome::Error => match c.stopped_by() {
+            Some(sig) => format!("STOPPED by {sig}"),
+            None => c.error_code().unwrap_or("error").to_string(),
+        },
         Outcome::Unknown => "OUTCOME UNKNOWN".to_string(),
         Outcome::Pending => "in progress".to_string(),
     };
@@ -437,7 +446,13 @@ fn parts_line(parts: &Value) -> String {
 fn outcome_line(c: &Call) -> String {
     match c.outcome {
         Outcome::Ok => "ok".to_string(),
-        Outcome::Error => c.error.as_ref().map_or("error".into(), flow_error_text),
+        Outcome::Error => {
+            let text = c.error.as_ref().map_or("error".into(), flow_error_text);
+            match c.stopped_by() {
+                Some(sig) => format!("STOPPED by {sig}, what it did so far recorded: {text}"),
+                None => text,
+            }
+        }
         Outcome::Unknown => {
             "OUTCOME UNKNOWN: the intent was recorded and synced, then the process \
 died before the outcome was written; the call may or may not have taken effect"

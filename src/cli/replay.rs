@@ -55,13 +55,17 @@ record holds return their recorded results without running again, and from the f
 run is live, under the current policy (the policies given now, else the ones the run used). The continued run is \
 recorded as a new run whose resumed_from names the old one.\n\n\
 An irreversible call whose outcome is unknown (the process died after recording its intent) is not run again: \
-the resume stops there, so you can check by hand whether it happened. --retry-unknown runs it again.",
+the resume stops there, so you can check by hand whether it happened. Nor is an irreversible call that a stop \
+request cut short (Ctrl-C or SIGTERM while a command ran: sluice killed it and recorded it STOPPED with what it \
+had printed): the resume stops there and shows that output. --retry-unknown runs either again. A call a stop \
+cut short that is not irreversible (a grep, a sealed command) runs again without it.",
     after_help = "Examples:\n  sluice resume last\n  sluice resume 18c2f3a9 --approve 'net:post:api.example.com'\n  sluice resume 18c2f3a9 --retry-unknown"
 )]
 pub struct ResumeArgs {
     #[command(flatten)]
     pub recorded: RecordedRun,
-    /// Run an irreversible call whose outcome is unknown again instead of stopping there.
+    /// Run again an irreversible call whose outcome is unknown, or that a stop request cut short
+    /// (recorded STOPPED), instead of stopping there.
     #[arg(long)]
     pub retry_unknown: bool,
     #[command(flatten)]
