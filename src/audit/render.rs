@@ -110,12 +110,7 @@ fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
     h.field("started", &started_line(run));
     h.field("version", &run.version);
     if let Some(from) = &run.resumed_from {
-        let replayed = calls.iter().filter(|c| c.replayed_from.is_some()).count();
-        let what = plural(replayed as i64, "call", "calls");
-        h.field(
-            "resumed",
-            &format!("from run {from} ({what} replayed from it)"),
-        );
+        h.field("resumed", &resumed_line(from, calls));
     }
     h.field("chain", seal_line(run));
     h.field("calls", &counts_line(calls));
@@ -123,6 +118,21 @@ fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
         h.field("models", &models_line(models));
     }
     h.0
+}
+
+/// `from run R (2 calls replayed from it, live from #3)`: what a resume
+/// answered from the run it resumed, and its first call that ran live
+/// (after which every call did), in this run's numbering.
+fn resumed_line(from: &str, calls: &[Call]) -> String {
+    let replayed = calls.iter().filter(|c| c.replayed_from.is_some()).count();
+    let what = plural(replayed as i64, "call", "calls");
+    match calls.iter().find(|c| c.replayed_from.is_none()) {
+        Some(first) => format!(
+            "from run {from} ({what} replayed from it, live from #{})",
+            first.n
+        ),
+        None => format!("from run {from} ({what} replayed from it, none live)"),
+    }
 }
 
 /// `3 calls, 3600 in / 255 out tokens (2400 cached), 6.3s`: what the run's

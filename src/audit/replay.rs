@@ -156,6 +156,16 @@ impl Record {
         self.calls.values().map(HashMap::len).sum()
     }
 
+    /// How many calls the run recorded itself (the calls `sluice audit
+    /// show` numbers), without those of the runs it continued.
+    pub fn own_len(&self) -> usize {
+        let own = |rec: &&StoredCall| rec.run == self.run.id;
+        self.calls
+            .values()
+            .map(|t| t.values().filter(own).count())
+            .sum()
+    }
+
     /// Whether the record holds no calls.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -230,6 +240,11 @@ pub enum Mode {
         /// that a stop request cut short (a command sluice killed on
         /// Ctrl-C), going live there, instead of stopping the resume.
         retry_unknown: bool,
+        /// Go live at the first call the record holds as #N or later (N as
+        /// `sluice audit show` of the resumed run numbers its calls), even
+        /// where the record could answer it: calls before it must still
+        /// match. `None`: live only past the record's end.
+        live_from: Option<u64>,
     },
 }
 
@@ -293,18 +308,23 @@ impl Replay {
                 Mode::Replay => Answer::Halt(self.ran_past(task, seq, flow, input)),
             };
         };
+        if self.live_from_here(rec) {
+            return self.go_live();
+        }
         let mut known = crate::credentials::loaded();
         known.extend(self.secrets.borrow().iter().cloned());
         let (redaction, now) = Redaction::input(input, &known);
         self.secrets.borrow_mut().extend(redaction.learned);
         if rec.flow != flow || rec.input != now {
-            return Answer::Halt(diverged(task, seq, rec, flow, &now));
+            let e = diverged(task, seq, rec, flow, &now);
+            return Answer::Halt(self.with_live_from_hint(e, rec));
         }
         match (&rec.status, self.mode) {
             (
                 None,
                 Mode::Resume {
                     retry_unknown: true,
+                    ..
                 },
             ) => self.go_live(),
             (None, mode @ Mode::Resume { .. }) => {
@@ -314,7 +334,7 @@ impl Replay {
             // A call a stop cut short did part of its work: a sealed or
             // compensable one runs again; an irreversible one is for the
             // person to look at first.
-            (Some(_), Mode::Resume { retry_unknown }) if stopped_by(rec).is_some() => {
+            (Some(_), Mode::Resume { retry_unknown, .. }) if stopped_by(rec).is_some() => {
                 if rec.tier != "irreversible" || retry_unknown {
                     return self.go_live();
                 }
@@ -329,6 +349,45 @@ impl Replay {
                 self.answered.set(self.answered.get() + 1);
                 Answer::Recorded(self.record.result(status, rec), Box::new(rec.clone()))
             }
+        }
+    }
+
+    /// Whether `--live-from N` makes this recorded call, and all after it,
+    /// run live: it is #N or later in the resumed run, or comes from a run
+    /// that run continued (its rows come after the run's own).
+    fn live_from_here(&self, rec: &StoredCall) -> bool {
+        let Mode::Resume {
+            live_from: Some(n), ..
+        } = self.mode
+        else {
+            return false;
+        };
+        rec.run != self.record.run.id || rec.n as u64 >= n
+    }
+
+    /// A resume's divergence says how to go on from there: live from that
+    /// call, when the number is the resumed run's own.
+    fn with_live_from_hint(&self, e: FlowError, rec: &StoredCall) -> FlowError {
+        if self.mode == Mode::Replay || rec.run != self.record.run.id {
+            return e;
+        }
+        let how = match self.mode {
+            Mode::Resume {
+                live_from: Some(n), ..
+            } => format!(
+                "\n  --live-from {n} replays every call before #{n}, and this one differs: give --live-from {} \
+                 (or smaller) to run live from here",
+                rec.n
+            ),
+            _ => format!(
+                "\n  to run live from this call on (the calls before it still replay), resume with --script FILE \
+                 --live-from {}",
+                rec.n
+            ),
+        };
+        FlowError {
+            message: e.message + &how,
+            ..e
         }
     }
 
