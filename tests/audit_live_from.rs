@@ -110,13 +110,13 @@ fn script_without_live_from_stops_at_the_changed_call_and_says_how_to_go_on() {
         out.stderr
     );
     assert_eq!(fs::read_to_string(ws2.file("c.txt")).unwrap(), "three");
-    // That resume ran nothing live, so the run can be resumed again, live
-    // from the changed call.
+    // That resume is a run of its own holding the two calls that matched:
+    // resuming it live from the changed call runs that one.
     let out = sluice_in(
         ws2.path(),
         &[
             "resume",
-            "last~1",
+            "last",
             "--script",
             fixed.to_str().unwrap(),
             "--live-from",

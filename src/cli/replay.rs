@@ -303,15 +303,11 @@ fn prepare(given: &RecordedRun) -> Result<(PathBuf, Record, PathBuf), String> {
     Ok((db, record, script))
 }
 
-/// The newest run that resumed run `id` and ran any call live, if any. A
-/// resume that only replayed (it diverged, or stopped at a call it would
-/// not run again) did nothing a second resume of `id` could repeat.
+/// The newest run that resumed run `id`, if any.
 fn successor(db: &Path, id: &str) -> Option<String> {
     let conn = store::open_existing(db).ok()?;
     conn.query_row(
-        "SELECT id FROM runs WHERE resumed_from = ?1 AND EXISTS \
-           (SELECT 1 FROM calls WHERE calls.run = runs.id AND calls.replayed_from IS NULL) \
-         ORDER BY n DESC LIMIT 1",
+        "SELECT id FROM runs WHERE resumed_from = ?1 ORDER BY started_ms DESC LIMIT 1",
         [id],
         |r| r.get(0),
     )
