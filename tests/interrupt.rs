@@ -711,3 +711,33 @@ fn a_sluice_killed_with_sigkill_mid_command_leaves_the_outcome_unknown() {
         resumed.stderr
     );
 }
+
+#[test]
+fn ctrl_c_during_shell_command_records_it_stopped_with_its_output_so_far() {
+    let marker = unique_sleep();
+    let s = stop(
+        &format!(
+            "print('ready')\nsluice.shell_command{{command = 'echo before; sleep {marker}'}}\n"
+        ),
+        &[],
+        Signal::SIGINT,
+        Duration::from_millis(500),
+    );
+    assert_stopped(
+        &s,
+        Signal::SIGINT,
+        &format!("interrupted by SIGINT; {STOPPED_BETWEEN_STEPS}"),
+    );
+    let (_, show) = audit_json(&s.ws, &["show", "last"]);
+    let error = &show["calls"][0]["error"];
+    assert_eq!(show["calls"][0]["flow"], "shell_command", "{show:#}");
+    assert_eq!(error["code"], "timeout", "{show:#}");
+    assert_eq!(error["interrupted"], "SIGINT", "{show:#}");
+    assert!(
+        error["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("Output:\nbefore\n"),
+        "{show:#}"
+    );
+}
