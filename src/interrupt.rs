@@ -4,10 +4,20 @@
 //! The first signal asks the run to stop, and what the run is doing notices:
 //! Lua code on any thread of the script at its next instruction-count hook,
 //! a policy decision at its next budget check, a `grep` or `glob` at its next
-//! file or buffer, and a wait (a sleep, a command, a request) at once, since
-//! the run's future is dropped between flow steps (a command's process group
-//! is killed when its future goes). The run then ends as usual: background
-//! jobs stopped, the record sealed with status `interrupted`.
+//! file or buffer, a command at once (sluice kills its process group and the
+//! call ends with what it printed so far, recorded as stopped by the
+//! signal), and any other wait (a sleep, a request) at once, since the run's
+//! future is dropped between flow steps. No new call starts once a stop is
+//! asked. The run then ends as usual: background jobs stopped, the record
+//! sealed with status `interrupted`.
+//!
+//! A step that ends by itself at a stop and whose outcome the record should
+//! keep (a command being stopped) holds a [`Finishing`] while it runs:
+//! [`wait`], which the run's driver drops the run's future on, resolves only
+//! once none is left (or [`SETTLE_WITHIN`] after the request), so the
+//! outcome is recorded first. A call still in flight when the future is
+//! dropped, or when the backstop ends the process, leaves no outcome: the
+//! record says it is unknown, as it is.
 //!
 //! Some code cannot notice: a `__gc` finalizer (Lua runs finalizers with
 //! hooks off), a script that catches the interrupt error with `pcall` and
@@ -31,6 +41,9 @@ static REQUESTED: AtomicI32 = AtomicI32::new(0);
 static COUNT: AtomicU32 = AtomicU32::new(0);
 /// The write end of the backstop's pipe, or -1 while none is armed.
 static WAKE: AtomicI32 = AtomicI32::new(-1);
+/// Steps in flight that end by themselves at a stop request (see
+/// [`Finishing`]).
+static FINISHING: AtomicU32 = AtomicU32::new(0);
 
 /// Lua instructions between two checks of the flag.
 const CHECK_EVERY: i32 = 10_000;
@@ -42,7 +55,12 @@ pub const GRACE: Duration = Duration::from_millis(1000);
 /// anyway (a record that cannot be written must not keep the process).
 const SEAL_WITHIN: Duration = Duration::from_millis(700);
 
-const FIRST_NOTICE: &[u8] = b"\nsluice: stopping; send the signal again to stop at once\n";
+/// How long after a stop request [`wait`] lets the steps that stop by
+/// themselves finish and be recorded: a command is killed at once, so this
+/// is the time to read what its pipes still hold.
+pub const SETTLE_WITHIN: Duration = Duration::from_millis(500);
+
+const FIRST_NOTICE: &[u8] = b"\nsluice: stopping: the running command is killed now, the script stops at its next step, and the record is sealed; send the signal again to stop at once\n";
 
 /// Counts one stop request and wakes the backstop; returns the count. Only
 /// async-signal-safe calls: a signal handler calls it.
@@ -131,13 +149,46 @@ unsafe extern "C-unwind" fn stop_hook(
     mlua::ffi::lua_error(state);
 }
 
-/// Resolves once a stop is requested, with the signal number.
+/// Resolves once a stop is requested and the steps that stop by themselves
+/// have finished (at most [`SETTLE_WITHIN`] later), with the signal number:
+/// what a run's driver and a sleep wait on.
 pub async fn wait() -> i32 {
+    let sig = signalled().await;
+    let since = Instant::now();
+    while FINISHING.load(Ordering::SeqCst) > 0 && since.elapsed() < SETTLE_WITHIN {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    sig
+}
+
+/// Resolves as soon as a stop is requested, with the signal number: what a
+/// step that stops by itself waits on.
+pub async fn signalled() -> i32 {
     loop {
         if let Some(sig) = requested() {
             return sig;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Held by a step that ends by itself at a stop request, from its start
+/// until its outcome is handed back (see the module's text): while one is
+/// held, [`wait`] does not resolve.
+#[derive(Debug)]
+pub struct Finishing(());
+
+impl Finishing {
+    /// Counts a step in flight until the guard drops.
+    pub fn start() -> Finishing {
+        FINISHING.fetch_add(1, Ordering::SeqCst);
+        Finishing(())
+    }
+}
+
+impl Drop for Finishing {
+    fn drop(&mut self) {
+        FINISHING.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -132,7 +132,8 @@ impl Core {
             Begin::Live(seq) => seq,
         };
         let Some(recorder) = &self.audit.recorder else {
-            return self.live(name, Rc::new(input), None, relay).await;
+            let result = self.live(name, Rc::new(input), None, relay).await;
+            return self.stop_if_stopped(result);
         };
         let spec = self.registry.get(name).map(|f| f.spec());
         let trail = Trail::new(task, seq, name, spec);
@@ -140,7 +141,18 @@ impl Core {
         let started = Instant::now();
         let result = self.live(name, input.clone(), Some(&trail), relay).await;
         trail.finish(recorder, input, &result, started);
-        result
+        self.stop_if_stopped(result)
+    }
+
+    /// A call a stop request cut short (a command sluice killed, a grep or
+    /// glob that stopped; its error names the signal in `interrupted`),
+    /// once recorded, halts the run: the script stops there, raising it,
+    /// rather than going on with the error as a value.
+    fn stop_if_stopped(&self, result: FlowResult<Value>) -> FlowResult<Value> {
+        match result {
+            Err(e) if e.details.contains_key("interrupted") => Err(self.audit.halt(e)),
+            other => other,
+        }
     }
 
     /// Steps 1-8 for a call that really runs.

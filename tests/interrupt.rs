@@ -521,3 +521,223 @@ fn the_first_signal_ends_a_fetch_waiting_on_a_silent_server_sealed() {
     );
     drop(held);
 }
+
+/// `sluice ARGS --audit WS/.sluice/audit.db` (a resume or a replay), with
+/// standard input closed.
+fn sluice_on_record(ws: &Workspace, args: &[&str]) -> common::Run {
+    std::process::Command::new(common::sluice_bin())
+        .args(args)
+        .arg("--audit")
+        .arg(ws.file(".sluice/audit.db"))
+        .stdin(std::process::Stdio::null())
+        .env("SLUICE_CACHE_DIR", common::caches_of(ws.path()))
+        .output()
+        .unwrap()
+        .into()
+}
+
+/// A command that prints, then waits until the workspace holds `go` (30 s
+/// at most), then prints again: stopped mid-way by a signal, and finished
+/// at once by a resume once the test made `go`.
+const WAITS_FOR_GO: &str =
+    "echo before; echo warn >&2; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo done";
+
+#[test]
+fn ctrl_c_during_a_command_records_it_stopped_with_its_output_so_far() {
+    let marker = unique_sleep();
+    let s = stop(
+        &format!(
+            "print('ready')\nsluice.bash{{command = \"echo before; echo warn >&2; sleep {marker}\"}}\nsluice.write{{path = 'never.txt', content = 'x'}}\n"
+        ),
+        &[],
+        Signal::SIGINT,
+        Duration::from_millis(500),
+    );
+    assert_stopped(
+        &s,
+        Signal::SIGINT,
+        &format!("interrupted by SIGINT; {STOPPED_BETWEEN_STEPS}"),
+    );
+    assert!(
+        s.stderr.contains("the running command is killed now, the script stops at its next step, and the record is sealed"),
+        "{}",
+        s.stderr
+    );
+    assert_eq!(
+        survivors_with_arg(&marker, Duration::from_secs(2)),
+        Vec::<i32>::new()
+    );
+    let (_, show) = audit_json(&s.ws, &["show", "last"]);
+    let calls = show["calls"].as_array().unwrap();
+    assert_eq!(
+        calls.len(),
+        1,
+        "the script stopped at the command: {show:#}"
+    );
+    let call = &calls[0];
+    assert_eq!(call["flow"], "bash");
+    assert_eq!(call["outcome"], "error", "{call:#}");
+    let error = &call["error"];
+    assert_eq!(error["code"], "timeout", "{call:#}");
+    assert_eq!(error["interrupted"], "SIGINT", "{call:#}");
+    assert_eq!(error["stdout"], "before\n", "{call:#}");
+    assert_eq!(error["stderr"], "warn\n", "{call:#}");
+    assert!(!s.ws.file("never.txt").exists());
+    // The timeline says STOPPED, not OUTCOME UNKNOWN.
+    let text = std::process::Command::new(common::sluice_bin())
+        .args(["audit", "show", "last", "--audit"])
+        .arg(s.ws.file(".sluice/audit.db"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("STOPPED by SIGINT"), "{text}");
+    assert!(!text.contains("UNKNOWN"), "{text}");
+}
+
+#[test]
+fn resume_stops_at_an_irreversible_command_a_signal_stopped_until_told_to_retry() {
+    let s = stop(
+        &format!("print('ready')\nlocal r = sluice.bash{{command = '{WAITS_FOR_GO}'}}\nsluice.write{{path = 'after.txt', content = r.stdout}}\n"),
+        &[],
+        Signal::SIGINT,
+        Duration::from_millis(500),
+    );
+    assert_eq!(s.status.code(), Some(130), "{}", s.stderr);
+    std::fs::write(s.ws.file("go"), "").unwrap();
+    let resumed = sluice_on_record(&s.ws, &["resume", "last"]);
+    assert_eq!(resumed.code, 1, "{}", resumed.stderr);
+    assert!(
+        resumed.stderr.contains(
+            "was irreversible and was stopped by SIGINT while it ran (sluice killed it after "
+        ),
+        "{}",
+        resumed.stderr
+    );
+    assert!(
+        resumed.stderr.contains(
+            r#"it had printed stdout "before\n", stderr "warn\n". Resume does not run it again by itself: check what it did, then resume with --retry-unknown to run it again"#
+        ),
+        "{}",
+        resumed.stderr
+    );
+    assert!(
+        resumed.stderr.contains("call #1 (task 0, call 1, bash "),
+        "{}",
+        resumed.stderr
+    );
+    assert!(!s.ws.file("after.txt").exists());
+    // The halted resume keeps the stopped call, so resuming it stops there
+    // too; with the flag the command runs again, to its end.
+    let again = sluice_on_record(&s.ws, &["resume", "last"]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("was stopped by SIGINT"),
+        "{}",
+        again.stderr
+    );
+    let retried = sluice_on_record(&s.ws, &["resume", "last", "--retry-unknown"]);
+    assert_eq!(retried.code, 0, "{}", retried.stderr);
+    assert_eq!(
+        fs::read_to_string(s.ws.file("after.txt")).unwrap(),
+        "before\ndone\n"
+    );
+}
+
+#[test]
+fn resume_runs_a_compensable_command_a_signal_stopped_again_without_a_flag() {
+    // Hermetic mode makes the command compensable: it did part of
+    // declared work, so running it again is the resume's to do.
+    let s = stop(
+        "print('ready')\nlocal r = sluice.bash{mode = 'hermetic', reads = {'go'}, writes = {}, \
+         command = 'echo before; until test -e go; do sleep 0.05; done; echo done'}\n\
+         sluice.write{path = 'after.txt', content = r.stdout}\n",
+        &[],
+        Signal::SIGTERM,
+        Duration::from_millis(500),
+    );
+    assert_eq!(s.status.code(), Some(143), "{}", s.stderr);
+    let (_, show) = audit_json(&s.ws, &["show", "last"]);
+    assert_eq!(show["calls"][0]["tier"], "compensable", "{show:#}");
+    assert_eq!(
+        show["calls"][0]["error"]["interrupted"], "SIGTERM",
+        "{show:#}"
+    );
+    std::fs::write(s.ws.file("go"), "").unwrap();
+    let resumed = sluice_on_record(&s.ws, &["resume", "last"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(
+        resumed
+            .stderr
+            .contains("0 calls answered from the record, then live"),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(
+        fs::read_to_string(s.ws.file("after.txt")).unwrap(),
+        "before\ndone\n"
+    );
+}
+
+#[test]
+fn a_sluice_killed_with_sigkill_mid_command_leaves_the_outcome_unknown() {
+    // Nothing of sluice runs after SIGKILL: the record must not claim an
+    // outcome, and resume must not run the command again by itself.
+    let marker = unique_sleep();
+    let ws = workspace();
+    let mut child = spawn_lua(
+        ws.path(),
+        &format!("print('ready')\nsluice.bash{{command = 'echo before; sleep {marker}'}}\n"),
+        &[],
+    );
+    wait_for_line(&mut child, "ready");
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, Signal::SIGKILL);
+    let status = wait_within(&mut child, Duration::from_secs(5));
+    assert_eq!(status.code(), None);
+    for pid in common::pids_with_arg(&marker) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    let (_, show) = audit_json(&ws, &["show", "last"]);
+    assert_eq!(show["run"]["status"], "interrupted", "{show:#}");
+    assert_eq!(show["calls"][0]["outcome"], "unknown", "{show:#}");
+    assert_eq!(show["calls"][0]["error"], Value::Null, "{show:#}");
+    let resumed = sluice_on_record(&ws, &["resume", "last"]);
+    assert_eq!(resumed.code, 1, "{}", resumed.stderr);
+    assert!(
+        resumed
+            .stderr
+            .contains("was irreversible and its outcome is unknown"),
+        "{}",
+        resumed.stderr
+    );
+}
+
+#[test]
+fn ctrl_c_during_shell_command_records_it_stopped_with_its_output_so_far() {
+    let marker = unique_sleep();
+    let s = stop(
+        &format!(
+            "print('ready')\nsluice.shell_command{{command = 'echo before; sleep {marker}'}}\n"
+        ),
+        &[],
+        Signal::SIGINT,
+        Duration::from_millis(500),
+    );
+    assert_stopped(
+        &s,
+        Signal::SIGINT,
+        &format!("interrupted by SIGINT; {STOPPED_BETWEEN_STEPS}"),
+    );
+    let (_, show) = audit_json(&s.ws, &["show", "last"]);
+    let error = &show["calls"][0]["error"];
+    assert_eq!(show["calls"][0]["flow"], "shell_command", "{show:#}");
+    assert_eq!(error["code"], "timeout", "{show:#}");
+    assert_eq!(error["interrupted"], "SIGINT", "{show:#}");
+    assert!(
+        error["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("Output:\nbefore\n"),
+        "{show:#}"
+    );
+}

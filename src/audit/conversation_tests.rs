@@ -285,6 +285,7 @@ fn a_resume_copies_a_conversation_as_compactly() {
         record,
         Mode::Resume {
             retry_unknown: false,
+            live_from: None,
         },
     );
     let recorder = Recorder::start(&path, run_start("r2")).unwrap();

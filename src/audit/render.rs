@@ -84,6 +84,12 @@ pub fn render_show(view: &RunView, facts: &dyn FlowFacts) -> String {
 process died before its outcome was written; it may or may not have taken effect.\n",
         );
     }
+    if view.calls.iter().any(|c| c.stopped_by().is_some()) {
+        out.push_str(
+            "\nSTOPPED: the run was asked to stop (Ctrl-C, SIGTERM) while the call ran; sluice stopped it (a \
+command is killed at once) and recorded what it had done so far (`--call N` shows its output).\n",
+        );
+    }
     let _ = writeln!(
         out,
         "`sluice audit show {} --call N` shows call #N whole.",
@@ -104,12 +110,7 @@ fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
     h.field("started", &started_line(run));
     h.field("version", &run.version);
     if let Some(from) = &run.resumed_from {
-        let replayed = calls.iter().filter(|c| c.replayed_from.is_some()).count();
-        let what = plural(replayed as i64, "call", "calls");
-        h.field(
-            "resumed",
-            &format!("from run {from} ({what} replayed from it)"),
-        );
+        h.field("resumed", &resumed_line(from, calls));
     }
     h.field("chain", seal_line(run));
     h.field("calls", &counts_line(calls));
@@ -117,6 +118,21 @@ fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
         h.field("models", &models_line(models));
     }
     h.0
+}
+
+/// `from run R (2 calls replayed from it, live from #3)`: what a resume
+/// answered from the run it resumed, and its first call that ran live
+/// (after which every call did), in this run's numbering.
+fn resumed_line(from: &str, calls: &[Call]) -> String {
+    let replayed = calls.iter().filter(|c| c.replayed_from.is_some()).count();
+    let what = plural(replayed as i64, "call", "calls");
+    match calls.iter().find(|c| c.replayed_from.is_none()) {
+        Some(first) => format!(
+            "from run {from} ({what} replayed from it, live from #{})",
+            first.n
+        ),
+        None => format!("from run {from} ({what} replayed from it, none live)"),
+    }
 }
 
 /// `3 calls, 3600 in / 255 out tokens (2400 cached), 6.3s`: what the run's
@@ -332,7 +348,10 @@ pub fn route_summary(route: Option<&Value>) -> String {
 pub fn outcome_summary(c: &Call) -> String {
     let mut s = match c.outcome {
         Outcome::Ok => "ok".to_string(),
-        Outcome::Error => c.error_code().unwrap_or("error").to_string(),
+        Outcome::Error => match c.stopped_by() {
+            Some(sig) => format!("STOPPED by {sig}"),
+            None => c.error_code().unwrap_or("error").to_string(),
+        },
         Outcome::Unknown => "OUTCOME UNKNOWN".to_string(),
         Outcome::Pending => "in progress".to_string(),
     };
@@ -437,7 +456,13 @@ fn parts_line(parts: &Value) -> String {
 fn outcome_line(c: &Call) -> String {
     match c.outcome {
         Outcome::Ok => "ok".to_string(),
-        Outcome::Error => c.error.as_ref().map_or("error".into(), flow_error_text),
+        Outcome::Error => {
+            let text = c.error.as_ref().map_or("error".into(), flow_error_text);
+            match c.stopped_by() {
+                Some(sig) => format!("STOPPED by {sig}, what it did so far recorded: {text}"),
+                None => text,
+            }
+        }
         Outcome::Unknown => {
             "OUTCOME UNKNOWN: the intent was recorded and synced, then the process \
 died before the outcome was written; the call may or may not have taken effect"

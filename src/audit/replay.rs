@@ -11,8 +11,9 @@
 //!   the record cannot answer, stops the replay (`replay_diverged`).
 //! - resume: recorded calls answer the same way until the first call the
 //!   record does not have; from there the run is live. A recorded
-//!   irreversible call whose outcome is unknown stops the resume unless it
-//!   was asked to retry such calls.
+//!   irreversible call whose outcome is unknown, or that a stop request cut
+//!   short, stops the resume unless it was asked to retry such calls; any
+//!   other call a stop cut short runs again, live from there.
 
 use super::redact::Redaction;
 use super::render::plural;
@@ -155,6 +156,16 @@ impl Record {
         self.calls.values().map(HashMap::len).sum()
     }
 
+    /// How many calls the run recorded itself (the calls `sluice audit
+    /// show` numbers), without those of the runs it continued.
+    pub fn own_len(&self) -> usize {
+        let own = |rec: &&StoredCall| rec.run == self.run.id;
+        self.calls
+            .values()
+            .map(|t| t.values().filter(own).count())
+            .sum()
+    }
+
     /// Whether the record holds no calls.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -225,9 +236,15 @@ pub enum Mode {
     /// judged again under today's policy and approvals.
     Resume {
         /// Run again a recorded irreversible call whose outcome is unknown
-        /// (the run stopped after recording it, before it finished), going
-        /// live there, instead of stopping the resume.
+        /// (the run stopped after recording it, before it finished), or
+        /// that a stop request cut short (a command sluice killed on
+        /// Ctrl-C), going live there, instead of stopping the resume.
         retry_unknown: bool,
+        /// Go live at the first call the record holds as #N or later (N as
+        /// `sluice audit show` of the resumed run numbers its calls), even
+        /// where the record could answer it: calls before it must still
+        /// match. `None`: live only past the record's end.
+        live_from: Option<u64>,
     },
 }
 
@@ -256,9 +273,10 @@ pub struct Replay {
     /// Secrets the inputs brought so far: the recorder cut them from later
     /// calls, so matching must too.
     secrets: std::cell::RefCell<Vec<String>>,
-    /// The recorded call of unknown outcome a resume stopped at, for the new
-    /// run's record to keep (so resuming that run stops there too).
-    unknown: std::cell::RefCell<Option<StoredCall>>,
+    /// The recorded call a resume stopped at (of unknown outcome, or cut
+    /// short by a stop request), for the new run's record to keep as it
+    /// was (so resuming that run stops there too).
+    held: std::cell::RefCell<Option<StoredCall>>,
 }
 
 impl Replay {
@@ -270,7 +288,7 @@ impl Replay {
             answered: Cell::new(0),
             past_end: Cell::new(false),
             secrets: Default::default(),
-            unknown: Default::default(),
+            held: Default::default(),
         }
     }
 
@@ -290,23 +308,38 @@ impl Replay {
                 Mode::Replay => Answer::Halt(self.ran_past(task, seq, flow, input)),
             };
         };
+        if self.live_from_here(rec) {
+            return self.go_live();
+        }
         let mut known = crate::credentials::loaded();
         known.extend(self.secrets.borrow().iter().cloned());
         let (redaction, now) = Redaction::input(input, &known);
         self.secrets.borrow_mut().extend(redaction.learned);
         if rec.flow != flow || rec.input != now {
-            return Answer::Halt(diverged(task, seq, rec, flow, &now));
+            let e = diverged(task, seq, rec, flow, &now);
+            return Answer::Halt(self.with_live_from_hint(e, rec));
         }
         match (&rec.status, self.mode) {
             (
                 None,
                 Mode::Resume {
                     retry_unknown: true,
+                    ..
                 },
             ) => self.go_live(),
             (None, mode @ Mode::Resume { .. }) => {
-                *self.unknown.borrow_mut() = Some(rec.clone());
+                *self.held.borrow_mut() = Some(rec.clone());
                 Answer::Halt(unknown(task, seq, rec, mode))
+            }
+            // A call a stop cut short did part of its work: a sealed or
+            // compensable one runs again; an irreversible one is for the
+            // person to look at first.
+            (Some(_), Mode::Resume { retry_unknown, .. }) if stopped_by(rec).is_some() => {
+                if rec.tier != "irreversible" || retry_unknown {
+                    return self.go_live();
+                }
+                *self.held.borrow_mut() = Some(rec.clone());
+                Answer::Halt(stopped(task, seq, rec))
             }
             (None, mode) => Answer::Halt(unknown(task, seq, rec, mode)),
             // A refusal is judged again, under the policy and approvals of now.
@@ -319,9 +352,51 @@ impl Replay {
         }
     }
 
-    /// The unknown-outcome call a resume stopped at, once.
-    pub fn take_unknown(&self) -> Option<StoredCall> {
-        self.unknown.borrow_mut().take()
+    /// Whether `--live-from N` makes this recorded call, and all after it,
+    /// run live: it is #N or later in the resumed run, or comes from a run
+    /// that run continued (its rows come after the run's own).
+    fn live_from_here(&self, rec: &StoredCall) -> bool {
+        let Mode::Resume {
+            live_from: Some(n), ..
+        } = self.mode
+        else {
+            return false;
+        };
+        rec.run != self.record.run.id || rec.n as u64 >= n
+    }
+
+    /// A resume's divergence says how to go on from there: live from that
+    /// call, when the number is the resumed run's own.
+    fn with_live_from_hint(&self, e: FlowError, rec: &StoredCall) -> FlowError {
+        if self.mode == Mode::Replay || rec.run != self.record.run.id {
+            return e;
+        }
+        let how = match self.mode {
+            Mode::Resume {
+                live_from: Some(n), ..
+            } => format!(
+                "\n  --live-from {n} replays every call before #{n}, and this one differs: give --live-from {} \
+                 (or smaller) to run live from here",
+                rec.n
+            ),
+            _ => format!(
+                "\n  to run live from this call on (the calls before it still replay), resume with --script FILE \
+                 --live-from {}",
+                rec.n
+            ),
+        };
+        FlowError {
+            message: e.message + &how,
+            ..e
+        }
+    }
+
+    /// The call a resume stopped at (see [`Replay::held`]), once, with
+    /// what it returned: `None` for a call of unknown outcome.
+    pub fn take_held(&self) -> Option<(StoredCall, Option<Result<Value, FlowError>>)> {
+        let rec = self.held.borrow_mut().take()?;
+        let result = rec.status.as_deref().map(|s| self.record.result(s, &rec));
+        Some((rec, result))
     }
 
     /// The recorded value of a clock reading, while the record answers.
@@ -357,7 +432,7 @@ impl Replay {
 
 impl Record {
     /// What a recorded call returned: its output, or its error rebuilt.
-    fn result(&self, status: &str, rec: &StoredCall) -> Result<Value, FlowError> {
+    pub(super) fn result(&self, status: &str, rec: &StoredCall) -> Result<Value, FlowError> {
         if status == "ok" {
             return Ok(match (&rec.output, &rec.output_ref) {
                 (Some(text), _) => serde_json::from_str(text).unwrap_or(Value::Null),
@@ -389,6 +464,52 @@ impl Record {
         }
         Err(e)
     }
+}
+
+/// The signal whose stop request cut a recorded call short (its error's
+/// `interrupted`), if one did.
+fn stopped_by(rec: &StoredCall) -> Option<String> {
+    let err: Value = serde_json::from_str(rec.error.as_deref()?).ok()?;
+    Some(err.get("interrupted")?.as_str()?.to_string())
+}
+
+/// Why a resume stops at an irreversible call a stop request cut short:
+/// the signal, how far it got, what it had printed, and the flag.
+fn stopped(task: &str, seq: u64, rec: &StoredCall) -> FlowError {
+    let err: Value = rec
+        .error
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or(Value::Null);
+    let sig = err["interrupted"].as_str().unwrap_or("a signal");
+    let after = err["elapsedMs"]
+        .as_u64()
+        .map_or(String::new(), |ms| format!(" after {ms} ms"));
+    let printed: Vec<String> = ["stdout", "stderr", "output"]
+        .iter()
+        .filter_map(|k| Some((k, err.get(*k)?.as_str()?)))
+        .filter(|(_, text)| !text.is_empty())
+        .map(|(k, text)| format!("{k} {}", clip(&Value::from(text).to_string())))
+        .collect();
+    let printed = if printed.is_empty() {
+        "it had printed nothing".to_string()
+    } else {
+        format!("it had printed {}", printed.join(", "))
+    };
+    FlowError::new(
+        ErrorCode::ReplayDiverged,
+        format!(
+            "call #{} (task {task}, call {seq}, {} {}) was irreversible and was stopped by {sig} while it ran \
+             (sluice killed it{after}), so it may have done part of its work; {printed}. Resume does not run it \
+             again by itself: check what it did, then resume with --retry-unknown to run it again",
+            rec.n,
+            rec.flow,
+            clip(&rec.input)
+        ),
+    )
+    .with("n", rec.n)
+    .with("outcome", "stopped")
+    .with("interrupted", sig)
 }
 
 /// Whether a recorded call was refused by the policy or for want of an

@@ -608,7 +608,8 @@ pub fn readings(conn: &Connection, run: &str) -> rusqlite::Result<Vec<StoredRead
     rows.collect()
 }
 
-/// The newest `limit` runs (all for a negative one), newest first, each
+/// The newest `limit` runs (all for a negative one), newest first by place
+/// in the chain of runs (the order `last~N` counts in), each
 /// with its counts.
 pub fn tallies(conn: &Connection, limit: i64) -> rusqlite::Result<Vec<RunTally>> {
     // The limit applies before the join, so only the runs shown are counted.
@@ -619,9 +620,9 @@ pub fn tallies(conn: &Connection, limit: i64) -> rusqlite::Result<Vec<RunTally>>
         coalesce(sum(CASE WHEN json_valid(c.error) THEN json_extract(c.error, '$.code') END
                      IN ('permission_denied', 'permission_required')), 0),
         coalesce(sum(c.run IS NOT NULL AND c.status IS NULL), 0)
-      FROM (SELECT rowid AS rid, * FROM runs ORDER BY started_ms DESC, rowid DESC LIMIT ?1) r
+      FROM (SELECT rowid AS rid, * FROM runs ORDER BY n DESC LIMIT ?1) r
       LEFT JOIN calls c ON c.run = r.id
-      GROUP BY r.rid ORDER BY r.started_ms DESC, r.rid DESC";
+      GROUP BY r.rid ORDER BY r.n DESC";
     let mut stmt = conn.prepare(sql)?;
     let rows = stmt.query_map([limit], |r| {
         Ok(RunTally {

@@ -73,15 +73,20 @@ impl Session {
 
     /// What the record answers for this call, if the run replays one. A
     /// resume that stops at a call of unknown outcome writes that call's
-    /// intent into the new run, so resuming the new run stops there too.
+    /// intent into the new run, and one that stops at a call a signal cut
+    /// short writes that call as it was, so resuming the new run stops
+    /// there too.
     pub fn answer(&self, task: &str, seq: u64, flow: &str, input: &Value) -> Answer {
         let Some(replay) = &self.replay else {
             return Answer::Live;
         };
         let answer = replay.answer(task, seq, flow, input);
-        if let (Some(rec), Some(recorder)) = (replay.take_unknown(), &self.recorder) {
+        if let (Some((rec, result)), Some(recorder)) = (replay.take_held(), &self.recorder) {
             let row = CallRow::copied(task, seq, input, &rec, &replay.record.run.id);
-            let _ = recorder.intent(row);
+            let _ = match result {
+                None => recorder.intent(row),
+                Some(result) => recorder.call(row, Outcome::at_once(result), false),
+            };
         }
         answer
     }

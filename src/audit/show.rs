@@ -121,6 +121,12 @@ impl Call {
         self.error.as_ref()?.get("code")?.as_str()
     }
 
+    /// The signal (`SIGINT`) of the stop request that cut the call short
+    /// (a command sluice killed, a grep or glob that stopped), when one did.
+    pub fn stopped_by(&self) -> Option<&str> {
+        self.error.as_ref()?.get("interrupted")?.as_str()
+    }
+
     /// Whether the policy stopped the call.
     pub fn denied(&self) -> bool {
         self.error_code().is_some_and(|c| DENIAL_CODES.contains(&c))

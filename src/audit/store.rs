@@ -175,7 +175,7 @@ ALTER TABLE contents RENAME TO outputs;
 
 /// The default database of a workspace.
 pub fn default_path(workspace: &Path) -> PathBuf {
-    workspace.join(".sluice").join("audit.db")
+    workspace.join(FOLDER).join("audit.db")
 }
 
 /// Opens (creating when missing) the database at `path`, in WAL mode, at
@@ -185,6 +185,7 @@ pub fn default_path(workspace: &Path) -> PathBuf {
 pub fn open(path: &Path) -> Result<Connection, String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         create_private_dir(dir)?;
+        ignore_in_git(dir);
     }
     if !check_file(path)? {
         create(path)?;
@@ -376,6 +377,29 @@ fn create_private_dir(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot create the audit folder {}: {e}", dir.display()))
 }
 
+/// The name of the folder sluice keeps a workspace's record in.
+pub const FOLDER: &str = ".sluice";
+
+/// Keeps a `.sluice` folder out of git (`git status`, `git add -A`): a
+/// `.gitignore` holding `*` inside it, written when the folder lacks one,
+/// whether sluice just made the folder or found it, and never over a file
+/// already there (the user's own). A folder of another name (`--audit
+/// PATH` elsewhere) is the user's to manage. Best effort: a folder that
+/// cannot take the file still holds a usable record.
+fn ignore_in_git(dir: &Path) {
+    use std::io::Write;
+    if dir.file_name() != Some(std::ffi::OsStr::new(FOLDER)) {
+        return;
+    }
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(".gitignore"));
+    if let Ok(mut file) = made {
+        let _ = file.write_all(b"# sluice's audit record: never commit it.\n*\n");
+    }
+}
+
 /// The record holds inputs and outputs: only its owner reads it.
 fn restrict(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -540,19 +564,12 @@ pub fn process_start(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// The id of the run `given` names: an id, a unique prefix of one, or
-/// `last` for the newest run.
+/// The id of the run `given` names: an id, a unique prefix of one, `last`
+/// for the newest run, or `last~N` for the Nth before it (`last~1` the
+/// one before the newest). Newest means last to join the chain of runs.
 pub fn find_run(conn: &Connection, given: &str) -> Result<String, String> {
-    if given == "last" {
-        return conn
-            .query_row(
-                "SELECT id FROM runs ORDER BY started_ms DESC, rowid DESC LIMIT 1",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "the audit database holds no runs yet".to_string());
+    if let Some(back) = back_from_last(given)? {
+        return nth_newest(conn, given, back);
     }
     let exact = conn
         .query_row("SELECT id FROM runs WHERE id = ?1", [given], |r| {
@@ -565,7 +582,7 @@ pub fn find_run(conn: &Connection, given: &str) -> Result<String, String> {
     }
     let pattern = format!("{}%", given.replace(['%', '_'], ""));
     let mut stmt = conn
-        .prepare("SELECT id FROM runs WHERE id LIKE ?1 ORDER BY started_ms DESC LIMIT 6")
+        .prepare("SELECT id FROM runs WHERE id LIKE ?1 ORDER BY n DESC LIMIT 6")
         .map_err(|e| e.to_string())?;
     let ids: Vec<String> = stmt
         .query_map([pattern], |r| r.get(0))
@@ -584,6 +601,52 @@ pub fn find_run(conn: &Connection, given: &str) -> Result<String, String> {
     }
 }
 
+/// How many runs back from the newest `given` names: `last` is 0,
+/// `last~N` is N; `None` for anything else (an id or a prefix).
+fn back_from_last(given: &str) -> Result<Option<u64>, String> {
+    if given == "last" {
+        return Ok(Some(0));
+    }
+    let Some(n) = given.strip_prefix("last~") else {
+        return Ok(None);
+    };
+    // Digits only: `parse` would take `+1` too.
+    let digits = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    match n.parse::<u64>() {
+        Ok(n) if digits => Ok(Some(n)),
+        _ => Err(format!(
+            "{given:?}: N in last~N is a whole number of runs back from the newest (last~1 is the run before it); \
+             `sluice audit list` shows the runs"
+        )),
+    }
+}
+
+/// The id of the run `back` places before the newest.
+fn nth_newest(conn: &Connection, given: &str, back: u64) -> Result<String, String> {
+    let found = conn
+        .query_row(
+            "SELECT id FROM runs ORDER BY n DESC LIMIT 1 OFFSET ?1",
+            [i64::try_from(back).unwrap_or(i64::MAX)],
+            |r| r.get::<_, String>(0),
+        )
+        .optional()
+        .map_err(|e| e.to_string())?;
+    if let Some(id) = found {
+        return Ok(id);
+    }
+    let runs: i64 = conn
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    Err(match runs {
+        0 => "the audit database holds no runs yet".to_string(),
+        1 => format!("{given:?} names no run: the audit database holds 1 run, `last`"),
+        n => format!(
+            "{given:?} names no run: the audit database holds {n} runs, `last` the newest and `last~{}` the oldest",
+            n - 1
+        ),
+    })
+}
+
 /// An error of ours in rusqlite's type, so it travels with the database's.
 fn failure(message: String) -> rusqlite::Error {
     rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
@@ -592,7 +655,9 @@ fn failure(message: String) -> rusqlite::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::fixtures::{messages, model_input, model_row, record_run, standard};
+    use crate::audit::fixtures::{
+        db, insert_run, messages, model_input, model_row, record_run, standard, T0,
+    };
     use crate::audit::verify::verify_all;
 
     /// A database as schema 2 made it: its migrations only.
@@ -643,5 +708,92 @@ mod tests {
             )
             .unwrap();
         assert_eq!(kept, 3);
+    }
+
+    /// Three runs, as a database written by older and newer sluices holds
+    /// them: an old-style id (the time first), then two new-style ones.
+    /// The oldest started last by its clock: `last` follows the chain.
+    fn three_runs() -> (tempfile::TempDir, Connection) {
+        let (dir, conn) = db();
+        insert_run(&conn, "18c2f3a9b2c-1f00", "a.lua", T0 + 9_000);
+        insert_run(&conn, "3f9a1c7e-19ad2c4b1e0", "b.lua", T0);
+        insert_run(&conn, "b04e22d1-19ad2c4b1e5", "c.lua", T0 + 1);
+        (dir, conn)
+    }
+
+    #[test]
+    fn last_and_last_tilde_n_count_back_from_the_newest_run_in_the_chain() {
+        let (_dir, conn) = three_runs();
+        assert_eq!(find_run(&conn, "last").unwrap(), "b04e22d1-19ad2c4b1e5");
+        assert_eq!(find_run(&conn, "last~0").unwrap(), "b04e22d1-19ad2c4b1e5");
+        assert_eq!(find_run(&conn, "last~1").unwrap(), "3f9a1c7e-19ad2c4b1e0");
+        assert_eq!(find_run(&conn, "last~2").unwrap(), "18c2f3a9b2c-1f00");
+        // `audit list` shows them in the same order.
+        let listed: Vec<String> = crate::audit::rows::tallies(&conn, -1)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "b04e22d1-19ad2c4b1e5",
+                "3f9a1c7e-19ad2c4b1e0",
+                "18c2f3a9b2c-1f00"
+            ]
+        );
+    }
+
+    #[test]
+    fn last_tilde_n_past_the_oldest_run_says_how_many_runs_there_are() {
+        let (_dir, conn) = three_runs();
+        assert_eq!(
+            find_run(&conn, "last~3").unwrap_err(),
+            "\"last~3\" names no run: the audit database holds 3 runs, `last` the newest and `last~2` the oldest"
+        );
+        let (_dir, empty) = db();
+        assert_eq!(
+            find_run(&empty, "last~1").unwrap_err(),
+            "the audit database holds no runs yet"
+        );
+    }
+
+    #[test]
+    fn a_bad_n_in_last_tilde_n_is_an_error_naming_the_form() {
+        let (_dir, conn) = three_runs();
+        for bad in [
+            "last~",
+            "last~x",
+            "last~-1",
+            "last~+1",
+            "last~1.5",
+            "last~99999999999999999999",
+        ] {
+            let e = find_run(&conn, bad).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "{bad:?}: N in last~N is a whole number of runs back from the newest (last~1 is the run before it); \
+                     `sluice audit list` shows the runs"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn old_and_new_style_ids_resolve_whole_and_by_prefix() {
+        let (_dir, conn) = three_runs();
+        assert_eq!(
+            find_run(&conn, "18c2f3a9b2c-1f00").unwrap(),
+            "18c2f3a9b2c-1f00"
+        );
+        assert_eq!(find_run(&conn, "18c").unwrap(), "18c2f3a9b2c-1f00");
+        assert_eq!(find_run(&conn, "3f").unwrap(), "3f9a1c7e-19ad2c4b1e0");
+        assert_eq!(
+            find_run(&conn, "b04e22d1-19ad2c4b1e5").unwrap(),
+            "b04e22d1-19ad2c4b1e5"
+        );
+        let e = find_run(&conn, "zz").unwrap_err();
+        assert!(e.starts_with("no run \"zz\""), "{e}");
     }
 }

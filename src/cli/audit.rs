@@ -23,7 +23,8 @@ audit verify` shows whether anything was edited, removed or reordered since, a w
 rollback of the whole file, or a deleted newest run, keep `sluice audit anchor`'s line elsewhere and check it \
 with `sluice audit verify --anchor`. An irreversible call is written before it runs; if the process died \
 during it, its outcome is unknown and every view says OUTCOME UNKNOWN.\n\n\
-A RUN is an id, a unique prefix of one, or `last` for the newest run. --json prints what a program wants.",
+A RUN is an id, a unique prefix of one, `last` for the newest run, or `last~N` for the Nth run before it \
+(`last~1` the one before the newest; the order of `sluice audit list`). --json prints what a program wants.",
     after_help = "Examples:\n  sluice audit list\n  sluice audit show last\n  sluice audit show last --call 4\n  \
 sluice audit export last --format csv --output run.csv\n  sluice audit verify\n  \
 sluice audit anchor >> ~/anchors.txt\n  sluice audit verify --anchor \"$(tail -1 ~/anchors.txt)\"\n  \
@@ -91,7 +92,7 @@ reason, what was redacted, whether the output was capped, and its hashes.",
     after_help = "Examples:\n  sluice audit show last\n  sluice audit show 3f9c --call 12\n  sluice audit show last --call 2 --json | jq .output"
 )]
 pub struct ShowArgs {
-    /// The run: an id, a unique prefix of one, or `last`.
+    /// The run: an id, a unique prefix of one, `last` (the newest) or `last~N` (N runs before it).
     pub run: String,
     /// Show call #N whole (N as the timeline numbers them).
     #[arg(long, value_name = "N")]
@@ -122,7 +123,7 @@ of each item's JSON]} as stored (the hash covers the input without FIELD, and pa
     after_help = "Examples:\n  sluice audit export last > run.jsonl\n  sluice audit export last --format csv --output run.csv\n  sluice audit export 3f9c | jq -c 'select(.type == \"call\" and .outcome != \"ok\")'"
 )]
 pub struct ExportArgs {
-    /// The run: an id, a unique prefix of one, or `last`.
+    /// The run: an id, a unique prefix of one, `last` (the newest) or `last~N` (N runs before it).
     pub run: String,
     /// jsonl (one JSON object a line) or csv.
     #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
@@ -162,7 +163,7 @@ record cannot be read.",
 sluice audit verify --anchor sluice-anchor:v1:42:3f9c...\n  sluice audit verify --json --audit /srv/records/audit.db"
 )]
 pub struct VerifyArgs {
-    /// The run: an id, a unique prefix of one, or `last` [default: every run].
+    /// The run: an id, a unique prefix of one, `last` (the newest) or `last~N` (N runs before it) [default: every run].
     pub run: Option<String>,
     /// Also prove the record still holds this anchor, as `sluice audit anchor` printed it
     /// (sluice-anchor:v1:RUNS:HEX); checks every run, so give no RUN with it.

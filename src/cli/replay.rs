@@ -31,7 +31,7 @@ pub struct ReplayArgs {
 /// Which recorded run, where its record is, and what script to run.
 #[derive(Debug, Args)]
 pub struct RecordedRun {
-    /// The run: its id, a unique prefix of it, or `last`.
+    /// The run: an id, a unique prefix of one, `last` (the newest) or `last~N` (N runs before it).
     pub run: String,
     /// Run this script instead of the recorded file.
     #[arg(long, value_name = "FILE")]
@@ -55,15 +55,29 @@ record holds return their recorded results without running again, and from the f
 run is live, under the current policy (the policies given now, else the ones the run used). The continued run is \
 recorded as a new run whose resumed_from names the old one.\n\n\
 An irreversible call whose outcome is unknown (the process died after recording its intent) is not run again: \
-the resume stops there, so you can check by hand whether it happened. --retry-unknown runs it again.",
-    after_help = "Examples:\n  sluice resume last\n  sluice resume 18c2f3a9 --approve 'net:post:api.example.com'\n  sluice resume 18c2f3a9 --retry-unknown"
+the resume stops there, so you can check by hand whether it happened. Nor is an irreversible call that a stop \
+request cut short (Ctrl-C or SIGTERM while a command ran: sluice killed it and recorded it STOPPED with what it \
+had printed): the resume stops there and shows that output. --retry-unknown runs either again. A call a stop \
+cut short that is not irreversible (a grep, a sealed command) runs again without it.\n\n\
+After fixing the script: --script FILE runs the new script, replaying as far as it makes the recorded calls and \
+stopping (replay_diverged) at the first call that differs; --live-from N also runs live from call #N on, N as \
+`sluice audit show RUN` numbers the run's calls (the timeline's #N, one numbering across tasks), even where the \
+record holds them: the calls before #N must still match, and #N or later runs under the policy and is recorded. \
+N is 1 to the run's calls + 1 (that one: replay them all, then live). A run that ended ok can be resumed this way. \
+`sluice audit show` of the new run says from which call it ran live.",
+    after_help = "Examples:\n  sluice resume last\n  sluice resume 18c2f3a9 --approve 'net:post:api.example.com'\n  sluice resume 18c2f3a9 --retry-unknown\n  sluice resume last --script fix-v2.lua --live-from 3"
 )]
 pub struct ResumeArgs {
     #[command(flatten)]
     pub recorded: RecordedRun,
-    /// Run an irreversible call whose outcome is unknown again instead of stopping there.
+    /// Run again an irreversible call whose outcome is unknown, or that a stop request cut short
+    /// (recorded STOPPED), instead of stopping there.
     #[arg(long)]
     pub retry_unknown: bool,
+    /// Replay the calls before call #N and run live from #N on, N as `sluice audit show RUN`
+    /// numbers the run's calls (its timeline's #N); for a script fixed since, with --script.
+    #[arg(long, value_name = "N")]
+    pub live_from: Option<String>,
     #[command(flatten)]
     pub grants: Grants,
     /// A model provider for the live part of the run, as `sluice run --provider` (NAME=API:URL,
@@ -157,6 +171,11 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         Ok(found) => found,
         Err(e) => return fail(e),
     };
+    let live_from = match args.live_from.as_deref().map(|n| live_from(n, &record)) {
+        Some(Err(e)) => return fail(e),
+        Some(Ok(n)) => Some(n),
+        None => None,
+    };
     if let Some(next) = successor(&db, &record.run.id) {
         return fail(format!(
             "run {} was already resumed as run {next}; resume that one instead (sluice resume {next}), \
@@ -164,10 +183,17 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             record.run.id
         ));
     }
-    if record.run.status == "ok" || record.run.status == "running" {
+    let finished = record.run.status == "ok" && live_from.is_none();
+    if finished || record.run.status == "running" {
         return fail(format!(
-            "run {} is {}; resume continues a run that was interrupted or failed",
-            record.run.id, record.run.status
+            "run {} is {}; resume continues a run that was interrupted or failed{}",
+            record.run.id,
+            record.run.status,
+            if finished {
+                " (or, with --live-from N, runs a finished one live from its call #N)"
+            } else {
+                ""
+            }
         ));
     }
     let mut run = RunArgs {
@@ -201,6 +227,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
     let id = record.run.id.clone();
     let mode = Mode::Resume {
         retry_unknown: args.retry_unknown,
+        live_from,
     };
     let builder = match super::run::configure(&run) {
         Ok(b) => b.audit(db).replay(record, mode),
@@ -215,13 +242,36 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         "sluice: resumed run {id} as run {}: {} answered from the record{}",
         runtime.run_id(),
         calls(runtime.replayed_calls() as usize),
-        if runtime.went_live() {
-            ", then live"
-        } else {
-            ""
+        match (runtime.went_live(), live_from) {
+            (true, Some(n)) => format!(", then live (--live-from {n})"),
+            (true, None) => ", then live".to_string(),
+            (false, _) => String::new(),
         }
     );
     ended.exit
+}
+
+/// `--live-from N`: a call's number in the run's timeline, from 1 to its
+/// calls + 1.
+fn live_from(given: &str, record: &Record) -> Result<u64, String> {
+    let count = record.own_len() as u64;
+    let range = format!(
+        "run {} recorded {} (`sluice audit show {}` numbers them #1 to #{count}), so N is 1 to {} ({}: replay them \
+         all, then live)",
+        record.run.id,
+        calls(count as usize),
+        record.run.id,
+        count + 1,
+        count + 1
+    );
+    let digits = !given.is_empty() && given.bytes().all(|b| b.is_ascii_digit());
+    match given.parse::<u64>() {
+        Ok(n) if digits && (1..=count + 1).contains(&n) => Ok(n),
+        Ok(n) if digits => Err(format!("--live-from {n} is past the run's end: {range}")),
+        _ => Err(format!(
+            "--live-from {given:?} is not a call number: give N as the #N of `sluice audit show`'s timeline; {range}"
+        )),
+    }
 }
 
 /// The database, the run's record and the script to run.

@@ -19,10 +19,13 @@ const ABOUT_RUNS: &str = "Every run is recorded in the workspace's audit databas
 --no-audit): each call with its input, decisions and outcome, hash-chained. `sluice audit list` shows the runs, \
 `sluice replay RUN` re-runs one against its record, `sluice resume RUN` continues one that was interrupted.\n\n\
 A script error exits 1 and prints the Lua message with file:line and a traceback.\n\n\
-SIGINT or SIGTERM ends the run within 2 s, exit 128 + the signal, its record sealed with status `interrupted`: it \
-stops at the next flow step or Lua instruction check (a grep, glob, sleep or command wait stops at once, and a command's \
-processes are killed; background jobs get TERM, then KILL 300 ms later); what cannot notice (a finalizer, a script \
-that catches the interrupt) is ended at once 1 s after the signal. A second signal ends it at once, still sealed.";
+SIGINT or SIGTERM ends the run within 2 s, exit 128 + the signal, its record sealed with status `interrupted`: a \
+running command is killed at once (its whole process group) and recorded as STOPPED with what it printed so far; a \
+grep or glob stops at its next file, likewise recorded; a sleep or a request stops at once; the script stops at its \
+next flow step or Lua instruction check and starts no new call; background jobs get TERM, then KILL 300 ms later. \
+What cannot notice (a finalizer, a script that catches the interrupt) is ended at once 1 s after the signal, and a \
+call then still running is recorded with its outcome unknown. A second signal ends it at once, still sealed. \
+`sluice resume` runs a stopped call again, or, for an irreversible one, stops there until given --retry-unknown.";
 
 /// `sluice run --help`'s long text. The flows a script sees are named from
 /// the registry, so the help lists every flow there is, in manifest order.

@@ -23,6 +23,7 @@
 
 use super::output::{Captured, Collector};
 use super::Spec;
+use crate::error::{ErrorCode, FlowError};
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -74,6 +75,9 @@ pub struct Outcome {
     pub aborted: bool,
     /// The effective timeout applied (after defaulting and capping).
     pub timeout: Duration,
+    /// The signal (`"SIGINT"`) whose stop request ended the command: the run
+    /// was asked to stop, and sluice killed the command's group at once.
+    pub interrupted: Option<String>,
     pub stdout: Captured,
     pub stderr: Captured,
     /// Wall time from launch until the outcome settled.
@@ -93,6 +97,7 @@ impl Outcome {
             timed_out: false,
             aborted: false,
             timeout: spec.timeout,
+            interrupted: None,
             stdout: Captured::default(),
             stderr: Captured::default(),
             elapsed: started.elapsed(),
@@ -108,6 +113,28 @@ impl Outcome {
             let sig = self.signal.as_deref()?.parse::<Signal>().ok()?;
             Some(128 + sig as i32)
         })
+    }
+
+    /// For a command that a stop request ended (see
+    /// [`Outcome::interrupted`]): `e`, the flow's error for a command cut
+    /// short (holding what it printed), made the stopped command's:
+    /// `timeout`, as for a grep or glob a stop cut short, its message saying
+    /// what happened, `interrupted` naming the signal. Else `e` as it is.
+    pub fn stopped(&self, e: FlowError) -> FlowError {
+        let Some(sig) = self.interrupted.as_deref() else {
+            return e;
+        };
+        let after = self.elapsed.as_millis() as u64;
+        FlowError {
+            code: ErrorCode::Timeout,
+            message: format!(
+                "the command was stopped because the run was interrupted by {sig}: sluice killed it at once, \
+                 {after} ms after it started; what it printed so far is in this error's output fields"
+            ),
+            ..e
+        }
+        .with("interrupted", sig)
+        .with("elapsedMs", after)
     }
 
     /// True only for a command that ran to completion and exited 0.
@@ -483,7 +510,14 @@ async fn collect(
 enum Cause {
     Timeout,
     Abort,
+    /// The run was asked to stop, by this signal.
+    Interrupt(i32),
 }
+
+/// How long a stopped command's pipes are read after its group was killed:
+/// what it wrote before the kill is in them already; a process outside the
+/// group that still holds one must not hold the stop.
+const STOPPED_DRAIN: Duration = Duration::from_millis(200);
 
 /// The output pipes of a launched command.
 pub(crate) type Pipe = Box<dyn AsyncRead + Unpin + Send>;
@@ -714,25 +748,36 @@ pub async fn run(spec: Spec) -> Outcome {
             None => std::future::pending().await,
         }
     };
+    // Until the outcome is handed back, a stop request waits for it (see
+    // crate::interrupt): the record gets what the command did.
+    let _finishing = crate::interrupt::Finishing::start();
     let mut cause = None;
     let mut status: Option<std::io::Result<ExitStatus>> = None;
     tokio::select! {
         s = child.wait() => status = Some(s),
         _ = sleep_until(deadline) => cause = Some(Cause::Timeout),
         _ = abort_fut => cause = Some(Cause::Abort),
+        sig = crate::interrupt::signalled() => cause = Some(Cause::Interrupt(sig)),
     }
 
     // From here on the group is being wound down: TERM now (to the command on
     // a timeout/abort, to its leftovers after a normal exit), KILL at the
-    // grace deadline.
+    // grace deadline. A stop request kills at once: the run has 2 s to end.
+    let stopped = matches!(cause, Some(Cause::Interrupt(_)));
+    let first = if stopped {
+        Signal::SIGKILL
+    } else {
+        Signal::SIGTERM
+    };
     if cause.is_some() {
-        stop_remote_async(pgid, Signal::SIGTERM).await;
+        stop_remote_async(pgid, first).await;
     }
-    signal_group(pgid, Signal::SIGTERM);
-    let grace_deadline = Instant::now() + spec.grace;
-    let mut killed = false;
+    signal_group(pgid, first);
+    let grace_deadline = Instant::now() + if stopped { STOPPED_DRAIN } else { spec.grace };
+    let mut killed = stopped;
     let status = match status {
         Some(s) => s,
+        None if stopped => child.wait().await,
         None => tokio::select! {
             s = child.wait() => s,
             _ = sleep_until(grace_deadline) => {
@@ -772,6 +817,10 @@ pub async fn run(spec: Spec) -> Outcome {
         timed_out: matches!(cause, Some(Cause::Timeout)),
         aborted: matches!(cause, Some(Cause::Abort)),
         timeout: spec.timeout,
+        interrupted: match cause {
+            Some(Cause::Interrupt(sig)) => Some(crate::interrupt::name(sig)),
+            _ => None,
+        },
         stdout,
         stderr,
         elapsed: started.elapsed(),

@@ -196,6 +196,10 @@ impl Flow for ShellCommand {
                     .with("field", "workdir"),
             );
         }
+        if out.interrupted.is_some() {
+            let output = codex_output(-1, out.elapsed, false, &out.stdout);
+            return Err(out.stopped(FlowError::new(ErrorCode::Timeout, "").with("output", output)));
+        }
         let exit_code = if out.timed_out {
             TIMEOUT_EXIT_CODE
         } else {

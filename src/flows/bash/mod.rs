@@ -646,7 +646,7 @@ impl Bash {
         }
         let stdout = bounded(&out.stdout);
         let stderr = bounded(&out.stderr);
-        if out.timed_out {
+        if out.timed_out || out.interrupted.is_some() {
             return Err(self.timeout_error(&out, stdout, stderr));
         }
         let exit_code = out.shell_status().unwrap_or(-1);
@@ -711,7 +711,7 @@ impl Bash {
         if let Some(p) = spill_path(&out.stderr) {
             e = e.with("stderrSpillPath", p.display().to_string());
         }
-        e
+        out.stopped(e)
     }
 }
 

@@ -64,7 +64,7 @@ impl Bash {
         }
         let stdout = bounded(&out.stdout);
         let stderr = bounded(&out.stderr);
-        if out.timed_out {
+        if out.timed_out || out.interrupted.is_some() {
             return Err(self
                 .timeout_error(&out, stdout, stderr)
                 .with("container", t.name.clone()));
