@@ -253,7 +253,13 @@ fn explain_without_a_policy_uses_the_built_in_default() {
     );
     let out = explain(
         &ws,
-        &["--policy", "readonly", "--sandbox", "landlock", "proc:spawn:ls"],
+        &[
+            "--policy",
+            "readonly",
+            "--sandbox",
+            "landlock",
+            "proc:spawn:ls",
+        ],
     );
     let head = lines(
         "proc:spawn:ls",
@@ -319,7 +325,14 @@ fn explain_proc_spawn_shows_the_runner_mode_and_profile_the_command_gets() {
         );
         let json: serde_json::Value = serde_json::from_str(&explain(
             &ws,
-            &["--policy", &pol, "--sandbox", runner, "--json", "proc:spawn:make"],
+            &[
+                "--policy",
+                &pol,
+                "--sandbox",
+                runner,
+                "--json",
+                "proc:spawn:make",
+            ],
         ))
         .unwrap();
         assert_eq!(json["decision"], "allow");
@@ -358,8 +371,14 @@ return { rules = {
   p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
 } }"#,
     );
-    let out = explain(&ws, &["--policy", &open, "--sandbox", "bwrap", "proc:spawn:curl x"]);
-    assert!(out.contains("runs on:    the host, confined by bubblewrap (workspace-write)\n"), "{out}");
+    let out = explain(
+        &ws,
+        &["--policy", &open, "--sandbox", "bwrap", "proc:spawn:curl x"],
+    );
+    assert!(
+        out.contains("runs on:    the host, confined by bubblewrap (workspace-write)\n"),
+        "{out}"
+    );
     assert!(out.contains("\nnetwork:    open\n"), "{out}");
     let out = explain(&ws, &["--policy", "unconfined", "proc:spawn:curl x"]);
     assert!(
@@ -402,17 +421,32 @@ fn explain_a_container_route_in_json() {
     ))
     .unwrap();
     assert_eq!(json["decision"], "ask");
-    assert!(json.get("runsOn").is_none() && json.get("sandbox").is_none(), "{json}");
+    assert!(
+        json.get("runsOn").is_none() && json.get("sandbox").is_none(),
+        "{json}"
+    );
 }
 
 #[test]
 fn explain_fails_as_run_does_when_a_policy_does_not_load() {
     let ws = workspace();
-    let broken = policy(&ws, "broken.lua", "return { rules = { p.allow 'fs:read' } }\n");
+    let broken = policy(
+        &ws,
+        "broken.lua",
+        "return { rules = { p.allow 'fs:read' } }\n",
+    );
     for pol in ["missing.lua", broken.as_str()] {
         let w = ws.path().display().to_string();
         let out = sluice(
-            &["policy", "explain", "--workspace", &w, "--policy", pol, "fs:read:/x"],
+            &[
+                "policy",
+                "explain",
+                "--workspace",
+                &w,
+                "--policy",
+                pol,
+                "fs:read:/x",
+            ],
             ws.path(),
         );
         let run = run_lua_with(ws.path(), "print('ran')", &["--policy", pol], &[]);
@@ -422,7 +456,10 @@ fn explain_fails_as_run_does_when_a_policy_does_not_load() {
         assert_eq!(text(&out.stderr), run.stderr, "{pol}");
         assert!(run.stderr.starts_with("sluice: "), "{}", run.stderr);
     }
-    let out = sluice(&["policy", "explain", "--policy", "missing.lua", "fs:read:/x"], ws.path());
+    let out = sluice(
+        &["policy", "explain", "--policy", "missing.lua", "fs:read:/x"],
+        ws.path(),
+    );
     assert_eq!(
         text(&out.stderr),
         "sluice: cannot read policy missing.lua: No such file or directory (os error 2)\n"
@@ -441,6 +478,7 @@ return {
     p.deny("proc:spawn:rm *", "nothing is removed"),
     p.allow "proc:spawn:true *",
     p.allow "proc:spawn:git status",
+    p.allow "proc:spawn:python3 *", p.allow "proc:spawn:echo *",
     p.programs, p.allow "fs:read:${workspace}", p.allow "fs:read:${workspace}/**",
   },
   otherwise = "deny",
@@ -468,6 +506,11 @@ return {
     // Without the star, exactly what it says.
     assert_eq!(decided("git status").0, "allow");
     assert_eq!(decided("git status --short"), ("deny".into(), pol.clone()));
+    // The bare match is no exact grant: a bare interpreter fed its
+    // program on standard input still needs a rule naming the command.
+    assert_eq!(decided("python3").0, "allow");
+    let (decision, by) = decided("echo 'import os' | python3");
+    assert_eq!((decision.as_str(), by.as_str()), ("deny", pol.as_str()));
     // And through a run: the bare command runs, the bare rm is refused.
     let out = lua(
         &ws,
@@ -477,7 +520,13 @@ emit(r and r.exitCode or e.code)
 r, e = sluice.bash{command = "rm"}
 emit(r and r.exitCode or e.by)"#,
     );
-    assert_eq!(out, vec![json!(0), json!(format!("deny \"proc:spawn:rm *\" (rules[1] of {pol})"))]);
+    assert_eq!(
+        out,
+        vec![
+            json!(0),
+            json!(format!("deny \"proc:spawn:rm *\" (rules[1] of {pol})"))
+        ]
+    );
 }
 
 #[test]
@@ -520,7 +569,12 @@ fn approvals_and_ceilings_that_can_never_match_stop_the_run_saying_why() {
         ("--ceiling", "net:private:*"),
     ] {
         let run = run_lua_with(ws.path(), "print('ran')", &[flag, pattern], &[]);
-        assert_eq!((run.code, run.stdout.as_str()), (0, "ran\n"), "{pattern}: {}", run.stderr);
+        assert_eq!(
+            (run.code, run.stdout.as_str()),
+            (0, "ran\n"),
+            "{pattern}: {}",
+            run.stderr
+        );
     }
 }
 

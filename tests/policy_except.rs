@@ -188,7 +188,10 @@ fn without_an_except_the_same_policy_reports_no_partial_enforcement_for_it() {
             &[],
             &writes(&["src/generated/made.txt"]),
         );
-        assert_eq!(out["stdout"], "src/generated/made.txt refused\n", "{runner}: {out}");
+        assert_eq!(
+            out["stdout"], "src/generated/made.txt refused\n",
+            "{runner}: {out}"
+        );
         let partial = out["sandbox"]["partial"].to_string();
         assert!(!partial.contains("excepts"), "{runner}: {partial}");
     }

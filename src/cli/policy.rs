@@ -118,7 +118,7 @@ enum Place {
     /// On the host: the runner (or why none works) and the profile.
     Host {
         runner: Result<Runner, String>,
-        profile: Profile,
+        profile: Box<Profile>,
         hints: Vec<String>,
     },
 }
@@ -215,7 +215,9 @@ fn host_text(runner: &Result<Runner, String>, profile: &Profile) -> String {
             },
             profile.mode.as_str()
         ),
-        Err(why) => format!("the host, but no sandbox runner works here, so the command would be refused: {why}"),
+        Err(why) => format!(
+            "the host, but no sandbox runner works here, so the command would be refused: {why}"
+        ),
     }
 }
 
@@ -223,8 +225,14 @@ fn host_text(runner: &Result<Runner, String>, profile: &Profile) -> String {
 /// stays read-only or hidden inside, and the network.
 fn profile_text(profile: &Profile) -> String {
     let writable = match profile.mode {
-        Mode::ReadOnly => "nothing but private temp storage (no fs:write rule opens a folder and its contents)".to_string(),
-        _ => format!("{} (and the private caches and temp storage)", listed(&profile.writable)),
+        Mode::ReadOnly => {
+            "nothing but private temp storage (no fs:write rule opens a folder and its contents)"
+                .to_string()
+        }
+        _ => format!(
+            "{} (and the private caches and temp storage)",
+            listed(&profile.writable)
+        ),
     };
     let mut out = format!("writable:   {writable}\n");
     let (hiding, keeping) = globs(profile);
@@ -237,7 +245,11 @@ fn profile_text(profile: &Profile) -> String {
     if !kept.is_empty() {
         out += &format!("read-only:  {}\n", bounded(&kept));
     }
-    let mut hidden: Vec<String> = profile.hidden.iter().map(|p| p.display().to_string()).collect();
+    let mut hidden: Vec<String> = profile
+        .hidden
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     hidden.extend(hiding.into_iter().map(matched));
     if !hidden.is_empty() {
         out += &format!("hidden:     {}\n", bounded(&hidden));
@@ -282,7 +294,12 @@ fn listed(paths: &[PathBuf]) -> String {
 
 /// The first [`SHOWN`] items, then how many more.
 fn bounded(items: &[String]) -> String {
-    let mut text = items.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    let mut text = items
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if items.len() > SHOWN {
         text += &format!(" and {} more", items.len() - SHOWN);
     }
@@ -371,7 +388,7 @@ fn explained(args: &ExplainArgs) -> Result<Explained, String> {
             });
             Place::Host {
                 runner: Sandbox::new(choice, "explain").runner(),
-                profile,
+                profile: Box::new(profile),
                 hints,
             }
         }

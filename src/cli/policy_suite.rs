@@ -64,7 +64,8 @@ pub struct Outcome {
 
 /// What `sluice policy test` looks for, and how to make one: for a
 /// message that finds none.
-pub const HOW_TO_TEST: &str = "`sluice policy test` runs the test_* functions of *_test.lua files; \
+pub const HOW_TO_TEST: &str =
+    "`sluice policy test` runs the test_* functions of *_test.lua files; \
 x_test.lua tests the policy x.lua beside it. Give the folder or file that holds them \
 (sluice policy test path/to/policies/), or make one: beside mine.lua, a mine_test.lua holding \
 `function test_reads() policy.allows(\"fs:read:\" .. policy.workspace .. \"/src/a.rs\") end`";
@@ -81,7 +82,11 @@ pub fn find_tests(path: &Path) -> Result<Vec<PathBuf>, String> {
             std::io::ErrorKind::NotADirectory => "it is not a folder or a file".to_string(),
             _ => format!("it cannot be listed: {e}"),
         };
-        format!("looked for *_test.lua files in {} ({}), but {what}. {HOW_TO_TEST}", path.display(), shown.display())
+        format!(
+            "looked for *_test.lua files in {} ({}), but {what}. {HOW_TO_TEST}",
+            path.display(),
+            shown.display()
+        )
     })?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))

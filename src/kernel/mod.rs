@@ -567,7 +567,7 @@ impl Kernel {
                 .spelled_as(Spelled::Surely)
                 .any(|c| r.pattern.matches(c))
         };
-        if let Some(mut v) = first_rule(&policies, Decision::Ask, asks) {
+        if let Some(mut v) = first_rule(policies, Decision::Ask, asks) {
             if let Some(why) = withheld {
                 v.reason = format!("{why}; {}", v.reason);
             }

@@ -636,7 +636,9 @@ fn assignments_only(resource: &str) -> Option<String> {
     let name_of = |word: &str| -> Option<String> {
         let (name, _) = word.split_once('=')?;
         let mut chars = name.chars();
-        let ident = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        let ident = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
         ident.then(|| name.to_string())
     };
@@ -1101,7 +1103,11 @@ mod tests {
     fn patterns_that_can_never_grant_say_why_and_what_to_write() {
         let grant = |t: &str| never(t, Role::Grant).unwrap_or_else(|| panic!("{t} passed"));
         let e = grant("net:private:*");
-        assert!(e.contains("a wildcard never grants net:private") && e.contains("`net:private:http://127.0.0.1:8080`"), "{e}");
+        assert!(
+            e.contains("a wildcard never grants net:private")
+                && e.contains("`net:private:http://127.0.0.1:8080`"),
+            "{e}"
+        );
         assert!(grant("net:private").contains("wildcard"));
         assert!(grant("net:private:http://127.0.0.1:*").contains("wildcard"));
         let e = grant("net:private:127.0.0.1:8080");
@@ -1109,7 +1115,10 @@ mod tests {
         let e = grant("net:private:http://127.0.0.1:80");
         assert!(e.contains("write `net:private:http://127.0.0.1`"), "{e}");
         let e = grant("net:private:http://127.0.0.1:8080/");
-        assert!(e.contains("write `net:private:http://127.0.0.1:8080`"), "{e}");
+        assert!(
+            e.contains("write `net:private:http://127.0.0.1:8080`"),
+            "{e}"
+        );
         let e = grant("net:get:https://api.example.com");
         assert!(e.contains("write `net:get:api.example.com`"), "{e}");
         let e = grant("net:post:https://*.example.com");
@@ -1119,7 +1128,10 @@ mod tests {
         let e = grant("net:get:api.example.com:443");
         assert!(e.contains("write `net:get:api.example.com`"), "{e}");
         let e = grant("proc:spawn:PAGER=cat");
-        assert!(e.contains("only an assignment") && e.contains("`proc:spawn:PAGER=cat git *`"), "{e}");
+        assert!(
+            e.contains("only an assignment") && e.contains("`proc:spawn:PAGER=cat git *`"),
+            "{e}"
+        );
         assert!(grant("proc:spawn:GIT_SSH_COMMAND=*").contains("only an assignment"));
         assert!(grant("proc:spawn:FOO=1").contains("only an assignment"));
         assert!(grant("model:call:local").contains("PROVIDER/MODEL"));
@@ -1156,7 +1168,12 @@ mod tests {
         assert!(never("net:private:127.0.0.1:8080", Role::Bound).is_some());
         assert!(never("proc:spawn:PAGER=*", Role::Bound).is_some());
         let e = Pattern::parse_for("net:private:*", &vars(), Role::Grant).unwrap_err();
-        assert!(e.to_string().starts_with("invalid pattern `net:private:*`: it can never grant anything: a wildcard"), "{e}");
+        assert!(
+            e.to_string().starts_with(
+                "invalid pattern `net:private:*`: it can never grant anything: a wildcard"
+            ),
+            "{e}"
+        );
         let e = Pattern::parse_for("net:get:https://x.org", &vars(), Role::Bound).unwrap_err();
         assert!(e.to_string().contains("it can never admit anything"), "{e}");
     }

@@ -873,7 +873,10 @@ fn outside(except: &Pattern, deny: &Pattern) -> Option<String> {
     use super::pattern::FsShape;
     let (probe, shown) = match except.fs_shape()? {
         FsShape::Exact(path) => (PathBuf::from(path), path.to_string()),
-        FsShape::Tree(dir) => (Path::new(dir).join(".sluice-except-probe"), format!("{dir}/**")),
+        FsShape::Tree(dir) => (
+            Path::new(dir).join(".sluice-except-probe"),
+            format!("{dir}/**"),
+        ),
         FsShape::Any | FsShape::Other => return None,
     };
     let named = [Action::FsRead, Action::FsWrite]

@@ -95,17 +95,28 @@ pub fn hints(view: &StaticView, workspace: &Path) -> Vec<String> {
         .collect();
     let mut out = Vec::new();
     for rule in view.rules.iter().filter(|r| r.decision == Decision::Allow) {
-        let (Some(FsShape::Tree(dir)), true) = (rule.pattern.fs_shape(), rule.pattern.selects(Action::FsWrite)) else {
+        let (Some(FsShape::Tree(dir)), true) = (
+            rule.pattern.fs_shape(),
+            rule.pattern.selects(Action::FsWrite),
+        ) else {
             continue;
         };
         let Ok(real) = std::fs::canonicalize(dir) else {
             continue;
         };
         let entry = Capability::fs(Action::FsWrite, &real);
-        if !real.is_dir() || writable.iter().any(|w| real.starts_with(w)) || allowed(view, &entry) || denied(view, &entry) {
+        if !real.is_dir()
+            || writable.iter().any(|w| real.starts_with(w))
+            || allowed(view, &entry)
+            || denied(view, &entry)
+        {
             continue;
         }
-        let folder = rule.pattern.resource().and_then(|r| r.strip_suffix("/**")).unwrap_or(dir);
+        let folder = rule
+            .pattern
+            .resource()
+            .and_then(|r| r.strip_suffix("/**"))
+            .unwrap_or(dir);
         let hint = format!(
             "\"{}\" ({}) opens what is in {} but not the folder itself, so commands cannot write there \
              (a tree is writable to commands only when the folder and its contents both are): add p.allow \"fs:write:{folder}\"",
@@ -346,7 +357,10 @@ fn uncarved(rule: &crate::kernel::policy::Rule, profile: &Profile) -> Option<Str
         };
         let Some(path) = path else { return true };
         let writes = e.selects(Action::FsWrite)
-            && profile.writable.iter().any(|w| path.starts_with(w) || w.starts_with(&path));
+            && profile
+                .writable
+                .iter()
+                .any(|w| path.starts_with(w) || w.starts_with(&path));
         writes || (e.selects(Action::FsRead) && profile.sees(&path))
     })?;
     Some(format!(
