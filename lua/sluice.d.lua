@@ -184,6 +184,7 @@
 ---@field enforcement "full"|"partial" partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.
 ---@field container? string The container the command ran in (mode container).
 ---@field engine? "podman"|"docker" The engine that reached it (mode container).
+---@field network? "open"|"closed" Whether the command could open network sockets (closed: a connection fails; it opens only with net:get:*, net:post:* and net:private:* allowed). Absent in mode container, where the container decides.
 ---@field partial? string[] What the sandbox could not express, when enforcement is partial.
 ---@field reverted? string[] Repositories and git control files the command made, removed when it ended.
 ---@field runnerFailed? boolean Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).
@@ -202,6 +203,7 @@
 ---@field mode "read-only"|"workspace-write"|"danger-full-access" What the command could change; container: it ran in a container, which its mounts bound.
 ---@field denied boolean Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).
 ---@field enforcement "full"|"partial" partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.
+---@field network "open"|"closed" Whether the command could open network sockets (closed: a connection fails; it opens only with net:get:*, net:post:* and net:private:* allowed). Absent in mode container, where the container decides.
 ---@field partial? string[] What the sandbox could not express, when enforcement is partial.
 ---@field reverted? string[] Repositories and git control files the command made, removed when it ended.
 ---@field runnerFailed? boolean Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).

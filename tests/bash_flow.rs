@@ -99,7 +99,7 @@ fn finished_in(
         "stderrTruncated": false,
         "stdoutDroppedBytes": 0,
         "stderrDroppedBytes": 0,
-        "sandbox": {"mode": mode, "denied": false, "enforcement": enforcement},
+        "sandbox": {"mode": mode, "network": "closed", "denied": false, "enforcement": enforcement},
     })
 }
 

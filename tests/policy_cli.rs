@@ -197,6 +197,7 @@ fn explain_proc_spawn_says_where_the_command_runs() {
             "the policy allows it"
         ) + "runs on:    container rust-builder\n"
     );
+    let w = ws.path().display();
     assert_eq!(
         explain(
             &ws,
@@ -205,7 +206,9 @@ fn explain_proc_spawn_says_where_the_command_runs() {
                 &pol,
                 "proc:spawn:ls -l",
                 "--flow",
-                "shell_command"
+                "shell_command",
+                "--sandbox",
+                "bwrap"
             ]
         ),
         lines(
@@ -214,7 +217,11 @@ fn explain_proc_spawn_says_where_the_command_runs() {
             "allow",
             &by,
             "the policy allows it"
-        ) + "runs on:    the host\n"
+        ) + "runs on:    the host, confined by bubblewrap (read-only)\n"
+            + READ_ONLY
+            + "hidden:     what fs:*:**/.env matches\n"
+            + CLOSED
+            + &format!("hint:       \"fs:write:${{workspace}}/**\" (rules[3]) opens what is in {w} but not the folder itself, so commands cannot write there (a tree is writable to commands only when the folder and its contents both are): add p.allow \"fs:write:${{workspace}}\"\n")
     );
     assert_eq!(
         explain(&ws, &["--policy", &pol, "proc:spawn:boom now"]),
@@ -244,16 +251,331 @@ fn explain_without_a_policy_uses_the_built_in_default() {
             "the repository's internals (hooks, config) run code later"
         )
     );
-    assert_eq!(
-        explain(&ws, &["--policy", "readonly", "proc:spawn:ls"]),
-        lines(
+    let out = explain(
+        &ws,
+        &[
+            "--policy",
+            "readonly",
+            "--sandbox",
+            "landlock",
             "proc:spawn:ls",
-            "bash",
-            "deny",
-            "deny \"proc:spawn\" (rules[2] of policies/readonly.lua (built in))",
-            "this seat is read-only"
-        ) + "runs on:    the host\n"
+        ],
     );
+    let head = lines(
+        "proc:spawn:ls",
+        "bash",
+        "deny",
+        "deny \"proc:spawn\" (rules[2] of policies/readonly.lua (built in))",
+        "this seat is read-only",
+    ) + "runs on:    the host, confined by landlock (read-only)\n"
+        + READ_ONLY;
+    assert!(out.starts_with(&head), "{out}");
+    assert!(out.ends_with(CLOSED), "{out}");
+}
+
+/// The `writable:` line of a profile that writes nothing.
+const READ_ONLY: &str =
+    "writable:   nothing but private temp storage (no fs:write rule opens a folder and its contents)\n";
+
+/// The `network:` line of a profile without the network.
+const CLOSED: &str = "network:    closed (commands get the network only with net:get:*, net:post:* and net:private:* allowed, and no deny, ask or decide hook on the network)\n";
+
+const PROFILED: &str = r#"local p = require("sluice.policy")
+return {
+  rules = {
+    p.allow "fs:read:${workspace}", p.allow "fs:read:${workspace}/**",
+    p.allow "fs:write:${workspace}/src/**",
+    p.allow "fs:write:${workspace}/out", p.allow "fs:write:${workspace}/out/**",
+    p.deny("fs:*:${workspace}/out/secret", "not for commands"),
+    p.deny("fs:write:${workspace}/out/**/*.lock", "the package manager's"),
+    p.allow "proc:spawn:*",
+  },
+}
+"#;
+
+#[test]
+fn explain_proc_spawn_shows_the_runner_mode_and_profile_the_command_gets() {
+    let ws = workspace();
+    for dir in ["src", "out/secret"] {
+        fs::create_dir_all(ws.file(dir)).unwrap();
+    }
+    let pol = policy(&ws, "profiled.lua", PROFILED);
+    let w = ws.path().display();
+    for (runner, name) in [("bwrap", "bubblewrap"), ("landlock", "landlock")] {
+        let out = explain(
+            &ws,
+            &["--policy", &pol, "--sandbox", runner, "proc:spawn:make"],
+        );
+        assert_eq!(
+            out,
+            lines(
+                "proc:spawn:make",
+                "bash",
+                "allow",
+                &format!("allow \"proc:spawn:*\" (rules[8] of {pol})"),
+                "the policy allows it"
+            ) + &format!(
+                "runs on:    the host, confined by {name} (workspace-write)\n\
+                 writable:   {w}/out (and the private caches and temp storage)\n\
+                 read-only:  {w}/out/secret, what fs:write:${{workspace}}/out/**/*.lock matches\n\
+                 hidden:     {w}/out/secret\n"
+            ) + CLOSED
+                + &format!("hint:       \"fs:write:${{workspace}}/src/**\" (rules[3]) opens what is in {w}/src but not the folder itself, so commands cannot write there (a tree is writable to commands only when the folder and its contents both are): add p.allow \"fs:write:${{workspace}}/src\"\n"),
+            "{runner}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&explain(
+            &ws,
+            &[
+                "--policy",
+                &pol,
+                "--sandbox",
+                runner,
+                "--json",
+                "proc:spawn:make",
+            ],
+        ))
+        .unwrap();
+        assert_eq!(json["decision"], "allow");
+        assert_eq!(
+            json["runsOn"],
+            json!({"place": "host", "runner": runner, "mode": "workspace-write", "confined": true})
+        );
+        let sandbox = &json["sandbox"];
+        assert_eq!(sandbox["mode"], "workspace-write");
+        assert_eq!(sandbox["network"], "closed");
+        assert_eq!(sandbox["writable"], json!([ws.file("out")]));
+        assert_eq!(sandbox["readOnly"], json!([ws.file("out/secret")]));
+        assert_eq!(
+            sandbox["readOnlyByGlob"],
+            json!(["fs:write:${workspace}/out/**/*.lock"])
+        );
+        assert_eq!(sandbox["hidden"], json!([ws.file("out/secret")]));
+        assert_eq!(sandbox["readable"], json!([ws.path()]));
+        assert_eq!(sandbox["hints"].as_array().unwrap().len(), 1);
+        assert!(sandbox["hints"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("add p.allow \"fs:write:${workspace}/src\""));
+    }
+}
+
+#[test]
+fn explain_says_when_the_network_is_open_and_when_a_command_runs_unconfined() {
+    let ws = workspace();
+    let open = policy(
+        &ws,
+        "open.lua",
+        r#"local p = require("sluice.policy")
+return { rules = {
+  p.allow "fs:read:**", p.allow "fs:write:${workspace}", p.allow "fs:write:${workspace}/**",
+  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
+} }"#,
+    );
+    let out = explain(
+        &ws,
+        &["--policy", &open, "--sandbox", "bwrap", "proc:spawn:curl x"],
+    );
+    assert!(
+        out.contains("runs on:    the host, confined by bubblewrap (workspace-write)\n"),
+        "{out}"
+    );
+    assert!(out.contains("\nnetwork:    open\n"), "{out}");
+    let out = explain(&ws, &["--policy", "unconfined", "proc:spawn:curl x"]);
+    assert!(
+        out.contains("runs on:    the host, unconfined (the policies grant every file and the network, and nothing stays read-only or hidden)\n"),
+        "{out}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&explain(
+        &ws,
+        &["--policy", "unconfined", "--json", "proc:spawn:curl x"],
+    ))
+    .unwrap();
+    assert_eq!(json["runsOn"]["confined"], false);
+    assert_eq!(json["sandbox"]["network"], "open");
+}
+
+#[test]
+fn explain_a_container_route_in_json() {
+    let ws = workspace();
+    let pol = policy(&ws, "mine.lua", EXPLAINED);
+    let json: serde_json::Value = serde_json::from_str(&explain(
+        &ws,
+        &["--policy", &pol, "--json", "proc:spawn:cargo test"],
+    ))
+    .unwrap();
+    assert_eq!(
+        json,
+        json!({
+            "capability": "proc:spawn:cargo test",
+            "flow": "bash",
+            "decision": "allow",
+            "by": format!("allow \"proc:spawn:*\" (rules[4] of {pol})"),
+            "reason": "the policy allows it",
+            "runsOn": {"place": "container", "container": "rust-builder"},
+        })
+    );
+    // Not a command: no place at all.
+    let json: serde_json::Value = serde_json::from_str(&explain(
+        &ws,
+        &["--policy", &pol, "--json", "net:post:api.example.com"],
+    ))
+    .unwrap();
+    assert_eq!(json["decision"], "ask");
+    assert!(
+        json.get("runsOn").is_none() && json.get("sandbox").is_none(),
+        "{json}"
+    );
+}
+
+#[test]
+fn explain_fails_as_run_does_when_a_policy_does_not_load() {
+    let ws = workspace();
+    let broken = policy(
+        &ws,
+        "broken.lua",
+        "return { rules = { p.allow 'fs:read' } }\n",
+    );
+    for pol in ["missing.lua", broken.as_str()] {
+        let w = ws.path().display().to_string();
+        let out = sluice(
+            &[
+                "policy",
+                "explain",
+                "--workspace",
+                &w,
+                "--policy",
+                pol,
+                "fs:read:/x",
+            ],
+            ws.path(),
+        );
+        let run = run_lua_with(ws.path(), "print('ran')", &["--policy", pol], &[]);
+        assert_eq!(out.status.code(), Some(2), "{pol}");
+        assert_eq!(run.code, 2, "{pol}");
+        assert_eq!(text(&out.stdout), "", "{pol}");
+        assert_eq!(text(&out.stderr), run.stderr, "{pol}");
+        assert!(run.stderr.starts_with("sluice: "), "{}", run.stderr);
+    }
+    let out = sluice(
+        &["policy", "explain", "--policy", "missing.lua", "fs:read:/x"],
+        ws.path(),
+    );
+    assert_eq!(
+        text(&out.stderr),
+        "sluice: cannot read policy missing.lua: No such file or directory (os error 2)\n"
+    );
+}
+
+#[test]
+fn a_trailing_star_rule_covers_the_bare_command_and_a_deny_of_it_too() {
+    let ws = workspace();
+    let pol = policy(
+        &ws,
+        "bare.lua",
+        r#"local p = require("sluice.policy")
+return {
+  rules = {
+    p.deny("proc:spawn:rm *", "nothing is removed"),
+    p.allow "proc:spawn:true *",
+    p.allow "proc:spawn:git status",
+    p.allow "proc:spawn:python3 *", p.allow "proc:spawn:echo *",
+    p.programs, p.allow "fs:read:${workspace}", p.allow "fs:read:${workspace}/**",
+  },
+  otherwise = "deny",
+}
+"#,
+    );
+    let decided = |line: &str| {
+        let out = explain(&ws, &["--policy", &pol, &format!("proc:spawn:{line}")]);
+        let field = |name: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap()
+                .to_string()
+        };
+        (field("decision:   "), field("by:         "))
+    };
+    let allow = format!("allow \"proc:spawn:true *\" (rules[2] of {pol})");
+    let deny = format!("deny \"proc:spawn:rm *\" (rules[1] of {pol})");
+    assert_eq!(decided("true"), ("allow".into(), allow.clone()));
+    assert_eq!(decided("true --x"), ("allow".into(), allow));
+    assert_eq!(decided("rm"), ("deny".into(), deny.clone()));
+    assert_eq!(decided("rm -rf /"), ("deny".into(), deny.clone()));
+    // By path too: a deny follows every spelling of its program.
+    assert_eq!(decided("/bin/rm"), ("deny".into(), deny));
+    // Without the star, exactly what it says.
+    assert_eq!(decided("git status").0, "allow");
+    assert_eq!(decided("git status --short"), ("deny".into(), pol.clone()));
+    // The bare match is no exact grant: a bare interpreter fed its
+    // program on standard input still needs a rule naming the command.
+    assert_eq!(decided("python3").0, "allow");
+    let (decision, by) = decided("echo 'import os' | python3");
+    assert_eq!((decision.as_str(), by.as_str()), ("deny", pol.as_str()));
+    // And through a run: the bare command runs, the bare rm is refused.
+    let out = lua(
+        &ws,
+        &["--policy", &pol, "--no-audit"],
+        r#"local r, e = sluice.bash{command = "true"}
+emit(r and r.exitCode or e.code)
+r, e = sluice.bash{command = "rm"}
+emit(r and r.exitCode or e.by)"#,
+    );
+    assert_eq!(
+        out,
+        vec![
+            json!(0),
+            json!(format!("deny \"proc:spawn:rm *\" (rules[1] of {pol})"))
+        ]
+    );
+}
+
+#[test]
+fn approvals_and_ceilings_that_can_never_match_stop_the_run_saying_why() {
+    let ws = workspace();
+    for (flag, pattern, message) in [
+        ("--approve", "net:private:*", "--approve \"net:private:*\": invalid pattern `net:private:*`: it can never grant anything: a wildcard never grants net:private: each private address is granted by a rule naming its origin exactly; write it out, e.g. `net:private:http://127.0.0.1:8080`\n"),
+        ("--approve", "net:private:http://127.0.0.1:*", "--approve \"net:private:http://127.0.0.1:*\": invalid pattern `net:private:http://127.0.0.1:*`: it can never grant anything: a wildcard never grants net:private"),
+        ("--approve", "net:private:127.0.0.1:8080", "--approve \"net:private:127.0.0.1:8080\": invalid pattern `net:private:127.0.0.1:8080`: it can never grant anything: `127.0.0.1:8080` is not an origin"),
+        ("--approve", "net:get:https://api.example.com", "--approve \"net:get:https://api.example.com\": invalid pattern `net:get:https://api.example.com`: it can never grant anything: net:get names an https destination by its host alone; write `net:get:api.example.com`\n"),
+        ("--approve", "proc:spawn:PAGER=cat", "--approve \"proc:spawn:PAGER=cat\": invalid pattern `proc:spawn:PAGER=cat`: it can never grant anything: `PAGER=cat` is only an assignment and names no program, so it grants no command; name the command after it, e.g. `proc:spawn:PAGER=cat git *`\n"),
+        ("--approve", "model:call:local", "--approve \"model:call:local\": invalid pattern `model:call:local`: it can never grant anything: model:call names PROVIDER/MODEL"),
+        ("--approve", "fs:exec:/x", "--approve \"fs:exec:/x\": invalid pattern `fs:exec:/x`: unknown action `fs:exec`"),
+        ("--approve", "net:put:example.org", "--approve \"net:put:example.org\": invalid pattern `net:put:example.org`: unknown action `net:put`"),
+        ("--approve", "fs:read:", "--approve \"fs:read:\": invalid pattern `fs:read:`: the resource after `fs:read:` is empty"),
+        ("--approve", "fs:read:src/**", "--approve \"fs:read:src/**\": invalid pattern `fs:read:src/**`: the fs resource `src/**` is relative"),
+        ("--approve", "proc:spawn:echo ${nosuch}", "--approve \"proc:spawn:echo ${nosuch}\": invalid pattern `proc:spawn:echo ${nosuch}`: unknown variable `${nosuch}`"),
+        ("--ceiling", "net:get:https://example.org", "--ceiling \"net:get:https://example.org\": invalid pattern `net:get:https://example.org`: it can never admit anything: net:get names an https destination by its host alone; write `net:get:example.org`\n"),
+        ("--ceiling", "proc:spawn:GIT_DIR=*", "--ceiling \"proc:spawn:GIT_DIR=*\": invalid pattern `proc:spawn:GIT_DIR=*`: it can never admit anything: `GIT_DIR=*` is only an assignment"),
+    ] {
+        let run = run_lua_with(ws.path(), "print('ran')", &[flag, pattern], &[]);
+        assert_eq!(run.code, 2, "{pattern}: {}", run.stderr);
+        assert_eq!(run.stdout, "", "{pattern}");
+        let expected = format!("sluice: {message}");
+        if message.ends_with('\n') {
+            assert_eq!(run.stderr, expected, "{pattern}");
+        } else {
+            assert!(run.stderr.starts_with(&expected), "{pattern}: {}", run.stderr);
+        }
+    }
+    // What README shows still starts a run; so does a ceiling of
+    // net:private:* (a bound admits by matching).
+    for (flag, pattern) in [
+        ("--approve", "net:post:api.example.com"),
+        ("--approve", "model:call:local/**"),
+        ("--approve", "net:private:http://127.0.0.1:8080"),
+        ("--approve", "net:private:http://[::1]:8080"),
+        ("--approve", "proc:spawn:git *"),
+        ("--approve", "proc:spawn:PAGER=cat git *"),
+        ("--ceiling", "net:private:*"),
+    ] {
+        let run = run_lua_with(ws.path(), "print('ran')", &[flag, pattern], &[]);
+        assert_eq!(
+            (run.code, run.stdout.as_str()),
+            (0, "ran\n"),
+            "{pattern}: {}",
+            run.stderr
+        );
+    }
 }
 
 #[test]
@@ -374,7 +696,38 @@ fn policy_test_reports_a_test_file_with_no_policy_beside_it() {
     let empty = tempfile::tempdir().unwrap();
     let out = sluice(&["policy", "test", "."], empty.path());
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(text(&out.stderr), "sluice: no *_test.lua files at .\n");
+    assert_eq!(
+        text(&out.stderr),
+        format!("sluice: no *_test.lua files at .. {HOW_TO_TEST}\n")
+    );
+}
+
+/// What `sluice policy test` says it looks for.
+const HOW_TO_TEST: &str = "`sluice policy test` runs the test_* functions of *_test.lua files; x_test.lua tests the policy x.lua beside it. Give the folder or file that holds them (sluice policy test path/to/policies/), or make one: beside mine.lua, a mine_test.lua holding `function test_reads() policy.allows(\"fs:read:\" .. policy.workspace .. \"/src/a.rs\") end`";
+
+#[test]
+fn policy_test_without_its_folder_names_the_folder_and_what_it_expects() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = std::fs::canonicalize(dir.path()).unwrap();
+    let out = sluice(&["policy", "test"], &d);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stdout), "");
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "sluice: looked for *_test.lua files in policies ({}), but there is no such folder. {HOW_TO_TEST}\n",
+            d.join("policies").display()
+        )
+    );
+    let out = sluice(&["policy", "test", "nowhere/"], &d);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with(&format!(
+            "sluice: looked for *_test.lua files in nowhere/ ({}/nowhere/), but there is no such folder."
+        , d.display())),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

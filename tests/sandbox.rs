@@ -162,10 +162,47 @@ return { rules = {
             closed["stdout"].as_str().unwrap().starts_with("refused"),
             "{runner}: {closed}"
         );
+        assert_eq!(closed["sandbox"]["network"], "closed", "{runner}: {closed}");
         let granted = open_net(&ws);
         let open = python(ws.path(), runner, &["--policy", &granted], &program);
         assert_eq!(open["exitCode"], 0, "{runner}: {open}");
         assert_eq!(open["stdout"], "connected\n");
+        assert_eq!(open["sandbox"]["network"], "open", "{runner}: {open}");
+    }
+}
+
+#[test]
+fn a_result_whose_command_had_no_network_says_so() {
+    need_program("curl", "apt-get install curl");
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let script = format!(
+        "local r, e = sluice.bash{{command = 'curl -sS -o /dev/null http://127.0.0.1:{port}/'}}\nprint(sluice.json.encode(r or e))"
+    );
+    for runner in RUNNERS {
+        let ws = workspace();
+        let run = run_lua_with(ws.path(), &script, &["--sandbox", runner], &[]).ok();
+        let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        // curl's own word for a connection that could not be made.
+        assert_eq!(out["exitCode"], 7, "{runner}: {out}");
+        assert_eq!(out["sandbox"]["network"], "closed", "{runner}: {out}");
+        assert_eq!(out["sandbox"]["mode"], "workspace-write", "{runner}: {out}");
+    }
+    // A policy that narrows the network with an ask keeps it closed too.
+    let ws = workspace();
+    let narrowed = policy(
+        &ws,
+        "narrowed.lua",
+        r#"local p = require("sluice.policy")
+return { rules = {
+  p.allow "fs:read:**", p.allow "proc:spawn:*",
+  p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
+  p.ask "net:post:api.example.com",
+} }"#,
+    );
+    for runner in RUNNERS {
+        let out = python(ws.path(), runner, &["--policy", &narrowed], "print('x')");
+        assert_eq!(out["sandbox"]["network"], "closed", "{runner}: {out}");
     }
 }
 

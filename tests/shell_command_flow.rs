@@ -96,7 +96,7 @@ fn shell_command_renders_exit_code_wall_time_and_output_as_codex_does() {
     // the workspace at spawn.
     assert_eq!(
         out["sandbox"],
-        json!({"mode": "workspace-write", "denied": false, "enforcement": "full"})
+        json!({"mode": "workspace-write", "network": "closed", "denied": false, "enforcement": "full"})
     );
 }
 

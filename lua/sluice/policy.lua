@@ -1,34 +1,56 @@
 --- Helpers for policy files. A rule is a plain table; the kernel reads
---- `effect`, `pattern` and the optional `reason`.
+--- `effect`, `pattern`, the optional `reason` and, on a deny, the optional
+--- `except` list.
 ---
 --- local p = require("sluice.policy")
 --- return {
 ---   rules = {
 ---     p.allow "fs:read:${workspace}/**",
 ---     p.deny("fs:*:**/.env", "secrets stay out of agents' reach"),
+---     p.deny("fs:write:${workspace}/src/**", "sources are reviewed",
+---            {except = {"fs:write:${workspace}/src/generated/**"}}),
 ---     p.ask "net:post:*",
 ---   },
 ---   decide = function(req) ... end,   -- optional: "allow" | "deny" | "ask" | nil | {decision=, reason=}
 ---   route = function(req) ... end,    -- optional: nil (host) or a container name, for process flows
 ---   otherwise = "ask",                -- optional: what nothing matching means ("ask" or "deny")
 --- }
+---
+--- An `except` takes what it names out of that deny alone: it allows
+--- nothing by itself (the capability goes on to the other denies, the
+--- hooks, allow, ask and `otherwise`).
 local M = {}
 
 local function rule(effect)
-  return function(pattern, reason)
+  return function(pattern, reason, options)
     if type(pattern) ~= "string" then
       error(("%s takes a capability pattern string, e.g. %s \"fs:read:${workspace}/**\""):format(effect, effect), 2)
     end
     if reason ~= nil and type(reason) ~= "string" then
       error(("%s(%q, reason): the reason must be a string"):format(effect, pattern), 2)
     end
-    return { effect = effect, pattern = pattern, reason = reason }
+    local except
+    if options ~= nil then
+      if type(options) ~= "table" then
+        error(("%s(%q, reason, options): options is a table such as {except = {...}}"):format(effect, pattern), 2)
+      end
+      for key in pairs(options) do
+        if key ~= "except" then
+          error(("%s(%q, reason, options): unknown option %s; the one option is except = {patterns}"):format(
+            effect, pattern, tostring(key)), 2)
+        end
+      end
+      except = options.except
+    end
+    return { effect = effect, pattern = pattern, reason = reason, except = except }
   end
 end
 
 ---@type fun(pattern: string, reason?: string): table
 M.allow = rule("allow")
----@type fun(pattern: string, reason?: string): table
+--- A deny; `options.except` lists patterns (of the deny's own actions) that
+--- this deny leaves out.
+---@type fun(pattern: string, reason?: string, options?: {except?: string[]}): table
 M.deny = rule("deny")
 ---@type fun(pattern: string, reason?: string): table
 M.ask = rule("ask")

@@ -62,12 +62,32 @@ pub struct Outcome {
     pub failure: Option<String>,
 }
 
+/// What `sluice policy test` looks for, and how to make one: for a
+/// message that finds none.
+pub const HOW_TO_TEST: &str =
+    "`sluice policy test` runs the test_* functions of *_test.lua files; \
+x_test.lua tests the policy x.lua beside it. Give the folder or file that holds them \
+(sluice policy test path/to/policies/), or make one: beside mine.lua, a mine_test.lua holding \
+`function test_reads() policy.allows(\"fs:read:\" .. policy.workspace .. \"/src/a.rs\") end`";
+
 /// The `*_test.lua` files at `path` (a file, or a folder searched one level).
 pub fn find_tests(path: &Path) -> Result<Vec<PathBuf>, String> {
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
-    let entries = fs::read_dir(path).map_err(|e| format!("cannot list {}: {e}", path.display()))?;
+    let entries = fs::read_dir(path).map_err(|e| {
+        let shown = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let what = match e.kind() {
+            std::io::ErrorKind::NotFound => "there is no such folder".to_string(),
+            std::io::ErrorKind::NotADirectory => "it is not a folder or a file".to_string(),
+            _ => format!("it cannot be listed: {e}"),
+        };
+        format!(
+            "looked for *_test.lua files in {} ({}), but {what}. {HOW_TO_TEST}",
+            path.display(),
+            shown.display()
+        )
+    })?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {

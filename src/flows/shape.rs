@@ -266,6 +266,13 @@ pub(crate) fn sandbox_schema(routable: bool) -> Value {
         ("partial", list(json!({"type": "string"}), "What the sandbox could not express, when enforcement is partial.")),
         ("runnerFailed", field("boolean", "Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).")),
     ];
+    let network = ("network", choice(&["open", "closed"], "Whether the command could open network sockets (closed: a connection fails; it opens only with net:get:*, net:post:* and net:private:* allowed). Absent in mode container, where the container decides."));
+    let mut always = vec![];
+    if routable {
+        optional.push(network);
+    } else {
+        always.push(network);
+    }
     if routable {
         modes.push("container");
         optional.push((
@@ -283,14 +290,13 @@ pub(crate) fn sandbox_schema(routable: bool) -> Value {
             ),
         ));
     }
-    let facts = closed(
-        &[
-            ("mode", choice(&modes, "What the command could change; container: it ran in a container, which its mounts bound.")),
-            ("denied", field("boolean", "Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).")),
-            ("enforcement", choice(&["full", "partial"], "partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.")),
-        ],
-        &optional,
-    );
+    let mut required = vec![
+        ("mode", choice(&modes, "What the command could change; container: it ran in a container, which its mounts bound.")),
+        ("denied", field("boolean", "Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).")),
+        ("enforcement", choice(&["full", "partial"], "partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.")),
+    ];
+    required.extend(always);
+    let facts = closed(&required, &optional);
     let title = if routable {
         "PlaceFacts"
     } else {
@@ -309,6 +315,7 @@ pub(crate) fn sandbox_sample(full: bool) -> crate::sandbox::Facts {
     use crate::sandbox::{Enforcement, Facts, Mode};
     Facts {
         mode: Mode::WorkspaceWrite,
+        network: crate::sandbox::Network::of(full),
         denied: full,
         enforcement: if full {
             Enforcement::Partial

@@ -465,10 +465,12 @@ impl Kernel {
         }
         // A program known only at run time could be any program: every
         // deny rule on commands applies to it.
+        // A spelling a deny's `except` names is taken out of that deny
+        // alone; the other spellings, and the other denies, still apply.
         let denies = |r: &Rule| {
             judged
                 .spelled_as(Spelled::Any)
-                .any(|c| r.pattern.matches(c))
+                .any(|c| r.pattern.matches(c) && !r.excepts(c))
                 || (judged.dynamic && r.pattern.selects(Action::ProcSpawn))
         };
         if let Some(mut v) = first_rule(&policies, Decision::Deny, denies) {
@@ -480,7 +482,25 @@ impl Kernel {
             }
             return v;
         }
-        match decide_hooks(&policies, req) {
+        let mut v = self.after_denies(req, judged, &policies, control);
+        if let Some(note) = excepted(&policies, judged) {
+            v.reason = format!("{} ({note})", v.reason);
+        }
+        v
+    }
+
+    /// The rest of the order once no deny applies: `decide` hooks, allow
+    /// rules (with the forms and control files they must name), ask rules,
+    /// `otherwise`.
+    fn after_denies(
+        &self,
+        req: &Request,
+        judged: &Judged,
+        policies: &[Policy],
+        control: Option<String>,
+    ) -> Verdict {
+        let cap = req.capability;
+        match decide_hooks(policies, req) {
             Ok(Some(v)) => return v,
             Ok(None) => {}
             Err(v) => return v,
@@ -547,7 +567,7 @@ impl Kernel {
                 .spelled_as(Spelled::Surely)
                 .any(|c| r.pattern.matches(c))
         };
-        if let Some(mut v) = first_rule(&policies, Decision::Ask, asks) {
+        if let Some(mut v) = first_rule(policies, Decision::Ask, asks) {
             if let Some(why) = withheld {
                 v.reason = format!("{why}; {}", v.reason);
             }
@@ -918,6 +938,30 @@ fn first_rule(
             .iter()
             .find(|r| r.decision == decision && hit(r))?;
         Some(rule_verdict(p, rule))
+    })
+}
+
+/// Which deny an `except` took the capability out of, for the reason:
+/// the first deny that matches a spelling of it only where its `except`
+/// names that spelling.
+fn excepted(policies: &[Policy], judged: &Judged) -> Option<String> {
+    policies.iter().find_map(|p| {
+        p.rules().iter().find_map(|r| {
+            if r.decision != Decision::Deny {
+                return None;
+            }
+            let spelling = judged
+                .spelled_as(Spelled::Any)
+                .find(|c| r.pattern.matches(c) && r.excepts(c))?;
+            let by = r.except.iter().find(|e| e.matches(spelling))?;
+            Some(format!(
+                "the deny \"{}\" ({} of {}) does not apply: its except \"{}\" names it",
+                r.pattern.as_str(),
+                r.at,
+                p.name(),
+                by.as_str()
+            ))
+        })
     })
 }
 

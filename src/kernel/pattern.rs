@@ -69,6 +69,15 @@
 //! only by a rule that names it too, the rule's resource read as a command
 //! line (`proc:spawn:git -c core.pager=less *`); see that module.
 //!
+//! A resource ending in ` *` also matches the command with no further
+//! arguments: `proc:spawn:pytest *` matches `pytest` and `pytest -x`, and
+//! `proc:spawn:git status *` matches `git status` and `git status --short`.
+//! Without the star a resource names exactly what it says: `proc:spawn:git
+//! status` matches `git status` only. For a deny this is the safe
+//! direction: a deny of `rm *` denies a bare `rm` too. The bare match is
+//! never an exact grant ([`Pattern::grants_explicitly`]): a form the bare
+//! command holds still needs a rule naming it.
+//!
 //! # `net:private` needs an explicit grant
 //!
 //! [`Pattern::matches`] reports every match, wildcards included, so
@@ -128,6 +137,10 @@ pub struct Pattern {
     fs: Option<Resource>,
     /// How other actions' resources match; `None` when only fs is selected.
     other: Option<Resource>,
+    /// For `proc:spawn`, a resource ending in ` *` compiled without it: the
+    /// command with no further arguments (`git status *` matches `git
+    /// status`).
+    bare: Option<Resource>,
 }
 
 /// A pattern that does not parse: names the bad part and the fix.
@@ -203,12 +216,39 @@ impl Pattern {
         } else {
             None
         };
+        let bare = match bare_command(raw) {
+            Some(head) if !any && select.includes(Action::ProcSpawn) => {
+                Some(other_resource(head, vars).map_err(err)?)
+            }
+            _ => None,
+        };
         Ok(Pattern {
             text: text.to_string(),
             select,
             fs,
             other,
+            bare,
         })
+    }
+
+    /// Parses `text` as [`Pattern::parse`] does, and refuses a pattern that
+    /// can never do its job as `role` ([`Pattern::never`]), saying why and
+    /// what to write instead.
+    pub fn parse_for(text: &str, vars: &Vars, role: Role) -> Result<Pattern, PatternError> {
+        let pattern = Pattern::parse(text, vars)?;
+        match pattern.never(role) {
+            None => Ok(pattern),
+            Some(why) => Err(PatternError {
+                pattern: text.to_string(),
+                message: format!(
+                    "it can never {} anything: {why}",
+                    match role {
+                        Role::Grant => "grant",
+                        Role::Bound => "admit",
+                    }
+                ),
+            }),
+        }
     }
 
     /// Whether `cap` falls under this pattern, wildcards included. Does not
@@ -219,6 +259,8 @@ impl Pattern {
         }
         self.side(cap.action)
             .is_some_and(|r| r.matches(&cap.resource))
+            || (cap.action == Action::ProcSpawn
+                && self.bare.as_ref().is_some_and(|b| b.matches(&cap.resource)))
     }
 
     /// Whether this pattern names `cap` exactly: the same action written out
@@ -227,6 +269,67 @@ impl Pattern {
     pub fn grants_explicitly(&self, cap: &Capability) -> bool {
         self.select == Select::Action(cap.action)
             && matches!(self.side(cap.action), Some(Resource::Literal(lit)) if *lit == cap.resource)
+    }
+
+    /// Why this pattern can never do its job as `role`, when it cannot:
+    /// every action it selects has a resource no capability can carry, or
+    /// (as a grant) one no wildcard may grant. `None` when it can match.
+    /// The run refuses such a `--approve` or `--ceiling` at start rather
+    /// than ignore it: a grant that never grants is an ask that surprises,
+    /// and a ceiling that admits nothing denies everything.
+    ///
+    /// Dead resources: `net:private` by a wildcard (as a grant: only a rule
+    /// naming the origin grants it), or by text that is not an origin as a
+    /// request's URL gives it (`http://127.0.0.1:8080`, the port only when
+    /// it is not the scheme's default); `net:get`/`net:post` naming an
+    /// https URL (their resource is the host alone: `api.example.com`) or
+    /// what no host is; `proc:spawn` naming only assignments
+    /// (`PAGER=cat`), which grant no command; `model:call` without
+    /// `PROVIDER/MODEL`.
+    pub fn never(&self, role: Role) -> Option<String> {
+        let mut why: Vec<String> = Vec::new();
+        for &action in Action::ALL.iter().filter(|a| self.select.includes(**a)) {
+            match self.dead_for(action, role) {
+                Some(reason) if !why.contains(&reason) => why.push(reason),
+                Some(_) => {}
+                None => return None,
+            }
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+
+    /// Why no capability of `action` can be matched (or, as a grant,
+    /// granted) by this pattern.
+    fn dead_for(&self, action: Action, role: Role) -> Option<String> {
+        let written = self.resource().unwrap_or("*");
+        match (action, self.side(action)?) {
+            (Action::NetPrivate, Resource::Literal(lit)) => origin_problem(action, lit),
+            (Action::NetPrivate, _) if role == Role::Grant => Some(
+                "a wildcard never grants net:private: each private address is granted by a rule naming its origin exactly; \
+                 write it out, e.g. `net:private:http://127.0.0.1:8080`"
+                    .into(),
+            ),
+            (Action::NetGet | Action::NetPost, Resource::Literal(lit)) => {
+                origin_problem(action, lit)
+            }
+            (Action::NetGet | Action::NetPost, Resource::Glob { prefix, .. })
+                if prefix.starts_with("https://") =>
+            {
+                origin_problem(action, written)
+            }
+            (Action::ProcSpawn, Resource::Literal(_) | Resource::Glob { .. }) => {
+                assignments_only(written)
+            }
+            (Action::ModelCall, Resource::Literal(lit)) => match lit.split_once('/') {
+                Some((provider, model)) if !provider.is_empty() && !model.is_empty() => None,
+                _ => Some(format!(
+                    "model:call names PROVIDER/MODEL as the script gives them, and `{lit}` is not that; \
+                     write e.g. `model:call:{}/*`",
+                    lit.trim_matches('/')
+                )),
+            },
+            _ => None,
+        }
     }
 
     /// How `action`'s resources match.
@@ -472,6 +575,93 @@ fn container_path(glob: &str) -> Option<(&str, &str)> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
     (named && path.starts_with('/')).then_some((name, path))
+}
+
+/// What a pattern is for, as [`Pattern::never`] judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A grant (`--approve`): it must be able to grant something.
+    Grant,
+    /// A bound (`--ceiling`): it must be able to admit something.
+    Bound,
+}
+
+/// Why `text` can never be the resource of a network capability of
+/// `action`, which names an origin as [`crate::call::Capability`]s do:
+/// `net:private` the whole origin (`http://127.0.0.1:8080`); `net:get` and
+/// `net:post` an https destination by its host (and port) alone, an http
+/// one by its origin. `None` when it can be.
+fn origin_problem(action: Action, text: &str) -> Option<String> {
+    let name = action.as_str();
+    let private = action == Action::NetPrivate;
+    let bare = text.strip_prefix("https://").filter(|_| !private);
+    if let Some(host) = bare {
+        let host = host.trim_end_matches('/');
+        return Some(format!(
+            "{name} names an https destination by its host alone; write `{name}:{host}`"
+        ));
+    }
+    let url = if private || text.starts_with("http://") {
+        text.to_string()
+    } else {
+        format!("https://{text}")
+    };
+    let canonical = url::Url::parse(&url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .map(|u| u.origin().ascii_serialization());
+    let expected = match (&canonical, private) {
+        (Some(origin), _) if origin.starts_with("https://") && !private => {
+            origin["https://".len()..].to_string()
+        }
+        (Some(origin), _) => origin.clone(),
+        (None, _) => {
+            return Some(if private {
+                format!("`{text}` is not an origin: net:private names scheme, host and port, e.g. `net:private:http://127.0.0.1:8080`")
+            } else {
+                format!("`{text}` is not a host: {name} names a host and port (`api.example.com`, `example.org:8443`), or an http origin (`http://example.org`)")
+            })
+        }
+    };
+    (expected != text).then(|| {
+        format!("{name} names the destination as `{expected}` (scheme and host as a URL gives them, the port only when it is not the scheme's default, no path), so `{text}` never matches; write `{name}:{expected}`")
+    })
+}
+
+/// Why a command-line resource grants no command, when all it names is
+/// assignments: `PAGER=cat` (a variable of [`super::programs::VARS`]
+/// needs a rule spelling it with the command, and a line of assignments
+/// alone runs nothing).
+fn assignments_only(resource: &str) -> Option<String> {
+    let name_of = |word: &str| -> Option<String> {
+        let (name, _) = word.split_once('=')?;
+        let mut chars = name.chars();
+        let ident = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        ident.then(|| name.to_string())
+    };
+    let names: Option<Vec<String>> = resource.split_whitespace().map(name_of).collect();
+    let names = names.filter(|n| !n.is_empty())?;
+    // `FOO=*` matches `FOO=1 make`: an ordinary variable's value spans the
+    // command. One of the table's is granted only when spelled with it.
+    let steering = names.iter().any(|n| super::programs::var_of(n).is_some());
+    if !steering && literal(resource).is_none() {
+        return None;
+    }
+    Some(format!(
+        "`{resource}` is only an assignment and names no program, so it grants no command; \
+         name the command after it, e.g. `proc:spawn:{resource} git *`"
+    ))
+}
+
+/// What a command-line resource ending in an unescaped ` *` says before
+/// it (`git status` for `git status *`), when there is such a head.
+fn bare_command(raw: &str) -> Option<&str> {
+    let head = raw.strip_suffix(" *")?;
+    let escapes = head.len() - head.trim_end_matches('\\').len();
+    (escapes % 2 == 0 && !head.trim().is_empty()).then_some(head)
 }
 
 /// A resource glob for an action without path semantics.
@@ -866,10 +1056,126 @@ mod tests {
         assert!(git.matches(&cap(Action::ProcSpawn, "git checkout src/main.rs")));
         assert!(git.matches(&cap(Action::ProcSpawn, "git log --format=%H:%s")));
         assert!(!git.matches(&cap(Action::ProcSpawn, "gitk")));
-        assert!(!git.matches(&cap(Action::ProcSpawn, "git")));
+        assert!(!git.matches(&cap(Action::ProcSpawn, "gitk x")));
         assert!(!git.matches(&cap(Action::ProcSpawn, "GIT status")));
         let tool = p("proc:spawn:${workspace}/bin/*");
         assert!(tool.matches(&cap(Action::ProcSpawn, "/w/bin/fmt --check a/b")));
+    }
+
+    #[test]
+    fn a_trailing_star_also_matches_the_command_with_no_arguments() {
+        let spawn = |text: &str| cap(Action::ProcSpawn, text);
+        let pytest = p("proc:spawn:pytest *");
+        assert!(pytest.matches(&spawn("pytest")));
+        assert!(pytest.matches(&spawn("pytest -x tests/")));
+        assert!(!pytest.matches(&spawn("pytest2")));
+        assert!(!pytest.matches(&spawn("pytes")));
+        let status = p("proc:spawn:git status *");
+        assert!(status.matches(&spawn("git status")));
+        assert!(status.matches(&spawn("git status --short")));
+        assert!(!status.matches(&spawn("git")));
+        assert!(!status.matches(&spawn("git statusx")));
+        // Without the star, exactly what it says.
+        let exact = p("proc:spawn:git status");
+        assert!(exact.matches(&spawn("git status")));
+        assert!(!exact.matches(&spawn("git status --short")));
+        // The head may hold wildcards and variables of its own.
+        let tool = p("proc:spawn:${workspace}/bin/* *");
+        assert!(tool.matches(&spawn("/w/bin/fmt")));
+        assert!(tool.matches(&spawn("/w/bin/fmt --check")));
+        // A bare match is not an exact grant: forms still need naming.
+        assert!(!pytest.grants_explicitly(&spawn("pytest")));
+        // An escaped space or star is literal text, not "any arguments".
+        let escaped = p(r"proc:spawn:echo\ *");
+        assert!(!escaped.matches(&spawn("echo")));
+        let star = p(r"proc:spawn:echo \*");
+        assert!(star.matches(&spawn("echo *")) && !star.matches(&spawn("echo")));
+        // Only command lines: hosts and models have no arguments.
+        assert!(!p("net:get:a *").matches(&cap(Action::NetGet, "a")));
+        assert!(p("proc:*:git *").matches(&spawn("git")));
+    }
+
+    fn never(text: &str, role: Role) -> Option<String> {
+        p(text).never(role)
+    }
+
+    #[test]
+    fn patterns_that_can_never_grant_say_why_and_what_to_write() {
+        let grant = |t: &str| never(t, Role::Grant).unwrap_or_else(|| panic!("{t} passed"));
+        let e = grant("net:private:*");
+        assert!(
+            e.contains("a wildcard never grants net:private")
+                && e.contains("`net:private:http://127.0.0.1:8080`"),
+            "{e}"
+        );
+        assert!(grant("net:private").contains("wildcard"));
+        assert!(grant("net:private:http://127.0.0.1:*").contains("wildcard"));
+        let e = grant("net:private:127.0.0.1:8080");
+        assert!(e.contains("not an origin"), "{e}");
+        let e = grant("net:private:http://127.0.0.1:80");
+        assert!(e.contains("write `net:private:http://127.0.0.1`"), "{e}");
+        let e = grant("net:private:http://127.0.0.1:8080/");
+        assert!(
+            e.contains("write `net:private:http://127.0.0.1:8080`"),
+            "{e}"
+        );
+        let e = grant("net:get:https://api.example.com");
+        assert!(e.contains("write `net:get:api.example.com`"), "{e}");
+        let e = grant("net:post:https://*.example.com");
+        assert!(e.contains("write `net:post:*.example.com`"), "{e}");
+        let e = grant("net:get:api.example.com/v1");
+        assert!(e.contains("write `net:get:api.example.com`"), "{e}");
+        let e = grant("net:get:api.example.com:443");
+        assert!(e.contains("write `net:get:api.example.com`"), "{e}");
+        let e = grant("proc:spawn:PAGER=cat");
+        assert!(
+            e.contains("only an assignment") && e.contains("`proc:spawn:PAGER=cat git *`"),
+            "{e}"
+        );
+        assert!(grant("proc:spawn:GIT_SSH_COMMAND=*").contains("only an assignment"));
+        assert!(grant("proc:spawn:FOO=1").contains("only an assignment"));
+        assert!(grant("model:call:local").contains("PROVIDER/MODEL"));
+        // A family is dead only when every action in it is.
+        let e = grant("net:*:https://api.example.com/x");
+        assert!(e.contains("net:get") && e.contains("net:private"), "{e}");
+        // What can grant passes: README's patterns, and their neighbours.
+        for alive in [
+            "net:post:api.example.com",
+            "net:get:*",
+            "net:get:http://127.0.0.1:8080",
+            "net:get:[::1]:8080",
+            "net:*",
+            "net:*:https://api.example.com",
+            "model:call:local/**",
+            "model:call:openrouter/*",
+            "model:call:*",
+            "net:private:http://127.0.0.1:8080",
+            "net:private:http://[::1]:8080",
+            "net:private:https://localhost",
+            "proc:spawn:git *",
+            "proc:spawn:*",
+            "proc:spawn:PAGER=cat git *",
+            "proc:spawn:FOO=*",
+            "fs:read:${workspace}/**",
+            "fs:*:**/.env",
+            "*",
+        ] {
+            assert_eq!(never(alive, Role::Grant), None, "{alive}");
+        }
+        // A bound admits by matching, wildcards included: a ceiling of
+        // net:private:* admits private origins.
+        assert_eq!(never("net:private:*", Role::Bound), None);
+        assert!(never("net:private:127.0.0.1:8080", Role::Bound).is_some());
+        assert!(never("proc:spawn:PAGER=*", Role::Bound).is_some());
+        let e = Pattern::parse_for("net:private:*", &vars(), Role::Grant).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "invalid pattern `net:private:*`: it can never grant anything: a wildcard"
+            ),
+            "{e}"
+        );
+        let e = Pattern::parse_for("net:get:https://x.org", &vars(), Role::Bound).unwrap_err();
+        assert!(e.to_string().contains("it can never admit anything"), "{e}");
     }
 
     #[test]

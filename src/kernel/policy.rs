@@ -21,7 +21,7 @@
 //! added later never runs).
 
 use super::pattern::{Pattern, Vars};
-use super::Capability;
+use super::{Action, Capability};
 use crate::call::Tier;
 use crate::luastate;
 use mlua::{Function, HookTriggers, Lua, LuaSerdeExt, Table, Value as LuaValue, VmState};
@@ -112,10 +112,22 @@ pub struct Rule {
     pub decision: Decision,
     pub pattern: Pattern,
     pub reason: Option<String>,
+    /// A deny's exceptions (`p.deny(PATTERN, reason, {except = {...}})`):
+    /// capabilities they match are taken out of this deny alone, and go on
+    /// to the other denies, the hooks, allow, ask and `otherwise`. Each
+    /// selects only actions the deny selects. Empty for allow and ask.
+    pub except: Vec<Pattern>,
     /// Where it is written: `rules[3]`, or `rules[1][4]` for the fourth
     /// rule of a group (a list of rules, such as `p.programs`) at
     /// `rules[1]`.
     pub at: String,
+}
+
+impl Rule {
+    /// Whether one of the rule's `except` patterns names `cap`.
+    pub fn excepts(&self, cap: &Capability) -> bool {
+        self.except.iter().any(|e| e.matches(cap))
+    }
 }
 
 /// Where a policy's source comes from.
@@ -770,12 +782,108 @@ fn parse_rule(item: LuaValue, at: String, vars: &Vars) -> Result<Rule, String> {
     };
     let pattern = Pattern::parse(&text, vars).map_err(|e| bad(e.to_string()))?;
     let reason: Option<String> = t.get("reason").map_err(|e| bad(format!("reason: {e}")))?;
+    let except = parse_except(&t, decision, &pattern, vars).map_err(bad)?;
     Ok(Rule {
         decision,
         pattern,
         reason,
+        except,
         at,
     })
+}
+
+/// A rule's `except` list: patterns of the deny's own actions, each
+/// naming something the deny names. Only a deny has one: an exception to
+/// an allow or an ask would be a deny or an ask written backwards.
+fn parse_except(
+    t: &Table,
+    decision: Decision,
+    deny: &Pattern,
+    vars: &Vars,
+) -> Result<Vec<Pattern>, String> {
+    let list = match t.get::<LuaValue>("except").map_err(|e| e.to_string())? {
+        LuaValue::Nil => return Ok(Vec::new()),
+        LuaValue::Table(list) => list,
+        other => {
+            return Err(format!(
+                "except is {}; it is a list of patterns: p.deny(\"{}\", \"why\", {{except = {{\"...\"}}}})",
+                a(other.type_name()),
+                deny.as_str()
+            ))
+        }
+    };
+    if decision != Decision::Deny {
+        return Err(format!(
+            "{decision} \"{}\" has an except, which only a deny rule may have (it carves capabilities out of the deny); \
+             narrow the {decision} rule's pattern instead, or add a deny for what it should leave out",
+            deny.as_str()
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, item) in list.sequence_values::<LuaValue>().enumerate() {
+        let at = format!("except[{}]", i + 1);
+        let text = match item.map_err(|e| format!("{at}: {e}"))? {
+            LuaValue::String(s) => s.to_string_lossy(),
+            other => {
+                return Err(format!(
+                    "{at} is {}; write a pattern string such as \"fs:write:${{workspace}}/src/generated/**\"",
+                    a(other.type_name())
+                ))
+            }
+        };
+        let pattern = Pattern::parse(&text, vars).map_err(|e| format!("{at}: {e}"))?;
+        if let Some(action) = Action::ALL
+            .iter()
+            .find(|&&act| pattern.selects(act) && !deny.selects(act))
+        {
+            return Err(format!(
+                "{at} \"{text}\" selects {}, which the deny \"{}\" does not: an except only takes capabilities out of its deny; \
+                 write it with the deny's action{}",
+                action.as_str(),
+                deny.as_str(),
+                deny_actions(deny)
+            ));
+        }
+        if let Some(path) = outside(&pattern, deny) {
+            return Err(format!(
+                "{at} \"{text}\" names {path}, which the deny \"{}\" does not name, so it takes nothing out of it; \
+                 write a path inside what the deny names",
+                deny.as_str()
+            ));
+        }
+        out.push(pattern);
+    }
+    Ok(out)
+}
+
+/// The deny's actions, for a message: ` (fs:write)`.
+fn deny_actions(deny: &Pattern) -> String {
+    let names: Vec<&str> = Action::ALL
+        .iter()
+        .filter(|&&act| deny.selects(act))
+        .map(|act| act.as_str())
+        .collect();
+    format!(" ({})", names.join(", "))
+}
+
+/// A path an fs `except` names (itself, or the tree it opens) that its deny
+/// does not, when its shape tells: an except that lies wholly outside its
+/// deny is a mistake (a typo in the path), never an exception.
+fn outside(except: &Pattern, deny: &Pattern) -> Option<String> {
+    use super::pattern::FsShape;
+    let (probe, shown) = match except.fs_shape()? {
+        FsShape::Exact(path) => (PathBuf::from(path), path.to_string()),
+        FsShape::Tree(dir) => (
+            Path::new(dir).join(".sluice-except-probe"),
+            format!("{dir}/**"),
+        ),
+        FsShape::Any | FsShape::Other => return None,
+    };
+    let named = [Action::FsRead, Action::FsWrite]
+        .into_iter()
+        .filter(|&act| except.selects(act))
+        .any(|act| deny.matches(&Capability::fs(act, &probe)));
+    (!named).then_some(shown)
 }
 
 /// Characters of one input string a hook sees; longer ones are cut, so a

@@ -16,7 +16,7 @@ use crate::flows::{Context, Registry};
 use crate::interrupt;
 use crate::kernel::approval::{Approver, Prompt};
 use crate::kernel::gate::Gate;
-use crate::kernel::pattern::{Pattern, Vars};
+use crate::kernel::pattern::{Pattern, Role, Vars};
 use crate::kernel::policy::{self, Policy, Source};
 use crate::kernel::Kernel;
 use crate::luastate;
@@ -300,16 +300,16 @@ impl RuntimeBuilder {
             ));
         }
         let vars = Vars::new(workspace.clone());
-        let patterns = |list: &[String], flag: &str| {
+        let patterns = |list: &[String], flag: &str, role| {
             list.iter()
                 .map(|t| {
-                    Pattern::parse(t, &vars)
+                    Pattern::parse_for(t, &vars, role)
                         .map_err(|e| BuildError::new(Kind::Pattern, format!("{flag} {t:?}: {e}")))
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
-        let ceiling = patterns(&self.ceiling, "--ceiling")?;
-        let approve = patterns(&self.approve, "--approve")?;
+        let ceiling = patterns(&self.ceiling, "--ceiling", Role::Bound)?;
+        let approve = patterns(&self.approve, "--approve", Role::Grant)?;
         let sources = if self.policies.is_empty() {
             vec![policy::shipped("default").expect("the default policy is built in")]
         } else {

@@ -83,6 +83,54 @@ pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
     profile
 }
 
+/// What a policy author may not expect of the profile `view` gives: each
+/// folder an allow rule opens for writing by its contents alone
+/// (`fs:write:X/**`) while no rule opens the folder itself (`fs:write:X`),
+/// so that commands cannot write in it (a tree is writable only with
+/// both), with the rule that would open it. For `sluice policy explain`.
+pub fn hints(view: &StaticView, workspace: &Path) -> Vec<String> {
+    let writable: Vec<PathBuf> = open_trees(view, Action::FsWrite, workspace)
+        .into_iter()
+        .map(|(dir, _)| dir)
+        .collect();
+    let mut out = Vec::new();
+    for rule in view.rules.iter().filter(|r| r.decision == Decision::Allow) {
+        let (Some(FsShape::Tree(dir)), true) = (
+            rule.pattern.fs_shape(),
+            rule.pattern.selects(Action::FsWrite),
+        ) else {
+            continue;
+        };
+        let Ok(real) = std::fs::canonicalize(dir) else {
+            continue;
+        };
+        let entry = Capability::fs(Action::FsWrite, &real);
+        if !real.is_dir()
+            || writable.iter().any(|w| real.starts_with(w))
+            || allowed(view, &entry)
+            || denied(view, &entry)
+        {
+            continue;
+        }
+        let folder = rule
+            .pattern
+            .resource()
+            .and_then(|r| r.strip_suffix("/**"))
+            .unwrap_or(dir);
+        let hint = format!(
+            "\"{}\" ({}) opens what is in {} but not the folder itself, so commands cannot write there \
+             (a tree is writable to commands only when the folder and its contents both are): add p.allow \"fs:write:{folder}\"",
+            rule.pattern.as_str(),
+            rule.at,
+            real.display()
+        );
+        if !out.contains(&hint) {
+            out.push(hint);
+        }
+    }
+    out
+}
+
 /// Widens `profile` to `mode` for one call, keeping everything that must
 /// stay read-only or hidden.
 pub fn widen(view: &StaticView, workspace: &Path, profile: &mut Profile, mode: Mode) {
@@ -253,6 +301,9 @@ fn narrow(view: &StaticView, workspace: &Path, profile: &mut Profile) {
     profile.read_only.extend(view.files.iter().cloned());
     for rule in view.rules.iter().filter(|r| r.decision == Decision::Deny) {
         deny(&rule.pattern, profile);
+        if let Some(note) = uncarved(rule, profile) {
+            profile.partial.push(note);
+        }
     }
     // Only what lies in a writable tree needs keeping; the rest is
     // read-only already.
@@ -289,6 +340,35 @@ fn deny(pattern: &Pattern, profile: &mut Profile) {
         Some(FsShape::Other) if reads || writes => profile.hide_globs.push(pattern.clone()),
         _ => {}
     }
+}
+
+/// Why a deny's `except` does not reach commands, when it would matter:
+/// the sandbox withholds the whole of what the deny names (a mount cannot
+/// hide a tree but one subtree of it), so an excepted path a command could
+/// otherwise write or see stays read-only or hidden to it. The kernel,
+/// and with it every file flow, follows the except.
+fn uncarved(rule: &crate::kernel::policy::Rule, profile: &Profile) -> Option<String> {
+    let reached = rule.except.iter().find(|e| {
+        let path = match e.fs_shape() {
+            Some(FsShape::Exact(p)) | Some(FsShape::Tree(p)) => Some(PathBuf::from(p)),
+            Some(FsShape::Other) => e.fs_folder().map(PathBuf::from),
+            Some(FsShape::Any) => Some(PathBuf::from("/")),
+            None => return false,
+        };
+        let Some(path) = path else { return true };
+        let writes = e.selects(Action::FsWrite)
+            && profile
+                .writable
+                .iter()
+                .any(|w| path.starts_with(w) || w.starts_with(&path));
+        writes || (e.selects(Action::FsRead) && profile.sees(&path))
+    })?;
+    Some(format!(
+        "the deny \"{}\" ({}) excepts \"{}\", which the sandbox cannot carve out of it: commands get all of what the deny names withheld (read-only, or hidden), the except included; the file flows follow the except",
+        rule.pattern.as_str(),
+        rule.at,
+        reached.as_str()
+    ))
 }
 
 /// Unrestricted `net:get`, `net:post` and `net:private` allow rules, inside

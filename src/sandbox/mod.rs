@@ -7,8 +7,8 @@
 //!   read-only inside them, network, private temp storage);
 //! - `derive`: the profile the policies' static rules grant;
 //! - `bwrap`, `landlock`: the runners;
-//! - [`Facts`]: what a confined result reports (`mode`, `denied`,
-//!   `enforcement`, `runnerFailed`).
+//! - [`Facts`]: what a confined result reports (`mode`, `network`,
+//!   `denied`, `enforcement`, `runnerFailed`).
 
 pub mod bwrap;
 mod caches;
@@ -19,7 +19,7 @@ mod index;
 pub mod landlock;
 mod supervise;
 
-pub use derive::{derive, widen};
+pub use derive::{derive, hints, widen};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -117,6 +117,14 @@ impl Profile {
         let visible = |roots: &[PathBuf]| roots.iter().any(|r| path.starts_with(r));
         visible(&self.readable) || visible(&self.writable)
     }
+
+    /// Whether the profile confines nothing, so a command runs without a
+    /// sandbox: every file writable (so visible), the network open, and
+    /// nothing to keep read-only or hidden.
+    pub fn confines_nothing(&self) -> bool {
+        let guarded = self.read_only.iter().any(|p| p.exists()) || !self.hidden.is_empty();
+        self.mode == Mode::DangerFullAccess && self.network && !guarded
+    }
 }
 
 /// `paths` sorted, without repeats and without any path inside another.
@@ -133,11 +141,35 @@ pub fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
     out
 }
 
+/// Whether a confined command could open network sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// It could ([`Profile::network`]).
+    Open,
+    /// It could not: a connection fails (curl exits 7), which the result
+    /// says so the failure has a reason.
+    Closed,
+}
+
+impl Network {
+    /// `open` or `closed`.
+    pub fn of(open: bool) -> Network {
+        if open {
+            Network::Open
+        } else {
+            Network::Closed
+        }
+    }
+}
+
 /// The sandbox facts a confined result carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Facts {
     pub mode: Mode,
+    /// Whether the command could reach the network.
+    pub network: Network,
     /// Whether the sandbox refused a file operation (the command exited
     /// nonzero saying so in the runner's words).
     pub denied: bool,
@@ -274,6 +306,8 @@ pub struct Confined {
     pub wrap: Arc<dyn crate::exec::Wrap>,
     pub runner: &'static str,
     pub mode: Mode,
+    /// Whether the command may open network sockets.
+    pub network: bool,
     pub enforcement: Enforcement,
     /// Why enforcement is partial.
     pub partial: Vec<String>,
@@ -375,8 +409,7 @@ impl Sandbox {
         profile.env = caches.map(|c| c.env()).unwrap_or_default();
         // With every file writable everything is visible too (derive), so
         // only what stays read-only or hidden needs a sandbox then.
-        let guarded = profile.read_only.iter().any(|p| p.exists()) || !profile.hidden.is_empty();
-        if profile.mode == Mode::DangerFullAccess && profile.network && !guarded {
+        if profile.confines_nothing() {
             return Ok(None);
         }
         let runner = self.runner()?;
@@ -419,6 +452,7 @@ impl Sandbox {
             wrap,
             runner: name,
             mode: profile.mode,
+            network: profile.network,
             enforcement: if partial.is_empty() {
                 Enforcement::Full
             } else {
@@ -548,6 +582,7 @@ impl Confined {
         let reverted = self.guard.as_ref().map(|g| g.settle()).unwrap_or_default();
         Facts {
             mode: self.mode,
+            network: Network::of(self.network),
             denied: !reverted.is_empty()
                 || (exit_code != 0 && words.iter().any(|w| stderr.contains(w))),
             enforcement: self.enforcement,
