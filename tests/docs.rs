@@ -230,3 +230,69 @@ fn commands_of(block: &str) -> Vec<String> {
     }
     commands
 }
+
+/// The README's background-server example, as it says: under the default
+/// policy the command has no network (`sandbox.network = "closed"`) and
+/// nothing reaches the server; with the network open a later command and a
+/// `fetch` with the origin's grant do. Under each runner.
+#[test]
+fn the_readme_background_server_is_reached_only_with_the_network_open() {
+    let ws = workspace();
+    let open = common::policy(
+        &ws,
+        "open.lua",
+        r#"local p = require("sluice.policy")
+return { rules = { p.programs, p.allow "fs:*:${workspace}", p.allow "fs:*:${workspace}/**",
+  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*" } }"#,
+    );
+    for runner in ["bwrap", "landlock"] {
+        for (policy, reached) in [("default", false), (open.as_str(), true)] {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let origin = format!("http://127.0.0.1:{port}");
+            let script = format!(
+                r#"
+                local server = sluice.bash{{command = "exec python3 -m http.server {port} --bind 127.0.0.1", background = true}}
+                local up = sluice.bash{{interpreter = "python3", script = [[
+import socket, sys, time
+for _ in range(30):
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=1)
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)
+]]}}
+                local page, err = sluice.fetch{{url = "{origin}/"}}
+                print(up.sandbox.network, up.exitCode, page and page.status or err.code)
+                server:kill()
+                "#
+            );
+            let approve = format!("net:private:{origin}");
+            let run = common::run_lua_with(
+                ws.path(),
+                &script,
+                &[
+                    "--policy",
+                    policy,
+                    "--sandbox",
+                    runner,
+                    "--no-audit",
+                    "--approve",
+                    &approve,
+                ],
+                &[],
+            )
+            .ok();
+            let want = if reached {
+                "open\t0\t200\n"
+            } else {
+                "closed\t1\trequest_failed\n"
+            };
+            assert_eq!(run.stdout, want, "{runner} with {policy}: {}", run.stderr);
+        }
+    }
+}
