@@ -321,6 +321,21 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// A call whose envelope is `envelope` and which `run` does once
+    /// authorized: what a flow not written against [`Flow`] (an
+    /// embedder's) prepares. `run` cannot be called without the
+    /// [`Authorized`] proof, which only the gate makes.
+    pub fn new(
+        envelope: Envelope,
+        run: impl for<'a> FnOnce(&'a Context, Authorized) -> LocalFuture<'a, FlowResult<Value>>
+            + 'static,
+    ) -> Prepared {
+        Prepared {
+            envelope,
+            run: Box::new(run),
+        }
+    }
+
     /// Steps 7-8: runs the call, which only the [`Authorized`] proof of
     /// step 4 allows.
     pub fn execute(self, ctx: &Context, door: Authorized) -> LocalFuture<'_, FlowResult<Value>> {
@@ -331,6 +346,11 @@ impl Prepared {
 /// A flow with its types erased, as the registry holds it.
 pub trait DynFlow {
     fn spec(&self) -> &'static FlowSpec;
+    /// JSON Schema of the input: the spec's ([`FlowSpec::schema`]) for a
+    /// flow written against [`Flow`].
+    fn input_schema(&self) -> Value {
+        (self.spec().schema)()
+    }
     /// JSON Schema of the output ([`Flow::output_schema`]).
     fn output_schema(&self) -> Value;
     /// [`Flow::output_samples`], serialized as calls return them.
@@ -484,10 +504,24 @@ impl Registry {
             .push(Box::new(Entry::<F>(std::marker::PhantomData)));
     }
 
+    /// Adds a flow not written against [`Flow`] (an embedder's) after the
+    /// others; the caller checked that its name is free.
+    pub(crate) fn add_dyn(&mut self, flow: Box<dyn DynFlow>) {
+        self.flows.push(flow);
+    }
+
+    /// The flow a caller names, by its canonical name (`http-post`) or the
+    /// name scripts call it by (`http_post`, see [`lua_name`]): the one
+    /// place both spellings are accepted, so `sluice.call`, `Runtime::call`
+    /// and `sluice flows NAME` agree, while the record and policies' `req.flow`
+    /// see the canonical name ([`FlowSpec::name`]).
     pub fn get(&self, name: &str) -> Option<&dyn DynFlow> {
         self.flows
             .iter()
-            .find(|f| f.spec().name == name)
+            .find(|f| {
+                let canonical = f.spec().name;
+                canonical == name || (canonical.contains('-') && lua_name(canonical) == name)
+            })
             .map(|f| f.as_ref())
     }
 
@@ -542,7 +576,7 @@ pub fn spec_json(flow: &dyn DynFlow) -> Value {
         "tier": s.tier,
         "capabilities": s.actions,
         "readOnly": s.read_only,
-        "inputSchema": (s.schema)(),
+        "inputSchema": flow.input_schema(),
         "outputSchema": flow.output_schema(),
     })
 }

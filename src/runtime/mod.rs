@@ -4,6 +4,7 @@
 
 mod clock;
 mod convert;
+pub mod extend;
 mod module;
 
 use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
@@ -14,7 +15,7 @@ use crate::error::{FlowError, FlowResult};
 use crate::exec::Executor;
 use crate::flows::{Context, Registry};
 use crate::interrupt;
-use crate::kernel::approval::{Approver, Prompt};
+use crate::kernel::approval::{Approvals, Approver, Prompt};
 use crate::kernel::gate::Gate;
 use crate::kernel::pattern::{Pattern, Vars};
 use crate::kernel::policy::{self, Policy, Source};
@@ -67,6 +68,9 @@ pub enum BuildErrorKind {
     Container,
     /// A model provider's declaration is wrong.
     Provider,
+    /// An embedder's flow cannot be added (its name is taken or is not a
+    /// Lua identifier, its schema is not an object's).
+    Flow,
 }
 
 impl BuildError {
@@ -121,6 +125,26 @@ pub struct RuntimeBuilder {
     sealed: Option<(String, Option<String>)>,
     providers: Vec<String>,
     credentials: Option<PathBuf>,
+    name: Option<String>,
+    embedded: Embedded,
+}
+
+/// What an embedding program adds to a run: its own flows and the
+/// approver that answers asks its way.
+#[derive(Default, Clone)]
+struct Embedded {
+    flows: Vec<Arc<dyn extend::CustomFlow>>,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+impl fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self.flows.iter().map(|fl| fl.info().name).collect();
+        f.debug_struct("Embedded")
+            .field("flows", &names)
+            .field("approver", &self.approver.as_ref().map(|a| a.who()))
+            .finish()
+    }
 }
 
 impl RuntimeBuilder {
@@ -262,9 +286,37 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Who answers asks. Default: nobody ([`Prompt::Unattended`]).
+    /// Who answers asks, of the built-in approvers. Default: nobody
+    /// ([`Prompt::Unattended`]).
     pub fn prompt(mut self, prompt: Prompt) -> Self {
         self.prompt = Some(prompt);
+        self
+    }
+
+    /// Answers asks the embedding program's way (a chat, a web page),
+    /// instead of a [`Prompt`]. Pre-approvals ([`RuntimeBuilder::approve`])
+    /// still come first, and sluice remembers a "for the run" answer
+    /// itself.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.embedded.approver = Some(approver);
+        self
+    }
+
+    /// Adds a flow of the embedding program's own
+    /// ([`extend::CustomFlow`]): scripts call it as `sluice.NAME{...}`,
+    /// and its calls pass the same door as the built-in flows'. A name
+    /// that is taken or not a Lua identifier fails the build
+    /// ([`BuildErrorKind::Flow`]).
+    pub fn flow(mut self, flow: impl extend::CustomFlow) -> Self {
+        self.embedded.flows.push(Arc::new(flow));
+        self
+    }
+
+    /// What the record calls the run when no script file names it (an
+    /// embedded run): `sluice audit list` shows it in the SCRIPT column,
+    /// and policies see it as `req.run.script`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
         self
     }
 
@@ -322,6 +374,9 @@ impl RuntimeBuilder {
         if let Some(e) = policies.iter().find_map(|p| p.load_error()) {
             return Err(BuildError::new(Kind::Policy, e.to_string()));
         }
+        let mut registry = Registry::standard();
+        extend::add_all(&mut registry, &self.embedded.flows)
+            .map_err(|e| BuildError::new(Kind::Flow, e))?;
         let policy_files = policy_files(&policies);
         let script_path = self
             .script
@@ -330,6 +385,7 @@ impl RuntimeBuilder {
         let script = script_path
             .as_ref()
             .map(|p| p.display().to_string())
+            .or(self.name)
             .unwrap_or_default();
         let mut ctx = Context::new(workspace.clone(), new_run_id(), script.clone());
         let seed = match &self.replay {
@@ -366,7 +422,6 @@ impl RuntimeBuilder {
             let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
             ctx.exec = Arc::new(exec);
         }
-        let registry = Registry::standard();
         if let Some(replay) = &audit.replay {
             ctx.exec
                 .jobs
@@ -387,7 +442,10 @@ impl RuntimeBuilder {
         ctx.secrets.extend(self.secrets.iter().cloned());
         let gate = Gate {
             kernel: Kernel::new(policies, ceiling, vars.clone()),
-            approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
+            approver: match self.embedded.approver {
+                Some(custom) => Approvals::with(approve, Some(custom)),
+                None => Approvals::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
+            },
         };
         ctx.containers = Arc::new(containers(
             &gate.kernel,
@@ -552,7 +610,15 @@ impl Runtime {
         self.closer.clone()
     }
 
-    /// Calls a flow from Rust, through the same door as Lua.
+    /// The manifest of this run's flows: sluice's own ([`crate::manifest`])
+    /// and the embedder's ([`RuntimeBuilder::flow`]), in that order.
+    pub fn manifest(&self) -> Value {
+        self.core.registry().manifest()
+    }
+
+    /// Calls a flow from Rust, through the same door as Lua. A flow is
+    /// named as the record names it (`http-post`) or as scripts call it
+    /// (`http_post`).
     pub async fn call(&self, flow: &str, input: Value) -> FlowResult<Value> {
         self.core.call(flow, input).await
     }

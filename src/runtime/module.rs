@@ -223,11 +223,9 @@ fn tools_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
             let tool = match item? {
                 LuaValue::String(name) => {
                     let name = name.to_str()?.to_string();
-                    let canonical = name.replace('_', "-");
                     let flow = core
                         .registry()
                         .get(&name)
-                        .or_else(|| core.registry().get(&canonical))
                         .ok_or_else(|| {
                             let names: Vec<&str> = core.registry().specs().map(|s| s.name).collect();
                             mlua::Error::runtime(format!(
@@ -239,7 +237,7 @@ fn tools_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
                     let t = lua.create_table()?;
                     t.set("name", spec.name)?;
                     t.set("description", spec.description)?;
-                    t.set("input", from_json(lua, &(spec.schema)())?)?;
+                    t.set("input", from_json(lua, &flow.input_schema())?)?;
                     LuaValue::Table(t)
                 }
                 t @ LuaValue::Table(_) => t,
