@@ -614,3 +614,28 @@ RESULT = table.concat(out, "|")
         assert!(row.contains("nightly-triage"), "{text}");
     }
 }
+
+/// `Runtime::call` takes the flow's name as scripts spell it too.
+#[test]
+fn a_rust_caller_names_http_post_either_way() {
+    let ws = tempfile::tempdir().unwrap();
+    let rt = Runtime::builder().workspace(ws.path()).build().unwrap();
+    for name in ["http_post", "http-post"] {
+        let e = block_on(rt.call(
+            name,
+            json!({"url": "https://example.org/hook", "body": "{}"}),
+        ))
+        .unwrap_err();
+        // Reached and planned: its net:post asks, and nobody answers.
+        assert_eq!(
+            e.code,
+            ErrorCode::PermissionRequired,
+            "{name}: {}",
+            e.message
+        );
+        assert_eq!(e.details["capability"], "net:post:example.org");
+    }
+    let e = block_on(rt.call("http_pots", json!({}))).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(e.message.contains("http-post"), "{}", e.message);
+}

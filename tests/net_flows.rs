@@ -2345,3 +2345,82 @@ end
         assert_eq!(bodies, vec![json!("own /granted"); 5]);
     });
 }
+
+// ---- flow names: `http-post` and `http_post` ----
+
+/// A caller may name the flow as scripts spell it (`http_post`) or as the
+/// record does (`http-post`); both reach it, and the record and the
+/// policy's `req.flow` see the one canonical name.
+#[test]
+fn http_post_is_reached_by_either_spelling_and_policies_see_the_canonical_name() {
+    let ws = common::workspace();
+    let srv = hello();
+    let pol = common::policy(
+        &ws,
+        "flow-name.lua",
+        r#"local p = require("sluice.policy")
+return {
+  rules = {},
+  decide = function(req)
+    if req.action == "net:post" then return {decision = "allow", reason = "req.flow is " .. req.flow} end
+  end,
+}
+"#,
+    );
+    let mut f = grant(&srv.origin()).to_vec();
+    f.extend(["--policy".into(), pol]);
+    let body = format!(
+        "call('http_post', {})\ncall('http-post', {})\n",
+        input(&srv.url("/under"), ", body = 'a'"),
+        input(&srv.url("/dash"), ", body = 'b'")
+    );
+    let lines = run(ws.path(), &flags(&f), &body);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for line in lines {
+        assert_eq!(ok(outcome(line))["status"], 200);
+    }
+    assert_eq!(srv.paths(), ["/under", "/dash"]);
+    let calls = common::exported_calls(ws.path());
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    for call in &calls {
+        assert_eq!(call["flow"], "http-post", "{call}");
+        let decisions = call["decisions"].to_string();
+        assert!(decisions.contains("req.flow is http-post"), "{decisions}");
+    }
+}
+
+#[test]
+fn an_unknown_flow_name_lists_the_real_names_and_sluice_flows_takes_either_spelling() {
+    let ws = common::workspace();
+    let e = err(call(
+        ws.path(),
+        &[],
+        "http_pots",
+        "{url = 'https://example.org/'}",
+    ));
+    assert_eq!(e["code"], "invalid_input");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("there is no flow named \"http_pots\"; the flows are: read, write,"),
+        "{message}"
+    );
+    assert!(message.contains(", http-post,"), "{message}");
+    for name in ["http_post", "http-post"] {
+        let out = std::process::Command::new(common::sluice_bin())
+            .args(["flows", name])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(shown["name"], "http-post");
+        assert_eq!(shown["inputSchema"]["required"], json!(["url"]));
+    }
+    // The control: a name that is neither spelling is still unknown.
+    let out = std::process::Command::new(common::sluice_bin())
+        .args(["flows", "http post"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("the flows are: read,"), "{said}");
+}
