@@ -273,6 +273,7 @@ mod tests {
                 ("net:private", "fetch"),
                 ("proc:spawn", "bash"),
                 ("model:call", "model"),
+                ("cred:use", "bash"),
             ]
         );
     }

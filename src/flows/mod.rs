@@ -116,6 +116,9 @@ pub struct Context {
     pub route: crate::container::Route,
     /// The model providers the operator declared.
     pub models: Arc<crate::model::Providers>,
+    /// Where named credentials come from, for the flows that send one
+    /// (`headers` and `env` entries that are credentials).
+    pub credentials: Arc<crate::credentials::Credentials>,
     /// Where a streamed reply's text goes as it arrives (a script's
     /// `onText`); `None` for a call nobody watches.
     pub on_text: Option<TextRelay>,
@@ -168,6 +171,7 @@ impl Context {
             containers,
             route: crate::container::Route::Host,
             models: Arc::new(crate::model::Providers::default()),
+            credentials: Arc::new(crate::credentials::Credentials::new()),
             on_text: None,
         }
     }
@@ -337,9 +341,31 @@ impl Prepared {
     }
 
     /// Steps 7-8: runs the call, which only the [`Authorized`] proof of
-    /// step 4 allows.
+    /// step 4 allows. Every named credential's secret this process has
+    /// loaded is cut from what comes back, output or error, before the
+    /// caller or the record sees it: a server echoing a header, a command
+    /// printing its environment, a file a command wrote it to.
     pub fn execute(self, ctx: &Context, door: Authorized) -> LocalFuture<'_, FlowResult<Value>> {
-        (self.run)(ctx, door)
+        let run = (self.run)(ctx, door);
+        Box::pin(async move {
+            let mut result = run.await;
+            cut_secrets(&mut result);
+            result
+        })
+    }
+}
+
+/// `result` with every loaded credential's secret cut out.
+fn cut_secrets(result: &mut FlowResult<Value>) {
+    use crate::credentials::{cut_text, cut_value, loaded};
+    for secret in loaded() {
+        match result {
+            Ok(v) => cut_value(v, &secret),
+            Err(e) => {
+                cut_text(&mut e.message, &secret);
+                e.details.values_mut().for_each(|v| cut_value(v, &secret));
+            }
+        }
     }
 }
 

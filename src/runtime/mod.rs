@@ -4,6 +4,7 @@
 
 mod clock;
 mod convert;
+mod credential;
 pub mod extend;
 mod module;
 
@@ -392,6 +393,10 @@ impl RuntimeBuilder {
             Some((record, _)) => record.run.random_seed,
             None => fresh_seed(),
         };
+        let store = match &self.credentials {
+            Some(file) => crate::credentials::Credentials::with_file(file),
+            None => crate::credentials::Credentials::new(),
+        };
         let recorder = match &self.audit {
             Some(path) => Some(
                 Recorder::start(
@@ -401,7 +406,9 @@ impl RuntimeBuilder {
                         script,
                         script_sha256: script_path.as_deref().and_then(file_sha256),
                         policies: policy_files,
-                        args: self.args.clone(),
+                        // A key passed as an argument stays out of the
+                        // record; a replay is given it again.
+                        args: crate::credentials::redact_args(&self.args, &store.values()),
                         workspace: workspace.display().to_string(),
                         started_ms: crate::audit::now_ms(),
                         random_seed: seed,
@@ -454,10 +461,7 @@ impl RuntimeBuilder {
             self.container_engine,
             self.sealed,
         )?);
-        let store = match &self.credentials {
-            Some(file) => crate::credentials::Credentials::with_file(file),
-            None => crate::credentials::Credentials::new(),
-        };
+        ctx.credentials = Arc::new(store.clone());
         ctx.models = Arc::new(providers(&gate.kernel, store, &self.providers)?);
         let core = Rc::new(Core::new(registry, gate, ctx, audit));
         let closer = Closer {
