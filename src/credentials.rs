@@ -273,33 +273,41 @@ const TOKEN_SHAPES: &[(&str, usize, &str)] = &[
 /// follows a secret has the secret replaced by a mark saying what it was
 /// (`[redacted: a GitHub token (ghp_...)]`, `--token=[redacted]`, `Bearer
 /// [redacted]`); an argument equal to one of `named` (the values of the
-/// named credentials) is `[redacted: a named credential]`.
-pub fn redact_args(args: &[String], named: &[String]) -> Vec<String> {
+/// named credentials) is `[redacted: a named credential]`. Also returns
+/// the secrets cut, which the rest of the run must cut wherever they turn
+/// up ([`remember_secret`]).
+pub fn redact_args(args: &[String], named: &[String]) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::with_capacity(args.len());
+    let mut cut = Vec::new();
     let mut after_flag = false;
     for arg in args {
         let kept = if std::mem::take(&mut after_flag) && !arg.starts_with('-') {
+            cut.push(arg.clone());
             MARK.to_string()
         } else if named.iter().any(|n| n == arg.trim()) {
+            cut.push(arg.trim().to_string());
             "[redacted: a named credential]".to_string()
-        } else if let Some((flag, _)) = arg
+        } else if let Some((flag, value)) = arg
             .split_once('=')
             .filter(|(f, _)| SECRET_FLAGS.iter().any(|s| f.eq_ignore_ascii_case(s)))
         {
+            cut.push(value.to_string());
             format!("{flag}={MARK}")
         } else if SECRET_FLAGS.iter().any(|s| arg.eq_ignore_ascii_case(s)) {
             after_flag = true;
             arg.clone()
         } else {
-            redact_words(arg)
+            redact_words(arg, &mut cut)
         };
         out.push(kept);
     }
-    out
+    cut.retain(|s| !s.is_empty());
+    (out, cut)
 }
 
-/// `arg` with each token-shaped word, and the word after `Bearer `, cut.
-fn redact_words(arg: &str) -> String {
+/// `arg` with each token-shaped word, and the word after `Bearer `, cut
+/// (and added to `cut`).
+fn redact_words(arg: &str, cut: &mut Vec<String>) -> String {
     let token_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     let mut out = String::with_capacity(arg.len());
     let mut rest = arg;
@@ -311,6 +319,7 @@ fn redact_words(arg: &str) -> String {
         if bearer {
             // The whole credential, dots and slashes too (a JWT).
             let end = tail.find(char::is_whitespace).unwrap_or(tail.len());
+            cut.push(tail[..end].to_string());
             out.push_str(MARK);
             rest = &tail[end..];
             bearer = false;
@@ -321,7 +330,10 @@ fn redact_words(arg: &str) -> String {
             .iter()
             .find(|(p, min, _)| word.starts_with(p) && word.len() >= p.len() + min);
         match shape {
-            Some((_, _, what)) => out.push_str(&format!("[redacted: {what}]")),
+            Some((_, _, what)) => {
+                cut.push(word.to_string());
+                out.push_str(&format!("[redacted: {what}]"));
+            }
             None => out.push_str(word),
         }
         bearer = word.eq_ignore_ascii_case("bearer") && tail[end..].starts_with(' ');
@@ -433,6 +445,17 @@ fn remember(secret: &Secret) {
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
     if !loaded.iter().any(|s| s == secret.expose()) {
         loaded.push(secret.expose().to_string());
+    }
+}
+
+/// Cuts `secret` wherever it turns up for the rest of this process, as a
+/// loaded credential's value is: in what flows return and in the record.
+/// A run's arguments that looked like secrets ([`redact_args`]). Shorter
+/// than four bytes it is not searched for, as the record does not: it
+/// would blank every word that holds it.
+pub fn remember_secret(secret: &str) {
+    if secret.len() >= 4 {
+        remember(&Secret::new(secret));
     }
 }
 
@@ -707,7 +730,21 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let kept = redact_args(&args, &["the-named-value".to_string()]);
+        let (kept, cut) = redact_args(&args, &["the-named-value".to_string()]);
+        assert_eq!(
+            cut,
+            [
+                "ghp_abcdefghijklmnopqrstuvwxyz",
+                "hunter2",
+                "k-123",
+                "sk-abcdefghijklmnopqrstu",
+                "eyJhbGc.eyJzdWIi.sig-nature",
+                "AKIAABCDEFGHIJKLMNOP",
+                "xoxb-1234567890-abc",
+                "the-named-value",
+                "github_pat_11ABCDEFG0123456789abcdef",
+            ]
+        );
         assert_eq!(
             kept,
             [

@@ -397,6 +397,9 @@ impl RuntimeBuilder {
             Some(file) => crate::credentials::Credentials::with_file(file),
             None => crate::credentials::Credentials::new(),
         };
+        let (stored_args, cut) = crate::credentials::redact_args(&self.args, &store.values());
+        cut.iter()
+            .for_each(|s| crate::credentials::remember_secret(s));
         let recorder = match &self.audit {
             Some(path) => Some(
                 Recorder::start(
@@ -408,7 +411,7 @@ impl RuntimeBuilder {
                         policies: policy_files,
                         // A key passed as an argument stays out of the
                         // record; a replay is given it again.
-                        args: crate::credentials::redact_args(&self.args, &store.values()),
+                        args: stored_args,
                         workspace: workspace.display().to_string(),
                         started_ms: crate::audit::now_ms(),
                         random_seed: seed,
