@@ -12,9 +12,11 @@
 //!
 //! The public surface is what an embedder needs: the [`Runtime`] and its
 //! [`RuntimeBuilder`], the errors, the [`manifest`], the audit reader
-//! ([`record`]) and the types the builder takes. Flows, the kernel and the
-//! pipeline are private, so nothing outside the crate can run a flow
-//! without the pipeline authorizing and recording it:
+//! ([`record`]) and the types the builder takes, among them the
+//! embedder's own flows ([`embed::CustomFlow`]) and approver
+//! ([`policy::Approver`]). Flows, the kernel and the pipeline are private,
+//! so nothing outside the crate can run a flow without the pipeline
+//! authorizing and recording it:
 //!
 //! ```compile_fail
 //! // The flows are not reachable from outside the crate.
