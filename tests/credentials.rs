@@ -279,3 +279,27 @@ fn credential_shaped_arguments_are_stored_redacted_and_a_replay_needs_them_again
         replay.stderr
     );
 }
+
+#[test]
+fn a_run_that_sent_a_credential_replays_without_it() {
+    let ws = common::workspace();
+    let body = r#"
+local r = sluice.bash{command = "printf %s \"$TOKEN$GH\" | wc -c",
+                      env = {TOKEN = sluice.credential("gh"), GH = sluice.credential("gh", {prefix = "x"})}}
+emit(r.stdout)
+"#;
+    let out = run(ws.path(), &GRANT, body).ok();
+    assert_eq!(lines(&out)[0], json!(format!("{}\n", 2 * SECRET.len() + 1)));
+    // The record keeps the reference (GH) or the mark (TOKEN), never the
+    // secret, so a replay needs no credential: none is set here.
+    let calls = common::exported_calls(ws.path());
+    assert_eq!(
+        calls[0]["input"]["env"]["GH"],
+        json!({"credential": "gh", "prefix": "x"})
+    );
+    assert_eq!(calls[0]["input"]["env"]["TOKEN"], "[redacted]");
+    let replay = common::sluice_in(ws.path(), &["replay", "last"]);
+    assert_eq!(replay.code, 0, "{}", replay.stderr);
+    assert!(replay.stderr.contains("reproduced"), "{}", replay.stderr);
+    assert!(!replay.stdout.contains(SECRET));
+}

@@ -638,3 +638,33 @@ fn a_rust_caller_names_http_post_either_way() {
     assert_eq!(e.code, ErrorCode::InvalidInput);
     assert!(e.message.contains("http-post"), "{}", e.message);
 }
+
+/// A Rust caller passes a credential as the reference a script's
+/// `sluice.credential` makes; the secret comes from the credentials file
+/// and is cut from what comes back.
+#[test]
+fn a_rust_caller_sends_a_credential_by_reference() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = tempfile::tempdir().unwrap();
+    let file = ws.path().join("credentials");
+    std::fs::write(&file, "gh = s3cr3t-from-the-file\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let input = json!({"command": "printf %s \"$T\" | wc -c; printf %s \"$T\"",
+                       "env": {"T": {"credential": "gh"}}});
+    let rt = Runtime::builder()
+        .workspace(ws.path())
+        .credentials(&file)
+        .build()
+        .unwrap();
+    let e = block_on(rt.call("bash", input.clone())).unwrap_err();
+    assert_eq!(e.code, ErrorCode::PermissionRequired, "{}", e.message);
+    assert_eq!(e.details["capability"], "cred:use:gh@command");
+    let rt = Runtime::builder()
+        .workspace(ws.path())
+        .credentials(&file)
+        .approve("cred:use:gh@command")
+        .build()
+        .unwrap();
+    let out = block_on(rt.call("bash", input)).unwrap();
+    assert_eq!(out["stdout"], "20\n[redacted]", "{out}");
+}

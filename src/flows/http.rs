@@ -126,24 +126,10 @@ fn shapes(headers: &BTreeMap<String, Held>) -> BTreeMap<String, String> {
 pub fn request_schema() -> serde_json::Map<String, Value> {
     let v = json!({
         "url": {"type": "string", "description": "Absolute http or https URL, without user:password@."},
-        "headers": {"type": "object", "additionalProperties": held_schema(), "description": "Request headers: text, or sluice.credential(NAME) (needs cred:use:NAME@ORIGIN). authorization, cookie and credentials are dropped when a redirect leaves the URL's origin."},
+        "headers": {"type": "object", "additionalProperties": super::held_schema(), "description": "Request headers: text, or sluice.credential(NAME) (needs cred:use:NAME@ORIGIN). authorization, cookie and credentials are dropped when a redirect leaves the URL's origin."},
         "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds for the whole request and body (default 30, at most 120)."}
     });
     v.as_object().cloned().unwrap_or_default()
-}
-
-/// The schema of a `headers` or `env` value: text, or a credential
-/// reference ([`crate::credentials::Reference`]).
-pub(crate) fn held_schema() -> Value {
-    json!({"anyOf": [
-        {"type": "string"},
-        {"type": "object", "title": "Credential", "additionalProperties": false, "required": ["credential"],
-         "description": "A named credential, as sluice.credential(NAME, {prefix = ...}) makes it: its secret is sent, never seen.",
-         "properties": {
-            "credential": {"type": "string", "description": "The credential's name (SLUICE_CREDENTIAL_NAME, or the credentials file)."},
-            "prefix": {"type": "string", "description": "Text sent before the secret, e.g. \"Bearer \"."}
-         }}
-    ]})
 }
 
 /// The capability the first hop needs.

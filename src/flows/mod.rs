@@ -613,6 +613,20 @@ pub fn lua_name(flow: &str) -> String {
     flow.replace('-', "_")
 }
 
+/// The schema of a `headers` or `env` value: text, or a credential
+/// reference ([`crate::credentials::Reference`]).
+pub(crate) fn held_schema() -> Value {
+    json!({"anyOf": [
+        {"type": "string"},
+        {"type": "object", "title": "Credential", "additionalProperties": false, "required": ["credential"],
+         "description": "A named credential, as sluice.credential(NAME, {prefix = ...}) makes it: its secret is sent, never seen.",
+         "properties": {
+            "credential": {"type": "string", "description": "The credential's name (SLUICE_CREDENTIAL_NAME, or the credentials file)."},
+            "prefix": {"type": "string", "description": "Text sent before the secret, e.g. \"Bearer \"."}
+         }}
+    ]})
+}
+
 /// A closed object schema (an output's, or a part of one): `required` are
 /// the fields every value has, `optional` those some leave out. Each field's
 /// schema carries its description ([`field`], [`list`], [`choice`],

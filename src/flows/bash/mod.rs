@@ -183,7 +183,7 @@ fn schema() -> Value {
             "args": {"type": "array", "items": {"type": "string"}, "description": "Arguments for `script`, passed as arguments, never interpolated."},
             "stdin": {"type": "string", "description": "Text written to the command's stdin (with `command` only). Without it stdin is closed."},
             "cwd": {"type": "string", "description": "Working folder, relative to the workspace or absolute (default: the workspace)."},
-            "env": {"type": "object", "additionalProperties": super::http::held_schema(), "description": "Extra environment entries, applied after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL): text, or sluice.credential(NAME) (needs cred:use:NAME@command; not with background)."},
+            "env": {"type": "object", "additionalProperties": super::held_schema(), "description": "Extra environment entries, applied after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL): text, or sluice.credential(NAME) (needs cred:use:NAME@command; not with background)."},
             "timeoutMs": {"type": "integer", "minimum": 1, "description": "Milliseconds before the command is stopped (default 600000, also the cap)."},
             "mode": {"type": "string", "enum": ["unhermetic", "hermetic"], "description": "hermetic checks the command's literal paths against `reads` and `writes` before it runs."},
             "reads": {"type": "array", "items": {"type": "string"}, "description": "Hermetic mode: path globs the command may read."},
