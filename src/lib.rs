@@ -78,14 +78,15 @@ pub fn manifest() -> serde_json::Value {
 }
 
 /// Where a run's policies come from and who answers their asks: a
-/// built-in [`Prompt`], or an embedder's own [`Approver`].
+/// built-in [`Prompt`](policy::Prompt), or an embedder's own
+/// [`Approver`](policy::Approver).
 pub mod policy {
     pub use crate::kernel::approval::{Answer, Approver, Ask, Prompt};
     pub use crate::kernel::policy::Source;
 }
 
 /// What an embedding program adds to its runs: its own flows
-/// ([`CustomFlow`], given to `RuntimeBuilder::flow`), which pass the same
+/// ([`CustomFlow`](embed::CustomFlow), given to `RuntimeBuilder::flow`), which pass the same
 /// door as sluice's.
 pub mod embed {
     pub use crate::runtime::extend::{CustomFlow, FlowInfo, Granted, Reach};
