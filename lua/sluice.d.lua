@@ -148,7 +148,7 @@
 ---@field command? string A command line, run by the platform shell (/bin/sh -c) exactly as written. For bash syntax give `script` (default interpreter bash). Give this or `script`.
 ---@field container? string A container to run in (the policy's `route` may refuse or rewrite it); provider_unavailable when the run has no route there (no --container-engine, not declared). Relative cwd is under the container's workdir.
 ---@field cwd? string Working folder, relative to the workspace or absolute (default: the workspace).
----@field env? table<string, string> Extra environment entries, applied after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL).
+---@field env? table<string, any> Extra environment entries, applied after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL): text, or sluice.credential(NAME) (needs cred:use:NAME@command; not with background).
 ---@field interpreter? string Program that runs `script` (default bash): bash, zsh, sh and dash get -s, python and python3 get -, others nothing.
 ---@field justification? string Why the wider sandbox mode is needed; shown when asking.
 ---@field mode? "unhermetic"|"hermetic" hermetic checks the command's literal paths against `reads` and `writes` before it runs.
@@ -210,7 +210,7 @@
 
 ---@class sluice.FetchInput
 ---@field url string Absolute http or https URL, without user:password@.
----@field headers? table<string, string> Request headers. authorization and cookie are dropped when a redirect leaves the URL's origin.
+---@field headers? table<string, any> Request headers: text, or sluice.credential(NAME) (needs cred:use:NAME@ORIGIN). authorization, cookie and credentials are dropped when a redirect leaves the URL's origin.
 ---@field timeout? number Seconds for the whole request and body (default 30, at most 120).
 
 ---@class sluice.FetchOutput
@@ -223,7 +223,7 @@
 ---@field url string Absolute http or https URL, without user:password@.
 ---@field body? string Sent verbatim.
 ---@field contentType? string The content-type header (default application/json).
----@field headers? table<string, string> Request headers. authorization and cookie are dropped when a redirect leaves the URL's origin.
+---@field headers? table<string, any> Request headers: text, or sluice.credential(NAME) (needs cred:use:NAME@ORIGIN). authorization, cookie and credentials are dropped when a redirect leaves the URL's origin.
 ---@field timeout? number Seconds for the whole request and body (default 30, at most 120).
 
 ---@class sluice.HttpPostOutput
@@ -235,7 +235,7 @@
 ---@class sluice.WebfetchInput
 ---@field url string Absolute http or https URL, without user:password@.
 ---@field format? "markdown"|"text"|"html" How an HTML page comes back (default markdown); other text passes through.
----@field headers? table<string, string> Request headers. authorization and cookie are dropped when a redirect leaves the URL's origin.
+---@field headers? table<string, any> Request headers: text, or sluice.credential(NAME) (needs cred:use:NAME@ORIGIN). authorization, cookie and credentials are dropped when a redirect leaves the URL's origin.
 ---@field timeout? number Seconds for the whole request and body (default 30, at most 120).
 
 ---@class sluice.WebfetchOutput
@@ -412,11 +412,20 @@ function sluice.websearch(input) end
 ---@return sluice.ModelOutput?, sluice.Error?
 function sluice.model(input) end
 
---- Calls any flow by name (a dash stays a dash: "http-post").
+--- Calls any flow by name ("http-post" or "http_post").
 ---@param name string
 ---@param input table
 ---@return table?, sluice.Error?
 function sluice.call(name, input) end
+
+--- Named credential `name` as an opaque value for a `headers` or `env` entry
+--- (fetch, http_post, webfetch, bash): its secret never reaches the script or
+--- the record. Sending it needs cred:use:NAME@ORIGIN (cred:use:NAME@command
+--- for env). It cannot be joined to text: give `prefix` ("Bearer ").
+---@param name string
+---@param opts? {prefix?: string}
+---@return userdata
+function sluice.credential(name, opts) end
 
 --- Milliseconds since the Unix epoch. Recorded with the run (as are
 --- `os.time()`, `os.date()`, `os.clock()` and `math.random`'s seed), so a

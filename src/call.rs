@@ -24,10 +24,15 @@ pub enum Action {
     ProcSpawn,
     #[serde(rename = "model:call")]
     ModelCall,
+    /// Sending a named credential's secret somewhere: `cred:use:NAME@ORIGIN`
+    /// for a request's header, `cred:use:NAME@command` for a command's
+    /// environment.
+    #[serde(rename = "cred:use")]
+    CredUse,
 }
 
 impl Action {
-    pub const ALL: [Action; 7] = [
+    pub const ALL: [Action; 8] = [
         Action::FsRead,
         Action::FsWrite,
         Action::NetGet,
@@ -35,6 +40,7 @@ impl Action {
         Action::NetPrivate,
         Action::ProcSpawn,
         Action::ModelCall,
+        Action::CredUse,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,6 +52,7 @@ impl Action {
             Action::NetPrivate => "net:private",
             Action::ProcSpawn => "proc:spawn",
             Action::ModelCall => "model:call",
+            Action::CredUse => "cred:use",
         }
     }
 }
@@ -132,6 +139,9 @@ pub struct Envelope {
     pub commands: Vec<String>,
     /// Where the call sends requests first (`net:get`, `net:post`); hops
     /// found later (redirects, private addresses) are judged as they come.
+    /// Also the named credentials the call sends, each bound to where it
+    /// goes (`cred:use:NAME@ORIGIN`, `cred:use:NAME@command`), after the
+    /// destinations: a secret is put in only once they are authorized.
     #[serde(serialize_with = "as_text")]
     pub network: Vec<Capability>,
     /// The canonical folder the call's commands run in (bash's `cwd`,
@@ -167,8 +177,9 @@ impl Envelope {
         }
     }
 
-    /// The capabilities the envelope needs: one per command spawned and per
-    /// path read or written.
+    /// The capabilities the envelope needs: one per command spawned, per
+    /// first destination and credential sent, and per path read or
+    /// written.
     pub fn capabilities(&self) -> Vec<Capability> {
         let commands = self.commands.iter().map(|c| Capability {
             action: Action::ProcSpawn,

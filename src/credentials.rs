@@ -106,6 +106,294 @@ impl fmt::Display for Secret {
     }
 }
 
+/// A named credential as a call's input carries it, in place of its
+/// secret: `{"credential": "github", "prefix": "Bearer "}` (what
+/// `sluice.credential(NAME, {prefix = ...})` makes). The record, the policy
+/// (`req.input`) and every prompt see this; the flow puts the secret in when
+/// it runs, once `cred:use` was authorized.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Reference {
+    /// The credential's name ([`Credentials::get`]).
+    pub credential: String,
+    /// Text sent before the secret (`Bearer `).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+}
+
+impl Reference {
+    /// The reference `value` spells, if it is one: an object with a string
+    /// `credential` and at most a string `prefix`. `field` names where it
+    /// sits, for the error a malformed one is.
+    pub fn parse(field: &str, value: &serde_json::Value) -> FlowResult<Option<Reference>> {
+        let Some(map) = value.as_object() else {
+            return Ok(None);
+        };
+        let shape = || {
+            FlowError::invalid_input(
+                field,
+                format!("`{field}` is a string or a credential, {{credential = NAME, prefix = TEXT}} (what sluice.credential(NAME, {{prefix = ...}}) makes)"),
+            )
+        };
+        let name = map
+            .get("credential")
+            .and_then(|n| n.as_str())
+            .ok_or_else(shape)?;
+        let prefix = match map.get("prefix") {
+            None => None,
+            Some(p) => Some(p.as_str().ok_or_else(shape)?.to_string()),
+        };
+        if map.keys().any(|k| k != "credential" && k != "prefix") {
+            return Err(shape());
+        }
+        check_name(field, name)?;
+        if prefix
+            .as_deref()
+            .is_some_and(|p| p.chars().any(char::is_control))
+        {
+            return Err(FlowError::invalid_input(
+                field,
+                format!("the prefix of credential `{name}` holds control characters; give plain text such as \"Bearer \""),
+            ));
+        }
+        Ok(Some(Reference {
+            credential: name.to_string(),
+            prefix,
+        }))
+    }
+
+    /// The `cred:use` capability of sending it to `to` (an origin, or
+    /// `command`).
+    pub fn capability(&self, to: &str) -> crate::call::Capability {
+        crate::call::Capability {
+            action: crate::call::Action::CredUse,
+            resource: format!("{}@{to}", self.credential),
+        }
+    }
+}
+
+/// Whether `name` can name a credential: letters, digits, `_`, `-` and
+/// `.`, as the environment backend's variable and a `cred:use` capability
+/// (`NAME@...`) can carry it.
+pub fn check_name(field: &str, name: &str) -> FlowResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        return Ok(());
+    }
+    Err(FlowError::invalid_input(
+        field,
+        format!("{name:?} is not a credential name: letters, digits, `_`, `-` and `.`, at most 64"),
+    ))
+}
+
+/// The value of a `headers` or `env` entry: text as given, or a named
+/// credential whose secret the flow puts in when it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// Text, sent as it is.
+    Text(String),
+    /// A credential, sent as its prefix and secret.
+    Credential(Reference),
+}
+
+impl Held {
+    /// The text, if it is text.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Held::Text(t) => Some(t),
+            Held::Credential(_) => None,
+        }
+    }
+
+    /// The text to send: the text itself, or the credential's prefix and
+    /// secret from `store` (a missing one is `provider_unavailable` saying
+    /// how to set it, for `who`).
+    pub fn reveal(&self, store: &Credentials, who: &str) -> FlowResult<String> {
+        match self {
+            Held::Text(t) => Ok(t.clone()),
+            Held::Credential(r) => {
+                let secret = store.require(&r.credential, who)?;
+                Ok(format!(
+                    "{}{}",
+                    r.prefix.as_deref().unwrap_or(""),
+                    secret.expose()
+                ))
+            }
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Held {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Held, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(d)?;
+        if let serde_json::Value::String(t) = value {
+            return Ok(Held::Text(t));
+        }
+        match Reference::parse("value", &value) {
+            Ok(Some(r)) => Ok(Held::Credential(r)),
+            Ok(None) => Err(D::Error::custom(format!(
+                "expected a string or a credential (sluice.credential(NAME)), got {value}"
+            ))),
+            Err(e) => Err(D::Error::custom(e.message.replace("`value` is", "it is"))),
+        }
+    }
+}
+
+/// Flags whose value is a secret, as `--flag=VALUE` or `--flag VALUE`.
+const SECRET_FLAGS: &[&str] = &[
+    "--token",
+    "--api-key",
+    "--apikey",
+    "--password",
+    "--passwd",
+    "--secret",
+    "--access-token",
+];
+
+/// Prefixes of well-known tokens, the shortest run of token characters
+/// that may follow, and what each is.
+const TOKEN_SHAPES: &[(&str, usize, &str)] = &[
+    ("sk-", 16, "an API key (sk-...)"),
+    ("ghp_", 20, "a GitHub token (ghp_...)"),
+    ("gho_", 20, "a GitHub token (gho_...)"),
+    ("ghu_", 20, "a GitHub token (ghu_...)"),
+    ("ghs_", 20, "a GitHub token (ghs_...)"),
+    ("ghr_", 20, "a GitHub token (ghr_...)"),
+    ("github_pat_", 20, "a GitHub token (github_pat_...)"),
+    ("xoxb-", 10, "a Slack token (xoxb-...)"),
+    ("xoxp-", 10, "a Slack token (xoxp-...)"),
+    ("AKIA", 16, "an AWS access key (AKIA...)"),
+];
+
+/// A run's arguments as the record keeps them: each that is, holds or
+/// follows a secret has the secret replaced by a mark saying what it was
+/// (`[redacted: a GitHub token (ghp_...)]`, `--token=[redacted]`, `Bearer
+/// [redacted]`); an argument equal to one of `named` (the values of the
+/// named credentials) is `[redacted: a named credential]`. Also returns
+/// the secrets cut, which the rest of the run must cut wherever they turn
+/// up ([`remember_secret`]).
+pub fn redact_args(args: &[String], named: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut out = Vec::with_capacity(args.len());
+    let mut cut = Vec::new();
+    let mut after_flag = false;
+    for arg in args {
+        let kept = if std::mem::take(&mut after_flag) && !arg.starts_with('-') {
+            cut.push(arg.clone());
+            MARK.to_string()
+        } else if named.iter().any(|n| n == arg.trim()) {
+            cut.push(arg.trim().to_string());
+            "[redacted: a named credential]".to_string()
+        } else if let Some((flag, value)) = arg
+            .split_once('=')
+            .filter(|(f, _)| SECRET_FLAGS.iter().any(|s| f.eq_ignore_ascii_case(s)))
+        {
+            cut.push(value.to_string());
+            format!("{flag}={MARK}")
+        } else if SECRET_FLAGS.iter().any(|s| arg.eq_ignore_ascii_case(s)) {
+            after_flag = true;
+            arg.clone()
+        } else {
+            redact_words(arg, &mut cut)
+        };
+        out.push(kept);
+    }
+    cut.retain(|s| !s.is_empty());
+    (out, cut)
+}
+
+/// `arg` with each token-shaped word, and the word after `Bearer `, cut
+/// (and added to `cut`).
+fn redact_words(arg: &str, cut: &mut Vec<String>) -> String {
+    let token_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    let mut bearer = false;
+    while let Some(start) = rest.find(token_char) {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        let end = tail.find(|c: char| !token_char(c)).unwrap_or(tail.len());
+        if bearer {
+            // The whole credential, dots and slashes too (a JWT).
+            let end = tail.find(char::is_whitespace).unwrap_or(tail.len());
+            cut.push(tail[..end].to_string());
+            out.push_str(MARK);
+            rest = &tail[end..];
+            bearer = false;
+            continue;
+        }
+        let word = &tail[..end];
+        let shape = TOKEN_SHAPES
+            .iter()
+            .find(|(p, min, _)| word.starts_with(p) && word.len() >= p.len() + min);
+        match shape {
+            Some((_, _, what)) => {
+                cut.push(word.to_string());
+                out.push_str(&format!("[redacted: {what}]"));
+            }
+            None => out.push_str(word),
+        }
+        bearer = word.eq_ignore_ascii_case("bearer") && tail[end..].starts_with(' ');
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The arguments a replay or resume of a run gives its script: the
+/// recorded ones, unless some were redacted, when `given` must be the run's
+/// arguments again, each one the record kept matching it. An error says
+/// which are missing or differ.
+pub fn restore_args(
+    run: &str,
+    recorded: &[String],
+    given: &[String],
+) -> Result<Vec<String>, String> {
+    let redacted: Vec<usize> = recorded
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.contains("[redacted"))
+        .map(|(i, _)| i + 1)
+        .collect();
+    if given.is_empty() && redacted.is_empty() {
+        return Ok(recorded.to_vec());
+    }
+    let list = |v: &[usize]| {
+        v.iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if given.is_empty() {
+        return Err(format!(
+            "run {run} was given arguments that looked like credentials, which the record keeps redacted (argument {}); \
+             give the run's arguments again after `--`: sluice replay {run} -- ARG... (or sluice resume)",
+            list(&redacted)
+        ));
+    }
+    if given.len() != recorded.len() {
+        return Err(format!(
+            "run {run} was given {} arguments and {} were given now; give the run's arguments again, all of them, after `--`",
+            recorded.len(),
+            given.len()
+        ));
+    }
+    if let Some(i) =
+        (0..given.len()).find(|&i| !recorded[i].contains("[redacted") && recorded[i] != given[i])
+    {
+        return Err(format!(
+            "argument {} differs from run {run}'s ({:?}, given {:?}); give the run's arguments again after `--`",
+            i + 1,
+            recorded[i],
+            given[i]
+        ));
+    }
+    Ok(given.to_vec())
+}
+
 /// Where credentials come from: the environment, then a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
@@ -160,6 +448,17 @@ fn remember(secret: &Secret) {
     }
 }
 
+/// Cuts `secret` wherever it turns up for the rest of this process, as a
+/// loaded credential's value is: in what flows return and in the record.
+/// A run's arguments that looked like secrets ([`redact_args`]). Shorter
+/// than four bytes it is not searched for, as the record does not: it
+/// would blank every word that holds it.
+pub fn remember_secret(secret: &str) {
+    if secret.len() >= 4 {
+        remember(&Secret::new(secret));
+    }
+}
+
 /// The values of the credentials loaded so far: for redaction only.
 pub fn loaded() -> Vec<String> {
     LOADED.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -206,6 +505,27 @@ impl Credentials {
         }
     }
 
+    /// The values of every named credential there is: the environment's
+    /// `SLUICE_CREDENTIAL_*` and the file's, whether loaded or not. For
+    /// recognizing one where it must not be stored (a run's arguments); a
+    /// file that cannot be read holds none.
+    pub fn values(&self) -> Vec<String> {
+        let env = std::env::vars()
+            .filter(|(k, _)| k.starts_with(ENV_PREFIX))
+            .map(|(_, v)| v.trim().to_string());
+        let file = self
+            .file
+            .as_deref()
+            .and_then(|f| entries(f).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, v)| v.expose().to_string());
+        let mut all: Vec<String> = env.chain(file).filter(|v| !v.is_empty()).collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
     /// Credential `name`, which `who` needs: a missing one is
     /// `provider_unavailable` saying both ways to set it.
     pub fn require(&self, name: &str, who: &str) -> FlowResult<Secret> {
@@ -246,6 +566,16 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// Credential `name` from the file at `path`; a missing file holds nothing.
 fn from_file(path: &Path, name: &str) -> FlowResult<Option<Secret>> {
+    let last = entries(path)?
+        .into_iter()
+        .rev()
+        .find_map(|(n, v)| (n == name).then_some(v));
+    Ok(last.filter(|v| !v.expose().is_empty()))
+}
+
+/// Every `name = value` line of the file at `path`, checked as
+/// [`Credentials::get`] checks it; a missing file holds none.
+fn entries(path: &Path) -> FlowResult<Vec<(String, Secret)>> {
     let shown = path.display().to_string();
     let failed = |e: std::io::Error| {
         FlowError::new(
@@ -262,7 +592,7 @@ fn from_file(path: &Path, name: &str) -> FlowResult<Option<Secret>> {
         .open(path);
     let file = match opened {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             return Err(FlowError::new(
                 ErrorCode::PermissionDenied,
@@ -301,11 +631,7 @@ fn from_file(path: &Path, name: &str) -> FlowResult<Option<Secret>> {
             )
             .with("file", shown.clone())
         })?;
-    let last = parse(&text, path)?
-        .into_iter()
-        .rev()
-        .find_map(|(n, v)| (n == name).then_some(v));
-    Ok(last.filter(|v| !v.expose().is_empty()))
+    parse(&text, path)
 }
 
 #[cfg(unix)]
@@ -384,6 +710,118 @@ fn unquote(value: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credential_shaped_arguments_are_kept_redacted_saying_what_they_were() {
+        let args: Vec<String> = [
+            "fix",
+            "ghp_abcdefghijklmnopqrstuvwxyz",
+            "--token=hunter2",
+            "--api-key",
+            "k-123",
+            "url=https://x/?key=sk-abcdefghijklmnopqrstu&y=1",
+            "Authorization: Bearer eyJhbGc.eyJzdWIi.sig-nature x",
+            "AKIAABCDEFGHIJKLMNOP",
+            "xoxb-1234567890-abc",
+            "the-named-value",
+            "sk-short",
+            "--tokenizer=x",
+            "github_pat_11ABCDEFG0123456789abcdef",
+        ]
+        .map(String::from)
+        .to_vec();
+        let (kept, cut) = redact_args(&args, &["the-named-value".to_string()]);
+        assert_eq!(
+            cut,
+            [
+                "ghp_abcdefghijklmnopqrstuvwxyz",
+                "hunter2",
+                "k-123",
+                "sk-abcdefghijklmnopqrstu",
+                "eyJhbGc.eyJzdWIi.sig-nature",
+                "AKIAABCDEFGHIJKLMNOP",
+                "xoxb-1234567890-abc",
+                "the-named-value",
+                "github_pat_11ABCDEFG0123456789abcdef",
+            ]
+        );
+        assert_eq!(
+            kept,
+            [
+                "fix",
+                "[redacted: a GitHub token (ghp_...)]",
+                "--token=[redacted]",
+                "--api-key",
+                "[redacted]",
+                "url=https://x/?key=[redacted: an API key (sk-...)]&y=1",
+                "Authorization: Bearer [redacted] x",
+                "[redacted: an AWS access key (AKIA...)]",
+                "[redacted: a Slack token (xoxb-...)]",
+                "[redacted: a named credential]",
+                "sk-short",
+                "--tokenizer=x",
+                "[redacted: a GitHub token (github_pat_...)]",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_replay_needs_redacted_arguments_given_again_and_matching_the_rest() {
+        let recorded = vec!["a".to_string(), "--token=[redacted]".to_string()];
+        let e = restore_args("r1", &recorded, &[]).unwrap_err();
+        assert!(
+            e.contains("argument 2") && e.contains("sluice replay r1 -- ARG..."),
+            "{e}"
+        );
+        let given = vec!["a".to_string(), "--token=s3cret".to_string()];
+        assert_eq!(restore_args("r1", &recorded, &given).unwrap(), given);
+        let wrong = vec!["b".to_string(), "--token=s3cret".to_string()];
+        assert!(restore_args("r1", &recorded, &wrong)
+            .unwrap_err()
+            .contains("argument 1 differs"));
+        assert!(restore_args("r1", &recorded, &given[..1]).is_err());
+        // The control: nothing redacted, nothing to give.
+        let plain = vec!["a".to_string()];
+        assert_eq!(restore_args("r1", &plain, &[]).unwrap(), plain);
+    }
+
+    #[test]
+    fn a_reference_names_a_credential_and_at_most_a_prefix() {
+        let r = Reference::parse(
+            "headers.a",
+            &serde_json::json!({"credential": "gh", "prefix": "Bearer "}),
+        );
+        assert_eq!(
+            r.unwrap(),
+            Some(Reference {
+                credential: "gh".into(),
+                prefix: Some("Bearer ".into())
+            })
+        );
+        assert_eq!(
+            Reference::parse("x", &serde_json::json!("text")).unwrap(),
+            None
+        );
+        for bad in [
+            serde_json::json!({"credential": "gh", "secret": "x"}),
+            serde_json::json!({"credential": 1}),
+            serde_json::json!({"credential": "a@b"}),
+            serde_json::json!({"credential": "gh", "prefix": "a\nb"}),
+            serde_json::json!({}),
+        ] {
+            let e = Reference::parse("headers.a", &bad).unwrap_err();
+            assert_eq!(e.details["field"], "headers.a", "{bad}");
+        }
+        assert_eq!(
+            Reference {
+                credential: "gh".into(),
+                prefix: None
+            }
+            .capability("https://api.github.com")
+            .to_string(),
+            "cred:use:gh@https://api.github.com"
+        );
+    }
 
     #[test]
     fn a_secret_is_cut_from_bytes_text_and_json_keys_and_values() {

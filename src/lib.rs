@@ -12,9 +12,11 @@
 //!
 //! The public surface is what an embedder needs: the [`Runtime`] and its
 //! [`RuntimeBuilder`], the errors, the [`manifest`], the audit reader
-//! ([`record`]) and the types the builder takes. Flows, the kernel and the
-//! pipeline are private, so nothing outside the crate can run a flow
-//! without the pipeline authorizing and recording it:
+//! ([`record`]) and the types the builder takes, among them the
+//! embedder's own flows ([`embed::CustomFlow`]) and approver
+//! ([`policy::Approver`]). Flows, the kernel and the pipeline are private,
+//! so nothing outside the crate can run a flow without the pipeline
+//! authorizing and recording it:
 //!
 //! ```compile_fail
 //! // The flows are not reachable from outside the crate.
@@ -75,10 +77,19 @@ pub fn manifest() -> serde_json::Value {
     flows::Registry::standard().manifest()
 }
 
-/// Where a run's policies come from and who answers their asks.
+/// Where a run's policies come from and who answers their asks: a
+/// built-in [`Prompt`](policy::Prompt), or an embedder's own
+/// [`Approver`](policy::Approver).
 pub mod policy {
-    pub use crate::kernel::approval::Prompt;
+    pub use crate::kernel::approval::{Answer, Approver, Ask, Prompt};
     pub use crate::kernel::policy::Source;
+}
+
+/// What an embedding program adds to its runs: its own flows
+/// ([`CustomFlow`](embed::CustomFlow), given to `RuntimeBuilder::flow`), which pass the same
+/// door as sluice's.
+pub mod embed {
+    pub use crate::runtime::extend::{CustomFlow, FlowInfo, Granted, Reach};
 }
 
 /// The audit reader: a run's record, loaded to replay or resume it.

@@ -127,6 +127,8 @@ impl Core {
         input: Value,
         relay: Option<TextRelay>,
     ) -> FlowResult<Value> {
+        // The record, the replay and the policy see the canonical name.
+        let name = self.registry.get(name).map_or(name, |f| f.spec().name);
         let seq = match self.audit.begin(task, name, &input) {
             Begin::Answered(result) => return result,
             Begin::Live(seq) => seq,
@@ -592,7 +594,7 @@ mod tests {
     use crate::error::ErrorCode;
     use crate::flows::example::count::Count;
     use crate::flows::{Context, Registry};
-    use crate::kernel::approval::{Approver, Prompt};
+    use crate::kernel::approval::{Approvals, Prompt};
     use crate::kernel::gate::Gate;
     use crate::kernel::pattern::Vars;
     use crate::kernel::policy::{shipped, Policy};
@@ -607,7 +609,7 @@ mod tests {
         let policy = Policy::load(shipped("default").unwrap(), vars.clone());
         let gate = Gate {
             kernel: Kernel::new(vec![policy], Vec::new(), vars),
-            approver: Approver::new(Vec::new(), Prompt::Unattended),
+            approver: Approvals::new(Vec::new(), Prompt::Unattended),
         };
         let ctx = Context::new(ws.to_path_buf(), "example".into(), String::new());
         Core::new(registry, gate, ctx, Session::default())

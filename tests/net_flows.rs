@@ -2345,3 +2345,312 @@ end
         assert_eq!(bodies, vec![json!("own /granted"); 5]);
     });
 }
+
+// ---- flow names: `http-post` and `http_post` ----
+
+/// A caller may name the flow as scripts spell it (`http_post`) or as the
+/// record does (`http-post`); both reach it, and the record and the
+/// policy's `req.flow` see the one canonical name.
+#[test]
+fn http_post_is_reached_by_either_spelling_and_policies_see_the_canonical_name() {
+    let ws = common::workspace();
+    let srv = hello();
+    let pol = common::policy(
+        &ws,
+        "flow-name.lua",
+        r#"local p = require("sluice.policy")
+return {
+  rules = {},
+  decide = function(req)
+    if req.action == "net:post" then return {decision = "allow", reason = "req.flow is " .. req.flow} end
+  end,
+}
+"#,
+    );
+    let mut f = grant(&srv.origin()).to_vec();
+    f.extend(["--policy".into(), pol]);
+    let body = format!(
+        "call('http_post', {})\ncall('http-post', {})\n",
+        input(&srv.url("/under"), ", body = 'a'"),
+        input(&srv.url("/dash"), ", body = 'b'")
+    );
+    let lines = run(ws.path(), &flags(&f), &body);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for line in lines {
+        assert_eq!(ok(outcome(line))["status"], 200);
+    }
+    assert_eq!(srv.paths(), ["/under", "/dash"]);
+    let calls = common::exported_calls(ws.path());
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    for call in &calls {
+        assert_eq!(call["flow"], "http-post", "{call}");
+        let decisions = call["decisions"].to_string();
+        assert!(decisions.contains("req.flow is http-post"), "{decisions}");
+    }
+}
+
+#[test]
+fn an_unknown_flow_name_lists_the_real_names_and_sluice_flows_takes_either_spelling() {
+    let ws = common::workspace();
+    let e = err(call(
+        ws.path(),
+        &[],
+        "http_pots",
+        "{url = 'https://example.org/'}",
+    ));
+    assert_eq!(e["code"], "invalid_input");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("there is no flow named \"http_pots\"; the flows are: read, write,"),
+        "{message}"
+    );
+    assert!(message.contains(", http-post,"), "{message}");
+    for name in ["http_post", "http-post"] {
+        let out = std::process::Command::new(common::sluice_bin())
+            .args(["flows", name])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(shown["name"], "http-post");
+        assert_eq!(shown["inputSchema"]["required"], json!(["url"]));
+    }
+    // The control: a name that is neither spelling is still unknown.
+    let out = std::process::Command::new(common::sluice_bin())
+        .args(["flows", "http post"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("the flows are: read,"), "{said}");
+}
+
+// ---- named credentials in headers: sluice.credential(NAME) ----
+
+/// A GitHub-shaped secret, as `SLUICE_CREDENTIAL_GH` holds it.
+const GH_SECRET: &str = "ghp_0123456789abcdefghijKLMNOPqrst";
+
+/// A server that answers every request with its headers, one
+/// `name: value` a line: a server echoing what it was sent.
+fn echo() -> Server {
+    Server::start("127.0.0.1", |r| {
+        let lines: String = r
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\n"))
+            .collect();
+        Reply::text(200, "text/plain", lines.clone()).header("x-echo", &lines.replace('\n', " "))
+    })
+}
+
+/// [`run`] with `SLUICE_CREDENTIAL_GH` set in sluice's environment; also
+/// the whole stdout.
+fn run_gh(ws: &Path, flags: &[&str], body: &str) -> (Vec<Value>, String) {
+    let run = common::run_lua_env(
+        ws,
+        &format!("{PRELUDE}{body}"),
+        flags,
+        &[],
+        &[("SLUICE_CREDENTIAL_GH", GH_SECRET)],
+    )
+    .ok();
+    let lines = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect();
+    (lines, run.stdout)
+}
+
+/// The files of the workspace's audit store that hold `secret`.
+fn record_files_holding(ws: &Path, secret: &str) -> Vec<std::path::PathBuf> {
+    let store = ws.join(".sluice");
+    let files: Vec<_> = std::fs::read_dir(&store)
+        .unwrap_or_else(|e| panic!("{}: {e}", store.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(files.iter().any(|f| f.ends_with("audit.db")), "{files:?}");
+    files
+        .into_iter()
+        .filter(|f| {
+            let bytes = std::fs::read(f).unwrap();
+            memchr_find(&bytes, secret.as_bytes())
+        })
+        .collect()
+}
+
+fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn a_credential_reaches_its_granted_origin_in_its_header_and_nothing_else_sees_it() {
+    let ws = common::workspace();
+    let srv = echo();
+    let other = echo();
+    let pol = common::policy(
+        &ws,
+        "cred.lua",
+        &format!(
+            r#"local p = require("sluice.policy")
+return {{
+  rules = {{ p.allow "net:get:*", p.allow "net:private:{origin}", p.allow "net:private:{other}" }},
+  decide = function(req)
+    if req.action ~= "cred:use" then return nil end
+    local h = req.input.headers
+    if req.resource == "gh@{origin}" then
+      return {{decision = "allow", reason = "saw " .. h.authorization.credential .. "/" .. h.authorization.prefix .. "/" .. h["x-gh"].credential}}
+    end
+    return {{decision = "deny", reason = "gh goes to {origin} only"}}
+  end,
+  otherwise = "deny",
+}}
+"#,
+            origin = srv.origin(),
+            other = other.origin()
+        ),
+    );
+    let f = vec!["--policy".to_string(), pol];
+    let body = format!(
+        r#"local bearer = sluice.credential("gh", {{prefix = "Bearer "}})
+call("fetch", {{url = {one}, headers = {{authorization = bearer, ["x-gh"] = sluice.credential("gh")}}}})
+call("fetch", {{url = {two}, headers = {{authorization = bearer}}}})
+emit({{shown = tostring(bearer)}})
+"#,
+        one = common::lua_str(&srv.url("/one")),
+        two = common::lua_str(&other.url("/two")),
+    );
+    let (lines, stdout) = run_gh(ws.path(), &flags(&f), &body);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    // The server got the secret, in the headers it was given for...
+    let seen = &srv.requests()[0];
+    assert_eq!(
+        seen.header("authorization"),
+        Some(format!("Bearer {GH_SECRET}").as_str())
+    );
+    assert_eq!(seen.header("x-gh"), Some(GH_SECRET));
+    // ...and echoed it back, which the script sees cut.
+    let out = ok(outcome(lines[0].clone()));
+    let echoed = out["body"].as_str().unwrap();
+    assert!(
+        echoed.contains("authorization: Bearer [redacted]\n"),
+        "{echoed}"
+    );
+    assert!(echoed.contains("x-gh: [redacted]\n"), "{echoed}");
+    // The other host, which the policy lets the script GET, never got it:
+    // no connection was made.
+    let e = err(outcome(lines[1].clone()));
+    assert_eq!(e["code"], "permission_denied", "{e}");
+    assert_eq!(e["capability"], format!("cred:use:gh@{}", other.origin()));
+    assert_eq!(other.connections(), 0);
+    assert_eq!(lines[2], json!({"shown": "credential(gh)"}));
+    assert!(!stdout.contains(GH_SECRET), "{stdout}");
+    // The policy saw the reference, never the secret; so does the record.
+    let calls = common::exported_calls(ws.path());
+    let text = serde_json::to_string(&calls).unwrap();
+    assert!(!text.contains(GH_SECRET), "{text}");
+    assert!(text.contains("saw gh/Bearer /gh"), "{text}");
+    assert_eq!(
+        calls[0]["input"]["headers"]["x-gh"],
+        json!({"credential": "gh"}),
+        "{}",
+        calls[0]
+    );
+    assert_eq!(
+        record_files_holding(ws.path(), GH_SECRET),
+        Vec::<std::path::PathBuf>::new()
+    );
+}
+
+#[test]
+fn a_credential_header_stays_behind_when_a_redirect_leaves_its_origin() {
+    let ws = common::workspace();
+    let other = echo();
+    let to_other = other.url("/landed");
+    let first = Server::start("127.0.0.1", move |r| match r.path.as_str() {
+        "/start" => Reply::redirect(302, "/same"),
+        _ => Reply::redirect(307, &to_other),
+    });
+    let mut f = grant(&first.origin()).to_vec();
+    f.extend(grant(&other.origin()));
+    f.extend([
+        "--approve".into(),
+        format!("cred:use:gh@{}", first.origin()),
+    ]);
+    let body = format!(
+        r#"call("fetch", {{url = {start}, headers = {{authorization = sluice.credential("gh", {{prefix = "token "}}), ["x-gh"] = sluice.credential("gh")}}}})
+call("fetch", {{url = {start}, headers = {{accept = sluice.credential("gh")}}}})
+"#,
+        start = common::lua_str(&first.url("/start")),
+    );
+    let (lines, _) = run_gh(ws.path(), &flags(&f), &body);
+    let out = ok(outcome(lines[0].clone()));
+    assert_eq!(out["status"], 200);
+    let firsts = first.requests();
+    assert_eq!(firsts.len(), 2, "the first origin, twice");
+    for r in &firsts {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("token {GH_SECRET}").as_str())
+        );
+        assert_eq!(r.header("x-gh"), Some(GH_SECRET));
+    }
+    let landed = other.requests();
+    assert_eq!(landed.len(), 1);
+    assert_eq!(landed[0].header("authorization"), None);
+    assert_eq!(landed[0].header("x-gh"), None);
+    // A header that follows every hop may not carry one at all.
+    let e = err(outcome(lines[1].clone()));
+    assert_eq!(
+        (e["code"].as_str(), e["field"].as_str()),
+        (Some("invalid_input"), Some("headers.accept"))
+    );
+    assert_eq!(
+        first.requests().len(),
+        2,
+        "nothing sent for the refused call"
+    );
+}
+
+#[test]
+fn the_default_policy_asks_for_a_credential_and_a_missing_one_says_how_to_set_it() {
+    let ws = common::workspace();
+    let srv = echo();
+    let g = grant(&srv.origin());
+    let body = format!(
+        "call('http_post', {{url = {u}, body = '{{}}', headers = {{authorization = sluice.credential('gh')}}}})\n",
+        u = common::lua_str(&srv.url("/hook"))
+    );
+    // With net:post approved, the credential still asks.
+    let mut f = g.to_vec();
+    f.extend(["--approve".into(), format!("net:post:{}", srv.origin())]);
+    let (lines, _) = run_gh(ws.path(), &flags(&f), &body);
+    let e = err(outcome(lines[0].clone()));
+    let cap = format!("cred:use:gh@{}", srv.origin());
+    assert_eq!(e["code"], "permission_required", "{e}");
+    assert_eq!(e["capability"], cap);
+    assert_eq!(e["approve"], format!("--approve '{cap}'"));
+    assert_eq!(srv.connections(), 0);
+    // Granted, it is sent.
+    f.extend(["--approve".into(), cap.clone()]);
+    let (lines, _) = run_gh(ws.path(), &flags(&f), &body);
+    assert_eq!(ok(outcome(lines[0].clone()))["status"], 200);
+    assert_eq!(srv.requests()[0].header("authorization"), Some(GH_SECRET));
+    // A credential nobody set: provider_unavailable naming both ways to
+    // set it, and nothing is sent.
+    let missing = body.replace("credential('gh')", "credential('nope')");
+    let f2: Vec<String> = f
+        .iter()
+        .map(|a| a.replace("cred:use:gh@", "cred:use:nope@"))
+        .collect();
+    let (lines, _) = run_gh(ws.path(), &flags(&f2), &missing);
+    let e = err(outcome(lines[0].clone()));
+    assert_eq!(e["code"], "provider_unavailable", "{e}");
+    assert_eq!(e["credential"], "nope");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("`headers.authorization` needs credential `nope`, which is not set; set SLUICE_CREDENTIAL_NOPE in sluice's environment, or add the line `nope = YOUR_KEY` to "),
+        "{message}"
+    );
+    assert_eq!(srv.requests().len(), 1);
+}

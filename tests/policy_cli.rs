@@ -590,7 +590,7 @@ fn explain_rejects_what_is_not_a_capability() {
     assert_eq!(text(&out.stdout), "");
     assert_eq!(
         text(&out.stderr),
-        "sluice: \"disk:read:/x\" is not a capability; write action:resource with an action of fs:read, fs:write, net:get, net:post, net:private, proc:spawn, model:call\n"
+        "sluice: \"disk:read:/x\" is not a capability; write action:resource with an action of fs:read, fs:write, net:get, net:post, net:private, proc:spawn, model:call, cred:use\n"
     );
     let out = sluice(
         &[

@@ -324,7 +324,7 @@ fn a_policy_with_a_bad_pattern_stops_the_run_naming_the_rule() {
     assert_load_error(
         &format!("{head}return {{ rules = {{ p.allow \"fs:read:${{workspace}}/**\", p.deny \"fs:exec\" }} }}\n"),
         |p| {
-            format!("policy {p}: rules[2]: invalid pattern `fs:exec`: unknown action `fs:exec`; known actions: fs:read, fs:write, net:get, net:post, net:private, proc:spawn, model:call; families: fs:*, net:*, proc:*, model:*; or `*` for all")
+            format!("policy {p}: rules[2]: invalid pattern `fs:exec`: unknown action `fs:exec`; known actions: fs:read, fs:write, net:get, net:post, net:private, proc:spawn, model:call, cred:use; families: fs:*, net:*, proc:*, model:*, cred:*; or `*` for all")
         },
     );
     assert_load_error(

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use sluice::internals::kernel::approval::{Approver, Prompt};
+use sluice::internals::kernel::approval::{Approvals as Approver, Prompt};
 use sluice::internals::kernel::pattern::{Pattern, Vars};
 use sluice::internals::kernel::policy::{Decision, Request, Verdict};
 use sluice::internals::kernel::Capability;

@@ -200,7 +200,7 @@ fn a_relative_redirection_resolves_in_the_folder_the_flow_planned_not_an_input_f
 
 #[test]
 fn a_pre_approval_covers_a_command_line_only_if_it_covers_every_command_in_it() {
-    use sluice::internals::kernel::approval::{Approver, Prompt};
+    use sluice::internals::kernel::approval::{Approvals as Approver, Prompt};
     use sluice::internals::kernel::pattern::Pattern;
     use sluice::internals::kernel::policy::{Decision, Verdict};
     let vars = Vars {

@@ -293,6 +293,7 @@ mod tests {
                 ("net:private", "fetch"),
                 ("proc:spawn", "bash"),
                 ("model:call", "model"),
+                ("cred:use", "bash"),
             ]
         );
     }

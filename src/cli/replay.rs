@@ -45,6 +45,10 @@ pub struct RecordedRun {
     /// Go on even when `sluice audit verify` finds the record tampered with.
     #[arg(long)]
     pub force: bool,
+    /// The run's arguments again, when the record keeps some redacted
+    /// (they looked like credentials); after `--`.
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
 }
 
 /// Continue an interrupted run: recorded calls replay, then it runs live.
@@ -93,12 +97,18 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
     match prepare(&args.recorded) {
         Err(e) => fail(e),
         Ok((_, record, script)) => {
+            let given = &args.recorded.args;
+            let script_args =
+                match crate::credentials::restore_args(&record.run.id, &record.run.args, given) {
+                    Ok(a) => a,
+                    Err(e) => return fail(e),
+                };
             let recorded_status = record.run.status.clone();
             let id = record.run.id.clone();
             let expected = record.len();
             let builder = Runtime::builder()
                 .workspace(existing_workspace(&record.run.workspace))
-                .args(record.run.args.clone())
+                .args(script_args)
                 .script(&script)
                 .prompt(Prompt::Unattended)
                 .replay(record, Mode::Replay);
@@ -196,9 +206,15 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             }
         ));
     }
+    let given = &args.recorded.args;
+    let script_args =
+        match crate::credentials::restore_args(&record.run.id, &record.run.args, given) {
+            Ok(a) => a,
+            Err(e) => return fail(e),
+        };
     let mut run = RunArgs {
         script: script.clone(),
-        args: record.run.args.clone(),
+        args: script_args,
         workspace: Some(PathBuf::from(&record.run.workspace)),
         grants: Grants {
             // The run's own ceiling still holds: a resume may narrow

@@ -4,6 +4,7 @@
 
 use super::http::{request_schema, response_schema, Output, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use crate::credentials::Held;
 use crate::error::FlowResult;
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 pub struct Input {
     pub url: String,
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, Held>,
     /// Seconds.
     pub timeout: Option<f64>,
 }
@@ -47,7 +48,7 @@ impl Flow for Fetch {
         name: "fetch",
         description: "Gets a URL and returns its status and body as text (the first 60,000 bytes); an error status is a value.",
         tier: Tier::Sealed,
-        actions: &[Action::NetGet, Action::NetPrivate],
+        actions: &[Action::NetGet, Action::NetPrivate, Action::CredUse],
         read_only: true,
         schema,
         summary,

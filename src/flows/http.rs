@@ -3,9 +3,10 @@
 //! under the call's gate, and the response as text.
 
 use super::{closed, field, Context, Envelope, Tier};
-use crate::error::FlowResult;
+use crate::credentials::Held;
+use crate::error::{FlowError, FlowResult};
 use crate::kernel::{Action, Capability};
-use crate::net::client::{check_headers, timeout};
+use crate::net::client::{check_headers, timeout, PLAIN_HEADERS};
 use crate::net::destination::{self, Destination};
 use crate::net::{clip, Incoming, Method, Outgoing};
 use serde::Serialize;
@@ -40,30 +41,48 @@ impl Output {
 /// checked: the destination, the headers and the deadline.
 pub struct Request {
     dest: Destination,
-    headers: Vec<(String, String)>,
+    /// In name order; a credential's secret is put in by [`Request::send`].
+    headers: Vec<(String, Held)>,
     timeout: Duration,
 }
 
 impl Request {
     /// Checks `url`, `headers` and `timeout`, and declares the capability
-    /// of the first hop (`action` on the URL's resource).
+    /// of the first hop (`action` on the URL's resource) and of each
+    /// credential a header sends there (`cred:use:NAME@ORIGIN`).
     pub fn plan(
         action: Action,
         url: &str,
-        headers: &BTreeMap<String, String>,
+        headers: &BTreeMap<String, Held>,
         timeout_secs: Option<f64>,
     ) -> FlowResult<(Request, Envelope)> {
         let dest = destination::parse("url", url)?;
-        let envelope = first_hop(action, &dest);
+        let mut envelope = first_hop(action, &dest);
+        check_headers(&shapes(headers))?;
+        for (name, held) in headers {
+            if let Held::Credential(r) = held {
+                if PLAIN_HEADERS.iter().any(|p| name.eq_ignore_ascii_case(p)) {
+                    return Err(FlowError::invalid_input(
+                        &format!("headers.{name}"),
+                        format!("{name} goes on to every host a redirect leads to, so it may not carry credential `{}`; send it in authorization or an x-... header, which stay behind when a redirect leaves {}", r.credential, dest.origin),
+                    ));
+                }
+                envelope.network.push(r.capability(&dest.origin));
+            }
+        }
         let request = Request {
             dest,
-            headers: check_headers(headers)?,
+            headers: headers
+                .iter()
+                .map(|(n, h)| (n.clone(), h.clone()))
+                .collect(),
             timeout: timeout("timeout", timeout_secs)?,
         };
         Ok((request, envelope))
     }
 
-    /// Sends it through the run's client, under the call's gate.
+    /// Sends it through the run's client, under the call's gate, with each
+    /// credential's secret put in its header.
     pub async fn send(
         self,
         ctx: &Context,
@@ -71,10 +90,15 @@ impl Request {
         body: Option<Vec<u8>>,
         max_redirects: usize,
     ) -> FlowResult<Incoming> {
+        let mut revealed = BTreeMap::new();
+        for (name, held) in &self.headers {
+            let who = format!("`headers.{name}`");
+            revealed.insert(name.clone(), held.reveal(&ctx.credentials, &who)?);
+        }
         let out = Outgoing {
             method,
             dest: self.dest,
-            headers: self.headers,
+            headers: check_headers(&revealed)?,
             body,
             timeout: self.timeout,
             max_redirects,
@@ -83,11 +107,26 @@ impl Request {
     }
 }
 
+/// `headers` with each credential as the text checks see of it before its
+/// secret is known: its prefix and a stand-in.
+fn shapes(headers: &BTreeMap<String, Held>) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .map(|(name, held)| {
+            let text = match held {
+                Held::Text(t) => t.clone(),
+                Held::Credential(r) => format!("{}secret", r.prefix.as_deref().unwrap_or("")),
+            };
+            (name.clone(), text)
+        })
+        .collect()
+}
+
 /// The input fields `fetch`, `http-post` and `webfetch` share.
 pub fn request_schema() -> serde_json::Map<String, Value> {
     let v = json!({
         "url": {"type": "string", "description": "Absolute http or https URL, without user:password@."},
-        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers. authorization and cookie are dropped when a redirect leaves the URL's origin."},
+        "headers": {"type": "object", "additionalProperties": super::held_schema(), "description": "Request headers: text, or sluice.credential(NAME) (needs cred:use:NAME@ORIGIN). authorization, cookie and credentials are dropped when a redirect leaves the URL's origin."},
         "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Seconds for the whole request and body (default 30, at most 120)."}
     });
     v.as_object().cloned().unwrap_or_default()

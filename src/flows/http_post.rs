@@ -5,6 +5,7 @@
 
 use super::http::{request_schema, Output, Request};
 use super::{Context, Envelope, Flow, FlowSpec, Tier};
+use crate::credentials::Held;
 use crate::error::FlowResult;
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 pub struct Input {
     pub url: String,
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, Held>,
     #[serde(default)]
     pub body: String,
     pub content_type: Option<String>,
@@ -55,7 +56,7 @@ impl Flow for HttpPost {
         name: "http-post",
         description: "Posts a body verbatim to a URL and returns the response status and body as text; an error status is a value.",
         tier: Tier::Irreversible,
-        actions: &[Action::NetPost, Action::NetPrivate],
+        actions: &[Action::NetPost, Action::NetPrivate, Action::CredUse],
         read_only: false,
         schema,
         summary,
@@ -75,7 +76,7 @@ impl Flow for HttpPost {
 
     fn plan(_ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         let named =
-            |h: &BTreeMap<String, String>| h.keys().any(|k| k.eq_ignore_ascii_case("content-type"));
+            |h: &BTreeMap<String, Held>| h.keys().any(|k| k.eq_ignore_ascii_case("content-type"));
         let mut headers = input.headers;
         match (named(&headers), input.content_type) {
             (true, Some(_)) => {
@@ -87,7 +88,7 @@ impl Flow for HttpPost {
             (true, None) => {}
             (false, ct) => {
                 let ct = ct.unwrap_or_else(|| "application/json".into());
-                headers.insert("content-type".into(), ct);
+                headers.insert("content-type".into(), Held::Text(ct));
             }
         }
         let (request, envelope) =

@@ -82,11 +82,20 @@ function Job:kill() end
 sluice = {}
 ";
 
-const TAIL: &str = "--- Calls any flow by name (a dash stays a dash: \"http-post\").
+const TAIL: &str = "--- Calls any flow by name (\"http-post\" or \"http_post\").
 ---@param name string
 ---@param input table
 ---@return table?, sluice.Error?
 function sluice.call(name, input) end
+
+--- Named credential `name` as an opaque value for a `headers` or `env` entry
+--- (fetch, http_post, webfetch, bash): its secret never reaches the script or
+--- the record. Sending it needs cred:use:NAME@ORIGIN (cred:use:NAME@command
+--- for env). It cannot be joined to text: give `prefix` (\"Bearer \").
+---@param name string
+---@param opts? {prefix?: string}
+---@return userdata
+function sluice.credential(name, opts) end
 
 --- Milliseconds since the Unix epoch. Recorded with the run (as are
 --- `os.time()`, `os.date()`, `os.clock()` and `math.random`'s seed), so a

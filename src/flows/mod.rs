@@ -116,6 +116,9 @@ pub struct Context {
     pub route: crate::container::Route,
     /// The model providers the operator declared.
     pub models: Arc<crate::model::Providers>,
+    /// Where named credentials come from, for the flows that send one
+    /// (`headers` and `env` entries that are credentials).
+    pub credentials: Arc<crate::credentials::Credentials>,
     /// Where a streamed reply's text goes as it arrives (a script's
     /// `onText`); `None` for a call nobody watches.
     pub on_text: Option<TextRelay>,
@@ -168,6 +171,7 @@ impl Context {
             containers,
             route: crate::container::Route::Host,
             models: Arc::new(crate::model::Providers::default()),
+            credentials: Arc::new(crate::credentials::Credentials::new()),
             on_text: None,
         }
     }
@@ -321,16 +325,58 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// A call whose envelope is `envelope` and which `run` does once
+    /// authorized: what a flow not written against [`Flow`] (an
+    /// embedder's) prepares. `run` cannot be called without the
+    /// [`Authorized`] proof, which only the gate makes.
+    pub fn new(
+        envelope: Envelope,
+        run: impl for<'a> FnOnce(&'a Context, Authorized) -> LocalFuture<'a, FlowResult<Value>>
+            + 'static,
+    ) -> Prepared {
+        Prepared {
+            envelope,
+            run: Box::new(run),
+        }
+    }
+
     /// Steps 7-8: runs the call, which only the [`Authorized`] proof of
-    /// step 4 allows.
+    /// step 4 allows. Every named credential's secret this process has
+    /// loaded is cut from what comes back, output or error, before the
+    /// caller or the record sees it: a server echoing a header, a command
+    /// printing its environment, a file a command wrote it to.
     pub fn execute(self, ctx: &Context, door: Authorized) -> LocalFuture<'_, FlowResult<Value>> {
-        (self.run)(ctx, door)
+        let run = (self.run)(ctx, door);
+        Box::pin(async move {
+            let mut result = run.await;
+            cut_secrets(&mut result);
+            result
+        })
+    }
+}
+
+/// `result` with every loaded credential's secret cut out.
+fn cut_secrets(result: &mut FlowResult<Value>) {
+    use crate::credentials::{cut_text, cut_value, loaded};
+    for secret in loaded() {
+        match result {
+            Ok(v) => cut_value(v, &secret),
+            Err(e) => {
+                cut_text(&mut e.message, &secret);
+                e.details.values_mut().for_each(|v| cut_value(v, &secret));
+            }
+        }
     }
 }
 
 /// A flow with its types erased, as the registry holds it.
 pub trait DynFlow {
     fn spec(&self) -> &'static FlowSpec;
+    /// JSON Schema of the input: the spec's ([`FlowSpec::schema`]) for a
+    /// flow written against [`Flow`].
+    fn input_schema(&self) -> Value {
+        (self.spec().schema)()
+    }
     /// JSON Schema of the output ([`Flow::output_schema`]).
     fn output_schema(&self) -> Value;
     /// [`Flow::output_samples`], serialized as calls return them.
@@ -484,10 +530,24 @@ impl Registry {
             .push(Box::new(Entry::<F>(std::marker::PhantomData)));
     }
 
+    /// Adds a flow not written against [`Flow`] (an embedder's) after the
+    /// others; the caller checked that its name is free.
+    pub(crate) fn add_dyn(&mut self, flow: Box<dyn DynFlow>) {
+        self.flows.push(flow);
+    }
+
+    /// The flow a caller names, by its canonical name (`http-post`) or the
+    /// name scripts call it by (`http_post`, see [`lua_name`]): the one
+    /// place both spellings are accepted, so `sluice.call`, `Runtime::call`
+    /// and `sluice flows NAME` agree, while the record and policies' `req.flow`
+    /// see the canonical name ([`FlowSpec::name`]).
     pub fn get(&self, name: &str) -> Option<&dyn DynFlow> {
         self.flows
             .iter()
-            .find(|f| f.spec().name == name)
+            .find(|f| {
+                let canonical = f.spec().name;
+                canonical == name || (canonical.contains('-') && lua_name(canonical) == name)
+            })
             .map(|f| f.as_ref())
     }
 
@@ -542,7 +602,7 @@ pub fn spec_json(flow: &dyn DynFlow) -> Value {
         "tier": s.tier,
         "capabilities": s.actions,
         "readOnly": s.read_only,
-        "inputSchema": (s.schema)(),
+        "inputSchema": flow.input_schema(),
         "outputSchema": flow.output_schema(),
     })
 }
@@ -551,6 +611,20 @@ pub fn spec_json(flow: &dyn DynFlow) -> Value {
 /// dash, so `http-post` is `sluice.http_post` (as the module binds it).
 pub fn lua_name(flow: &str) -> String {
     flow.replace('-', "_")
+}
+
+/// The schema of a `headers` or `env` value: text, or a credential
+/// reference ([`crate::credentials::Reference`]).
+pub(crate) fn held_schema() -> Value {
+    json!({"anyOf": [
+        {"type": "string"},
+        {"type": "object", "title": "Credential", "additionalProperties": false, "required": ["credential"],
+         "description": "A named credential, as sluice.credential(NAME, {prefix = ...}) makes it: its secret is sent, never seen.",
+         "properties": {
+            "credential": {"type": "string", "description": "The credential's name (SLUICE_CREDENTIAL_NAME, or the credentials file)."},
+            "prefix": {"type": "string", "description": "Text sent before the secret, e.g. \"Bearer \"."}
+         }}
+    ]})
 }
 
 /// A closed object schema (an output's, or a part of one): `required` are

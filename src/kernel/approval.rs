@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, Write};
 /// Characters of the input shown in a prompt.
 const SUMMARY_CHARS: usize = 300;
 
-/// Who answers an ask.
+/// Who answers an ask, of the approvers sluice has built in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prompt {
     /// The person at the controlling terminal (`/dev/tty`).
@@ -35,43 +35,136 @@ impl Prompt {
     }
 }
 
-pub struct Approver {
+/// What an approver is shown: what a person at the terminal would see.
+/// Values a call carries in `headers` and `env` are hidden from
+/// [`Ask::input`], as they are from the terminal's prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ask {
+    /// The capability asked for, e.g. `net:post:api.example.org`.
+    pub capability: String,
+    /// The flow whose call asks (`bash`, `http-post`, an embedder's own).
+    pub flow: String,
+    /// The rule or hook that asked (`default.lua: rules[52]`,
+    /// `sandboxPermissions`).
+    pub by: String,
+    /// Why it asked, in its words.
+    pub reason: String,
+    /// The call's input on one line, at most 300 characters.
+    pub input: String,
+    /// The call's `justification`, when it gave one (bash's
+    /// `sandboxPermissions`).
+    pub justification: Option<String>,
+    /// Whether the answer counts for this one use only: an ask that must
+    /// never ride on an earlier "for the run" (running a command less
+    /// confined). [`Answer::ForRun`] to it counts once, and is not
+    /// remembered.
+    pub once_only: bool,
+}
+
+/// An approver's answer to an [`Ask`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Answer {
+    /// Yes, this once.
+    Once,
+    /// Yes, and to the same ask for the rest of the run (sluice remembers
+    /// it, not the approver; an ask that is [`Ask::once_only`] is granted
+    /// once).
+    ForRun,
+    /// No, with the reason to give the script, if any: the call fails
+    /// `permission_denied`.
+    No(Option<String>),
+    /// Nobody could answer (no terminal, a client that cannot ask), and
+    /// why: the call fails `permission_required`, naming the `--approve`
+    /// flag that would grant it.
+    Unanswered(String),
+}
+
+/// Answers the asks of a run: the person at the terminal
+/// ([`Prompt::Terminal`]), or an embedding program's own way (a chat, a
+/// web page, an MCP client) given to `RuntimeBuilder::approver`. Called on
+/// the run's thread while the call waits, so it may block until someone
+/// answers; `Send + Sync` so one approver can serve many runs and threads.
+pub trait Approver: Send + Sync {
+    /// Answers one ask.
+    fn ask(&self, ask: &Ask) -> Answer;
+
+    /// Who answers, as the record and errors name them (`the person at the
+    /// terminal`).
+    fn who(&self) -> String {
+        "the embedding program's approver".into()
+    }
+}
+
+/// The person at the controlling terminal, asked on `/dev/tty`.
+struct Terminal;
+
+impl Approver for Terminal {
+    fn ask(&self, ask: &Ask) -> Answer {
+        match ask_terminal(ask) {
+            Ok(answer) => answer,
+            Err(e) => Answer::Unanswered(e.to_string()),
+        }
+    }
+
+    fn who(&self) -> String {
+        TERMINAL.into()
+    }
+}
+
+const TERMINAL: &str = "the person at the terminal";
+
+/// Who answers a run's asks, and what they already answered: the
+/// pre-approvals (`--approve PATTERN`), the "for the rest of the run"
+/// answers, and the approver asked for the rest.
+pub struct Approvals {
     preapproved: Vec<Pattern>,
-    prompt: Prompt,
-    /// Capabilities the person approved for the rest of the run.
+    /// `None`: nobody (unattended).
+    approver: Option<std::sync::Arc<dyn Approver>>,
+    /// Capabilities approved for the rest of the run.
     remembered: RefCell<HashSet<String>>,
 }
 
-impl Approver {
-    pub fn new(preapproved: Vec<Pattern>, prompt: Prompt) -> Approver {
-        Approver {
+impl Approvals {
+    /// Pre-approvals answered by one of the built-in approvers.
+    pub fn new(preapproved: Vec<Pattern>, prompt: Prompt) -> Approvals {
+        let approver = match prompt {
+            Prompt::Terminal => Some(std::sync::Arc::new(Terminal) as std::sync::Arc<dyn Approver>),
+            Prompt::Unattended => None,
+        };
+        Approvals::with(preapproved, approver)
+    }
+
+    /// Pre-approvals answered by `approver` (`None`: nobody).
+    pub fn with(
+        preapproved: Vec<Pattern>,
+        approver: Option<std::sync::Arc<dyn Approver>>,
+    ) -> Approvals {
+        Approvals {
             preapproved,
-            prompt,
+            approver,
             remembered: RefCell::new(HashSet::new()),
         }
     }
 
     /// Grants `req`'s capability for this one use, whatever was approved
-    /// before: only a pre-approval naming it exactly or the person at the
-    /// terminal (whose "for the run" counts once). For asks that must never
-    /// ride on an earlier yes, like running a command less confined.
+    /// before: only a pre-approval naming it exactly or the approver (whose
+    /// "for the run" counts once). For asks that must never ride on an
+    /// earlier yes, like running a command less confined.
     pub fn approve_once(&self, req: &Request, verdict: &Verdict) -> FlowResult<String> {
         let cap = req.capability;
         if let Some(p) = self.preapproved.iter().find(|p| p.grants_explicitly(cap)) {
             return Ok(format!("--approve '{}'", p.text()));
         }
-        match self.prompt {
-            Prompt::Unattended => Err(required(cap, verdict)),
-            Prompt::Terminal => match ask_terminal(req, verdict) {
-                Ok(Answer::Once | Answer::Always) => Ok("the person at the terminal, once".into()),
-                Ok(Answer::No) => Err(FlowError::new(
-                    ErrorCode::PermissionDenied,
-                    format!("{cap} was refused at the terminal."),
-                )
-                .with("capability", cap.to_string())
-                .with("by", "the person at the terminal")),
-                Err(e) => Err(required(cap, verdict).with("terminal", e.to_string())),
-            },
+        let Some(approver) = &self.approver else {
+            return Err(required(cap, verdict));
+        };
+        let who = approver.who();
+        match approver.ask(&shown(req, verdict, true)) {
+            Answer::Once | Answer::ForRun => Ok(format!("{who}, once")),
+            Answer::No(reason) => Err(refused(cap, &who, reason, false)),
+            Answer::Unanswered(why) => Err(unanswered(cap, verdict, &who, why)),
         }
     }
 
@@ -79,7 +172,7 @@ impl Approver {
     /// record), or fails with why not. A pre-approval grants as an allow
     /// rule would (see [`super::Kernel::covers`]), here with programs
     /// resolved from the current folder by a kernel with no policy; a run
-    /// uses [`Approver::approve_with`] and its own kernel.
+    /// uses [`Approvals::approve_with`] and its own kernel.
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn approve(&self, req: &Request, verdict: &Verdict) -> FlowResult<String> {
         let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
@@ -87,7 +180,7 @@ impl Approver {
         self.approve_with(&kernel, req, verdict)
     }
 
-    /// [`Approver::approve`], with pre-approvals judged by `kernel` (the
+    /// [`Approvals::approve`], with pre-approvals judged by `kernel` (the
     /// run's, so a program is resolved as its policies allow).
     pub fn approve_with(
         &self,
@@ -99,30 +192,71 @@ impl Approver {
         if let Some(p) = self.preapproved.iter().find(|p| kernel.covers(p, req)) {
             return Ok(format!("--approve '{}'", p.text()));
         }
+        let Some(approver) = &self.approver else {
+            return Err(required(cap, verdict));
+        };
+        let who = approver.who();
         // An answer for the rest of the run covers the same command with the
         // same environment.
         let key = remembered_key(req);
         if self.remembered.borrow().contains(&key) {
-            return Ok("the person at the terminal, for the rest of the run".into());
+            return Ok(format!("{who}, for the rest of the run"));
         }
-        match self.prompt {
-            Prompt::Unattended => Err(required(cap, verdict)),
-            Prompt::Terminal => match ask_terminal(req, verdict) {
-                Ok(Answer::Once) => Ok("the person at the terminal, once".into()),
-                Ok(Answer::Always) => {
-                    self.remembered.borrow_mut().insert(key);
-                    Ok("the person at the terminal, for the rest of the run".into())
-                }
-                Ok(Answer::No) => Err(FlowError::new(
-                    ErrorCode::PermissionDenied,
-                    format!("{cap} was refused at the terminal."),
-                )
-                .with("capability", cap.to_string())
-                .with("by", "the person at the terminal")
-                .with("reason", "the person at the terminal said no")),
-                Err(e) => Err(required(cap, verdict).with("terminal", e.to_string())),
-            },
+        match approver.ask(&shown(req, verdict, false)) {
+            Answer::Once => Ok(format!("{who}, once")),
+            Answer::ForRun => {
+                self.remembered.borrow_mut().insert(key);
+                Ok(format!("{who}, for the rest of the run"))
+            }
+            Answer::No(reason) => Err(refused(cap, &who, reason, true)),
+            Answer::Unanswered(why) => Err(unanswered(cap, verdict, &who, why)),
         }
+    }
+}
+
+/// The ask an approver is shown for `req`.
+fn shown(req: &Request, verdict: &Verdict, once_only: bool) -> Ask {
+    Ask {
+        capability: req.capability.to_string(),
+        flow: req.flow.to_string(),
+        by: verdict.by.clone(),
+        reason: verdict.reason.clone(),
+        input: summary(req.input),
+        justification: req
+            .input
+            .get("justification")
+            .and_then(|j| j.as_str())
+            .map(str::to_string),
+        once_only,
+    }
+}
+
+/// `permission_denied`: `who` said no. The terminal's wording is the one
+/// scripts and tests have always seen; `reason` is the approver's when it
+/// gave one.
+fn refused(cap: &Capability, who: &str, reason: Option<String>, say_why: bool) -> FlowError {
+    let message = match (who, &reason) {
+        (TERMINAL, _) => format!("{cap} was refused at the terminal."),
+        (_, Some(why)) => format!("{cap} was refused by {who}: {why}"),
+        (_, None) => format!("{cap} was refused by {who}."),
+    };
+    let e = FlowError::new(ErrorCode::PermissionDenied, message)
+        .with("capability", cap.to_string())
+        .with("by", who);
+    match reason {
+        Some(why) => e.with("reason", why),
+        None if say_why => e.with("reason", format!("{who} said no")),
+        None => e,
+    }
+}
+
+/// `permission_required`: the approver could not answer.
+fn unanswered(cap: &Capability, verdict: &Verdict, who: &str, why: String) -> FlowError {
+    let e = required(cap, verdict);
+    if who == TERMINAL {
+        e.with("terminal", why)
+    } else {
+        e.with("approver", why)
     }
 }
 
@@ -187,13 +321,7 @@ fn literal(resource: &str) -> String {
     out
 }
 
-enum Answer {
-    Once,
-    Always,
-    No,
-}
-
-fn ask_terminal(req: &Request, v: &Verdict) -> std::io::Result<Answer> {
+fn ask_terminal(ask: &Ask) -> std::io::Result<Answer> {
     let mut tty = OpenOptions::new().read(true).write(true).open("/dev/tty")?;
     let mut reader = BufReader::new(tty.try_clone()?);
     // Paths and inputs come from the workflow: escape control characters so
@@ -201,11 +329,11 @@ fn ask_terminal(req: &Request, v: &Verdict) -> std::io::Result<Answer> {
     write!(
         tty,
         "\nsluice: {flow} asks for {cap}\n  input: {input}\n  why: {by}: {reason}\n",
-        flow = printable(req.flow),
-        cap = printable(&req.capability.to_string()),
-        input = printable(&summary(req.input)),
-        by = printable(&v.by),
-        reason = printable(&v.reason)
+        flow = printable(&ask.flow),
+        cap = printable(&ask.capability),
+        input = printable(&ask.input),
+        by = printable(&ask.by),
+        reason = printable(&ask.reason)
     )?;
     loop {
         write!(
@@ -215,12 +343,12 @@ fn ask_terminal(req: &Request, v: &Verdict) -> std::io::Result<Answer> {
         tty.flush()?;
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 {
-            return Ok(Answer::No);
+            return Ok(Answer::No(None));
         }
         match line.trim() {
             "y" | "Y" | "yes" => return Ok(Answer::Once),
-            "a" | "A" | "all" => return Ok(Answer::Always),
-            "n" | "N" | "no" | "" => return Ok(Answer::No),
+            "a" | "A" | "all" => return Ok(Answer::ForRun),
+            "n" | "N" | "no" | "" => return Ok(Answer::No(None)),
             _ => writeln!(tty, "Answer y, a or n.")?,
         }
     }

@@ -7,7 +7,7 @@
 //! of `admit` (step 4 of `pipeline::Core::call`), so the compiler keeps
 //! every effect behind the one door.
 
-use super::approval::Approver;
+use super::approval::Approvals;
 use super::policy::{Decision as Verdict, Request, Verdict as Judgement};
 use super::{denied, Kernel};
 use crate::audit::recorder::Decision;
@@ -45,7 +45,7 @@ pub struct Gate {
     /// The run's policies, ceiling and rules.
     pub kernel: Kernel,
     /// Who answers an ask.
-    pub approver: Approver,
+    pub approver: Approvals,
 }
 
 impl Gate {

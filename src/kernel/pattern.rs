@@ -415,7 +415,7 @@ impl fmt::Display for Pattern {
     }
 }
 
-const FAMILIES: [&str; 4] = ["fs", "net", "proc", "model"];
+const FAMILIES: [&str; 5] = ["fs", "net", "proc", "model", "cred"];
 
 /// The action part of a pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -460,6 +460,7 @@ fn family(action: Action) -> &'static str {
         Action::NetGet | Action::NetPost | Action::NetPrivate => "net",
         Action::ProcSpawn => "proc",
         Action::ModelCall => "model",
+        Action::CredUse => "cred",
     }
 }
 

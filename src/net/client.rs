@@ -339,7 +339,7 @@ fn next_hop(from: &Url, location: &str) -> FlowResult<Destination> {
 /// The caller's headers that still go out once a redirect has left the
 /// first origin. Everything else stays behind: `authorization` and
 /// `cookie`, and any API key or token header, whatever its name.
-const PLAIN_HEADERS: [&str; 8] = [
+pub const PLAIN_HEADERS: [&str; 8] = [
     "accept",
     "accept-language",
     "user-agent",

@@ -11,11 +11,27 @@ const ERROR_MT: &str = "sluice.error";
 /// Tables nested deeper than this are refused (and cycles with them).
 const MAX_DEPTH: usize = 64;
 
-/// A Lua value as JSON. What JSON cannot carry (a function, a non-UTF-8
-/// string, a positional value among named ones) is `invalid_input` naming
-/// the field where it sits, e.g. `content` or `headers.accept` or `items[2]`.
+/// A Lua value as JSON, for a flow's input. What JSON cannot carry (a
+/// function, a non-UTF-8 string, a positional value among named ones) is
+/// `invalid_input` naming the field where it sits, e.g. `content` or
+/// `headers.accept` or `items[2]`. A credential
+/// ([`super::credential::Credential`]) is its reference.
 pub fn to_json(lua: &Lua, value: LuaValue) -> Result<Value, FlowError> {
-    convert(lua, value, &mut String::new(), 0)
+    convert(lua, value, &mut String::new(), 0, References::Kept)
+}
+
+/// [`to_json`] for text a script gets back (`sluice.json.encode`): a
+/// credential is refused, so no copy of one outlives the flow call it was
+/// given to.
+pub fn to_json_text(lua: &Lua, value: LuaValue) -> Result<Value, FlowError> {
+    convert(lua, value, &mut String::new(), 0, References::Refused)
+}
+
+/// What becomes of a credential met on the way.
+#[derive(Clone, Copy, PartialEq)]
+enum References {
+    Kept,
+    Refused,
 }
 
 fn convert(
@@ -23,6 +39,7 @@ fn convert(
     value: LuaValue,
     path: &mut String,
     depth: usize,
+    refs: References,
 ) -> Result<Value, FlowError> {
     let bad = |path: &str, what: String| {
         let field = if path.is_empty() { "input" } else { path };
@@ -61,7 +78,22 @@ fn convert(
                     format!("nests tables deeper than {MAX_DEPTH} levels (or holds a cycle)."),
                 ));
             }
-            table(lua, t, path, depth)?
+            table(lua, t, path, depth, refs)?
+        }
+        LuaValue::UserData(ud) if ud.is::<super::credential::Credential>() => {
+            let c = ud
+                .borrow::<super::credential::Credential>()
+                .map_err(|e| bad(path, e.to_string()))?;
+            if refs == References::Refused {
+                return Err(bad(
+                    path,
+                    format!(
+                        "is credential({}), which cannot be encoded: a credential goes only in a flow's `headers` or `env`",
+                        c.0.credential
+                    ),
+                ));
+            }
+            serde_json::to_value(&c.0).expect("a reference serializes")
         }
         other => {
             return Err(bad(
@@ -75,7 +107,13 @@ fn convert(
     })
 }
 
-fn table(lua: &Lua, t: Table, path: &mut String, depth: usize) -> Result<Value, FlowError> {
+fn table(
+    lua: &Lua,
+    t: Table,
+    path: &mut String,
+    depth: usize,
+    refs: References,
+) -> Result<Value, FlowError> {
     let lua_err = |e: mlua::Error| FlowError::new(ErrorCode::InvalidInput, e.to_string());
     let len = t.raw_len();
     let is_array = t.metatable().is_some_and(|mt| mt == lua.array_metatable())
@@ -86,7 +124,7 @@ fn table(lua: &Lua, t: Table, path: &mut String, depth: usize) -> Result<Value, 
         for i in 1..=len {
             path.push_str(&format!("[{i}]"));
             let v: LuaValue = t.raw_get(i).map_err(lua_err)?;
-            items.push(convert(lua, v, path, depth + 1)?);
+            items.push(convert(lua, v, path, depth + 1, refs)?);
             path.truncate(base);
         }
         return Ok(Value::Array(items));
@@ -116,7 +154,7 @@ fn table(lua: &Lua, t: Table, path: &mut String, depth: usize) -> Result<Value, 
             path.push('.');
         }
         path.push_str(&key);
-        let v = convert(lua, v, path, depth + 1)?;
+        let v = convert(lua, v, path, depth + 1, refs)?;
         path.truncate(base);
         map.insert(key, v);
     }

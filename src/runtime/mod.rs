@@ -4,6 +4,8 @@
 
 mod clock;
 mod convert;
+mod credential;
+pub mod extend;
 mod module;
 
 use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
@@ -14,7 +16,7 @@ use crate::error::{FlowError, FlowResult};
 use crate::exec::Executor;
 use crate::flows::{Context, Registry};
 use crate::interrupt;
-use crate::kernel::approval::{Approver, Prompt};
+use crate::kernel::approval::{Approvals, Approver, Prompt};
 use crate::kernel::gate::Gate;
 use crate::kernel::pattern::{Pattern, Role, Vars};
 use crate::kernel::policy::{self, Policy, Source};
@@ -67,6 +69,9 @@ pub enum BuildErrorKind {
     Container,
     /// A model provider's declaration is wrong.
     Provider,
+    /// An embedder's flow cannot be added (its name is taken or is not a
+    /// Lua identifier, its schema is not an object's).
+    Flow,
 }
 
 impl BuildError {
@@ -121,6 +126,26 @@ pub struct RuntimeBuilder {
     sealed: Option<(String, Option<String>)>,
     providers: Vec<String>,
     credentials: Option<PathBuf>,
+    name: Option<String>,
+    embedded: Embedded,
+}
+
+/// What an embedding program adds to a run: its own flows and the
+/// approver that answers asks its way.
+#[derive(Default, Clone)]
+struct Embedded {
+    flows: Vec<Arc<dyn extend::CustomFlow>>,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+impl fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self.flows.iter().map(|fl| fl.info().name).collect();
+        f.debug_struct("Embedded")
+            .field("flows", &names)
+            .field("approver", &self.approver.as_ref().map(|a| a.who()))
+            .finish()
+    }
 }
 
 impl RuntimeBuilder {
@@ -262,9 +287,37 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Who answers asks. Default: nobody ([`Prompt::Unattended`]).
+    /// Who answers asks, of the built-in approvers. Default: nobody
+    /// ([`Prompt::Unattended`]).
     pub fn prompt(mut self, prompt: Prompt) -> Self {
         self.prompt = Some(prompt);
+        self
+    }
+
+    /// Answers asks the embedding program's way (a chat, a web page),
+    /// instead of a [`Prompt`]. Pre-approvals ([`RuntimeBuilder::approve`])
+    /// still come first, and sluice remembers a "for the run" answer
+    /// itself.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.embedded.approver = Some(approver);
+        self
+    }
+
+    /// Adds a flow of the embedding program's own
+    /// ([`extend::CustomFlow`]): scripts call it as `sluice.NAME{...}`,
+    /// and its calls pass the same door as the built-in flows'. A name
+    /// that is taken or not a Lua identifier fails the build
+    /// ([`BuildErrorKind::Flow`]).
+    pub fn flow(mut self, flow: impl extend::CustomFlow) -> Self {
+        self.embedded.flows.push(Arc::new(flow));
+        self
+    }
+
+    /// What the record calls the run when no script file names it (an
+    /// embedded run): `sluice audit list` shows it in the SCRIPT column,
+    /// and policies see it as `req.run.script`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
         self
     }
 
@@ -322,6 +375,9 @@ impl RuntimeBuilder {
         if let Some(e) = policies.iter().find_map(|p| p.load_error()) {
             return Err(BuildError::new(Kind::Policy, e.to_string()));
         }
+        let mut registry = Registry::standard();
+        extend::add_all(&mut registry, &self.embedded.flows)
+            .map_err(|e| BuildError::new(Kind::Flow, e))?;
         let policy_files = policy_files(&policies);
         let script_path = self
             .script
@@ -330,12 +386,20 @@ impl RuntimeBuilder {
         let script = script_path
             .as_ref()
             .map(|p| p.display().to_string())
+            .or(self.name)
             .unwrap_or_default();
         let mut ctx = Context::new(workspace.clone(), new_run_id(), script.clone());
         let seed = match &self.replay {
             Some((record, _)) => record.run.random_seed,
             None => fresh_seed(),
         };
+        let store = match &self.credentials {
+            Some(file) => crate::credentials::Credentials::with_file(file),
+            None => crate::credentials::Credentials::new(),
+        };
+        let (stored_args, cut) = crate::credentials::redact_args(&self.args, &store.values());
+        cut.iter()
+            .for_each(|s| crate::credentials::remember_secret(s));
         let recorder = match &self.audit {
             Some(path) => Some(
                 Recorder::start(
@@ -345,7 +409,9 @@ impl RuntimeBuilder {
                         script,
                         script_sha256: script_path.as_deref().and_then(file_sha256),
                         policies: policy_files,
-                        args: self.args.clone(),
+                        // A key passed as an argument stays out of the
+                        // record; a replay is given it again.
+                        args: stored_args,
                         workspace: workspace.display().to_string(),
                         started_ms: crate::audit::now_ms(),
                         random_seed: seed,
@@ -366,7 +432,6 @@ impl RuntimeBuilder {
             let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
             ctx.exec = Arc::new(exec);
         }
-        let registry = Registry::standard();
         if let Some(replay) = &audit.replay {
             ctx.exec
                 .jobs
@@ -387,7 +452,10 @@ impl RuntimeBuilder {
         ctx.secrets.extend(self.secrets.iter().cloned());
         let gate = Gate {
             kernel: Kernel::new(policies, ceiling, vars.clone()),
-            approver: Approver::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
+            approver: match self.embedded.approver {
+                Some(custom) => Approvals::with(approve, Some(custom)),
+                None => Approvals::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
+            },
         };
         ctx.containers = Arc::new(containers(
             &gate.kernel,
@@ -396,10 +464,7 @@ impl RuntimeBuilder {
             self.container_engine,
             self.sealed,
         )?);
-        let store = match &self.credentials {
-            Some(file) => crate::credentials::Credentials::with_file(file),
-            None => crate::credentials::Credentials::new(),
-        };
+        ctx.credentials = Arc::new(store.clone());
         ctx.models = Arc::new(providers(&gate.kernel, store, &self.providers)?);
         let core = Rc::new(Core::new(registry, gate, ctx, audit));
         let closer = Closer {
@@ -552,7 +617,15 @@ impl Runtime {
         self.closer.clone()
     }
 
-    /// Calls a flow from Rust, through the same door as Lua.
+    /// The manifest of this run's flows: sluice's own ([`crate::manifest`])
+    /// and the embedder's ([`RuntimeBuilder::flow`]), in that order.
+    pub fn manifest(&self) -> Value {
+        self.core.registry().manifest()
+    }
+
+    /// Calls a flow from Rust, through the same door as Lua. A flow is
+    /// named as the record names it (`http-post`) or as scripts call it
+    /// (`http_post`).
     pub async fn call(&self, flow: &str, input: Value) -> FlowResult<Value> {
         self.core.call(flow, input).await
     }

@@ -1,7 +1,8 @@
 //! The `sluice` module scripts see: one function per flow, `call`, `json`,
-//! `args`, `workspace`, `run_id`, `now` (see `clock`) and `sleep`.
+//! `args`, `workspace`, `run_id`, `now` (see `clock`), `sleep` and
+//! `credential` (see `credential`).
 
-use super::convert::{error_table, from_json, to_json};
+use super::convert::{error_table, from_json, to_json, to_json_text};
 use crate::luastate::{current_task, TASK};
 
 use crate::error::{ErrorCode, FlowError};
@@ -32,6 +33,7 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
     m.set("workspace", core.context().workspace.display().to_string())?;
     m.set("run_id", core.context().run_id.clone())?;
     m.set("sleep", sleep_function(lua)?)?;
+    m.set("credential", super::credential::function(lua)?)?;
     Ok(m)
 }
 
@@ -223,11 +225,9 @@ fn tools_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
             let tool = match item? {
                 LuaValue::String(name) => {
                     let name = name.to_str()?.to_string();
-                    let canonical = name.replace('_', "-");
                     let flow = core
                         .registry()
                         .get(&name)
-                        .or_else(|| core.registry().get(&canonical))
                         .ok_or_else(|| {
                             let names: Vec<&str> = core.registry().specs().map(|s| s.name).collect();
                             mlua::Error::runtime(format!(
@@ -239,7 +239,7 @@ fn tools_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
                     let t = lua.create_table()?;
                     t.set("name", spec.name)?;
                     t.set("description", spec.description)?;
-                    t.set("input", from_json(lua, &(spec.schema)())?)?;
+                    t.set("input", from_json(lua, &flow.input_schema())?)?;
                     LuaValue::Table(t)
                 }
                 t @ LuaValue::Table(_) => t,
@@ -336,7 +336,7 @@ fn json_module(lua: &Lua) -> mlua::Result<Table> {
                 Some(o) => o.get::<Option<bool>>("pretty")?.unwrap_or(false),
                 None => false,
             };
-            let value = to_json(lua, value).map_err(|e| mlua::Error::runtime(e.message))?;
+            let value = to_json_text(lua, value).map_err(|e| mlua::Error::runtime(e.message))?;
             let text = if pretty {
                 serde_json::to_string_pretty(&value)
             } else {

@@ -23,6 +23,7 @@ mod routed;
 
 use super::shape::{bounded, Bounded};
 use super::{choice, closed, field, nested, Context, Envelope, Flow, FlowSpec, Tier};
+use crate::credentials::Held;
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::job::StartError;
 use crate::exec::{self, CommandLine, Outcome, SpawnFailureKind};
@@ -57,7 +58,7 @@ pub struct Input {
     pub stdin: Option<String>,
     pub cwd: Option<String>,
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, Held>,
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub mode: Mode,
@@ -158,7 +159,11 @@ pub struct Bash {
     launch: CommandLine,
     stdin: Option<Vec<u8>>,
     cwd: PathBuf,
+    /// The declared entries given as text.
     env: BTreeMap<String, String>,
+    /// The declared entries that are credentials, whose secrets go in only
+    /// when the command starts ([`Bash::declared_env`]).
+    secrets: BTreeMap<String, Held>,
     timeout: Duration,
     background: bool,
     /// A wider sandbox mode asked for, and why.
@@ -178,7 +183,7 @@ fn schema() -> Value {
             "args": {"type": "array", "items": {"type": "string"}, "description": "Arguments for `script`, passed as arguments, never interpolated."},
             "stdin": {"type": "string", "description": "Text written to the command's stdin (with `command` only). Without it stdin is closed."},
             "cwd": {"type": "string", "description": "Working folder, relative to the workspace or absolute (default: the workspace)."},
-            "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment entries, applied after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL)."},
+            "env": {"type": "object", "additionalProperties": super::held_schema(), "description": "Extra environment entries, applied after the allowlist (PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL): text, or sluice.credential(NAME) (needs cred:use:NAME@command; not with background)."},
             "timeoutMs": {"type": "integer", "minimum": 1, "description": "Milliseconds before the command is stopped (default 600000, also the cap)."},
             "mode": {"type": "string", "enum": ["unhermetic", "hermetic"], "description": "hermetic checks the command's literal paths against `reads` and `writes` before it runs."},
             "reads": {"type": "array", "items": {"type": "string"}, "description": "Hermetic mode: path globs the command may read."},
@@ -209,7 +214,7 @@ impl Flow for Bash {
         name: "bash",
         description: "Runs a command line or an interpreter script and returns its exit code and bounded stdout and stderr; can start it as a background job.",
         tier: Tier::Irreversible,
-        actions: &[Action::ProcSpawn],
+        actions: &[Action::ProcSpawn, Action::CredUse],
         read_only: false,
         schema,
         summary,
@@ -325,7 +330,7 @@ impl Flow for Bash {
         let exec = &ctx.exec;
         let mut req = exec.request(self.launch.clone(), ctx.call_seq);
         req.cwd = Some(self.cwd.clone());
-        req.env = self.env.clone();
+        req.env = self.declared_env(ctx)?;
         req.stdin = self.stdin.clone();
         req.timeout = Some(self.timeout);
         req.output_budget = Some(exec::STREAM_BUDGET);
@@ -420,7 +425,21 @@ fn validate(i: &Input) -> FlowResult<()> {
     if i.mode == Mode::Hermetic && i.env.contains_key("HOME") {
         return refuse("env.HOME", "hermetic mode resolves `~` against sluice's home folder; a different HOME would send `~` paths elsewhere than the check saw. Write the paths out instead");
     }
-    exec::env::validate(&i.env)?;
+    let shapes: BTreeMap<String, String> = i
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.text().unwrap_or("secret").to_string()))
+        .collect();
+    exec::env::validate(&shapes)?;
+    for (name, held) in &i.env {
+        let Held::Credential(r) = held else { continue };
+        if programs::var_of(name).is_some() {
+            return refuse(&format!("env.{name}"), &format!("{name} makes programs run a command or read a configuration it names, so it may not hold credential `{}`; give the credential another variable", r.credential));
+        }
+        if i.background {
+            return refuse(&format!("env.{name}"), &format!("a background job's output is read later, where sluice cannot cut credential `{}` out of it; run the command in the foreground, or give the job no credential", r.credential));
+        }
+    }
     if let Some(c) = &i.container {
         if !crate::container::declared::valid_name(c) {
             return refuse("container", "a container name is letters, digits, '_', '.' and '-', starting with a letter or digit");
@@ -519,6 +538,11 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
         envelope.reads = touched.reads;
         envelope.writes = touched.writes;
     }
+    for held in input.env.values() {
+        if let Held::Credential(r) = held {
+            envelope.network.push(r.capability("command"));
+        }
+    }
     let timeout = Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
     Ok((
         Bash {
@@ -526,7 +550,16 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
             launch,
             stdin,
             cwd,
-            env: input.env,
+            env: input
+                .env
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.text()?.to_string())))
+                .collect(),
+            secrets: input
+                .env
+                .into_iter()
+                .filter(|(_, v)| v.text().is_none())
+                .collect(),
             timeout,
             background: input.background,
             wider: input
@@ -541,6 +574,23 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
 }
 
 impl Bash {
+    /// The command's declared environment, each credential's secret put
+    /// in: only now, once the call was authorized.
+    fn declared_env(&self, ctx: &Context) -> FlowResult<BTreeMap<String, String>> {
+        let mut env = self.env.clone();
+        for (name, held) in &self.secrets {
+            let value = held.reveal(&ctx.credentials, &format!("`env.{name}`"))?;
+            if value.contains('\0') {
+                return Err(FlowError::invalid_input(
+                    &format!("env.{name}"),
+                    "the credential's secret holds a NUL byte, which no environment value can carry",
+                ));
+            }
+            env.insert(name.clone(), value);
+        }
+        Ok(env)
+    }
+
     fn start(
         self,
         ctx: &Context,

@@ -22,12 +22,12 @@ impl Bash {
         let transport = ctx.containers.transport(name).await?;
         let exec = &ctx.exec;
         let mut req = exec.request(self.launch.clone(), ctx.call_seq);
-        req.env = self.env.clone();
+        req.env = self.declared_env(ctx)?;
         req.stdin = self.stdin.clone();
         req.timeout = Some(self.timeout);
         req.output_budget = Some(exec::STREAM_BUDGET);
         let cwd = ctx.containers.folder(name, self.given_cwd.as_deref());
-        req.wrap = Some(transport.call(self.env.keys().cloned(), cwd.clone()));
+        req.wrap = Some(transport.call(req.env.keys().cloned(), cwd.clone()));
         let spec = exec::resolve(req, &exec.limits)?;
         if self.background {
             return self.start_routed(ctx, spec, &transport);

@@ -6,6 +6,7 @@ pub mod html;
 
 use super::http::{clip_fields, request_schema, Request};
 use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
+use crate::credentials::Held;
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
@@ -30,7 +31,7 @@ pub struct Input {
     #[serde(default)]
     pub format: Format,
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, Held>,
     pub timeout: Option<f64>,
 }
 
@@ -73,7 +74,7 @@ impl Flow for WebFetch {
         name: "webfetch",
         description: "Fetches a web page and returns it as Markdown, plain text or HTML, following up to 10 redirects.",
         tier: Tier::Sealed,
-        actions: &[Action::NetGet, Action::NetPrivate],
+        actions: &[Action::NetGet, Action::NetPrivate, Action::CredUse],
         read_only: true,
         schema,
         summary,
@@ -115,7 +116,7 @@ impl Flow for WebFetch {
         let mut headers = input.headers;
         if !headers.keys().any(|k| k.eq_ignore_ascii_case("accept")) {
             let accept = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5";
-            headers.insert("accept".into(), accept.into());
+            headers.insert("accept".into(), Held::Text(accept.into()));
         }
         let (request, envelope) =
             Request::plan(Action::NetGet, &input.url, &headers, input.timeout)?;
