@@ -32,22 +32,6 @@ fn lines(run: &common::Run) -> Vec<Value> {
         .collect()
 }
 
-/// Every file of the workspace's audit store that holds `secret`.
-fn record_files_holding(ws: &Path, secret: &str) -> Vec<PathBuf> {
-    let files: Vec<PathBuf> = std::fs::read_dir(ws.join(".sluice"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert!(files.iter().any(|f| f.ends_with("audit.db")), "{files:?}");
-    files
-        .into_iter()
-        .filter(|f| {
-            let bytes = std::fs::read(f).unwrap();
-            bytes.windows(secret.len()).any(|w| w == secret.as_bytes())
-        })
-        .collect()
-}
-
 const GRANT: [&str; 2] = ["--approve", "cred:use:gh@command"];
 
 #[test]
@@ -80,7 +64,7 @@ emit(te)
     assert_eq!(got[2]["stdout"], "[redacted]");
     assert!(!out.stdout.contains(SECRET), "{}", out.stdout);
     assert_eq!(
-        record_files_holding(ws.path(), SECRET),
+        common::record_files_holding(ws.path(), SECRET),
         Vec::<PathBuf>::new()
     );
     // The record keeps the reference where it can show it.
@@ -224,7 +208,7 @@ fn credential_shaped_arguments_are_stored_redacted_and_a_replay_needs_them_again
         SECRET,
     ] {
         assert_eq!(
-            record_files_holding(ws.path(), secret),
+            common::record_files_holding(ws.path(), secret),
             Vec::<PathBuf>::new(),
             "{secret}"
         );

@@ -1656,8 +1656,9 @@ fn a_private_endpoint_needs_its_exact_net_private_grant() {
         format!("local=anthropic:{}", server.url()),
         "--approve".into(),
         "model:call:local/**".into(),
+        // A wildcard approves the network's other actions, never a private origin.
         "--approve".into(),
-        "net:private:*".into(),
+        "net:*".into(),
     ];
     let out = emitted(
         &ws,

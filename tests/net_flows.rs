@@ -616,16 +616,32 @@ fn loopback_needs_an_exact_net_private_grant_and_is_not_contacted_without_it() {
     assert_eq!(e, private_required(&origin));
     let e = err(call(ws.path(), &[], "webfetch", &input(&srv.url("/"), "")));
     assert_eq!(e, private_required(&origin), "webfetch");
-    // Wildcards and other origins grant nothing.
+    // An approval that could never grant a private address stops the run
+    // at start, before anything is contacted.
     let port = srv.port();
-    for wrong in [
+    for never in [
         "net:private:*".to_string(),
         "net:private:http://127.0.0.1:*".to_string(),
+        format!("net:private:127.0.0.1:{port}"),
+    ] {
+        let script = format!(
+            "{PRELUDE}fetch{{url = {}}}\n",
+            common::lua_str(&srv.url("/"))
+        );
+        let run = common::run_lua_with(ws.path(), &script, &["--approve", &never], &[]);
+        assert_eq!(run.code, 2, "--approve {never}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("it can never grant anything"),
+            "--approve {never}: {}",
+            run.stderr
+        );
+    }
+    // Wildcards that approve other things, and other origins, grant nothing here.
+    for wrong in [
         "net:*".to_string(),
         "*".to_string(),
         format!("net:private:http://127.0.0.1:{}", port.wrapping_add(1)),
         format!("net:private:https://127.0.0.1:{port}"),
-        format!("net:private:127.0.0.1:{port}"),
     ] {
         let e = err(fetch(ws.path(), &["--approve", &wrong], &srv.url("/"), ""));
         assert_eq!(e["code"], "permission_required", "--approve {wrong}: {e}");
@@ -2462,27 +2478,6 @@ fn run_gh(ws: &Path, flags: &[&str], body: &str) -> (Vec<Value>, String) {
     (lines, run.stdout)
 }
 
-/// The files of the workspace's audit store that hold `secret`.
-fn record_files_holding(ws: &Path, secret: &str) -> Vec<std::path::PathBuf> {
-    let store = ws.join(".sluice");
-    let files: Vec<_> = std::fs::read_dir(&store)
-        .unwrap_or_else(|e| panic!("{}: {e}", store.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert!(files.iter().any(|f| f.ends_with("audit.db")), "{files:?}");
-    files
-        .into_iter()
-        .filter(|f| {
-            let bytes = std::fs::read(f).unwrap();
-            memchr_find(&bytes, secret.as_bytes())
-        })
-        .collect()
-}
-
-fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 #[test]
 fn a_credential_reaches_its_granted_origin_in_its_header_and_nothing_else_sees_it() {
     let ws = common::workspace();
@@ -2557,7 +2552,7 @@ emit({{shown = tostring(bearer)}})
         calls[0]
     );
     assert_eq!(
-        record_files_holding(ws.path(), GH_SECRET),
+        common::record_files_holding(ws.path(), GH_SECRET),
         Vec::<std::path::PathBuf>::new()
     );
 }

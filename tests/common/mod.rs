@@ -546,3 +546,21 @@ pub fn assert_ran(out: &std::process::Output) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The files of the workspace's audit store (the database, its WAL and
+/// journal) whose bytes hold `secret` anywhere.
+pub fn record_files_holding(ws: &Path, secret: &str) -> Vec<PathBuf> {
+    let store = ws.join(".sluice");
+    let files: Vec<PathBuf> = std::fs::read_dir(&store)
+        .unwrap_or_else(|e| panic!("{}: {e}", store.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(files.iter().any(|f| f.ends_with("audit.db")), "{files:?}");
+    files
+        .into_iter()
+        .filter(|f| {
+            let bytes = std::fs::read(f).unwrap();
+            bytes.windows(secret.len()).any(|w| w == secret.as_bytes())
+        })
+        .collect()
+}
