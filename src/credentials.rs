@@ -272,10 +272,12 @@ const TOKEN_SHAPES: &[(&str, usize, &str)] = &[
 /// A run's arguments as the record keeps them: each that is, holds or
 /// follows a secret has the secret replaced by a mark saying what it was
 /// (`[redacted: a GitHub token (ghp_...)]`, `--token=[redacted]`, `Bearer
-/// [redacted]`); an argument equal to one of `named` (the values of the
-/// named credentials) is `[redacted: a named credential]`. Also returns
-/// the secrets cut, which the rest of the run must cut wherever they turn
-/// up ([`remember_secret`]).
+/// [redacted]`); a value of `named` (the values of the named credentials)
+/// is `[redacted: a named credential]`, whether it is the whole argument or
+/// part of one (`--header=X-Key: VALUE`). Also returns the secrets the
+/// rest of the run must cut wherever they turn up ([`remember_secret`]):
+/// those cut here, and every named credential's value, sent or not, which a
+/// file an earlier run left may hold.
 pub fn redact_args(args: &[String], named: &[String]) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::with_capacity(args.len());
     let mut cut = Vec::new();
@@ -299,10 +301,25 @@ pub fn redact_args(args: &[String], named: &[String]) -> (Vec<String>, Vec<Strin
         } else {
             redact_words(arg, &mut cut)
         };
-        out.push(kept);
+        out.push(within(kept, named, &mut cut));
     }
+    cut.extend(named.iter().cloned());
     cut.retain(|s| !s.is_empty());
+    let mut seen = std::collections::HashSet::new();
+    cut.retain(|s| seen.insert(s.clone()));
     (out, cut)
+}
+
+/// `arg` with each of `named` it holds cut (and added to `cut`); shorter
+/// than four bytes one is left, as [`remember_secret`] leaves it.
+fn within(mut arg: String, named: &[String], cut: &mut Vec<String>) -> String {
+    for value in named.iter().filter(|v| v.len() >= 4) {
+        if arg.contains(value.as_str()) {
+            arg = arg.replace(value.as_str(), "[redacted: a named credential]");
+            cut.push(value.clone());
+        }
+    }
+    arg
 }
 
 /// `arg` with each token-shaped word, and the word after `Bearer `, cut
@@ -462,6 +479,35 @@ pub fn remember_secret(secret: &str) {
 /// The values of the credentials loaded so far: for redaction only.
 pub fn loaded() -> Vec<String> {
     LOADED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// `text` with every loaded secret cut: for text a flow goes on to clip or
+/// render (Markdown escapes `_`), which the cut of its output would then
+/// no longer recognize.
+pub fn cut_loaded_text(text: &mut String) {
+    for secret in loaded() {
+        cut_text(text, &secret);
+    }
+}
+
+/// `v` with every loaded secret cut: what a job operation (`job:read()`)
+/// hands back, as a flow's output is.
+pub fn cut_loaded_value(v: &mut serde_json::Value) {
+    for secret in loaded() {
+        cut_value(v, &secret);
+    }
+}
+
+/// `result` with every loaded secret cut, output or error: what a flow
+/// hands back to a script.
+pub fn cut_loaded(result: &mut FlowResult<serde_json::Value>) {
+    match result {
+        Ok(v) => cut_loaded_value(v),
+        Err(e) => {
+            cut_loaded_text(&mut e.message);
+            e.details.values_mut().for_each(cut_loaded_value);
+        }
+    }
 }
 
 impl Credentials {
