@@ -812,6 +812,25 @@ mod tests {
     }
 
     #[test]
+    fn a_named_credential_is_cut_from_inside_an_argument_and_every_one_is_returned_to_cut() {
+        let args: Vec<String> = ["--header=X-Key: horse-staple", "ab-cd", "plain"]
+            .map(String::from)
+            .to_vec();
+        let named = ["horse-staple", "ab", "unsent-value"].map(String::from);
+        let (kept, cut) = redact_args(&args, &named);
+        assert_eq!(
+            kept,
+            [
+                "--header=X-Key: [redacted: a named credential]",
+                "ab-cd",
+                "plain"
+            ],
+            "a value under four bytes is not searched for inside words"
+        );
+        assert_eq!(cut, ["horse-staple", "ab", "unsent-value"]);
+    }
+
+    #[test]
     fn a_replay_needs_redacted_arguments_given_again_and_matching_the_rest() {
         let recorded = vec!["a".to_string(), "--token=[redacted]".to_string()];
         let e = restore_args("r1", &recorded, &[]).unwrap_err();
