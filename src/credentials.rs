@@ -33,8 +33,19 @@ pub const ENV_PREFIX: &str = "SLUICE_CREDENTIAL_";
 /// What replaces a secret wherever it turns up.
 pub const MARK: &str = "[redacted]";
 
-/// `bytes` with every copy of `secret` replaced by [`MARK`].
+/// `bytes` with every copy of `secret` replaced by [`MARK`], as sent or
+/// in a JSON string's escapes ([`spellings`]).
 pub fn cut_bytes(bytes: &[u8], secret: &[u8]) -> Vec<u8> {
+    match std::str::from_utf8(secret) {
+        Ok(text) => spellings(text)
+            .iter()
+            .fold(bytes.to_vec(), |b, s| cut_one(&b, s.as_bytes())),
+        Err(_) => cut_one(bytes, secret),
+    }
+}
+
+/// `bytes` with every copy of `secret`, spelled as given, replaced.
+fn cut_one(bytes: &[u8], secret: &[u8]) -> Vec<u8> {
     if secret.is_empty() {
         return bytes.to_vec();
     }
@@ -49,26 +60,62 @@ pub fn cut_bytes(bytes: &[u8], secret: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `text` with every copy of `secret` replaced by [`MARK`].
+/// `text` with every copy of `secret` replaced by [`MARK`], as sent or in
+/// a JSON string's escapes ([`spellings`]).
 pub fn cut_text(text: &mut String, secret: &str) {
-    if !secret.is_empty() && text.contains(secret) {
-        *text = text.replace(secret, MARK);
+    cut_spelled(text, &spellings(secret));
+}
+
+/// `text` with every copy of each of `spelled` replaced by [`MARK`].
+fn cut_spelled(text: &mut String, spelled: &[String]) {
+    for s in spelled {
+        if !s.is_empty() && text.contains(s.as_str()) {
+            *text = text.replace(s.as_str(), MARK);
+        }
     }
 }
 
+/// How a secret is spelled where it may come back: as sent, and inside a
+/// JSON string, where a server echoing it escapes `"`, `\` and control
+/// characters, and may escape `/` (PHP) or `<`, `>` and `&` (Go), so that
+/// decoding the text would give the secret back. No other encoding is
+/// recognized (base64, percent-encoding, reversed): those pass.
+pub fn spellings(secret: &str) -> Vec<String> {
+    let mut out = vec![secret.to_string()];
+    let quoted = serde_json::Value::from(secret).to_string();
+    let json = quoted[1..quoted.len() - 1].to_string();
+    let variants = [
+        json.replace('/', "\\/"),
+        json.replace('<', "\\u003c")
+            .replace('>', "\\u003e")
+            .replace('&', "\\u0026"),
+        json,
+    ];
+    for v in variants {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
 /// `v` with every copy of `secret` replaced by [`MARK`], in its strings and
-/// its objects' keys.
+/// its objects' keys, as [`cut_text`] recognizes it.
 pub fn cut_value(v: &mut serde_json::Value, secret: &str) {
+    cut_value_spelled(v, &spellings(secret));
+}
+
+fn cut_value_spelled(v: &mut serde_json::Value, spelled: &[String]) {
     use serde_json::Value;
     match v {
-        Value::String(s) => cut_text(s, secret),
-        Value::Array(items) => items.iter_mut().for_each(|i| cut_value(i, secret)),
+        Value::String(s) => cut_spelled(s, spelled),
+        Value::Array(items) => items.iter_mut().for_each(|i| cut_value_spelled(i, spelled)),
         Value::Object(map) => {
             *map = std::mem::take(map)
                 .into_iter()
                 .map(|(mut k, mut v)| {
-                    cut_value(&mut v, secret);
-                    cut_text(&mut k, secret);
+                    cut_value_spelled(&mut v, spelled);
+                    cut_spelled(&mut k, spelled);
                     (k, v)
                 })
                 .collect();
@@ -886,6 +933,33 @@ mod tests {
             .to_string(),
             "cred:use:gh@https://api.github.com"
         );
+    }
+
+    #[test]
+    fn a_secret_is_cut_in_the_spellings_a_json_string_gives_it_and_no_others() {
+        let secret = r#"a/b"c<d>&e"#;
+        for body in [
+            r#"{"k":"a/b\"c<d>&e"}"#,
+            r#"{"k":"a\/b\"c<d>&e"}"#,
+            r#"{"k":"a/b\"c\u003cd\u003e\u0026e"}"#,
+        ] {
+            let mut t = body.to_string();
+            cut_text(&mut t, secret);
+            assert_eq!(t, r#"{"k":"[redacted]"}"#, "{body}");
+            assert_eq!(
+                cut_bytes(body.as_bytes(), secret.as_bytes()),
+                br#"{"k":"[redacted]"}"#
+            );
+        }
+        let mut raw = format!("<{secret}>");
+        cut_text(&mut raw, secret);
+        assert_eq!(raw, "<[redacted]>");
+        // An encoding other than JSON's passes: only copies as sent and as
+        // JSON spells them are recognized.
+        let mut encoded = "a%2Fb".to_string();
+        cut_text(&mut encoded, "a/b");
+        assert_eq!(encoded, "a%2Fb");
+        assert_eq!(spellings("plain"), ["plain"]);
     }
 
     #[test]

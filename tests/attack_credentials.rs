@@ -21,9 +21,13 @@ const SECRET: &str = "ghp_sEcReT0123456789abcdefghijKLMN";
 /// can give it away.
 const PLAIN: &str = "correct-horse-battery-staple";
 
+/// A named credential holding what JSON escapes (`/` for PHP, `<>&` for
+/// Go, `"` always), as an AWS secret key holds `/` and `+`.
+const SLASHED: &str = "wJalrXUtnFEMI/K7MDENG/bPx<RfiCY>&EXAMPLE\"KEY+";
+
 const GRANT: [&str; 2] = ["--approve", "cred:use:gh@command"];
 
-/// Runs `body` (with `emit`) with both credentials set and `flags`.
+/// Runs `body` (with `emit`) with the three credentials set and `flags`.
 fn run(ws: &Path, flags: &[&str], body: &str) -> common::Run {
     common::run_lua_env(
         ws,
@@ -33,6 +37,7 @@ fn run(ws: &Path, flags: &[&str], body: &str) -> common::Run {
         &[
             ("SLUICE_CREDENTIAL_GH", SECRET),
             ("SLUICE_CREDENTIAL_PLAIN", PLAIN),
+            ("SLUICE_CREDENTIAL_AWS", SLASHED),
         ],
     )
 }
@@ -75,7 +80,8 @@ fn assert_record_clean(ws: &Path, secret: &str) {
 }
 
 /// An HTTP server on loopback that echoes a request's `authorization`
-/// header the way its path asks: `/html` inside a page, `/pad/N` after N
+/// header the way its path asks: `/json/plain`, `/json/php` (`/` escaped)
+/// and `/json/go` (`<`, `>`, `&` escaped) as a JSON string, `/html` inside a page, `/pad/N` after N
 /// bytes of `a` and before 100 of `b`, anything else as plain text. One request a connection.
 struct Echo {
     addr: SocketAddr,
@@ -115,7 +121,19 @@ impl Echo {
         }
         let mut body = vec![0; len];
         reader.read_exact(&mut body)?;
-        let (kind, text) = if path == "/html" {
+        let json = serde_json::Value::from(auth.as_str()).to_string();
+        let (kind, text) = if path == "/json/plain" {
+            ("application/json", format!("{{\"auth\": {json}}}"))
+        } else if path == "/json/php" {
+            let php = json.replace('/', "\\/");
+            ("application/json", format!("{{\"auth\": {php}}}"))
+        } else if path == "/json/go" {
+            let go = json
+                .replace('<', "\\u003c")
+                .replace('>', "\\u003e")
+                .replace('&', "\\u0026");
+            ("application/json", format!("{{\"auth\": {go}}}"))
+        } else if path == "/html" {
             (
                 "text/html",
                 format!("<html><body><p>You sent {auth}</p></body></html>"),
@@ -150,6 +168,7 @@ impl Echo {
             format!("net:post:{o}"),
             format!("net:private:{o}"),
             format!("cred:use:gh@{o}"),
+            format!("cred:use:aws@{o}"),
         ]
         .into_iter()
         .flat_map(|g| ["--approve".to_string(), g])
@@ -563,4 +582,84 @@ emit(e)
         "{}",
         got[0]
     );
+}
+
+#[test]
+fn an_echo_in_json_escapes_is_cut_so_decoding_the_body_gives_no_secret() {
+    // Hole found: a server echoing the header as a JSON string escapes `"`
+    // (and PHP `/`, Go `<>&`), so the body did not hold the secret as sent,
+    // and `sluice.json.decode` of it handed the secret to the script.
+    let srv = Echo::start();
+    let ws = common::workspace();
+    let body = format!(
+        r#"
+local aws = sluice.credential("aws")
+for _, how in ipairs({{"plain", "php", "go"}}) do
+  local r = sluice.fetch{{url = "{o}/json/" .. how, headers = {{authorization = aws}}}}
+  emit({{r.body, sluice.json.decode(r.body).auth}})
+end
+"#,
+        o = srv.origin()
+    );
+    let grants = srv.grants();
+    let out = run(ws.path(), &strs(&grants), &body).ok();
+    let got = lines(&out);
+    assert_eq!(got.len(), 3);
+    for l in &got {
+        assert_eq!(l[1], "[redacted]", "{l}");
+        assert_eq!(l[0], r#"{"auth": "[redacted]"}"#, "{l}");
+    }
+    assert!(!out.stdout.contains("K7MDENG"), "{}", out.stdout);
+    assert_record_clean(ws.path(), "K7MDENG");
+}
+
+#[test]
+fn a_credentials_file_inside_the_workspace_is_hidden_from_commands_and_read_back_cut() {
+    let ws = common::workspace();
+    let file = ws.file("creds");
+    std::fs::write(&file, "gh = ghp_fileSecret0123456789abcdefgh\n").unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let body = r#"
+emit(sluice.read{path = "creds"}.content)
+emit(sluice.grep{pattern = "gh"}.matches[1].text)
+emit(sluice.bash{command = "wc -c < creds"}.stdout)
+"#;
+    let out = common::run_lua_env(
+        ws.path(),
+        &format!("{}{body}", common::EMIT),
+        &["--credentials", file.to_str().unwrap()],
+        &[],
+        &[],
+    )
+    .ok();
+    let got = lines(&out);
+    assert_eq!(got[0], "gh = [redacted]");
+    assert_eq!(got[1], "gh = [redacted]");
+    assert_eq!(got[2], "0\n", "a command sees an empty file");
+    assert!(!out.stdout.contains("ghp_fileSecret"));
+    assert_record_clean(ws.path(), "ghp_fileSecret");
+}
+
+#[test]
+fn no_process_a_command_can_see_holds_sluice_s_credential_variables() {
+    let ws = common::workspace();
+    let body = r#"
+emit(sluice.bash{interpreter = "python3", script = [[
+import os
+found, readable = 0, 0
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        env = open("/proc/%s/environ" % p, "rb").read()
+    except OSError:
+        continue
+    readable += 1
+    found += env.count(b"SLUICE_CREDENTIAL_")
+print(found, readable > 0, b"PATH=" in open("/proc/self/environ", "rb").read())
+]]}.stdout)
+"#;
+    let got = lines(&run(ws.path(), &[], body).ok());
+    // The control: the command reads its own environment.
+    assert_eq!(got[0], "0 True True\n");
 }
