@@ -7,6 +7,9 @@
 //! an argument, or a field a credential does not belong in.
 
 mod common;
+// The helper's `image()` leaves its `tar` to the pipe.
+#[path = "common/containers.rs"]
+mod containers;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -662,4 +665,63 @@ print(found, readable > 0, b"PATH=" in open("/proc/self/environ", "rb").read())
     let got = lines(&run(ws.path(), &[], body).ok());
     // The control: the command reads its own environment.
     assert_eq!(got[0], "0 True True\n");
+}
+
+/// Every process of this machine whose command line holds `needle`.
+fn command_lines_holding(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(line) = std::fs::read(entry.path().join("cmdline")) {
+            if line.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                found.push(String::from_utf8_lossy(&line).replace('\0', " "));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_credential_for_a_command_routed_into_a_container_travels_in_no_command_line() {
+    let c = containers::Container::start();
+    let ws = common::workspace();
+    let body = format!(
+        r#"
+local r, e = sluice.bash{{command = "printf %s \"$T\" | wc -c; printf %s \"$T\"; sleep 2",
+                         container = "{}", env = {{T = sluice.credential("gh")}}}}
+emit(r or e)
+"#,
+        c.name
+    );
+    let script = common::script_file(ws.path(), &format!("{}{body}", common::EMIT));
+    let flags = [
+        "--container-engine",
+        "podman",
+        "--approve",
+        "cred:use:gh@command",
+    ];
+    let mut child = common::sluice_run(ws.path(), &script, &flags, &[])
+        .envs(containers::env())
+        .env("SLUICE_CREDENTIAL_GH", SECRET)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = Vec::new();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() && started.elapsed().as_secs() < 30 {
+        seen.extend(command_lines_holding(SECRET));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out: common::Run = child.wait_with_output().unwrap().into();
+    let got = lines(&out.ok());
+    assert_eq!(
+        seen,
+        Vec::<String>::new(),
+        "the secret was on a command line"
+    );
+    // The control: the command inside the container had the secret, and
+    // what it printed of it came back cut.
+    assert_eq!(got[0]["sandbox"]["mode"], "container", "{}", got[0]);
+    assert_eq!(got[0]["stdout"], format!("{}\n[redacted]", SECRET.len()));
+    assert_record_clean(ws.path(), SECRET);
 }
