@@ -84,7 +84,8 @@ fn assert_record_clean(ws: &Path, secret: &str) {
 
 /// An HTTP server on loopback that echoes a request's `authorization`
 /// header the way its path asks: `/json/plain`, `/json/php` (`/` escaped)
-/// and `/json/go` (`<`, `>`, `&` escaped) as a JSON string, `/html` inside a page, `/pad/N` after N
+/// and `/json/go` (`<`, `>`, `&` escaped) as a JSON string, `/redirect` in
+/// a same-origin `location` and a `set-cookie`, `/html` inside a page, `/pad/N` after N
 /// bytes of `a` and before 100 of `b`, anything else as plain text. One request a connection.
 struct Echo {
     addr: SocketAddr,
@@ -151,6 +152,12 @@ impl Echo {
             ("text/plain", format!("you sent {auth}"))
         };
         let mut out = stream;
+        if path == "/redirect" {
+            return write!(
+                out,
+                "HTTP/1.1 302 Found\r\nlocation: /landed?t={auth}\r\nset-cookie: t={auth}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
         write!(
             out,
             "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
@@ -723,5 +730,33 @@ emit(r or e)
     // what it printed of it came back cut.
     assert_eq!(got[0]["sandbox"]["mode"], "container", "{}", got[0]);
     assert_eq!(got[0]["stdout"], format!("{}\n[redacted]", SECRET.len()));
+    assert_record_clean(ws.path(), SECRET);
+}
+
+#[test]
+fn an_echo_in_a_redirect_s_location_comes_back_cut_in_the_final_url() {
+    let srv = Echo::start();
+    let ws = common::workspace();
+    let body = format!(
+        r#"
+local gh = sluice.credential("gh")
+local w = sluice.webfetch{{url = "{o}/redirect", format = "text", headers = {{authorization = gh}}}}
+emit({{w.url, w.content}})
+"#,
+        o = srv.origin()
+    );
+    let grants = srv.grants();
+    let out = run(ws.path(), &strs(&grants), &body).ok();
+    let got = lines(&out);
+    // The same-origin hop kept the credential (the landing page echoes
+    // it), and the URL the redirect named holds it: both come back cut.
+    assert_eq!(
+        got[0],
+        json!([
+            format!("{}/landed?t=[redacted]", srv.origin()),
+            "you sent [redacted]"
+        ])
+    );
+    assert!(!out.stdout.contains(SECRET));
     assert_record_clean(ws.path(), SECRET);
 }
