@@ -33,8 +33,19 @@ pub const ENV_PREFIX: &str = "SLUICE_CREDENTIAL_";
 /// What replaces a secret wherever it turns up.
 pub const MARK: &str = "[redacted]";
 
-/// `bytes` with every copy of `secret` replaced by [`MARK`].
+/// `bytes` with every copy of `secret` replaced by [`MARK`], as sent or
+/// in a JSON string's escapes ([`spellings`]).
 pub fn cut_bytes(bytes: &[u8], secret: &[u8]) -> Vec<u8> {
+    match std::str::from_utf8(secret) {
+        Ok(text) => spellings(text)
+            .iter()
+            .fold(bytes.to_vec(), |b, s| cut_one(&b, s.as_bytes())),
+        Err(_) => cut_one(bytes, secret),
+    }
+}
+
+/// `bytes` with every copy of `secret`, spelled as given, replaced.
+fn cut_one(bytes: &[u8], secret: &[u8]) -> Vec<u8> {
     if secret.is_empty() {
         return bytes.to_vec();
     }
@@ -49,26 +60,62 @@ pub fn cut_bytes(bytes: &[u8], secret: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `text` with every copy of `secret` replaced by [`MARK`].
+/// `text` with every copy of `secret` replaced by [`MARK`], as sent or in
+/// a JSON string's escapes ([`spellings`]).
 pub fn cut_text(text: &mut String, secret: &str) {
-    if !secret.is_empty() && text.contains(secret) {
-        *text = text.replace(secret, MARK);
+    cut_spelled(text, &spellings(secret));
+}
+
+/// `text` with every copy of each of `spelled` replaced by [`MARK`].
+fn cut_spelled(text: &mut String, spelled: &[String]) {
+    for s in spelled {
+        if !s.is_empty() && text.contains(s.as_str()) {
+            *text = text.replace(s.as_str(), MARK);
+        }
     }
 }
 
+/// How a secret is spelled where it may come back: as sent, and inside a
+/// JSON string, where a server echoing it escapes `"`, `\` and control
+/// characters, and may escape `/` (PHP) or `<`, `>` and `&` (Go), so that
+/// decoding the text would give the secret back. No other encoding is
+/// recognized (base64, percent-encoding, reversed): those pass.
+pub fn spellings(secret: &str) -> Vec<String> {
+    let mut out = vec![secret.to_string()];
+    let quoted = serde_json::Value::from(secret).to_string();
+    let json = quoted[1..quoted.len() - 1].to_string();
+    let variants = [
+        json.replace('/', "\\/"),
+        json.replace('<', "\\u003c")
+            .replace('>', "\\u003e")
+            .replace('&', "\\u0026"),
+        json,
+    ];
+    for v in variants {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
 /// `v` with every copy of `secret` replaced by [`MARK`], in its strings and
-/// its objects' keys.
+/// its objects' keys, as [`cut_text`] recognizes it.
 pub fn cut_value(v: &mut serde_json::Value, secret: &str) {
+    cut_value_spelled(v, &spellings(secret));
+}
+
+fn cut_value_spelled(v: &mut serde_json::Value, spelled: &[String]) {
     use serde_json::Value;
     match v {
-        Value::String(s) => cut_text(s, secret),
-        Value::Array(items) => items.iter_mut().for_each(|i| cut_value(i, secret)),
+        Value::String(s) => cut_spelled(s, spelled),
+        Value::Array(items) => items.iter_mut().for_each(|i| cut_value_spelled(i, spelled)),
         Value::Object(map) => {
             *map = std::mem::take(map)
                 .into_iter()
                 .map(|(mut k, mut v)| {
-                    cut_value(&mut v, secret);
-                    cut_text(&mut k, secret);
+                    cut_value_spelled(&mut v, spelled);
+                    cut_spelled(&mut k, spelled);
                     (k, v)
                 })
                 .collect();
@@ -272,10 +319,12 @@ const TOKEN_SHAPES: &[(&str, usize, &str)] = &[
 /// A run's arguments as the record keeps them: each that is, holds or
 /// follows a secret has the secret replaced by a mark saying what it was
 /// (`[redacted: a GitHub token (ghp_...)]`, `--token=[redacted]`, `Bearer
-/// [redacted]`); an argument equal to one of `named` (the values of the
-/// named credentials) is `[redacted: a named credential]`. Also returns
-/// the secrets cut, which the rest of the run must cut wherever they turn
-/// up ([`remember_secret`]).
+/// [redacted]`); a value of `named` (the values of the named credentials)
+/// is `[redacted: a named credential]`, whether it is the whole argument or
+/// part of one (`--header=X-Key: VALUE`). Also returns the secrets the
+/// rest of the run must cut wherever they turn up ([`remember_secret`]):
+/// those cut here, and every named credential's value, sent or not, which a
+/// file an earlier run left may hold.
 pub fn redact_args(args: &[String], named: &[String]) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::with_capacity(args.len());
     let mut cut = Vec::new();
@@ -299,10 +348,25 @@ pub fn redact_args(args: &[String], named: &[String]) -> (Vec<String>, Vec<Strin
         } else {
             redact_words(arg, &mut cut)
         };
-        out.push(kept);
+        out.push(within(kept, named, &mut cut));
     }
+    cut.extend(named.iter().cloned());
     cut.retain(|s| !s.is_empty());
+    let mut seen = std::collections::HashSet::new();
+    cut.retain(|s| seen.insert(s.clone()));
     (out, cut)
+}
+
+/// `arg` with each of `named` it holds cut (and added to `cut`); shorter
+/// than four bytes one is left, as [`remember_secret`] leaves it.
+fn within(mut arg: String, named: &[String], cut: &mut Vec<String>) -> String {
+    for value in named.iter().filter(|v| v.len() >= 4) {
+        if arg.contains(value.as_str()) {
+            arg = arg.replace(value.as_str(), "[redacted: a named credential]");
+            cut.push(value.clone());
+        }
+    }
+    arg
 }
 
 /// `arg` with each token-shaped word, and the word after `Bearer `, cut
@@ -462,6 +526,35 @@ pub fn remember_secret(secret: &str) {
 /// The values of the credentials loaded so far: for redaction only.
 pub fn loaded() -> Vec<String> {
     LOADED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// `text` with every loaded secret cut: for text a flow goes on to clip or
+/// render (Markdown escapes `_`), which the cut of its output would then
+/// no longer recognize.
+pub fn cut_loaded_text(text: &mut String) {
+    for secret in loaded() {
+        cut_text(text, &secret);
+    }
+}
+
+/// `v` with every loaded secret cut: what a job operation (`job:read()`)
+/// hands back, as a flow's output is.
+pub fn cut_loaded_value(v: &mut serde_json::Value) {
+    for secret in loaded() {
+        cut_value(v, &secret);
+    }
+}
+
+/// `result` with every loaded secret cut, output or error: what a flow
+/// hands back to a script.
+pub fn cut_loaded(result: &mut FlowResult<serde_json::Value>) {
+    match result {
+        Ok(v) => cut_loaded_value(v),
+        Err(e) => {
+            cut_loaded_text(&mut e.message);
+            e.details.values_mut().for_each(cut_loaded_value);
+        }
+    }
 }
 
 impl Credentials {
@@ -766,6 +859,25 @@ mod tests {
     }
 
     #[test]
+    fn a_named_credential_is_cut_from_inside_an_argument_and_every_one_is_returned_to_cut() {
+        let args: Vec<String> = ["--header=X-Key: horse-staple", "ab-cd", "plain"]
+            .map(String::from)
+            .to_vec();
+        let named = ["horse-staple", "ab", "unsent-value"].map(String::from);
+        let (kept, cut) = redact_args(&args, &named);
+        assert_eq!(
+            kept,
+            [
+                "--header=X-Key: [redacted: a named credential]",
+                "ab-cd",
+                "plain"
+            ],
+            "a value under four bytes is not searched for inside words"
+        );
+        assert_eq!(cut, ["horse-staple", "ab", "unsent-value"]);
+    }
+
+    #[test]
     fn a_replay_needs_redacted_arguments_given_again_and_matching_the_rest() {
         let recorded = vec!["a".to_string(), "--token=[redacted]".to_string()];
         let e = restore_args("r1", &recorded, &[]).unwrap_err();
@@ -821,6 +933,33 @@ mod tests {
             .to_string(),
             "cred:use:gh@https://api.github.com"
         );
+    }
+
+    #[test]
+    fn a_secret_is_cut_in_the_spellings_a_json_string_gives_it_and_no_others() {
+        let secret = r#"a/b"c<d>&e"#;
+        for body in [
+            r#"{"k":"a/b\"c<d>&e"}"#,
+            r#"{"k":"a\/b\"c<d>&e"}"#,
+            r#"{"k":"a/b\"c\u003cd\u003e\u0026e"}"#,
+        ] {
+            let mut t = body.to_string();
+            cut_text(&mut t, secret);
+            assert_eq!(t, r#"{"k":"[redacted]"}"#, "{body}");
+            assert_eq!(
+                cut_bytes(body.as_bytes(), secret.as_bytes()),
+                br#"{"k":"[redacted]"}"#
+            );
+        }
+        let mut raw = format!("<{secret}>");
+        cut_text(&mut raw, secret);
+        assert_eq!(raw, "<[redacted]>");
+        // An encoding other than JSON's passes: only copies as sent and as
+        // JSON spells them are recognized.
+        let mut encoded = "a%2Fb".to_string();
+        cut_text(&mut encoded, "a/b");
+        assert_eq!(encoded, "a%2Fb");
+        assert_eq!(spellings("plain"), ["plain"]);
     }
 
     #[test]

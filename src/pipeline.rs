@@ -250,7 +250,13 @@ impl Core {
                 json!({"status": s.status.as_str(), "exitCode": s.exit_code,
                        "signal": s.signal, "sandbox": s.sandbox})
             }
-            JobOp::Read => serde_json::to_value(job.read()).expect("a job's output serializes"),
+            // Cut like a flow's output: a job may print a secret a command
+            // left in a file.
+            JobOp::Read => {
+                let mut read = serde_json::to_value(job.read()).expect("a job's output serializes");
+                crate::credentials::cut_loaded_value(&mut read);
+                read
+            }
             JobOp::Kill => json!(job.kill()),
             JobOp::Wait => unreachable!("a wait goes through Core::job_wait"),
         };

@@ -27,7 +27,7 @@ pub struct Output {
 impl Output {
     /// The response as text, its head kept (60,000 bytes).
     pub fn of(resp: &Incoming) -> Output {
-        let c = clip(resp.text());
+        let c = clip(text_of(resp));
         Output {
             status: resp.status,
             body: c.text,
@@ -35,6 +35,16 @@ impl Output {
             notice: c.notice,
         }
     }
+}
+
+/// The response's body as text, with every loaded secret cut before
+/// anything clips or renders it: a copy split by the 60,000-byte clip, or
+/// escaped by Markdown (`ghp\_...`), would no longer be recognized by the
+/// cut of the flow's output.
+pub fn text_of(resp: &Incoming) -> String {
+    let mut text = resp.text();
+    crate::credentials::cut_loaded_text(&mut text);
+    text
 }
 
 /// The part of a `fetch`, `http-post` or `webfetch` call their inputs share,

@@ -349,23 +349,9 @@ impl Prepared {
         let run = (self.run)(ctx, door);
         Box::pin(async move {
             let mut result = run.await;
-            cut_secrets(&mut result);
+            crate::credentials::cut_loaded(&mut result);
             result
         })
-    }
-}
-
-/// `result` with every loaded credential's secret cut out.
-fn cut_secrets(result: &mut FlowResult<Value>) {
-    use crate::credentials::{cut_text, cut_value, loaded};
-    for secret in loaded() {
-        match result {
-            Ok(v) => cut_value(v, &secret),
-            Err(e) => {
-                cut_text(&mut e.message, &secret);
-                e.details.values_mut().for_each(|v| cut_value(v, &secret));
-            }
-        }
     }
 }
 

@@ -261,15 +261,27 @@ fn unanswered(cap: &Capability, verdict: &Verdict, who: &str, why: String) -> Fl
 }
 
 /// What a "for the rest of the run" answer is remembered by: the
-/// capability, and for a command the environment its call gives it.
+/// capability; for a command, the environment its call gives it; for a
+/// credential handed to a command (`cred:use:NAME@command`), that command,
+/// since the capability names no destination and a yes for `gh api user`
+/// is no yes for whatever line comes next.
 fn remembered_key(req: &Request) -> String {
+    let cap = req.capability;
+    if cap.action == Action::CredUse && cap.resource.ends_with("@command") {
+        let line: serde_json::Map<String, serde_json::Value> =
+            ["command", "script", "interpreter", "args"]
+                .into_iter()
+                .filter_map(|f| Some((f.to_string(), req.input.get(f)?.clone())))
+                .collect();
+        return format!("{cap} for {}", serde_json::Value::Object(line));
+    }
     match req
         .input
         .get("env")
-        .filter(|_| req.capability.action == Action::ProcSpawn)
+        .filter(|_| cap.action == Action::ProcSpawn)
     {
-        Some(env) => format!("{} with env {env}", req.capability),
-        None => req.capability.to_string(),
+        Some(env) => format!("{cap} with env {env}"),
+        None => cap.to_string(),
     }
 }
 

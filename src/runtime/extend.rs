@@ -45,9 +45,11 @@ pub struct Reach {
     pub reads: Vec<PathBuf>,
     /// Files or folders it writes (`fs:write`), resolved like `reads`.
     pub writes: Vec<PathBuf>,
-    /// URLs it sends a GET to (`net:get:HOST`).
+    /// URLs it sends a GET to (`net:get:HOST`; a `localhost` or private
+    /// address also needs `net:private:ORIGIN`, granted only exactly).
     pub gets: Vec<String>,
-    /// URLs it sends a POST to (`net:post:HOST`).
+    /// URLs it sends a POST to (`net:post:HOST`, and `net:private` as for
+    /// `gets`).
     pub posts: Vec<String>,
     /// Command lines it runs (`proc:spawn:LINE`, judged command by command
     /// as `bash`'s are, in the workspace).
@@ -76,9 +78,11 @@ pub struct Granted {
 /// what a call will touch, asks the policy about each capability of it,
 /// and only then calls [`CustomFlow::run`]. sluice cannot confine the
 /// embedder's own code: `run` should touch only what `plan` declared (the
-/// paths in [`Granted`]); a URL it declares is judged by host, and what it
-/// connects to is up to it (none of the network flows' DNS pinning and
-/// private-address checks apply).
+/// paths in [`Granted`]); a URL it declares is judged by host (and, when
+/// its host is `localhost` or a private or this machine's own address, by
+/// the exact `net:private:ORIGIN` grant too), and what it connects to is
+/// up to it (none of the network flows' DNS pinning applies, nor their
+/// private-address check of what a name resolves to).
 pub trait CustomFlow: Send + Sync + 'static {
     /// Its name, description, tier and schemas. Called once, when the run
     /// is built.
@@ -306,10 +310,17 @@ fn envelope(ctx: &Context, tier: Tier, reach: Reach) -> FlowResult<(Envelope, Gr
     ] {
         for url in urls {
             let dest = crate::net::destination::parse(field, url)?;
+            let private = private_literal(&dest, field)?;
             network.push(Capability {
                 action,
                 resource: dest.resource,
             });
+            if private {
+                network.push(Capability {
+                    action: Action::NetPrivate,
+                    resource: dest.origin,
+                });
+            }
         }
     }
     let cwd = (!reach.commands.is_empty()).then(|| ctx.workspace.clone());
@@ -329,4 +340,28 @@ fn envelope(ctx: &Context, tier: Tier, reach: Reach) -> FlowResult<(Envelope, Gr
         writes,
     };
     Ok((envelope, granted))
+}
+
+/// Whether a declared URL names a private place without any DNS: a
+/// `localhost` name or an address (in any spelling) that the network flows
+/// reach only with the exact `net:private:ORIGIN` grant. A name is judged
+/// by host alone: what it resolves to is the embedder's code's business.
+fn private_literal(dest: &crate::net::destination::Destination, field: &str) -> FlowResult<bool> {
+    use crate::net::destination::{is_localhost_name, needs_private_grant};
+    if is_localhost_name(&dest.host) {
+        return Ok(true);
+    }
+    let Some(ip) = dest.ip else {
+        return Ok(false);
+    };
+    needs_private_grant(&[ip]).map_err(|why| {
+        FlowError::new(
+            ErrorCode::RequestFailed,
+            format!(
+                "{why}, so sluice cannot tell whether {} is this machine: the call did not run",
+                dest.origin
+            ),
+        )
+        .with("field", field)
+    })
 }

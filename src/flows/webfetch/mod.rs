@@ -4,7 +4,7 @@
 
 pub mod html;
 
-use super::http::{clip_fields, request_schema, Request};
+use super::http::{clip_fields, request_schema, text_of, Request};
 use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::credentials::Held;
 use crate::error::{ErrorCode, FlowError, FlowResult};
@@ -127,7 +127,7 @@ impl Flow for WebFetch {
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let resp = self.request.send(ctx, Method::Get, None, 10).await?;
         let content_type = kind_of(&resp)?;
-        let text = resp.text();
+        let text = text_of(&resp);
         let is_html = content_type.contains("html");
         let content = match self.format {
             Format::Markdown if is_html => html::to_markdown(&text, Some(&resp.url)),
