@@ -1688,6 +1688,10 @@ fn interpreted(args: &[String], code: &str, with_arg: &str, interactive: char, f
             "the interpreter runs the program it reads on standard input",
         ),
         None if !has_code => f.stdin("the interpreter runs the program it reads on standard input"),
+        // `python3 /dev/stdin` names standard input as its program file.
+        Some(file) if is_stdin_file(file) => {
+            f.stdin("the interpreter runs the program it reads on standard input")
+        }
         _ => {}
     }
 }
@@ -1730,6 +1734,9 @@ fn node(args: &[String], f: &mut Found) {
     match program {
         Some("-") => f.push("-", "", "node runs the program it reads on standard input"),
         None if !has_code => f.stdin("node runs the program it reads on standard input"),
+        Some(file) if is_stdin_file(file) => {
+            f.stdin("node runs the program it reads on standard input")
+        }
         _ => {}
     }
 }
@@ -1748,6 +1755,9 @@ fn tcl(program: &str, args: &[String], f: &mut Found) {
     }
     match args.first().map(String::as_str) {
         None | Some("-") => f.stdin("tclsh runs the commands it reads on standard input"),
+        Some(file) if is_stdin_file(file) => {
+            f.stdin("tclsh runs the commands it reads on standard input")
+        }
         _ => {}
     }
 }
@@ -1905,7 +1915,8 @@ fn shell(args: &[String], f: &mut Found) {
             }
             continue;
         }
-        if !stdin {
+        // `sh /dev/stdin` reads its script from standard input too.
+        if !stdin && !is_stdin_file(a) {
             return;
         }
         break;
