@@ -384,11 +384,15 @@ pub const FOLDER: &str = ".sluice";
 /// `.gitignore` holding `*` inside it, written when the folder lacks one,
 /// whether sluice just made the folder or found it, and never over a file
 /// already there (the user's own). A folder of another name (`--audit
-/// PATH` elsewhere) is the user's to manage. Best effort: a folder that
+/// PATH` elsewhere), or one a `.sluice` symlink leads to, is the user's
+/// to manage. Best effort: a folder that
 /// cannot take the file still holds a usable record.
 fn ignore_in_git(dir: &Path) {
     use std::io::Write;
-    if dir.file_name() != Some(std::ffi::OsStr::new(FOLDER)) {
+    // A `.sluice` that is a symlink leads to a folder of the user's (whose
+    // other files a `*` would hide from git).
+    let linked = std::fs::symlink_metadata(dir).map_or(true, |m| m.file_type().is_symlink());
+    if dir.file_name() != Some(std::ffi::OsStr::new(FOLDER)) || linked {
         return;
     }
     let made = std::fs::OpenOptions::new()
@@ -614,6 +618,8 @@ fn back_from_last(given: &str) -> Result<Option<u64>, String> {
     let digits = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
     match n.parse::<u64>() {
         Ok(n) if digits => Ok(Some(n)),
+        // More runs back than a u64 counts: past any database's oldest.
+        Err(_) if digits => Ok(Some(u64::MAX)),
         _ => Err(format!(
             "{given:?}: N in last~N is a whole number of runs back from the newest (last~1 is the run before it); \
              `sluice audit list` shows the runs"
