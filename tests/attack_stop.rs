@@ -595,3 +595,103 @@ fn last_n_past_what_a_u64_holds_names_no_run_like_any_n_past_the_oldest() {
         out.stderr
     );
 }
+
+/// A run that failed at its first call (a write outside the workspace,
+/// with nobody to approve it), before the counted command; its id, and
+/// the `--approve` that lets a resume go on live, into the command (which
+/// waits for `go`).
+fn refused_before_the_command(ws: &Workspace) -> (String, String) {
+    let outside = outside_tmp(ws, "claim").join("x.txt");
+    let script = format!(
+        "local ok, e = sluice.call('write', {{path = {}, content = 'x'}})\nif not ok then error(e.code) end\n\
+         sluice.bash{{command = '{COUNTED}'}}\n",
+        lua_str(&outside.display().to_string())
+    );
+    let run = run_lua(ws.path(), &script, &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let id = show(ws, "last")["run"]["id"].as_str().unwrap().to_string();
+    (id, format!("fs:write:{}", outside.display()))
+}
+
+#[test]
+fn resumes_of_one_run_started_at_once_run_its_calls_once() {
+    let ws = workspace();
+    let (id, grant) = refused_before_the_command(&ws);
+    let db = ws.file(".sluice/audit.db");
+    let resume = || {
+        Command::new(sluice_bin())
+            .args(["resume", &id, "--approve", &grant, "--audit"])
+            .arg(&db)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env("SLUICE_CACHE_DIR", caches_of(ws.path()))
+            .spawn()
+            .unwrap()
+    };
+    let children: Vec<Child> = (0..4).map(|_| resume()).collect();
+    // Whichever went live is waiting in the command: let it finish.
+    let start = Instant::now();
+    while runs_of(&ws) == 0 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    fs::write(ws.file("go"), "").unwrap();
+    let mut refused = 0;
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if out.status.code() == Some(2) {
+            assert!(
+                stderr.contains(&format!(
+                    "run {id} is being resumed right now by another sluice"
+                )) || stderr.contains(&format!("run {id} was already resumed as run ")),
+                "{stderr}"
+            );
+            refused += 1;
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+        }
+    }
+    assert_eq!(refused, 3);
+    assert_eq!(runs_of(&ws), 1);
+}
+
+#[test]
+fn a_resume_under_way_holds_off_another_resume_of_the_same_run() {
+    let ws = workspace();
+    let (id, grant) = refused_before_the_command(&ws);
+    let mut first = Command::new(sluice_bin())
+        .args(["resume", &id, "--approve", &grant, "--audit"])
+        .arg(ws.file(".sluice/audit.db"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .env("SLUICE_CACHE_DIR", caches_of(ws.path()))
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while runs_of(&ws) == 0 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = on_record(&ws, &["resume", &id, "--approve", &grant]);
+    assert_eq!(second.code, 2, "{}", second.stderr);
+    assert_eq!(
+        second.stderr,
+        format!(
+            "sluice: run {id} is being resumed right now by another sluice; wait for that resume to end, then resume \
+             the run it records instead (`sluice audit list` shows it), so no call runs twice\n"
+        )
+    );
+    fs::write(ws.file("go"), "").unwrap();
+    assert!(exit_within(&mut first, Duration::from_secs(20)).success());
+    assert_eq!(runs_of(&ws), 1);
+    // Once it ended, the usual refusal names it.
+    let third = on_record(&ws, &["resume", &id, "--approve", &grant]);
+    assert_eq!(third.code, 2);
+    assert!(
+        third.stderr.contains("was already resumed as run"),
+        "{}",
+        third.stderr
+    );
+}
