@@ -618,8 +618,6 @@ fn back_from_last(given: &str) -> Result<Option<u64>, String> {
     let digits = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
     match n.parse::<u64>() {
         Ok(n) if digits => Ok(Some(n)),
-        // More runs back than a u64 counts: past any database's oldest.
-        Err(_) if digits => Ok(Some(u64::MAX)),
         _ => Err(format!(
             "{given:?}: N in last~N is a whole number of runs back from the newest (last~1 is the run before it); \
              `sluice audit list` shows the runs"

@@ -51,12 +51,12 @@
 //! | less | `+COMMAND`, `-o`/`-O`/`--log-file`, `-k`/`--lesskey-file`/`--lesskey-src` |
 //! | man | `-H`/`--html`, `-P`/`--pager`, `-C`/`--config-file` |
 //! | vi, vim, nvim, ex, view, ... | `-c`, `+COMMAND`, `--cmd`, `-S`, `-u`, `-U` (but `NONE`, `NORC`), `-s`, `--remote-send`, `--remote-expr`, and commands on standard input |
-//! | python, perl, ruby, node, php, lua, tclsh, expect | code in the line (`-c`, `-e`, `-E`, `-r`, `-p`, `--eval`, `--print`, ...), a program on standard input (`-`, `-i`, or none given when standard input is fed) |
+//! | python, perl, ruby, node, php, lua, tclsh, expect | code in the line (`-c`, `-e`, `-E`, `-r`, `-p`, `--eval`, `--print`, ...), a program on standard input (`-`, `-i`, none given or `/dev/stdin` when standard input is fed) |
 //! | emacs | `--eval`/`-eval`/`--execute`, `-f`/`--funcall` |
 //! | gdb | `-ex`/`--eval-command`, `-iex`/`--init-eval-command`, commands on standard input (without `-batch`) |
 //! | sqlite3 | `.shell`, `.system`, `.load`, `.output \|`, `.once \|`, `.once -x`, `.excel`, `.read \|`, `.import \|`, `load_extension(`, `edit(` in its arguments or `-cmd`; `-init`; commands on standard input (none with `-safe`) |
 //! | ed, ftp, cpan, debugfs, psql, mysql, irb, jshell, ... | commands on standard input |
-//! | sh, bash, dash, zsh, ... | commands on standard input, from a pipe, a file or the call's `stdin` (`-c` and here-documents are unwrapped) |
+//! | sh, bash, dash, zsh, ... | commands on standard input, from a pipe, a file or the call's `stdin`, also when named as the script (`sh /dev/stdin`) (`-c` and here-documents are unwrapped) |
 //! | zip | `-TT`/`--unzip-command` |
 //! | socat | `EXEC:` and `SYSTEM:` addresses |
 //! | nc, ncat | `-e`, `-c`, `--exec`, `--sh-exec`, `--lua-exec` |
