@@ -299,16 +299,21 @@ impl Replay {
 
     /// The recorded answer to call `seq` of `task`.
     pub fn answer(&self, task: &str, seq: u64, flow: &str, input: &Value) -> Answer {
-        if self.live.get() {
+        let rec = self.record.calls.get(task).and_then(|t| t.get(&seq));
+        // Live already (past a re-judged refusal, or from #N): the record
+        // still holds back a call it must not run again by itself.
+        let already = self.live.get();
+        if already && !rec.is_some_and(|rec| self.held_back(rec)) {
             return Answer::Live;
         }
-        let Some(rec) = self.record.calls.get(task).and_then(|t| t.get(&seq)) else {
+        let Some(rec) = rec else {
             return match self.mode {
                 Mode::Resume { .. } => self.go_live(),
                 Mode::Replay => Answer::Halt(self.ran_past(task, seq, flow, input)),
             };
         };
-        if self.live_from_here(rec) {
+        let live = already || self.live_from_here(rec);
+        if live && !self.held_back(rec) {
             return self.go_live();
         }
         let mut known = crate::credentials::loaded();
@@ -316,6 +321,10 @@ impl Replay {
         let (redaction, now) = Redaction::input(input, &known);
         self.secrets.borrow_mut().extend(redaction.learned);
         if rec.flow != flow || rec.input != now {
+            // From #N on a changed call is the fixed script's to make.
+            if live {
+                return self.go_live();
+            }
             let e = diverged(task, seq, rec, flow, &now);
             return Answer::Halt(self.with_live_from_hint(e, rec));
         }
@@ -363,6 +372,22 @@ impl Replay {
             return false;
         };
         rec.run != self.record.run.id || rec.n as u64 >= n
+    }
+
+    /// Whether a recorded call stops a resume even from `--live-from`'s #N
+    /// on, when the script makes it again as recorded: an irreversible one
+    /// whose outcome is unknown or that a stop cut short, unless told to
+    /// retry such calls (`--retry-unknown`). Running it again is the
+    /// person's to decide, whatever N says.
+    fn held_back(&self, rec: &StoredCall) -> bool {
+        let Mode::Resume {
+            retry_unknown: false,
+            ..
+        } = self.mode
+        else {
+            return false;
+        };
+        rec.tier == "irreversible" && (rec.status.is_none() || stopped_by(rec).is_some())
     }
 
     /// A resume's divergence says how to go on from there: live from that

@@ -384,11 +384,15 @@ pub const FOLDER: &str = ".sluice";
 /// `.gitignore` holding `*` inside it, written when the folder lacks one,
 /// whether sluice just made the folder or found it, and never over a file
 /// already there (the user's own). A folder of another name (`--audit
-/// PATH` elsewhere) is the user's to manage. Best effort: a folder that
+/// PATH` elsewhere), or one a `.sluice` symlink leads to, is the user's
+/// to manage. Best effort: a folder that
 /// cannot take the file still holds a usable record.
 fn ignore_in_git(dir: &Path) {
     use std::io::Write;
-    if dir.file_name() != Some(std::ffi::OsStr::new(FOLDER)) {
+    // A `.sluice` that is a symlink leads to a folder of the user's (whose
+    // other files a `*` would hide from git).
+    let linked = std::fs::symlink_metadata(dir).map_or(true, |m| m.file_type().is_symlink());
+    if dir.file_name() != Some(std::ffi::OsStr::new(FOLDER)) || linked {
         return;
     }
     let made = std::fs::OpenOptions::new()

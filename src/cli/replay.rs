@@ -186,6 +186,12 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         Some(Ok(n)) => Some(n),
         None => None,
     };
+    // Held until the resume ends: a second resume started meanwhile would
+    // pass the check below too, and run the same calls live.
+    let _claim = match claim(&db, &record.run.id) {
+        Ok(claim) => claim,
+        Err(e) => return fail(e),
+    };
     if let Some(next) = successor(&db, &record.run.id) {
         return fail(format!(
             "run {} was already resumed as run {next}; resume that one instead (sluice resume {next}), \
@@ -317,6 +323,39 @@ fn prepare(given: &RecordedRun) -> Result<(PathBuf, Record, PathBuf), String> {
         None => recorded_script(&record)?,
     };
     Ok((db, record, script))
+}
+
+/// The claim on resuming run `id`: an exclusive lock on a file beside the
+/// database, held while the returned value lives (the kernel drops it when
+/// the process ends, however it ends). Refused while another resume of
+/// that run holds it.
+fn claim(db: &Path, id: &str) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let path = db.with_file_name(format!("{name}.resume-{id}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| {
+            format!(
+                "cannot open {} to claim run {id}'s resume: {e}",
+                path.display()
+            )
+        })?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+        if e == nix::errno::Errno::EWOULDBLOCK {
+            format!(
+                "run {id} is being resumed right now by another sluice; wait for that resume to end, then resume \
+                 the run it records instead (`sluice audit list` shows it), so no call runs twice"
+            )
+        } else {
+            format!("cannot lock {} to claim run {id}'s resume: {e}", path.display())
+        }
+    })
 }
 
 /// The newest run that resumed run `id`, if any.

@@ -519,6 +519,15 @@ enum Cause {
 /// group that still holds one must not hold the stop.
 const STOPPED_DRAIN: Duration = Duration::from_millis(200);
 
+/// Waits until `deadline` or a stop request, whichever comes first; true
+/// for the stop.
+async fn grace_or_stop(deadline: Instant) -> bool {
+    tokio::select! {
+        _ = sleep_until(deadline) => false,
+        _ = crate::interrupt::signalled() => true,
+    }
+}
+
 /// The output pipes of a launched command.
 pub(crate) type Pipe = Box<dyn AsyncRead + Unpin + Send>;
 
@@ -780,7 +789,7 @@ pub async fn run(spec: Spec) -> Outcome {
         None if stopped => child.wait().await,
         None => tokio::select! {
             s = child.wait() => s,
-            _ = sleep_until(grace_deadline) => {
+            _ = grace_or_stop(grace_deadline) => {
                 stop_remote_async(pgid, Signal::SIGKILL).await;
                 signal_group(pgid, Signal::SIGKILL);
                 killed = true;
@@ -791,8 +800,13 @@ pub async fn run(spec: Spec) -> Outcome {
 
     // Pipes: read until every writer closed them, but no longer than the
     // grace deadline (a timer tells the readers to stop where they are).
+    // A stop request meanwhile ends what is left of the group at once (what
+    // still holds the pipes), and the pipes are read a moment more.
     let stopper = tokio::spawn(async move {
-        sleep_until(grace_deadline).await;
+        if grace_or_stop(grace_deadline).await {
+            signal_group(pgid, Signal::SIGKILL);
+            sleep_until(grace_deadline.min(Instant::now() + STOPPED_DRAIN)).await;
+        }
         stop_tx.send_replace(true);
     });
     let stdout = out_task.await.unwrap_or_default();
@@ -802,7 +816,17 @@ pub async fn run(spec: Spec) -> Outcome {
     };
     stopper.abort();
 
-    end_group(pgid, grace_deadline, killed).await;
+    // The command's own process has ended, so its outcome is known: a stop
+    // request must not wait out the leftovers' grace (the record would
+    // lose the outcome), it kills them.
+    let stopped_meanwhile = tokio::select! {
+        _ = end_group(pgid, grace_deadline, killed) => false,
+        _ = crate::interrupt::signalled(), if !killed => true,
+    };
+    if stopped_meanwhile {
+        signal_group(pgid, Signal::SIGKILL);
+        end_group(pgid, grace_deadline, true).await;
+    }
     guard.armed = false;
     // Nothing of the command is left: what watched over it can stop.
     drop(wrapper);

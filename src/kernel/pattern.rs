@@ -317,6 +317,10 @@ impl Pattern {
             {
                 origin_problem(action, written)
             }
+            (Action::NetGet | Action::NetPost | Action::NetPrivate, Resource::Glob { .. }) => {
+                net_glob_problem(action, written)
+            }
+            (Action::ModelCall, Resource::Glob { .. }) => model_glob_problem(written),
             (Action::ProcSpawn, Resource::Literal(_) | Resource::Glob { .. }) => {
                 assignments_only(written)
             }
@@ -344,6 +348,25 @@ impl Pattern {
     /// Whether the pattern's action part covers `action` (any resource).
     pub fn selects(&self, action: Action) -> bool {
         self.select.includes(action)
+    }
+
+    /// Whether this pattern matches every capability `other` matches, as
+    /// far as their texts tell: for each action `other` selects, this one
+    /// selects it with every resource, or with the same resource once
+    /// expanded and normalised (`${workspace}/src/gen/../**` is
+    /// `${workspace}/src/**`). `false` when it cannot tell.
+    pub fn covers(&self, other: &Pattern) -> bool {
+        Action::ALL
+            .iter()
+            .filter(|&&act| other.selects(act))
+            .all(|&act| {
+                self.any_resource(act)
+                    || (self.selects(act)
+                        && match (self.side(act), other.side(act)) {
+                            (Some(mine), Some(theirs)) => mine.same_as(theirs),
+                            _ => false,
+                        })
+            })
     }
 
     /// Whether the pattern covers `action` with every resource (`*`,
@@ -532,6 +555,19 @@ enum Resource {
 }
 
 impl Resource {
+    /// Whether both match the same resources because they are the same
+    /// text once compiled.
+    fn same_as(&self, other: &Resource) -> bool {
+        match (self, other) {
+            (Resource::Any, Resource::Any) => true,
+            (Resource::Literal(a), Resource::Literal(b)) => a == b,
+            (Resource::Glob { matcher: a, .. }, Resource::Glob { matcher: b, .. }) => {
+                a.glob().glob() == b.glob().glob()
+            }
+            _ => false,
+        }
+    }
+
     fn matches(&self, resource: &str) -> bool {
         match self {
             Resource::Any => true,
@@ -627,6 +663,107 @@ fn origin_problem(action: Action, text: &str) -> Option<String> {
     (expected != text).then(|| {
         format!("{name} names the destination as `{expected}` (scheme and host as a URL gives them, the port only when it is not the scheme's default, no path), so `{text}` never matches; write `{name}:{expected}`")
     })
+}
+
+/// Why a wildcard resource of a network action can never match, when the
+/// text it spells out says so: a capital or an `@` (hosts and schemes are
+/// lowercase as a URL gives them, with no user information), a `/` other
+/// than those of the `http://` (or `https://`) an origin starts with (the
+/// resource has no path), or, after a scheme it spells, that scheme's
+/// default port (which a URL leaves out).
+fn net_glob_problem(action: Action, glob: &str) -> Option<String> {
+    let name = action.as_str();
+    let runs = literal_runs(glob);
+    let spelled: String = runs.iter().map(|r| r.as_str()).collect();
+    if spelled.chars().any(|c| c.is_ascii_uppercase()) {
+        return Some(format!(
+            "{name} names hosts in lowercase, as a URL gives them, so `{glob}` never matches; write it in lowercase"
+        ));
+    }
+    if spelled.contains('@') {
+        return Some(format!(
+            "{name} names a host without user information, so `{glob}` never matches; drop the part up to `@`"
+        ));
+    }
+    let scheme = ["http://", "https://"]
+        .into_iter()
+        .find(|s| glob.starts_with(s));
+    let stray_slash = match scheme {
+        Some(s) => glob[s.len()..].contains('/'),
+        // Outside a spelled scheme a `/` can only be one of `://`'s.
+        None => runs.iter().any(|run| {
+            run.char_indices()
+                .any(|(i, c)| c == '/' && i > 0 && !run[..i].ends_with([':', '/']))
+        }),
+    };
+    if stray_slash {
+        return Some(format!(
+            "{name} names a destination by host and port (or an http origin), never a path, so `{glob}` never matches; \
+             drop the path"
+        ));
+    }
+    let default_port = match scheme {
+        Some("http://") => ":80",
+        Some(_) => ":443",
+        None => return None,
+    };
+    glob.ends_with(default_port).then(|| {
+        format!(
+            "{name} names a destination without its scheme's default port ({default_port}), so `{glob}` never matches; \
+             drop `{default_port}`"
+        )
+    })
+}
+
+/// Why a wildcard `model:call` resource can never match `PROVIDER/MODEL`
+/// (both named): it starts or ends with the `/`.
+fn model_glob_problem(glob: &str) -> Option<String> {
+    let unescaped_end = glob.ends_with('/') && !glob.ends_with("\\/");
+    (glob.starts_with('/') || unescaped_end).then(|| {
+        format!(
+            "model:call names PROVIDER/MODEL, both given, and `{glob}` leaves one of them out; \
+             write e.g. `model:call:{}/*`",
+            glob.trim_matches('/')
+        )
+    })
+}
+
+/// The runs of literal text in a non-path glob, between its wildcards,
+/// character classes and alternations (escapes removed; a `[...]` holding
+/// a `:` is literal, as [`literal_brackets`] reads it).
+fn literal_runs(glob: &str) -> Vec<String> {
+    let glob = literal_brackets(glob);
+    let mut runs = vec![String::new()];
+    let mut chars = glob.chars();
+    let mut depth = 0usize;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let (Some(next), 0) = (chars.next(), depth) {
+                    runs.last_mut().unwrap().push(next);
+                }
+            }
+            '[' => {
+                // A class: skip to its end.
+                for c in chars.by_ref() {
+                    if c == ']' {
+                        break;
+                    }
+                }
+                runs.push(String::new());
+            }
+            '{' => {
+                depth += 1;
+                runs.push(String::new());
+            }
+            '}' if depth > 0 => depth -= 1,
+            '*' | '?' => runs.push(String::new()),
+            c if depth == 0 => runs.last_mut().unwrap().push(c),
+            _ => {}
+        }
+    }
+    runs.retain(|r| !r.is_empty());
+    runs
 }
 
 /// Why a command-line resource grants no command, when all it names is
@@ -1098,6 +1235,48 @@ mod tests {
 
     fn never(text: &str, role: Role) -> Option<String> {
         p(text).never(role)
+    }
+
+    #[test]
+    fn wildcard_network_and_model_resources_that_spell_what_no_request_names_are_dead() {
+        let dead = |t: &str| never(t, Role::Bound).unwrap_or_else(|| panic!("{t} passed"));
+        assert!(dead("net:get:*.Example.com").contains("lowercase"));
+        assert!(dead("net:post:*.EXAMPLE.com").contains("lowercase"));
+        assert!(dead("net:get:*@example.com").contains("user information"));
+        for path in [
+            "net:get:*.example.com/",
+            "net:get:*.example.com/*",
+            "net:get:http://*/api",
+            "net:get:http://*.example.com/",
+            "net:private:http://10.*:8080/*",
+        ] {
+            assert!(dead(path).contains("never a path"), "{path}");
+        }
+        assert!(dead("net:get:http://*.example.com:80").contains("drop `:80`"));
+        assert!(dead("net:private:https://10.*:443").contains("drop `:443`"));
+        assert!(dead("model:call:*/").contains("PROVIDER/MODEL"));
+        assert!(dead("model:call:/*").contains("PROVIDER/MODEL"));
+        // Neighbours that can match stay accepted: a glob whose slashes can
+        // be an origin's `//`, a class with capitals beside small letters,
+        // an IPv6 host, http on port 443, a port wildcard.
+        for alive in [
+            "net:get:*.example.com",
+            "net:get:*//*.example.com",
+            "net:get:*/*",
+            "net:get:http://*",
+            "net:get:http://*.example.com:*",
+            "net:get:*.example.com:443",
+            "net:get:[aA]pi.example.com*",
+            "net:get:{api,API}.example.com*",
+            "net:private:http://[::1]:*",
+            "net:private:http://10.*",
+            "net:get:xn--*.example.com",
+            "model:call:*",
+            "model:call:openai/*",
+            "model:call:*/gpt-*",
+        ] {
+            assert_eq!(never(alive, Role::Bound), None, "{alive}");
+        }
     }
 
     #[test]

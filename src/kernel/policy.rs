@@ -844,6 +844,13 @@ fn parse_except(
                 deny_actions(deny)
             ));
         }
+        if pattern.covers(deny) {
+            return Err(format!(
+                "{at} \"{text}\" names everything the deny \"{}\" names, so the deny would deny nothing; \
+                 narrow the except to the part to leave out, or drop the deny",
+                deny.as_str()
+            ));
+        }
         if let Some(path) = outside(&pattern, deny) {
             return Err(format!(
                 "{at} \"{text}\" names {path}, which the deny \"{}\" does not name, so it takes nothing out of it; \

@@ -51,12 +51,12 @@
 //! | less | `+COMMAND`, `-o`/`-O`/`--log-file`, `-k`/`--lesskey-file`/`--lesskey-src` |
 //! | man | `-H`/`--html`, `-P`/`--pager`, `-C`/`--config-file` |
 //! | vi, vim, nvim, ex, view, ... | `-c`, `+COMMAND`, `--cmd`, `-S`, `-u`, `-U` (but `NONE`, `NORC`), `-s`, `--remote-send`, `--remote-expr`, and commands on standard input |
-//! | python, perl, ruby, node, php, lua, tclsh, expect | code in the line (`-c`, `-e`, `-E`, `-r`, `-p`, `--eval`, `--print`, ...), a program on standard input (`-`, `-i`, or none given when standard input is fed) |
+//! | python, perl, ruby, node, php, lua, tclsh, expect | code in the line (`-c`, `-e`, `-E`, `-r`, `-p`, `--eval`, `--print`, ...), a program on standard input (`-`, `-i`, none given or `/dev/stdin` when standard input is fed) |
 //! | emacs | `--eval`/`-eval`/`--execute`, `-f`/`--funcall` |
 //! | gdb | `-ex`/`--eval-command`, `-iex`/`--init-eval-command`, commands on standard input (without `-batch`) |
 //! | sqlite3 | `.shell`, `.system`, `.load`, `.output \|`, `.once \|`, `.once -x`, `.excel`, `.read \|`, `.import \|`, `load_extension(`, `edit(` in its arguments or `-cmd`; `-init`; commands on standard input (none with `-safe`) |
 //! | ed, ftp, cpan, debugfs, psql, mysql, irb, jshell, ... | commands on standard input |
-//! | sh, bash, dash, zsh, ... | commands on standard input, from a pipe, a file or the call's `stdin` (`-c` and here-documents are unwrapped) |
+//! | sh, bash, dash, zsh, ... | commands on standard input, from a pipe, a file or the call's `stdin`, also when named as the script (`sh /dev/stdin`) (`-c` and here-documents are unwrapped) |
 //! | zip | `-TT`/`--unzip-command` |
 //! | socat | `EXEC:` and `SYSTEM:` addresses |
 //! | nc, ncat | `-e`, `-c`, `--exec`, `--sh-exec`, `--lua-exec` |
@@ -1688,6 +1688,10 @@ fn interpreted(args: &[String], code: &str, with_arg: &str, interactive: char, f
             "the interpreter runs the program it reads on standard input",
         ),
         None if !has_code => f.stdin("the interpreter runs the program it reads on standard input"),
+        // `python3 /dev/stdin` names standard input as its program file.
+        Some(file) if is_stdin_file(file) => {
+            f.stdin("the interpreter runs the program it reads on standard input")
+        }
         _ => {}
     }
 }
@@ -1730,6 +1734,9 @@ fn node(args: &[String], f: &mut Found) {
     match program {
         Some("-") => f.push("-", "", "node runs the program it reads on standard input"),
         None if !has_code => f.stdin("node runs the program it reads on standard input"),
+        Some(file) if is_stdin_file(file) => {
+            f.stdin("node runs the program it reads on standard input")
+        }
         _ => {}
     }
 }
@@ -1748,6 +1755,9 @@ fn tcl(program: &str, args: &[String], f: &mut Found) {
     }
     match args.first().map(String::as_str) {
         None | Some("-") => f.stdin("tclsh runs the commands it reads on standard input"),
+        Some(file) if is_stdin_file(file) => {
+            f.stdin("tclsh runs the commands it reads on standard input")
+        }
         _ => {}
     }
 }
@@ -1905,7 +1915,8 @@ fn shell(args: &[String], f: &mut Found) {
             }
             continue;
         }
-        if !stdin {
+        // `sh /dev/stdin` reads its script from standard input too.
+        if !stdin && !is_stdin_file(a) {
             return;
         }
         break;
