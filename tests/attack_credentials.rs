@@ -52,27 +52,13 @@ fn lines(run: &common::Run) -> Vec<Value> {
         .collect()
 }
 
-/// Every file of the workspace's audit store (database, WAL, shared
-/// memory) whose bytes hold `secret`.
-fn record_files_holding(ws: &Path, secret: &str) -> Vec<PathBuf> {
-    let files: Vec<PathBuf> = std::fs::read_dir(ws.join(".sluice"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert!(files.iter().any(|f| f.ends_with("audit.db")), "{files:?}");
-    files
-        .into_iter()
-        .filter(|f| {
-            let bytes = std::fs::read(f).unwrap();
-            bytes.windows(secret.len()).any(|w| w == secret.as_bytes())
-        })
-        .collect()
-}
-
 /// Asserts that nothing a reader of the record sees holds `secret`: the
 /// store's files, `audit show` of every call, `audit export`.
 fn assert_record_clean(ws: &Path, secret: &str) {
-    assert_eq!(record_files_holding(ws, secret), Vec::<PathBuf>::new());
+    assert_eq!(
+        common::record_files_holding(ws, secret),
+        Vec::<PathBuf>::new()
+    );
     let export = common::sluice_in(ws, &["audit", "export", "last"]);
     assert_eq!(export.code, 0, "{}", export.stderr);
     assert!(!export.stdout.contains(secret), "{}", export.stdout);
