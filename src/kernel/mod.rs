@@ -947,7 +947,9 @@ fn first_rule(
 fn excepted(policies: &[Policy], judged: &Judged) -> Option<String> {
     policies.iter().find_map(|p| {
         p.rules().iter().find_map(|r| {
-            if r.decision != Decision::Deny {
+            // Most denies have no except: no second match for them on
+            // every capability they do not deny.
+            if r.decision != Decision::Deny || r.except.is_empty() {
                 return None;
             }
             let spelling = judged
