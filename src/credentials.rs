@@ -66,6 +66,13 @@ pub fn cut_text(text: &mut String, secret: &str) {
     cut_spelled(text, &spellings(secret));
 }
 
+/// Whether `text` holds any of `spelled`.
+fn holds(text: &str, spelled: &[String]) -> bool {
+    spelled
+        .iter()
+        .any(|s| !s.is_empty() && text.contains(s.as_str()))
+}
+
 /// `text` with every copy of each of `spelled` replaced by [`MARK`].
 fn cut_spelled(text: &mut String, spelled: &[String]) {
     for s in spelled {
@@ -111,14 +118,18 @@ fn cut_value_spelled(v: &mut serde_json::Value, spelled: &[String]) {
         Value::String(s) => cut_spelled(s, spelled),
         Value::Array(items) => items.iter_mut().for_each(|i| cut_value_spelled(i, spelled)),
         Value::Object(map) => {
-            *map = std::mem::take(map)
-                .into_iter()
-                .map(|(mut k, mut v)| {
-                    cut_value_spelled(&mut v, spelled);
-                    cut_spelled(&mut k, spelled);
-                    (k, v)
-                })
-                .collect();
+            map.values_mut().for_each(|v| cut_value_spelled(v, spelled));
+            // A key is rewritten, and the map rebuilt, only where one holds a
+            // secret: an output's maps are not copied for every call.
+            if map.keys().any(|k| holds(k, spelled)) {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(mut k, v)| {
+                        cut_spelled(&mut k, spelled);
+                        (k, v)
+                    })
+                    .collect();
+            }
         }
         _ => {}
     }
@@ -258,6 +269,15 @@ impl Held {
     /// The text to send: the text itself, or the credential's prefix and
     /// secret from `store` (a missing one is `provider_unavailable` saying
     /// how to set it, for `who`).
+    /// What checks that run before the secret is known see of it: the text,
+    /// or a credential's prefix and a stand-in.
+    pub fn shape(&self) -> String {
+        match self {
+            Held::Text(t) => t.clone(),
+            Held::Credential(r) => format!("{}secret", r.prefix.as_deref().unwrap_or("")),
+        }
+    }
+
     pub fn reveal(&self, store: &Credentials, who: &str) -> FlowResult<String> {
         match self {
             Held::Text(t) => Ok(t.clone()),
@@ -503,13 +523,21 @@ pub fn env_var(name: &str) -> String {
 /// Every credential value this process has loaded, so the audit record
 /// can cut them wherever they appear (a provider echoing its key, a script
 /// printing it).
-static LOADED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// Each is kept with its [`spellings`] (the value first), made once when it
+/// is loaded rather than at every call whose outcome is cut.
+static LOADED: std::sync::Mutex<Vec<Vec<String>>> = std::sync::Mutex::new(Vec::new());
 
 fn remember(secret: &Secret) {
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
-    if !loaded.iter().any(|s| s == secret.expose()) {
-        loaded.push(secret.expose().to_string());
+    if !loaded.iter().any(|s| s[0] == secret.expose()) {
+        loaded.push(spellings(secret.expose()));
     }
+}
+
+/// Every spelling of every loaded secret, in load order.
+fn loaded_spellings() -> Vec<String> {
+    let loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    loaded.iter().flatten().cloned().collect()
 }
 
 /// Cuts `secret` wherever it turns up for the rest of this process, as a
@@ -525,23 +553,23 @@ pub fn remember_secret(secret: &str) {
 
 /// The values of the credentials loaded so far: for redaction only.
 pub fn loaded() -> Vec<String> {
-    LOADED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    let loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    loaded.iter().map(|s| s[0].clone()).collect()
 }
 
 /// `text` with every loaded secret cut: for text a flow goes on to clip or
 /// render (Markdown escapes `_`), which the cut of its output would then
 /// no longer recognize.
 pub fn cut_loaded_text(text: &mut String) {
-    for secret in loaded() {
-        cut_text(text, &secret);
-    }
+    cut_spelled(text, &loaded_spellings());
 }
 
 /// `v` with every loaded secret cut: what a job operation (`job:read()`)
 /// hands back, as a flow's output is.
 pub fn cut_loaded_value(v: &mut serde_json::Value) {
-    for secret in loaded() {
-        cut_value(v, &secret);
+    let spelled = loaded_spellings();
+    if !spelled.is_empty() {
+        cut_value_spelled(v, &spelled);
     }
 }
 

@@ -117,18 +117,11 @@ impl Request {
     }
 }
 
-/// `headers` with each credential as the text checks see of it before its
-/// secret is known: its prefix and a stand-in.
+/// `headers` as the checks see them before any secret is known.
 fn shapes(headers: &BTreeMap<String, Held>) -> BTreeMap<String, String> {
     headers
         .iter()
-        .map(|(name, held)| {
-            let text = match held {
-                Held::Text(t) => t.clone(),
-                Held::Credential(r) => format!("{}secret", r.prefix.as_deref().unwrap_or("")),
-            };
-            (name.clone(), text)
-        })
+        .map(|(name, held)| (name.clone(), held.shape()))
         .collect()
 }
 

@@ -425,11 +425,8 @@ fn validate(i: &Input) -> FlowResult<()> {
     if i.mode == Mode::Hermetic && i.env.contains_key("HOME") {
         return refuse("env.HOME", "hermetic mode resolves `~` against sluice's home folder; a different HOME would send `~` paths elsewhere than the check saw. Write the paths out instead");
     }
-    let shapes: BTreeMap<String, String> = i
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.text().unwrap_or("secret").to_string()))
-        .collect();
+    let shapes: BTreeMap<String, String> =
+        i.env.iter().map(|(k, v)| (k.clone(), v.shape())).collect();
     exec::env::validate(&shapes)?;
     for (name, held) in &i.env {
         let Held::Credential(r) = held else { continue };
