@@ -132,7 +132,7 @@ local function gather(list, level)
   end
   local failed = first_failure(list)
   if failed then raise(failed, level + 1) end
-  local out = { n = #list }
+  local out = {}
   for i, t in ipairs(list) do out[i] = t.result[2] end
   return out
 end
