@@ -440,6 +440,40 @@ function sluice.now() end
 ---@return true?, sluice.Error?
 function sluice.sleep(ms) end
 
+---@class sluice.Task
+---@field id string The task's id ("0.2": the second task or coroutine the main chunk made), as the record keys its calls.
+---@field settled boolean Whether it has ended.
+local Task = {}
+
+--- Waits until the task ends and returns what its function returned, or
+--- raises its error here (a string error as "task ID failed: ...").
+---@return any ...
+function Task:await() end
+
+--- Runs `fn(...)` as a task beside the caller: its flow calls run at once
+--- with other tasks', ordered only where their effects overlap (see
+--- README, "Tasks"). A task nobody awaits that fails fails the run; one
+--- still running when the script ends is cancelled.
+---@param fn function
+---@param ... any
+---@return sluice.Task
+function sluice.spawn(fn, ...) end
+
+--- Waits for every task and returns the first value each returned, in the
+--- list's order; raises the failure of the first that failed.
+---@param tasks sluice.Task[]
+---@return any[]
+function sluice.all(tasks) end
+
+--- Runs `fn(item, index)` over `list`, each call a task, at most `limit`
+--- at once (default: all), and returns their first values in the list's
+--- order; raises the first failure and starts no more.
+---@param list any[]
+---@param fn fun(item: any, index: integer): any
+---@param opts? {limit?: integer}
+---@return any[]
+function sluice.map(list, fn, opts) end
+
 sluice.json = {}
 --- Stands for JSON null inside decoded values.
 sluice.json.null = nil

@@ -499,7 +499,9 @@ impl RuntimeBuilder {
         };
         let lua = luastate::new_state().map_err(BuildError::lua)?;
         interrupt::watch(&lua).map_err(BuildError::lua)?;
-        let sluice = module::build(&lua, core.clone(), &self.args).map_err(BuildError::lua)?;
+        let tasks = tasks::Tasks::default();
+        let sluice = module::build(&lua, core.clone(), &self.args, tasks.others())
+            .map_err(BuildError::lua)?;
         clock::install(&lua, core.clone(), &sluice, seed).map_err(BuildError::lua)?;
         lua.globals()
             .set("sluice", &sluice)
@@ -509,7 +511,6 @@ impl RuntimeBuilder {
             Some(_) => PathBuf::from("."),
             None => workspace,
         };
-        let tasks = tasks::Tasks::default();
         tasks.install(&lua, &sluice).map_err(BuildError::lua)?;
         luastate::install_require(&lua, script_dir, &[("sluice", sluice)])
             .map_err(BuildError::lua)?;

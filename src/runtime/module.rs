@@ -3,6 +3,7 @@
 //! `credential` (see `credential`).
 
 use super::convert::{error_table, from_json, to_json, to_json_text};
+use super::tasks::Others;
 use crate::luastate::{current_task, TASK};
 
 use crate::error::{ErrorCode, FlowError};
@@ -12,17 +13,17 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// Builds the module for one run.
-pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> {
+pub fn build(lua: &Lua, core: Rc<Core>, args: &[String], others: Others) -> mlua::Result<Table> {
     let m = lua.create_table()?;
     for spec in core.registry().specs() {
         let f = match spec.name {
-            "model" => model_function(lua, core.clone())?,
-            name => flow_function(lua, core.clone(), name)?,
+            "model" => model_function(lua, core.clone(), others.clone())?,
+            name => flow_function(lua, core.clone(), name, others.clone())?,
         };
         m.set(spec.name.replace('-', "_"), f)?;
     }
     m.set("tools", tools_function(lua, core.clone())?)?;
-    m.set("call", call_function(lua, core.clone())?)?;
+    m.set("call", call_function(lua, core.clone(), others)?)?;
     let wrapper: Function = lua
         .load(JOB)
         .set_name("=sluice.job")
@@ -109,10 +110,19 @@ return function(input)
   return out, err
 end"#;
 
-fn flow_function(lua: &Lua, core: Rc<Core>, name: &'static str) -> mlua::Result<Function> {
+fn flow_function(
+    lua: &Lua,
+    core: Rc<Core>,
+    name: &'static str,
+    others: Others,
+) -> mlua::Result<Function> {
     let raw = lua.create_async_function(move |lua, (input, task): (LuaValue, String)| {
-        let core = core.clone();
-        async move { invoke(&lua, &core, &task, name, input, None).await }
+        let (core, others) = (core.clone(), others.clone());
+        async move {
+            let out = invoke(&lua, &core, &task, name, input, None).await;
+            others.take_turns().await;
+            out
+        }
     })?;
     let label = format!("sluice.{}", name.replace('-', "_"));
     let task: Function = lua.named_registry_value(TASK)?;
@@ -158,11 +168,15 @@ return function(input)
   return out, err
 end"#;
 
-fn model_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
+fn model_function(lua: &Lua, core: Rc<Core>, others: Others) -> mlua::Result<Function> {
     let raw = lua.create_async_function(
         move |lua, (input, task, on_text): (LuaValue, String, Option<Function>)| {
-            let core = core.clone();
-            async move { invoke_model(&lua, &core, &task, input, on_text).await }
+            let (core, others) = (core.clone(), others.clone());
+            async move {
+                let out = invoke_model(&lua, &core, &task, input, on_text).await;
+                others.take_turns().await;
+                out
+            }
         },
     )?;
     let task: Function = lua.named_registry_value(TASK)?;
@@ -270,11 +284,15 @@ fn tools_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
 }
 
 /// `sluice.call(name, input)`: any flow by its name, checked like the rest.
-fn call_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
+fn call_function(lua: &Lua, core: Rc<Core>, others: Others) -> mlua::Result<Function> {
     let raw = lua.create_async_function(
         move |lua, (name, input, task): (String, LuaValue, String)| {
-            let core = core.clone();
-            async move { invoke(&lua, &core, &task, &name, input, None).await }
+            let (core, others) = (core.clone(), others.clone());
+            async move {
+                let out = invoke(&lua, &core, &task, &name, input, None).await;
+                others.take_turns().await;
+                out
+            }
         },
     )?;
     let task: Function = lua.named_registry_value(TASK)?;

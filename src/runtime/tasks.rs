@@ -32,6 +32,23 @@ pub struct Tasks {
     running: Rc<Cell<bool>>,
     /// The tasks the last script's end cancelled.
     cancelled: RefCell<Vec<String>>,
+    /// Spawned tasks not yet ended.
+    live: Rc<Cell<usize>>,
+}
+
+/// Whether spawned tasks are running beside the caller, for a call to give
+/// them their turn: a flow that completes without waiting would otherwise
+/// let a task calling it in a loop keep the others from running at all.
+#[derive(Clone, Default)]
+pub struct Others(Rc<Cell<usize>>);
+
+impl Others {
+    /// Lets the other tasks run, when there are any.
+    pub async fn take_turns(&self) {
+        if self.0.get() > 0 {
+            tokio::task::yield_now().await;
+        }
+    }
 }
 
 /// How a script's tasks ended with it.
@@ -41,10 +58,16 @@ pub struct Ending {
 }
 
 impl Tasks {
+    /// What a call asks to let the other tasks run.
+    pub fn others(&self) -> Others {
+        Others(self.live.clone())
+    }
+
     /// Installs `spawn`, `all` and `map` in the `sluice` module `m`.
     pub fn install(&self, lua: &Lua, m: &Table) -> mlua::Result<()> {
         let running = self.running.clone();
         let settled = self.settled.clone();
+        let live = self.live.clone();
         let spawn = lua.create_function(move |lua, (co, t, args): (Thread, Table, MultiValue)| {
             if !running.get() {
                 return Err(mlua::Error::runtime(
@@ -53,7 +76,11 @@ impl Tasks {
             }
             let settled = settled.clone();
             let lua = lua.clone();
+            let live = live.clone();
+            live.set(live.get() + 1);
             tokio::task::spawn_local(async move {
+                // Counted down however the task ends, dropped ones too.
+                let _ended = Ended(live);
                 if let Err(e) = co.into_async::<()>(args).await {
                     // Only what xpcall cannot catch (memory) gets here.
                     let _ = fail(&lua, &t, &e);
@@ -129,6 +156,15 @@ impl Tasks {
         };
         let _ = tokio::time::timeout(CANCEL_GRACE, stopped).await;
         ids
+    }
+}
+
+/// Counts a task down when it ends.
+struct Ended(Rc<Cell<usize>>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
     }
 }
 
