@@ -188,7 +188,7 @@ impl Core {
         );
         // 4. authorize every capability the envelope needs.
         guard_record(&self.audit, &call.envelope)?;
-        let door = authorize(&gate, &call.envelope, &capabilities)?;
+        let door = authorize(&gate, &call.envelope, &capabilities).await?;
         // 5. route: where a command runs.
         let place = route(&gate, flow.spec(), &call.envelope, &ctx.containers)?;
         // 6. record intent: an irreversible call is on disk before it runs.
@@ -440,8 +440,9 @@ impl Trail {
 }
 
 /// Step 4: each capability of `envelope` through the kernel; an ask goes to
-/// the approver.
-fn authorize(
+/// the approver, and this call's task waits for it while the run's other
+/// tasks go on.
+async fn authorize(
     gate: &CallGate,
     envelope: &Envelope,
     capabilities: &[Capability],
@@ -459,7 +460,7 @@ fn authorize(
         )
         .with("path", p.display().to_string()));
     }
-    gate.admit(capabilities)
+    gate.admit(capabilities).await
 }
 
 /// Step 5: where a command runs. The policy's `route` has the first word
