@@ -272,7 +272,7 @@ impl Core {
         let mut turn = self.schedule.enter(&call.envelope);
         // 4. authorize every capability the envelope needs.
         guard_record(&self.audit, &call.envelope)?;
-        let door = authorize(&gate, &call.envelope, &capabilities)?;
+        let door = authorize(&gate, &call.envelope, &capabilities).await?;
         // Its turn: the earlier calls it overlaps are done.
         turn.ready().await;
         if let Some(t) = trail {
@@ -531,8 +531,9 @@ impl Trail {
 }
 
 /// Step 4: each capability of `envelope` through the kernel; an ask goes to
-/// the approver.
-fn authorize(
+/// the approver, and this call's task waits for it while the run's other
+/// tasks go on.
+async fn authorize(
     gate: &CallGate,
     envelope: &Envelope,
     capabilities: &[Capability],
@@ -550,7 +551,7 @@ fn authorize(
         )
         .with("path", p.display().to_string()));
     }
-    gate.admit(capabilities)
+    gate.admit(capabilities).await
 }
 
 /// Step 5: where a command runs. The policy's `route` has the first word

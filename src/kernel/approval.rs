@@ -7,10 +7,10 @@ use super::pattern::Pattern;
 use super::policy::{Request, Verdict};
 use super::{Action, Capability};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Characters of the input shown in a prompt.
 const SUMMARY_CHARS: usize = 300;
@@ -83,9 +83,12 @@ pub enum Answer {
 
 /// Answers the asks of a run: the person at the terminal
 /// ([`Prompt::Terminal`]), or an embedding program's own way (a chat, a
-/// web page, an MCP client) given to `RuntimeBuilder::approver`. Called on
-/// the run's thread while the call waits, so it may block until someone
-/// answers; `Send + Sync` so one approver can serve many runs and threads.
+/// web page, an MCP client) given to `RuntimeBuilder::approver`. It may
+/// block until someone answers: an ask a call makes before it runs is
+/// answered on tokio's blocking pool while the run's other tasks go on, one
+/// ask at a time (an ask made while a call runs, a redirect's host, waits on
+/// the run's thread). `Send + Sync` so one approver can serve many runs and
+/// threads.
 pub trait Approver: Send + Sync {
     /// Answers one ask.
     fn ask(&self, ask: &Ask) -> Answer;
@@ -121,50 +124,156 @@ const TERMINAL: &str = "the person at the terminal";
 pub struct Approvals {
     preapproved: Vec<Pattern>,
     /// `None`: nobody (unattended).
-    approver: Option<std::sync::Arc<dyn Approver>>,
-    /// Capabilities approved for the rest of the run.
-    remembered: RefCell<HashSet<String>>,
+    approver: Option<Arc<dyn Approver>>,
+    /// The one prompt and the answers for the run, shared with the threads
+    /// that ask.
+    turns: Arc<Turns>,
+}
+
+/// What every ask of a run shares, on whichever thread it is asked.
+#[derive(Default)]
+struct Turns {
+    /// Held while the approver is asked, so asks are shown one at a time.
+    /// Only the asking thread holds it, and it needs nothing from the run's
+    /// thread to let go, so the run's thread may block on it.
+    prompt: Mutex<()>,
+    /// What "for the rest of the run" answers are remembered by
+    /// ([`remembered_key`]).
+    remembered: Mutex<HashSet<String>>,
+}
+
+impl Turns {
+    fn remembers(&self, key: &str) -> bool {
+        lock(&self.remembered).contains(key)
+    }
+}
+
+/// `mutex`'s guard, also after a panicking approver poisoned it: the set
+/// and the turn it guards stay whole whatever an approver does.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// An ask nothing answered yet: what the approver is shown, and what a "for
+/// the run" answer to it is remembered by (`None`: [`Ask::once_only`]).
+/// Plain data and `Arc`s, so it can be asked on another thread.
+struct Pending {
+    approver: Arc<dyn Approver>,
+    turns: Arc<Turns>,
+    ask: Ask,
+    key: Option<String>,
+}
+
+/// How a pending ask was settled once it had the prompt.
+enum Reply {
+    /// An answer for the run given while it waited covers it: not shown.
+    Remembered,
+    /// The approver's answer.
+    Answered(Answer),
+}
+
+impl Pending {
+    /// Waits for the prompt, then asks, unless an answer for the run given
+    /// meanwhile covers it. A "for the run" answer is remembered before the
+    /// prompt is let go, so the next waiting ask sees it. Blocks.
+    fn answer(&self) -> Reply {
+        let _turn = lock(&self.turns.prompt);
+        if let Some(key) = &self.key {
+            if self.turns.remembers(key) {
+                return Reply::Remembered;
+            }
+        }
+        let answer = self.approver.ask(&self.ask);
+        if let (Answer::ForRun, Some(key)) = (&answer, &self.key) {
+            lock(&self.turns.remembered).insert(key.clone());
+        }
+        Reply::Answered(answer)
+    }
+
+    /// [`Pending::answer`] on tokio's blocking pool, so the run's other
+    /// tasks go on while the approver takes its time; on the caller's
+    /// thread outside a runtime. An approver's panic reaches the caller, as
+    /// it would on the caller's thread.
+    async fn answer_aside(self) -> Reply {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.answer();
+        }
+        match tokio::task::spawn_blocking(move || self.answer()).await {
+            Ok(reply) => reply,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime shut down before the ask started: nobody was asked.
+            Err(e) => Reply::Answered(Answer::Unanswered(format!(
+                "the run ended before the ask was shown ({e})"
+            ))),
+        }
+    }
+
+    /// Who answers and whether the answer counts once, for
+    /// [`concluded`] once the ask itself has moved to another thread.
+    fn answerer(&self) -> Answerer {
+        Answerer {
+            approver: self.approver.clone(),
+            once_only: self.key.is_none(),
+        }
+    }
+}
+
+/// Who answered a pending ask, and whether the answer counts once.
+struct Answerer {
+    approver: Arc<dyn Approver>,
+    once_only: bool,
+}
+
+/// How one use of a capability is approved.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// As the rest of the run: an earlier "for the run" covers it, and a
+    /// new one is remembered.
+    Run,
+    /// This once alone ([`Ask::once_only`]).
+    Once,
 }
 
 impl Approvals {
     /// Pre-approvals answered by one of the built-in approvers.
     pub fn new(preapproved: Vec<Pattern>, prompt: Prompt) -> Approvals {
         let approver = match prompt {
-            Prompt::Terminal => Some(std::sync::Arc::new(Terminal) as std::sync::Arc<dyn Approver>),
+            Prompt::Terminal => Some(Arc::new(Terminal) as Arc<dyn Approver>),
             Prompt::Unattended => None,
         };
         Approvals::with(preapproved, approver)
     }
 
     /// Pre-approvals answered by `approver` (`None`: nobody).
-    pub fn with(
-        preapproved: Vec<Pattern>,
-        approver: Option<std::sync::Arc<dyn Approver>>,
-    ) -> Approvals {
+    pub fn with(preapproved: Vec<Pattern>, approver: Option<Arc<dyn Approver>>) -> Approvals {
         Approvals {
             preapproved,
             approver,
-            remembered: RefCell::new(HashSet::new()),
+            turns: Arc::default(),
         }
     }
 
     /// Grants `req`'s capability for this one use, whatever was approved
     /// before: only a pre-approval naming it exactly or the approver (whose
     /// "for the run" counts once). For asks that must never ride on an
-    /// earlier yes, like running a command less confined.
+    /// earlier yes, like running a command less confined. Blocks the
+    /// caller's thread while it waits for the prompt and the answer.
     pub fn approve_once(&self, req: &Request, verdict: &Verdict) -> FlowResult<String> {
-        let cap = req.capability;
-        if let Some(p) = self.preapproved.iter().find(|p| p.grants_explicitly(cap)) {
+        if let Some(p) = self
+            .preapproved
+            .iter()
+            .find(|p| p.grants_explicitly(req.capability))
+        {
             return Ok(format!("--approve '{}'", p.text()));
         }
-        let Some(approver) = &self.approver else {
-            return Err(required(cap, verdict));
-        };
-        let who = approver.who();
-        match approver.ask(&shown(req, verdict, true)) {
-            Answer::Once | Answer::ForRun => Ok(format!("{who}, once")),
-            Answer::No(reason) => Err(refused(cap, &who, reason, false)),
-            Answer::Unanswered(why) => Err(unanswered(cap, verdict, &who, why)),
+        match self.pending(req, verdict, Use::Once)? {
+            Ok(granted) => Ok(granted),
+            Err(pending) => concluded(
+                req.capability,
+                verdict,
+                pending.answerer(),
+                pending.answer(),
+            ),
         }
     }
 
@@ -181,36 +290,111 @@ impl Approvals {
     }
 
     /// [`Approvals::approve`], with pre-approvals judged by `kernel` (the
-    /// run's, so a program is resolved as its policies allow).
+    /// run's, so a program is resolved as its policies allow). Blocks the
+    /// caller's thread while it waits for the prompt and the answer: for an
+    /// ask made while a call runs, through the sync `Authority`.
     pub fn approve_with(
         &self,
         kernel: &super::Kernel,
         req: &Request,
         verdict: &Verdict,
     ) -> FlowResult<String> {
-        let cap = req.capability;
-        if let Some(p) = self.preapproved.iter().find(|p| kernel.covers(p, req)) {
-            return Ok(format!("--approve '{}'", p.text()));
+        match self.settled(kernel, req, verdict)? {
+            Ok(granted) => Ok(granted),
+            Err(pending) => concluded(
+                req.capability,
+                verdict,
+                pending.answerer(),
+                pending.answer(),
+            ),
         }
+    }
+
+    /// [`Approvals::approve_with`] for a call about to run: what the
+    /// pre-approvals and the answers for the run settle is settled here, on
+    /// the caller's thread, and the approver is asked on tokio's blocking
+    /// pool while the caller's task waits, so the run's other tasks go on.
+    pub async fn approve_aside(
+        &self,
+        kernel: &super::Kernel,
+        req: &Request<'_>,
+        verdict: &Verdict,
+    ) -> FlowResult<String> {
+        match self.settled(kernel, req, verdict)? {
+            Ok(granted) => Ok(granted),
+            Err(pending) => {
+                let answerer = pending.answerer();
+                let reply = pending.answer_aside().await;
+                concluded(req.capability, verdict, answerer, reply)
+            }
+        }
+    }
+
+    /// A pre-approval (judged by `kernel`) or an answer for the run that
+    /// grants `req`, else the ask to put; `permission_required` with nobody
+    /// to ask.
+    fn settled(
+        &self,
+        kernel: &super::Kernel,
+        req: &Request,
+        verdict: &Verdict,
+    ) -> FlowResult<Result<String, Pending>> {
+        if let Some(p) = self.preapproved.iter().find(|p| kernel.covers(p, req)) {
+            return Ok(Ok(format!("--approve '{}'", p.text())));
+        }
+        self.pending(req, verdict, Use::Run)
+    }
+
+    /// The ask to put for `req`, unless an answer for the run already
+    /// grants it (never a [`Use::Once`]); `permission_required` with nobody
+    /// to ask.
+    fn pending(
+        &self,
+        req: &Request,
+        verdict: &Verdict,
+        how: Use,
+    ) -> FlowResult<Result<String, Pending>> {
         let Some(approver) = &self.approver else {
-            return Err(required(cap, verdict));
+            return Err(required(req.capability, verdict));
         };
-        let who = approver.who();
         // An answer for the rest of the run covers the same command with the
         // same environment.
-        let key = remembered_key(req);
-        if self.remembered.borrow().contains(&key) {
-            return Ok(format!("{who}, for the rest of the run"));
+        let key = (how == Use::Run).then(|| remembered_key(req));
+        if key.as_deref().is_some_and(|k| self.turns.remembers(k)) {
+            return Ok(Ok(for_the_run(approver.as_ref())));
         }
-        match approver.ask(&shown(req, verdict, false)) {
-            Answer::Once => Ok(format!("{who}, once")),
-            Answer::ForRun => {
-                self.remembered.borrow_mut().insert(key);
-                Ok(format!("{who}, for the rest of the run"))
-            }
-            Answer::No(reason) => Err(refused(cap, &who, reason, true)),
-            Answer::Unanswered(why) => Err(unanswered(cap, verdict, &who, why)),
-        }
+        Ok(Err(Pending {
+            approver: approver.clone(),
+            turns: self.turns.clone(),
+            ask: shown(req, verdict, how == Use::Once),
+            key,
+        }))
+    }
+}
+
+fn for_the_run(approver: &dyn Approver) -> String {
+    format!("{}, for the rest of the run", approver.who())
+}
+
+/// What the reply to an ask grants, as the record names who granted it, or
+/// the error the call fails with.
+fn concluded(
+    cap: &Capability,
+    verdict: &Verdict,
+    answerer: Answerer,
+    reply: Reply,
+) -> FlowResult<String> {
+    let Answerer {
+        approver,
+        once_only,
+    } = answerer;
+    let who = approver.who();
+    match reply {
+        Reply::Remembered => Ok(for_the_run(approver.as_ref())),
+        Reply::Answered(Answer::ForRun) if !once_only => Ok(for_the_run(approver.as_ref())),
+        Reply::Answered(Answer::Once | Answer::ForRun) => Ok(format!("{who}, once")),
+        Reply::Answered(Answer::No(reason)) => Err(refused(cap, &who, reason, !once_only)),
+        Reply::Answered(Answer::Unanswered(why)) => Err(unanswered(cap, verdict, &who, why)),
     }
 }
 
@@ -428,5 +612,239 @@ mod tests {
         );
         assert!(shown.contains("\"authorization\":\"[hidden]\""), "{shown}");
         assert!(shown.contains("https://api.example.org/"), "{shown}");
+    }
+
+    mod turns {
+        //! The one prompt: asks wait their turn, on the blocking pool or on
+        //! the run's thread, and one that waited re-checks the answers for
+        //! the run before it is shown.
+
+        use super::super::*;
+        use crate::call::{Capability, Tier};
+        use crate::kernel::pattern::Vars;
+        use crate::kernel::policy::Decision;
+        use crate::kernel::Kernel;
+        use std::rc::Rc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::mpsc;
+        use std::time::Duration;
+        use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+        /// Shows each ask's capability to the test as it comes in, then
+        /// waits for the test's answer (at most 5 s); counts the asks it
+        /// holds at once.
+        struct Gated {
+            shown: UnboundedSender<String>,
+            answers: Mutex<mpsc::Receiver<Answer>>,
+            inside: AtomicUsize,
+            most: AtomicUsize,
+        }
+
+        impl Approver for Gated {
+            fn ask(&self, ask: &Ask) -> Answer {
+                let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most.fetch_max(now, Ordering::SeqCst);
+                self.shown.send(ask.capability.clone()).unwrap();
+                // Bounded, so a test that fails lets its runtime end.
+                let answer = self
+                    .answers
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(5));
+                self.inside.fetch_sub(1, Ordering::SeqCst);
+                answer.unwrap_or_else(|_| Answer::Unanswered("the test never answered".into()))
+            }
+        }
+
+        struct Fixture {
+            approvals: Rc<Approvals>,
+            kernel: Rc<Kernel>,
+            gated: Arc<Gated>,
+            shown: UnboundedReceiver<String>,
+            answer: mpsc::Sender<Answer>,
+        }
+
+        fn fixture() -> Fixture {
+            let (shown_tx, shown) = unbounded_channel();
+            let (answer, answers) = mpsc::channel();
+            let gated = Arc::new(Gated {
+                shown: shown_tx,
+                answers: Mutex::new(answers),
+                inside: AtomicUsize::new(0),
+                most: AtomicUsize::new(0),
+            });
+            let approver = gated.clone() as Arc<dyn Approver>;
+            Fixture {
+                approvals: Rc::new(Approvals::with(Vec::new(), Some(approver))),
+                kernel: Rc::new(Kernel::new(Vec::new(), Vec::new(), Vars::new("/w".into()))),
+                gated,
+                shown,
+                answer,
+            }
+        }
+
+        fn write(path: &str) -> Capability {
+            Capability {
+                action: Action::FsWrite,
+                resource: path.into(),
+            }
+        }
+
+        fn asked() -> Verdict {
+            Verdict {
+                decision: Decision::Ask,
+                by: "rules[1]".into(),
+                reason: "the test asks".into(),
+            }
+        }
+
+        fn request<'a>(cap: &'a Capability, input: &'a serde_json::Value) -> Request<'a> {
+            Request {
+                capability: cap,
+                flow: "write",
+                tier: Tier::Compensable,
+                input,
+                run_id: "run",
+                script: "test.lua",
+                cwd: None,
+            }
+        }
+
+        /// `cap` approved as a call about to run approves it.
+        async fn aside(f: (Rc<Approvals>, Rc<Kernel>), cap: Capability) -> FlowResult<String> {
+            let input = serde_json::json!({});
+            f.0.approve_aside(&f.1, &request(&cap, &input), &asked())
+                .await
+        }
+
+        fn shared(f: &Fixture) -> (Rc<Approvals>, Rc<Kernel>) {
+            (f.approvals.clone(), f.kernel.clone())
+        }
+
+        /// Runs `body` on a one-thread runtime, as a run does.
+        fn on_the_run_s_thread<F: std::future::Future>(body: F) -> F::Output {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            tokio::task::LocalSet::new().block_on(&rt, body)
+        }
+
+        const THEIRS: &str = "the embedding program's approver";
+
+        #[test]
+        fn asks_are_shown_one_at_a_time_and_one_for_the_run_answers_the_identical_ask_that_waited()
+        {
+            let mut f = fixture();
+            let (a, b, c) = (write("/w/a"), write("/w/a"), write("/w/c"));
+            on_the_run_s_thread(async {
+                let tasks = [a, b, c].map(|cap| tokio::task::spawn_local(aside(shared(&f), cap)));
+                let mut shown = Vec::new();
+                while shown.len() < 2 {
+                    let cap = f.shown.recv().await.unwrap();
+                    // While it is unanswered, no other ask is shown.
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    assert!(
+                        f.shown.try_recv().is_err(),
+                        "a second ask was shown beside {cap}"
+                    );
+                    let answer = if cap == "fs:write:/w/a" {
+                        Answer::ForRun
+                    } else {
+                        Answer::Once
+                    };
+                    f.answer.send(answer).unwrap();
+                    shown.push(cap);
+                }
+                let mut granted = Vec::new();
+                for t in tasks {
+                    granted.push(t.await.unwrap().unwrap());
+                }
+                shown.sort();
+                assert_eq!(shown, ["fs:write:/w/a", "fs:write:/w/c"]);
+                assert_eq!(
+                    granted,
+                    [
+                        format!("{THEIRS}, for the rest of the run"),
+                        format!("{THEIRS}, for the rest of the run"),
+                        format!("{THEIRS}, once"),
+                    ]
+                );
+            });
+            assert!(
+                f.shown.try_recv().is_err(),
+                "the identical ask was shown again"
+            );
+            assert_eq!(f.gated.most.load(Ordering::SeqCst), 1);
+        }
+
+        #[test]
+        fn an_ask_on_the_run_s_thread_waits_for_the_turn_held_aside_and_rides_on_its_answer() {
+            let mut f = fixture();
+            on_the_run_s_thread(async {
+                let first = tokio::task::spawn_local(aside(shared(&f), write("/w/a")));
+                assert_eq!(f.shown.recv().await.unwrap(), "fs:write:/w/a");
+                let answer = f.answer.clone();
+                let person = std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(150));
+                    answer.send(Answer::ForRun).unwrap();
+                });
+                // Blocks the run's thread (a redirect's ask mid-execute) until
+                // the blocking pool's ask is answered: nothing there needs
+                // this thread.
+                let cap = write("/w/a");
+                let input = serde_json::json!({});
+                let req = request(&cap, &input);
+                let got = f.approvals.approve_with(&f.kernel, &req, &asked());
+                assert_eq!(got.unwrap(), format!("{THEIRS}, for the rest of the run"));
+                person.join().unwrap();
+                assert_eq!(
+                    first.await.unwrap().unwrap(),
+                    format!("{THEIRS}, for the rest of the run")
+                );
+            });
+            assert!(f.shown.try_recv().is_err(), "the waiting ask was shown");
+        }
+
+        #[test]
+        fn a_once_only_ask_that_waited_for_an_answer_for_the_run_is_still_shown() {
+            let mut f = fixture();
+            on_the_run_s_thread(async {
+                let first = tokio::task::spawn_local(aside(shared(&f), write("/w/a")));
+                assert_eq!(f.shown.recv().await.unwrap(), "fs:write:/w/a");
+                let answer = f.answer.clone();
+                let person = std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(150));
+                    answer.send(Answer::ForRun).unwrap();
+                    answer.send(Answer::ForRun).unwrap();
+                });
+                let cap = write("/w/a");
+                let input = serde_json::json!({});
+                let req = request(&cap, &input);
+                let got = f.approvals.approve_once(&req, &asked());
+                // Its "for the run" counted once.
+                assert_eq!(got.unwrap(), format!("{THEIRS}, once"));
+                person.join().unwrap();
+                first.await.unwrap().unwrap();
+            });
+            assert_eq!(f.shown.try_recv().unwrap(), "fs:write:/w/a", "asked again");
+            assert!(f.shown.try_recv().is_err());
+        }
+
+        #[test]
+        fn with_nobody_to_ask_an_ask_is_permission_required_at_once() {
+            let approvals = Approvals::with(Vec::new(), None);
+            let kernel = Kernel::new(Vec::new(), Vec::new(), Vars::new("/w".into()));
+            let e = on_the_run_s_thread(async {
+                let cap = write("/w/a");
+                let input = serde_json::json!({});
+                approvals
+                    .approve_aside(&kernel, &request(&cap, &input), &asked())
+                    .await
+                    .unwrap_err()
+            });
+            assert_eq!(e.code, ErrorCode::PermissionRequired);
+            assert_eq!(e.details["approve"], "--approve 'fs:write:/w/a'");
+        }
     }
 }

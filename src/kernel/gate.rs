@@ -50,23 +50,58 @@ pub struct Gate {
 
 impl Gate {
     /// Allow passes; deny is `permission_denied`; an ask goes to the
-    /// approver (`permission_required` when nobody answers). The decision
-    /// goes to `sink` when the call is recorded.
+    /// approver (`permission_required` when nobody answers), blocking the
+    /// run's thread until it answers: for what a call finds while it runs.
+    /// The decision goes to `sink` when the call is recorded.
     pub fn check(&self, req: &Request, sink: Option<&Decisions>) -> FlowResult<()> {
         let verdict = self.kernel.decide(req);
         let result = match verdict.decision {
-            Verdict::Allow => Ok(None),
-            Verdict::Deny => Err(denied(req.capability, &verdict)),
             Verdict::Ask => self
                 .approver
                 .approve_with(&self.kernel, req, &verdict)
                 .map(Some),
+            _ => ruled(req.capability, &verdict),
         };
-        if let Some(sink) = sink {
-            sink.push(record(req.capability, &verdict, &result));
-        }
-        result.map(|_| ())
+        noted(req.capability, &verdict, result, sink)
     }
+
+    /// [`Gate::check`] for a call about to run: the kernel decides on the
+    /// run's thread (its policy hooks are Lua), and an ask is answered on
+    /// tokio's blocking pool while this call's task waits, so the run's
+    /// other tasks go on. The same decision goes to `sink`.
+    pub async fn check_aside(&self, req: &Request<'_>, sink: Option<&Decisions>) -> FlowResult<()> {
+        let verdict = self.kernel.decide(req);
+        let result = match verdict.decision {
+            Verdict::Ask => self
+                .approver
+                .approve_aside(&self.kernel, req, &verdict)
+                .await
+                .map(Some),
+            _ => ruled(req.capability, &verdict),
+        };
+        noted(req.capability, &verdict, result, sink)
+    }
+}
+
+/// What an allow or a deny settles alone.
+fn ruled(cap: &Capability, verdict: &Judgement) -> FlowResult<Option<String>> {
+    match verdict.decision {
+        Verdict::Deny => Err(denied(cap, verdict)),
+        _ => Ok(None),
+    }
+}
+
+/// `result` after its decision went to `sink`.
+fn noted(
+    cap: &Capability,
+    verdict: &Judgement,
+    result: FlowResult<Option<String>>,
+    sink: Option<&Decisions>,
+) -> FlowResult<()> {
+    if let Some(sink) = sink {
+        sink.push(record(cap, verdict, &result));
+    }
+    result.map(|_| ())
 }
 
 /// One decision as the record keeps it.
@@ -157,16 +192,21 @@ impl CallGate {
     }
 
     /// Step 4 of the door: every capability of the envelope through the
-    /// kernel, and the proof that the call may run.
-    pub fn admit(&self, capabilities: &[Capability]) -> FlowResult<Authorized> {
-        capabilities
-            .iter()
-            .try_for_each(|cap| self.authorize(cap))?;
+    /// kernel, in order, and the proof that the call may run. An ask waits
+    /// aside ([`Gate::check_aside`]): the run's other tasks go on meanwhile.
+    pub async fn admit(&self, capabilities: &[Capability]) -> FlowResult<Authorized> {
+        for cap in capabilities {
+            self.gate
+                .check_aside(&self.request(cap), self.decisions.as_deref())
+                .await?;
+        }
         Ok(Authorized { _sealed: () })
     }
 
     /// Asks the person (or a pre-approval) whether `cap` may be used this
-    /// once, whatever the rules say: an ask by `by` for `reason`.
+    /// once, whatever the rules say: an ask by `by` for `reason`. Made
+    /// while a call runs (bash's `sandboxPermissions`), it blocks the run's
+    /// thread until answered, as does [`Authority::authorize`].
     pub fn ask_once(&self, cap: &Capability, by: &str, reason: String) -> FlowResult<()> {
         let verdict = Judgement {
             decision: Verdict::Ask,
@@ -186,6 +226,10 @@ impl CallGate {
 }
 
 impl Authority for CallGate {
+    /// Sync, as the lower layers that ask mid-execute are (the HTTP
+    /// client's redirects and private addresses): an ask here blocks the
+    /// run's thread until answered, and waits its turn behind an ask shown
+    /// from the blocking pool, which needs nothing from this thread.
     fn authorize(&self, cap: &Capability) -> FlowResult<()> {
         self.gate
             .check(&self.request(cap), self.decisions.as_deref())
