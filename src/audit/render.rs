@@ -128,18 +128,47 @@ fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
 
 /// `from run R (2 calls replayed from it, live from #3)`: what a resume
 /// answered from the run it resumed, and its first call that ran live
-/// (after which every call did), in this run's numbering.
+/// (after which every call did), in this run's numbering. Tasks go live
+/// each on its own, so where another task's calls were still replayed
+/// after that one, each task's first live call is named.
 fn resumed_line(from: &str, calls: &[Call]) -> String {
     let replayed = calls.iter().filter(|c| c.replayed_from.is_some()).count();
     let what = plural(replayed as i64, "call", "calls");
-    match calls.iter().find(|c| c.replayed_from.is_none()) {
-        Some(first) => format!(
+    let Some(first) = calls.iter().find(|c| c.replayed_from.is_none()) else {
+        return format!("from run {from} ({what} replayed from it, none live)");
+    };
+    let interleaved = calls
+        .iter()
+        .any(|c| c.n > first.n && c.replayed_from.is_some());
+    if !interleaved {
+        return format!(
             "from run {from} ({what} replayed from it, live from #{})",
             first.n
-        ),
-        None => format!("from run {from} ({what} replayed from it, none live)"),
+        );
     }
+    let mut firsts: Vec<&Call> = Vec::new();
+    for c in calls.iter().filter(|c| c.replayed_from.is_none()) {
+        if !firsts.iter().any(|f| f.task == c.task) {
+            firsts.push(c);
+        }
+    }
+    let named: Vec<String> = firsts
+        .iter()
+        .take(TASKS_NAMED)
+        .map(|c| format!("task {} at #{}", c.task, c.n))
+        .collect();
+    let more = match firsts.len().saturating_sub(TASKS_NAMED) {
+        0 => String::new(),
+        k => format!(" and {} more", plural(k as i64, "task", "tasks")),
+    };
+    format!(
+        "from run {from} ({what} replayed from it; each task went live on its own: {}{more})",
+        named.join(", ")
+    )
 }
+
+/// How many tasks the `resumed` line names before it only counts the rest.
+const TASKS_NAMED: usize = 4;
 
 /// `3 calls, 3600 in / 255 out tokens (2400 cached), 6.3s`: what the run's
 /// model calls spent, and how many a resume copied without running them.
