@@ -78,6 +78,12 @@ pub fn render_show(view: &RunView, facts: &dyn FlowFacts) -> String {
         return out;
     }
     out.push_str(&render_timeline(&view.run, &view.calls, facts));
+    if view.calls.iter().any(|c| !c.overlaps.is_empty()) {
+        out.push_str(
+            "\nOVERLAPS: the calls that were running while this one ran (tasks run concurrently), from each \
+call's recorded start and duration; an overlap shorter than the millisecond the start is kept to may not show.\n",
+        );
+    }
     if view.calls.iter().any(|c| c.outcome == Outcome::Unknown) {
         out.push_str(
             "\nOUTCOME UNKNOWN: the call's intent was recorded and synced before it ran, then the \
@@ -122,18 +128,47 @@ fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
 
 /// `from run R (2 calls replayed from it, live from #3)`: what a resume
 /// answered from the run it resumed, and its first call that ran live
-/// (after which every call did), in this run's numbering.
+/// (after which every call did), in this run's numbering. Tasks go live
+/// each on its own, so where another task's calls were still replayed
+/// after that one, each task's first live call is named.
 fn resumed_line(from: &str, calls: &[Call]) -> String {
     let replayed = calls.iter().filter(|c| c.replayed_from.is_some()).count();
     let what = plural(replayed as i64, "call", "calls");
-    match calls.iter().find(|c| c.replayed_from.is_none()) {
-        Some(first) => format!(
+    let Some(first) = calls.iter().find(|c| c.replayed_from.is_none()) else {
+        return format!("from run {from} ({what} replayed from it, none live)");
+    };
+    let interleaved = calls
+        .iter()
+        .any(|c| c.n > first.n && c.replayed_from.is_some());
+    if !interleaved {
+        return format!(
             "from run {from} ({what} replayed from it, live from #{})",
             first.n
-        ),
-        None => format!("from run {from} ({what} replayed from it, none live)"),
+        );
     }
+    let mut firsts: Vec<&Call> = Vec::new();
+    for c in calls.iter().filter(|c| c.replayed_from.is_none()) {
+        if !firsts.iter().any(|f| f.task == c.task) {
+            firsts.push(c);
+        }
+    }
+    let named: Vec<String> = firsts
+        .iter()
+        .take(TASKS_NAMED)
+        .map(|c| format!("task {} at #{}", c.task, c.n))
+        .collect();
+    let more = match firsts.len().saturating_sub(TASKS_NAMED) {
+        0 => String::new(),
+        k => format!(" and {} more", plural(k as i64, "task", "tasks")),
+    };
+    format!(
+        "from run {from} ({what} replayed from it; each task went live on its own: {}{more})",
+        named.join(", ")
+    )
 }
+
+/// How many tasks the `resumed` line names before it only counts the rest.
+const TASKS_NAMED: usize = 4;
 
 /// `3 calls, 3600 in / 255 out tokens (2400 cached), 6.3s`: what the run's
 /// model calls spent, and how many a resume copied without running them.
@@ -253,42 +288,109 @@ fn counts_line(calls: &[Call]) -> String {
     format!("{} ({})", calls.len(), parts.join(", "))
 }
 
-fn render_timeline(run: &Run, calls: &[Call], facts: &dyn FlowFacts) -> String {
-    // A run without process flows routes nothing: its ROUTE column would
-    // be all dashes, and the room is better spent on the input.
-    let routed = calls
-        .iter()
-        .any(|c| c.route.as_ref().is_some_and(|r| !r.is_null()));
-    let mut header = vec![
-        "#", "AT", "FLOW", "TIER", "DECISION", "ROUTE", "OUTCOME", "TOOK", "INPUT",
-    ];
-    if !routed {
-        header.remove(5);
+/// The timeline's columns beyond those every run has: each is shown only
+/// when it says something for this run, so a run of one task whose calls
+/// ran one at a time keeps the plain table.
+struct Optional {
+    /// More than one task made calls: which one made each.
+    tasks: bool,
+    /// Some call ran a process: where.
+    routed: bool,
+    /// Some calls ran at the same time: which with which.
+    overlapped: bool,
+}
+
+impl Optional {
+    fn of(calls: &[Call]) -> Optional {
+        let first = calls.first().map(|c| c.task.as_str());
+        Optional {
+            tasks: calls.iter().any(|c| Some(c.task.as_str()) != first),
+            routed: calls
+                .iter()
+                .any(|c| c.route.as_ref().is_some_and(|r| !r.is_null())),
+            overlapped: calls.iter().any(|c| !c.overlaps.is_empty()),
+        }
     }
+}
+
+fn render_timeline(run: &Run, calls: &[Call], facts: &dyn FlowFacts) -> String {
+    let shown = Optional::of(calls);
+    // (header, shown, right-aligned, cell)
+    type Cell<'a> = Box<dyn Fn(&Call) -> String + 'a>;
+    let columns: Vec<(&str, bool, bool, Cell)> = vec![
+        ("#", true, false, Box::new(|c| format!("#{}", c.n))),
+        ("TASK", shown.tasks, false, Box::new(|c| c.task.clone())),
+        (
+            "AT",
+            true,
+            true,
+            Box::new(|c| {
+                format!(
+                    "+{}",
+                    took_us((c.started_ms - run.started_ms).saturating_mul(1000))
+                )
+            }),
+        ),
+        ("FLOW", true, false, Box::new(|c| c.flow.clone())),
+        ("TIER", true, false, Box::new(|c| c.tier.clone())),
+        // A rule may be named by a long path: `--call N` has it whole.
+        (
+            "DECISION",
+            true,
+            false,
+            Box::new(|c| clip_to(&decision_summary(c), 30, Clip::Right)),
+        ),
+        (
+            "ROUTE",
+            shown.routed,
+            false,
+            Box::new(|c| clip_to(&route_summary(c.route.as_ref()), 24, Clip::Right)),
+        ),
+        ("OUTCOME", true, false, Box::new(outcome_summary)),
+        (
+            "TOOK",
+            true,
+            true,
+            Box::new(|c| c.duration_us.map_or("—".into(), took_us)),
+        ),
+        (
+            "OVERLAPS",
+            shown.overlapped,
+            false,
+            Box::new(|c| overlaps_cell(&c.overlaps)),
+        ),
+        ("INPUT", true, false, Box::new(|c| input_cell(c, facts))),
+    ];
+    let columns: Vec<_> = columns.into_iter().filter(|col| col.1).collect();
+    let header: Vec<&str> = columns.iter().map(|col| col.0).collect();
     let mut table = Table::new(&header);
     for c in calls {
-        let mut cells = vec![
-            format!("#{}", c.n),
-            format!(
-                "+{}",
-                took_us((c.started_ms - run.started_ms).saturating_mul(1000))
-            ),
-            c.flow.clone(),
-            c.tier.clone(),
-            // A rule may be named by a long path: `--call N` has it whole.
-            clip_to(&decision_summary(c), 30, Clip::Right),
-            clip_to(&route_summary(c.route.as_ref()), 24, Clip::Right),
-            outcome_summary(c),
-            c.duration_us.map_or("—".into(), took_us),
-            input_cell(c, facts),
-        ];
-        if !routed {
-            cells.remove(5);
-        }
-        table.row(cells);
+        table.row(columns.iter().map(|col| (col.3)(c)).collect());
     }
-    let last = header.len() - 1;
-    table.render(last, Clip::Right, &[1, last - 1])
+    let right: Vec<usize> = (0..columns.len()).filter(|&i| columns[i].2).collect();
+    table.render(columns.len() - 1, Clip::Right, &right)
+}
+
+/// How many calls an OVERLAPS cell names before it only counts the rest
+/// (`--call N` names them all).
+const OVERLAPS_NAMED: usize = 3;
+
+/// `#3, #5`, `#2, #3, #4 +5 more`, or `—` for a call that ran alone.
+fn overlaps_cell(overlaps: &[i64]) -> String {
+    if overlaps.is_empty() {
+        return "—".to_string();
+    }
+    let mut cell = numbered(&overlaps[..overlaps.len().min(OVERLAPS_NAMED)]);
+    if overlaps.len() > OVERLAPS_NAMED {
+        let _ = write!(cell, " +{} more", overlaps.len() - OVERLAPS_NAMED);
+    }
+    cell
+}
+
+/// `#3, #5`.
+fn numbered(ns: &[i64]) -> String {
+    let list: Vec<String> = ns.iter().map(|n| format!("#{n}")).collect();
+    list.join(", ")
 }
 
 /// One word or three for a call's decisions, those made before it ran and
@@ -402,6 +504,12 @@ pub fn render_call(run: &Run, c: &Call) -> String {
         ),
     );
     h.field("took", &c.duration_us.map_or("—".into(), took_us));
+    if !c.overlaps.is_empty() {
+        h.field(
+            "overlaps",
+            &format!("{} (running while it ran)", numbered(&c.overlaps)),
+        );
+    }
     h.field("outcome", &outcome_line(c));
     if let Some(u) = c.model_use() {
         h.field("model", &model_summary(&u));

@@ -14,6 +14,14 @@
 //!   irreversible call whose outcome is unknown, or that a stop request cut
 //!   short, stops the resume unless it was asked to retry such calls; any
 //!   other call a stop cut short runs again, live from there.
+//!
+//! Going live is a task's own affair: tasks run concurrently, so when one
+//! of them reaches the end of its record (or a call it must run again),
+//! another may still have recorded calls ahead, which happened and must not
+//! run twice. Those are still answered. Only a refusal judged again makes
+//! the other tasks live too, from what they recorded after it started: the
+//! recorded run went on without that call's effect, and they may have seen
+//! it missing.
 
 use super::redact::Redaction;
 use super::render::plural;
@@ -65,6 +73,11 @@ impl RunRecord {
 /// Recorded calls by task, then sequence within it.
 type Calls = HashMap<String, HashMap<u64, StoredCall>>;
 
+/// Where a recorded call stands in the order the resumed runs reached
+/// their calls: the run's own rows first, by start, then those of the run
+/// it continued (which it never reached), and so on down the chain.
+type Place = (usize, i64);
+
 /// A recorded run, loaded whole.
 #[derive(Debug)]
 pub struct Record {
@@ -76,6 +89,9 @@ pub struct Record {
     readings: HashMap<(String, u64), f64>,
     /// Outputs kept by content, parsed once each.
     outputs: HashMap<String, Value>,
+    /// Each run the rows come from, by how far down the chain of resumed
+    /// runs it is (0: the run itself).
+    depth: HashMap<String, usize>,
 }
 
 impl Record {
@@ -100,6 +116,7 @@ impl Record {
                 ));
             }
             let (older, next) = Record::load_one(conn, &id)?;
+            self.depth.insert(id.clone(), depth);
             for (task, rows) in older.calls {
                 let mine = self.calls.entry(task).or_default();
                 for (seq, rec) in rows {
@@ -127,6 +144,7 @@ impl Record {
             calls: calls_of(conn, id).map_err(fail)?,
             readings: readings_of(conn, id).map_err(fail)?,
             outputs: outputs_of(conn, id).map_err(fail)?,
+            depth: HashMap::from([(id.to_string(), 0)]),
         };
         Ok((record, stored.resumed_from))
     }
@@ -169,6 +187,12 @@ impl Record {
     /// Whether the record holds no calls.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Where recorded call `rec` stands (see [`Place`]).
+    fn place(&self, rec: &StoredCall) -> Place {
+        let depth = self.depth.get(&rec.run).copied().unwrap_or(usize::MAX);
+        (depth, rec.started_ms)
     }
 }
 
@@ -264,8 +288,12 @@ pub enum Answer {
 pub struct Replay {
     pub record: Record,
     pub mode: Mode,
-    /// Set once a resume goes live: every later call runs for real.
-    live: Cell<bool>,
+    /// The tasks a resume has made live: every later call of theirs runs
+    /// for real.
+    live: std::cell::RefCell<std::collections::HashSet<String>>,
+    /// Where the first refusal judged again stands: every recorded call
+    /// from there on, of any task, runs for real.
+    rejudged: Cell<Option<Place>>,
     /// Calls answered from the record.
     pub answered: Cell<u64>,
     /// Whether the script went on past the last recorded call.
@@ -284,7 +312,8 @@ impl Replay {
         Replay {
             record,
             mode,
-            live: Cell::new(false),
+            live: Default::default(),
+            rejudged: Cell::new(None),
             answered: Cell::new(0),
             past_end: Cell::new(false),
             secrets: Default::default(),
@@ -292,9 +321,23 @@ impl Replay {
         }
     }
 
-    /// Whether the run has gone live (a resume past its record).
+    /// Whether the run has gone live (a resume past its record), in any
+    /// task.
     pub fn is_live(&self) -> bool {
-        self.live.get()
+        !self.live.borrow().is_empty()
+    }
+
+    /// Whether `task` runs live: a resume went live in it.
+    fn task_live(&self, task: &str) -> bool {
+        self.live.borrow().contains(task)
+    }
+
+    /// Whether recorded call `rec` comes at or after a refusal judged
+    /// again, so it runs live whatever its task.
+    fn after_rejudged(&self, rec: &StoredCall) -> bool {
+        self.rejudged
+            .get()
+            .is_some_and(|at| self.record.place(rec) >= at)
     }
 
     /// The recorded answer to call `seq` of `task`.
@@ -302,19 +345,19 @@ impl Replay {
         let rec = self.record.calls.get(task).and_then(|t| t.get(&seq));
         // Live already (past a re-judged refusal, or from #N): the record
         // still holds back a call it must not run again by itself.
-        let already = self.live.get();
+        let already = self.task_live(task) || rec.is_some_and(|rec| self.after_rejudged(rec));
         if already && !rec.is_some_and(|rec| self.held_back(rec)) {
-            return Answer::Live;
+            return self.go_live(task);
         }
         let Some(rec) = rec else {
             return match self.mode {
-                Mode::Resume { .. } => self.go_live(),
+                Mode::Resume { .. } => self.go_live(task),
                 Mode::Replay => Answer::Halt(self.ran_past(task, seq, flow, input)),
             };
         };
         let live = already || self.live_from_here(rec);
         if live && !self.held_back(rec) {
-            return self.go_live();
+            return self.go_live(task);
         }
         let mut known = crate::credentials::loaded();
         known.extend(self.secrets.borrow().iter().cloned());
@@ -323,7 +366,7 @@ impl Replay {
         if rec.flow != flow || rec.input != now {
             // From #N on a changed call is the fixed script's to make.
             if live {
-                return self.go_live();
+                return self.go_live(task);
             }
             let e = diverged(task, seq, rec, flow, &now);
             return Answer::Halt(self.with_live_from_hint(e, rec));
@@ -335,7 +378,7 @@ impl Replay {
                     retry_unknown: true,
                     ..
                 },
-            ) => self.go_live(),
+            ) => self.go_live(task),
             (None, mode @ Mode::Resume { .. }) => {
                 *self.held.borrow_mut() = Some(rec.clone());
                 Answer::Halt(unknown(task, seq, rec, mode))
@@ -345,14 +388,20 @@ impl Replay {
             // person to look at first.
             (Some(_), Mode::Resume { retry_unknown, .. }) if stopped_by(rec).is_some() => {
                 if rec.tier != "irreversible" || retry_unknown {
-                    return self.go_live();
+                    return self.go_live(task);
                 }
                 *self.held.borrow_mut() = Some(rec.clone());
                 Answer::Halt(stopped(task, seq, rec))
             }
             (None, mode) => Answer::Halt(unknown(task, seq, rec, mode)),
-            // A refusal is judged again, under the policy and approvals of now.
-            (Some(_), Mode::Resume { .. }) if refused(rec) => self.go_live(),
+            // A refusal is judged again, under the policy and approvals of
+            // now; what the run recorded after it may have seen it fail.
+            (Some(_), Mode::Resume { .. }) if refused(rec) => {
+                let at = self.record.place(rec);
+                let first = self.rejudged.get().map_or(at, |was| was.min(at));
+                self.rejudged.set(Some(first));
+                self.go_live(task)
+            }
             (Some(_), _) if rec.capped => Answer::Halt(capped(task, seq, rec)),
             (Some(status), _) => {
                 self.answered.set(self.answered.get() + 1);
@@ -424,16 +473,20 @@ impl Replay {
         Some((rec, result))
     }
 
-    /// The recorded value of a clock reading, while the record answers.
+    /// The recorded value of a clock reading, while the record answers
+    /// `task`.
     pub fn reading(&self, task: &str, seq: u64) -> Option<f64> {
-        if self.live.get() {
+        if self.task_live(task) {
             return None;
         }
         self.record.readings.get(&(task.to_string(), seq)).copied()
     }
 
-    fn go_live(&self) -> Answer {
-        self.live.set(true);
+    /// Makes `task` live from this call on.
+    fn go_live(&self, task: &str) -> Answer {
+        if !self.task_live(task) {
+            self.live.borrow_mut().insert(task.to_string());
+        }
         Answer::Live
     }
 
@@ -442,11 +495,12 @@ impl Replay {
         FlowError::new(
             ErrorCode::ReplayDiverged,
             format!(
-                "replay diverged: the script makes call {seq} of task {task} ({flow} {}), \
-                 which the recorded run {} never made (it recorded {})",
+                "replay diverged at task {task}, call {seq}: the script makes {flow} {}, which the recorded \
+                 run {} never made (it recorded {}, {} of them in task {task})",
                 clip(&input.to_string()),
                 self.record.run.id,
-                calls(self.record.len())
+                calls(self.record.len()),
+                self.record.calls.get(task).map_or(0, HashMap::len)
             ),
         )
         .with("task", task)
@@ -662,4 +716,198 @@ fn clip(text: &str) -> String {
     }
     let cut: String = text.chars().take(MAX).collect();
     format!("{cut}… ({} bytes)", text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::fixtures::{db, run_start};
+    use crate::audit::recorder::{CallRow, Outcome, Recorder};
+    use crate::call::Tier;
+    use serde_json::json;
+
+    /// One recorded call: step `seq` of `task`, begun `at` ms into the
+    /// run, and how it ended.
+    struct Row(&'static str, u64, &'static str, Value, i64, FlowResult);
+
+    type FlowResult = Result<Value, FlowError>;
+
+    fn read(path: &str) -> Value {
+        json!({ "path": path })
+    }
+
+    /// Records `rows` as run `r1` and loads its record back.
+    fn recorded(rows: Vec<Row>) -> (tempfile::TempDir, Record) {
+        let (dir, conn) = db();
+        let path = dir.path().join("audit.db");
+        let start = run_start("r1");
+        let t0 = start.started_ms;
+        let recorder = Recorder::start(&path, start).expect("start the recorder");
+        for Row(task, seq, flow, input, at, result) in rows {
+            let tier = if flow == "bash" {
+                Tier::Irreversible
+            } else {
+                Tier::Sealed
+            };
+            let row = CallRow::new(task, seq, flow, tier, input, t0 + at);
+            recorder
+                .call(row, Outcome::new(result, 1500, Vec::new()), true)
+                .expect("record a call");
+        }
+        recorder.end("interrupted", None).expect("seal");
+        let record = Record::load(&conn, "r1").expect("load");
+        (dir, record)
+    }
+
+    fn resume(record: Record, retry_unknown: bool) -> Replay {
+        let mode = Mode::Resume {
+            retry_unknown,
+            live_from: None,
+        };
+        Replay::new(record, mode)
+    }
+
+    fn kind(a: &Answer) -> &'static str {
+        match a {
+            Answer::Recorded(..) => "recorded",
+            Answer::Live => "live",
+            Answer::Halt(_) => "halt",
+        }
+    }
+
+    #[test]
+    fn a_task_past_its_record_goes_live_alone_and_the_others_recorded_calls_are_answered() {
+        let (_d, record) = recorded(vec![
+            Row("0.1", 1, "read", read("a"), 0, Ok(json!({"content": "a"}))),
+            Row("0.2", 1, "read", read("b"), 1, Ok(json!({"content": "b"}))),
+            Row("0.1", 2, "read", read("c"), 2, Ok(json!({"content": "c"}))),
+        ]);
+        let replay = resume(record, false);
+        // Task 0.2 gets there first this time, past its one recorded call.
+        assert_eq!(
+            kind(&replay.answer("0.2", 1, "read", &read("b"))),
+            "recorded"
+        );
+        assert_eq!(kind(&replay.answer("0.2", 2, "read", &read("d"))), "live");
+        assert!(replay.is_live());
+        // Task 0.1's calls happened: they are answered, not run again.
+        assert_eq!(
+            kind(&replay.answer("0.1", 1, "read", &read("a"))),
+            "recorded"
+        );
+        assert_eq!(
+            kind(&replay.answer("0.1", 2, "read", &read("c"))),
+            "recorded"
+        );
+        assert_eq!(kind(&replay.answer("0.1", 3, "read", &read("e"))), "live");
+        // Once live, a task stays live, recorded or not.
+        assert_eq!(kind(&replay.answer("0.2", 3, "read", &read("f"))), "live");
+        assert_eq!(replay.answered.get(), 3);
+        assert_eq!(
+            replay.reading("0.2", 1),
+            None,
+            "a live task reads the clock live"
+        );
+    }
+
+    #[test]
+    fn a_refusal_judged_again_makes_live_what_any_task_recorded_after_it_began() {
+        let denied = FlowError::new(ErrorCode::PermissionDenied, "denied by rule");
+        let (_d, record) = recorded(vec![
+            Row("0.2", 1, "read", read("x"), 0, Ok(json!({"content": "x"}))),
+            Row("0.1", 1, "write", read("out"), 10, Err(denied)),
+            Row(
+                "0.2",
+                2,
+                "read",
+                read("out"),
+                20,
+                Ok(json!({"content": ""})),
+            ),
+        ]);
+        let replay = resume(record, false);
+        assert_eq!(
+            kind(&replay.answer("0.1", 1, "write", &read("out"))),
+            "live"
+        );
+        // Begun before the refusal: its answer stands.
+        assert_eq!(
+            kind(&replay.answer("0.2", 1, "read", &read("x"))),
+            "recorded"
+        );
+        // Begun after: it may have seen the write missing, so it runs again.
+        assert_eq!(kind(&replay.answer("0.2", 2, "read", &read("out"))), "live");
+    }
+
+    #[test]
+    fn an_irreversible_call_a_stop_cut_short_in_another_task_holds_the_resume_naming_that_task() {
+        let stopped = FlowError::new(ErrorCode::Timeout, "stopped")
+            .with("interrupted", "SIGINT")
+            .with("stdout", "half");
+        let rows = || {
+            vec![
+                Row("0.1", 1, "read", read("a"), 0, Ok(json!({"content": "a"}))),
+                Row(
+                    "0.2",
+                    1,
+                    "bash",
+                    json!({"command": "deploy"}),
+                    1,
+                    Err(stopped.clone()),
+                ),
+                Row("0.1", 2, "read", read("b"), 50, Ok(json!({"content": "b"}))),
+            ]
+        };
+        let (_d, record) = recorded(rows());
+        let replay = resume(record, false);
+        match replay.answer("0.2", 1, "bash", &json!({"command": "deploy"})) {
+            Answer::Halt(e) => assert!(
+                e.message.contains("(task 0.2, call 1, bash ")
+                    && e.message.contains("--retry-unknown"),
+                "{}",
+                e.message
+            ),
+            other => panic!("the resume went on: {other:?}"),
+        }
+        // Told to retry: task 0.2 runs it again, task 0.1's calls are answered.
+        let (_d, record) = recorded(rows());
+        let replay = resume(record, true);
+        assert_eq!(
+            kind(&replay.answer("0.2", 1, "bash", &json!({"command": "deploy"}))),
+            "live"
+        );
+        assert_eq!(
+            kind(&replay.answer("0.1", 1, "read", &read("a"))),
+            "recorded"
+        );
+        assert_eq!(
+            kind(&replay.answer("0.1", 2, "read", &read("b"))),
+            "recorded"
+        );
+    }
+
+    #[test]
+    fn a_replay_names_the_task_and_call_the_record_lacks_or_that_differs() {
+        let (_d, record) = recorded(vec![
+            Row("0.1", 1, "read", read("a"), 0, Ok(json!({"content": "a"}))),
+            Row("0.2", 1, "read", read("b"), 1, Ok(json!({"content": "b"}))),
+        ]);
+        let replay = Replay::new(record, Mode::Replay);
+        let Answer::Halt(e) = replay.answer("0.2", 1, "read", &read("z")) else {
+            panic!("a changed call was answered");
+        };
+        assert!(e.message.contains("(task 0.2, call 1):"), "{}", e.message);
+        assert_eq!(e.details.get("task"), Some(&json!("0.2")));
+        let Answer::Halt(e) = replay.answer("0.2", 2, "read", &read("c")) else {
+            panic!("a call past the record was answered");
+        };
+        assert!(
+            e.message
+                .starts_with("replay diverged at task 0.2, call 2: the script makes read")
+                && e.message
+                    .contains("(it recorded 2 calls, 1 of them in task 0.2)"),
+            "{}",
+            e.message
+        );
+    }
 }

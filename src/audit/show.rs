@@ -4,12 +4,17 @@
 //! A call whose `status` is NULL had its intent written and synced and
 //! never got an outcome: while its run is live it is in progress, after that
 //! its outcome is unknown, and every view says so in those words.
+//!
+//! Which calls ran at the same time (tasks run concurrently) is read from
+//! each call's start and duration ([`Span`]), not stored: the record
+//! already holds both.
 
 use super::render::plural;
 use super::rows::{self, Output, StoredCall, StoredRun};
 use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// Error codes that mean the policy stopped a call: refused, or an ask
 /// that nobody approved.
@@ -113,6 +118,9 @@ pub struct Call {
     /// `input` is whole either way. Absent for an input stored whole.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parts: Option<Value>,
+    /// The `n` of every other call of the run that was running while this
+    /// one ran, in order; empty when none was (see [`Span`]).
+    pub overlaps: Vec<i64>,
 }
 
 impl Call {
@@ -287,8 +295,74 @@ impl Call {
             hash: c.hash.clone(),
             outcome_hash: c.outcome_hash.clone(),
             parts: c.parts.as_ref().map(|p| json(&p.column)),
+            overlaps: Vec::new(),
         }
     }
+}
+
+/// When a call ran, in microseconds since the epoch, as far as the record
+/// tells: it stores the start in whole milliseconds (the true start is up
+/// to 1 ms later) and the duration in microseconds.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    n: i64,
+    start_us: i64,
+    /// `i64::MAX` for a call still running.
+    end_us: i64,
+}
+
+/// How far the stored start may lag the true one.
+const START_SLACK_US: i64 = 1000;
+
+impl Span {
+    /// Call `c`'s span; `None` for a call that did not run in this run (a
+    /// resume's copy) or whose end is unknown (its process died).
+    fn of(c: &StoredCall, run_live: bool) -> Option<Span> {
+        if c.replayed_from.is_some() {
+            return None;
+        }
+        let start_us = c.started_ms.saturating_mul(1000);
+        let end_us = match (c.duration_us, Outcome::of(c, run_live)) {
+            (Some(d), _) => start_us.saturating_add(d),
+            (None, Outcome::Pending) => i64::MAX,
+            (None, _) => return None,
+        };
+        Some(Span {
+            n: c.n,
+            start_us,
+            end_us,
+        })
+    }
+
+    /// Whether `later` (which starts no earlier) surely began before this
+    /// span ended, and this one before `later` ended, whatever the
+    /// milliseconds' rounding hid: two calls one after the other never
+    /// count, one that overlapped by less than a millisecond may not.
+    fn overlaps(&self, later: &Span) -> bool {
+        later.start_us.saturating_add(START_SLACK_US) <= self.end_us
+            && self.start_us.saturating_add(START_SLACK_US) <= later.end_us
+    }
+}
+
+/// For each call with a span, the calls whose spans overlap its own.
+fn overlapping(mut spans: Vec<Span>) -> HashMap<i64, Vec<i64>> {
+    spans.sort_by_key(|s| (s.start_us, s.n));
+    let mut found: HashMap<i64, Vec<i64>> = HashMap::new();
+    for (i, a) in spans.iter().enumerate() {
+        // Sorted by start: past the first span that starts too late to
+        // overlap `a`, every one does.
+        let later = spans[i + 1..]
+            .iter()
+            .take_while(|b| b.start_us.saturating_add(START_SLACK_US) <= a.end_us);
+        for b in later.filter(|b| a.overlaps(b)) {
+            found.entry(a.n).or_default().push(b.n);
+            found.entry(b.n).or_default().push(a.n);
+        }
+    }
+    for list in found.values_mut() {
+        list.sort_unstable();
+    }
+    found
 }
 
 /// A JSON column as a value; text that does not parse (a damaged row) is
@@ -302,10 +376,16 @@ pub fn show(conn: &Connection, run_id: &str) -> Result<RunView, String> {
     let run = rows::load_run(conn, run_id)?;
     let live = run.running();
     let mut calls = Vec::new();
+    let mut spans = Vec::new();
     rows::each_call(conn, run_id, Output::Resolved, rows::db, |c| {
+        spans.extend(Span::of(&c, live));
         calls.push(Call::of(&c, live));
         Ok(())
     })?;
+    let mut found = overlapping(spans);
+    for c in &mut calls {
+        c.overlaps = found.remove(&c.n).unwrap_or_default();
+    }
     Ok(RunView {
         run: Run::of(&run),
         models: ModelTotals::of(&calls),
@@ -317,7 +397,11 @@ pub fn show(conn: &Connection, run_id: &str) -> Result<RunView, String> {
 pub fn call(conn: &Connection, run_id: &str, n: i64) -> Result<(Run, Call), String> {
     let run = rows::load_run(conn, run_id)?;
     match rows::call(conn, run_id, n).map_err(rows::db)? {
-        Some(c) => Ok((Run::of(&run), Call::of(&c, run.running()))),
+        Some(c) => {
+            let mut call = Call::of(&c, run.running());
+            call.overlaps = overlaps_of(conn, &run, n)?;
+            Ok((Run::of(&run), call))
+        }
         None => {
             let count = rows::call_count(conn, run_id).map_err(rows::db)?;
             Err(format!(
@@ -328,6 +412,172 @@ pub fn call(conn: &Connection, run_id: &str, n: i64) -> Result<(Run, Call), Stri
     }
 }
 
+/// The calls of run `run` that overlapped its call `#n`.
+fn overlaps_of(conn: &Connection, run: &StoredRun, n: i64) -> Result<Vec<i64>, String> {
+    let live = run.running();
+    let mut spans = Vec::new();
+    rows::each_stored_call(conn, &run.id, Output::Inline, rows::db, |c| {
+        spans.extend(Span::of(&c, live));
+        Ok(())
+    })?;
+    Ok(overlapping(spans).remove(&n).unwrap_or_default())
+}
+
 #[cfg(test)]
 #[path = "show_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod overlap_tests {
+    use super::*;
+    use crate::audit::fixtures::*;
+    use crate::audit::render::{render_call, render_show};
+
+    fn span(n: i64, start_ms: i64, duration_us: i64) -> Span {
+        Span {
+            n,
+            start_us: start_ms * 1000,
+            end_us: start_ms * 1000 + duration_us,
+        }
+    }
+
+    #[test]
+    fn spans_overlap_only_where_the_millisecond_rounding_cannot_explain_it() {
+        // 1.5 ms from ms 0, the next from ms 1: the first may have started
+        // at 0.9 and ended at 2.4, the second at 1.95 was after it.
+        assert!(!span(1, 0, 1500).overlaps(&span(2, 1, 10_000)));
+        // Both within ms 0 and under a millisecond: may be one after the other.
+        assert!(!span(1, 0, 500).overlaps(&span(2, 0, 500)));
+        // 3 ms from ms 0, the next from ms 1 for 1 ms: surely together.
+        assert!(span(1, 0, 3000).overlaps(&span(2, 1, 1000)));
+        let found = overlapping(vec![
+            span(1, 0, 300_000),
+            span(2, 5, 300_000),
+            span(3, 400, 1000),
+        ]);
+        assert_eq!(found.get(&1), Some(&vec![2]));
+        assert_eq!(found.get(&2), Some(&vec![1]));
+        assert_eq!(found.get(&3), None);
+    }
+
+    /// Run `c1`: #1 (task 0.1) and #2 (task 0.2) ran 300 ms each, 5 ms
+    /// apart; #3 (task 0) ran after both.
+    fn concurrent(conn: &Connection) {
+        let mut prev = insert_run(conn, "c1", "/w/tasks.lua", T0);
+        for (n, path) in [(1, "a.txt"), (2, "b.txt"), (3, "c.txt")] {
+            let s = spec("read", "sealed", serde_json::json!({ "path": path }));
+            prev = insert_call(conn, "c1", &prev, n, &s);
+        }
+        sql(
+            conn,
+            &format!(
+                "UPDATE calls SET task = '0.1', started_ms = {T0}, duration_us = 300000 WHERE n = 1;
+                 UPDATE calls SET task = '0.2', started_ms = {T0} + 5, duration_us = 300000 WHERE n = 2;
+                 UPDATE calls SET started_ms = {T0} + 400 WHERE n = 3;"
+            ),
+        );
+        seal(conn, "c1", "ok");
+    }
+
+    #[test]
+    fn show_names_the_calls_each_one_ran_beside_and_its_task() {
+        let (_d, conn) = db();
+        concurrent(&conn);
+        let view = show(&conn, "c1").unwrap();
+        let got: Vec<(&str, &[i64])> = view
+            .calls
+            .iter()
+            .map(|c| (c.task.as_str(), c.overlaps.as_slice()))
+            .collect();
+        assert_eq!(got, [("0.1", &[2][..]), ("0.2", &[1][..]), ("0", &[][..])]);
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["calls"][0]["overlaps"], serde_json::json!([2]));
+        assert_eq!(json["calls"][2]["overlaps"], serde_json::json!([]));
+        let text = render_show(&view, &Facts);
+        let header: Vec<&str> = text
+            .lines()
+            .find(|l| l.starts_with("#  "))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            header,
+            [
+                "#", "TASK", "AT", "FLOW", "TIER", "DECISION", "OUTCOME", "TOOK", "OVERLAPS",
+                "INPUT"
+            ]
+        );
+        let row = |n: &str| text.lines().find(|l| l.starts_with(n)).unwrap().to_string();
+        let cells =
+            |n: &str| -> Vec<String> { row(n).split_whitespace().map(str::to_string).collect() };
+        assert_eq!(cells("#1")[1], "0.1", "{text}");
+        assert_eq!(cells("#1")[8], "#2", "{text}");
+        assert_eq!(cells("#2")[8], "#1", "{text}");
+        assert_eq!(cells("#3")[8], "—", "{text}");
+        assert!(
+            text.contains("\nOVERLAPS: the calls that were running"),
+            "{text}"
+        );
+        let (run, c) = call(&conn, "c1", 2).unwrap();
+        assert_eq!(c.overlaps, [1]);
+        let page = render_call(&run, &c);
+        assert!(
+            page.contains("overlaps     #1 (running while it ran)"),
+            "{page}"
+        );
+        let (run, c) = call(&conn, "c1", 3).unwrap();
+        assert!(!render_call(&run, &c).contains("overlaps"));
+    }
+
+    #[test]
+    fn a_run_of_one_task_one_call_at_a_time_keeps_the_plain_timeline() {
+        let (_d, conn) = db();
+        standard(&conn, "r1");
+        let view = show(&conn, "r1").unwrap();
+        assert!(view.calls.iter().all(|c| c.overlaps.is_empty()));
+        let text = render_show(&view, &Facts);
+        let header: Vec<&str> = text
+            .lines()
+            .find(|l| l.starts_with("#  "))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            header,
+            ["#", "AT", "FLOW", "TIER", "DECISION", "ROUTE", "OUTCOME", "TOOK", "INPUT"]
+        );
+        assert!(!text.contains("OVERLAPS"), "{text}");
+    }
+
+    #[test]
+    fn copies_and_calls_of_unknown_end_overlap_nothing_and_a_running_call_runs_on() {
+        let (_d, conn) = db();
+        concurrent(&conn);
+        // #1 copied by a resume: it did not run here.
+        sql(
+            &conn,
+            "UPDATE calls SET replayed_from = 'older' WHERE n = 1",
+        );
+        assert!(show(&conn, "c1")
+            .unwrap()
+            .calls
+            .iter()
+            .all(|c| c.overlaps.is_empty()));
+        // #2 never finished and the process died: its end is unknown.
+        sql(
+            &conn,
+            "UPDATE calls SET replayed_from = NULL WHERE n = 1;
+             UPDATE calls SET status = NULL, duration_us = NULL WHERE n = 2;",
+        );
+        let view = show(&conn, "c1").unwrap();
+        assert!(view.calls.iter().all(|c| c.overlaps.is_empty()));
+        // ... while the run is live it is still running, beside #3 too.
+        sql(
+            &conn,
+            "UPDATE runs SET status = 'running', seal = NULL WHERE id = 'c1'",
+        );
+        let view = show(&conn, "c1").unwrap();
+        let got: Vec<&[i64]> = view.calls.iter().map(|c| c.overlaps.as_slice()).collect();
+        assert_eq!(got, [&[2][..], &[1, 3][..], &[2][..]]);
+    }
+}

@@ -84,8 +84,14 @@ input, cached and output tokens, latency) and a timeline with one line per flow 
 in chain order: #N, time from the run's start, flow, tier, decision (allow; deny by the rule or hook; \
 ask→approved by whom), route (host sandbox mode or container; — for a flow that runs no process), outcome \
 (ok, the error code, or OUTCOME UNKNOWN for a call whose process died before its outcome was written), \
-duration, and the gist of its input, after a model call's model, tokens and latency.\n\n\
---json prints {run, calls, models}: models sums the model calls up as {calls, inputTokens, cachedTokens, \
+duration, and the gist of its input, after a model call's model, tokens and latency. When more than one task \
+made calls (sluice.spawn, sluice.map, coroutines), a TASK column names each call's task (0 the main chunk, 0.1 \
+the first task it made, ...); when calls ran at the same time, an OVERLAPS column names, for each, the calls \
+that were running while it ran (#3, #5), from each call's recorded start (kept to the millisecond) and \
+duration, so an overlap shorter than a millisecond may not show. A resume's copies did not run and overlap \
+nothing, nor does a call whose outcome is unknown.\n\n\
+--json prints {run, calls, models}: each call has its task and seq, and overlaps, the numbers of the calls \
+that ran while it did ([] for none); models sums the model calls up as {calls, inputTokens, cachedTokens, \
 outputTokens, latencyMs, replayed} (replayed: those a resume copied, left out of the sums).\n\n\
 --call N prints call #N whole: every field, input, output and error as JSON, each decision with its rule and \
 reason, what was redacted, whether the output was capped, and its hashes.",

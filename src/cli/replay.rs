@@ -16,8 +16,10 @@ use std::process::ExitCode;
     long_about = "Re-run a recorded run's script against its record: every flow call returns its recorded result \
 without touching files, processes or the network, and no policy is consulted. Clock readings (sluice.now, \
 os.time, os.date, os.clock) and math.random's seed come from the record too.\n\n\
-The first call whose flow or input differs from the record stops the replay with replay_diverged, showing the \
-recorded and the new call side by side and the script line that made it. A replay that completes says the run \
+Calls are matched by task and call number within the task, whatever order concurrent tasks make them in this \
+time (sluice.sleep is not recorded, so a script may sleep differently). The first call whose flow or input \
+differs from the record stops the replay with replay_diverged, naming its task and call (task 0.2, call 3), \
+showing the recorded and the new call side by side and the script line that made it. A replay that completes says the run \
 reproduced (exit 0); a divergence exits 1.\n\n\
 By default the recorded script file runs, and a file whose SHA-256 changed since is refused; --script FILE runs \
 another (to see where an edited script departs from the record).",
@@ -58,6 +60,11 @@ pub struct RecordedRun {
 record holds return their recorded results without running again, and from the first call the record lacks the \
 run is live, under the current policy (the policies given now, else the ones the run used). The continued run is \
 recorded as a new run whose resumed_from names the old one.\n\n\
+Calls are answered by task and call number within the task, so tasks (sluice.spawn, sluice.map) may interleave \
+differently this time. Each task goes live on its own, at its first call the record lacks (or a call a stop cut \
+short that runs again): another task's recorded calls are still answered, not run twice. A refusal judged \
+again under today's policy makes live what every task recorded after that call began, since the recorded run \
+went on without its effect.\n\n\
 An irreversible call whose outcome is unknown (the process died after recording its intent) is not run again: \
 the resume stops there, so you can check by hand whether it happened. Nor is an irreversible call that a stop \
 request cut short (Ctrl-C or SIGTERM while a command ran: sluice killed it and recorded it STOPPED with what it \
