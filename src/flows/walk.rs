@@ -18,13 +18,51 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 /// Unreadable paths a notice names before it summarises the rest.
 const NAMED_UNREADABLE: usize = 5;
 
-/// How long the calling thread waits for the next message before it looks
+/// How long the calling side waits for the next message before it looks
 /// at the deadline again.
 pub(crate) const TICK: Duration = Duration::from_millis(20);
+
+/// What the walker (and grep's searching) threads send the calling side:
+/// tokio's channel, whose receiving end waits without blocking the run's
+/// thread, which every task of the run shares, while the sending end is an
+/// ordinary call from any thread.
+pub(crate) fn inbox<T>() -> (UnboundedSender<T>, UnboundedReceiver<T>) {
+    tokio::sync::mpsc::unbounded_channel()
+}
+
+/// What one wait on an [`inbox`] heard.
+pub(crate) enum Heard<T> {
+    /// The next message, in the order it was sent.
+    Message(T),
+    /// Nothing for a [`TICK`]: time to look at the deadline again.
+    Quiet,
+    /// Every sender hung up: the threads are done.
+    Closed,
+}
+
+/// The next message of `rx`, waiting at most a [`TICK`] for it. The run's
+/// other tasks get a turn first: the policy check of what a walk found
+/// runs on the run's thread, and a walk hands over batches faster than a
+/// tick, so without the turn it would keep the thread until it ended.
+pub(crate) async fn hear<T>(rx: &mut UnboundedReceiver<T>) -> Heard<T> {
+    tokio::task::yield_now().await;
+    match rx.try_recv() {
+        Ok(m) => return Heard::Message(m),
+        Err(TryRecvError::Disconnected) => return Heard::Closed,
+        Err(TryRecvError::Empty) => {}
+    }
+    match tokio::time::timeout(TICK, rx.recv()).await {
+        Ok(Some(m)) => Heard::Message(m),
+        Ok(None) => Heard::Closed,
+        Err(_) => Heard::Quiet,
+    }
+}
 
 /// `n` with a comma between each group of three digits.
 pub(crate) fn thousands(n: u64) -> String {
