@@ -142,7 +142,7 @@ impl Core {
         let input = Rc::new(input);
         let started = Instant::now();
         let result = self.live(name, input.clone(), Some(&trail), relay).await;
-        trail.finish(recorder, input, &result, started);
+        trail.finish(recorder, input, &result, started).await;
         self.stop_if_stopped(result)
     }
 
@@ -198,7 +198,8 @@ impl Core {
                 t.intent(
                     self.audit.recorder.as_ref().expect("a trail records"),
                     &input,
-                )?;
+                )
+                .await?;
             }
             t.decisions.running.set(true);
         }
@@ -399,8 +400,9 @@ impl Trail {
 
     /// Step 6: writes and syncs the intent; a call that cannot be recorded
     /// does not run.
-    fn intent(&self, recorder: &Recorder, input: &Value) -> FlowResult<()> {
-        recorder.intent(self.row(input.clone())).map_err(|why| {
+    async fn intent(&self, recorder: &Recorder, input: &Value) -> FlowResult<()> {
+        let row = self.row(input.clone());
+        recorder.intent_awaited(row).await.map_err(|why| {
             FlowError::new(
                 ErrorCode::ProviderUnavailable,
                 format!(
@@ -414,7 +416,7 @@ impl Trail {
 
     /// Step 8: records the outcome. Compensable and irreversible calls wait
     /// until it is committed, so a resume after a kill does not repeat them.
-    fn finish(
+    async fn finish(
         self,
         recorder: &Recorder,
         input: Rc<Value>,
@@ -431,7 +433,7 @@ impl Trail {
         } else {
             let input = Rc::try_unwrap(input).unwrap_or_else(|rc| (*rc).clone());
             let wait = self.tier.get() != Tier::Sealed && result.is_ok();
-            recorder.call(self.row(input), outcome, wait)
+            recorder.call_awaited(self.row(input), outcome, wait).await
         };
         if let Err(why) = done {
             eprintln!("sluice: {why}");
