@@ -156,6 +156,13 @@ pub struct Envelope {
     /// `container`): a request the policy's `route` may refuse or rewrite.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    /// Whether the call may read and write paths its `reads` and `writes`
+    /// do not name: a command nobody declared the files of (an unhermetic
+    /// `bash`, `shell_command`). The scheduler orders such a call against
+    /// every call that touches a path, where it would order a declared one
+    /// only against the calls whose paths overlap its own.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub anywhere: bool,
 }
 
 fn as_text<S: serde::Serializer>(caps: &[Capability], s: S) -> Result<S::Ok, S::Error> {
@@ -174,6 +181,7 @@ impl Envelope {
             network: Vec::new(),
             cwd: None,
             container: None,
+            anywhere: false,
         }
     }
 

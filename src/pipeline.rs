@@ -22,6 +22,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod schedule;
+use schedule::Schedule;
+pub use schedule::{default_max_procs, DEFAULT_MAX_REQUESTS};
+
 /// The task a call comes from when the caller is not a Lua coroutine (Rust,
 /// the main chunk).
 pub const MAIN_TASK: &str = "0";
@@ -36,6 +40,30 @@ pub struct Core {
     calls: Cell<u64>,
     /// The record and the replay of the run.
     audit: Session,
+    /// Which calls may run side by side.
+    schedule: Rc<Schedule>,
+    /// Set when the script has ended: the tasks still running are
+    /// cancelled.
+    cancel: Cancel,
+}
+
+/// The end of a script, as the calls of its tasks still running see it.
+#[derive(Default)]
+struct Cancel {
+    set: Cell<bool>,
+    now: tokio::sync::Notify,
+}
+
+impl Cancel {
+    /// Resolves once the script has ended.
+    async fn wait(&self) {
+        let notified = self.now.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self.set.get() {
+            notified.await;
+        }
+    }
 }
 
 /// A job operation, as the record names it.
@@ -87,7 +115,40 @@ impl Core {
             ctx,
             calls: Cell::new(0),
             audit,
+            schedule: Rc::new(Schedule::new(default_max_procs(), DEFAULT_MAX_REQUESTS)),
+            cancel: Cancel::default(),
         }
+    }
+
+    /// The core with at most `max_procs` commands and `max_requests`
+    /// requests running at once.
+    pub fn with_limits(mut self, max_procs: usize, max_requests: usize) -> Core {
+        self.schedule = Rc::new(Schedule::new(max_procs, max_requests));
+        self
+    }
+
+    /// Cancels the calls of every task but the main one: the script has
+    /// ended. A call under way stops (its command killed) and is recorded
+    /// as cancelled; [`Core::cancelled`] says so to the tasks.
+    pub fn cancel_tasks(&self, on: bool) {
+        self.cancel.set.set(on);
+        if on {
+            self.cancel.now.notify_waiters();
+        }
+    }
+
+    /// Whether `task`'s calls are cancelled: it is not the main task and
+    /// the script has ended.
+    pub fn cancelled(&self, task: &str) -> bool {
+        task != MAIN_TASK && self.cancel.set.get()
+    }
+
+    /// Resolves when `task` is cancelled; never for the main task.
+    pub async fn until_cancelled(&self, task: &str) {
+        if task == MAIN_TASK {
+            return std::future::pending().await;
+        }
+        self.cancel.wait().await
     }
 
     /// The flows of the run, for the names and specs they show.
@@ -134,16 +195,37 @@ impl Core {
             Begin::Live(seq) => seq,
         };
         let Some(recorder) = &self.audit.recorder else {
-            let result = self.live(name, Rc::new(input), None, relay).await;
+            let result = self
+                .unless_cancelled(task, self.live(name, Rc::new(input), None, relay))
+                .await;
             return self.stop_if_stopped(result);
         };
         let spec = self.registry.get(name).map(|f| f.spec());
         let trail = Trail::new(task, seq, name, spec);
         let input = Rc::new(input);
-        let started = Instant::now();
-        let result = self.live(name, input.clone(), Some(&trail), relay).await;
-        trail.finish(recorder, input, &result, started).await;
+        let live = self.live(name, input.clone(), Some(&trail), relay);
+        let result = self.unless_cancelled(task, live).await;
+        trail.finish(recorder, input, &result).await;
         self.stop_if_stopped(result)
+    }
+
+    /// A call of `task`, cut short when the script ends while it waits or
+    /// runs: dropping it kills its command.
+    async fn unless_cancelled(
+        &self,
+        task: &str,
+        call: impl std::future::Future<Output = FlowResult<Value>>,
+    ) -> FlowResult<Value> {
+        if task == MAIN_TASK {
+            return call.await;
+        }
+        if self.cancel.set.get() {
+            return Err(cancelled(task));
+        }
+        tokio::select! {
+            result = call => result,
+            () = self.until_cancelled(task) => Err(cancelled(task)),
+        }
     }
 
     /// A call a stop request cut short (a command sluice killed, a grep or
@@ -186,9 +268,16 @@ impl Core {
             call.envelope.cwd.as_deref(),
             trail.map(|t| t.decisions.clone()),
         );
+        // Its place in the issue order, taken before anything can wait.
+        let mut turn = self.schedule.enter(&call.envelope);
         // 4. authorize every capability the envelope needs.
         guard_record(&self.audit, &call.envelope)?;
         let door = authorize(&gate, &call.envelope, &capabilities)?;
+        // Its turn: the earlier calls it overlaps are done.
+        turn.ready().await;
+        if let Some(t) = trail {
+            t.began();
+        }
         // 5. route: where a command runs.
         let place = route(&gate, flow.spec(), &call.envelope, &ctx.containers)?;
         // 6. record intent: an irreversible call is on disk before it runs.
@@ -207,7 +296,9 @@ impl Core {
         ctx.gate = Some(gate);
         ctx.route = place;
         ctx.on_text = relay;
-        call.execute(&ctx, door).await
+        let result = call.execute(&ctx, door).await;
+        drop(turn);
+        result
     }
 
     /// The gate of one call of `flow`, whose commands run in `cwd` (the
@@ -350,7 +441,8 @@ struct Trail {
     capabilities: RefCell<Vec<String>>,
     decisions: Rc<Decisions>,
     route: RefCell<Option<Value>>,
-    started_ms: i64,
+    /// When it began to run (its turn came), for the record's times.
+    started: Cell<(i64, Instant)>,
     /// Whether the intent was written (then the outcome completes it).
     intended: Cell<bool>,
     /// The input field the record keeps item by item ([`FlowSpec::stored_once`]).
@@ -368,9 +460,14 @@ impl Trail {
             capabilities: Default::default(),
             decisions: Rc::default(),
             route: RefCell::new(None),
-            started_ms: crate::audit::now_ms(),
+            started: Cell::new((crate::audit::now_ms(), Instant::now())),
             intended: Cell::new(false),
         }
+    }
+
+    /// Its turn came: the record times it from here, not from the wait.
+    fn began(&self) {
+        self.started.set((crate::audit::now_ms(), Instant::now()));
     }
 
     fn planned(&self, tier: Tier, capabilities: &[Capability]) {
@@ -385,7 +482,7 @@ impl Trail {
             &self.flow,
             self.tier.get(),
             input,
-            self.started_ms,
+            self.started.get().0,
         );
         let row = row.authorized(
             self.capabilities.borrow().clone(),
@@ -416,16 +513,10 @@ impl Trail {
 
     /// Step 8: records the outcome. Compensable and irreversible calls wait
     /// until it is committed, so a resume after a kill does not repeat them.
-    async fn finish(
-        self,
-        recorder: &Recorder,
-        input: Rc<Value>,
-        result: &FlowResult<Value>,
-        started: Instant,
-    ) {
+    async fn finish(self, recorder: &Recorder, input: Rc<Value>, result: &FlowResult<Value>) {
         let outcome = Outcome::new(
             result.clone(),
-            started.elapsed().as_micros() as i64,
+            self.started.get().1.elapsed().as_micros() as i64,
             self.decisions.during.take(),
         );
         let done = if self.intended.get() {
@@ -581,6 +672,19 @@ fn guard_record(audit: &Session, envelope: &Envelope) -> FlowResult<()> {
         .with("capability", Capability::fs(Action::FsWrite, p).to_string())
         .with("by", "the audit store")),
     }
+}
+
+/// A call of a task the script's end cancelled: `timeout`, as the script's
+/// end is the limit it ran past, with `cancelled` naming the task.
+fn cancelled(task: &str) -> FlowError {
+    FlowError::new(
+        ErrorCode::Timeout,
+        format!(
+            "cancelled: the script ended while task {task} still ran this call; \
+             await the task (task:await() or sluice.all) to let its calls finish"
+        ),
+    )
+    .with("cancelled", task)
 }
 
 fn unknown_flow(core: &Core, name: &str) -> FlowError {

@@ -229,3 +229,63 @@ return { rules = {
     );
     assert!(said.contains("bash"), "{said}");
 }
+
+/// The (start, end) stamps, in ns, a stamped command printed.
+fn stamps(content: &str) -> (u128, u128) {
+    let out: Value = serde_json::from_str(content).unwrap_or_else(|e| panic!("{e}: {content}"));
+    let text = out["stdout"].as_str().unwrap();
+    let mut lines = text.lines().map(|l| l.parse::<u128>().unwrap());
+    (lines.next().unwrap(), lines.next().unwrap())
+}
+
+/// A turn with two tool calls runs them at once (they write different
+/// files), and their results go back in the order the model gave them;
+/// the run replays, each task's calls answered from the record.
+#[test]
+fn one_turns_tool_calls_run_at_once_and_their_results_go_back_in_order() {
+    let ws = workspace();
+    let stamped = |file: &str| {
+        json!({"command": format!("date +%s%N; sleep 0.5; echo x > {file}; date +%s%N"),
+               "mode": "hermetic", "reads": [], "writes": [file]})
+    };
+    let (one, two) = (stamped("one.txt"), stamped("two.txt"));
+    let server = ModelServer::respond(move |req: &Request| match tool_results(req).len() {
+        0 => Answer::json(openai_tools(vec![
+            ("c1", "bash", one.clone()),
+            ("c2", "bash", two.clone()),
+        ])),
+        _ => Answer::json(openai_text("both ran")),
+    });
+    let script = common::script_file(
+        ws.path(),
+        r#"local result = assert(require("sluice.agent").run{
+  provider = "local", model = "m", task = "run both",
+  tools = sluice.tools{"bash"},
+})
+print(result.text, result.turns)"#,
+    );
+    let mut all = flags(&server);
+    all.extend(["--max-procs".into(), "4".into()]);
+    let out = Command::new(common::sluice_bin())
+        .arg("run")
+        .arg(&script)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(&all)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "both ran\t2\n");
+    let requests = server.requests();
+    let results = tool_results(&requests[1]);
+    let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2"]);
+    let (a, b) = (stamps(&results[0].1), stamps(&results[1].1));
+    assert!(
+        b.0 < a.1 && a.0 < b.1,
+        "the two tool calls of one turn did not run at once: {a:?} {b:?}"
+    );
+    let replay = common::sluice_in(ws.path(), &["replay", "last"]);
+    assert_eq!(replay.code, 0, "{}{}", replay.stdout, replay.stderr);
+    assert!(replay.stdout.contains("both ran\t2"), "{}", replay.stdout);
+}

@@ -88,6 +88,19 @@ local function run_tool(by_name, call)
   return result_of(out, err)
 end
 
+--- Runs one turn's tool calls, each in its own task when there are several,
+--- so they run at once where their effects do not overlap (the scheduler
+--- orders the rest in the order the model gave them). `{content, failed}`
+--- for each call, in that order.
+local function run_tools(by_name, calls)
+  if #calls == 1 then
+    return { { run_tool(by_name, calls[1]) } }
+  end
+  return sluice.map(calls, function(call)
+    return { run_tool(by_name, call) }
+  end)
+end
+
 local function check(opts)
   if type(opts) ~= "table" then
     error("sluice.agent.run: expected a table {provider, model, task, tools, ...}", 3)
@@ -153,8 +166,8 @@ function M.run(opts)
       if why == "end_turn" or why == "stop_sequence" then why = "final" end
       return finish(reply.text, why)
     end
-    for _, call in ipairs(reply.toolCalls) do
-      local content, failed = run_tool(by_name, call)
+    for i, outcome in ipairs(run_tools(by_name, reply.toolCalls)) do
+      local call, content, failed = reply.toolCalls[i], outcome[1], outcome[2]
       messages[#messages + 1] = { role = "tool", toolCallId = call.id, content = content, isError = failed or nil }
       step{ turn = turns, kind = "tool", name = call.name, input = call.input, result = content, isError = failed }
     end

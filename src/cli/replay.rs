@@ -236,6 +236,8 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         },
         keep_spill: false,
         max_jobs: 16,
+        max_procs: None,
+        max_requests: crate::pipeline::DEFAULT_MAX_REQUESTS as u16,
         resolve: Vec::new(),
         search: None,
         credentials: args.credentials,

@@ -67,6 +67,14 @@ pub struct RunArgs {
     /// Background jobs (sluice.bash{background = true}) that may run at once; one more is refused.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_jobs: u16,
+    /// Calls that spawn commands (bash, shell_command) running at once across the script's tasks
+    /// (sluice.spawn, sluice.map) [default: the machine's cores]; more wait their turn.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_procs: Option<u16>,
+    /// Calls that send requests (fetch, http-post, webfetch, websearch, model) running at once
+    /// across the script's tasks; more wait their turn.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_requests: u16,
     /// Resolve HOST to these addresses instead of asking DNS, like curl's --resolve:
     /// HOST=ADDR[,ADDR...] (repeatable). Destination checks judge these addresses.
     #[arg(long, value_name = "HOST=ADDR")]
@@ -183,9 +191,13 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
         .prompt(Prompt::detect())
         .keep_spill(args.keep_spill)
         .max_jobs(usize::from(args.max_jobs))
+        .max_requests(usize::from(args.max_requests))
         .sandbox(crate::sandbox::Choice::parse(&args.grants.sandbox).unwrap_or_default());
     if let Some(ws) = &args.workspace {
         builder = builder.workspace(ws);
+    }
+    if let Some(n) = args.max_procs {
+        builder = builder.max_procs(usize::from(n));
     }
     builder = containers(builder, &args.grants);
     for policy in &args.grants.policy {
@@ -293,6 +305,13 @@ pub(crate) fn drive(runtime: &Runtime, script: &Path) -> Ended {
             sig = interrupt::wait() => Err(ScriptError { message: format!("interrupted by {}", interrupt::name(sig)) }),
         }
     });
+    let cancelled = runtime.cancelled_tasks();
+    if !cancelled.is_empty() {
+        eprintln!(
+            "sluice: the script ended while task {} still ran; cancelled, each call it had under way stopped and recorded as cancelled (await a task with task:await() or sluice.all to let it finish)",
+            cancelled.join(", ")
+        );
+    }
     // Whatever the script was doing when a stop came, it has been dropped.
     let (status, exit, error) = if let Some(sig) = interrupt::requested() {
         let msg = format!(

@@ -141,6 +141,7 @@ impl Flow for Edit {
             network: vec![],
             cwd: None,
             container: None,
+            anywhere: false,
         };
         let call = Edit {
             target,

@@ -224,6 +224,7 @@ impl Flow for Glob {
             network: vec![],
             cwd: None,
             container: None,
+            anywhere: false,
         };
         let call = Glob {
             tree: Tree::new(ctx, target, input.hidden, input.no_ignore),

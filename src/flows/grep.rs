@@ -359,6 +359,7 @@ impl Flow for Grep {
             network: vec![],
             cwd: None,
             container: None,
+            anywhere: false,
         };
         let context = input.context.unwrap_or(0);
         let settings = Settings {

@@ -153,6 +153,7 @@ impl Flow for Ls {
             network: vec![],
             cwd: None,
             container: None,
+            anywhere: false,
         };
         let call = Ls {
             target,

@@ -154,6 +154,7 @@ impl Flow for ShellCommand {
             network: vec![],
             cwd: Some(workdir.clone()),
             container: None,
+            anywhere: true,
         };
         let timeout = Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
         Ok((

@@ -154,6 +154,7 @@ impl Flow for WebSearch {
             }],
             cwd: None,
             container: None,
+            anywhere: false,
         };
         let query = Query {
             query: input.query,

@@ -98,6 +98,7 @@ impl Flow for Write {
             network: vec![],
             cwd: None,
             container: None,
+            anywhere: false,
         };
         Ok((
             Write {

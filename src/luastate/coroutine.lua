@@ -15,8 +15,9 @@ local pack, unpack = table.pack, table.unpack
 local ids = setmetatable({}, { __mode = "k" })
 local made = setmetatable({}, { __mode = "k" })
 
-local function task()
-  return ids[(raw_running())] or "0"
+-- The id of coroutine `co`, or of the one running now.
+local function task(co)
+  return ids[co or (raw_running())] or "0"
 end
 
 function coroutine.create(f)

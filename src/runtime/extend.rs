@@ -324,7 +324,10 @@ fn envelope(ctx: &Context, tier: Tier, reach: Reach) -> FlowResult<(Envelope, Gr
         }
     }
     let cwd = (!reach.commands.is_empty()).then(|| ctx.workspace.clone());
+    // A command's files are not declared by a Reach: it may touch any.
+    let anywhere = !reach.commands.is_empty();
     let envelope = Envelope {
+        anywhere,
         reads: reads.clone(),
         writes: writes.clone(),
         commands: reach.commands,

@@ -7,6 +7,7 @@ mod convert;
 mod credential;
 pub mod extend;
 mod module;
+mod tasks;
 
 use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
 use crate::audit::replay::{Mode, Record, Replay};
@@ -116,6 +117,8 @@ pub struct RuntimeBuilder {
     prompt: Option<Prompt>,
     keep_spill: bool,
     max_jobs: Option<usize>,
+    max_procs: Option<usize>,
+    max_requests: Option<usize>,
     dns: Option<Arc<dyn Dns>>,
     search: Option<Arc<dyn Provider>>,
     audit: Option<PathBuf>,
@@ -244,6 +247,22 @@ impl RuntimeBuilder {
     /// How many background jobs may run at once (default 16).
     pub fn max_jobs(mut self, max: usize) -> Self {
         self.max_jobs = Some(max);
+        self
+    }
+
+    /// How many calls that spawn commands may run at once, across the
+    /// script's tasks (default: the machine's cores). A background job
+    /// holds a place only while its call starts it.
+    pub fn max_procs(mut self, max: usize) -> Self {
+        self.max_procs = Some(max);
+        self
+    }
+
+    /// How many calls that send requests (fetch, http-post, webfetch,
+    /// websearch, model) may run at once, across the script's tasks
+    /// (default 16).
+    pub fn max_requests(mut self, max: usize) -> Self {
+        self.max_requests = Some(max);
         self
     }
 
@@ -466,7 +485,14 @@ impl RuntimeBuilder {
         )?);
         ctx.credentials = Arc::new(store.clone());
         ctx.models = Arc::new(providers(&gate.kernel, store, &self.providers)?);
-        let core = Rc::new(Core::new(registry, gate, ctx, audit));
+        let core = Rc::new(
+            Core::new(registry, gate, ctx, audit).with_limits(
+                self.max_procs
+                    .unwrap_or_else(crate::pipeline::default_max_procs),
+                self.max_requests
+                    .unwrap_or(crate::pipeline::DEFAULT_MAX_REQUESTS),
+            ),
+        );
         let closer = Closer {
             recorder: core.audit().recorder.clone(),
             ended: Arc::new(Mutex::new(false)),
@@ -483,9 +509,16 @@ impl RuntimeBuilder {
             Some(_) => PathBuf::from("."),
             None => workspace,
         };
+        let tasks = tasks::Tasks::default();
+        tasks.install(&lua, &sluice).map_err(BuildError::lua)?;
         luastate::install_require(&lua, script_dir, &[("sluice", sluice)])
             .map_err(BuildError::lua)?;
-        Ok(Runtime { core, lua, closer })
+        Ok(Runtime {
+            core,
+            lua,
+            closer,
+            tasks,
+        })
     }
 }
 
@@ -494,6 +527,7 @@ pub struct Runtime {
     core: Rc<Core>,
     lua: Lua,
     closer: Closer,
+    tasks: tasks::Tasks,
 }
 
 /// Ends a run's record from any thread: what a backstop uses when the
@@ -703,12 +737,29 @@ impl Runtime {
         self.lua.load(source).set_mode(mlua::ChunkMode::Text).eval()
     }
 
+    /// Runs a chunk with the tasks it spawns beside it. When it ends, the
+    /// tasks still running are cancelled; a task that failed with nobody
+    /// awaiting it fails the run.
     async fn run_chunk(&self, chunk: Function) -> Result<(), ScriptError> {
         let fail = |e: mlua::Error| ScriptError {
             message: describe(&e),
         };
         let thread = self.lua.create_thread(chunk).map_err(fail)?;
-        thread.into_async::<()>(()).await.map_err(fail)
+        let (result, ending) = self.tasks.run(&self.lua, &self.core, thread).await;
+        let unawaited = tasks::unawaited_message(&ending);
+        match (result.map_err(fail), unawaited) {
+            (Ok(()), Some(message)) => Err(ScriptError { message }),
+            (Err(e), Some(also)) => Err(ScriptError {
+                message: format!("{}\n(also: {also})", e.message),
+            }),
+            (result, None) => result,
+        }
+    }
+
+    /// The tasks still running when the last script ended, which were
+    /// cancelled (their calls stopped and recorded as cancelled).
+    pub fn cancelled_tasks(&self) -> Vec<String> {
+        self.tasks.cancelled()
     }
 }
 

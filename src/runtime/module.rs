@@ -32,7 +32,7 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String]) -> mlua::Result<Table> 
     m.set("args", lua.create_sequence_from(args.iter().cloned())?)?;
     m.set("workspace", core.context().workspace.display().to_string())?;
     m.set("run_id", core.context().run_id.clone())?;
-    m.set("sleep", sleep_function(lua)?)?;
+    m.set("sleep", sleep_function(lua, core.clone())?)?;
     m.set("credential", super::credential::function(lua)?)?;
     Ok(m)
 }
@@ -45,8 +45,10 @@ pub const MAX_SLEEP_MS: f64 = 600_000.0;
 /// (`invalid_input`) for a negative, non-finite or over-long `ms`; a stop
 /// request ends it at once, raising "interrupted". Not a number is a
 /// programming mistake, raised.
-fn sleep_function(lua: &Lua) -> mlua::Result<Function> {
-    lua.create_async_function(|lua, ms: LuaValue| async move {
+fn sleep_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
+    lua.create_async_function(move |lua, ms: LuaValue| {
+        let core = core.clone();
+        async move {
         let ms = match ms {
             LuaValue::Integer(i) => i as f64,
             LuaValue::Number(n) => n,
@@ -68,6 +70,7 @@ fn sleep_function(lua: &Lua) -> mlua::Result<Function> {
             );
             return Ok((LuaValue::Nil, LuaValue::Table(error_table(&lua, &err)?)));
         }
+        let task = current_task(&lua)?;
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)) => {
                 Ok((LuaValue::Boolean(true), LuaValue::Nil))
@@ -76,8 +79,18 @@ fn sleep_function(lua: &Lua) -> mlua::Result<Function> {
                 "interrupted by {}",
                 crate::interrupt::name(sig)
             ))),
+            () = core.until_cancelled(&task) => Err(cancelled_here(&task)),
+        }
         }
     })
+}
+
+/// The error that ends a task the script's end cancelled, raised where it
+/// stands: it is not an outcome for the task to handle and go on.
+fn cancelled_here(task: &str) -> mlua::Error {
+    mlua::Error::runtime(format!(
+        "cancelled: the script ended while task {task} still ran"
+    ))
 }
 
 /// Raises, at the caller's line, for an input that is not a table: a
@@ -300,10 +313,16 @@ async fn invoke(
             crate::interrupt::name(sig)
         )));
     }
+    if core.cancelled(task) {
+        return Err(cancelled_here(task));
+    }
     let result = match to_json(lua, input) {
         Ok(json) => core.call_watched(task, name, json, relay).await,
         Err(e) => Err(e),
     };
+    if matches!(&result, Err(e) if e.details.contains_key("cancelled")) {
+        return Err(cancelled_here(task));
+    }
     if let (Err(err), Some(_)) = (&result, core.audit().halted()) {
         return Ok(MultiValue::from_vec(vec![
             LuaValue::Nil,

@@ -196,6 +196,7 @@ impl Flow for ApplyPatch {
             network: vec![],
             cwd: None,
             container: None,
+            anywhere: false,
         };
         for op in &ops {
             add_unique(&mut envelope.reads, fs_names(ctx, op.reads()));

@@ -517,6 +517,7 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
         network: vec![],
         cwd: Some(cwd.clone()),
         container: input.container,
+        anywhere: true,
     };
     if input.mode == Mode::Hermetic {
         let vars = Vars::new(ctx.workspace.clone());
@@ -532,6 +533,7 @@ fn plan(ctx: &Context, input: Input) -> FlowResult<(Bash, Envelope)> {
         };
         let touched = hermetic::check(&text, &cwd, &declared, &vars)?;
         envelope.tier = Tier::Compensable;
+        envelope.anywhere = false;
         envelope.reads = touched.reads;
         envelope.writes = touched.writes;
     }

@@ -1,0 +1,175 @@
+//! Tasks: `sluice.spawn(fn, ...)`, `task:await()`, `sluice.all{...}` and
+//! `sluice.map(list, fn, {limit = N})`. Each task is a Lua coroutine driven
+//! as its own future on the run's [`LocalSet`], so the flow calls of
+//! different tasks run at once and the pipeline's scheduler orders only
+//! those whose envelopes overlap. The Lua side (`tasks.lua`) keeps each
+//! task's outcome; this side drives the coroutines, wakes the waiters, and
+//! ends the tasks still running when the script ends.
+
+use crate::luastate::TASK;
+use crate::pipeline::Core;
+use mlua::{Function, Lua, MultiValue, Table, Thread};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::task::LocalSet;
+
+/// How long the tasks still running when the script ends get to stop,
+/// once cancelled, before they are dropped where they stand: their calls
+/// stop at once; this covers a task that was sleeping or waiting.
+const CANCEL_GRACE: Duration = Duration::from_secs(1);
+
+const KEY: &str = "sluice.tasks";
+
+/// The run's tasks, as Rust drives them.
+#[derive(Default)]
+pub struct Tasks {
+    /// Woken whenever a task settles.
+    settled: Rc<Notify>,
+    /// Whether a script is running, so a spawned task has a [`LocalSet`]
+    /// to run on.
+    running: Rc<Cell<bool>>,
+    /// The tasks the last script's end cancelled.
+    cancelled: RefCell<Vec<String>>,
+}
+
+/// How a script's tasks ended with it.
+pub struct Ending {
+    /// Tasks that failed with nobody awaiting them: their id and error.
+    pub unawaited: Vec<(String, String)>,
+}
+
+impl Tasks {
+    /// Installs `spawn`, `all` and `map` in the `sluice` module `m`.
+    pub fn install(&self, lua: &Lua, m: &Table) -> mlua::Result<()> {
+        let running = self.running.clone();
+        let settled = self.settled.clone();
+        let spawn = lua.create_function(move |lua, (co, t, args): (Thread, Table, MultiValue)| {
+            if !running.get() {
+                return Err(mlua::Error::runtime(
+                    "sluice.spawn: tasks run only while a script runs (sluice run, Runtime::run_script or run_source)",
+                ));
+            }
+            let settled = settled.clone();
+            let lua = lua.clone();
+            tokio::task::spawn_local(async move {
+                if let Err(e) = co.into_async::<()>(args).await {
+                    // Only what xpcall cannot catch (memory) gets here.
+                    let _ = fail(&lua, &t, &e);
+                }
+                settled.notify_waiters();
+            });
+            Ok(())
+        })?;
+        let settled = self.settled.clone();
+        let wait = lua.create_async_function(move |_, ()| {
+            let settled = settled.clone();
+            async move {
+                settled.notified().await;
+                Ok(())
+            }
+        })?;
+        let task: Function = lua.named_registry_value(TASK)?;
+        let api: Table = lua
+            .load(include_str!("tasks.lua"))
+            .set_name("=sluice.tasks")
+            .call((spawn, wait, task))?;
+        for name in ["spawn", "all", "map"] {
+            m.set(name, api.get::<Function>(name)?)?;
+        }
+        lua.set_named_registry_value(KEY, api)
+    }
+
+    /// Runs `main` (a script's chunk) with its tasks beside it; when it
+    /// ends, cancels the tasks still running and reports those that
+    /// failed unawaited.
+    pub async fn run(&self, lua: &Lua, core: &Core, main: Thread) -> (mlua::Result<()>, Ending) {
+        let local = LocalSet::new();
+        self.running.set(true);
+        let api: Table = lua.named_registry_value(KEY).expect("tasks are installed");
+        let _ = api.get::<Function>("reset").and_then(|f| f.call::<()>(()));
+        core.cancel_tasks(false);
+        let result = local.run_until(main.into_async::<()>(())).await;
+        let cancelled = local.run_until(self.cancel_rest(&api, core)).await;
+        drop(local);
+        self.running.set(false);
+        core.cancel_tasks(false);
+        let unawaited = failures(&api).unwrap_or_default();
+        self.cancelled.replace(cancelled);
+        (result, Ending { unawaited })
+    }
+
+    /// The tasks the last script's end cancelled, by id.
+    pub fn cancelled(&self) -> Vec<String> {
+        self.cancelled.borrow().clone()
+    }
+
+    /// Cancels the tasks still running and waits, at most
+    /// [`CANCEL_GRACE`], until they have stopped; their ids.
+    async fn cancel_rest(&self, api: &Table, core: &Core) -> Vec<String> {
+        let unsettled = |api: &Table| -> Vec<String> {
+            api.get::<Function>("unsettled")
+                .and_then(|f| f.call(()))
+                .unwrap_or_default()
+        };
+        let ids = unsettled(api);
+        if ids.is_empty() {
+            return ids;
+        }
+        core.cancel_tasks(true);
+        let stopped = async {
+            loop {
+                let notified = self.settled.notified();
+                if unsettled(api).is_empty() {
+                    break;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(CANCEL_GRACE, stopped).await;
+        ids
+    }
+}
+
+/// Marks task `t` failed with `e`.
+fn fail(lua: &Lua, t: &Table, e: &mlua::Error) -> mlua::Result<()> {
+    let result = lua.create_table()?;
+    result.raw_push(false)?;
+    result.raw_push(e.to_string())?;
+    result.set("n", 2)?;
+    t.set("result", result)?;
+    t.set("order", i64::MAX)?;
+    t.set("settled", true)
+}
+
+/// The failures no task awaited, oldest first.
+fn failures(api: &Table) -> mlua::Result<Vec<(String, String)>> {
+    let list: Table = api.get::<Function>("unawaited_failures")?.call(())?;
+    list.sequence_values::<Table>()
+        .map(|t| {
+            let t = t?;
+            Ok((t.get("id")?, t.get("error")?))
+        })
+        .collect()
+}
+
+/// What the script's end says of its tasks, for the error it returns:
+/// `None` when nothing failed unawaited.
+pub fn unawaited_message(ending: &Ending) -> Option<String> {
+    let ((id, error), rest) = ending.unawaited.split_first()?;
+    let more = match rest.len() {
+        0 => String::new(),
+        n => format!(" (and {n} more task(s) failed unawaited: {})", ids(rest)),
+    };
+    Some(format!(
+        "task {id} failed and nothing awaited it: {error}{more}; await each task (task:await() or sluice.all) to handle its failure"
+    ))
+}
+
+fn ids(list: &[(String, String)]) -> String {
+    list.iter()
+        .map(|(id, _)| id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
