@@ -63,7 +63,7 @@ use super::deadline::{check_timeout, Deadline};
 use super::files::{settle_in, Files};
 use super::lines::positive;
 use super::walk::{
-    hear, inbox, plural, skipped_fields, thousands, threads, Found, Heard, Skipped, Tree,
+    hear, inbox, plural, skipped_fields, thousands, threads, Abandon, Found, Heard, Skipped, Tree,
 };
 use super::{closed, field, list, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::container::ContainerFiles;
@@ -246,6 +246,7 @@ impl Flow for Glob {
             return Err(not_a_folder(t));
         }
         let deadline = Deadline::after(self.timeout_ms);
+        let _abandon = Abandon(&deadline);
         let outer = self.tree.outer_ignores(ctx);
         let Glob {
             tree,

@@ -78,8 +78,8 @@ use super::deadline::{check_timeout, Deadline};
 use super::files::{settle_in, Files};
 use super::lines::positive;
 use super::walk::{
-    hear, inbox, plural, refused, skipped_fields, thousands, threads, Found, Heard, Kind, Skipped,
-    Tree,
+    hear, inbox, plural, refused, skipped_fields, thousands, threads, Abandon, Found, Heard, Kind,
+    Skipped, Tree,
 };
 use super::{closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::container::files::Fetched;
@@ -387,6 +387,7 @@ impl Flow for Grep {
         let t = &self.tree.target;
         fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         let deadline = Deadline::after(self.timeout_ms);
+        let _abandon = Abandon(&deadline);
         let outer = self.tree.outer_ignores(ctx);
         let Grep {
             tree,

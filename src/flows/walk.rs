@@ -36,6 +36,17 @@ pub(crate) fn inbox<T>() -> (UnboundedSender<T>, UnboundedReceiver<T>) {
     tokio::sync::mpsc::unbounded_channel()
 }
 
+/// Ends the threads of a walk at their next entry when the call waiting
+/// for them goes away before they are done: a task cancelled mid-walk
+/// drops the call where it waits, and nothing else would tell them.
+pub(crate) struct Abandon<'a>(pub &'a Deadline);
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 /// What one wait on an [`inbox`] heard.
 pub(crate) enum Heard<T> {
     /// The next message, in the order it was sent.
