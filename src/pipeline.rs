@@ -499,16 +499,19 @@ impl Trail {
     /// does not run.
     async fn intent(&self, recorder: &Recorder, input: &Value) -> FlowResult<()> {
         let row = self.row(input.clone());
-        recorder.intent_awaited(row).await.map_err(|why| {
+        // Queued, the intent is the writer's: a call cancelled while it
+        // waits for the sync is completed by its outcome, not recorded anew.
+        self.intended.set(true);
+        let synced = recorder.intent_awaited(row).await;
+        self.intended.set(synced.is_ok());
+        synced.map_err(|why| {
             FlowError::new(
                 ErrorCode::ProviderUnavailable,
                 format!(
                     "{why}; an irreversible call runs only once it is recorded, so it did not run"
                 ),
             )
-        })?;
-        self.intended.set(true);
-        Ok(())
+        })
     }
 
     /// Step 8: records the outcome. Compensable and irreversible calls wait
