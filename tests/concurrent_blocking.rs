@@ -423,3 +423,178 @@ fn timing_read_sizes_and_the_hand_off() {
         }
     });
 }
+
+// The same through the binary: tasks of a script (`sluice.spawn`), times
+// from `sluice.now()` as the script saw them.
+
+/// Lua: `reads(n)`, `n` reads of `small.txt`, each checked, returning
+/// when the first and the last ended (ms since `t0`).
+const READS: &str = r#"
+local t0 = sluice.now()
+local function reads(n)
+  local first
+  for _ = 1, n do
+    local out = assert(sluice.read{path = "small.txt"})
+    assert(out.content == "one\ntwo", out.content)
+    first = first or sluice.now() - t0
+  end
+  return {first = first, last = sluice.now() - t0}
+end
+"#;
+
+/// A number the script emitted.
+fn ms(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn a_task_s_reads_finish_while_another_task_greps_thousands_of_files() {
+    let ws = common::workspace();
+    let needles = tree(ws.path(), TREE_FILES);
+    fs::write(ws.path().join("small.txt"), "one\ntwo\n").unwrap();
+    let body = format!(
+        r#"{READS}
+        local grep = sluice.spawn(function()
+          local out = assert(sluice.grep{{pattern = "needle \\d+", root = "tree", filesWithMatches = true}})
+          return {{done = sluice.now() - t0, files = out.files, searched = out.filesSearched}}
+        end)
+        local read = sluice.spawn(function() return reads(20) end)
+        emit(sluice.all{{grep, read}})
+        "#
+    );
+    let out = common::lua_json(ws.path(), &body);
+    let (grep, read) = (&out[0][0], &out[0][1]);
+    assert!(ms(&grep["done"]) >= 150.0, "the tree is too small: {grep}");
+    assert!(
+        ms(&read["last"]) < ms(&grep["done"]),
+        "the reads waited for the grep: {read} {}",
+        grep["done"]
+    );
+    assert_eq!(grep["files"], json!(needles));
+    assert_eq!(grep["searched"], TREE_FILES);
+}
+
+#[test]
+fn a_task_s_reads_finish_while_another_task_globs_thousands_of_files() {
+    let ws = common::workspace();
+    tree(ws.path(), TREE_FILES);
+    fs::write(ws.path().join("small.txt"), "one\ntwo\n").unwrap();
+    let body = format!(
+        r#"{READS}
+        local glob = sluice.spawn(function()
+          local out = assert(sluice.glob{{pattern = "**/f*5.txt", root = "tree"}})
+          return {{done = sluice.now() - t0, paths = out.paths, total = out.total}}
+        end)
+        local read = sluice.spawn(function() return reads(20) end)
+        emit(sluice.all{{glob, read}})
+        "#
+    );
+    let out = common::lua_json(ws.path(), &body);
+    let (glob, read) = (&out[0][0], &out[0][1]);
+    assert!(ms(&glob["done"]) >= 50.0, "the tree is too small: {glob}");
+    assert!(
+        ms(&read["last"]) < ms(&glob["done"]),
+        "the reads waited for the glob: {read} {}",
+        glob["done"]
+    );
+    let expected: Vec<String> = (5..TREE_FILES)
+        .step_by(10)
+        .map(|i| format!("tree/d{:02}/f{i:05}.txt", i / 100))
+        .collect();
+    assert_eq!(glob["total"], expected.len());
+    assert_eq!(glob["paths"], json!(expected));
+}
+
+#[test]
+fn a_task_s_sleep_loop_keeps_ticking_while_another_task_reads_a_50_mb_file() {
+    let ws = common::workspace();
+    let lines = 5_000_000;
+    let big: String = (1..=lines).map(|i| format!("line {i:07}\n")).collect();
+    fs::write(ws.path().join("big.txt"), &big).unwrap();
+    drop(big);
+    let body = format!(
+        r#"
+        local t0, done = sluice.now(), false
+        local read = sluice.spawn(function()
+          local out = assert(sluice.read{{path = "big.txt", offset = {from}}})
+          done = true
+          return {{done = sluice.now() - t0, content = out.content, total = out.totalLines}}
+        end)
+        local tick = sluice.spawn(function()
+          local ticks = {{}}
+          while not done do
+            sluice.sleep(10)
+            ticks[#ticks + 1] = sluice.now() - t0
+          end
+          return ticks
+        end)
+        emit(sluice.all{{read, tick}})
+        "#,
+        from = lines - 1
+    );
+    let out = common::lua_json(ws.path(), &body);
+    let (read, ticks) = (&out[0][0], out[0][1].as_array().unwrap());
+    let done = ms(&read["done"]);
+    assert!(
+        done >= 80.0,
+        "the file is read too fast to show anything: {read}"
+    );
+    let during = ticks.iter().filter(|t| ms(t) < done).count();
+    let expected = (done / 10.0 / 4.0) as usize;
+    assert!(
+        during >= expected.max(3),
+        "the loop stalled while the file was read: {during} ticks in {done} ms"
+    );
+    assert_eq!(read["total"], lines);
+    assert_eq!(
+        read["content"],
+        format!("line {:07}\nline {lines:07}", lines - 1)
+    );
+}
+
+/// The attack on the awaited intent: a task cancelled (the script ended)
+/// while its irreversible call waits for the intent's sync. The call must
+/// not run, and its outcome must complete the intent the writer already
+/// holds, not be written as a second row of the same call, which would
+/// fail the record. The control: a write before it, recorded as it ran.
+#[test]
+fn a_task_cancelled_while_its_irreversible_call_waits_for_its_intent_leaves_the_record_whole() {
+    let ws = common::workspace();
+    let script = r#"
+        assert(sluice.write{path = "ready", content = "1"})
+        sluice.sleep(1000)
+        sluice.spawn(function() return sluice.bash{command = "touch ran"} end)
+        sluice.sleep(200)
+        print("main ended")
+    "#;
+    let child = common::spawn_lua(ws.path(), script, &[]);
+    let ready = ws.path().join("ready");
+    let t = Instant::now();
+    while !ready.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the script never wrote ready"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let db = ws.path().join(".sluice/audit.db");
+    let lock = DbLock::take(db, Duration::from_millis(2000), ws.path().join("ran"));
+    let run = child.wait_with_output().unwrap();
+    let (_, existed) = lock.released.recv().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "main ended\n");
+    assert!(
+        !existed && !ws.path().join("ran").exists(),
+        "the cancelled call ran"
+    );
+    assert!(!stderr.contains("incomplete"), "{stderr}");
+    let verify = common::sluice_in(ws.path(), &["audit", "verify"]);
+    assert_eq!(verify.code, 0, "{}{}", verify.stdout, verify.stderr);
+    let calls = common::exported_calls(ws.path());
+    let bash: Vec<&Value> = calls.iter().filter(|c| c["flow"] == "bash").collect();
+    assert_eq!(bash.len(), 1, "{calls:?}");
+    assert_eq!(bash[0]["error"]["cancelled"], "0.1", "{}", bash[0]);
+    let write = calls.iter().find(|c| c["flow"] == "write").unwrap();
+    assert!(write["error"].is_null(), "{write}");
+}
