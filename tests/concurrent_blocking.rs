@@ -76,8 +76,22 @@ async fn small_reads(rt: &Runtime, t0: Instant, n: usize) -> (Duration, Duration
     (first.unwrap(), t0.elapsed())
 }
 
+/// Held by the tests here that start grep threads in this process, so
+/// [`threads_named`] counts only one test's.
+static GREPS: Mutex<()> = Mutex::new(());
+
+/// Threads of this process whose name starts with `prefix`.
+fn threads_named(prefix: &str) -> usize {
+    fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
 #[test]
 fn small_reads_finish_while_a_grep_of_thousands_of_files_runs() {
+    let _one = GREPS.lock().unwrap_or_else(|e| e.into_inner());
     let ws = common::workspace();
     let needles = tree(ws.path(), TREE_FILES);
     fs::write(ws.path().join("small.txt"), "one\ntwo\n").unwrap();
@@ -359,9 +373,45 @@ fn an_irreversible_call_waiting_for_its_intent_leaves_the_run_s_thread_free_and_
 /// Not a check: how long a grep of 1,000 files takes alone, the median of
 /// 15 runs, to compare builds (`cargo test --test concurrent_blocking --
 /// --ignored --nocapture`). Its control is the answer.
+/// A grep dropped mid-search (its task cancelled) stops its threads at
+/// their next read buffer instead of searching on for nobody; the
+/// control, the same grep left to finish, takes far longer than that.
+#[test]
+fn a_grep_dropped_mid_search_stops_its_threads() {
+    let _one = GREPS.lock().unwrap_or_else(|e| e.into_inner());
+    let ws = common::workspace();
+    let big = "a line that holds no such word\n".repeat(2_000_000);
+    fs::write(ws.path().join("big.txt"), big).unwrap();
+    let rt = runtime(ws.path());
+    let input = json!({"pattern": "[a-z]+[0-9]", "root": "big.txt"});
+    let t = Instant::now();
+    let out = block_on(rt.call("grep", input.clone())).unwrap();
+    let whole = t.elapsed();
+    assert_eq!(out["filesSearched"], 1);
+    assert_eq!(out["totalMatches"], 0);
+    assert!(
+        whole >= Duration::from_millis(1200),
+        "the file is searched too fast: {whole:?}"
+    );
+    block_on(async {
+        let cut = tokio::time::timeout(Duration::from_millis(100), rt.call("grep", input)).await;
+        assert!(cut.is_err(), "the grep ended before it was dropped");
+    });
+    let dropped = Instant::now();
+    while threads_named("sluice-grep") > 0 {
+        assert!(
+            dropped.elapsed() < whole / 2,
+            "the dropped grep's threads searched on ({:?} after the drop; the whole search takes {whole:?})",
+            dropped.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 #[ignore]
 fn timing_grep_over_1000_files_alone() {
+    let _one = GREPS.lock().unwrap_or_else(|e| e.into_inner());
     let ws = common::workspace();
     let needles = tree(ws.path(), 1000);
     let rt = runtime(ws.path());
