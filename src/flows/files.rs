@@ -520,3 +520,37 @@ impl Files {
         matches!(self, Files::Host)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn only_a_file_of_at_least_off_thread_bytes_is_read_off_the_run_s_thread() {
+        let run = std::thread::current().id();
+        let on = |len| block_on(off_thread(len, || std::thread::current().id()));
+        assert_eq!(on(0), run);
+        assert_eq!(on(OFF_THREAD_BYTES - 1), run);
+        assert_ne!(on(OFF_THREAD_BYTES), run);
+        assert_ne!(on(crate::fsops::MAX_FILE_BYTES), run);
+    }
+
+    /// A panic while reading off the thread is the caller's, as it would
+    /// have been on it, not a hang or a lost answer.
+    #[test]
+    fn a_panic_off_the_run_s_thread_reaches_the_caller() {
+        let caught = std::panic::catch_unwind(|| {
+            block_on(off_thread(OFF_THREAD_BYTES, || -> u8 { panic!("boom") }))
+        })
+        .unwrap_err();
+        assert_eq!(caught.downcast_ref::<&str>(), Some(&"boom"));
+    }
+}

@@ -619,6 +619,63 @@ mod tests {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
 
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// The calling side's loops end at `Closed`: it must come only after
+    /// every message sent, each once and in order, however the sending
+    /// thread races the waits; `Quiet` only once a tick passed empty.
+    #[test]
+    fn a_walk_s_inbox_hands_over_every_message_in_order_before_it_says_closed() {
+        runtime().block_on(async {
+            let (tx, mut rx) = inbox::<u32>();
+            let t = std::time::Instant::now();
+            assert!(matches!(hear(&mut rx).await, Heard::Quiet));
+            assert!(t.elapsed() >= TICK);
+            std::thread::spawn(move || (0..1000).for_each(|i| tx.send(i).unwrap()));
+            let mut got = Vec::new();
+            loop {
+                match hear(&mut rx).await {
+                    Heard::Message(m) => got.push(m),
+                    Heard::Quiet => {}
+                    Heard::Closed => break,
+                }
+            }
+            assert_eq!(got, (0..1000).collect::<Vec<_>>());
+        });
+    }
+
+    /// A message already waiting is not handed over before the run's other
+    /// tasks had a turn: a walk's batches come faster than they are checked.
+    #[test]
+    fn hearing_a_waiting_message_gives_the_other_tasks_a_turn_first() {
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime(), async {
+            let (tx, mut rx) = inbox::<u32>();
+            tx.send(7).unwrap();
+            let ran = std::rc::Rc::new(std::cell::Cell::new(false));
+            let other = ran.clone();
+            tokio::task::spawn_local(async move { other.set(true) });
+            assert!(matches!(hear(&mut rx).await, Heard::Message(7)));
+            assert!(ran.get(), "the other task had no turn");
+        });
+    }
+
+    /// Dropping the call that waits on a walk stops the walk's threads:
+    /// they see the deadline passed at their next entry.
+    #[test]
+    fn an_abandoned_walk_s_deadline_has_passed() {
+        let deadline = Deadline::after(Some(60_000));
+        let theirs = deadline.clone();
+        assert!(!theirs.passed());
+        drop(Abandon(&deadline));
+        assert!(theirs.passed());
+    }
+
     #[test]
     fn glob_thousands_groups_digits() {
         assert_eq!(thousands(0), "0");
