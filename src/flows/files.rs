@@ -288,14 +288,13 @@ impl Files {
 
 /// Bytes of a file from which reading or scanning it moves off the run's
 /// thread. Every task of a run shares that thread, so a call that holds it
-/// stalls them all; but handing work to tokio's blocking threads costs two
-/// thread switches (a round trip of 24 us median on an idle core here,
-/// milliseconds when the cores are busy), which a small file does not
-/// repay: a debug build's `read` call of a 4 KiB file took 0.11 ms, of
-/// 255 KiB 1.7 ms, of 1 MiB 13 ms. From one read chunk
-/// ([`text::CHUNK_BYTES`], 256 KiB) on, the stall it spares the other
-/// tasks outweighs what the hand-off adds to the call.
-pub const OFF_THREAD_BYTES: u64 = text::CHUNK_BYTES as u64;
+/// stalls them all; but the hand-off to tokio's blocking threads costs two
+/// thread switches, measured here at 25 us on idle cores and up to 1 ms
+/// more per call on busy ones, which a small file does not repay. A
+/// release build reads and scans 64 MiB in 18 ms (BENCHMARKS.md), so a
+/// file under 1 MiB holds the thread under 0.3 ms, below the 1 ms a task's
+/// timer (`sluice.sleep`) resolves; a debug build takes about 5 ms a MiB.
+pub const OFF_THREAD_BYTES: u64 = 1 << 20;
 
 /// `work` on a host file's (or a container's file's) `len` bytes: on the
 /// run's thread when the file is smaller than [`OFF_THREAD_BYTES`], else
