@@ -205,7 +205,7 @@ impl Core {
         let input = Rc::new(input);
         let live = self.live(name, input.clone(), Some(&trail), relay);
         let result = self.unless_cancelled(task, live).await;
-        trail.finish(recorder, input, &result);
+        trail.finish(recorder, input, &result).await;
         self.stop_if_stopped(result)
     }
 
@@ -287,7 +287,8 @@ impl Core {
                 t.intent(
                     self.audit.recorder.as_ref().expect("a trail records"),
                     &input,
-                )?;
+                )
+                .await?;
             }
             t.decisions.running.set(true);
         }
@@ -496,22 +497,26 @@ impl Trail {
 
     /// Step 6: writes and syncs the intent; a call that cannot be recorded
     /// does not run.
-    fn intent(&self, recorder: &Recorder, input: &Value) -> FlowResult<()> {
-        recorder.intent(self.row(input.clone())).map_err(|why| {
+    async fn intent(&self, recorder: &Recorder, input: &Value) -> FlowResult<()> {
+        let row = self.row(input.clone());
+        // Queued, the intent is the writer's: a call cancelled while it
+        // waits for the sync is completed by its outcome, not recorded anew.
+        self.intended.set(true);
+        let synced = recorder.intent_awaited(row).await;
+        self.intended.set(synced.is_ok());
+        synced.map_err(|why| {
             FlowError::new(
                 ErrorCode::ProviderUnavailable,
                 format!(
                     "{why}; an irreversible call runs only once it is recorded, so it did not run"
                 ),
             )
-        })?;
-        self.intended.set(true);
-        Ok(())
+        })
     }
 
     /// Step 8: records the outcome. Compensable and irreversible calls wait
     /// until it is committed, so a resume after a kill does not repeat them.
-    fn finish(self, recorder: &Recorder, input: Rc<Value>, result: &FlowResult<Value>) {
+    async fn finish(self, recorder: &Recorder, input: Rc<Value>, result: &FlowResult<Value>) {
         let outcome = Outcome::new(
             result.clone(),
             self.started.get().1.elapsed().as_micros() as i64,
@@ -522,7 +527,7 @@ impl Trail {
         } else {
             let input = Rc::try_unwrap(input).unwrap_or_else(|rc| (*rc).clone());
             let wait = self.tier.get() != Tier::Sealed && result.is_ok();
-            recorder.call(self.row(input), outcome, wait)
+            recorder.call_awaited(self.row(input), outcome, wait).await
         };
         if let Err(why) = done {
             eprintln!("sluice: {why}");

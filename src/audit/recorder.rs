@@ -9,6 +9,12 @@
 //! compensable call's row is committed (not synced) before it returns, so a
 //! resume after a kill does not repeat it. A sealed call's row is queued.
 //! The run's end waits for the queue to drain.
+//!
+//! A call of the run waits for those commits as a task (`intent_awaited`,
+//! `call_awaited`): the writer answers it through a oneshot channel, so
+//! the run's one thread, which every task shares, runs the other tasks
+//! meanwhile. The blocking forms (`intent`, `call`) are for a step that
+//! cannot await (a resume's stop) and for callers off that thread.
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
 use super::parts::{self, Split};
@@ -26,6 +32,7 @@ use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use tokio::sync::oneshot;
 
 /// Rows that may wait in the queue before a call blocks on the writer.
 const QUEUE: usize = 4096;
@@ -222,13 +229,28 @@ impl Outcome {
     }
 }
 
+/// Someone waiting for a message's commit, and how they wait.
+enum Waiter {
+    /// A thread, blocked until the answer comes.
+    Thread(SyncSender<Result<(), String>>),
+    /// A task of the run, suspended on its one thread while the others go on.
+    Task(oneshot::Sender<Result<(), String>>),
+}
+
+impl Waiter {
+    /// Tells the waiter how the commit went; one who stopped waiting (a
+    /// task dropped meanwhile) needs no answer.
+    fn answer(self, answer: Result<(), String>) {
+        match self {
+            Waiter::Thread(tx) => drop(tx.send(answer)),
+            Waiter::Task(tx) => drop(tx.send(answer)),
+        }
+    }
+}
+
 enum Msg {
-    Intent(Box<CallRow>, SyncSender<Result<(), String>>),
-    Done(
-        Box<CallRow>,
-        Box<Outcome>,
-        Option<SyncSender<Result<(), String>>>,
-    ),
+    Intent(Box<CallRow>, Waiter),
+    Done(Box<CallRow>, Box<Outcome>, Option<Waiter>),
     Outcome {
         task: String,
         seq: u64,
@@ -323,14 +345,23 @@ impl Recorder {
     }
 
     /// Writes an irreversible call's intent and syncs it; the call may run
-    /// only when this returns `Ok`.
+    /// only when this returns `Ok`. Blocks the calling thread until then:
+    /// a task of the run waits with [`Recorder::intent_awaited`] instead.
     pub fn intent(&self, row: CallRow) -> Result<(), String> {
-        if let Some(why) = self.failure() {
-            return Err(why);
-        }
-        let (ack, done) = sync_channel(1);
-        self.send(Msg::Intent(Box::new(row), ack))?;
-        done.recv().map_err(|_| gone())?
+        self.refuse_if_failed()?;
+        self.blocking(|ack| Msg::Intent(Box::new(row), ack))
+    }
+
+    /// [`Recorder::intent`] for a task of the run: only the task waits for
+    /// the sync, not the thread every task shares.
+    pub async fn intent_awaited(&self, row: CallRow) -> Result<(), String> {
+        self.refuse_if_failed()?;
+        self.awaited(|ack| Msg::Intent(Box::new(row), ack)).await
+    }
+
+    /// The first failed write, which refuses every later intent.
+    fn refuse_if_failed(&self) -> Result<(), String> {
+        self.failure().map_or(Ok(()), Err)
     }
 
     /// Completes a call whose intent was written (queued, not waited for).
@@ -342,14 +373,45 @@ impl Recorder {
         })
     }
 
-    /// Records a whole call; with `wait`, returns once it is committed.
+    /// Records a whole call; with `wait`, returns once it is committed,
+    /// blocking the calling thread until then (a task of the run waits
+    /// with [`Recorder::call_awaited`] instead).
     pub fn call(&self, row: CallRow, outcome: Outcome, wait: bool) -> Result<(), String> {
+        let (row, outcome) = (Box::new(row), Box::new(outcome));
         if !wait {
-            return self.send(Msg::Done(Box::new(row), Box::new(outcome), None));
+            return self.send(Msg::Done(row, outcome, None));
         }
+        self.blocking(|ack| Msg::Done(row, outcome, Some(ack)))
+    }
+
+    /// [`Recorder::call`] for a task of the run: with `wait`, only the task
+    /// waits for the commit, not the thread every task shares.
+    pub async fn call_awaited(
+        &self,
+        row: CallRow,
+        outcome: Outcome,
+        wait: bool,
+    ) -> Result<(), String> {
+        let (row, outcome) = (Box::new(row), Box::new(outcome));
+        if !wait {
+            return self.send(Msg::Done(row, outcome, None));
+        }
+        self.awaited(|ack| Msg::Done(row, outcome, Some(ack))).await
+    }
+
+    /// Sends the message `msg` makes and blocks until it is committed.
+    fn blocking(&self, msg: impl FnOnce(Waiter) -> Msg) -> Result<(), String> {
         let (ack, done) = sync_channel(1);
-        self.send(Msg::Done(Box::new(row), Box::new(outcome), Some(ack)))?;
+        self.send(msg(Waiter::Thread(ack)))?;
         done.recv().map_err(|_| gone())?
+    }
+
+    /// Sends the message `msg` makes and waits, as a task, until it is
+    /// committed.
+    async fn awaited(&self, msg: impl FnOnce(Waiter) -> Msg) -> Result<(), String> {
+        let (ack, done) = oneshot::channel();
+        self.send(msg(Waiter::Task(ack)))?;
+        done.await.map_err(|_| gone())?
     }
 
     /// Records a clock reading the script saw.
@@ -516,6 +578,7 @@ struct Writer {
 /// Lists of keys a writer remembers to continue from.
 const RECENT_LISTS: usize = 8;
 
+/// How the run's end waits for its seal: on the thread that ends it.
 type Ack = SyncSender<Result<(), String>>;
 
 /// Where the writer's chain stood before a batch.
@@ -580,7 +643,7 @@ impl Writer {
     /// Returns whether the run ended.
     fn commit(&mut self, batch: Vec<Msg>) -> bool {
         let sync = batch.iter().any(Msg::needs_sync);
-        let mut acks: Vec<Ack> = Vec::new();
+        let mut acks: Vec<Waiter> = Vec::new();
         let mut ended = false;
         let mut end: Option<(String, Ack)> = None;
         let before = self.mark();
@@ -614,7 +677,7 @@ impl Writer {
                     Msg::End { status, error, ack } => {
                         end = Some((status.clone(), ack.clone()));
                         self.seal(&status, error.as_deref())?;
-                        acks.push(ack);
+                        acks.push(Waiter::Thread(ack));
                         ended = true;
                     }
                 }
@@ -647,7 +710,7 @@ impl Writer {
             return true;
         }
         for ack in acks {
-            let _ = ack.send(answer.clone());
+            ack.answer(answer.clone());
         }
         ended
     }

@@ -79,6 +79,11 @@ impl Deadline {
         self.at.saturating_duration_since(Instant::now())
     }
 
+    /// Makes it pass now, for every thread that looks at it.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+
     /// Why it passed, once [`Deadline::passed`] said so.
     pub fn why(&self) -> Stop {
         match interrupt::requested() {

@@ -102,22 +102,37 @@ impl Files {
         Ok((settled, Some(probe)))
     }
 
-    /// Passes the text file `t` through `consume` a chunk at a time, with
-    /// the checks and errors of [`text::stream`] wherever it is.
-    pub async fn stream(
+    /// Passes the text file `t` through `feed` a chunk at a time, with
+    /// the checks and errors of [`text::stream`] wherever it is, and
+    /// returns `state` as `feed` left it. A large file is scanned off the
+    /// run's thread ([`off_thread`]), hence the state it moves there.
+    pub async fn stream<S: Send + 'static>(
         &self,
         ctx: &Context,
         t: &Target,
-        consume: impl FnMut(&[u8]),
-    ) -> FlowResult<()> {
+        mut state: S,
+        feed: fn(&mut S, &[u8]),
+    ) -> FlowResult<S> {
         match self {
-            Files::Host => text::stream(t, consume),
+            Files::Host => {
+                let t = t.clone();
+                off_thread(host_len(&t.real), move || {
+                    text::stream(&t, |chunk| feed(&mut state, chunk))?;
+                    Ok(state)
+                })
+                .await
+            }
             Files::Container(c) => {
                 let (t, probe) = self.settle(ctx, t, &[Action::FsRead]).await?;
                 let probe = probe.expect("a container settles with a probe");
                 check_text(&t, &probe)?;
                 let bytes = c.read(&probe.real).await?;
-                text::stream_from(&t, &bytes[..], text::CHUNK_BYTES, consume)
+                off_thread(bytes.len() as u64, move || {
+                    let chunk = text::CHUNK_BYTES;
+                    text::stream_from(&t, &bytes[..], chunk, |part| feed(&mut state, part))?;
+                    Ok(state)
+                })
+                .await
             }
         }
     }
@@ -133,7 +148,7 @@ impl Files {
         match self {
             Files::Host => {
                 check_host(t)?;
-                let file = text::load(t)?;
+                let file = load_host(t).await?;
                 Ok((t.clone(), file.text, Existing::Host(file.meta)))
             }
             Files::Container(c) => {
@@ -141,7 +156,7 @@ impl Files {
                 let probe = probe.expect("a container settles with a probe");
                 check_text(&t, &probe)?;
                 let bytes = c.read(&probe.real).await?;
-                let text = text::decode(&t, bytes)?;
+                let text = decode(&t, bytes).await?;
                 Ok((t, text, Existing::Container))
             }
         }
@@ -271,6 +286,54 @@ impl Files {
     }
 }
 
+/// Bytes of a file from which reading or scanning it moves off the run's
+/// thread. Every task of a run shares that thread, so a call that holds it
+/// stalls them all; but the hand-off to tokio's blocking threads costs two
+/// thread switches, measured here at 25 us on idle cores and up to 1 ms
+/// more per call on busy ones, which a small file does not repay. A
+/// release build reads and scans 64 MiB in 18 ms (BENCHMARKS.md), so a
+/// file under 1 MiB holds the thread under 0.3 ms, below the 1 ms a task's
+/// timer (`sluice.sleep`) resolves; a debug build takes about 5 ms a MiB.
+pub const OFF_THREAD_BYTES: u64 = 1 << 20;
+
+/// `work` on a host file's (or a container's file's) `len` bytes: on the
+/// run's thread when the file is smaller than [`OFF_THREAD_BYTES`], else
+/// on tokio's blocking threads while the calling task waits, so the run's
+/// other tasks go on meanwhile.
+async fn off_thread<T: Send + 'static>(len: u64, work: impl FnOnce() -> T + Send + 'static) -> T {
+    if len < OFF_THREAD_BYTES {
+        return work();
+    }
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            // Only a runtime shutting down cancels a blocking task, and it
+            // drops the task that waits on it first.
+            Err(e) => unreachable!("a file's read was cancelled: {e}"),
+        },
+    }
+}
+
+/// The size of the host file at `p` as [`off_thread`] weighs it: zero
+/// when it cannot be looked at (the read that follows says why).
+fn host_len(p: &Path) -> u64 {
+    fs::metadata(p).map_or(0, |m| m.len())
+}
+
+/// [`text::load`] of a host file, off the run's thread when it is large.
+async fn load_host(t: &Target) -> FlowResult<text::TextFile> {
+    let t = t.clone();
+    off_thread(host_len(&t.real), move || text::load(&t)).await
+}
+
+/// [`text::decode`] of a container file's bytes, off the run's thread when
+/// they are many.
+async fn decode(t: &Target, bytes: Vec<u8>) -> FlowResult<String> {
+    let t = t.clone();
+    off_thread(bytes.len() as u64, move || text::decode(&t, bytes)).await
+}
+
 /// [`Files::settle`] in container `c`: `t` through the container's links,
 /// the canonical path authorized for `actions` when it is not the one the
 /// call was granted; the settled target and what is there.
@@ -383,7 +446,10 @@ impl Files {
 
     pub async fn read(&self, p: &Path) -> io::Result<Vec<u8>> {
         match self {
-            Files::Host => fs::read(p),
+            Files::Host => {
+                let p = p.to_path_buf();
+                off_thread(host_len(&p), move || fs::read(p)).await
+            }
             Files::Container(c) => c.read(&text_of(p)).await.map_err(io_of),
         }
     }
@@ -395,13 +461,13 @@ impl Files {
         t: &Target,
     ) -> crate::error::FlowResult<(String, Option<Metadata>)> {
         match self {
-            Files::Host => text::load(t).map(|f| (f.text, Some(f.meta))),
+            Files::Host => load_host(t).await.map(|f| (f.text, Some(f.meta))),
             Files::Container(c) => {
                 let bytes = c.read(&text_of(&t.real)).await?;
                 if bytes.len() as u64 > crate::fsops::MAX_FILE_BYTES {
                     return Err(text::too_large(t, bytes.len() as u64));
                 }
-                Ok((text::decode(t, bytes)?, None))
+                Ok((decode(t, bytes).await?, None))
             }
         }
     }
@@ -451,5 +517,39 @@ impl Files {
     /// Whether sluice's sibling locks guard these files (the host's).
     pub fn locks(&self) -> bool {
         matches!(self, Files::Host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn only_a_file_of_at_least_off_thread_bytes_is_read_off_the_run_s_thread() {
+        let run = std::thread::current().id();
+        let on = |len| block_on(off_thread(len, || std::thread::current().id()));
+        assert_eq!(on(0), run);
+        assert_eq!(on(OFF_THREAD_BYTES - 1), run);
+        assert_ne!(on(OFF_THREAD_BYTES), run);
+        assert_ne!(on(crate::fsops::MAX_FILE_BYTES), run);
+    }
+
+    /// A panic while reading off the thread is the caller's, as it would
+    /// have been on it, not a hang or a lost answer.
+    #[test]
+    fn a_panic_off_the_run_s_thread_reaches_the_caller() {
+        let caught = std::panic::catch_unwind(|| {
+            block_on(off_thread(OFF_THREAD_BYTES, || -> u8 { panic!("boom") }))
+        })
+        .unwrap_err();
+        assert_eq!(caught.downcast_ref::<&str>(), Some(&"boom"));
     }
 }

@@ -62,7 +62,9 @@
 use super::deadline::{check_timeout, Deadline};
 use super::files::{settle_in, Files};
 use super::lines::positive;
-use super::walk::{plural, skipped_fields, thousands, threads, Found, Skipped, Tree, TICK};
+use super::walk::{
+    hear, inbox, plural, skipped_fields, thousands, threads, Abandon, Found, Heard, Skipped, Tree,
+};
 use super::{closed, field, list, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::container::ContainerFiles;
 use crate::error::{ErrorCode, FlowError, FlowResult};
@@ -75,7 +77,6 @@ use serde_json::{json, Value};
 use std::collections::BinaryHeap;
 use std::fs;
 use std::path::Path;
-use std::sync::mpsc;
 
 /// Paths in one answer, at most, and by default.
 pub const MAX_PATHS: u64 = 1000;
@@ -245,6 +246,7 @@ impl Flow for Glob {
             return Err(not_a_folder(t));
         }
         let deadline = Deadline::after(self.timeout_ms);
+        let _abandon = Abandon(&deadline);
         let outer = self.tree.outer_ignores(ctx);
         let Glob {
             tree,
@@ -253,7 +255,7 @@ impl Flow for Glob {
             limit,
             ..
         } = self;
-        let (tx, rx) = mpsc::channel::<Vec<Found>>();
+        let (tx, mut rx) = inbox::<Vec<Found>>();
         // The walk runs on its own threads, which the call does not wait for
         // once its deadline passes: they stop at their next entry.
         let walk = {
@@ -285,10 +287,10 @@ impl Flow for Glob {
             limit,
             skipped: Skipped::default(),
         };
-        // On the calling thread (the kernel's): the policy check.
+        // On the run's thread (the kernel's): the policy check.
         let stopped = loop {
-            match rx.recv_timeout(TICK) {
-                Ok(batch) => {
+            match hear(&mut rx).await {
+                Heard::Message(batch) => {
                     // A decision can take a while (a policy's hook): the
                     // deadline is looked at between two.
                     for f in batch {
@@ -298,11 +300,11 @@ impl Flow for Glob {
                         found.add(ctx, f);
                     }
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Heard::Quiet => {}
                 // The walkers also stop at the deadline: their hanging up
                 // then means a partial walk, which is a timeout, not a
                 // success with fewer paths.
-                Err(mpsc::RecvTimeoutError::Disconnected) => break deadline.passed(),
+                Heard::Closed => break deadline.passed(),
             }
             if deadline.passed() {
                 break true;

@@ -54,11 +54,13 @@
 //!   `filesWithMatches = true` stops each file at its first match and
 //!   returns only `files` (at most `limit`) and the counts, no `matches`.
 //! - **Parallel, yet stable.** Files are searched on one thread per core
-//!   (the walk on half as many), while the calling thread checks each file
+//!   (the walk on half as many), while the run's thread checks each file
 //!   with the policy, and the results are sorted, so the same tree gives
 //!   the same answer whichever thread finished first. The lines held are
 //!   bounded by `limit`, not by the size of the tree: a file sorting after
-//!   the first `limit` matches keeps only its count. Files are read through
+//!   the first `limit` matches keeps only its count. The call waits for
+//!   those threads without holding the run's thread: between two batches
+//!   of files, the run's other tasks run. Files are read through
 //!   a buffer, not memory-mapped (as `rg` does for a tree: faster for many
 //!   small files), and a line is decoded only if it matches or is context.
 //! - **Output shape.** `matches` (`file`, `line`, `text`, `clipped` when
@@ -76,7 +78,8 @@ use super::deadline::{check_timeout, Deadline};
 use super::files::{settle_in, Files};
 use super::lines::positive;
 use super::walk::{
-    plural, refused, skipped_fields, thousands, threads, Found, Kind, Skipped, Tree, TICK,
+    hear, inbox, plural, refused, skipped_fields, thousands, threads, Abandon, Found, Heard, Kind,
+    Skipped, Tree,
 };
 use super::{closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::container::files::Fetched;
@@ -96,8 +99,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc::UnboundedSender;
 
 /// Matches returned when `limit` is not given.
 pub const DEFAULT_LIMIT: u64 = 200;
@@ -383,6 +387,7 @@ impl Flow for Grep {
         let t = &self.tree.target;
         fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         let deadline = Deadline::after(self.timeout_ms);
+        let _abandon = Abandon(&deadline);
         let outer = self.tree.outer_ignores(ctx);
         let Grep {
             tree,
@@ -399,7 +404,7 @@ impl Flow for Grep {
         // at its next entry, file or read buffer.
         let workers = threads();
         let walkers = workers.div_ceil(2);
-        let (tx, rx) = mpsc::channel::<Msg>();
+        let (tx, mut rx) = inbox::<Msg>();
         let (job_tx, job_rx) = mpsc::channel::<Vec<Found>>();
         let jobs = Arc::new(Mutex::new(job_rx));
         let cannot = |e: io::Error| {
@@ -446,12 +451,12 @@ impl Flow for Grep {
             );
         }
         drop(tx);
-        // Here, on the calling thread (the kernel's), each file found is
+        // Here, on the run's thread (the kernel's), each file found is
         // checked before any worker opens it.
         let mut job_tx = Some(job_tx);
         let stopped = loop {
-            match rx.recv_timeout(TICK) {
-                Ok(Msg::Found(batch)) => {
+            match hear(&mut rx).await {
+                Heard::Message(Msg::Found(batch)) => {
                     // A decision can take a while (a policy's hook): the
                     // deadline is looked at between two.
                     let mut allowed = Vec::with_capacity(batch.len());
@@ -469,15 +474,15 @@ impl Flow for Grep {
                         let _ = jobs.send(allowed);
                     }
                 }
-                Ok(Msg::Walked(w)) => {
+                Heard::Message(Msg::Walked(w)) => {
                     skipped.add(w);
                     job_tx = None;
                 }
-                Ok(Msg::Hits(file, count, hits)) => found.add(file, count, hits),
-                Err(RecvTimeoutError::Timeout) => {}
+                Heard::Message(Msg::Hits(file, count, hits)) => found.add(file, count, hits),
+                Heard::Quiet => {}
                 // The workers also stop at the deadline: their hanging up
                 // then means a partial search, a timeout.
-                Err(RecvTimeoutError::Disconnected) => break deadline.passed(),
+                Heard::Closed => break deadline.passed(),
             }
             if deadline.passed() {
                 break true;
@@ -725,7 +730,7 @@ enum Msg {
 /// Tells the calling thread the walk ended, even if it ended in a panic:
 /// until it hears so, it keeps the workers waiting for more files.
 struct WalkEnd<'a> {
-    tx: &'a Sender<Msg>,
+    tx: &'a UnboundedSender<Msg>,
     skipped: Option<Skipped>,
 }
 
@@ -835,7 +840,7 @@ fn search_files(
     jobs: &Mutex<Receiver<Vec<Found>>>,
     matcher: &RegexMatcher,
     state: &Mutex<Worker>,
-    tx: &Sender<Msg>,
+    tx: &UnboundedSender<Msg>,
     deadline: &Deadline,
 ) {
     let lock = || state.lock().unwrap_or_else(|e| e.into_inner());

@@ -138,10 +138,10 @@ impl Flow for Read {
     }
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
-        let mut scan = PageScan::new(self.offset, self.limit);
-        Files::of(ctx)
-            .await?
-            .stream(ctx, &self.target, |chunk| scan.feed(chunk))
+        let scan = PageScan::new(self.offset, self.limit);
+        let files = Files::of(ctx).await?;
+        let scan = files
+            .stream(ctx, &self.target, scan, PageScan::feed)
             .await?;
         scan.finish(&self.target)
     }

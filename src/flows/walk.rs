@@ -18,13 +18,62 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 /// Unreadable paths a notice names before it summarises the rest.
 const NAMED_UNREADABLE: usize = 5;
 
-/// How long the calling thread waits for the next message before it looks
+/// How long the calling side waits for the next message before it looks
 /// at the deadline again.
 pub(crate) const TICK: Duration = Duration::from_millis(20);
+
+/// What the walker (and grep's searching) threads send the calling side:
+/// tokio's channel, whose receiving end waits without blocking the run's
+/// thread, which every task of the run shares, while the sending end is an
+/// ordinary call from any thread.
+pub(crate) fn inbox<T>() -> (UnboundedSender<T>, UnboundedReceiver<T>) {
+    tokio::sync::mpsc::unbounded_channel()
+}
+
+/// Ends the threads of a walk at their next entry when the call waiting
+/// for them goes away before they are done: a task cancelled mid-walk
+/// drops the call where it waits, and nothing else would tell them.
+pub(crate) struct Abandon<'a>(pub &'a Deadline);
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+/// What one wait on an [`inbox`] heard.
+pub(crate) enum Heard<T> {
+    /// The next message, in the order it was sent.
+    Message(T),
+    /// Nothing for a [`TICK`]: time to look at the deadline again.
+    Quiet,
+    /// Every sender hung up: the threads are done.
+    Closed,
+}
+
+/// The next message of `rx`, waiting at most a [`TICK`] for it. The run's
+/// other tasks get a turn first: the policy check of what a walk found
+/// runs on the run's thread, and a walk hands over batches faster than a
+/// tick, so without the turn it would keep the thread until it ended.
+pub(crate) async fn hear<T>(rx: &mut UnboundedReceiver<T>) -> Heard<T> {
+    tokio::task::yield_now().await;
+    match rx.try_recv() {
+        Ok(m) => return Heard::Message(m),
+        Err(TryRecvError::Disconnected) => return Heard::Closed,
+        Err(TryRecvError::Empty) => {}
+    }
+    match tokio::time::timeout(TICK, rx.recv()).await {
+        Ok(Some(m)) => Heard::Message(m),
+        Ok(None) => Heard::Closed,
+        Err(_) => Heard::Quiet,
+    }
+}
 
 /// `n` with a comma between each group of three digits.
 pub(crate) fn thousands(n: u64) -> String {
@@ -569,6 +618,63 @@ mod tests {
     use super::*;
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// The calling side's loops end at `Closed`: it must come only after
+    /// every message sent, each once and in order, however the sending
+    /// thread races the waits; `Quiet` only once a tick passed empty.
+    #[test]
+    fn a_walk_s_inbox_hands_over_every_message_in_order_before_it_says_closed() {
+        runtime().block_on(async {
+            let (tx, mut rx) = inbox::<u32>();
+            let t = std::time::Instant::now();
+            assert!(matches!(hear(&mut rx).await, Heard::Quiet));
+            assert!(t.elapsed() >= TICK);
+            std::thread::spawn(move || (0..1000).for_each(|i| tx.send(i).unwrap()));
+            let mut got = Vec::new();
+            loop {
+                match hear(&mut rx).await {
+                    Heard::Message(m) => got.push(m),
+                    Heard::Quiet => {}
+                    Heard::Closed => break,
+                }
+            }
+            assert_eq!(got, (0..1000).collect::<Vec<_>>());
+        });
+    }
+
+    /// A message already waiting is not handed over before the run's other
+    /// tasks had a turn: a walk's batches come faster than they are checked.
+    #[test]
+    fn hearing_a_waiting_message_gives_the_other_tasks_a_turn_first() {
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime(), async {
+            let (tx, mut rx) = inbox::<u32>();
+            tx.send(7).unwrap();
+            let ran = std::rc::Rc::new(std::cell::Cell::new(false));
+            let other = ran.clone();
+            tokio::task::spawn_local(async move { other.set(true) });
+            assert!(matches!(hear(&mut rx).await, Heard::Message(7)));
+            assert!(ran.get(), "the other task had no turn");
+        });
+    }
+
+    /// Dropping the call that waits on a walk stops the walk's threads:
+    /// they see the deadline passed at their next entry.
+    #[test]
+    fn an_abandoned_walk_s_deadline_has_passed() {
+        let deadline = Deadline::after(Some(60_000));
+        let theirs = deadline.clone();
+        assert!(!theirs.passed());
+        drop(Abandon(&deadline));
+        assert!(theirs.passed());
+    }
 
     #[test]
     fn glob_thousands_groups_digits() {
