@@ -31,11 +31,7 @@ const TURNS: usize = 50;
 const SAMPLES: usize = 5;
 
 fn main() {
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    let wanted = support::wanted();
     let server = serve();
     if wanted("model-200") {
         model_calls(&server);

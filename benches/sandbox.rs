@@ -81,11 +81,7 @@ fn floor_line(ws: &Path, sandbox: &Sandbox) -> String {
 }
 
 fn main() {
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    let wanted = support::wanted();
     if wanted("sandbox-true") {
         sandbox_true();
     }

@@ -34,6 +34,16 @@ pub fn median(v: &mut [Duration]) -> Duration {
     v[v.len() / 2]
 }
 
+/// Whether a part named `name` runs: every part, unless the bench's
+/// arguments name some (a word of the name is enough).
+pub fn wanted() -> impl Fn(&str) -> bool {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    move |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()))
+}
+
 pub fn verdict(met: bool) -> &'static str {
     if met {
         "met"
