@@ -246,7 +246,7 @@ impl Flow for Glob {
             return Err(not_a_folder(t));
         }
         let deadline = Deadline::after(self.timeout_ms);
-        let _abandon = Abandon(&deadline);
+        let _abandon = Abandon::new(&deadline);
         let outer = self.tree.outer_ignores(ctx);
         let Glob {
             tree,

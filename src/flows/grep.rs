@@ -387,7 +387,7 @@ impl Flow for Grep {
         let t = &self.tree.target;
         fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         let deadline = Deadline::after(self.timeout_ms);
-        let _abandon = Abandon(&deadline);
+        let _abandon = Abandon::new(&deadline);
         let outer = self.tree.outer_ignores(ctx);
         let Grep {
             tree,

@@ -38,8 +38,20 @@ pub(crate) fn inbox<T>() -> (UnboundedSender<T>, UnboundedReceiver<T>) {
 
 /// Ends the threads of a walk at their next entry when the call waiting
 /// for them goes away before they are done: a task cancelled mid-walk
-/// drops the call where it waits, and nothing else would tell them.
-pub(crate) struct Abandon<'a>(pub &'a Deadline);
+/// drops the call where it waits, and nothing else would tell them. While
+/// it lives the walk is a step in flight ([`Finishing`]): a stop request
+/// lets it notice at its next tick and record its stopped outcome, where
+/// the run's driver would otherwise drop it waiting, unrecorded.
+///
+/// [`Finishing`]: crate::interrupt::Finishing
+pub(crate) struct Abandon<'a>(&'a Deadline, crate::interrupt::Finishing);
+
+impl<'a> Abandon<'a> {
+    /// The guard of a walk bounded by `deadline`.
+    pub fn new(deadline: &'a Deadline) -> Abandon<'a> {
+        Abandon(deadline, crate::interrupt::Finishing::start())
+    }
+}
 
 impl Drop for Abandon<'_> {
     fn drop(&mut self) {
@@ -672,7 +684,7 @@ mod tests {
         let deadline = Deadline::after(Some(60_000));
         let theirs = deadline.clone();
         assert!(!theirs.passed());
-        drop(Abandon(&deadline));
+        drop(Abandon::new(&deadline));
         assert!(theirs.passed());
     }
 
