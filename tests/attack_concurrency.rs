@@ -17,7 +17,10 @@
 //!   path (a symlink, `..`), and does not order a hard link's two names;
 //! - `--max-procs 1` holds for `sluice.call`, and not for background jobs
 //!   once started (as documented);
-//! - SIGINT ends a run of many tasks within 2 s, sealed, its commands gone.
+//! - SIGINT ends a run of many tasks within 2 s, sealed, its commands gone,
+//!   and no call waiting for its turn starts after it;
+//! - task ids do not move with how a stream is cut (`onText`), and neither
+//!   `onText` nor a policy hook can start a task.
 
 mod common;
 #[path = "common/model_server.rs"]
@@ -528,4 +531,32 @@ fn task_ids_do_not_depend_on_how_a_stream_is_cut_and_on_text_cannot_start_a_task
         .unwrap();
     assert!(replay.status.success(), "{replay:?}");
     assert_eq!(String::from_utf8_lossy(&replay.stdout), live.stdout);
+}
+
+#[test]
+fn a_policy_hook_cannot_start_a_task_its_state_has_no_sluice_module() {
+    let ws = workspace();
+    std::fs::write(ws.file("x.txt"), "x").unwrap();
+    let policy = |hook: &str| {
+        format!(
+            "local p = require(\"sluice.policy\")\nreturn {{\n  rules = {{ p.allow \"fs:read:${{workspace}}/**\" }},\n  decide = function(req)\n    {hook}\n  end,\n}}\n"
+        )
+    };
+    let script = "local out, err = sluice.read{path = \"x.txt\"}\nprint(out and out.content or err.message)\n";
+    let run_with = |hook: &str| {
+        let path = ws.path().parent().unwrap().join("hook.lua");
+        std::fs::write(&path, policy(hook)).unwrap();
+        let path = path.display().to_string();
+        run_lua_with(ws.path(), script, &["--policy", &path, "--no-audit"], &[]).ok()
+    };
+    let run = run_with("sluice.spawn(function() end)");
+    assert!(
+        run.stdout
+            .contains("attempt to index a nil value (global 'sluice')"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.starts_with("fs:read:"), "{}", run.stdout);
+    // The control: the same policy, its hook giving no opinion, allows it.
+    assert_eq!(run_with("return nil").stdout, "x\n");
 }
