@@ -27,10 +27,22 @@
 //! through the run's [`super::Closer`], and exits with 128 + the signal,
 //! without waiting for the stuck thread. A third signal ends the process as
 //! the default action does.
+//!
+//! The same hook ends the tasks a script's end cancelled ([`ending_tasks`]):
+//! a task that catches its cancellation and loops (calling again, or in
+//! plain Lua) never waits, so on the one thread the run's tasks share it
+//! would keep the cancellation's grace from ever running out. Once the
+//! calls under way have had [`ARM_AFTER`] to stop and be recorded, Lua code
+//! of a task (its coroutine, or one it made) that reaches the hook raises
+//! "cancelled", and from then on every instruction of every task does, so
+//! no `pcall` can catch it and go on: the first instruction after the catch
+//! raises again, up to the task's own end.
 
 use mlua::Lua;
 use nix::libc;
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -44,6 +56,18 @@ static WAKE: AtomicI32 = AtomicI32::new(-1);
 /// Steps in flight that end by themselves at a stop request (see
 /// [`Finishing`]).
 static FINISHING: AtomicU32 = AtomicU32::new(0);
+
+/// How long after the script's end the cancelled tasks' calls get to stop
+/// and be recorded before the tasks' Lua code raises ([`ending_tasks`]).
+pub const ARM_AFTER: Duration = Duration::from_millis(200);
+
+thread_local! {
+    /// When this thread's run's cancelled tasks start to raise, if it is
+    /// ending them.
+    static ENDING_TASKS: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The `lua_State`s of the tasks' own coroutines, by address.
+    static TASK_THREADS: RefCell<HashSet<usize>> = RefCell::new(HashSet::new());
+}
 
 /// Lua instructions between two checks of the flag.
 const CHECK_EVERY: i32 = 10_000;
@@ -132,14 +156,78 @@ pub fn watch(lua: &Lua) -> mlua::Result<()> {
     }
 }
 
-/// The count hook: raises the interrupt as a Lua error. It runs only
-/// between bytecode instructions, never inside a Rust callback, and holds
-/// nothing that needs dropping when `lua_error` unwinds past it.
+/// While `on`, from [`ARM_AFTER`] on, Lua code of the tasks on this thread
+/// raises "cancelled" where the hook finds it, and then at every
+/// instruction. The run's tasks call it around their end
+/// (`runtime/tasks.rs`), on the thread that runs them.
+pub fn ending_tasks(on: bool) {
+    ENDING_TASKS.with(|e| e.set(on.then(|| Instant::now() + ARM_AFTER)));
+}
+
+/// Whether the tasks' Lua code raises now ([`ending_tasks`]).
+fn tasks_raise() -> bool {
+    ENDING_TASKS
+        .with(Cell::get)
+        .is_some_and(|at| Instant::now() >= at)
+}
+
+/// A task's coroutine, `thread` (a `lua_State`'s address, as
+/// `mlua::Thread::to_pointer` gives it), known until the guard drops, so
+/// that [`ending_tasks`] reaches it.
+pub fn task_thread(thread: *const std::ffi::c_void) -> TaskThread {
+    let at = thread as usize;
+    TASK_THREADS.with(|t| t.borrow_mut().insert(at));
+    TaskThread(at)
+}
+
+/// Forgets a task's coroutine when dropped ([`task_thread`]).
+pub struct TaskThread(usize);
+
+impl Drop for TaskThread {
+    fn drop(&mut self) {
+        TASK_THREADS.with(|t| t.borrow_mut().remove(&self.0));
+    }
+}
+
+/// The hook's check, every `count` instructions, on the Lua thread `state`.
+unsafe fn hook_every(state: *mut mlua::ffi::lua_State, count: i32) {
+    mlua::ffi::lua_sethook(state, Some(stop_hook), mlua::ffi::LUA_MASKCOUNT, count);
+}
+
+/// Raises "cancelled" in a task's coroutine (any Lua thread but the main
+/// state, where the run's own bookkeeping runs), and makes every task's
+/// coroutine (and so each coroutine it makes from now on) check at every
+/// instruction: a task looping in a coroutine it made raises as soon as
+/// that coroutine gives it back.
+unsafe fn end_task(state: *mut mlua::ffi::lua_State) {
+    let main = mlua::ffi::lua_pushthread(state) == 1;
+    mlua::ffi::lua_pop(state, 1);
+    if main {
+        return;
+    }
+    // SAFETY: each address is a live coroutine of a task (its guard is
+    // held while the task's future lives), of this state and thread;
+    // lua_sethook only stores the hook, as it may even from a signal.
+    TASK_THREADS.with(|t| {
+        for &at in t.borrow().iter() {
+            hook_every(at as *mut mlua::ffi::lua_State, 1);
+        }
+    });
+    hook_every(state, 1);
+    mlua::ffi::lua_pushstring(state, c"cancelled: the script ended".as_ptr());
+    mlua::ffi::lua_error(state);
+}
+
+/// The count hook: raises the interrupt as a Lua error, or ends a
+/// cancelled task ([`ending_tasks`]). It runs only between bytecode
+/// instructions, never inside a Rust callback, and holds nothing that
+/// needs dropping when `lua_error` unwinds past it.
 unsafe extern "C-unwind" fn stop_hook(
     state: *mut mlua::ffi::lua_State,
     _: *mut mlua::ffi::lua_Debug,
 ) {
     let message: &std::ffi::CStr = match REQUESTED.load(Ordering::Relaxed) {
+        0 if tasks_raise() => return end_task(state),
         0 => return,
         libc::SIGINT => c"interrupted by SIGINT",
         libc::SIGTERM => c"interrupted by SIGTERM",

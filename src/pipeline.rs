@@ -205,7 +205,11 @@ impl Core {
         let input = Rc::new(input);
         let live = self.live(name, input.clone(), Some(&trail), relay);
         let result = self.unless_cancelled(task, live).await;
-        trail.finish(recorder, input, &result).await;
+        // Like a call still waiting when a stop drops the run: no outcome,
+        // so a resume runs it rather than taking it for one cut short.
+        if !matches!(&result, Err(e) if e.details.contains_key(NOT_STARTED)) {
+            trail.finish(recorder, input, &result).await;
+        }
         self.stop_if_stopped(result)
     }
 
@@ -275,6 +279,11 @@ impl Core {
         let door = authorize(&gate, &call.envelope, &capabilities).await?;
         // Its turn: the earlier calls it overlaps are done.
         turn.ready().await;
+        // A stop that came while it waited (killing the commands ahead of
+        // it, which frees their places) must not start it.
+        if let Some(sig) = crate::interrupt::requested() {
+            return Err(not_started(sig));
+        }
         if let Some(t) = trail {
             t.began();
         }
@@ -676,6 +685,22 @@ fn guard_record(audit: &Session, envelope: &Envelope) -> FlowResult<()> {
         .with("capability", Capability::fs(Action::FsWrite, p).to_string())
         .with("by", "the audit store")),
     }
+}
+
+/// The detail of a call whose turn came after a stop request.
+const NOT_STARTED: &str = "notStarted";
+
+/// A call whose turn came after a stop request: it did not run. Named
+/// `interrupted` like a command the stop killed, so the run halts on it;
+/// it is not recorded ([`NOT_STARTED`]).
+fn not_started(sig: i32) -> FlowError {
+    let sig = crate::interrupt::name(sig);
+    FlowError::new(
+        ErrorCode::Timeout,
+        format!("the run was interrupted by {sig} while this call waited for its turn, so it did not start"),
+    )
+    .with("interrupted", sig)
+    .with(NOT_STARTED, true)
 }
 
 /// A call of a task the script's end cancelled: `timeout`, as the script's

@@ -445,7 +445,9 @@ fn unanswered(cap: &Capability, verdict: &Verdict, who: &str, why: String) -> Fl
 }
 
 /// What a "for the rest of the run" answer is remembered by: the
-/// capability; for a command, the environment its call gives it; for a
+/// capability; for a command, the environment its call gives it and the
+/// folder it runs in (`rm -r build` in one folder is no yes for it in
+/// another); for a
 /// credential handed to a command (`cred:use:NAME@command`), that command,
 /// since the capability names no destination and a yes for `gh api user`
 /// is no yes for whatever line comes next.
@@ -459,14 +461,17 @@ fn remembered_key(req: &Request) -> String {
                 .collect();
         return format!("{cap} for {}", serde_json::Value::Object(line));
     }
-    match req
-        .input
-        .get("env")
-        .filter(|_| cap.action == Action::ProcSpawn)
-    {
-        Some(env) => format!("{cap} with env {env}"),
-        None => cap.to_string(),
+    if cap.action != Action::ProcSpawn {
+        return cap.to_string();
     }
+    let mut key = cap.to_string();
+    if let Some(cwd) = req.cwd {
+        key.push_str(&format!(" in {}", cwd.display()));
+    }
+    if let Some(env) = req.input.get("env") {
+        key.push_str(&format!(" with env {env}"));
+    }
+    key
 }
 
 fn required(cap: &Capability, v: &Verdict) -> FlowError {

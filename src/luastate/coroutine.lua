@@ -8,6 +8,9 @@
 -- "0" is the main chunk, "0.2" the second coroutine the main chunk created,
 -- "0.2.1" the first that one created. Audit records key calls by task and
 -- sequence within it, so ids must not depend on how tasks interleave.
+-- Nor on how often sluice calls a callback back (`onText`, once per piece
+-- of a stream, once in all from the record): a coroutine made inside one
+-- (`aside`) is not counted, and its id, with "~", never names a task.
 local PENDING = ...
 local raw_resume, raw_yield, raw_status, raw_create, raw_running =
   coroutine.resume, coroutine.yield, coroutine.status, coroutine.create, coroutine.running
@@ -20,8 +23,15 @@ local function task(co)
   return ids[co or (raw_running())] or "0"
 end
 
+-- Callbacks running now (`aside`).
+local aside_depth = 0
+
 function coroutine.create(f)
   local co = raw_create(f)
+  if aside_depth > 0 then
+    ids[co] = task() .. ".~"
+    return co
+  end
   local parent = raw_running()
   made[parent] = (made[parent] or 0) + 1
   ids[co] = task() .. "." .. made[parent]
@@ -49,4 +59,13 @@ function coroutine.wrap(f)
   end
 end
 
-return task
+-- Calls `f(...)` as a callback sluice makes (see above).
+local function aside(f, ...)
+  aside_depth = aside_depth + 1
+  local r = pack(pcall(f, ...))
+  aside_depth = aside_depth - 1
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2, r.n)
+end
+
+return task, aside

@@ -23,6 +23,10 @@ const KEPT_OS: &[&str] = &["time", "clock", "date"];
 /// The registry key of the function that names the running task.
 pub const TASK: &str = "sluice.task";
 
+/// The registry key of the function that calls a callback sluice makes
+/// (a model call's `onText`) without it counting in task ids.
+pub const ASIDE: &str = "sluice.aside";
+
 /// The id of the task (coroutine) running now: "0" for the main chunk.
 pub fn current_task(lua: &Lua) -> mlua::Result<String> {
     lua.named_registry_value::<Function>(TASK)?.call(())
@@ -56,11 +60,12 @@ pub fn new_state() -> mlua::Result<Lua> {
     )
     .set_name("=sluice")
     .exec()?;
-    let task: Function = lua
+    let (task, aside): (Function, Function) = lua
         .load(include_str!("coroutine.lua"))
         .set_name("=sluice.coroutine")
         .call(Lua::poll_pending())?;
     lua.set_named_registry_value(TASK, task)?;
+    lua.set_named_registry_value(ASIDE, aside)?;
     Ok(lua)
 }
 

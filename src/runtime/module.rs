@@ -4,7 +4,7 @@
 
 use super::convert::{error_table, from_json, to_json, to_json_text};
 use super::tasks::Others;
-use crate::luastate::{current_task, TASK};
+use crate::luastate::{current_task, ASIDE, TASK};
 
 use crate::error::{ErrorCode, FlowError};
 use crate::pipeline::{Core, JobOp};
@@ -197,14 +197,17 @@ async fn invoke_model(
     let Some(f) = on_text else {
         return invoke(lua, core, task, "model", input, None).await;
     };
+    // Called aside: how many pieces a stream has (and a replay hands it
+    // one) must not move the ids of the tasks made after it.
+    let aside: Function = lua.named_registry_value(ASIDE)?;
     let state = Rc::new(std::cell::RefCell::new((false, None::<mlua::Error>)));
     let seen = state.clone();
-    let callback = f.clone();
+    let (callback, call) = (f.clone(), aside.clone());
     let relay = crate::flows::TextRelay(Rc::new(move |piece: &str| {
         let mut s = seen.borrow_mut();
         s.0 = true;
         if s.1.is_none() {
-            if let Err(e) = callback.call::<()>(piece) {
+            if let Err(e) = call.call::<()>((&callback, piece)) {
                 s.1 = Some(e);
             }
         }
@@ -232,7 +235,7 @@ async fn invoke_model(
                 _ => None,
             };
             if let Some(text) = text.filter(|t| !t.is_empty()) {
-                f.call::<()>(text).map_err(|e| {
+                aside.call::<()>((&f, text)).map_err(|e| {
                     mlua::Error::runtime(format!("sluice.model: onText raised: {e}"))
                 })?;
             }

@@ -28,22 +28,43 @@ function Task.__tostring(t)
   return ("task %s (%s)"):format(t.id, state)
 end
 
+-- Failures so far, so a wait over many tasks looks for the first failure
+-- only when there is a new one.
+local failed_count = 0
+
+-- Settles task `t` with `r` (pack(xpcall(...))); `t.on_settled`, when set,
+-- hears of it (sluice.map counts its running tasks so).
+local function settle(t, r)
+  settled_count = settled_count + 1
+  t.order = settled_count
+  t.result = r
+  t.settled = true
+  if not r[1] then failed_count = failed_count + 1 end
+  if t.on_settled then t.on_settled(t) end
+end
+
+-- A task running fn(...), with `on_settled` called when it settles.
+local function start(on_settled, fn, ...)
+  local t
+  local co = coroutine.create(function(...)
+    settle(t, pack(xpcall(fn, function(e) return e end, ...)))
+  end)
+  local id = task_id(co)
+  if id:find("~", 1, true) then
+    error("sluice.spawn: a task cannot start inside onText (sluice calls it once per piece of a stream, "
+      .. "once in all from the record, so its tasks would differ in a replay); keep the pieces and start it after the call", 3)
+  end
+  t = setmetatable({ id = id, settled = false, awaited = false, on_settled = on_settled }, Task)
+  open[t] = true
+  raw_spawn(co, t, ...)
+  return t
+end
+
 local function spawn(fn, ...)
   if type(fn) ~= "function" then
     error(("sluice.spawn(fn, ...): fn is the function the task runs, got %s"):format(type(fn)), 2)
   end
-  local t
-  local co = coroutine.create(function(...)
-    local r = pack(xpcall(fn, function(e) return e end, ...))
-    settled_count = settled_count + 1
-    t.order = settled_count
-    t.result = r
-    t.settled = true
-  end)
-  t = setmetatable({ id = task_id(co), settled = false, awaited = false }, Task)
-  open[t] = true
-  raw_spawn(co, t, ...)
-  return t
+  return start(nil, fn, ...)
 end
 
 -- Raises a task's failure at the line `level` above the caller.
@@ -115,22 +136,26 @@ local function first_failure(list)
 end
 
 -- Every task's first result, in the list's order; the first failure raises.
+-- Each wake looks on from the first task still running and for a failure
+-- only when one is new, so waiting on n tasks costs O(n), not O(n^2).
 local function gather(list, level)
-  local pending = function()
-    for _, t in ipairs(list) do
-      if not t.settled then return true end
-    end
-    return false
-  end
   for _, t in ipairs(list) do
     t.awaited = true
     check_cycle(t)
   end
-  wait_until(list[1] and list[1].id, function() return first_failure(list) or not pending() end)
+  local next_open, seen, failed = 1, -1, nil
+  local function ready()
+    if seen ~= failed_count then
+      seen, failed = failed_count, first_failure(list)
+    end
+    while list[next_open] and list[next_open].settled do next_open = next_open + 1 end
+    return failed ~= nil or list[next_open] == nil
+  end
+  wait_until(list[1] and list[1].id, ready)
   for _, t in ipairs(list) do
     if t.settled then open[t] = nil end
   end
-  local failed = first_failure(list)
+  failed = first_failure(list)
   if failed then raise(failed, level + 1) end
   local out = {}
   for i, t in ipairs(list) do out[i] = t.result[2] end
@@ -162,20 +187,20 @@ local function map(list, fn, opts)
     error(("sluice.map: limit is a whole number of tasks at once, 1 or more, got %s"):format(tostring(limit)), 2)
   end
   limit = limit or math.huge
-  local tasks = {}
-  local function running()
-    local n = 0
-    for _, t in ipairs(tasks) do
-      if not t.settled then n = n + 1 end
-    end
-    return n
+  -- Counted as they settle: a scan of every task per item would make a
+  -- long list quadratic.
+  local tasks, running, failed = {}, 0, nil
+  local function settled(t)
+    running = running - 1
+    if not t.result[1] and failed == nil then failed = t end
   end
   for i, item in ipairs(list) do
-    if running() >= limit then
-      wait_until(nil, function() return running() < limit or first_failure(tasks) end)
+    if running >= limit then
+      wait_until(nil, function() return running < limit or failed ~= nil end)
     end
-    if first_failure(tasks) then break end
-    tasks[i] = spawn(fn, item, i)
+    if failed then break end
+    running = running + 1
+    tasks[i] = start(settled, fn, item, i)
   end
   return gather(tasks, 2)
 end
@@ -209,7 +234,12 @@ local function unawaited_failures()
 end
 
 local function reset()
-  open, awaiting, settled_count = {}, {}, 0
+  open, awaiting, settled_count, failed_count = {}, {}, 0, 0
+end
+
+-- What xpcall could not catch (memory) ended task `t` with `message`.
+local function broke(t, message)
+  settle(t, { false, message, n = 2 })
 end
 
 return {
@@ -219,4 +249,5 @@ return {
   unsettled = unsettled,
   unawaited_failures = unawaited_failures,
   reset = reset,
+  broke = broke,
 }

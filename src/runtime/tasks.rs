@@ -78,9 +78,11 @@ impl Tasks {
             let lua = lua.clone();
             let live = live.clone();
             live.set(live.get() + 1);
+            let own = co.to_pointer();
             tokio::task::spawn_local(async move {
                 // Counted down however the task ends, dropped ones too.
                 let _ended = Ended(live);
+                let _known = crate::interrupt::task_thread(own);
                 if let Err(e) = co.into_async::<()>(args).await {
                     // Only what xpcall cannot catch (memory) gets here.
                     let _ = fail(&lua, &t, &e);
@@ -120,6 +122,7 @@ impl Tasks {
         let result = local.run_until(main.into_async::<()>(())).await;
         let cancelled = local.run_until(self.cancel_rest(&api, core)).await;
         drop(local);
+        crate::interrupt::ending_tasks(false);
         self.running.set(false);
         core.cancel_tasks(false);
         let unawaited = failures(&api).unwrap_or_default();
@@ -145,6 +148,9 @@ impl Tasks {
             return ids;
         }
         core.cancel_tasks(true);
+        // A cancelled task that catches the cancellation and loops would
+        // never give this one thread back: its Lua raises from here on.
+        crate::interrupt::ending_tasks(true);
         let stopped = async {
             loop {
                 let notified = self.settled.notified();
@@ -168,15 +174,11 @@ impl Drop for Ended {
     }
 }
 
-/// Marks task `t` failed with `e`.
+/// Marks task `t` failed with `e`, as the Lua side settles a task, so the
+/// waits that count settled tasks hear of it.
 fn fail(lua: &Lua, t: &Table, e: &mlua::Error) -> mlua::Result<()> {
-    let result = lua.create_table()?;
-    result.raw_push(false)?;
-    result.raw_push(e.to_string())?;
-    result.set("n", 2)?;
-    t.set("result", result)?;
-    t.set("order", i64::MAX)?;
-    t.set("settled", true)
+    let api: Table = lua.named_registry_value(KEY)?;
+    api.get::<Function>("broke")?.call((t, e.to_string()))
 }
 
 /// The failures no task awaited, oldest first.
