@@ -19,7 +19,7 @@ const PRELUDE: &str = r#"
 local function emit(v) print(sluice.json.encode(v)) end
 local function stamped(file, tag, secs)
   return {
-    command = ("date +%%s%%N; sleep %s; echo %s >> %s; date +%%s%%N"):format(secs or "0.4", tag, file),
+    command = ("date +%%s%%N; sleep %s; echo %s >> %s; date +%%s%%N"):format(secs or "0.6", tag, file),
     mode = "hermetic", reads = {}, writes = { file },
   }
 end
@@ -165,7 +165,7 @@ fn commands_of_different_tasks_run_at_once_up_to_max_procs() {
     let body = r#"
         local t = sluice.now()
         local spans = sluice.map({1, 2, 3, 4}, function(i)
-          return span(bash{command = "date +%s%N; sleep 0.4; date +%s%N", mode = "hermetic", reads = {}, writes = {}})
+          return span(bash{command = "date +%s%N; sleep 1; date +%s%N", mode = "hermetic", reads = {}, writes = {}})
         end)
         emit(spans)
     "#;
