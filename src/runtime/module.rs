@@ -50,40 +50,49 @@ fn sleep_function(lua: &Lua, core: Rc<Core>) -> mlua::Result<Function> {
     lua.create_async_function(move |lua, ms: LuaValue| {
         let core = core.clone();
         async move {
-        let ms = match ms {
-            LuaValue::Integer(i) => i as f64,
-            LuaValue::Number(n) => n,
-            other => {
-                return Err(mlua::Error::runtime(format!(
-                    "sluice.sleep(ms): ms is a number of milliseconds, got {}",
-                    other.type_name()
-                )))
+            let ms = match sleep_ms(ms)? {
+                Ok(ms) => ms,
+                Err(err) => return Ok((LuaValue::Nil, LuaValue::Table(error_table(&lua, &err)?))),
+            };
+            let task = current_task(&lua)?;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)) => {
+                    Ok((LuaValue::Boolean(true), LuaValue::Nil))
+                }
+                sig = crate::interrupt::wait() => Err(mlua::Error::runtime(format!(
+                    "interrupted by {}",
+                    crate::interrupt::name(sig)
+                ))),
+                () = core.until_cancelled(&task) => Err(cancelled_here(&task)),
             }
-        };
-        if !(0.0..=MAX_SLEEP_MS).contains(&ms) {
-            let err = FlowError::invalid_input(
-                "ms",
-                format!(
-                    "sluice.sleep: `ms` is {ms} ms; it is a number of milliseconds from 0 to {} (ten minutes); \
-                     to wait longer, sleep in a loop and check what you wait for between sleeps",
-                    MAX_SLEEP_MS as u64
-                ),
-            );
-            return Ok((LuaValue::Nil, LuaValue::Table(error_table(&lua, &err)?)));
-        }
-        let task = current_task(&lua)?;
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)) => {
-                Ok((LuaValue::Boolean(true), LuaValue::Nil))
-            }
-            sig = crate::interrupt::wait() => Err(mlua::Error::runtime(format!(
-                "interrupted by {}",
-                crate::interrupt::name(sig)
-            ))),
-            () = core.until_cancelled(&task) => Err(cancelled_here(&task)),
-        }
         }
     })
+}
+
+/// `sluice.sleep`'s `ms`: a number is an outcome (out of range is
+/// `invalid_input`), anything else a programming mistake, raised.
+fn sleep_ms(ms: LuaValue) -> mlua::Result<Result<f64, FlowError>> {
+    let ms = match ms {
+        LuaValue::Integer(i) => i as f64,
+        LuaValue::Number(n) => n,
+        other => {
+            return Err(mlua::Error::runtime(format!(
+                "sluice.sleep(ms): ms is a number of milliseconds, got {}",
+                other.type_name()
+            )))
+        }
+    };
+    if (0.0..=MAX_SLEEP_MS).contains(&ms) {
+        return Ok(Ok(ms));
+    }
+    Ok(Err(FlowError::invalid_input(
+        "ms",
+        format!(
+            "sluice.sleep: `ms` is {ms} ms; it is a number of milliseconds from 0 to {} (ten minutes); \
+             to wait longer, sleep in a loop and check what you wait for between sleeps",
+            MAX_SLEEP_MS as u64
+        ),
+    )))
 }
 
 /// The error that ends a task the script's end cancelled, raised where it
@@ -118,11 +127,7 @@ fn flow_function(
 ) -> mlua::Result<Function> {
     let raw = lua.create_async_function(move |lua, (input, task): (LuaValue, String)| {
         let (core, others) = (core.clone(), others.clone());
-        async move {
-            let out = invoke(&lua, &core, &task, name, input, None).await;
-            others.take_turns().await;
-            out
-        }
+        async move { invoke(&lua, &core, &others, &task, name, input, None).await }
     })?;
     let label = format!("sluice.{}", name.replace('-', "_"));
     let task: Function = lua.named_registry_value(TASK)?;
@@ -172,11 +177,7 @@ fn model_function(lua: &Lua, core: Rc<Core>, others: Others) -> mlua::Result<Fun
     let raw = lua.create_async_function(
         move |lua, (input, task, on_text): (LuaValue, String, Option<Function>)| {
             let (core, others) = (core.clone(), others.clone());
-            async move {
-                let out = invoke_model(&lua, &core, &task, input, on_text).await;
-                others.take_turns().await;
-                out
-            }
+            async move { invoke_model(&lua, &core, &others, &task, input, on_text).await }
         },
     )?;
     let task: Function = lua.named_registry_value(TASK)?;
@@ -190,12 +191,13 @@ fn model_function(lua: &Lua, core: Rc<Core>, others: Others) -> mlua::Result<Fun
 async fn invoke_model(
     lua: &Lua,
     core: &Core,
+    others: &Others,
     task: &str,
     input: LuaValue,
     on_text: Option<Function>,
 ) -> mlua::Result<MultiValue> {
     let Some(f) = on_text else {
-        return invoke(lua, core, task, "model", input, None).await;
+        return invoke(lua, core, others, task, "model", input, None).await;
     };
     // Called aside: how many pieces a stream has (and a replay hands it
     // one) must not move the ids of the tasks made after it.
@@ -212,7 +214,7 @@ async fn invoke_model(
             }
         }
     }));
-    let out = invoke(lua, core, task, "model", input, Some(relay)).await?;
+    let out = invoke(lua, core, others, task, "model", input, Some(relay)).await?;
     let (streamed, failed) = std::mem::take(&mut *state.borrow_mut());
     if let Some(e) = failed {
         return Err(mlua::Error::runtime(format!(
@@ -291,11 +293,7 @@ fn call_function(lua: &Lua, core: Rc<Core>, others: Others) -> mlua::Result<Func
     let raw = lua.create_async_function(
         move |lua, (name, input, task): (String, LuaValue, String)| {
             let (core, others) = (core.clone(), others.clone());
-            async move {
-                let out = invoke(&lua, &core, &task, &name, input, None).await;
-                others.take_turns().await;
-                out
-            }
+            async move { invoke(&lua, &core, &others, &task, &name, input, None).await }
         },
     )?;
     let task: Function = lua.named_registry_value(TASK)?;
@@ -315,10 +313,25 @@ fn call_function(lua: &Lua, core: Rc<Core>, others: Others) -> mlua::Result<Func
     .call((raw, task))
 }
 
-/// One call from Lua: a table in, `output` or `nil, err` out. An output
-/// that is a background job's handle becomes a job object. When the run was
-/// stopped, a third value carries the message to raise.
+/// One call from Lua: a table in, `output` or `nil, err` out, after which
+/// the run's other tasks get their turn. An output that is a background
+/// job's handle becomes a job object. When the run was stopped, a third
+/// value carries the message to raise.
 async fn invoke(
+    lua: &Lua,
+    core: &Core,
+    others: &Others,
+    task: &str,
+    name: &str,
+    input: LuaValue,
+    relay: Option<crate::flows::TextRelay>,
+) -> mlua::Result<MultiValue> {
+    let out = call_from_lua(lua, core, task, name, input, relay).await;
+    others.take_turns().await;
+    out
+}
+
+async fn call_from_lua(
     lua: &Lua,
     core: &Core,
     task: &str,
