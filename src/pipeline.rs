@@ -278,15 +278,7 @@ impl Core {
         guard_record(&self.audit, &call.envelope)?;
         let door = authorize(&gate, &call.envelope, &capabilities).await?;
         // Its turn: the earlier calls it overlaps are done.
-        turn.ready().await;
-        // A stop that came while it waited (killing the commands ahead of
-        // it, which frees their places) must not start it.
-        if let Some(sig) = crate::interrupt::requested() {
-            return Err(not_started(sig));
-        }
-        if let Some(t) = trail {
-            t.began();
-        }
+        wait_turn(&mut turn, trail).await?;
         // 5. route: where a command runs.
         let place = route(&gate, flow.spec(), &call.envelope, &ctx.containers)?;
         // 6. record intent: an irreversible call is on disk before it runs.
@@ -701,6 +693,20 @@ fn not_started(sig: i32) -> FlowError {
     )
     .with("interrupted", sig)
     .with(NOT_STARTED, true)
+}
+
+/// Waits for a call's turn, and times it in the record from then. A stop
+/// that came while it waited (killing the commands ahead of it, which
+/// frees their places) must not start it.
+async fn wait_turn(turn: &mut schedule::Turn, trail: Option<&Trail>) -> FlowResult<()> {
+    turn.ready().await;
+    if let Some(sig) = crate::interrupt::requested() {
+        return Err(not_started(sig));
+    }
+    if let Some(t) = trail {
+        t.began();
+    }
+    Ok(())
 }
 
 /// A call of a task the script's end cancelled: `timeout`, as the script's
