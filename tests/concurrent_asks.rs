@@ -415,6 +415,7 @@ impl Terminal {
         ]
         .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
         .join(" ");
+        common::need_program("script", "apt-get install -y bsdutils");
         let mut child = Command::new("script")
             .args(["-q", "-e", "-c", &line, "/dev/null"])
             .stdin(Stdio::piped())
