@@ -339,55 +339,58 @@ fn a_failure_nobody_awaited_fails_the_run_and_names_the_task() {
 
 #[test]
 fn the_script_end_cancels_a_running_task_kills_its_command_and_records_it_cancelled() {
-    let ws = workspace();
-    let sleep = unique_sleep();
-    let script = format!(
-        r#"
-        local done = sluice.spawn(function() return sluice.ls{{path = "."}} end)
-        local t = sluice.spawn(function()
-          local out, err = sluice.bash{{command = "sleep {sleep}"}}
-          print("after the cancelled call: not reached", out, err)
-        end)
-        sluice.sleep(300)
-        print("main ended")
-        "#
-    );
-    let started = std::time::Instant::now();
-    let run = run_lua(ws.path(), &script, &[]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "the run waited for the task's command"
-    );
-    assert_eq!(run.stdout, "main ended\n");
-    assert!(
-        run.stderr
-            .contains("the script ended while task 0.2 still ran; cancelled"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        survivors_with_arg(&sleep, Duration::from_secs(2)).is_empty(),
-        "the cancelled task's command is still running"
-    );
-    let calls = exported_calls(ws.path());
-    let bash = calls
-        .iter()
-        .find(|c| c["flow"] == "bash")
-        .expect("the bash call is recorded");
-    assert_eq!(bash["task"], "0.2", "{bash}");
-    assert_eq!(bash["error"]["code"], "timeout", "{bash}");
-    assert_eq!(bash["error"]["cancelled"], "0.2", "{bash}");
-    assert!(
-        bash["error"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("cancelled: the script ended"),
-        "{bash}"
-    );
-    // The control: the task that finished in time is recorded as it ran.
-    let read = calls.iter().find(|c| c["flow"] == "ls").unwrap();
-    assert!(read["error"].is_null(), "{read}");
+    // Under each runner: the kill must reach a confined command.
+    for runner in common::runners() {
+        let ws = workspace();
+        let sleep = unique_sleep();
+        let script = format!(
+            r#"
+            local done = sluice.spawn(function() return sluice.ls{{path = "."}} end)
+            local t = sluice.spawn(function()
+              local out, err = sluice.bash{{command = "sleep {sleep}"}}
+              print("after the cancelled call: not reached", out, err)
+            end)
+            sluice.sleep(300)
+            print("main ended")
+            "#
+        );
+        let started = std::time::Instant::now();
+        let run = run_lua_with(ws.path(), &script, &["--sandbox", runner.as_str()], &[]);
+        assert_eq!(run.code, 0, "{runner}: {}", run.stderr);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the run waited for the task's command"
+        );
+        assert_eq!(run.stdout, "main ended\n");
+        assert!(
+            run.stderr
+                .contains("the script ended while task 0.2 still ran; cancelled"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            survivors_with_arg(&sleep, Duration::from_secs(2)).is_empty(),
+            "{runner}: the cancelled task's command is still running"
+        );
+        let calls = exported_calls(ws.path());
+        let bash = calls
+            .iter()
+            .find(|c| c["flow"] == "bash")
+            .expect("the bash call is recorded");
+        assert_eq!(bash["task"], "0.2", "{bash}");
+        assert_eq!(bash["error"]["code"], "timeout", "{bash}");
+        assert_eq!(bash["error"]["cancelled"], "0.2", "{bash}");
+        assert!(
+            bash["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("cancelled: the script ended"),
+            "{bash}"
+        );
+        // The control: the task that finished in time is recorded as it ran.
+        let read = calls.iter().find(|c| c["flow"] == "ls").unwrap();
+        assert!(read["error"].is_null(), "{read}");
+    }
 }
 
 #[test]
