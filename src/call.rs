@@ -55,6 +55,13 @@ impl Action {
             Action::CredUse => "cred:use",
         }
     }
+
+    /// Whether every call of a flow whose spec names this kind asks for
+    /// it: a private address (`net:private`) and a credential (`cred:use`)
+    /// are asked for only by the calls that reach or send one.
+    pub fn always_asked(self) -> bool {
+        !matches!(self, Action::NetPrivate | Action::CredUse)
+    }
 }
 
 /// `action:resource`, e.g. `fs:read:/w/src/a.rs`. fs resources are canonical

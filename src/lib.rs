@@ -58,6 +58,8 @@ mod pipeline;
 
 mod runtime;
 
+mod mcp;
+
 mod cli;
 
 #[cfg(feature = "internals")]

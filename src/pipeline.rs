@@ -18,6 +18,7 @@ use crate::kernel::gate::{Authority, Authorized, CallGate, Caller, Gate};
 use crate::kernel::policy::Placement;
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,27 +44,83 @@ pub struct Core {
     /// Which calls may run side by side.
     schedule: Rc<Schedule>,
     /// Set when the script has ended: the tasks still running are
-    /// cancelled.
+    /// cancelled; or when a caller cancels the task it started.
     cancel: Cancel,
+    /// The tasks callers outside the script started, by task id.
+    served: RefCell<HashMap<String, Served>>,
 }
 
-/// The end of a script, as the calls of its tasks still running see it.
+/// The end of a script, and the tasks their callers cancelled, as the
+/// calls of those tasks see them.
 #[derive(Default)]
 struct Cancel {
+    /// The script has ended: every task but the main one is cancelled.
     set: Cell<bool>,
+    /// Tasks their callers cancelled (a served request the client
+    /// cancelled), each with the tasks it started.
+    tasks: RefCell<HashSet<String>>,
     now: tokio::sync::Notify,
 }
 
 impl Cancel {
-    /// Resolves once the script has ended.
-    async fn wait(&self) {
-        let notified = self.now.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if !self.set.get() {
+    /// Whether `task`'s calls are cancelled, and by whom.
+    fn of(&self, task: &str) -> Option<Stop> {
+        if self.by_caller(task) {
+            return Some(Stop::Caller);
+        }
+        (task != MAIN_TASK && self.set.get()).then_some(Stop::ScriptEnd)
+    }
+
+    /// Whether `task`, or the task that started it, was cancelled by its
+    /// caller.
+    fn by_caller(&self, task: &str) -> bool {
+        let tasks = self.tasks.borrow();
+        !tasks.is_empty() && lineage(task).any(|t| tasks.contains(t))
+    }
+
+    /// Resolves once `task` is cancelled.
+    async fn wait(&self, task: &str) {
+        loop {
+            let notified = self.now.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.of(task).is_some() {
+                return;
+            }
             notified.await;
         }
     }
+}
+
+/// Who cancelled a task's calls.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// The script ended while the task ran.
+    ScriptEnd,
+    /// Its caller cancelled it ([`Core::cancel_task`]).
+    Caller,
+}
+
+/// `task` and the tasks that started it, nearest first: `0.3.1`, `0.3`,
+/// `0`.
+pub fn lineage(task: &str) -> impl Iterator<Item = &str> {
+    let mut next = Some(task);
+    std::iter::from_fn(move || {
+        let t = next?;
+        next = t.rfind('.').map(|i| &t[..i]);
+        Some(t)
+    })
+}
+
+/// What a caller outside the script (an MCP client) brought to a task it
+/// started, for the task's calls and those of the tasks it starts.
+#[derive(Clone, Default)]
+pub struct Served {
+    /// Who made the calls, as the record names it (`client 1.2`).
+    pub client: Option<String>,
+    /// Where the calls' streamed text and commands' output go as they
+    /// arrive (progress the caller sees).
+    pub relay: Option<TextRelay>,
 }
 
 /// A job operation, as the record names it.
@@ -117,6 +174,7 @@ impl Core {
             audit,
             schedule: Rc::new(Schedule::new(default_max_procs(), DEFAULT_MAX_REQUESTS)),
             cancel: Cancel::default(),
+            served: RefCell::default(),
         }
     }
 
@@ -137,18 +195,51 @@ impl Core {
         }
     }
 
-    /// Whether `task`'s calls are cancelled: it is not the main task and
-    /// the script has ended.
-    pub fn cancelled(&self, task: &str) -> bool {
-        task != MAIN_TASK && self.cancel.set.get()
+    /// Cancels `task`'s calls, and those of the tasks it starts: its
+    /// caller gave up on it. A command under way is stopped as a timeout
+    /// stops it (TERM, then KILL after the grace) and recorded as
+    /// cancelled; a call waiting for its turn or an answer does not start.
+    pub fn cancel_task(&self, task: &str) {
+        self.cancel.tasks.borrow_mut().insert(task.to_string());
+        self.cancel.now.notify_waiters();
     }
 
-    /// Resolves when `task` is cancelled; never for the main task.
-    pub async fn until_cancelled(&self, task: &str) {
-        if task == MAIN_TASK {
-            return std::future::pending().await;
+    /// Records that a caller outside the script started `task` (an MCP
+    /// request), with what it brought ([`Served`]), until
+    /// [`Core::release_task`].
+    pub fn serve_task(&self, task: &str, served: Served) {
+        self.served.borrow_mut().insert(task.to_string(), served);
+    }
+
+    /// Forgets a served task once it has ended, and its cancellation.
+    pub fn release_task(&self, task: &str) {
+        self.served.borrow_mut().remove(task);
+        self.cancel.tasks.borrow_mut().remove(task);
+    }
+
+    /// What the caller that started `task` (or a task above it) brought.
+    fn served(&self, task: &str) -> Option<Served> {
+        let served = self.served.borrow();
+        if served.is_empty() {
+            return None;
         }
-        self.cancel.wait().await
+        lineage(task).find_map(|t| served.get(t).cloned())
+    }
+
+    /// Whether `task`'s calls are cancelled: the script has ended (for
+    /// every task but the main one), or its caller cancelled it.
+    pub fn cancelled(&self, task: &str) -> bool {
+        self.cancel.of(task).is_some()
+    }
+
+    /// Resolves when `task` is cancelled.
+    pub async fn until_cancelled(&self, task: &str) {
+        self.cancel.wait(task).await
+    }
+
+    /// The run's kernel, for what its static rules answer alone.
+    pub fn kernel(&self) -> &crate::kernel::Kernel {
+        &self.gate.kernel
     }
 
     /// The flows of the run, for the names and specs they show.
@@ -194,17 +285,40 @@ impl Core {
             Begin::Answered(result) => return result,
             Begin::Live(seq) => seq,
         };
+        let served = self.served(task).unwrap_or_default();
+        let relay = relay.or(served.relay);
+        let (abort, stop) = crate::exec::abort_pair();
+        let running = Cell::new(false);
         let Some(recorder) = &self.audit.recorder else {
+            let call = Call {
+                task,
+                name,
+                input: Rc::new(input),
+                trail: None,
+                relay,
+                abort: stop,
+                running: &running,
+            };
             let result = self
-                .unless_cancelled(task, self.live(name, Rc::new(input), None, relay))
+                .unless_cancelled(task, self.live(call), (&abort, &running))
                 .await;
             return self.stop_if_stopped(result);
         };
         let spec = self.registry.get(name).map(|f| f.spec());
-        let trail = Trail::new(task, seq, name, spec);
+        let trail = Trail::new(task, seq, name, spec, served.client);
         let input = Rc::new(input);
-        let live = self.live(name, input.clone(), Some(&trail), relay);
-        let result = self.unless_cancelled(task, live).await;
+        let call = Call {
+            task,
+            name,
+            input: input.clone(),
+            trail: Some(&trail),
+            relay,
+            abort: stop,
+            running: &running,
+        };
+        let result = self
+            .unless_cancelled(task, self.live(call), (&abort, &running))
+            .await;
         // Like a call still waiting when a stop drops the run: no outcome,
         // so a resume runs it rather than taking it for one cut short.
         if !matches!(&result, Err(e) if e.details.contains_key(NOT_STARTED)) {
@@ -214,21 +328,36 @@ impl Core {
     }
 
     /// A call of `task`, cut short when the script ends while it waits or
-    /// runs: dropping it kills its command.
+    /// runs (dropping it kills its command at once), or when its caller
+    /// cancels the task: then a command under way (`running`, with
+    /// commands) is stopped as a timeout stops it, TERM and then KILL after
+    /// the grace, and the call ends with what it printed.
     async fn unless_cancelled(
         &self,
         task: &str,
         call: impl std::future::Future<Output = FlowResult<Value>>,
+        (abort, running): (&crate::exec::AbortHandle, &Cell<bool>),
     ) -> FlowResult<Value> {
-        if task == MAIN_TASK {
+        if task == MAIN_TASK && self.cancel.tasks.borrow().is_empty() {
             return call.await;
         }
-        if self.cancel.set.get() {
-            return Err(cancelled(task));
+        if let Some(stop) = self.cancel.of(task) {
+            return Err(cancelled(task, stop));
         }
+        tokio::pin!(call);
         tokio::select! {
-            result = call => result,
-            () = self.until_cancelled(task) => Err(cancelled(task)),
+            result = &mut call => return result,
+            () = self.until_cancelled(task) => {}
+        }
+        let stop = self.cancel.of(task).unwrap_or(Stop::ScriptEnd);
+        if stop == Stop::ScriptEnd || !running.get() {
+            return Err(cancelled(task, stop));
+        }
+        abort.abort();
+        match tokio::time::timeout(STOP_BOUND, call).await {
+            Ok(Err(e)) => Err(e.with("cancelled", task)),
+            Ok(done) => done,
+            Err(_) => Err(cancelled(task, stop)),
         }
     }
 
@@ -244,13 +373,16 @@ impl Core {
     }
 
     /// Steps 1-8 for a call that really runs.
-    async fn live(
-        &self,
-        name: &str,
-        input: Rc<Value>,
-        trail: Option<&Trail>,
-        relay: Option<TextRelay>,
-    ) -> FlowResult<Value> {
+    async fn live(&self, call: Call<'_>) -> FlowResult<Value> {
+        let Call {
+            task,
+            name,
+            input,
+            trail,
+            relay,
+            abort,
+            running,
+        } = call;
         let flow = self
             .registry
             .get(name)
@@ -266,7 +398,7 @@ impl Core {
             t.planned(tier, &capabilities);
         }
         let gate = self.call_gate(
-            name,
+            (task, name),
             tier,
             input.clone(),
             call.envelope.cwd.as_deref(),
@@ -297,16 +429,18 @@ impl Core {
         ctx.gate = Some(gate);
         ctx.route = place;
         ctx.on_text = relay;
+        ctx.abort = Some(abort);
+        running.set(!call.envelope.commands.is_empty());
         let result = call.execute(&ctx, door).await;
         drop(turn);
         result
     }
 
-    /// The gate of one call of `flow`, whose commands run in `cwd` (the
-    /// envelope's folder; `None` when it runs none).
+    /// The gate of one call of `flow` by `task`, whose commands run in
+    /// `cwd` (the envelope's folder; `None` when it runs none).
     fn call_gate(
         &self,
-        flow: &str,
+        (task, flow): (&str, &str),
         tier: Tier,
         input: Rc<Value>,
         cwd: Option<&std::path::Path>,
@@ -318,6 +452,7 @@ impl Core {
             input,
             run_id: &self.ctx.run_id,
             script: &self.ctx.script,
+            task,
             cwd,
         };
         CallGate::new(self.gate.clone(), caller, decisions)
@@ -403,7 +538,7 @@ impl Core {
             };
             let input = Rc::new(input.clone());
             self.call_gate(
-                op.name(),
+                (task, op.name()),
                 Tier::Irreversible,
                 input,
                 None,
@@ -433,6 +568,20 @@ impl Core {
     }
 }
 
+/// One live call as it goes through the steps: who makes it, what, and
+/// how it is watched and stopped.
+struct Call<'a> {
+    task: &'a str,
+    name: &'a str,
+    input: Rc<Value>,
+    trail: Option<&'a Trail>,
+    relay: Option<TextRelay>,
+    /// Stops its command when its caller cancels it.
+    abort: crate::exec::AbortSignal,
+    /// Set once it runs a command that `abort` stops.
+    running: &'a Cell<bool>,
+}
+
 /// What is recorded of one call as it passes the steps.
 struct Trail {
     task: String,
@@ -448,11 +597,20 @@ struct Trail {
     intended: Cell<bool>,
     /// The input field the record keeps item by item ([`FlowSpec::stored_once`]).
     shared: Option<&'static str>,
+    /// Who made the call, when a caller outside the script did.
+    client: Option<String>,
 }
 
 impl Trail {
-    fn new(task: &str, seq: u64, flow: &str, spec: Option<&'static FlowSpec>) -> Trail {
+    fn new(
+        task: &str,
+        seq: u64,
+        flow: &str,
+        spec: Option<&'static FlowSpec>,
+        client: Option<String>,
+    ) -> Trail {
         Trail {
+            client,
             task: task.to_string(),
             seq,
             flow: flow.to_string(),
@@ -492,6 +650,7 @@ impl Trail {
         );
         CallRow {
             shared: self.shared.map(std::borrow::Cow::Borrowed),
+            client: self.client.clone(),
             ..row
         }
     }
@@ -709,17 +868,26 @@ async fn wait_turn(turn: &mut schedule::Turn, trail: Option<&Trail>) -> FlowResu
     Ok(())
 }
 
-/// A call of a task the script's end cancelled: `timeout`, as the script's
-/// end is the limit it ran past, with `cancelled` naming the task.
-fn cancelled(task: &str) -> FlowError {
-    FlowError::new(
-        ErrorCode::Timeout,
-        format!(
+/// How long a cancelled command gets to end, after TERM, before its call
+/// is dropped (killing what is left): the executor's grace, and a second
+/// to read what it printed.
+const STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// A call of a cancelled task: `timeout`, as the script's end (or the
+/// caller's giving up) is the limit it ran past, with `cancelled` naming
+/// the task.
+fn cancelled(task: &str, stop: Stop) -> FlowError {
+    let message = match stop {
+        Stop::ScriptEnd => format!(
             "cancelled: the script ended while task {task} still ran this call; \
              await the task (task:await() or sluice.all) to let its calls finish"
         ),
-    )
-    .with("cancelled", task)
+        Stop::Caller => format!(
+            "cancelled: the caller that started task {task} cancelled it while this call waited or ran, \
+             so it stopped there"
+        ),
+    };
+    FlowError::new(ErrorCode::Timeout, message).with("cancelled", task)
 }
 
 fn unknown_flow(core: &Core, name: &str) -> FlowError {

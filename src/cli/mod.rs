@@ -4,6 +4,7 @@ mod audit;
 mod doctor;
 mod flows;
 mod hide;
+mod mcp;
 mod policy;
 mod policy_suite;
 mod replay;
@@ -21,7 +22,7 @@ use std::process::ExitCode;
     long_about = "sluice runs agent workflows written in Lua. Each tool a workflow uses (read, write, edit, ls, ...) \
 is a flow: a Lua function backed by Rust that passes one door, where its input is checked, its effects are \
 declared and authorized, and only then does it run.",
-    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit\n  sluice policy explain 'fs:write:/tmp/w/.git/config' --workspace /tmp/w\n  sluice audit list --workspace /tmp/w\n  sluice replay last --workspace /tmp/w\n  sluice doctor"
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit\n  sluice policy explain 'fs:write:/tmp/w/.git/config' --workspace /tmp/w\n  sluice audit list --workspace /tmp/w\n  sluice replay last --workspace /tmp/w\n  sluice doctor\n  sluice mcp --workspace /tmp/w"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -37,6 +38,7 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     Resume(replay::ResumeArgs),
     Doctor(doctor::DoctorArgs),
+    Mcp(mcp::McpArgs),
 }
 
 /// `--policy NAME`: a file when one exists there, else a built-in policy
@@ -94,5 +96,6 @@ pub fn run_parsed(cli: Cli) -> ExitCode {
         Command::Replay(args) => replay::replay(args),
         Command::Resume(args) => replay::resume(args),
         Command::Doctor(args) => doctor::doctor(args),
+        Command::Mcp(args) => mcp::mcp(args),
     }
 }

@@ -1,7 +1,7 @@
 //! `sluice replay` and `sluice resume`: re-run a recorded script against its
 //! record, or continue an interrupted run from where its record ends.
 
-use super::run::{drive, Grants, RunArgs};
+use super::run::{drive, Grants, RunArgs, RunOptions};
 use crate::audit::replay::{calls, Mode, Record};
 use crate::audit::{locate, store};
 use crate::kernel::approval::Prompt;
@@ -123,7 +123,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
                 Ok(rt) => rt,
                 Err(e) => return fail(e.to_string()),
             };
-            let ended = drive(&runtime, &script);
+            let ended = drive(&runtime, runtime.run_script(&script));
             let answered = runtime.replayed_calls() as usize;
             if runtime.halted().is_some() {
                 // An interrupted run's record ends where it stopped: a replay
@@ -228,6 +228,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
     let mut run = RunArgs {
         script: script.clone(),
         args: script_args,
+        options: RunOptions {
         workspace: Some(PathBuf::from(&record.run.workspace)),
         grants: Grants {
             // The run's own ceiling still holds: a resume may narrow
@@ -251,9 +252,10 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         provider: args.provider,
         audit: Some(db.clone()),
         no_audit: false,
+        },
     };
-    if run.grants.policy.is_empty() {
-        run.grants.policy = recorded_policies(&db, &record.run.id);
+    if run.options.grants.policy.is_empty() {
+        run.options.grants.policy = recorded_policies(&db, &record.run.id);
     }
     let id = record.run.id.clone();
     let mode = Mode::Resume {
@@ -268,7 +270,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(e.to_string()),
     };
-    let ended = drive(&runtime, &script);
+    let ended = drive(&runtime, runtime.run_script(&script));
     eprintln!(
         "sluice: resumed run {id} as run {}: {} answered from the record{}",
         runtime.run_id(),

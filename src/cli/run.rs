@@ -55,6 +55,14 @@ pub struct RunArgs {
     pub script: PathBuf,
     /// Arguments for the script (sluice.args); put them after `--` if they start with a dash.
     pub args: Vec<String>,
+    #[command(flatten)]
+    pub options: RunOptions,
+}
+
+/// How a run is set up, whatever it runs: a script (`sluice run`,
+/// `resume`) or a served client's calls (`sluice mcp`).
+#[derive(Debug, Args)]
+pub struct RunOptions {
     /// The folder the workflow works in [default: the current folder].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
@@ -137,32 +145,30 @@ pub struct Grants {
 
 pub fn run(args: RunArgs) -> ExitCode {
     let script = args.script.clone();
-    let builder = match configure(&args) {
+    let builder = match configure(&args).and_then(|b| recorded(b, &args.options)) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("sluice: {e}");
             return ExitCode::from(2);
         }
     };
-    let builder = match audit_target(
-        args.audit.as_deref(),
-        args.no_audit,
-        args.workspace.as_deref(),
-    ) {
-        Ok(Some(path)) => builder.audit(path),
-        Ok(None) => builder,
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            return ExitCode::from(2);
-        }
-    };
     match builder.build() {
-        Ok(runtime) => drive(&runtime, &script).exit,
+        Ok(runtime) => drive(&runtime, runtime.run_script(&script)).exit,
         Err(e) => {
             eprintln!("sluice: {e}");
             ExitCode::from(2)
         }
     }
+}
+
+/// `builder` recording to the database `opts` name (none with
+/// `--no-audit`).
+pub(crate) fn recorded(builder: RuntimeBuilder, opts: &RunOptions) -> Result<RuntimeBuilder, String> {
+    let target = audit_target(opts.audit.as_deref(), opts.no_audit, opts.workspace.as_deref())?;
+    Ok(match target {
+        Some(path) => builder.audit(path),
+        None => builder,
+    })
 }
 
 /// The database a run records to, or `None` with `--no-audit`.
@@ -183,12 +189,19 @@ pub(crate) fn audit_target(
     Ok(Some(crate::audit::locate(flag, &ws)))
 }
 
-/// A runtime builder from the run options (everything but the audit).
+/// A runtime builder for a script from the run options (everything but
+/// the audit).
 pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
-    let mut builder = Runtime::builder()
+    Ok(options(&args.options)?
         .args(args.args.clone())
         .script(&args.script)
-        .prompt(Prompt::detect())
+        .prompt(Prompt::detect()))
+}
+
+/// A runtime builder from the options every run takes (everything but
+/// the audit and what it runs).
+pub(crate) fn options(args: &RunOptions) -> Result<RuntimeBuilder, String> {
+    let mut builder = Runtime::builder()
         .keep_spill(args.keep_spill)
         .max_jobs(usize::from(args.max_jobs))
         .max_requests(usize::from(args.max_requests))
@@ -262,11 +275,15 @@ pub(crate) struct Ended {
 /// (see [`interrupt`]).
 const JOBS_GRACE_ON_STOP: Duration = Duration::from_millis(300);
 
-/// Runs `script` to its end (or a stop signal), stops the run's jobs,
-/// records how it ended and says so on stderr. A stop signal ends the run
-/// within 2 s, sealed: by itself, or by the backstop
-/// armed here when the script cannot notice (see [`interrupt`]).
-pub(crate) fn drive(runtime: &Runtime, script: &Path) -> Ended {
+/// Runs `work` (a script, or the requests a served run answers) to its
+/// end (or a stop signal), stops the run's jobs, records how it ended and
+/// says so on stderr. A stop signal ends the run within 2 s, sealed: by
+/// itself, or by the backstop armed here when the script cannot notice
+/// (see [`interrupt`]).
+pub(crate) fn drive(
+    runtime: &Runtime,
+    work: impl std::future::Future<Output = Result<(), ScriptError>>,
+) -> Ended {
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -301,7 +318,7 @@ pub(crate) fn drive(runtime: &Runtime, script: &Path) -> Ended {
     }
     let outcome = tokio.block_on(async {
         tokio::select! {
-            result = runtime.run_script(script) => result,
+            result = work => result,
             sig = interrupt::wait() => Err(ScriptError { message: format!("interrupted by {}", interrupt::name(sig)) }),
         }
     });

@@ -179,7 +179,6 @@ impl Wrap for Prefix {
 /// (TERM to its group, KILL after the grace period). A watch channel rather
 /// than a oneshot, so one handle can cancel many calls and be cloned into
 /// background jobs later.
-#[cfg(test)]
 #[derive(Debug, Clone)]
 pub struct AbortHandle(Arc<watch::Sender<bool>>);
 
@@ -188,13 +187,11 @@ pub struct AbortHandle(Arc<watch::Sender<bool>>);
 pub struct AbortSignal(watch::Receiver<bool>);
 
 /// A connected handle and signal.
-#[cfg(test)]
 pub fn abort_pair() -> (AbortHandle, AbortSignal) {
     let (tx, rx) = watch::channel(false);
     (AbortHandle(Arc::new(tx)), AbortSignal(rx))
 }
 
-#[cfg(test)]
 impl AbortHandle {
     pub fn abort(&self) {
         self.0.send_replace(true);
@@ -212,6 +209,18 @@ impl AbortSignal {
         if self.0.wait_for(|v| *v).await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// What sees a foreground command's output as it arrives, beside the
+/// capture (both streams, each piece as read): a caller that shows a long
+/// command's progress. Called on the reader's task, so it must not block.
+#[derive(Clone)]
+pub struct Tap(pub Arc<dyn Fn(&[u8]) + Send + Sync>);
+
+impl fmt::Debug for Tap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tap")
     }
 }
 
@@ -241,6 +250,9 @@ pub struct Request {
     /// Send stderr into the stdout stream, interleaved in the order the
     /// command wrote them (as a terminal shows them); `stderr` stays empty.
     pub merge_output: bool,
+    /// Sees the output as it arrives ([`Tap`]); the capture is the same
+    /// with or without it.
+    pub tap: Option<Tap>,
 }
 
 impl Request {
@@ -257,6 +269,7 @@ impl Request {
             spill: None,
             wrap: None,
             merge_output: false,
+            tap: None,
         }
     }
 
@@ -328,11 +341,20 @@ pub struct Spec {
     spill: Option<Arc<SpillDir>>,
     wrap: Option<Arc<dyn Wrap>>,
     merge_output: bool,
+    tap: Option<Tap>,
 }
 
 impl Spec {
     pub fn grace(&self) -> Duration {
         self.grace
+    }
+
+    /// The spec with `tap` seeing its output as it arrives ([`Tap`]).
+    pub fn with_tap(self, tap: Tap) -> Spec {
+        Spec {
+            tap: Some(tap),
+            ..self
+        }
     }
 }
 
@@ -408,6 +430,7 @@ pub fn resolve_with_ambient(
         spill: request.spill,
         wrap: request.wrap,
         merge_output: request.merge_output,
+        tap: request.tap,
     })
 }
 

@@ -120,7 +120,23 @@ impl Outcome {
     /// short (holding what it printed), made the stopped command's:
     /// `timeout`, as for a grep or glob a stop cut short, its message saying
     /// what happened, `interrupted` naming the signal. Else `e` as it is.
+    ///
+    /// A command its caller cancelled ([`Outcome::aborted`]) is likewise
+    /// `timeout`, saying it was cancelled and stopped with the grace a
+    /// timeout gets; the pipeline names the cancelled task.
     pub fn stopped(&self, e: FlowError) -> FlowError {
+        if self.aborted {
+            let after = self.elapsed.as_millis() as u64;
+            return FlowError {
+                code: ErrorCode::Timeout,
+                message: format!(
+                    "the command was cancelled by its caller {after} ms after it started and stopped \
+                     (TERM, then KILL after the grace period); what it printed so far is in this error's output fields"
+                ),
+                ..e
+            }
+            .with("elapsedMs", after);
+        }
         let Some(sig) = self.interrupted.as_deref() else {
             return e;
         };
@@ -500,8 +516,15 @@ async fn collect(
     pipe: impl AsyncRead + Unpin,
     mut collector: Collector,
     stop: watch::Receiver<bool>,
+    tap: Option<super::Tap>,
 ) -> Captured {
-    if collect_into(pipe, stop, |chunk| collector.push(chunk)).await {
+    let sink = |chunk: &[u8]| {
+        if let Some(tap) = &tap {
+            (tap.0)(chunk);
+        }
+        collector.push(chunk);
+    };
+    if collect_into(pipe, stop, sink).await {
         collector.mark_cut_short();
     }
     collector.finish()
@@ -740,12 +763,18 @@ pub async fn run(spec: Spec) -> Outcome {
     if spec.merge_output {
         out_collector = out_collector.counting_lines();
     }
-    let out_task = tokio::spawn(collect(stdout, out_collector, stop_rx.clone()));
+    let out_task = tokio::spawn(collect(
+        stdout,
+        out_collector,
+        stop_rx.clone(),
+        spec.tap.clone(),
+    ));
     let err_task = stderr.map(|pipe| {
         tokio::spawn(collect(
             pipe,
             collector("stderr", spec.stderr_budget),
             stop_rx,
+            spec.tap.clone(),
         ))
     });
 

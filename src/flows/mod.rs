@@ -120,9 +120,17 @@ pub struct Context {
     /// (`headers` and `env` entries that are credentials).
     pub credentials: Arc<crate::credentials::Credentials>,
     /// Where a streamed reply's text goes as it arrives (a script's
-    /// `onText`); `None` for a call nobody watches.
+    /// `onText`, a served request's progress), and a foreground command's
+    /// output; `None` for a call nobody watches.
     pub on_text: Option<TextRelay>,
+    /// Stops this call's foreground command when its caller cancels the
+    /// call (an MCP client's cancellation); `None` when nothing can.
+    pub abort: Option<crate::exec::AbortSignal>,
 }
+
+/// How much of a foreground command's output a watcher of the call sees as
+/// it arrives: the bound each captured stream keeps.
+pub const SHOWN_OUTPUT: usize = crate::exec::STREAM_BUDGET;
 
 /// Hands the pieces of a streamed reply to whoever watches the call.
 #[derive(Clone)]
@@ -173,6 +181,49 @@ impl Context {
             models: Arc::new(crate::model::Providers::default()),
             credentials: Arc::new(crate::credentials::Credentials::new()),
             on_text: None,
+            abort: None,
+        }
+    }
+
+    /// An executor request for one of this call's commands: numbered as
+    /// the call, and stopped like a timeout (TERM, then KILL after the
+    /// grace) when the call's caller cancels it.
+    pub fn command(&self, launch: crate::exec::CommandLine) -> crate::exec::Request {
+        let mut req = self.exec.request(launch, self.call_seq);
+        req.abort = self.abort.clone();
+        req
+    }
+
+    /// Runs a foreground command to its end; whoever watches the call
+    /// ([`Context::on_text`]) sees the first [`SHOWN_OUTPUT`] bytes of its
+    /// output as text as they arrive.
+    pub async fn run_command(&self, spec: crate::exec::Spec) -> crate::exec::Outcome {
+        let Some(relay) = &self.on_text else {
+            return crate::exec::run(spec).await;
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let left = std::sync::atomic::AtomicUsize::new(SHOWN_OUTPUT);
+        let tap = move |chunk: &[u8]| {
+            use std::sync::atomic::Ordering::Relaxed;
+            let take = |l: usize| Some(l.saturating_sub(chunk.len()));
+            let room = left.fetch_update(Relaxed, Relaxed, take).unwrap_or(0);
+            if room > 0 {
+                let _ = tx.send(chunk[..chunk.len().min(room)].to_vec());
+            }
+        };
+        let run = crate::exec::run(spec.with_tap(crate::exec::Tap(Arc::new(tap))));
+        tokio::pin!(run);
+        let mut text = shape::TextPieces::default();
+        loop {
+            tokio::select! {
+                outcome = &mut run => {
+                    while let Ok(piece) = rx.try_recv() {
+                        relay.send(&text.push(&piece));
+                    }
+                    return outcome;
+                }
+                Some(piece) = rx.recv() => relay.send(&text.push(&piece)),
+            }
         }
     }
 

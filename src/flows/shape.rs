@@ -224,6 +224,26 @@ fn ceil_char_boundary(text: &str, target: usize) -> usize {
     boundary
 }
 
+/// Output as it arrives, decoded a piece at a time: a character split
+/// between two pieces is held back until its end arrives, so it is not
+/// shown as two replacement characters; invalid bytes decode lossily.
+#[derive(Default)]
+pub struct TextPieces {
+    held: Vec<u8>,
+}
+
+impl TextPieces {
+    /// The text of `bytes` after what was held, but for an unfinished
+    /// character at its end.
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.held.extend_from_slice(bytes);
+        let end = complete_prefix_len(&self.held);
+        let text = String::from_utf8_lossy(&self.held[..end]).into_owned();
+        self.held.drain(..end);
+        text
+    }
+}
+
 fn is_continuation(b: u8) -> bool {
     (0x80..=0xBF).contains(&b)
 }

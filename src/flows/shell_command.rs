@@ -176,7 +176,7 @@ impl Flow for ShellCommand {
             "-c".into(),
             self.command.clone().into(),
         ];
-        let mut req = exec.request(CommandLine::Argv(argv), ctx.call_seq);
+        let mut req = ctx.command(CommandLine::Argv(argv));
         req.cwd = Some(self.workdir.clone());
         req.timeout = Some(self.timeout);
         req.output_budget = Some(CODEX_CAPTURE_BUDGET);
@@ -184,7 +184,7 @@ impl Flow for ShellCommand {
         let confined = ctx.confine(&self.command, None)?;
         req.wrap = confined.as_ref().map(|c| c.wrap.clone());
         let spec = exec::resolve(req, &exec.limits)?;
-        let out = exec::run(spec).await;
+        let out = ctx.run_command(spec).await;
         if let Some(f) = out.spawn_failure {
             let code = match f.kind {
                 SpawnFailureKind::CwdNotFound | SpawnFailureKind::CwdNotDirectory => {
@@ -197,7 +197,7 @@ impl Flow for ShellCommand {
                     .with("field", "workdir"),
             );
         }
-        if out.interrupted.is_some() {
+        if out.aborted || out.interrupted.is_some() {
             let output = codex_output(-1, out.elapsed, false, &out.stdout);
             return Err(out.stopped(FlowError::new(ErrorCode::Timeout, "").with("output", output)));
         }

@@ -45,6 +45,9 @@ pub struct Ask {
     pub capability: String,
     /// The flow whose call asks (`bash`, `http-post`, an embedder's own).
     pub flow: String,
+    /// The task whose call asks (`0`, `0.2`): a run serving several
+    /// callers (`sluice mcp`) puts the ask to the caller that started it.
+    pub task: String,
     /// The rule or hook that asked (`default.lua: rules[52]`,
     /// `sandboxPermissions`).
     pub by: String,
@@ -97,6 +100,14 @@ pub trait Approver: Send + Sync {
     /// terminal`).
     fn who(&self) -> String {
         "the embedding program's approver".into()
+    }
+
+    /// Whether its asks wait for each other, one shown at a time (one
+    /// person at one terminal). An approver that puts each ask to the
+    /// person behind the caller that made it (`sluice mcp`'s clients) says
+    /// no, so one client's unanswered question does not hold another's.
+    fn one_at_a_time(&self) -> bool {
+        true
     }
 }
 
@@ -177,7 +188,10 @@ impl Pending {
     /// meanwhile covers it. A "for the run" answer is remembered before the
     /// prompt is let go, so the next waiting ask sees it. Blocks.
     fn answer(&self) -> Reply {
-        let _turn = lock(&self.turns.prompt);
+        let _turn = self
+            .approver
+            .one_at_a_time()
+            .then(|| lock(&self.turns.prompt));
         if let Some(key) = &self.key {
             if self.turns.remembers(key) {
                 return Reply::Remembered;
@@ -403,6 +417,7 @@ fn shown(req: &Request, verdict: &Verdict, once_only: bool) -> Ask {
     Ask {
         capability: req.capability.to_string(),
         flow: req.flow.to_string(),
+        task: req.task.to_string(),
         by: verdict.by.clone(),
         reason: verdict.reason.clone(),
         input: summary(req.input),
@@ -438,10 +453,18 @@ fn refused(cap: &Capability, who: &str, reason: Option<String>, say_why: bool) -
 fn unanswered(cap: &Capability, verdict: &Verdict, who: &str, why: String) -> FlowError {
     let e = required(cap, verdict);
     if who == TERMINAL {
-        e.with("terminal", why)
-    } else {
-        e.with("approver", why)
+        return e.with("terminal", why);
     }
+    let flag = approve_flag(cap);
+    FlowError {
+        message: format!(
+            "{cap} needs approval ({}: {}) and {who} could not be asked: {why}. \
+             Pre-approve it with {flag}, or change the policy.",
+            verdict.by, verdict.reason
+        ),
+        ..e
+    }
+    .with("approver", why)
 }
 
 /// What a "for the rest of the run" answer is remembered by: the
@@ -710,6 +733,7 @@ mod tests {
                 tier: Tier::Compensable,
                 input,
                 run_id: "run",
+                task: "0",
                 script: "test.lua",
                 cwd: None,
             }

@@ -125,6 +125,7 @@ pub struct CallGate {
     input: Rc<Value>,
     run_id: String,
     script: String,
+    task: String,
     /// The folder the call's commands run in ([`Caller::cwd`]).
     cwd: Option<PathBuf>,
     /// Where the call's decisions go when it is recorded.
@@ -151,6 +152,8 @@ pub struct Caller<'a> {
     pub run_id: &'a str,
     /// The run's script.
     pub script: &'a str,
+    /// The task that makes the call.
+    pub task: &'a str,
     /// The canonical folder the call's commands run in, from its envelope
     /// ([`crate::call::Envelope::cwd`]); `None` when it runs none.
     pub cwd: Option<&'a Path>,
@@ -167,6 +170,7 @@ impl CallGate {
             input: caller.input,
             run_id: caller.run_id.to_string(),
             script: caller.script.to_string(),
+            task: caller.task.to_string(),
             cwd: caller.cwd.map(Path::to_path_buf),
             decisions,
         }
@@ -181,6 +185,7 @@ impl CallGate {
             input: &self.input,
             run_id: &self.run_id,
             script: &self.script,
+            task: &self.task,
             cwd: self.cwd.as_deref(),
         }
     }

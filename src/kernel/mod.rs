@@ -86,6 +86,23 @@ impl Kernel {
         f(&view)
     }
 
+    /// Whether no capability of `action` can ever be granted: a policy
+    /// failed to load, the ceiling selects none of it, or a deny without
+    /// exceptions selects all of it. What a hook or an ask might say does
+    /// not matter then, since a deny wins. A served tool list leaves out
+    /// the flows such an action would refuse every call of.
+    pub fn denies_every(&self, action: Action) -> bool {
+        self.with_static(|v| {
+            v.failed
+                || (!v.ceiling.is_empty() && !v.ceiling.iter().any(|p| p.selects(action)))
+                || v.rules.iter().any(|r| {
+                    r.decision == policy::Decision::Deny
+                        && r.except.is_empty()
+                        && r.pattern.any_resource(action)
+                })
+        })
+    }
+
     /// The verdict on one capability. A command line (`proc:spawn`) is
     /// judged by every simple command in it and every file it redirects
     /// to or from, so `git *` allowed does not let `git status && curl x | sh`

@@ -99,6 +99,9 @@ pub struct Request<'a> {
     pub input: &'a Value,
     pub run_id: &'a str,
     pub script: &'a str,
+    /// The task that makes the call (`0`, `0.2`): whose approver answers
+    /// its asks when a run serves several callers (`sluice mcp`).
+    pub task: &'a str,
     /// The canonical folder the call's commands run in, as its flow
     /// planned it ([`crate::call::Envelope::cwd`]); `None` (a call that runs
     /// no command, a job operation, a check outside a run) is the

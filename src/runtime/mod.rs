@@ -7,7 +7,10 @@ mod convert;
 mod credential;
 pub mod extend;
 mod module;
+mod serve;
 mod tasks;
+
+pub use serve::{Caller, Incoming, LuaTool, Outcome, Tool};
 
 use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
 use crate::audit::replay::{Mode, Record, Replay};
@@ -131,6 +134,8 @@ pub struct RuntimeBuilder {
     credentials: Option<PathBuf>,
     name: Option<String>,
     embedded: Embedded,
+    serving: bool,
+    modules: Option<PathBuf>,
 }
 
 /// What an embedding program adds to a run: its own flows and the
@@ -340,6 +345,24 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Makes the run serve callers outside the script
+    /// ([`Runtime::serve`]): each request's asks go to the approver its
+    /// caller brings, instead of [`RuntimeBuilder::prompt`]'s or
+    /// [`RuntimeBuilder::approver`]'s.
+    pub fn serving(mut self) -> Self {
+        self.serving = true;
+        self
+    }
+
+    /// Where `require` finds the Lua modules of the run's own code
+    /// (default: the script's folder, else the workspace): a served run's
+    /// Lua tools' folder, so that no module an agent wrote in the
+    /// workspace is loaded into them.
+    pub fn modules(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.modules = Some(dir.into());
+        self
+    }
+
     /// Checks the inputs, loads the policies, opens the record and sets up
     /// the Lua state: the run is ready for [`Runtime::call`] or a script.
     pub fn build(self) -> Result<Runtime, BuildError> {
@@ -469,9 +492,11 @@ impl RuntimeBuilder {
         }
         ctx.protected = audit.protected.clone();
         ctx.secrets.extend(self.secrets.iter().cloned());
+        let callers = serve::Callers::default();
         let gate = Gate {
             kernel: Kernel::new(policies, ceiling, vars.clone()),
             approver: match self.embedded.approver {
+                _ if self.serving => Approvals::with(approve, Some(Arc::new(callers.clone()))),
                 Some(custom) => Approvals::with(approve, Some(custom)),
                 None => Approvals::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
             },
@@ -506,10 +531,11 @@ impl RuntimeBuilder {
         lua.globals()
             .set("sluice", &sluice)
             .map_err(BuildError::lua)?;
-        let script_dir = match self.script.as_ref().and_then(|p| p.parent()) {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            Some(_) => PathBuf::from("."),
-            None => workspace,
+        let script_dir = match (self.modules, self.script.as_ref().and_then(|p| p.parent())) {
+            (Some(dir), _) => dir,
+            (None, Some(dir)) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            (None, Some(_)) => PathBuf::from("."),
+            (None, None) => workspace,
         };
         tasks.install(&lua, &sluice).map_err(BuildError::lua)?;
         luastate::install_require(&lua, script_dir, &[("sluice", sluice)])
@@ -519,6 +545,7 @@ impl RuntimeBuilder {
             lua,
             closer,
             tasks,
+            callers,
         })
     }
 }
@@ -529,6 +556,8 @@ pub struct Runtime {
     lua: Lua,
     closer: Closer,
     tasks: tasks::Tasks,
+    /// A served run's callers' approvers, by the task of their request.
+    callers: serve::Callers,
 }
 
 /// Ends a run's record from any thread: what a backstop uses when the

@@ -205,6 +205,16 @@ local function map(list, fn, opts)
   return gather(tasks, 2)
 end
 
+-- A task nothing will await (a served request, which answers its caller
+-- itself): it leaves `open` when it settles, so a server that lives for
+-- days keeps none of its finished requests. Its body catches its own
+-- errors; what it could not catch is reported like an unawaited failure.
+local function detach(fn, ...)
+  return start(function(t)
+    if t.result[1] then open[t] = nil end
+  end, fn, ...)
+end
+
 -- For the run's end: the ids of the tasks still running (now marked
 -- cancelled), and the failures nobody awaited.
 local function unsettled()
@@ -244,6 +254,7 @@ end
 
 return {
   spawn = spawn,
+  detach = detach,
   all = all,
   map = map,
   unsettled = unsettled,

@@ -110,6 +110,12 @@ impl Tasks {
         lua.set_named_registry_value(KEY, api)
     }
 
+    /// `detach(fn, ...)`: starts a task nothing awaits, forgotten once it
+    /// settles (a served request, which answers its caller itself).
+    pub fn detacher(lua: &Lua) -> mlua::Result<Function> {
+        lua.named_registry_value::<Table>(KEY)?.get("detach")
+    }
+
     /// Runs `main` (a script's chunk) with its tasks beside it; when it
     /// ends, cancels the tasks still running and reports those that
     /// failed unawaited.

@@ -328,7 +328,7 @@ impl Flow for Bash {
             return self.in_container(ctx, name).await;
         }
         let exec = &ctx.exec;
-        let mut req = exec.request(self.launch.clone(), ctx.call_seq);
+        let mut req = ctx.command(self.launch.clone());
         req.cwd = Some(self.cwd.clone());
         req.env = self.declared_env(ctx)?;
         req.stdin = self.stdin.clone();
@@ -341,7 +341,7 @@ impl Flow for Bash {
         if self.background {
             return self.start(ctx, spec, confined);
         }
-        let outcome = exec::run(spec).await;
+        let outcome = ctx.run_command(spec).await;
         self.finish(outcome, confined.as_ref())
     }
 }
@@ -695,7 +695,7 @@ impl Bash {
         }
         let stdout = bounded(&out.stdout);
         let stderr = bounded(&out.stderr);
-        if out.timed_out || out.interrupted.is_some() {
+        if out.timed_out || out.aborted || out.interrupted.is_some() {
             return Err(self.timeout_error(&out, stdout, stderr));
         }
         let exit_code = out.shell_status().unwrap_or(-1);

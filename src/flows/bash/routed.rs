@@ -21,7 +21,7 @@ impl Bash {
     pub(super) async fn in_container(self, ctx: &Context, name: &str) -> FlowResult<Output> {
         let transport = ctx.containers.transport(name).await?;
         let exec = &ctx.exec;
-        let mut req = exec.request(self.launch.clone(), ctx.call_seq);
+        let mut req = ctx.command(self.launch.clone());
         req.env = self.declared_env(ctx)?;
         req.stdin = self.stdin.clone();
         req.timeout = Some(self.timeout);
@@ -32,7 +32,7 @@ impl Bash {
         if self.background {
             return self.start_routed(ctx, spec, &transport);
         }
-        let outcome = exec::run(spec).await;
+        let outcome = ctx.run_command(spec).await;
         self.finish_routed(outcome, &transport, cwd.as_deref())
     }
 
@@ -64,7 +64,7 @@ impl Bash {
         }
         let stdout = bounded(&out.stdout);
         let stderr = bounded(&out.stderr);
-        if out.timed_out || out.interrupted.is_some() {
+        if out.timed_out || out.aborted || out.interrupted.is_some() {
             return Err(self
                 .timeout_error(&out, stdout, stderr)
                 .with("container", t.name.clone()));

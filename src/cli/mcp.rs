@@ -1,0 +1,116 @@
+//! `sluice mcp`: serve the flows as MCP tools.
+
+use super::run::{drive, options, recorded, RunOptions};
+use crate::mcp::{self, Catalog, Server, Transport};
+use crate::runtime::Runtime;
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const ABOUT: &str = "Serve sluice's flows as MCP tools to an agent (Claude Code, Codex, Cursor, Goose, opencode, ...): \
+every call the agent makes passes the policies, runs confined, and is recorded, as a script's calls are.\n\n\
+Over stdio by default (the client starts `sluice mcp` itself), or streamable HTTP with --http. Clients of the \
+2026-07-28 protocol (stateless requests, server/discover) and those that start with `initialize` (2025-11-25, \
+2025-06-18) are both served.\n\n\
+Tools: one per flow the policies could allow (a flow every call of which a policy denies is not listed; --flows narrows \
+the list), job_read, job_wait and job_kill beside bash (for background = true), and the Lua tools of --tools DIR: each \
+*.lua file there returns {name, description, input = SCHEMA, run = function(input) ... end}, and run's flow calls pass \
+the door like a script's.\n\n\
+Asks: a call the policy asks about becomes a question to the person behind the client (MCP elicitation), showing the \
+capability, the rule that asked and the justification; a client without elicitation gets permission_required naming \
+the --approve pattern that would grant it. A client's cancellation stops the call's command (TERM, then KILL after \
+3 s), recorded as cancelled.\n\n\
+The record: one audit run per server process (`sluice audit show last`), every call with the client's name and \
+version. The run ends (sealed ok) when stdin closes, or on SIGINT/SIGTERM (interrupted).";
+
+/// Serve sluice's flows as MCP tools to an agent.
+#[derive(Debug, Args)]
+#[command(
+    long_about = ABOUT,
+    after_help = "Examples:\n  sluice mcp --workspace ~/src/app\n  sluice mcp --workspace ~/src/app --policy readonly --flows read,grep,glob,ls\n  sluice mcp --workspace ~/src/app --tools ./mcp-tools\n  sluice mcp --workspace ~/src/app --http 127.0.0.1:8765\n  SLUICE_MCP_TOKEN=... sluice mcp --workspace /srv/app --http 0.0.0.0:8765\n\nClaude Code: claude mcp add sluice -- sluice mcp --workspace \"$PWD\"\nCodex (~/.codex/config.toml): [mcp_servers.sluice] command = \"sluice\", args = [\"mcp\", \"--workspace\", \"/path/to/app\"]\nCursor (.cursor/mcp.json): {\"mcpServers\": {\"sluice\": {\"command\": \"sluice\", \"args\": [\"mcp\", \"--workspace\", \"/path/to/app\"]}}}"
+)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub options: RunOptions,
+    /// Serve only these flows (comma-separated: read,grep,glob,ls), of those the policies could allow.
+    #[arg(long, value_name = "FLOWS", value_delimiter = ',')]
+    pub flows: Option<Vec<String>>,
+    /// A folder of Lua tools: each *.lua returns {name, description, input, run}; `require` in them loads
+    /// modules from this folder only.
+    #[arg(long, value_name = "DIR")]
+    pub tools: Option<PathBuf>,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio: 127.0.0.1:PORT (port 0 picks one, printed
+    /// on stderr). A non-loopback address needs --token.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required for a non-loopback
+    /// --http. [env: SLUICE_MCP_TOKEN]
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+}
+
+pub fn mcp(args: McpArgs) -> ExitCode {
+    match setup(&args) {
+        Ok(runtime) => serve(&runtime, &args),
+        Err(e) => {
+            eprintln!("sluice mcp: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The run every call of the server belongs to.
+fn setup(args: &McpArgs) -> Result<Runtime, String> {
+    let mut builder = options(&args.options)?.serving().name("sluice mcp");
+    if let Some(dir) = &args.tools {
+        builder = builder.modules(dir);
+    }
+    let builder = recorded(builder, &args.options)?;
+    builder.build().map_err(|e| e.to_string())
+}
+
+fn serve(runtime: &Runtime, args: &McpArgs) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("sluice mcp: {e}");
+        let _ = runtime.end("failed", Some(&e));
+        ExitCode::from(2)
+    };
+    let lua = match &args.tools {
+        Some(dir) => match runtime.load_tools(dir, &Catalog::reserved(runtime)) {
+            Ok(tools) => tools,
+            Err(e) => return fail(e),
+        },
+        None => Vec::new(),
+    };
+    let catalog = match Catalog::of(runtime, args.flows.as_deref(), &lua) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    if !catalog.hidden.is_empty() {
+        eprintln!(
+            "sluice mcp: not serving {}: the policies refuse every call of them",
+            catalog.hidden.join(", ")
+        );
+    }
+    let (inbox, requests) = tokio::sync::mpsc::unbounded_channel();
+    let transport = match args.http {
+        None => Transport::Stdio,
+        Some(addr) => Transport::Http {
+            addr,
+            token: args
+                .token
+                .clone()
+                .or_else(|| std::env::var("SLUICE_MCP_TOKEN").ok())
+                .filter(|t| !t.is_empty()),
+        },
+    };
+    match mcp::start(Server::new(catalog, inbox), transport) {
+        Ok((_thread, Some(addr))) => {
+            eprintln!("sluice mcp: serving http://{addr}{} (run {})", mcp::PATH, runtime.run_id())
+        }
+        Ok((_thread, None)) => {}
+        Err(e) => return fail(e),
+    }
+    drive(runtime, runtime.serve(requests)).exit
+}

@@ -1,0 +1,250 @@
+//! Asks as questions to the person behind the client whose call made
+//! them: an `elicitation/create` request for clients of 2025 protocols, an
+//! "input required" result for 2026 ones (the call waits on the server
+//! until the client calls again with the answer), and, for a client that
+//! declared no elicitation, no question at all: the call fails
+//! `permission_required` naming the `--approve` pattern that would grant it.
+
+use crate::kernel::approval::{Answer, Approver, Ask};
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{mpsc as sync, Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How long a question waits for the person's answer.
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The key of sluice's one input request in an "input required" result.
+pub const INPUT_KEY: &str = "approve";
+
+/// An ask on its way to the client's handler, with where the answer goes.
+pub struct Question {
+    pub ask: Ask,
+    pub answer: sync::SyncSender<Answer>,
+}
+
+/// The approver a call's caller brings: it hands each ask to the handler
+/// of the request that made it, which asks the client, and waits.
+pub struct ClientAsker {
+    /// The request's handler; `None` for a client that declared no
+    /// elicitation.
+    to: Option<mpsc::UnboundedSender<Question>>,
+    /// The client, as errors name it.
+    client: String,
+}
+
+impl ClientAsker {
+    /// The asker of one request from `client`; `to` is `None` when the
+    /// client cannot be asked.
+    pub fn new(to: Option<mpsc::UnboundedSender<Question>>, client: &str) -> ClientAsker {
+        ClientAsker {
+            to,
+            client: client.to_string(),
+        }
+    }
+}
+
+impl Approver for ClientAsker {
+    fn ask(&self, ask: &Ask) -> Answer {
+        let Some(to) = &self.to else {
+            return Answer::Unanswered(format!(
+                "the MCP client ({}) declared no elicitation support, so the person behind it cannot be asked",
+                self.client
+            ));
+        };
+        let (tx, rx) = sync::sync_channel(1);
+        let question = Question {
+            ask: ask.clone(),
+            answer: tx,
+        };
+        if to.send(question).is_err() {
+            return Answer::Unanswered("the client's request ended before the question could be put".into());
+        }
+        match rx.recv_timeout(ASK_TIMEOUT + Duration::from_secs(5)) {
+            Ok(answer) => answer,
+            Err(_) => Answer::Unanswered(format!(
+                "the client ({}) gave no answer within {} s",
+                self.client,
+                ASK_TIMEOUT.as_secs()
+            )),
+        }
+    }
+
+    fn who(&self) -> String {
+        format!("the person behind {}", self.client)
+    }
+
+    fn one_at_a_time(&self) -> bool {
+        false
+    }
+}
+
+/// What the person is shown: the capability, the rule that asked and
+/// why, the justification, the call.
+pub fn question(ask: &Ask) -> ElicitRequestParams {
+    let mut message = format!(
+        "sluice: the {} call asks for {}.\nAsked by {}: {}.",
+        ask.flow, ask.capability, ask.by, ask.reason
+    );
+    if let Some(why) = &ask.justification {
+        message.push_str(&format!("\nJustification: {why}"));
+    }
+    message.push_str(&format!("\nCall: {}\nAccept to allow it, decline to refuse it.", ask.input));
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema(ask.once_only),
+    }
+}
+
+/// The form: one box, "for the rest of the run", unless the ask counts
+/// once only (a wider sandbox), which no answer may outlive.
+fn schema(once_only: bool) -> ElicitationSchema {
+    let properties = if once_only {
+        json!({})
+    } else {
+        json!({"forRun": {
+            "type": "boolean",
+            "title": "Allow it for the rest of this server's run",
+            "description": "Also allow the same capability (for a command: the same line, environment and folder) without asking again until the server stops.",
+            "default": false
+        }})
+    };
+    let form = json!({"type": "object", "properties": properties});
+    ElicitationSchema::from_json_schema(form.as_object().cloned().unwrap_or_default())
+        .expect("sluice's question is a valid form")
+}
+
+/// The person's reply as an answer to the ask.
+pub fn answer(reply: &ElicitResult, ask: &Ask, client: &str) -> Answer {
+    match reply.action {
+        ElicitationAction::Accept => {
+            let for_run = reply
+                .content
+                .as_ref()
+                .and_then(|c| c.get("forRun"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if for_run && !ask.once_only {
+                Answer::ForRun
+            } else {
+                Answer::Once
+            }
+        }
+        ElicitationAction::Decline => Answer::No(Some(format!("the person behind {client} declined"))),
+        // Cancel, or an action of a later protocol: not a yes.
+        _ => Answer::No(Some(format!(
+            "the person behind {client} dismissed the question without allowing it"
+        ))),
+    }
+}
+
+/// Calls waiting, on the server, for the answer a 2026 client carries in
+/// its next call: by the opaque `requestState` it was given. Each is taken
+/// once, by a call of the same tool with the same arguments, and expires
+/// after [`ASK_TIMEOUT`], its ask then unanswered.
+pub struct Suspended<T> {
+    waiting: Arc<Mutex<HashMap<String, Waiting<T>>>>,
+}
+
+impl<T> Clone for Suspended<T> {
+    fn clone(&self) -> Self {
+        Suspended {
+            waiting: self.waiting.clone(),
+        }
+    }
+}
+
+impl<T> Default for Suspended<T> {
+    fn default() -> Self {
+        Suspended {
+            waiting: Arc::default(),
+        }
+    }
+}
+
+/// One waiting call: the call itself, the ask it waits on, and what its
+/// next call must repeat.
+pub struct Waiting<T> {
+    pub call: T,
+    pub question: Question,
+    /// The tool and the digest of its arguments.
+    tool: String,
+    digest: String,
+}
+
+/// Why a `requestState` was refused.
+pub enum Refused {
+    /// No call waits under it: never given, already taken, or expired.
+    Unknown,
+    /// It was given for another tool or other arguments.
+    Mismatch,
+}
+
+impl<T: Send + 'static> Suspended<T> {
+    /// Parks `call`, waiting on `question`, until a call of `tool` with
+    /// `args` brings its answer; the `requestState` to give the client.
+    pub fn park(&self, call: T, question: Question, tool: &str, args: &Value) -> String {
+        let token = token();
+        let waiting = Waiting {
+            call,
+            question,
+            tool: tool.to_string(),
+            digest: digest(args),
+        };
+        self.lock().insert(token.clone(), waiting);
+        let this = self.clone();
+        let key = token.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(ASK_TIMEOUT).await;
+            if let Some(w) = this.lock().remove(&key) {
+                let _ = w.question.answer.send(Answer::Unanswered(format!(
+                    "the client did not call again with the answer within {} s",
+                    ASK_TIMEOUT.as_secs()
+                )));
+            }
+        });
+        token
+    }
+
+    /// Takes the call parked under `token`, when `tool` and `args` are
+    /// those it was parked with; a mismatch leaves it parked.
+    pub fn take(&self, token: &str, tool: &str, args: &Value) -> Result<Waiting<T>, Refused> {
+        let mut waiting = self.lock();
+        let w = waiting.get(token).ok_or(Refused::Unknown)?;
+        if w.tool != tool || w.digest != digest(args) {
+            return Err(Refused::Mismatch);
+        }
+        waiting.remove(token).ok_or(Refused::Unknown)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting<T>>> {
+        self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The arguments as the digest a resumed call must match.
+fn digest(args: &Value) -> String {
+    crate::digest::sha256_hex(args.to_string().as_bytes())
+}
+
+/// 128 random bits as hex: a `requestState` nobody can guess.
+fn token() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_err()
+    {
+        // The standard library seeds its hash keys from the kernel too.
+        use std::hash::{BuildHasher, Hasher};
+        for chunk in bytes.chunks_mut(8) {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(0);
+            chunk.copy_from_slice(&h.finish().to_le_bytes());
+        }
+    }
+    crate::digest::hex(&bytes)
+}

@@ -1,0 +1,125 @@
+//! A call's outcome as an MCP tool result: `structuredContent` is the
+//! flow's output table as the manifest's `outputSchema` describes it, and
+//! `content` a text a person (or a model) reads: a command's streams in
+//! their bounded form, a read's page, a search's lines; a flow error is
+//! `isError` with its code and message.
+
+use crate::error::FlowError;
+use crate::runtime::{Outcome, Tool};
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::Value;
+
+/// The tool result of `outcome`, a call of `tool`.
+pub fn result(tool: &Tool, outcome: Outcome) -> CallToolResult {
+    match outcome {
+        Outcome::Done(output) => {
+            let text = text(tool, &output);
+            let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+            r.structured_content = Some(output);
+            r
+        }
+        Outcome::Failed(e) => CallToolResult::error(vec![ContentBlock::text(failure(&e))]),
+        Outcome::Raised(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+    }
+}
+
+/// `code: message`, then the error's details (what a command printed,
+/// the capability and the rule) as JSON.
+fn failure(e: &FlowError) -> String {
+    let mut text = format!("{}: {}", e.code.as_str(), e.message);
+    if !e.details.is_empty() {
+        let details = serde_json::to_string_pretty(&Value::Object(e.details.clone())).unwrap_or_default();
+        text.push_str("\n\n");
+        text.push_str(&details);
+    }
+    text
+}
+
+/// The readable text of a flow's output: each flow's own form where it
+/// has one, else the output as JSON.
+fn text(tool: &Tool, out: &Value) -> String {
+    let flow = match tool {
+        Tool::Flow(name) => name.as_str(),
+        _ => "",
+    };
+    let shown = match flow {
+        "bash" => command(out),
+        "shell_command" => field(out, "output"),
+        "read" => page(out),
+        "grep" => matches(out),
+        "glob" => lines(out, "paths", |p| p.as_str().map(str::to_string)),
+        "ls" => lines(out, "entries", |e| {
+            let name = e["name"].as_str()?;
+            Some(if e["kind"] == "dir" { format!("{name}/") } else { name.to_string() })
+        }),
+        "fetch" | "http-post" => field(out, "body"),
+        "webfetch" => field(out, "content"),
+        "model" => field(out, "text"),
+        _ => None,
+    };
+    shown.unwrap_or_else(|| match out {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    })
+}
+
+fn field(out: &Value, name: &str) -> Option<String> {
+    let text = out.get(name)?.as_str()?.to_string();
+    Some(with_notice(text, out))
+}
+
+/// `text`, then the output's `notice` (what was left out and how to see
+/// it), when it has one.
+fn with_notice(mut text: String, out: &Value) -> String {
+    if let Some(n) = out.get("notice").and_then(Value::as_str) {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!("[{n}]"));
+    }
+    text
+}
+
+/// A command's result: its exit code and streams, bounded as the flow
+/// bounds them; a background job's handle.
+fn command(out: &Value) -> Option<String> {
+    if let Some(id) = out.get("jobId") {
+        return Some(format!(
+            "started background job {id} (pid {}); read its output with job_read {{\"jobId\": {id}}}, wait with job_wait, stop it with job_kill",
+            out["pid"]
+        ));
+    }
+    let mut text = format!("exit code {}", out.get("exitCode")?);
+    if let Some(sig) = out.get("signal").and_then(Value::as_str) {
+        text.push_str(&format!(" (signal {sig})"));
+    }
+    for stream in ["stdout", "stderr"] {
+        let body = out.get(stream).and_then(Value::as_str).unwrap_or_default();
+        if !body.is_empty() {
+            text.push_str(&format!("\n--- {stream} ---\n{body}"));
+        }
+    }
+    Some(text)
+}
+
+/// A read's page, and where it sits in the file when it is not all of it.
+fn page(out: &Value) -> Option<String> {
+    let content = out.get("content")?.as_str()?.to_string();
+    Some(with_notice(content, out))
+}
+
+/// `file:line:text`, one match a line.
+fn matches(out: &Value) -> Option<String> {
+    let list = out.get("matches")?.as_array()?;
+    let text: Vec<String> = list
+        .iter()
+        .map(|m| format!("{}:{}:{}", m["file"].as_str().unwrap_or("?"), m["line"], m["text"].as_str().unwrap_or("")))
+        .collect();
+    Some(with_notice(text.join("\n"), out))
+}
+
+fn lines(out: &Value, list: &str, each: impl Fn(&Value) -> Option<String>) -> Option<String> {
+    let items = out.get(list)?.as_array()?;
+    let text: Vec<String> = items.iter().filter_map(each).collect();
+    Some(with_notice(text.join("\n"), out))
+}
