@@ -499,6 +499,42 @@ fn verify_detects_reordered_rows() {
 }
 
 #[test]
+fn a_scripts_calls_name_no_client_and_a_client_written_in_afterwards_fails_verify() {
+    let (ws, id) = recorded_run();
+    let shown = sluice(ws.path(), &["audit", "show", &id, "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let view: Value = serde_json::from_str(&shown.stdout).unwrap();
+    let calls = view["calls"].as_array().unwrap();
+    assert!(
+        calls.iter().all(|c| c.get("client") == Some(&Value::Null)),
+        "{calls:?}"
+    );
+    let text = sluice(ws.path(), &["audit", "show", &id]);
+    assert!(!text.stdout.contains("CLIENT"), "{}", text.stdout);
+    // A call the script made, passed off as an MCP client's.
+    open(ws.path())
+        .execute(
+            "UPDATE calls SET client = 'claude-code 1.2.3' WHERE run = ?1 AND n = 2",
+            [&id],
+        )
+        .unwrap();
+    let bad = verify(ws.path());
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    assert!(
+        bad.stdout
+            .contains("NOT INTACT at #2 (task 0, seq 2, read): content edited"),
+        "{}",
+        bad.stdout
+    );
+    let text = sluice(ws.path(), &["audit", "show", &id, "--call", "2"]);
+    assert!(
+        text.stdout.contains("client       claude-code 1.2.3"),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
 fn a_run_killed_during_an_irreversible_call_is_interrupted_with_an_unknown_outcome() {
     let ws = workspace();
     std::fs::write(ws.file("hold"), "").unwrap();

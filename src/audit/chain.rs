@@ -14,7 +14,10 @@
 //!   schema 3 a row whose input's list items are kept by content also covers
 //!   its `parts` column, the items' SHA-256 keys (each body must hash to its
 //!   key), so an edited, removed or reordered message shows; a row without
-//!   it hashes as it always did;
+//!   it hashes as it always did. Since schema 4 a call that came from
+//!   outside the script (an MCP client) also covers its `client` column,
+//!   after `parts`, so who made the call cannot be rewritten; a row without
+//!   one hashes as it did before;
 //! - its outcome, once known: `outcome_hash` = SHA-256(`hash` + outcome
 //!   fields (the output by its own SHA-256), with the list of what was
 //!   redacted, which only the outcome completes), so an outcome cannot be
@@ -94,6 +97,10 @@ pub struct CallIntent<'a> {
     /// FIELD is kept by content (`input` is then the input without it);
     /// `None` for an input stored whole.
     pub parts: Option<&'a str>,
+    /// The `client` column: who made the call when it came from outside
+    /// the script (an MCP client's name and version); `None` for the
+    /// script's own calls.
+    pub client: Option<&'a str>,
 }
 
 /// A call row's outcome fields.
@@ -218,6 +225,13 @@ pub fn call(prev: &str, c: &CallIntent) -> String {
         h.text("parts");
         h.text(parts);
     }
+    // Appended after parts for the same reason: a row without a client
+    // hashes as it did before schema 4. Its own tag keeps a client from
+    // passing for parts.
+    if let Some(client) = c.client {
+        h.text("client");
+        h.text(client);
+    }
     h.finish()
 }
 
@@ -292,6 +306,7 @@ mod tests {
             replayed_from: None,
             started_ms: 5,
             parts: None,
+            client: None,
         }
     }
 
@@ -379,6 +394,42 @@ mod tests {
         let mut other = intent("{}", None);
         other.parts = Some(r#"{"messages":["b"]}"#);
         assert_ne!(call("p", &with), call("p", &other));
+    }
+
+    #[test]
+    fn a_row_without_client_hashes_as_before_and_the_client_is_covered() {
+        // Rows of schema 3, with and without parts, hash as they did then
+        // (recomputed by hand from the format in the module doc), so
+        // records written before schema 4 still verify.
+        let parts = r#"{"messages":["a"]}"#;
+        let mut with_parts = intent("{}", None);
+        with_parts.parts = Some(parts);
+        assert_eq!(
+            call("p", &with_parts),
+            "a220798bac014851df457eef3e6aa4430f99ca320df08afce18c4b8a04749c08"
+        );
+        let mut client = intent("{}", None);
+        client.client = Some("claude-code 1.2.3");
+        assert_eq!(
+            call("p", &client),
+            "01c0c4a7f44cbdc6b2fdbb90fc54dbcdeddec87c3bea05f7004f77c292cf671b"
+        );
+        let mut both = with_parts;
+        both.client = Some("claude-code 1.2.3");
+        assert_eq!(
+            call("p", &both),
+            "0f2282803e3f980f495657a3a97aca2454ad200ee0d6975e0e587cafa200e53d"
+        );
+        // Another client, or an empty one, is another hash.
+        let mut other = client;
+        other.client = Some("claude-code 1.2.4");
+        assert_ne!(call("p", &other), call("p", &client));
+        other.client = Some("");
+        assert_ne!(call("p", &other), call("p", &intent("{}", None)));
+        // A client is not parts that say the same.
+        let mut posing = intent("{}", None);
+        posing.parts = Some("claude-code 1.2.3");
+        assert_ne!(call("p", &posing), call("p", &client));
     }
 
     #[test]

@@ -82,7 +82,9 @@ fn tagged(kind: &str, value: &impl Serialize) -> String {
     serde_json::to_string(&Tagged { kind, value }).unwrap_or_default()
 }
 
-const CSV_HEADER: [&str; 24] = [
+// New columns go at the end, so a reader that picks columns by place
+// still finds the old ones where they were.
+const CSV_HEADER: [&str; 25] = [
     "run",
     "n",
     "task",
@@ -107,18 +109,19 @@ const CSV_HEADER: [&str; 24] = [
     "hash",
     "outcome_hash",
     "parts",
+    "client",
 ];
 
 /// A call as CSV: JSON columns as stored, so the hashes can be checked
 /// from the export; the input whole, and `parts` as stored when the record
 /// keeps its list field's items by content (the hash covers the input
 /// without that field, and each item's key is the SHA-256 of its compact
-/// JSON).
+/// JSON); `client` empty for the script's own calls.
 fn csv_row(c: &StoredCall, live: bool) -> String {
     let (n, seq, started) = (c.n.to_string(), c.seq.to_string(), c.started_ms.to_string());
     let duration = c.duration_us.map(|d| d.to_string());
     let capped = if c.capped { "1" } else { "0" };
-    let fields: [Option<&str>; 24] = [
+    let fields: [Option<&str>; 25] = [
         Some(&c.run),
         Some(&n),
         Some(&c.task),
@@ -143,6 +146,7 @@ fn csv_row(c: &StoredCall, live: bool) -> String {
         Some(&c.hash),
         c.outcome_hash.as_deref(),
         c.parts.as_ref().map(|p| p.column.as_str()),
+        c.client.as_deref(),
     ];
     csv_line(fields)
 }

@@ -81,3 +81,49 @@ fn jsonl_export_embeds_json_columns_as_json() {
     assert_eq!(lines[3]["error"]["code"], "permission_denied");
     assert_eq!(lines[3]["outcome"], "error");
 }
+
+/// Run `id`'s CSV export: the header, then a record per call.
+fn csv_of(conn: &rusqlite::Connection, id: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    export(conn, id, Format::Csv, &mut out).unwrap();
+    parse_csv(&String::from_utf8(out).unwrap())
+}
+
+/// Run `id`'s JSON lines export, the run's line first.
+fn jsonl_of(conn: &rusqlite::Connection, id: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    export(conn, id, Format::Jsonl, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn csv_export_gives_each_calls_client_in_the_last_column() {
+    let (_d, conn) = db();
+    mcp(&conn, "m1");
+    standard(&conn, "r1");
+    let records = csv_of(&conn, "m1");
+    assert_eq!(records[0].last().map(String::as_str), Some("client"));
+    let clients: Vec<&str> = records[1..].iter().map(|r| r[24].as_str()).collect();
+    assert_eq!(clients, [CLIENT, CLIENT, ""]);
+    assert!(records.iter().all(|r| r.len() == 25));
+    let records = csv_of(&conn, "r1");
+    assert!(records[1..].iter().all(|r| r[24].is_empty()));
+}
+
+#[test]
+fn jsonl_export_gives_each_calls_client_or_null() {
+    let (_d, conn) = db();
+    mcp(&conn, "m1");
+    standard(&conn, "r1");
+    let lines = jsonl_of(&conn, "m1");
+    let clients: Vec<&Value> = lines[1..].iter().map(|l| &l["client"]).collect();
+    let client = Value::from(CLIENT);
+    assert_eq!(clients, [&client, &client, &Value::Null]);
+    let lines = jsonl_of(&conn, "r1");
+    assert!(lines[1..]
+        .iter()
+        .all(|l| l.get("client") == Some(&Value::Null)));
+}

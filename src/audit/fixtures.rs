@@ -25,6 +25,8 @@ pub struct Spec {
     pub input: String,
     pub decisions: String,
     pub route: Option<&'static str>,
+    /// Who made the call from outside the script (an MCP client).
+    pub client: Option<&'static str>,
     /// (status, output, error, capped)
     pub outcome: Option<(&'static str, Option<String>, Option<String>, bool)>,
 }
@@ -37,6 +39,7 @@ pub fn spec(flow: &'static str, tier: &'static str, input: serde_json::Value) ->
         decisions: r#"[{"by":"rule default:3","capability":"fs:read:/w/x","decision":"allow","reason":""}]"#
             .into(),
         route: None,
+        client: None,
         outcome: Some(("ok", Some(r#"{"content":"hi"}"#.into()), None, false)),
     }
 }
@@ -113,6 +116,7 @@ pub fn insert_call(conn: &Connection, run: &str, prev: &str, n: i64, s: &Spec) -
         replayed_from: None,
         started_ms,
         parts: None,
+        client: s.client,
     };
     let hash = chain::call(prev, &intent);
     conn.execute(
@@ -133,6 +137,15 @@ pub fn insert_call(conn: &Connection, run: &str, prev: &str, n: i64, s: &Spec) -
         ],
     )
     .expect("insert call");
+    // Set apart, so a database of a schema before the column takes the
+    // script's own calls.
+    if let Some(client) = s.client {
+        conn.execute(
+            "UPDATE calls SET client = ?3 WHERE run = ?1 AND n = ?2",
+            params![run, n, client],
+        )
+        .expect("set the client");
+    }
     if let Some((status, output, error, capped)) = &s.outcome {
         complete(
             conn,
@@ -275,6 +288,29 @@ pub fn standard(conn: &Connection, id: &str) {
             params![id, seq, v],
         )
         .expect("reading");
+    }
+    seal(conn, id, "ok");
+}
+
+/// The MCP client of [`mcp`]'s calls.
+pub const CLIENT: &str = "claude-code 1.2.3";
+
+/// Run `id` as an MCP server records it: a read and a write an MCP client
+/// made ([`CLIENT`]), then a job operation, which names no client; sealed
+/// `ok`.
+pub fn mcp(conn: &Connection, id: &str) {
+    let mut prev = insert_run(conn, id, "sluice mcp", T0);
+    let mut read = spec("read", "sealed", serde_json::json!({"path": "src/a.rs"}));
+    read.client = Some(CLIENT);
+    let mut write = spec(
+        "write",
+        "compensable",
+        serde_json::json!({"path": "src/b.rs", "content": "x"}),
+    );
+    write.client = Some(CLIENT);
+    let job = spec("job.read", "sealed", serde_json::json!({"id": 1}));
+    for (i, s) in [read, write, job].iter().enumerate() {
+        prev = insert_call(conn, id, &prev, i as i64 + 1, s);
     }
     seal(conn, id, "ok");
 }

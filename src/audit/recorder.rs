@@ -103,6 +103,12 @@ pub struct CallRow {
     /// whole. `None` (every constructor's default) stores the input whole;
     /// so does an input that holds no list there.
     pub shared: Option<Cow<'static, str>>,
+    /// Who made the call when it came from outside the script: an MCP
+    /// client's name and version as one string (`claude-code 1.2.3`), which
+    /// the caller sets on the row. `None` (every constructor's default) for
+    /// the script's own calls and job operations; a resume's copy keeps the
+    /// recorded one.
+    pub client: Option<String>,
 }
 
 /// How a call ended.
@@ -139,6 +145,7 @@ impl CallRow {
             replayed_from: None,
             started_ms,
             shared: None,
+            client: None,
         }
     }
 
@@ -188,11 +195,13 @@ impl CallRow {
             serde_json::from_str(&rec.decisions).unwrap_or_default(),
             route,
         );
-        // A copy is kept as compactly as the row it copies.
+        // A copy is kept as compactly as the row it copies, and says who
+        // made the call it copies.
         let shared = rec.parts.as_ref().and_then(|p| p.field());
         CallRow {
             replayed_from: Some(from.to_string()),
             shared: shared.map(|f| Cow::Owned(f.to_string())),
+            client: rec.client.clone(),
             ..row
         }
     }
@@ -600,6 +609,8 @@ struct Linked {
     capabilities: String,
     decisions: String,
     route: Option<String>,
+    /// The caller from outside the script, redacted.
+    client: Option<String>,
     prev: String,
     hash: String,
     redaction: Redaction,
@@ -763,6 +774,9 @@ impl Writer {
             &serde_json::to_string(&row.decisions).expect("decisions serialize"),
         );
         let route = row.route.as_ref().map(Value::to_string);
+        // The client names itself: what it says is cut like any text the
+        // run did not write.
+        let client = row.client.as_deref().map(|c| redaction.cut("client", c));
         self.n += 1;
         let hash = chain::call(
             &self.last,
@@ -779,6 +793,7 @@ impl Writer {
                 replayed_from: row.replayed_from.as_deref(),
                 started_ms: row.started_ms,
                 parts: split.as_ref().map(|s| s.column.as_str()),
+                client: client.as_deref(),
             },
         );
         let prev = std::mem::replace(&mut self.last, hash.clone());
@@ -789,6 +804,7 @@ impl Writer {
             capabilities,
             decisions,
             route,
+            client,
             prev,
             hash,
             redaction,
@@ -857,9 +873,9 @@ impl Writer {
             .prepare_cached(
                 "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
                    replayed_from, started_ms, prev, hash, status, output, output_ref, error, capped, duration_us,
-                   late_decisions, outcome_hash, parts)
+                   late_decisions, outcome_hash, parts, client)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                   ?20, ?21, ?22, ?23, ?24)",
+                   ?20, ?21, ?22, ?23, ?24, ?25)",
             )?
             .execute(params![
                 self.run,
@@ -886,6 +902,7 @@ impl Writer {
                 o.map(|o| o.late.as_str()),
                 o.map(|o| o.hash.as_str()),
                 l.split.as_ref().map(|s| s.column.as_str()),
+                l.client,
             ])?;
         Ok(())
     }
@@ -1049,3 +1066,7 @@ impl Writer {
 fn failure(message: String) -> rusqlite::Error {
     rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
 }
+
+#[cfg(test)]
+#[path = "recorder_tests.rs"]
+mod tests;

@@ -294,6 +294,8 @@ fn counts_line(calls: &[Call]) -> String {
 struct Optional {
     /// More than one task made calls: which one made each.
     tasks: bool,
+    /// Some call came from outside the script (an MCP client): whose.
+    clients: bool,
     /// Some call ran a process: where.
     routed: bool,
     /// Some calls ran at the same time: which with which.
@@ -305,6 +307,7 @@ impl Optional {
         let first = calls.first().map(|c| c.task.as_str());
         Optional {
             tasks: calls.iter().any(|c| Some(c.task.as_str()) != first),
+            clients: calls.iter().any(|c| c.client.is_some()),
             routed: calls
                 .iter()
                 .any(|c| c.route.as_ref().is_some_and(|r| !r.is_null())),
@@ -320,6 +323,13 @@ fn render_timeline(run: &Run, calls: &[Call], facts: &dyn FlowFacts) -> String {
     let columns: Vec<(&str, bool, bool, Cell)> = vec![
         ("#", true, false, Box::new(|c| format!("#{}", c.n))),
         ("TASK", shown.tasks, false, Box::new(|c| c.task.clone())),
+        // A name and version fit; `--call N` has a longer one whole.
+        (
+            "CLIENT",
+            shown.clients,
+            false,
+            Box::new(|c| clip_to(c.client.as_deref().unwrap_or("—"), 24, Clip::Right)),
+        ),
         (
             "AT",
             true,
@@ -492,6 +502,9 @@ pub fn render_call(run: &Run, c: &Call) -> String {
             c.n, run.id, c.task, c.seq
         ),
     );
+    if let Some(client) = &c.client {
+        h.field("client", client);
+    }
     h.field("flow", &c.flow);
     h.field("tier", &c.tier);
     let offset = took_us((c.started_ms - run.started_ms).saturating_mul(1000));

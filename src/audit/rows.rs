@@ -24,7 +24,7 @@ const CALL_COLUMNS: &str = concat!(
     "run, task, seq, n, flow, tier, input, capabilities, decisions, \
 route, redacted, replayed_from, started_ms, prev, hash, status, ",
     super::store::output_column!(),
-    ", error, capped, duration_us, late_decisions, outcome_hash, output_ref, parts"
+    ", error, capped, duration_us, late_decisions, outcome_hash, output_ref, parts, client"
 );
 
 /// The same columns with `output` as the row holds it (inline only): what
@@ -32,7 +32,7 @@ route, redacted, replayed_from, started_ms, prev, hash, status, ",
 /// and what a replay reads, parsing each such output once.
 const INLINE_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities, decisions, \
 route, redacted, replayed_from, started_ms, prev, hash, status, output, error, capped, duration_us, \
-late_decisions, outcome_hash, output_ref, parts";
+late_decisions, outcome_hash, output_ref, parts, client";
 
 /// How a call's `output` is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +164,9 @@ pub struct StoredCall {
     pub(super) output_ref: Option<String>,
     /// Set when the input's list field is kept by content.
     pub(super) parts: Option<Parts>,
+    /// Who made the call from outside the script (schema 4's `client`: an
+    /// MCP client's name and version); `None` for the script's own calls.
+    pub(super) client: Option<String>,
 }
 
 /// A row whose input's list field is kept by content (schema 3's `parts`).
@@ -247,6 +250,7 @@ impl StoredCall {
             late_decisions: r.get(20)?,
             outcome_hash: r.get(21)?,
             output_ref: r.get(22)?,
+            client: r.get(24)?,
         })
     }
 
@@ -265,6 +269,7 @@ impl StoredCall {
             replayed_from: self.replayed_from.as_deref(),
             started_ms: self.started_ms,
             parts: self.parts.as_ref().map(|p| p.column.as_str()),
+            client: self.client.as_deref(),
         }
     }
 

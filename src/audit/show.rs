@@ -87,6 +87,10 @@ pub struct Call {
     pub n: i64,
     pub task: String,
     pub seq: i64,
+    /// Who made the call when it came from outside the script (an MCP
+    /// client's name and version, `claude-code 1.2.3`); null for the
+    /// script's own calls.
+    pub client: Option<String>,
     pub flow: String,
     pub tier: String,
     pub started_ms: i64,
@@ -275,6 +279,7 @@ impl Call {
             n: c.n,
             task: c.task.clone(),
             seq: c.seq,
+            client: c.client.clone(),
             flow: c.flow.clone(),
             tier: c.tier.clone(),
             started_ms: c.started_ms,

@@ -239,3 +239,80 @@ fn a_run_without_model_calls_shows_no_models_line_and_zero_totals() {
         json["calls"][0]
     );
 }
+
+// --- calls from an MCP client -------------------------------------------------
+
+/// The words of the timeline's header line.
+fn header(text: &str) -> Vec<&str> {
+    let line = text.lines().find(|l| l.starts_with("#  ")).unwrap();
+    line.split_whitespace().collect()
+}
+
+#[test]
+fn a_run_with_calls_from_a_client_shows_a_client_column_and_json_field() {
+    let (_d, conn) = db();
+    mcp(&conn, "m1");
+    let view = show(&conn, "m1").unwrap();
+    let text = render_show(&view, &Facts);
+    assert_eq!(
+        header(&text),
+        ["#", "CLIENT", "AT", "FLOW", "TIER", "DECISION", "OUTCOME", "TOOK", "INPUT"]
+    );
+    let row = |n: &str| text.lines().find(|l| l.starts_with(n)).unwrap();
+    assert!(row("#1 ").starts_with(&format!("#1  {CLIENT}  ")), "{text}");
+    assert!(row("#2 ").contains(CLIENT), "{text}");
+    // A job operation came from no client.
+    assert_eq!(row("#3 ").split_whitespace().nth(1), Some("—"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["calls"][0]["client"], CLIENT);
+    assert_eq!(json["calls"][2]["client"], Value::Null);
+}
+
+#[test]
+fn a_call_from_a_client_names_it_and_a_call_without_one_does_not() {
+    let (_d, conn) = db();
+    mcp(&conn, "m1");
+    let (run, c) = call(&conn, "m1", 2).unwrap();
+    let page = render_call(&run, &c);
+    assert!(
+        page.contains(&format!("\nclient       {CLIENT}\n")),
+        "{page}"
+    );
+    let (run, c) = call(&conn, "m1", 3).unwrap();
+    assert!(!render_call(&run, &c).contains("client"));
+}
+
+#[test]
+fn a_run_without_clients_keeps_its_timeline_and_gives_null_in_json() {
+    let (_d, conn) = db();
+    standard(&conn, "r1");
+    let view = show(&conn, "r1").unwrap();
+    let text = render_show(&view, &Facts);
+    assert!(!text.contains("CLIENT"), "{text}");
+    let json = serde_json::to_value(&view).unwrap();
+    for c in json["calls"].as_array().unwrap() {
+        assert_eq!(c.get("client"), Some(&Value::Null), "{c}");
+    }
+    let (run, c) = call(&conn, "r1", 1).unwrap();
+    assert!(!render_call(&run, &c).contains("client"));
+}
+
+#[test]
+fn a_clients_name_cannot_drive_the_terminal_and_a_long_one_is_clipped() {
+    let (_d, conn) = db();
+    mcp(&conn, "m1");
+    let long = format!("\u{1b}[2Jevil {}", "x".repeat(200));
+    conn.execute("UPDATE calls SET client = ?1 WHERE n = 1", [&long])
+        .unwrap();
+    let view = show(&conn, "m1").unwrap();
+    let text = render_show(&view, &Facts);
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+    let (run, c) = call(&conn, "m1", 1).unwrap();
+    let page = render_call(&run, &c);
+    assert!(
+        !page.contains('\u{1b}') && page.contains(&"x".repeat(200)),
+        "{page:?}"
+    );
+}

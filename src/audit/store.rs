@@ -8,7 +8,7 @@
 //! SQLite without this schema was truncated or belongs to something else:
 //! it is refused, never re-initialised.
 //!
-//! Schema (version 3). Times are milliseconds since the Unix epoch; JSON
+//! Schema (version 4). Times are milliseconds since the Unix epoch; JSON
 //! columns hold compact JSON, exactly the bytes the hashes cover (object
 //! keys sorted, except `decisions`, whose objects keep their field order).
 //!
@@ -38,7 +38,11 @@
 //!        list field FIELD (a model call's `messages`) is kept by content:
 //!        `input` then holds the input without FIELD, and each item's
 //!        compact JSON (redacted) is a body of `outputs`; NULL for a row
-//!        whose input is stored whole
+//!        whose input is stored whole,
+//!        client (schema 4)?: who made the call when it came from outside
+//!        the script, an MCP client's name and version as one string
+//!        (`claude-code 1.2.3`, redacted); NULL for the script's own calls
+//!        and every row written before schema 4
 //! outputs sha256 PK, body: larger outputs, and the items of inputs' list
 //!        fields, by their content, each kept once however many calls
 //!        returned or sent it (agents re-read the same files and re-run the
@@ -59,14 +63,15 @@
 //! that text either way. A call's whole input is `input` with FIELD set to
 //! the list of its items' bodies, serialized as the writer serialized it
 //! (`parts.rs` puts it back together); its hash covers `input` and `parts`
-//! as stored, and each body must hash to its key.
+//! as stored, and each body must hash to its key. A row's hash covers its
+//! `client` too, when it has one.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The schema version this build writes; older databases are migrated.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// What `PRAGMA application_id` holds in a sluice audit database: "slcA".
 pub const APPLICATION_ID: i64 = 0x736c_6341;
@@ -170,6 +175,9 @@ CREATE TABLE contents (
 INSERT INTO contents (sha256, body) SELECT sha256, body FROM outputs;
 DROP TABLE outputs;
 ALTER TABLE contents RENAME TO outputs;
+"#,
+    r#"
+ALTER TABLE calls ADD COLUMN client TEXT;
 "#,
 ];
 
@@ -664,13 +672,15 @@ mod tests {
     };
     use crate::audit::verify::verify_all;
 
-    /// A database as schema 2 made it: its migrations only.
-    fn schema_2(path: &Path) {
+    /// A database as schema `version` made it (its migrations only),
+    /// holding run `old`.
+    fn schema_at(path: &Path, version: usize) {
         let conn = Connection::open(path).unwrap();
-        for sql in &MIGRATIONS[..2] {
+        for sql in &MIGRATIONS[..version] {
             conn.execute_batch(sql).unwrap();
         }
-        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.pragma_update(None, "user_version", version as i64)
+            .unwrap();
         conn.pragma_update(None, "application_id", APPLICATION_ID)
             .unwrap();
         standard(&conn, "old");
@@ -680,12 +690,12 @@ mod tests {
     fn a_schema_2_database_migrates_and_its_runs_verify_as_they_were() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
-        schema_2(&path);
+        schema_at(&path, 2);
         let conn = open(&path).unwrap();
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(version, SCHEMA_VERSION);
         let parts: Option<String> = conn
             .query_row(
                 "SELECT parts FROM calls WHERE run = 'old' AND n = 1",
@@ -712,6 +722,49 @@ mod tests {
             )
             .unwrap();
         assert_eq!(kept, 3);
+    }
+
+    #[test]
+    fn a_schema_3_database_gains_the_client_column_and_its_runs_verify_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        schema_at(&path, 3);
+        let conn = open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 4);
+        // The old rows have no client: NULL, which their hashes never covered.
+        let without: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM calls WHERE run = 'old' AND client IS NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(without, 5);
+        // A run an MCP client's calls made, recorded after it, chains on.
+        let msgs = messages(2);
+        let rows = (0..2).map(|k| {
+            let mut row = model_row(k as u64 + 1, model_input(&msgs, k));
+            row.client = Some("claude-code 1.2.3".into());
+            row
+        });
+        record_run(&path, "new", rows.collect());
+        let verdicts = verify_all(&conn).unwrap();
+        assert_eq!(verdicts.len(), 2);
+        assert!(
+            verdicts.iter().all(|v| v.intact && v.chained),
+            "{verdicts:?}"
+        );
+        let clients: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM calls WHERE run = 'new' AND client = 'claude-code 1.2.3'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(clients, 2);
     }
 
     /// Three runs, as a database written by older and newer sluices holds

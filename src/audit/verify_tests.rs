@@ -141,3 +141,38 @@ fn verify_all_checks_every_run() {
     assert_eq!(broken, ["r2"]);
     assert!(render_verify(&all).ends_with("2 runs checked: 1 intact, 1 not\n"));
 }
+
+#[test]
+fn verify_passes_a_run_with_clients_and_names_the_row_whose_client_was_edited() {
+    let (_d, conn) = db();
+    mcp(&conn, "m1");
+    assert!(verify(&conn, "m1").unwrap().intact);
+    // Another client, none, or one where the call came from the script:
+    // each is named at its row.
+    for (edit, n) in [
+        (
+            "UPDATE calls SET client = 'claude-code 1.2.4' WHERE n = 1",
+            1,
+        ),
+        ("UPDATE calls SET client = NULL WHERE n = 2", 2),
+        (
+            "UPDATE calls SET client = 'claude-code 1.2.3' WHERE n = 3",
+            3,
+        ),
+    ] {
+        let (_d, conn) = db();
+        mcp(&conn, "m1");
+        sql(&conn, edit);
+        let p = problem(&conn, "m1");
+        assert_eq!(
+            (p.failure, p.n),
+            (Failure::ContentEdited, Some(n)),
+            "{edit}"
+        );
+        let text = render_verify(&[verify(&conn, "m1").unwrap()]);
+        assert!(
+            text.contains(&format!("NOT INTACT at #{n} (task 0, seq {n}, ")),
+            "{text}"
+        );
+    }
+}

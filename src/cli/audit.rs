@@ -86,11 +86,13 @@ ask→approved by whom), route (host sandbox mode or container; — for a flow t
 (ok, the error code, or OUTCOME UNKNOWN for a call whose process died before its outcome was written), \
 duration, and the gist of its input, after a model call's model, tokens and latency. When more than one task \
 made calls (sluice.spawn, sluice.map, coroutines), a TASK column names each call's task (0 the main chunk, 0.1 \
-the first task it made, ...); when calls ran at the same time, an OVERLAPS column names, for each, the calls \
+the first task it made, ...); when some call came from outside the script (an MCP client), a CLIENT column \
+names who made each (its name and version; — for the script's own calls and job operations); when calls ran at the same time, an OVERLAPS column names, for each, the calls \
 that were running while it ran (#3, #5), from each call's recorded start (kept to the millisecond) and \
 duration, so an overlap shorter than a millisecond may not show. A resume's copies did not run and overlap \
 nothing, nor does a call whose outcome is unknown.\n\n\
---json prints {run, calls, models}: each call has its task and seq, and overlaps, the numbers of the calls \
+--json prints {run, calls, models}: each call has its task and seq, client (the MCP client's name and version, \
+or null), and overlaps, the numbers of the calls \
 that ran while it did ([] for none); models sums the model calls up as {calls, inputTokens, cachedTokens, \
 outputTokens, latencyMs, replayed} (replayed: those a resume copied, left out of the sums).\n\n\
 --call N prints call #N whole: every field, input, output and error as JSON, each decision with its rule and \
@@ -123,8 +125,10 @@ call in chain order; input, output, error, decisions, route and the other JSON c
 still live).\n\n\
 csv: a header row, then one row per call (RFC 4180 quoting, CRLF line ends); JSON columns hold their JSON \
 text exactly as stored, the bytes the hashes cover, but for an input whose list items the record keeps once \
-each by content (a model call's messages): it is whole, and the last column, parts, holds {FIELD: [sha256 \
-of each item's JSON]} as stored (the hash covers the input without FIELD, and parts).\n\n\
+each by content (a model call's messages): it is whole, and the column parts holds {FIELD: [sha256 \
+of each item's JSON]} as stored (the hash covers the input without FIELD, and parts). The last column, \
+client, names the MCP client that made the call (empty for the script's own calls); jsonl has it as client, \
+a string or null.\n\n\
 --json is --format jsonl.",
     after_help = "Examples:\n  sluice audit export last > run.jsonl\n  sluice audit export last --format csv --output run.csv\n  sluice audit export 3f9c | jq -c 'select(.type == \"call\" and .outcome != \"ok\")'"
 )]
