@@ -148,7 +148,7 @@ impl Fixture {
             tier: Tier::Sealed,
             input: &input,
             run_id: "bench",
-                task: "0",
+            task: "0",
             script: "bench",
             cwd: None,
         };

@@ -539,7 +539,7 @@ fn approve_never_grants_net_private_by_a_wildcard() {
         tier: sluice::Tier::Sealed,
         input: &input,
         run_id: "r",
-                task: "0",
+        task: "0",
         script: "s.lua",
         cwd: None,
     };

@@ -55,7 +55,7 @@ fn bash_request<'a>(cap: &'a Capability, input: &'a serde_json::Value) -> Reques
         tier: Tier::Irreversible,
         input,
         run_id: "t",
-                task: "0",
+        task: "0",
         script: "t",
         cwd: None,
     }

@@ -107,7 +107,11 @@ fn serve(runtime: &Runtime, args: &McpArgs) -> ExitCode {
     };
     match mcp::start(Server::new(catalog, inbox), transport) {
         Ok((_thread, Some(addr))) => {
-            eprintln!("sluice mcp: serving http://{addr}{} (run {})", mcp::PATH, runtime.run_id())
+            eprintln!(
+                "sluice mcp: serving http://{addr}{} (run {})",
+                mcp::PATH,
+                runtime.run_id()
+            )
         }
         Ok((_thread, None)) => {}
         Err(e) => return fail(e),

@@ -371,7 +371,7 @@ fn explained(args: &ExplainArgs) -> Result<Explained, String> {
         tier,
         input: &input,
         run_id: "explain",
-                task: "0",
+        task: "0",
         script: "explain",
         cwd: None,
     };

@@ -206,7 +206,7 @@ fn helpers(lua: &Lua, kernel: Rc<Kernel>, budget: Budget) -> mlua::Result<Table>
             tier,
             input: &input,
             run_id: "policy-test",
-                task: "0",
+            task: "0",
             script: "policy-test",
             cwd: None,
         };

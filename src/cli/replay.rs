@@ -229,29 +229,29 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         script: script.clone(),
         args: script_args,
         options: RunOptions {
-        workspace: Some(PathBuf::from(&record.run.workspace)),
-        grants: Grants {
-            // The run's own ceiling still holds: a resume may narrow
-            // authority, never widen it.
-            ceiling: record
-                .run
-                .ceiling
-                .iter()
-                .cloned()
-                .chain(args.grants.ceiling)
-                .collect(),
-            ..args.grants
-        },
-        keep_spill: false,
-        max_jobs: 16,
-        max_procs: None,
-        max_requests: crate::pipeline::DEFAULT_MAX_REQUESTS as u16,
-        resolve: Vec::new(),
-        search: None,
-        credentials: args.credentials,
-        provider: args.provider,
-        audit: Some(db.clone()),
-        no_audit: false,
+            workspace: Some(PathBuf::from(&record.run.workspace)),
+            grants: Grants {
+                // The run's own ceiling still holds: a resume may narrow
+                // authority, never widen it.
+                ceiling: record
+                    .run
+                    .ceiling
+                    .iter()
+                    .cloned()
+                    .chain(args.grants.ceiling)
+                    .collect(),
+                ..args.grants
+            },
+            keep_spill: false,
+            max_jobs: 16,
+            max_procs: None,
+            max_requests: crate::pipeline::DEFAULT_MAX_REQUESTS as u16,
+            resolve: Vec::new(),
+            search: None,
+            credentials: args.credentials,
+            provider: args.provider,
+            audit: Some(db.clone()),
+            no_audit: false,
         },
     };
     if run.options.grants.policy.is_empty() {

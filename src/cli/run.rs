@@ -163,8 +163,15 @@ pub fn run(args: RunArgs) -> ExitCode {
 
 /// `builder` recording to the database `opts` name (none with
 /// `--no-audit`).
-pub(crate) fn recorded(builder: RuntimeBuilder, opts: &RunOptions) -> Result<RuntimeBuilder, String> {
-    let target = audit_target(opts.audit.as_deref(), opts.no_audit, opts.workspace.as_deref())?;
+pub(crate) fn recorded(
+    builder: RuntimeBuilder,
+    opts: &RunOptions,
+) -> Result<RuntimeBuilder, String> {
+    let target = audit_target(
+        opts.audit.as_deref(),
+        opts.no_audit,
+        opts.workspace.as_deref(),
+    )?;
     Ok(match target {
         Some(path) => builder.audit(path),
         None => builder,

@@ -60,7 +60,9 @@ impl Approver for ClientAsker {
             answer: tx,
         };
         if to.send(question).is_err() {
-            return Answer::Unanswered("the client's request ended before the question could be put".into());
+            return Answer::Unanswered(
+                "the client's request ended before the question could be put".into(),
+            );
         }
         match rx.recv_timeout(ASK_TIMEOUT + Duration::from_secs(5)) {
             Ok(answer) => answer,
@@ -91,7 +93,10 @@ pub fn question(ask: &Ask) -> ElicitRequestParams {
     if let Some(why) = &ask.justification {
         message.push_str(&format!("\nJustification: {why}"));
     }
-    message.push_str(&format!("\nCall: {}\nAccept to allow it, decline to refuse it.", ask.input));
+    message.push_str(&format!(
+        "\nCall: {}\nAccept to allow it, decline to refuse it.",
+        ask.input
+    ));
     ElicitRequestParams::FormElicitationParams {
         meta: None,
         message,
@@ -133,7 +138,9 @@ pub fn answer(reply: &ElicitResult, ask: &Ask, client: &str) -> Answer {
                 Answer::Once
             }
         }
-        ElicitationAction::Decline => Answer::No(Some(format!("the person behind {client} declined"))),
+        ElicitationAction::Decline => {
+            Answer::No(Some(format!("the person behind {client} declined")))
+        }
         // Cancel, or an action of a later protocol: not a yes.
         _ => Answer::No(Some(format!(
             "the person behind {client} dismissed the question without allowing it"
@@ -221,7 +228,9 @@ impl<T: Send + 'static> Suspended<T> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting<T>>> {
-        self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

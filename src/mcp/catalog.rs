@@ -37,16 +37,21 @@ impl Catalog {
     /// when given) but those its policies refuse every call of, the job
     /// tools when `bash` is served, and `lua` tools. A name in `only` that
     /// names no flow is an error listing the flows.
-    pub fn of(runtime: &Runtime, only: Option<&[String]>, lua: &[LuaTool]) -> Result<Catalog, String> {
+    pub fn of(
+        runtime: &Runtime,
+        only: Option<&[String]>,
+        lua: &[LuaTool],
+    ) -> Result<Catalog, String> {
         let manifest = runtime.manifest();
         let flows = manifest["flows"].as_array().cloned().unwrap_or_default();
         let names: Vec<&str> = flows.iter().filter_map(|f| f["name"].as_str()).collect();
         if let Some(only) = only {
             let canonical = |n: &str| n.replace('_', "-");
-            if let Some(bad) = only
-                .iter()
-                .find(|n| !names.iter().any(|f| *f == n.as_str() || canonical(f) == canonical(n)))
-            {
+            if let Some(bad) = only.iter().find(|n| {
+                !names
+                    .iter()
+                    .any(|f| *f == n.as_str() || canonical(f) == canonical(n))
+            }) {
                 return Err(format!(
                     "--flows names {bad:?}, which is no flow; the flows are {}",
                     names.join(", ")
@@ -54,7 +59,10 @@ impl Catalog {
             }
         }
         let wanted = |name: &str| {
-            only.is_none_or(|o| o.iter().any(|n| n == name || n.replace('_', "-") == name.replace('_', "-")))
+            only.is_none_or(|o| {
+                o.iter()
+                    .any(|n| n == name || n.replace('_', "-") == name.replace('_', "-"))
+            })
         };
         let mut catalog = Catalog::default();
         for flow in &flows {
@@ -68,7 +76,11 @@ impl Catalog {
             }
             catalog.entries.push(flow_entry(flow));
         }
-        if catalog.entries.iter().any(|e| e.runs == Runs::Flow("bash".into())) {
+        if catalog
+            .entries
+            .iter()
+            .any(|e| e.runs == Runs::Flow("bash".into()))
+        {
             catalog.entries.extend(JOB_TOOLS.iter().map(job_entry));
         }
         catalog.entries.extend(lua.iter().map(lua_entry));
@@ -120,10 +132,14 @@ fn flow_entry(flow: &Value) -> Entry {
 /// the workspace (`openWorldHint`).
 fn hints(flow: &Value) -> ToolAnnotations {
     let tier = flow["tier"].as_str().unwrap_or("irreversible");
-    let reaches_out = flow["capabilities"].as_array().into_iter().flatten().any(|c| {
-        c.as_str()
-            .is_some_and(|c| c.starts_with("net:") || c == "model:call" || c == "proc:spawn")
-    });
+    let reaches_out = flow["capabilities"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.as_str()
+                .is_some_and(|c| c.starts_with("net:") || c == "model:call" || c == "proc:spawn")
+        });
     ToolAnnotations::new()
         .read_only(tier == "sealed")
         .destructive(tier == "irreversible")
@@ -142,7 +158,8 @@ fn job_entry((name, op, description): &(&str, JobOp, &str)) -> Entry {
         .destructive(*op == JobOp::Kill)
         .open_world(false);
     Entry {
-        tool: Tool::new(name.to_string(), description.to_string(), object(&schema)).with_annotations(annotations),
+        tool: Tool::new(name.to_string(), description.to_string(), object(&schema))
+            .with_annotations(annotations),
         runs: Runs::Job(*op),
     }
 }

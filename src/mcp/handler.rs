@@ -9,10 +9,9 @@ use super::catalog::{Catalog, Entry};
 use super::render;
 use crate::runtime::{Caller, Incoming, Outcome, Tool as Runs};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitResult,
-    Implementation, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitResult, Implementation,
+    InputRequest, InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -94,9 +93,19 @@ impl ServerHandler for Server {
             return self.resume(state, &request, &args, ctx).await;
         }
         let Some(entry) = self.0.catalog.get(&request.name) else {
-            let names: Vec<String> = self.0.catalog.tools().iter().map(|t| t.name.to_string()).collect();
+            let names: Vec<String> = self
+                .0
+                .catalog
+                .tools()
+                .iter()
+                .map(|t| t.name.to_string())
+                .collect();
             return Err(ErrorData::invalid_params(
-                format!("there is no tool named {:?}; the tools are {}", request.name, names.join(", ")),
+                format!(
+                    "there is no tool named {:?}; the tools are {}",
+                    request.name,
+                    names.join(", ")
+                ),
                 None,
             ));
         };
@@ -107,15 +116,25 @@ impl ServerHandler for Server {
 
 impl Server {
     /// Sends the call to the run's thread, with the caller it comes from.
-    fn start(&self, entry: &Entry, input: Value, ctx: &RequestContext<RoleServer>) -> Result<Live, ErrorData> {
+    fn start(
+        &self,
+        entry: &Entry,
+        input: Value,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Live, ErrorData> {
         let client = client(ctx);
         let (progress_tx, progress) = mpsc::unbounded_channel::<String>();
         let (ask_tx, asks) = mpsc::unbounded_channel();
         let (reply_tx, reply) = oneshot::channel();
-        let can_ask = ctx.client_capabilities().is_some_and(|c| c.elicitation.is_some());
+        let can_ask = ctx
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
         let caller = Caller {
             client: Some(client.clone()),
-            approver: Some(Arc::new(ClientAsker::new(can_ask.then_some(ask_tx), &client))),
+            approver: Some(Arc::new(ClientAsker::new(
+                can_ask.then_some(ask_tx),
+                &client,
+            ))),
             progress: Some(Arc::new(move |piece: &str| {
                 let _ = progress_tx.send(piece.to_string());
             })),
@@ -126,10 +145,9 @@ impl Server {
             caller,
             reply: reply_tx,
         };
-        self.0
-            .run
-            .send(incoming)
-            .map_err(|_| ErrorData::internal_error("the server's run has ended; restart sluice mcp", None))?;
+        self.0.run.send(incoming).map_err(|_| {
+            ErrorData::internal_error("the server's run has ended; restart sluice mcp", None)
+        })?;
         Ok(Live {
             runs: entry.runs.clone(),
             progress,
@@ -173,7 +191,10 @@ impl Server {
             None => {
                 // No answer: the question stands; it is put again.
                 let ask = waiting.question.ask.clone();
-                let token = self.0.suspended.park(waiting.call, waiting.question, &request.name, args);
+                let token =
+                    self.0
+                        .suspended
+                        .park(waiting.call, waiting.question, &request.name, args);
                 return Ok(input_required(&ask, token).into());
             }
         };
@@ -192,7 +213,9 @@ impl Server {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let token = ctx.meta.get_progress_token();
-        let modern = ctx.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         loop {
             tokio::select! {
                 () = ctx.ct.cancelled() => {
@@ -233,7 +256,11 @@ fn input_required(ask: &crate::kernel::approval::Ask, state: String) -> InputReq
 }
 
 /// Asks the person behind a 2025 client with `elicitation/create`.
-async fn elicit(ctx: &RequestContext<RoleServer>, q: &Question, client: &str) -> crate::kernel::approval::Answer {
+async fn elicit(
+    ctx: &RequestContext<RoleServer>,
+    q: &Question,
+    client: &str,
+) -> crate::kernel::approval::Answer {
     use crate::kernel::approval::Answer;
     match ctx
         .peer
@@ -248,7 +275,12 @@ async fn elicit(ctx: &RequestContext<RoleServer>, q: &Question, client: &str) ->
 /// Relays a piece of streamed output as a progress notification: its
 /// bytes so far count the progress, and past [`PROGRESS_BYTES`] one last
 /// notification says the rest is in the result.
-async fn relay(ctx: &RequestContext<RoleServer>, token: &rmcp::model::ProgressToken, live: &mut Live, mut piece: String) {
+async fn relay(
+    ctx: &RequestContext<RoleServer>,
+    token: &rmcp::model::ProgressToken,
+    live: &mut Live,
+    mut piece: String,
+) {
     while let Ok(more) = live.progress.try_recv() {
         piece.push_str(&more);
     }
@@ -265,7 +297,8 @@ async fn relay(ctx: &RequestContext<RoleServer>, token: &rmcp::model::ProgressTo
         piece.push_str("\n[progress shows the first 30000 bytes; the result has the output]");
     }
     live.relayed += piece.len().max(1);
-    let note = ProgressNotificationParam::new(token.clone(), live.relayed as f64).with_message(piece);
+    let note =
+        ProgressNotificationParam::new(token.clone(), live.relayed as f64).with_message(piece);
     let _ = ctx.peer.notify_progress(note).await;
 }
 

@@ -72,10 +72,12 @@ pub fn start(
                 .expect("the MCP transport's runtime starts");
             tokio.block_on(async move {
                 match (transport, listener) {
-                    (Transport::Http { token, .. }, Some(l)) => match tokio::net::TcpListener::from_std(l) {
-                        Ok(l) => http::serve(server, l, token).await,
-                        Err(e) => eprintln!("sluice mcp: cannot listen: {e}"),
-                    },
+                    (Transport::Http { token, .. }, Some(l)) => {
+                        match tokio::net::TcpListener::from_std(l) {
+                            Ok(l) => http::serve(server, l, token).await,
+                            Err(e) => eprintln!("sluice mcp: cannot listen: {e}"),
+                        }
+                    }
                     _ => stdio(server).await,
                 }
             });

@@ -28,7 +28,8 @@ pub fn result(tool: &Tool, outcome: Outcome) -> CallToolResult {
 fn failure(e: &FlowError) -> String {
     let mut text = format!("{}: {}", e.code.as_str(), e.message);
     if !e.details.is_empty() {
-        let details = serde_json::to_string_pretty(&Value::Object(e.details.clone())).unwrap_or_default();
+        let details =
+            serde_json::to_string_pretty(&Value::Object(e.details.clone())).unwrap_or_default();
         text.push_str("\n\n");
         text.push_str(&details);
     }
@@ -50,7 +51,11 @@ fn text(tool: &Tool, out: &Value) -> String {
         "glob" => lines(out, "paths", |p| p.as_str().map(str::to_string)),
         "ls" => lines(out, "entries", |e| {
             let name = e["name"].as_str()?;
-            Some(if e["kind"] == "dir" { format!("{name}/") } else { name.to_string() })
+            Some(if e["kind"] == "dir" {
+                format!("{name}/")
+            } else {
+                name.to_string()
+            })
         }),
         "fetch" | "http-post" => field(out, "body"),
         "webfetch" => field(out, "content"),
@@ -113,7 +118,14 @@ fn matches(out: &Value) -> Option<String> {
     let list = out.get("matches")?.as_array()?;
     let text: Vec<String> = list
         .iter()
-        .map(|m| format!("{}:{}:{}", m["file"].as_str().unwrap_or("?"), m["line"], m["text"].as_str().unwrap_or("")))
+        .map(|m| {
+            format!(
+                "{}:{}:{}",
+                m["file"].as_str().unwrap_or("?"),
+                m["line"],
+                m["text"].as_str().unwrap_or("")
+            )
+        })
         .collect();
     Some(with_notice(text.join("\n"), out))
 }

@@ -524,6 +524,9 @@ impl RuntimeBuilder {
         };
         let lua = luastate::new_state().map_err(BuildError::lua)?;
         interrupt::watch(&lua).map_err(BuildError::lua)?;
+        if self.serving {
+            serve::print_to_stderr(&lua).map_err(BuildError::lua)?;
+        }
         let tasks = tasks::Tasks::default();
         let sluice = module::build(&lua, core.clone(), &self.args, tasks.others())
             .map_err(BuildError::lua)?;

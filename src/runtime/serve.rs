@@ -100,7 +100,9 @@ pub(crate) struct Callers(Arc<Mutex<HashMap<String, Arc<dyn Approver>>>>);
 
 impl Callers {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<dyn Approver>>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn of(&self, task: &str) -> Option<Arc<dyn Approver>> {
@@ -128,7 +130,10 @@ impl Runtime {
     /// Serves requests from `inbox` until it closes (the transport ended)
     /// or the run is stopped: each runs as a task of the run, beside the
     /// others. The record stays open; [`Runtime::end`] seals it.
-    pub async fn serve(&self, inbox: mpsc::UnboundedReceiver<Incoming>) -> Result<(), super::ScriptError> {
+    pub async fn serve(
+        &self,
+        inbox: mpsc::UnboundedReceiver<Incoming>,
+    ) -> Result<(), super::ScriptError> {
         let fail = |e: mlua::Error| super::ScriptError {
             message: e.to_string(),
         };
@@ -169,7 +174,12 @@ impl Runtime {
     /// and the job tools').
     pub fn load_tools(&self, dir: &Path, taken: &[String]) -> Result<Vec<LuaTool>, String> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| format!("--tools {}: {e}; give a folder of *.lua tool files", dir.display()))?
+            .map_err(|e| {
+                format!(
+                    "--tools {}: {e}; give a folder of *.lua tool files",
+                    dir.display()
+                )
+            })?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "lua") && p.is_file())
             .collect();
@@ -178,7 +188,9 @@ impl Runtime {
         let mut tools: Vec<LuaTool> = Vec::new();
         for file in files {
             let (tool, f) = self.load_tool(&file)?;
-            let clash = taken.iter().any(|t| *t == tool.name || t.replace('-', "_") == tool.name);
+            let clash = taken
+                .iter()
+                .any(|t| *t == tool.name || t.replace('-', "_") == tool.name);
             if clash || tools.iter().any(|t| t.name == tool.name) {
                 return Err(format!(
                     "{}: a tool named {:?} is already served (a flow, a job tool or another file); give it another name",
@@ -215,7 +227,8 @@ impl Runtime {
             if !known {
                 return Err(at(format!(
                     "unknown field {}; a tool declares name, description, input and run",
-                    key.to_string().unwrap_or_else(|_| key.type_name().to_string())
+                    key.to_string()
+                        .unwrap_or_else(|_| key.type_name().to_string())
                 )));
             }
         }
@@ -235,15 +248,25 @@ impl Runtime {
         }
         let description = text("description")?;
         let input = match table.get::<LuaValue>("input") {
-            Ok(t @ LuaValue::Table(_)) => to_json_text(&self.lua, t).map_err(|e| at(format!("`input`: {}", e.message)))?,
-            _ => return Err(at("`input` must be a JSON Schema table, e.g. {type = \"object\", properties = {...}}".into())),
+            Ok(t @ LuaValue::Table(_)) => {
+                to_json_text(&self.lua, t).map_err(|e| at(format!("`input`: {}", e.message)))?
+            }
+            _ => return Err(at(
+                "`input` must be a JSON Schema table, e.g. {type = \"object\", properties = {...}}"
+                    .into(),
+            )),
         };
         if input.get("type").and_then(Value::as_str) != Some("object") {
             return Err(at("`input` must be an object's schema: type = \"object\" (a tool's input is a table of named fields)".into()));
         }
         let run: Function = match table.get::<LuaValue>("run") {
             Ok(LuaValue::Function(f)) => f,
-            _ => return Err(at("`run` must be a function(input) returning the tool's result (or nil, err)".into())),
+            _ => {
+                return Err(at(
+                    "`run` must be a function(input) returning the tool's result (or nil, err)"
+                        .into(),
+                ))
+            }
         };
         let tool = LuaTool {
             name,
@@ -268,6 +291,21 @@ impl Runtime {
             .filter(|a| a.always_asked())
             .any(|&a| kernel.denies_every(a))
     }
+}
+
+/// A served run's standard output carries the protocol (stdio): its Lua
+/// `print` writes to standard error instead, where the operator sees it.
+pub(super) fn print_to_stderr(lua: &Lua) -> mlua::Result<()> {
+    let tostring: Function = lua.globals().get("tostring")?;
+    let print = lua.create_function(move |_, args: MultiValue| {
+        let mut parts = Vec::with_capacity(args.len());
+        for v in args {
+            parts.push(tostring.call::<String>(v)?);
+        }
+        eprintln!("{}", parts.join("\t"));
+        Ok(())
+    })?;
+    lua.globals().set("print", print)
 }
 
 /// A tool name MCP clients accept, and a Lua identifier's characters
@@ -317,7 +355,10 @@ impl Request {
             .take()
             .ok_or_else(|| mlua::Error::runtime("a served request runs once"))?;
         let caller = &incoming.caller;
-        let relay = caller.progress.clone().map(|p| TextRelay(Rc::new(move |s: &str| p(s))));
+        let relay = caller
+            .progress
+            .clone()
+            .map(|p| TextRelay(Rc::new(move |s: &str| p(s))));
         self.core.serve_task(
             &task,
             Served {
@@ -397,10 +438,12 @@ const MAX_JOB_WAIT: Duration = Duration::from_secs(600);
 
 /// A job operation on the `jobId` of `input`.
 async fn job(core: &Core, task: &str, op: JobOp, input: &Value) -> crate::error::FlowResult<Value> {
-    let id = input
-        .get("jobId")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| FlowError::invalid_input("jobId", "`jobId` is the job's number, as bash{background = true} returned it"))?;
+    let id = input.get("jobId").and_then(Value::as_u64).ok_or_else(|| {
+        FlowError::invalid_input(
+            "jobId",
+            "`jobId` is the job's number, as bash{background = true} returned it",
+        )
+    })?;
     if op != JobOp::Wait {
         let out = core.job(task, op, id)?;
         return Ok(match op {
@@ -413,9 +456,16 @@ async fn job(core: &Core, task: &str, op: JobOp, input: &Value) -> crate::error:
         Some(v) => v
             .as_u64()
             .filter(|ms| (1..=MAX_JOB_WAIT.as_millis() as u64).contains(ms))
-            .ok_or_else(|| FlowError::invalid_input("timeoutMs", "`timeoutMs` is how long to wait, 1 to 600000 ms (default 600000)"))?,
+            .ok_or_else(|| {
+                FlowError::invalid_input(
+                    "timeoutMs",
+                    "`timeoutMs` is how long to wait, 1 to 600000 ms (default 600000)",
+                )
+            })?,
     };
-    let ended = core.job_wait(task, id, Some(Duration::from_millis(ms))).await?;
+    let ended = core
+        .job_wait(task, id, Some(Duration::from_millis(ms)))
+        .await?;
     let state = core.job(task, JobOp::State, id)?;
     Ok(serde_json::json!({"ended": ended, "state": state}))
 }
@@ -462,12 +512,18 @@ fn lua_outcome(lua: &Lua, result: MultiValue) -> Outcome {
     if let (LuaValue::Nil, Some(err @ LuaValue::Table(_))) = (&first, values.next()) {
         return match to_json_text(lua, err).ok().and_then(|e| flow_error(&e)) {
             Some(e) => Outcome::Failed(e),
-            None => Outcome::Raised("the tool returned nil and an error table without a known `code` and a `message`".into()),
+            None => Outcome::Raised(
+                "the tool returned nil and an error table without a known `code` and a `message`"
+                    .into(),
+            ),
         };
     }
     match to_json_text(lua, first) {
         Ok(v) => Outcome::Done(v),
-        Err(e) => Outcome::Raised(format!("the tool's result cannot be sent as JSON: {}", e.message)),
+        Err(e) => Outcome::Raised(format!(
+            "the tool's result cannot be sent as JSON: {}",
+            e.message
+        )),
     }
 }
 
