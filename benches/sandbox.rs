@@ -18,7 +18,6 @@
 //! Not a criterion bench: each sample is a process tree of seconds.
 
 #[path = "support/peers.rs"]
-#[allow(dead_code)]
 mod peers;
 mod support;
 

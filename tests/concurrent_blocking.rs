@@ -526,13 +526,17 @@ fn a_task_s_reads_finish_while_another_task_greps_thousands_of_files() {
 
 #[test]
 fn a_task_s_reads_finish_while_another_task_globs_thousands_of_files() {
+    // More files than the grep's tree: a walk that only matches names
+    // takes 30 ms over 6,000 of them on a quiet machine, under the 50 ms
+    // the reads need to show they did not wait.
+    const FILES: usize = 4 * TREE_FILES;
     let ws = common::workspace();
-    tree(ws.path(), TREE_FILES);
+    tree(ws.path(), FILES);
     fs::write(ws.path().join("small.txt"), "one\ntwo\n").unwrap();
     let body = format!(
         r#"{READS}
         local glob = sluice.spawn(function()
-          local out = assert(sluice.glob{{pattern = "**/f*5.txt", root = "tree"}})
+          local out = assert(sluice.glob{{pattern = "**/f*25.txt", root = "tree"}})
           return {{done = sluice.now() - t0, paths = out.paths, total = out.total}}
         end)
         local read = sluice.spawn(function() return reads(20) end)
@@ -547,10 +551,12 @@ fn a_task_s_reads_finish_while_another_task_globs_thousands_of_files() {
         "the reads waited for the glob: {read} {}",
         glob["done"]
     );
-    let expected: Vec<String> = (5..TREE_FILES)
-        .step_by(10)
+    let mut expected: Vec<String> = (25..FILES)
+        .step_by(100)
         .map(|i| format!("tree/d{:02}/f{i:05}.txt", i / 100))
         .collect();
+    // In name order, as glob gives them: d100 comes before d11.
+    expected.sort();
     assert_eq!(glob["total"], expected.len());
     assert_eq!(glob["paths"], json!(expected));
 }

@@ -9,7 +9,7 @@ mod common;
 use common::{sluice_bin, sluice_in, workspace};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -23,26 +23,18 @@ const FORMS: [(&str, &str); 3] = [
 /// The client's name and version, as the record names it.
 const CLIENT: &str = "sluice-tests 1.2.3";
 
-fn peers() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/peers/mcp")
-}
+#[path = "../benches/support/peers.rs"]
+mod peers;
 
 /// `python3 tests/mcp/drive.py`, with the `mcp` package importable; fails
 /// the test, saying how to install it, when it is missing.
 fn python() -> Command {
-    let ok = Command::new("python3")
-        .args(["-c", "import mcp, mcp_types; assert mcp.__version__ if hasattr(mcp, '__version__') else True"])
-        .env("PYTHONPATH", peers())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "the Python MCP client is missing: run scripts/test (it installs it), or \
-         python3 -m pip install --target target/peers/mcp 'mcp==2.3.0'"
-    );
+    if let Some(how) = peers::mcp_python_missing() {
+        panic!("{how}");
+    }
     let mut cmd = Command::new("python3");
     cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/drive.py"))
-        .env("PYTHONPATH", peers())
+        .env("PYTHONPATH", peers::mcp_python())
         .stdin(Stdio::null());
     cmd
 }
@@ -480,10 +472,7 @@ fn a_client_without_elicitation_gets_permission_required_naming_the_approve_patt
             text.starts_with(&format!("permission_required: {cap} needs approval")),
             "{text}"
         );
-        assert!(
-            text.contains(&format!("declared no elicitation support")),
-            "{text}"
-        );
+        assert!(text.contains("declared no elicitation support"), "{text}");
         assert!(
             text.contains(&format!("Pre-approve it with --approve '{cap}'")),
             "{text}"

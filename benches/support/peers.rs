@@ -1,5 +1,7 @@
 //! Where the peer tools the benches and differential tests compare sluice
 //! with are installed (`scripts/test` puts them there), shared by both.
+// Each includer uses some of these.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
@@ -23,4 +25,31 @@ pub fn codex_binary() -> PathBuf {
         .join("vendor")
         .join(triple)
         .join("bin/codex")
+}
+
+/// The Python MCP client and server package version the MCP tests and
+/// bench drive (`scripts/test` and `scripts/bench` install it).
+pub const MCP_PYTHON_VERSION: &str = "2.3.0";
+
+/// Where the Python `mcp` package is installed (`pip install --target`):
+/// the `PYTHONPATH` of the MCP tests' and bench's Python.
+pub fn mcp_python() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/peers/mcp")
+}
+
+/// Whether `python3` imports the `mcp` package from [`mcp_python`]; the
+/// message to show (how to install it) when it does not.
+pub fn mcp_python_missing() -> Option<String> {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import mcp, mcp_types"])
+        .env("PYTHONPATH", mcp_python())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    (!ok).then(|| {
+        format!(
+            "the Python MCP package is missing: run scripts/test (or scripts/bench), which installs it, or \
+             python3 -m pip install --target target/peers/mcp 'mcp=={MCP_PYTHON_VERSION}'"
+        )
+    })
 }

@@ -216,7 +216,10 @@ impl AbortSignal {
 /// capture (both streams, each piece as read): a caller that shows a long
 /// command's progress. Called on the reader's task, so it must not block.
 #[derive(Clone)]
-pub struct Tap(pub Arc<dyn Fn(&[u8]) + Send + Sync>);
+pub struct Tap(pub Arc<TapFn>);
+
+/// What a [`Tap`] calls with each piece of output.
+pub type TapFn = dyn Fn(&[u8]) + Send + Sync;
 
 impl fmt::Debug for Tap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

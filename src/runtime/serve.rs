@@ -61,8 +61,12 @@ pub struct Caller {
     pub approver: Option<Arc<dyn Approver>>,
     /// Where streamed text and a running command's output go as they
     /// arrive.
-    pub progress: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    pub progress: Option<Progress>,
 }
+
+/// Hands a piece of a request's streamed output to its caller, from the
+/// run's thread.
+pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// How a request ended.
 #[derive(Debug)]
