@@ -939,6 +939,24 @@ mod tests {
     }
 
     #[test]
+    fn a_tasks_lineage_is_itself_then_each_task_that_started_it() {
+        let l: Vec<&str> = super::lineage("0.3.12").collect();
+        assert_eq!(l, ["0.3.12", "0.3", "0"]);
+        assert_eq!(super::lineage("0").collect::<Vec<_>>(), ["0"]);
+    }
+
+    #[test]
+    fn a_caller_cancelling_a_task_cancels_the_tasks_it_started_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path());
+        core.cancel_task("0.2");
+        assert!(core.cancelled("0.2") && core.cancelled("0.2.1"));
+        assert!(!core.cancelled("0.21") && !core.cancelled("0.1") && !core.cancelled("0"));
+        core.release_task("0.2");
+        assert!(!core.cancelled("0.2"));
+    }
+
+    #[test]
     fn a_new_flow_is_one_file_and_one_registry_line_and_passes_the_door() {
         let dir = tempfile::tempdir().unwrap();
         let ws = std::fs::canonicalize(dir.path()).unwrap();

@@ -106,6 +106,24 @@ async fn term_ignoring_command_is_killed_after_grace() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn a_tap_sees_both_streams_as_they_arrive_and_the_capture_is_unchanged() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = seen.clone();
+    let mut req = Request::shell("echo one; sleep 0.2; echo two >&2; echo three");
+    req.tap = Some(Tap(Arc::new(move |b: &[u8]| {
+        sink.lock().unwrap().extend_from_slice(b)
+    })));
+    let out = go(req).await;
+    assert_eq!(text(&out.stdout), "one\nthree\n");
+    assert_eq!(text(&out.stderr), "two\n");
+    let seen = String::from_utf8(seen.lock().unwrap().clone()).unwrap();
+    assert_eq!(
+        seen, "one\ntwo\nthree\n",
+        "in the order the command wrote them"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn abort_kills_and_is_exclusive_with_timeout() {
     let (handle, signal) = abort_pair();
     let mut req = Request::shell("sleep 30");

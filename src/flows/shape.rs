@@ -720,4 +720,15 @@ mod tests {
         assert_eq!(continuation_prefix_len(b"\x80\x80\x80\x80\x80"), 3);
         assert_eq!(continuation_prefix_len(b"ab"), 0);
     }
+
+    #[test]
+    fn text_pieces_hold_a_character_split_between_pieces_until_it_ends() {
+        let mut t = TextPieces::default();
+        let e = "é".as_bytes();
+        assert_eq!(t.push(&[b'h', e[0]]), "h");
+        assert_eq!(t.push(&[e[1], b'!']), "é!");
+        // Invalid bytes decode lossily, and are not held.
+        assert_eq!(t.push(b"\xff x"), "\u{fffd} x");
+        assert_eq!(t.push(b""), "");
+    }
 }

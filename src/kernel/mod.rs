@@ -1035,3 +1035,43 @@ pub fn denied(cap: &Capability, v: &Verdict) -> FlowError {
     .with("by", v.by.clone())
     .with("reason", v.reason.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::pattern::{Pattern, Vars};
+    use super::policy::{shipped, Policy};
+    use super::{Action, Kernel};
+
+    fn kernel(policy: &str, ceiling: &[&str]) -> Kernel {
+        let vars = Vars::new("/w".into());
+        let policies = vec![Policy::load(shipped(policy).unwrap(), vars.clone())];
+        let ceiling = ceiling
+            .iter()
+            .map(|c| Pattern::parse(c, &vars).unwrap())
+            .collect();
+        Kernel::new(policies, ceiling, vars)
+    }
+
+    #[test]
+    fn an_action_is_denied_every_time_only_by_a_whole_deny_a_ceiling_or_a_broken_policy() {
+        let readonly = kernel("readonly", &[]);
+        for a in [
+            Action::FsWrite,
+            Action::ProcSpawn,
+            Action::NetGet,
+            Action::NetPost,
+            Action::ModelCall,
+        ] {
+            assert!(readonly.denies_every(a), "{a:?}");
+        }
+        assert!(!readonly.denies_every(Action::FsRead));
+        let default = kernel("default", &[]);
+        assert!(
+            Action::ALL.iter().all(|&a| !default.denies_every(a)),
+            "the default asks, never denies an action whole"
+        );
+        let ceiling = kernel("default", &["fs:read:/w/**"]);
+        assert!(!ceiling.denies_every(Action::FsRead));
+        assert!(ceiling.denies_every(Action::FsWrite) && ceiling.denies_every(Action::ProcSpawn));
+    }
+}

@@ -257,3 +257,139 @@ fn token() -> String {
     }
     crate::digest::hex(&bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(once_only: bool) -> Ask {
+        Ask {
+            capability: "fs:write:/home/ada/x".into(),
+            flow: "write".into(),
+            task: "0.1".into(),
+            by: "rules[3] of p.lua".into(),
+            reason: "outside the workspace".into(),
+            input: "{\"path\":\"/home/ada/x\"}".into(),
+            justification: Some("the user asked".into()),
+            once_only,
+        }
+    }
+
+    fn reply(action: ElicitationAction, content: Option<Value>) -> ElicitResult {
+        let mut r: ElicitResult = serde_json::from_value(json!({"action": "decline"})).unwrap();
+        r.action = action;
+        r.content = content;
+        r
+    }
+
+    #[test]
+    fn the_question_shows_the_capability_the_rule_the_reason_and_the_justification() {
+        let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = question(&ask(false))
+        else {
+            panic!("a form");
+        };
+        assert_eq!(
+            message,
+            "sluice: the write call asks for fs:write:/home/ada/x.\nAsked by rules[3] of p.lua: outside the workspace.\n\
+             Justification: the user asked\nCall: {\"path\":\"/home/ada/x\"}\nAccept to allow it, decline to refuse it."
+        );
+        let form = serde_json::to_value(&requested_schema).unwrap();
+        assert_eq!(form["properties"]["forRun"]["type"], "boolean");
+        let ElicitRequestParams::FormElicitationParams {
+            requested_schema, ..
+        } = question(&ask(true))
+        else {
+            panic!("a form");
+        };
+        let form = serde_json::to_value(&requested_schema).unwrap();
+        assert!(
+            form["properties"].get("forRun").is_none(),
+            "a once-only ask offers no 'for the run': {form}"
+        );
+    }
+
+    #[test]
+    fn accept_allows_once_or_for_the_run_and_decline_or_cancel_refuse() {
+        let run = Some(json!({"forRun": true}));
+        assert_eq!(
+            answer(&reply(ElicitationAction::Accept, None), &ask(false), "c 1"),
+            Answer::Once
+        );
+        assert_eq!(
+            answer(
+                &reply(ElicitationAction::Accept, run.clone()),
+                &ask(false),
+                "c 1"
+            ),
+            Answer::ForRun
+        );
+        // Never for the run when the ask counts once, whatever the form says.
+        assert_eq!(
+            answer(&reply(ElicitationAction::Accept, run), &ask(true), "c 1"),
+            Answer::Once
+        );
+        // Only a boolean true asks for the run.
+        let text = Some(json!({"forRun": "true"}));
+        assert_eq!(
+            answer(&reply(ElicitationAction::Accept, text), &ask(false), "c 1"),
+            Answer::Once
+        );
+        assert_eq!(
+            answer(&reply(ElicitationAction::Decline, None), &ask(false), "c 1"),
+            Answer::No(Some("the person behind c 1 declined".into()))
+        );
+        assert!(matches!(
+            answer(&reply(ElicitationAction::Cancel, None), &ask(false), "c 1"),
+            Answer::No(Some(_))
+        ));
+    }
+
+    #[test]
+    fn a_client_without_elicitation_is_never_asked() {
+        let asker = ClientAsker::new(None, "c 1");
+        let Answer::Unanswered(why) = asker.ask(&ask(false)) else {
+            panic!("unanswered");
+        };
+        assert!(
+            why.contains("(c 1) declared no elicitation support"),
+            "{why}"
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waiting_call_is_taken_once_by_the_same_tool_and_arguments_only() {
+        let parked: Suspended<u32> = Suspended::default();
+        let (tx, _rx) = sync::sync_channel(1);
+        let q = Question {
+            ask: ask(false),
+            answer: tx,
+        };
+        let args = json!({"path": "a"});
+        let token = parked.park(7, q, "write", &args);
+        assert_eq!(token.len(), 32);
+        assert!(matches!(
+            parked.take("f00", "write", &args),
+            Err(Refused::Unknown)
+        ));
+        assert!(matches!(
+            parked.take(&token, "edit", &args),
+            Err(Refused::Mismatch)
+        ));
+        assert!(matches!(
+            parked.take(&token, "write", &json!({"path": "b"})),
+            Err(Refused::Mismatch)
+        ));
+        assert_eq!(
+            parked.take(&token, "write", &args).ok().map(|w| w.call),
+            Some(7)
+        );
+        assert!(
+            matches!(parked.take(&token, "write", &args), Err(Refused::Unknown)),
+            "taken once"
+        );
+    }
+}

@@ -135,3 +135,67 @@ fn lines(out: &Value, list: &str, each: impl Fn(&Value) -> Option<String>) -> Op
     let text: Vec<String> = items.iter().filter_map(each).collect();
     Some(with_notice(text.join("\n"), out))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+    use serde_json::json;
+
+    fn text_of(r: &CallToolResult) -> String {
+        serde_json::to_value(&r.content).unwrap()[0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn a_commands_result_reads_as_its_exit_code_and_streams_and_keeps_its_table() {
+        let out = json!({"exitCode": 1, "stdout": "a\n", "stderr": "b\n", "signal": null});
+        let r = result(&Tool::Flow("bash".into()), Outcome::Done(out.clone()));
+        assert_eq!(
+            text_of(&r),
+            "exit code 1\n--- stdout ---\na\n\n--- stderr ---\nb\n"
+        );
+        assert_eq!(r.structured_content, Some(out));
+        assert_eq!(r.is_error, Some(false));
+        let job = json!({"jobId": 3, "pid": 99, "status": "running"});
+        let r = result(&Tool::Flow("bash".into()), Outcome::Done(job));
+        assert!(text_of(&r)
+            .starts_with("started background job 3 (pid 99); read its output with job_read"));
+    }
+
+    #[test]
+    fn a_page_keeps_its_notice_and_other_outputs_read_as_json() {
+        let page = json!({"content": "x\ny", "notice": "lines 1-2 of 9; offset = 3 reads on", "truncated": true});
+        let r = result(&Tool::Flow("read".into()), Outcome::Done(page));
+        assert_eq!(text_of(&r), "x\ny\n[lines 1-2 of 9; offset = 3 reads on]");
+        let r = result(
+            &Tool::Flow("write".into()),
+            Outcome::Done(json!({"bytesWritten": 2})),
+        );
+        assert_eq!(text_of(&r), "{\n  \"bytesWritten\": 2\n}");
+        let r = result(&Tool::Lua("t".into()), Outcome::Done(json!("plain")));
+        assert_eq!(text_of(&r), "plain");
+    }
+
+    #[test]
+    fn an_error_is_is_error_with_code_message_and_details_and_no_table() {
+        let e = FlowError::new(ErrorCode::PermissionDenied, "no.").with("capability", "fs:read:/x");
+        let r = result(&Tool::Flow("read".into()), Outcome::Failed(e));
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(r.structured_content, None);
+        assert_eq!(
+            text_of(&r),
+            "permission_denied: no.\n\n{\n  \"capability\": \"fs:read:/x\"\n}"
+        );
+        let r = result(
+            &Tool::Lua("t".into()),
+            Outcome::Raised("the tool raised: boom".into()),
+        );
+        assert_eq!(
+            (r.is_error, text_of(&r)),
+            (Some(true), "the tool raised: boom".to_string())
+        );
+    }
+}
