@@ -285,9 +285,11 @@ impl Core {
             Begin::Answered(result) => return result,
             Begin::Live(seq) => seq,
         };
-        let served = self.served(task).unwrap_or_default();
-        let relay = relay.or(served.relay);
-        let (abort, stop) = crate::exec::abort_pair();
+        let served = self.served(task);
+        let relay = relay.or_else(|| served.as_ref().and_then(|s| s.relay.clone()));
+        // Only a served task's caller cancels it alone (a script's tasks
+        // end with the script): the others need no way to stop a command.
+        let (abort, stop) = served.as_ref().map(|_| crate::exec::abort_pair()).unzip();
         let running = Cell::new(false);
         let Some(recorder) = &self.audit.recorder else {
             let call = Call {
@@ -300,12 +302,12 @@ impl Core {
                 running: &running,
             };
             let result = self
-                .unless_cancelled(task, self.live(call), (&abort, &running))
+                .unless_cancelled(task, self.live(call), (abort.as_ref(), &running))
                 .await;
             return self.stop_if_stopped(result);
         };
         let spec = self.registry.get(name).map(|f| f.spec());
-        let trail = Trail::new(task, seq, name, spec, served.client);
+        let trail = Trail::new(task, seq, name, spec, served.and_then(|s| s.client));
         let input = Rc::new(input);
         let call = Call {
             task,
@@ -317,7 +319,7 @@ impl Core {
             running: &running,
         };
         let result = self
-            .unless_cancelled(task, self.live(call), (&abort, &running))
+            .unless_cancelled(task, self.live(call), (abort.as_ref(), &running))
             .await;
         // Like a call still waiting when a stop drops the run: no outcome,
         // so a resume runs it rather than taking it for one cut short.
@@ -336,7 +338,7 @@ impl Core {
         &self,
         task: &str,
         call: impl std::future::Future<Output = FlowResult<Value>>,
-        (abort, running): (&crate::exec::AbortHandle, &Cell<bool>),
+        (abort, running): (Option<&crate::exec::AbortHandle>, &Cell<bool>),
     ) -> FlowResult<Value> {
         if task == MAIN_TASK && self.cancel.tasks.borrow().is_empty() {
             return call.await;
@@ -350,9 +352,9 @@ impl Core {
             () = self.until_cancelled(task) => {}
         }
         let stop = self.cancel.of(task).unwrap_or(Stop::ScriptEnd);
-        if stop == Stop::ScriptEnd || !running.get() {
+        let Some(abort) = abort.filter(|_| stop == Stop::Caller && running.get()) else {
             return Err(cancelled(task, stop));
-        }
+        };
         abort.abort();
         match tokio::time::timeout(STOP_BOUND, call).await {
             Ok(Err(e)) => Err(e.with("cancelled", task)),
@@ -429,7 +431,7 @@ impl Core {
         ctx.gate = Some(gate);
         ctx.route = place;
         ctx.on_text = relay;
-        ctx.abort = Some(abort);
+        ctx.abort = abort;
         running.set(!call.envelope.commands.is_empty());
         let result = call.execute(&ctx, door).await;
         drop(turn);
@@ -563,8 +565,15 @@ impl Core {
         output: &Value,
         decisions: &Decisions,
     ) {
-        self.audit
-            .note(task, seq, op.name(), input, output, decisions.before.take());
+        let client = self.served(task).and_then(|s| s.client);
+        self.audit.note(
+            task,
+            seq,
+            op.name(),
+            input,
+            output,
+            (decisions.before.take(), client),
+        );
     }
 }
 
@@ -576,8 +585,8 @@ struct Call<'a> {
     input: Rc<Value>,
     trail: Option<&'a Trail>,
     relay: Option<TextRelay>,
-    /// Stops its command when its caller cancels it.
-    abort: crate::exec::AbortSignal,
+    /// Stops its command when its caller cancels it (a served task's).
+    abort: Option<crate::exec::AbortSignal>,
     /// Set once it runs a command that `abort` stops.
     running: &'a Cell<bool>,
 }

@@ -836,4 +836,14 @@ fn stdin_closing_ends_the_server_and_seals_its_one_run() {
         "{runs:?}"
     );
     sluice_in(ws.path(), &["audit", "verify"]).ok();
+    // No script to re-run: replay says so, and where to look instead.
+    let replay = sluice_in(ws.path(), &["replay", "last"]);
+    assert_eq!(replay.code, 2);
+    assert!(
+        replay
+            .stderr
+            .contains("was served by sluice mcp: its calls came from an MCP client"),
+        "{}",
+        replay.stderr
+    );
 }

@@ -176,12 +176,15 @@ impl Session {
         op: &str,
         input: Value,
         output: &Value,
-        decisions: Vec<Decision>,
+        (decisions, client): (Vec<Decision>, Option<String>),
     ) {
         let Some(recorder) = &self.recorder else {
             return;
         };
-        let row = CallRow::job(task, seq, op, input, decisions);
+        let row = CallRow {
+            client,
+            ..CallRow::job(task, seq, op, input, decisions)
+        };
         let _ = recorder.call(row, Outcome::at_once(Ok(output.clone())), false);
     }
 }

@@ -62,7 +62,7 @@ pub fn mcp(args: McpArgs) -> ExitCode {
 
 /// The run every call of the server belongs to.
 fn setup(args: &McpArgs) -> Result<Runtime, String> {
-    let mut builder = options(&args.options)?.serving().name("sluice mcp");
+    let mut builder = options(&args.options)?.serving().name(mcp::RUN_NAME);
     if let Some(dir) = &args.tools {
         builder = builder.modules(dir);
     }

@@ -389,6 +389,13 @@ fn recorded_script(record: &Record) -> Result<PathBuf, String> {
             record.run.id
         ));
     }
+    if record.run.script == crate::mcp::RUN_NAME && record.run.script_sha256.is_none() {
+        return Err(format!(
+            "run {} was served by sluice mcp: its calls came from an MCP client, not a script, so there is \
+             nothing to re-run; `sluice audit show {}` lists them, and `sluice audit verify` checks them",
+            record.run.id, record.run.id
+        ));
+    }
     let bytes = std::fs::read(&path).map_err(|e| {
         format!(
             "the recorded script {} cannot be read ({e}); give it with --script FILE",

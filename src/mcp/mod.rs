@@ -28,6 +28,9 @@ pub use http::PATH;
 use rmcp::ServiceExt;
 use std::net::SocketAddr;
 
+/// What the record calls a served run (its script column).
+pub const RUN_NAME: &str = "sluice mcp";
+
 /// Where a server listens.
 #[derive(Debug, Clone)]
 pub enum Transport {
