@@ -291,29 +291,16 @@ impl Core {
         // end with the script): the others need no way to stop a command.
         let (abort, stop) = served.as_ref().map(|_| crate::exec::abort_pair()).unzip();
         let running = Cell::new(false);
-        let Some(recorder) = &self.audit.recorder else {
-            let call = Call {
-                task,
-                name,
-                input: Rc::new(input),
-                trail: None,
-                relay,
-                abort: stop,
-                running: &running,
-            };
-            let result = self
-                .unless_cancelled(task, self.live(call), (abort.as_ref(), &running))
-                .await;
-            return self.stop_if_stopped(result);
-        };
         let spec = self.registry.get(name).map(|f| f.spec());
-        let trail = Trail::new(task, seq, name, spec, served.and_then(|s| s.client));
+        let client = served.and_then(|s| s.client);
+        let recorded = self.audit.recorder.as_ref();
+        let trail = recorded.map(|_| Trail::new(task, seq, name, spec, client));
         let input = Rc::new(input);
         let call = Call {
             task,
             name,
             input: input.clone(),
-            trail: Some(&trail),
+            trail: trail.as_ref(),
             relay,
             abort: stop,
             running: &running,
@@ -323,7 +310,8 @@ impl Core {
             .await;
         // Like a call still waiting when a stop drops the run: no outcome,
         // so a resume runs it rather than taking it for one cut short.
-        if !matches!(&result, Err(e) if e.details.contains_key(NOT_STARTED)) {
+        let started = !matches!(&result, Err(e) if e.details.contains_key(NOT_STARTED));
+        if let (Some(recorder), Some(trail), true) = (recorded, trail, started) {
             trail.finish(recorder, input, &result).await;
         }
         self.stop_if_stopped(result)

@@ -236,7 +236,14 @@ impl Server {
                         let state = self.0.suspended.park(live, question, tool, args);
                         return Ok(input_required(&ask, state).into());
                     }
-                    let answer = elicit(&ctx, &question, &live.client).await;
+                    // A client that cancels while its person decides ends
+                    // the call (dropping the question answers it).
+                    let answer = tokio::select! {
+                        answer = elicit(&ctx, &question, &live.client) => answer,
+                        () = ctx.ct.cancelled() => {
+                            return Err(ErrorData::invalid_request("the request was cancelled", None));
+                        }
+                    };
                     let _ = question.answer.send(answer);
                 }
             }
