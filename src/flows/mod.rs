@@ -255,7 +255,7 @@ impl Context {
     /// the person asked agrees (`sandboxPermissions` with its
     /// `justification`). `None`: the grants confine nothing. No working
     /// runner is `provider_unavailable`: the command does not run.
-    pub fn confine(
+    pub async fn confine(
         &self,
         command: &str,
         wider: Option<(crate::sandbox::Mode, &str)>,
@@ -282,7 +282,7 @@ impl Context {
                 "the command asks to run with {} this once: {why}",
                 mode.as_str()
             );
-            gate.ask_once(&cap, "sandboxPermissions", reason)?;
+            gate.ask_once(&cap, "sandboxPermissions", reason).await?;
             kernel.with_static(|view| {
                 crate::sandbox::widen(view, &self.workspace, &mut profile, mode)
             });

@@ -181,7 +181,7 @@ impl Flow for ShellCommand {
         req.timeout = Some(self.timeout);
         req.output_budget = Some(CODEX_CAPTURE_BUDGET);
         req.merge_output = true;
-        let confined = ctx.confine(&self.command, None)?;
+        let confined = ctx.confine(&self.command, None).await?;
         req.wrap = confined.as_ref().map(|c| c.wrap.clone());
         let spec = exec::resolve(req, &exec.limits)?;
         let out = ctx.run_command(spec).await;

@@ -272,7 +272,11 @@ impl Approvals {
     /// "for the run" counts once). For asks that must never ride on an
     /// earlier yes, like running a command less confined. Blocks the
     /// caller's thread while it waits for the prompt and the answer.
-    pub fn approve_once(&self, req: &Request, verdict: &Verdict) -> FlowResult<String> {
+    ///
+    /// Asked while a call runs, the approver is asked on tokio's blocking
+    /// pool while the call's task waits, as before a call runs: the run's
+    /// other tasks (a served run's other requests) go on meanwhile.
+    pub async fn approve_once(&self, req: &Request<'_>, verdict: &Verdict) -> FlowResult<String> {
         if let Some(p) = self
             .preapproved
             .iter()
@@ -282,12 +286,11 @@ impl Approvals {
         }
         match self.pending(req, verdict, Use::Once)? {
             Ok(granted) => Ok(granted),
-            Err(pending) => concluded(
-                req.capability,
-                verdict,
-                pending.answerer(),
-                pending.answer(),
-            ),
+            Err(pending) => {
+                let answerer = pending.answerer();
+                let reply = pending.answer_aside().await;
+                concluded(req.capability, verdict, answerer, reply)
+            }
         }
     }
 
@@ -578,11 +581,14 @@ fn ask_terminal(ask: &Ask) -> std::io::Result<Answer> {
     }
 }
 
-/// `text` with control characters shown as escapes (`\u{1b}`).
-fn printable(text: &str) -> String {
+/// `text` with control and invisible (format) characters shown as escapes
+/// (`\n`, `\u{1b}`, `\u{202e}`), as a person is shown a call: no call can
+/// rewrite the question it is asked about, by moving the cursor, hiding
+/// text, reordering it or adding lines.
+pub fn printable(text: &str) -> String {
     text.chars()
         .map(|c| {
-            if c.is_control() {
+            if c.is_control() || crate::fsops::text::invisible(c) {
                 c.escape_debug().to_string()
             } else {
                 c.to_string()
@@ -850,7 +856,7 @@ mod tests {
                 let cap = write("/w/a");
                 let input = serde_json::json!({});
                 let req = request(&cap, &input);
-                let got = f.approvals.approve_once(&req, &asked());
+                let got = f.approvals.approve_once(&req, &asked()).await;
                 // Its "for the run" counted once.
                 assert_eq!(got.unwrap(), format!("{THEIRS}, once"));
                 person.join().unwrap();

@@ -210,9 +210,9 @@ impl CallGate {
 
     /// Asks the person (or a pre-approval) whether `cap` may be used this
     /// once, whatever the rules say: an ask by `by` for `reason`. Made
-    /// while a call runs (bash's `sandboxPermissions`), it blocks the run's
-    /// thread until answered, as does [`Authority::authorize`].
-    pub fn ask_once(&self, cap: &Capability, by: &str, reason: String) -> FlowResult<()> {
+    /// while a call runs (bash's `sandboxPermissions`); the call's task
+    /// waits for the answer, the run's other tasks go on.
+    pub async fn ask_once(&self, cap: &Capability, by: &str, reason: String) -> FlowResult<()> {
         let verdict = Judgement {
             decision: Verdict::Ask,
             by: by.into(),
@@ -222,6 +222,7 @@ impl CallGate {
             .gate
             .approver
             .approve_once(&self.request(cap), &verdict)
+            .await
             .map(Some);
         if let Some(sink) = self.decisions.as_deref() {
             sink.push(record(cap, &verdict, &result));

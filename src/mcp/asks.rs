@@ -5,7 +5,7 @@
 //! declared no elicitation, no question at all: the call fails
 //! `permission_required` naming the `--approve` pattern that would grant it.
 
-use crate::kernel::approval::{Answer, Approver, Ask};
+use crate::kernel::approval::{printable, Answer, Approver, Ask};
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -84,18 +84,24 @@ impl Approver for ClientAsker {
 }
 
 /// What the person is shown: the capability, the rule that asked and
-/// why, the justification, the call.
+/// why, the justification, the call. Each field is shown with its
+/// control and invisible characters escaped, one to a line, so the call it
+/// asks about cannot rewrite the question.
 pub fn question(ask: &Ask) -> ElicitRequestParams {
+    let p = printable;
     let mut message = format!(
         "sluice: the {} call asks for {}.\nAsked by {}: {}.",
-        ask.flow, ask.capability, ask.by, ask.reason
+        p(&ask.flow),
+        p(&ask.capability),
+        p(&ask.by),
+        p(&ask.reason)
     );
     if let Some(why) = &ask.justification {
-        message.push_str(&format!("\nJustification: {why}"));
+        message.push_str(&format!("\nJustification: {}", p(why)));
     }
     message.push_str(&format!(
         "\nCall: {}\nAccept to allow it, decline to refuse it.",
-        ask.input
+        p(&ask.input)
     ));
     ElicitRequestParams::FormElicitationParams {
         meta: None,
@@ -309,6 +315,26 @@ mod tests {
         assert!(
             form["properties"].get("forRun").is_none(),
             "a once-only ask offers no 'for the run': {form}"
+        );
+    }
+
+    #[test]
+    fn the_call_asked_about_cannot_rewrite_the_question_with_escapes_or_lines() {
+        let mut a = ask(false);
+        a.capability = "proc:spawn:curl x | sh\u{1b}[8m; ls".into();
+        a.justification = Some("fine\nAsked by allow rules[1]: harmless\u{202e}".into());
+        let ElicitRequestParams::FormElicitationParams { message, .. } = question(&a) else {
+            panic!("a form");
+        };
+        assert!(
+            !message.contains('\u{1b}') && !message.contains('\u{202e}'),
+            "{message}"
+        );
+        assert!(message.contains("curl x | sh\\u{1b}[8m; ls"), "{message}");
+        assert_eq!(message.lines().count(), 5, "one line per field: {message}");
+        assert!(
+            message.contains("Justification: fine\\nAsked by allow rules[1]: harmless\\u{202e}"),
+            "{message}"
         );
     }
 

@@ -167,6 +167,21 @@ impl Server {
         args: &Value,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // A malformed answer is refused before the waiting call is taken:
+        // the right one can still follow.
+        let reply = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(INPUT_KEY))
+            .cloned()
+            .map(elicit_result)
+            .transpose()
+            .map_err(|e| {
+                ErrorData::invalid_params(
+                    format!("inputResponses.{INPUT_KEY} is not an elicitation result: {e}"),
+                    None,
+                )
+            })?;
         let waiting = self.0.suspended.take(state, &request.name, args).map_err(|why| {
             let message = match why {
                 Refused::Unknown => "requestState names no call waiting for an answer: it was answered already, expired, or never given; call the tool again without it",
@@ -174,20 +189,8 @@ impl Server {
             };
             ErrorData::invalid_params(message, None)
         })?;
-        let reply = request
-            .input_responses
-            .as_ref()
-            .and_then(|r| r.get(INPUT_KEY))
-            .cloned()
-            .map(serde_json::from_value::<ElicitResult>);
         let answer = match reply {
-            Some(Ok(reply)) => asks::answer(&reply, &waiting.question.ask, &waiting.call.client),
-            Some(Err(e)) => {
-                return Err(ErrorData::invalid_params(
-                    format!("inputResponses.{INPUT_KEY} is not an elicitation result: {e}"),
-                    None,
-                ))
-            }
+            Some(reply) => asks::answer(&reply, &waiting.question.ask, &waiting.call.client),
             None => {
                 // No answer: the question stands; it is put again.
                 let ask = waiting.question.ask.clone();
@@ -218,17 +221,23 @@ impl Server {
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         loop {
             tokio::select! {
+                // Progress first: what a command printed is relayed before
+                // the result that follows it.
+                biased;
+                Some(piece) = live.progress.recv() => {
+                    if let Some(token) = &token {
+                        relay(&ctx, token, &mut live, piece).await;
+                    }
+                }
                 () = ctx.ct.cancelled() => {
                     return Err(ErrorData::invalid_request("the request was cancelled", None));
                 }
                 outcome = &mut live.reply => {
                     let outcome = outcome.unwrap_or_else(|_| Outcome::Raised("the run ended before the call did".into()));
-                    return Ok(render::result(&live.runs, outcome).into());
-                }
-                Some(piece) = live.progress.recv() => {
-                    if let Some(token) = &token {
+                    if let (Some(token), Ok(piece)) = (&token, live.progress.try_recv()) {
                         relay(&ctx, token, &mut live, piece).await;
                     }
+                    return Ok(render::result(&live.runs, outcome).into());
                 }
                 Some(question) = live.asks.recv() => {
                     if modern {
@@ -249,6 +258,17 @@ impl Server {
             }
         }
     }
+}
+
+/// An elicitation result as the spec shapes it: an action, and a
+/// `content` that is an object when present.
+fn elicit_result(v: Value) -> Result<ElicitResult, String> {
+    if v.get("content")
+        .is_some_and(|c| !c.is_object() && !c.is_null())
+    {
+        return Err("its content is not an object".into());
+    }
+    serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
 /// An "input required" result: the question, under [`INPUT_KEY`], and

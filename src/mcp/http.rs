@@ -88,11 +88,14 @@ pub async fn serve(server: Server, listener: tokio::net::TcpListener, token: Opt
 /// missing or wrong token.
 fn front(req: &hyper::Request<Incoming>, token: Option<&str>) -> Option<hyper::Response<Body>> {
     if let Some(expected) = token {
+        // The scheme's name is case-insensitive (RFC 9110); the token is not.
         let given = req
             .headers()
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token);
         if !given.is_some_and(|g| same(g.as_bytes(), expected.as_bytes())) {
             return Some(reply(
                 401,
@@ -107,9 +110,14 @@ fn front(req: &hyper::Request<Incoming>, token: Option<&str>) -> Option<hyper::R
     None
 }
 
-/// Compares a token in time that does not depend on where they differ.
+/// Compares a token in time that depends neither on where it differs nor
+/// on its length: the two are compared as their SHA-256 digests.
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let (a, b) = (crate::digest::sha256_hex(a), crate::digest::sha256_hex(b));
+    a.bytes()
+        .zip(b.bytes())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 fn reply(status: u16, text: &str, challenge: Option<&str>) -> hyper::Response<Body> {

@@ -7,6 +7,7 @@ mod convert;
 mod credential;
 pub mod extend;
 mod module;
+mod schema;
 mod serve;
 mod tasks;
 
@@ -32,6 +33,7 @@ use crate::net::Net;
 use crate::pipeline::{Core, JobOp, MAIN_TASK};
 use mlua::{Function, Lua};
 use serde_json::Value;
+use std::cell::RefCell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -549,6 +551,7 @@ impl RuntimeBuilder {
             closer,
             tasks,
             callers,
+            tool_inputs: Rc::default(),
         })
     }
 }
@@ -561,6 +564,8 @@ pub struct Runtime {
     tasks: tasks::Tasks,
     /// A served run's callers' approvers, by the task of their request.
     callers: serve::Callers,
+    /// A served run's Lua tools' input schemas, by name.
+    tool_inputs: Rc<RefCell<std::collections::HashMap<String, Value>>>,
 }
 
 /// Ends a run's record from any thread: what a backstop uses when the

@@ -10,7 +10,8 @@ local function caught(e) return e end
 local function serve(req)
   local tool = tools[req:lua_tool() or false]
   if not tool then return req:run() end
-  local input = req:bind()
+  local fits, input = req:bind()
+  if not fits then return end   -- refused: the input does not fit the tool's schema
   req:finish(xpcall(tool, caught, input))
 end
 

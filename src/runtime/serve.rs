@@ -100,11 +100,17 @@ const TOOLS: &str = "sluice.served.tools";
 /// (the task that asks, or one it started); an ask of a task no caller
 /// waits for is unanswered.
 #[derive(Clone, Default)]
-pub(crate) struct Callers(Arc<Mutex<HashMap<String, Arc<dyn Approver>>>>);
+pub(crate) struct Callers {
+    by_task: Arc<Mutex<HashMap<String, Arc<dyn Approver>>>>,
+    /// The thread the run serves on: an ask made there (while a call
+    /// runs: a redirect's host, a private address a name resolved to) would
+    /// hold every request until its person answered, so it is not put.
+    run_thread: Arc<std::sync::OnceLock<std::thread::ThreadId>>,
+}
 
 impl Callers {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<dyn Approver>>> {
-        self.0
+        self.by_task
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -117,6 +123,13 @@ impl Callers {
 
 impl Approver for Callers {
     fn ask(&self, ask: &Ask) -> Answer {
+        if self.run_thread.get() == Some(&std::thread::current().id()) {
+            return Answer::Unanswered(
+                "it came up while the call ran (a redirect's host, a private address), where a served run \
+                 cannot wait for a person without holding every other request"
+                    .into(),
+            );
+        }
         match self.of(&ask.task) {
             Some(approver) => approver.ask(ask),
             None => Answer::Unanswered(
@@ -127,6 +140,12 @@ impl Approver for Callers {
 
     fn who(&self) -> String {
         "the person behind the MCP client".into()
+    }
+
+    /// Each caller's person answers their own questions: one client's
+    /// open question does not hold another's.
+    fn one_at_a_time(&self) -> bool {
+        false
     }
 }
 
@@ -142,18 +161,21 @@ impl Runtime {
             message: e.to_string(),
         };
         let lua = &self.lua;
+        let _ = self.callers.run_thread.set(std::thread::current().id());
         let inbox = Rc::new(RefCell::new(Some(inbox)));
         let (core, callers) = (self.core.clone(), self.callers.clone());
+        let inputs = self.tool_inputs.clone();
         let next = lua
             .create_async_function(move |_, ()| {
                 let (inbox, core, callers) = (inbox.clone(), core.clone(), callers.clone());
+                let inputs = inputs.clone();
                 async move {
                     let Some(mut rx) = inbox.borrow_mut().take() else {
                         return Ok(None);
                     };
                     let got = rx.recv().await;
                     *inbox.borrow_mut() = Some(rx);
-                    Ok(got.map(|incoming| Request::new(incoming, core, callers)))
+                    Ok(got.map(|incoming| Request::new(incoming, core, callers, inputs)))
                 }
             })
             .map_err(fail)?;
@@ -203,6 +225,9 @@ impl Runtime {
                 ));
             }
             run.set(tool.name.as_str(), f).map_err(|e| e.to_string())?;
+            self.tool_inputs
+                .borrow_mut()
+                .insert(tool.name.clone(), tool.input.clone());
             tools.push(tool);
         }
         self.lua
@@ -262,6 +287,14 @@ impl Runtime {
         };
         if input.get("type").and_then(Value::as_str) != Some("object") {
             return Err(at("`input` must be an object's schema: type = \"object\" (a tool's input is a table of named fields)".into()));
+        }
+        if let Some(why) = super::schema::unchecked(&input, "input") {
+            return Err(at(format!(
+                "{why}; sluice checks each call's input against the schema before run sees it, so the schema may use \
+                 only what it checks (type, properties, required, additionalProperties, items, enum, const, minimum, \
+                 maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength, minItems, maxItems, pattern) and \
+                 notes (title, description, default, examples, format); check the rest in run"
+            )));
         }
         let run: Function = match table.get::<LuaValue>("run") {
             Ok(LuaValue::Function(f)) => f,
@@ -333,10 +366,17 @@ struct Request {
     task: RefCell<Option<String>>,
     /// The watch for a caller who gave up (a Lua tool's request).
     watch: RefCell<Option<tokio::task::JoinHandle<()>>>,
+    /// The Lua tools' input schemas.
+    inputs: Rc<RefCell<HashMap<String, Value>>>,
 }
 
 impl Request {
-    fn new(mut incoming: Incoming, core: Rc<Core>, callers: Callers) -> Request {
+    fn new(
+        mut incoming: Incoming,
+        core: Rc<Core>,
+        callers: Callers,
+        inputs: Rc<RefCell<HashMap<String, Value>>>,
+    ) -> Request {
         let (tx, _) = oneshot::channel();
         let reply = std::mem::replace(&mut incoming.reply, tx);
         Request {
@@ -346,6 +386,7 @@ impl Request {
             callers,
             task: RefCell::new(None),
             watch: RefCell::new(None),
+            inputs,
         }
     }
 
@@ -485,6 +526,17 @@ impl UserData for Request {
         m.add_async_method("run", |lua, this, ()| async move { this.run(&lua).await });
         m.add_method("bind", |lua, this, ()| {
             let (task, incoming) = this.bind(lua)?;
+            // What the tool's schema says its input is, checked before its
+            // code sees it: a vetted tool trusts its declared input.
+            if let Tool::Lua(name) = &incoming.tool {
+                let schema = this.inputs.borrow().get(name).cloned();
+                if let Some(Err(e)) =
+                    schema.map(|s| super::schema::check(&incoming.input, &s, "input"))
+                {
+                    this.finish(Outcome::Failed(e));
+                    return Ok((false, LuaValue::Nil));
+                }
+            }
             let reply = this.reply.clone();
             let core = this.core.clone();
             let watch = tokio::task::spawn_local(async move {
@@ -492,7 +544,7 @@ impl UserData for Request {
                 core.cancel_task(&task);
             });
             *this.watch.borrow_mut() = Some(watch);
-            from_json(lua, &incoming.input)
+            Ok((true, from_json(lua, &incoming.input)?))
         });
         m.add_method("finish", |lua, this, result: MultiValue| {
             this.finish(lua_outcome(lua, result));

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -153,32 +152,6 @@ async def scenario_mrtr(a):
     return r
 
 
-async def scenario_mrtr_malformed(a):
-    """An answer that is no elicitation result, under a real state: an
-    error; then the right answer under the same state."""
-    out = a.spec["outside"]
-    one = {"path": f"{out}/m.txt", "content": "m"}
-    r = {}
-    async with connect(a, elicitation_callback=accept_all, **client_kw(a)) as c:
-        first = await call(c, "write", one)
-        s1 = first["requestState"]
-        # Sent raw: the client's own model would refuse to build it.
-        req = types.CallToolRequest(params=types.CallToolRequestParams(name="write", arguments=one))
-        raw = req.model_dump(by_alias=True, exclude_none=True)
-        raw["params"]["requestState"] = s1
-        raw["params"]["inputResponses"] = {"approve": {"action": 42}}
-        try:
-            with anyio.fail_after(QUICK_S):
-                await c.session.send_request(types.CallToolRequest.model_validate(raw), types.CallToolResult)
-            r["malformed"] = "answered"
-        except MCPError as e:
-            r["malformed"] = {"mcpError": error_of(e)}
-        except Exception as e:  # the client refused to send it
-            r["malformed"] = {"client": type(e).__name__}
-        r["right"] = await call(c, "write", one, request_state=s1, input_responses={"approve": ACCEPT})
-    return r
-
-
 # ---------------------------------------------------------------------------
 # 2. Tools called by a name the list does not give
 
@@ -256,7 +229,7 @@ async def scenario_sequence(a):
             out.append({
                 "isError": bool(r.is_error),
                 "text": text_of(r)[:200],
-                "structured": r.structured_content if not isinstance(r.structured_content, dict) else None,
+                "structured": None if spec["tool"] == "bash" else r.structured_content,
                 "stdoutBytes": len(s.get("stdout", "").encode()) if isinstance(s.get("stdout"), str) else None,
                 "stdoutTail": s.get("stdout", "")[-120:] if isinstance(s.get("stdout"), str) else None,
                 "stdoutTruncated": s.get("stdoutTruncated"),
@@ -301,6 +274,36 @@ async def scenario_cancel_waiting(a):
             r["contentAtCancel"] = marker.read_text()
         await anyio.sleep(1.0)
         r["contentAfter"] = marker.read_text()
+        r["after"] = await call(c, "ls", {"path": "."}, timeout=30)
+    return r
+
+
+async def scenario_cancel_behind_question(a):
+    """A 2026 client: a write of spec.path asks and is left waiting; a
+    second write of the same file is sent behind it and cancelled; then
+    the first is answered yes."""
+    target = Path(a.spec["path"])
+    first_args = {"path": str(target), "content": "first"}
+    r = {}
+    async with connect(a, elicitation_callback=accept_all, **client_kw(a)) as c:
+        first = await call(c, "write", first_args)
+        r["firstAsked"] = "inputRequired" in first
+        async with anyio.create_task_group() as tg:
+            scope = anyio.CancelScope()
+
+            async def second():
+                with scope:
+                    r["second"] = outcome(await c.session.call_tool(
+                        "write", {"path": str(target), "content": "second"}, allow_input_required=True))
+            tg.start_soon(second)
+            await anyio.sleep(0.7)
+            r["secondDoneBeforeCancel"] = "second" in r
+            scope.cancel()
+        r["firstAnswered"] = await call(c, "write", first_args, timeout=30,
+                                        request_state=first.get("requestState"),
+                                        input_responses={"approve": ACCEPT})
+        await anyio.sleep(1.0)
+        r["content"] = target.read_text() if target.exists() else None
         r["after"] = await call(c, "ls", {"path": "."}, timeout=30)
     return r
 

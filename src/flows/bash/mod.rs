@@ -335,7 +335,7 @@ impl Flow for Bash {
         req.timeout = Some(self.timeout);
         req.output_budget = Some(exec::STREAM_BUDGET);
         let wider = self.wider.as_ref().map(|(m, why)| (*m, why.as_str()));
-        let confined = ctx.confine(&self.label, wider)?;
+        let confined = ctx.confine(&self.label, wider).await?;
         req.wrap = confined.as_ref().map(|c| c.wrap.clone());
         let spec = exec::resolve(req, &exec.limits)?;
         if self.background {
