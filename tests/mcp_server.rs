@@ -751,6 +751,10 @@ fn a_bad_tool_file_stops_the_server_naming_the_file_and_the_fix() {
         ("return {name = 'x', description = 'x', input = {type = 'object'}}", "`run` must be a function"),
         ("return {name = 'x', description = 'x', input = {type = 'object'}, run = print, extra = 1}", "unknown field extra"),
         ("return 42", "a tool file returns a table"),
+        (
+            "return {name = 'x', description = 'x', input = {type = 'object', properties = {p = {oneOf = {}}}}, run = print}",
+            "`oneOf` (at input.properties.p.oneOf) is a keyword sluice does not check",
+        ),
         ("error('boom')", "loading it raised"),
     ] {
         let dir = tools(&[("bad.lua", text)]);
@@ -846,4 +850,66 @@ fn stdin_closing_ends_the_server_and_seals_its_one_run() {
         "{}",
         replay.stderr
     );
+}
+
+/// A loopback HTTP server answering every request with 200 and `hello`.
+fn hello_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello");
+        }
+    });
+    port
+}
+
+#[test]
+fn an_ask_deep_in_a_running_call_is_not_put_in_a_served_run_and_names_its_approve_pattern() {
+    let ws = workspace();
+    let port = hello_server();
+    let url = format!("http://local.test:{port}/");
+    let origin = format!("http://local.test:{port}");
+    let resolve = "local.test=127.0.0.1";
+    let get = format!("net:get:{origin}");
+    // net:get is granted at step 4; the private address the name resolves
+    // to is found while the call runs, and would need the person then.
+    let extra = ["--resolve", resolve, "--approve", get.as_str()];
+    let spec = call_spec("fetch", json!({"url": url}));
+    let seen = drive(
+        "call",
+        "2026",
+        Server::Stdio(ws.path(), &extra),
+        &["--answer", "accept", "--arg", &spec],
+    );
+    assert_eq!(seen["asked"], json!([]), "nobody is asked: {seen}");
+    let text = seen["results"][0]["text"].as_str().unwrap();
+    let cap = format!("net:private:{origin}");
+    assert!(
+        text.starts_with(&format!("permission_required: {cap} needs approval")),
+        "{text}"
+    );
+    assert!(text.contains("came up while the call ran"), "{text}");
+    assert!(
+        text.contains(&format!("Pre-approve it with --approve '{cap}'")),
+        "{text}"
+    );
+    // Control: the pattern it names grants it.
+    let extra = [
+        "--resolve",
+        resolve,
+        "--approve",
+        get.as_str(),
+        "--approve",
+        cap.as_str(),
+    ];
+    let seen = drive(
+        "call",
+        "2026",
+        Server::Stdio(ws.path(), &extra),
+        &["--arg", &spec],
+    );
+    assert_eq!(seen["results"][0]["structured"]["body"], "hello", "{seen}");
 }
