@@ -7,16 +7,14 @@
 
 mod common;
 
+use common::mcp::{self, recorded_calls, tools, Http, Server};
 use common::{sluice_bin, sluice_in, workspace};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-#[path = "../benches/support/peers.rs"]
-mod peers;
 
 /// The driver's answer when a call got neither a result nor an error in
 /// time: held behind something it should not wait for.
@@ -32,25 +30,6 @@ const OTHER_CALL: &str =
 /// The last line of every question sluice puts to a person.
 const LAST_LINE: &str = "Accept to allow it, decline to refuse it.";
 
-fn python() -> Command {
-    if let Some(how) = peers::mcp_python_missing() {
-        panic!("{how}");
-    }
-    let mut cmd = Command::new("python3");
-    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/attack.py"))
-        .env("PYTHONPATH", peers::mcp_python())
-        .stdin(Stdio::null());
-    cmd
-}
-
-/// Where the client finds the server.
-enum Server<'a> {
-    /// `sluice mcp --workspace WS EXTRA...`, spawned by the client.
-    Stdio(&'a Path, &'a [&'a str]),
-    /// A running `sluice mcp --http`.
-    Http(&'a Http),
-}
-
 /// One scenario of attack.py with `spec` as its `--arg`, as JSON; the
 /// driver's failure fails the test.
 fn attack(scenario: &str, form: &str, server: Server, spec: &Value) -> Value {
@@ -65,37 +44,12 @@ fn attack_as(
     spec: &Value,
     client_name: Option<&str>,
 ) -> Value {
-    let mut cmd = python();
-    cmd.args([scenario, "--form", form, "--arg", &spec.to_string()]);
+    let spec = spec.to_string();
+    let mut args = vec!["--arg", spec.as_str()];
     if let Some(name) = client_name {
-        cmd.args(["--client-name", name]);
+        args.extend(["--client-name", name]);
     }
-    match server {
-        Server::Stdio(ws, extra) => {
-            cmd.arg("--stdio")
-                .arg(sluice_bin())
-                .arg("--workspace")
-                .arg(ws)
-                .arg("--")
-                .args(extra);
-        }
-        Server::Http(h) => {
-            cmd.args(["--url", &h.url]);
-            if let Some(t) = &h.token {
-                cmd.args(["--token", t]);
-            }
-        }
-    }
-    let out = cmd.output().expect("run python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "attack.py {scenario} --form {form} failed\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("attack.py printed no JSON ({e}): {stdout}"))
+    mcp::driver("attack.py", scenario, form, server, &args)
 }
 
 /// A folder outside the workspace, canonical, removed when dropped.
@@ -103,23 +57,6 @@ fn outside() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = std::fs::canonicalize(dir.path()).unwrap();
     (dir, path)
-}
-
-/// A folder of Lua tools, apart from the workspace.
-fn tools(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).unwrap();
-    }
-    dir
-}
-
-/// The calls of the workspace's newest run, as `sluice audit show --json`
-/// gives them.
-fn recorded_calls(ws: &Path) -> Vec<Value> {
-    let shown = sluice_in(ws, &["audit", "show", "last", "--json"]).ok();
-    let v: Value = serde_json::from_str(&shown.stdout).unwrap();
-    v["calls"].as_array().cloned().unwrap_or_default()
 }
 
 fn flows_of(calls: &[Value]) -> Vec<String> {
@@ -143,116 +80,6 @@ fn mcp_error(message: &str) -> Value {
 
 // ---------------------------------------------------------------------------
 // HTTP: a `sluice mcp --http` server, and raw requests to it.
-
-/// A `sluice mcp --http` server, stopped (SIGTERM) when dropped.
-struct Http {
-    child: Child,
-    url: String,
-    token: Option<String>,
-}
-
-/// An `initialize` request, the first thing any 2025 client sends.
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
-
-impl Http {
-    fn start(ws: &Path, flags: &[&str], token: Option<&str>) -> Http {
-        let mut cmd = Command::new(sluice_bin());
-        cmd.args(["mcp", "--workspace"])
-            .arg(ws)
-            .args(["--http", "127.0.0.1:0"])
-            .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if let Some(t) = token {
-            cmd.env("SLUICE_MCP_TOKEN", t);
-        }
-        let mut child = cmd.spawn().expect("spawn sluice mcp --http");
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("sluice mcp --http said: {line}"))
-            .to_string();
-        std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = err.read_to_string(&mut rest);
-        });
-        Http {
-            child,
-            url,
-            token: token.map(str::to_string),
-        }
-    }
-
-    fn addr(&self) -> String {
-        self.url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .to_string()
-    }
-
-    fn port(&self) -> String {
-        self.addr().rsplit(':').next().unwrap().to_string()
-    }
-
-    /// `POST /mcp` of an `initialize`, with the right Host and `headers`:
-    /// the status and the whole reply.
-    fn post(&self, headers: &[(&str, &str)]) -> (u16, String) {
-        self.raw("POST", "/mcp", &self.addr(), headers)
-    }
-
-    /// A raw request: `method` of `path`, naming `host` in its Host
-    /// header, with `headers` and (for a POST) an `initialize` body.
-    fn raw(&self, method: &str, path: &str, host: &str, headers: &[(&str, &str)]) -> (u16, String) {
-        let body = if method == "POST" { INITIALIZE } else { "" };
-        let mut stream = std::net::TcpStream::connect(self.addr()).unwrap();
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-            body.len()
-        );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
-        stream.write_all(req.as_bytes()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let mut reply = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = stream.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            reply.extend_from_slice(&buf[..n]);
-            // An SSE reply stays open: the first event is enough.
-            if String::from_utf8_lossy(&reply).contains("\"result\"") {
-                break;
-            }
-        }
-        let text = String::from_utf8_lossy(&reply).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        (status, text)
-    }
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = common::exit_within(&mut self.child, Duration::from_secs(10));
-    }
-}
 
 // ---------------------------------------------------------------------------
 // stdio, raw: JSON-RPC lines written to the server's standard input.

@@ -6,12 +6,11 @@
 
 mod common;
 
-use common::{sluice_bin, sluice_in, workspace};
+use common::mcp::{self, recorded_calls, tools, Http, Server};
+use common::{sluice_in, workspace};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 /// The protocol forms a client may speak, and what each negotiates.
 const FORMS: [(&str, &str); 3] = [
@@ -23,169 +22,13 @@ const FORMS: [(&str, &str); 3] = [
 /// The client's name and version, as the record names it.
 const CLIENT: &str = "sluice-tests 1.2.3";
 
-#[path = "../benches/support/peers.rs"]
-mod peers;
-
-/// `python3 tests/mcp/drive.py`, with the `mcp` package importable; fails
-/// the test, saying how to install it, when it is missing.
-fn python() -> Command {
-    if let Some(how) = peers::mcp_python_missing() {
-        panic!("{how}");
-    }
-    let mut cmd = Command::new("python3");
-    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/drive.py"))
-        .env("PYTHONPATH", peers::mcp_python())
-        .stdin(Stdio::null());
-    cmd
-}
-
-/// Where the client finds the server.
-enum Server<'a> {
-    /// `sluice mcp --workspace WS EXTRA...`, spawned by the client.
-    Stdio(&'a Path, &'a [&'a str]),
-    /// A running `sluice mcp --http`.
-    Http(&'a Http),
-}
-
-/// One scenario of the driver, as JSON; the driver's failure fails the test.
+/// One scenario of `tests/mcp/drive.py`, as JSON.
 fn drive(scenario: &str, form: &str, server: Server, opts: &[&str]) -> Value {
-    let mut cmd = python();
-    cmd.args([scenario, "--form", form]).args(opts);
-    match server {
-        Server::Stdio(ws, extra) => {
-            cmd.arg("--stdio")
-                .arg(sluice_bin())
-                .arg("--workspace")
-                .arg(ws);
-            cmd.arg("--").args(extra);
-        }
-        Server::Http(h) => {
-            cmd.args(["--url", &h.url]);
-            if let Some(t) = &h.token {
-                cmd.args(["--token", t]);
-            }
-        }
-    }
-    let out = cmd.output().expect("run python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "drive.py {scenario} --form {form} failed\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("drive.py printed no JSON ({e}): {stdout}"))
+    mcp::driver("drive.py", scenario, form, server, opts)
 }
 
 fn call_spec(tool: &str, input: Value) -> String {
     json!({"tool": tool, "input": input}).to_string()
-}
-
-/// A `sluice mcp --http` server, stopped (SIGTERM) when dropped.
-struct Http {
-    child: Child,
-    url: String,
-    token: Option<String>,
-}
-
-impl Http {
-    fn start(ws: &Path, flags: &[&str], token: Option<&str>) -> Http {
-        let mut cmd = Command::new(sluice_bin());
-        cmd.args(["mcp", "--workspace"])
-            .arg(ws)
-            .args(["--http", "127.0.0.1:0"])
-            .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if let Some(t) = token {
-            cmd.env("SLUICE_MCP_TOKEN", t);
-        }
-        let mut child = cmd.spawn().expect("spawn sluice mcp --http");
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("sluice mcp --http said: {line}"))
-            .to_string();
-        // Keep draining stderr so the server never blocks on it.
-        std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = err.read_to_string(&mut rest);
-        });
-        Http {
-            child,
-            url,
-            token: token.map(str::to_string),
-        }
-    }
-
-    fn addr(&self) -> String {
-        self.url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .to_string()
-    }
-
-    /// A raw HTTP POST of an MCP request, with `headers`: the status line
-    /// and the body.
-    fn post(&self, headers: &[(&str, &str)]) -> (u16, String) {
-        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
-        let mut stream = std::net::TcpStream::connect(self.addr()).unwrap();
-        let mut req = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.addr(),
-            body.len()
-        );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
-        stream.write_all(req.as_bytes()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let mut reply = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = stream.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            reply.extend_from_slice(&buf[..n]);
-            // An SSE reply stays open: the first event is enough.
-            if String::from_utf8_lossy(&reply).contains("\"result\"") {
-                break;
-            }
-        }
-        let text = String::from_utf8_lossy(&reply).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        (status, text)
-    }
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = common::exit_within(&mut self.child, Duration::from_secs(10));
-    }
-}
-
-/// The calls of the workspace's newest run, as `sluice audit show --json`
-/// gives them.
-fn recorded_calls(ws: &Path) -> Vec<Value> {
-    let shown = sluice_in(ws, &["audit", "show", "last", "--json"]).ok();
-    let v: Value = serde_json::from_str(&shown.stdout).unwrap();
-    v["calls"].as_array().cloned().unwrap_or_default()
 }
 
 #[test]
@@ -623,15 +466,6 @@ fn a_background_job_is_read_waited_and_killed_through_the_job_tools() {
         flows,
         ["bash", "job.read", "job.kill", "job.wait", "job.state"]
     );
-}
-
-/// A folder of Lua tools, apart from the workspace.
-fn tools(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).unwrap();
-    }
-    dir
 }
 
 const PEEK: &str = r#"return {

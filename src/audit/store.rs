@@ -686,6 +686,11 @@ mod tests {
         standard(&conn, "old");
     }
 
+    /// The one number a `SELECT count(*) ...` gives.
+    fn count(conn: &Connection, sql: &str) -> i64 {
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
     #[test]
     fn a_schema_2_database_migrates_and_its_runs_verify_as_they_were() {
         let dir = tempfile::tempdir().unwrap();
@@ -714,13 +719,7 @@ mod tests {
             verdicts.iter().all(|v| v.intact && v.chained),
             "{verdicts:?}"
         );
-        let kept: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM calls WHERE parts IS NOT NULL",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let kept: i64 = count(&conn, "SELECT count(*) FROM calls WHERE parts IS NOT NULL");
         assert_eq!(kept, 3);
     }
 
@@ -735,13 +734,10 @@ mod tests {
             .unwrap();
         assert_eq!(version, 4);
         // The old rows have no client: NULL, which their hashes never covered.
-        let without: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM calls WHERE run = 'old' AND client IS NULL",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let without: i64 = count(
+            &conn,
+            "SELECT count(*) FROM calls WHERE run = 'old' AND client IS NULL",
+        );
         assert_eq!(without, 5);
         // A run an MCP client's calls made, recorded after it, chains on.
         let msgs = messages(2);
@@ -757,13 +753,10 @@ mod tests {
             verdicts.iter().all(|v| v.intact && v.chained),
             "{verdicts:?}"
         );
-        let clients: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM calls WHERE run = 'new' AND client = 'claude-code 1.2.3'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let clients: i64 = count(
+            &conn,
+            "SELECT count(*) FROM calls WHERE run = 'new' AND client = 'claude-code 1.2.3'",
+        );
         assert_eq!(clients, 2);
     }
 

@@ -2,6 +2,8 @@
 //! run a Lua workflow through the real `sluice` binary.
 #![allow(dead_code)]
 
+pub mod mcp;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 

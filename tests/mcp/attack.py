@@ -43,22 +43,7 @@ QUICK_S = 5.0
 
 
 def parse():
-    argv = sys.argv[1:]
-    extra: list[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
-    ap = argparse.ArgumentParser()
-    ap.add_argument("scenario")
-    ap.add_argument("--form", required=True, choices=["2026", "2025-11-25", "2025-06-18"])
-    ap.add_argument("--stdio")
-    ap.add_argument("--workspace")
-    ap.add_argument("--url")
-    ap.add_argument("--token")
-    ap.add_argument("--arg", default="{}")
-    ap.add_argument("--client-name")
-    a = ap.parse_args(argv)
-    a.extra = extra
+    a = drive.parse(lambda ap: ap.add_argument("--client-name"))
     a.spec = json.loads(a.arg)
     return a
 

@@ -30,7 +30,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 CLIENT = types.Implementation(name="sluice-tests", version="1.2.3")
 
 
-def parse():
+def parse(more=None):
+    """The command line every driver takes (`more(parser)` adds a driver's
+    own options); what follows `--` goes to `sluice mcp` (as `a.extra`)."""
     argv = sys.argv[1:]
     extra: list[str] = []
     if "--" in argv:
@@ -43,8 +45,11 @@ def parse():
     ap.add_argument("--workspace")
     ap.add_argument("--url")
     ap.add_argument("--token")
-    ap.add_argument("--answer", default="none", choices=["accept", "accept-run", "decline", "none"])
     ap.add_argument("--arg", default="{}")
+    if more:
+        more(ap)
+    else:
+        ap.add_argument("--answer", default="none", choices=["accept", "accept-run", "decline", "none"])
     a = ap.parse_args(argv)
     a.extra = extra
     return a
