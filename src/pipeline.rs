@@ -328,7 +328,8 @@ impl Core {
         call: impl std::future::Future<Output = FlowResult<Value>>,
         (abort, running): (Option<&crate::exec::AbortHandle>, &Cell<bool>),
     ) -> FlowResult<Value> {
-        if task == MAIN_TASK && self.cancel.tasks.borrow().is_empty() {
+        // Nothing cancels the main task: a served request is a task of its own.
+        if task == MAIN_TASK {
             return call.await;
         }
         if let Some(stop) = self.cancel.of(task) {

@@ -45,25 +45,20 @@ impl Catalog {
         let manifest = runtime.manifest();
         let flows = manifest["flows"].as_array().cloned().unwrap_or_default();
         let names: Vec<&str> = flows.iter().filter_map(|f| f["name"].as_str()).collect();
-        if let Some(only) = only {
-            let canonical = |n: &str| n.replace('_', "-");
-            if let Some(bad) = only.iter().find(|n| {
-                !names
-                    .iter()
-                    .any(|f| *f == n.as_str() || canonical(f) == canonical(n))
-            }) {
-                return Err(format!(
-                    "--flows names {bad:?}, which is no flow; the flows are {}",
-                    names.join(", ")
-                ));
-            }
+        // A flow is named as the manifest spells it or as Lua does
+        // (`http_post` for `http-post`).
+        let same = |a: &str, b: &str| a.replace('_', "-") == b.replace('_', "-");
+        if let Some(bad) = only
+            .into_iter()
+            .flatten()
+            .find(|n| !names.iter().any(|f| same(f, n)))
+        {
+            return Err(format!(
+                "--flows names {bad:?}, which is no flow; the flows are {}",
+                names.join(", ")
+            ));
         }
-        let wanted = |name: &str| {
-            only.is_none_or(|o| {
-                o.iter()
-                    .any(|n| n == name || n.replace('_', "-") == name.replace('_', "-"))
-            })
-        };
+        let wanted = |name: &str| only.is_none_or(|o| o.iter().any(|n| same(n, name)));
         let mut catalog = Catalog::default();
         for flow in &flows {
             let name = flow["name"].as_str().unwrap_or_default();

@@ -129,15 +129,21 @@ impl Server {
         let can_ask = ctx
             .client_capabilities()
             .is_some_and(|c| c.elicitation.is_some());
+        // A call nobody asked progress of streams nothing: its command's
+        // output is not tapped.
+        let watched = ctx.meta.get_progress_token().is_some();
+        let relay: Option<crate::runtime::Progress> = watched.then(|| {
+            Arc::new(move |piece: &str| {
+                let _ = progress_tx.send(piece.to_string());
+            }) as crate::runtime::Progress
+        });
         let caller = Caller {
             client: Some(client.clone()),
             approver: Some(Arc::new(ClientAsker::new(
                 can_ask.then_some(ask_tx),
                 &client,
             ))),
-            progress: Some(Arc::new(move |piece: &str| {
-                let _ = progress_tx.send(piece.to_string());
-            })),
+            progress: relay,
         };
         let incoming = Incoming {
             tool: entry.runs.clone(),

@@ -11,7 +11,7 @@ mod schema;
 mod serve;
 mod tasks;
 
-pub use serve::{Caller, Incoming, LuaTool, Outcome, Tool};
+pub use serve::{Caller, Incoming, LuaTool, Outcome, Progress, Tool};
 
 use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
 use crate::audit::replay::{Mode, Record, Replay};

@@ -356,50 +356,65 @@ fn valid_tool_name(name: &str) -> bool {
 
 /// One request as the loop's task holds it.
 struct Request {
-    incoming: RefCell<Option<Incoming>>,
+    /// What it runs, until its task takes it.
+    work: RefCell<Option<Work>>,
     /// Where the outcome goes, shared with the watch for a caller who
     /// gave up.
     reply: Rc<RefCell<Option<oneshot::Sender<Outcome>>>>,
     core: Rc<Core>,
     callers: Callers,
-    /// The task it runs as, once bound.
-    task: RefCell<Option<String>>,
-    /// The watch for a caller who gave up (a Lua tool's request).
-    watch: RefCell<Option<tokio::task::JoinHandle<()>>>,
+    /// The task it runs as, and the watch for a caller who gives up, once
+    /// bound.
+    bound: RefCell<Option<(String, tokio::task::JoinHandle<()>)>>,
     /// The Lua tools' input schemas.
     inputs: Rc<RefCell<HashMap<String, Value>>>,
 }
 
+/// A request's work: what it runs, on what, for whom.
+struct Work {
+    tool: Tool,
+    input: Value,
+    caller: Caller,
+}
+
 impl Request {
     fn new(
-        mut incoming: Incoming,
+        incoming: Incoming,
         core: Rc<Core>,
         callers: Callers,
         inputs: Rc<RefCell<HashMap<String, Value>>>,
     ) -> Request {
-        let (tx, _) = oneshot::channel();
-        let reply = std::mem::replace(&mut incoming.reply, tx);
+        let Incoming {
+            tool,
+            input,
+            caller,
+            reply,
+        } = incoming;
         Request {
-            incoming: RefCell::new(Some(incoming)),
+            work: RefCell::new(Some(Work {
+                tool,
+                input,
+                caller,
+            })),
             reply: Rc::new(RefCell::new(Some(reply))),
             core,
             callers,
-            task: RefCell::new(None),
-            watch: RefCell::new(None),
+            bound: RefCell::new(None),
             inputs,
         }
     }
 
     /// Binds the request to the task running now: its calls carry the
-    /// caller's client, relay and approver. Returns the task's id.
-    fn bind(&self, lua: &Lua) -> mlua::Result<(String, Incoming)> {
+    /// caller's client, relay and approver, and a caller who gives up
+    /// cancels them. Returns the task and what it runs.
+    fn bind(&self, lua: &Lua) -> mlua::Result<(String, Work)> {
         let task = current_task(lua)?;
-        let incoming = self
-            .incoming
+        let work = self
+            .work
             .borrow_mut()
             .take()
             .ok_or_else(|| mlua::Error::runtime("a served request runs once"))?;
-        let caller = &incoming.caller;
+        let caller = &work.caller;
         let relay = caller
             .progress
             .clone()
@@ -414,8 +429,13 @@ impl Request {
         if let Some(approver) = &caller.approver {
             self.callers.lock().insert(task.clone(), approver.clone());
         }
-        *self.task.borrow_mut() = Some(task.clone());
-        Ok((task, incoming))
+        let (reply, core, id) = (self.reply.clone(), self.core.clone(), task.clone());
+        let watch = tokio::task::spawn_local(async move {
+            gave_up(reply).await;
+            core.cancel_task(&id);
+        });
+        *self.bound.borrow_mut() = Some((task.clone(), watch));
+        Ok((task, work))
     }
 
     /// Sends the outcome (unless the caller gave up) and forgets the task.
@@ -423,10 +443,8 @@ impl Request {
         if let Some(tx) = self.reply.borrow_mut().take() {
             let _ = tx.send(outcome);
         }
-        if let Some(w) = self.watch.borrow_mut().take() {
-            w.abort();
-        }
-        if let Some(task) = self.task.borrow_mut().take() {
+        if let Some((task, watch)) = self.bound.borrow_mut().take() {
+            watch.abort();
             self.core.release_task(&task);
             self.callers.lock().remove(&task);
         }
@@ -436,23 +454,29 @@ impl Request {
     /// caller who gives up cancels its calls, which then end (and are
     /// recorded) before the task does.
     async fn run(&self, lua: &Lua) -> mlua::Result<()> {
-        let (task, incoming) = self.bind(lua)?;
-        let work = run_tool(&self.core, &task, incoming.tool, incoming.input);
-        tokio::pin!(work);
-        let outcome = tokio::select! {
-            outcome = &mut work => outcome,
-            () = gave_up(self.reply.clone()) => {
-                self.core.cancel_task(&task);
-                work.await
-            }
-        };
+        let (task, work) = self.bind(lua)?;
+        let outcome = run_tool(&self.core, &task, work.tool, work.input).await;
         self.finish(outcome);
         Ok(())
+    }
+
+    /// A Lua tool's input, once checked against the tool's schema; `None`
+    /// (the request then answered with `invalid_input`) when it does not
+    /// fit: a vetted tool trusts its declared input.
+    fn checked_input(&self, work: &Work) -> Option<Value> {
+        if let Tool::Lua(name) = &work.tool {
+            let schema = self.inputs.borrow().get(name).cloned();
+            if let Some(Err(e)) = schema.map(|s| super::schema::check(&work.input, &s, "input")) {
+                self.finish(Outcome::Failed(e));
+                return None;
+            }
+        }
+        Some(work.input.clone())
     }
 }
 
 /// Resolves when the caller dropped the reply's receiver before the
-/// outcome was sent; never once it was sent.
+/// outcome was sent; never once it was sent (the watch is then aborted).
 async fn gave_up(reply: Rc<RefCell<Option<oneshot::Sender<Outcome>>>>) {
     std::future::poll_fn(|cx| match reply.borrow_mut().as_mut() {
         Some(tx) => tx.poll_closed(cx),
@@ -518,33 +542,18 @@ async fn job(core: &Core, task: &str, op: JobOp, input: &Value) -> crate::error:
 impl UserData for Request {
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
         m.add_method("lua_tool", |_, this, ()| {
-            Ok(match this.incoming.borrow().as_ref().map(|i| &i.tool) {
+            Ok(match this.work.borrow().as_ref().map(|w| &w.tool) {
                 Some(Tool::Lua(name)) => Some(name.clone()),
                 _ => None,
             })
         });
         m.add_async_method("run", |lua, this, ()| async move { this.run(&lua).await });
         m.add_method("bind", |lua, this, ()| {
-            let (task, incoming) = this.bind(lua)?;
-            // What the tool's schema says its input is, checked before its
-            // code sees it: a vetted tool trusts its declared input.
-            if let Tool::Lua(name) = &incoming.tool {
-                let schema = this.inputs.borrow().get(name).cloned();
-                if let Some(Err(e)) =
-                    schema.map(|s| super::schema::check(&incoming.input, &s, "input"))
-                {
-                    this.finish(Outcome::Failed(e));
-                    return Ok((false, LuaValue::Nil));
-                }
+            let (_, work) = this.bind(lua)?;
+            match this.checked_input(&work) {
+                Some(input) => Ok((true, from_json(lua, &input)?)),
+                None => Ok((false, LuaValue::Nil)),
             }
-            let reply = this.reply.clone();
-            let core = this.core.clone();
-            let watch = tokio::task::spawn_local(async move {
-                gave_up(reply).await;
-                core.cancel_task(&task);
-            });
-            *this.watch.borrow_mut() = Some(watch);
-            Ok((true, from_json(lua, &incoming.input)?))
         });
         m.add_method("finish", |lua, this, result: MultiValue| {
             this.finish(lua_outcome(lua, result));

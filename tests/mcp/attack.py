@@ -31,7 +31,7 @@ _spec = importlib.util.spec_from_file_location("drive", Path(__file__).with_name
 drive = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(drive)
 
-connect, seen, text_of = drive.connect, drive.seen, drive.text_of
+connect, seen, text_of, error_of = drive.connect, drive.seen, drive.text_of, drive.error_of
 
 ACCEPT = types.ElicitResult(action="accept", content={})
 ACCEPT_RUN = types.ElicitResult(action="accept", content={"forRun": True})
@@ -61,10 +61,6 @@ async def accept_all(ctx, params):
 def dumped(v):
     """A pydantic model or a plain value, as JSON."""
     return v.model_dump(by_alias=True, exclude_none=True) if hasattr(v, "model_dump") else v
-
-
-def error_of(e: MCPError) -> dict:
-    return {"code": e.error.code, "message": e.error.message}
 
 
 def outcome(r) -> dict:
@@ -430,15 +426,5 @@ async def scenario_foreign_answer(a):
     return r
 
 
-async def main():
-    a = parse()
-    run = globals()[f"scenario_{a.scenario.replace('-', '_')}"]
-    try:
-        result = await run(a)
-    except MCPError as e:
-        result = {"mcpError": error_of(e)}
-    print(json.dumps(result), flush=True)
-
-
 if __name__ == "__main__":
-    anyio.run(main)
+    anyio.run(drive.run_scenario, parse(), globals())

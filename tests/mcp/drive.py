@@ -221,15 +221,20 @@ async def scenario_job(a):
         return {"started": started, "read": read, "kill": kill, "wait": wait}
 
 
-async def main():
-    a = parse()
-    run = globals()[f"scenario_{a.scenario.replace('-', '_')}"]
+def error_of(e: MCPError) -> dict:
+    return {"code": e.error.code, "message": e.error.message}
+
+
+async def run_scenario(a, scenarios, error_of=error_of):
+    """Runs `a.scenario` (`scenario_NAME` of `scenarios`) and prints what it
+    saw as one JSON line; an MCP error it raised is `{"mcpError": ...}`."""
+    run = scenarios[f"scenario_{a.scenario.replace('-', '_')}"]
     try:
         result = await run(a)
     except MCPError as e:
-        result = {"mcpError": {"code": e.error.code, "message": e.error.message}}
+        result = {"mcpError": error_of(e)}
     print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    anyio.run(run_scenario, parse(), globals())
