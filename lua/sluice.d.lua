@@ -310,6 +310,54 @@
 ---@field outputTokens integer Tokens the model wrote.
 ---@field cachedTokens integer Input tokens served from the provider's prompt cache.
 
+---@class sluice.TestInput
+---@field against? "workspace"|"base" workspace (the default) runs the selection here; base also runs it in a checkout of the runner's baseRef first and reports introduced, preexisting and fixed failures.
+---@field selection? string[] Tests to run: names or paths as the runner takes them (tests/test_a.py::test_x, a cargo test filter, a file), passed to the runner's command as arguments, never as shell text. Empty: the whole suite.
+---@field timeoutMs? integer Milliseconds before each run is stopped (default: the runner's timeoutMs, else 600000).
+
+---@class sluice.TestOutput
+---@field exitCode integer The runner's exit status (128+N after signal N).
+---@field passed integer Tests that passed, as the report counts them.
+---@field failed sluice.TestFailure[] Tests that failed (and errors the runner counts with them).
+---@field skipped integer Tests skipped or ignored.
+---@field parsed boolean Whether one known runner's report was recognised (two runners' signatures, or none, is false: counts are then 0).
+---@field command string The command that ran: the runner's command with the selection quoted after it.
+---@field tail string The last 30,000 bytes of the output (stdout and stderr as they were interleaved).
+---@field tailTruncated boolean Whether output came before the tail.
+---@field tailDroppedBytes integer Bytes of output before the tail.
+---@field base? sluice.TestBase against = "base": the same selection's run in a checkout of baseRef.
+---@field fixed? string[] Failing in the base, not here.
+---@field introduced? string[] Failing here, not in the base (only when both reports parsed).
+---@field invalidProbe? sluice.TestInvalidProbe Present when the failure belongs to the command, not the code: the runner never reached the code under test.
+---@field judgeNote? string Why a judge's answer did not count (an error, a confidence under 0.7, evidence not in the output).
+---@field judgedBy? "rules"|"lua"|"model" Who decided, for a failing run: the built-in rules, the host's Lua judge, or its model.
+---@field preexisting? string[] Failing here and in the base.
+---@field runner? "pytest"|"unittest"|"libtest"|"nextest"|"go"|"tap"|"node"|"jest"|"vitest" The runner whose report was parsed.
+---@field sandbox? sluice.PlaceFacts How the command was confined, or the container it ran in; absent when the policy confines nothing.
+---@field spillPath? string A file with the complete output (up to 64 MiB) when it was longer than the tail, kept while the run lasts or with --keep-spill.
+
+---@class sluice.TestFailure
+---@field name string The test's name as the runner writes it (pass it back in `selection`).
+---@field message string The first lines of its failure message (at most 10).
+---@field file? string The file the report places the failure in.
+---@field line? integer The line the report places the failure at.
+
+---@class sluice.TestBase
+---@field exitCode integer The runner's exit status (128+N after signal N).
+---@field passed integer Tests that passed, as the report counts them.
+---@field failed sluice.TestFailure[] Tests that failed (and errors the runner counts with them).
+---@field skipped integer Tests skipped or ignored.
+---@field parsed boolean Whether one known runner's report was recognised (two runners' signatures, or none, is false: counts are then 0).
+---@field invalidProbe? sluice.TestInvalidProbe Present when the failure belongs to the command, not the code: the runner never reached the code under test.
+---@field judgeNote? string Why a judge's answer did not count (an error, a confidence under 0.7, evidence not in the output).
+---@field judgedBy? "rules"|"lua"|"model" Who decided, for a failing run: the built-in rules, the host's Lua judge, or its model.
+---@field runner? "pytest"|"unittest"|"libtest"|"nextest"|"go"|"tap"|"node"|"jest"|"vitest" The runner whose report was parsed.
+
+---@class sluice.TestInvalidProbe
+---@field reason "unknown-command"|"unknown-test"|"unknown-path"|"unknown-module"|"unknown-environment" Which name resolved to nothing: a program, a test, a path, a module, an environment.
+---@field evidence string The output's lines (or the host's observation) it rests on.
+---@field message string What the result does and does not prove.
+
 ---@class sluice.JobRead
 ---@field stdout string output since the previous read
 ---@field stderr string
@@ -340,6 +388,7 @@ function Job:kill() end
 ---@field args string[] the script's arguments
 ---@field workspace string the canonical workspace folder
 ---@field run_id string
+---@field test_runner {command: string, cwd?: string, container?: string, baseRef?: string}? the runner `sluice.test` uses, or nil when the host declared none
 sluice = {}
 
 --- Reads one page of a UTF-8 text file, raw and without a line-number gutter, with its line range as fields.
@@ -411,6 +460,11 @@ function sluice.websearch(input) end
 ---@param input sluice.ModelInput
 ---@return sluice.ModelOutput?, sluice.Error?
 function sluice.model(input) end
+
+--- Runs the project's tests with the host's runner, parses the report (pytest, cargo, go, jest, ...), says when a failure belongs to the command, not the code, and compares with a base.
+---@param input sluice.TestInput
+---@return sluice.TestOutput?, sluice.Error?
+function sluice.test(input) end
 
 --- Calls any flow by name ("http-post" or "http_post").
 ---@param name string

@@ -209,3 +209,16 @@ impl Envelope {
         commands.chain(network).chain(reads).chain(writes).collect()
     }
 }
+
+/// The task of the calls a running call (step `seq` of `task`) makes
+/// through the door: `TASK.cSEQ`. Lua tasks are numbered (`0.3`), so the
+/// `c` keeps these apart, and a replay that answers the parent from the
+/// record knows not to expect them.
+pub fn inner_task(task: &str, seq: u64) -> String {
+    format!("{task}.c{seq}")
+}
+
+/// Whether `task` is (or descends from) one of [`inner_task`]'s.
+pub fn is_inner(task: &str) -> bool {
+    task.split('.').any(|part| part.starts_with('c'))
+}

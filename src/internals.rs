@@ -41,3 +41,8 @@ pub mod read {
 pub mod digest {
     pub use crate::digest::sha256_hex;
 }
+
+/// The test runners' report parsers behind the `test` flow.
+pub mod test_reports {
+    pub use crate::flows::test::report::{parse, Failure, Parsed, Report};
+}

@@ -48,6 +48,9 @@ pub struct Core {
     cancel: Cancel,
     /// The tasks callers outside the script started, by task id.
     served: RefCell<HashMap<String, Served>>,
+    /// The core itself, once shared ([`Core::shared`]): a flow's inner
+    /// calls ([`crate::flows::Inner`]) come back to it.
+    me: std::cell::OnceCell<std::rc::Weak<Core>>,
 }
 
 /// The end of a script, and the tasks their callers cancelled, as the
@@ -175,7 +178,16 @@ impl Core {
             schedule: Rc::new(Schedule::new(default_max_procs(), DEFAULT_MAX_REQUESTS)),
             cancel: Cancel::default(),
             served: RefCell::default(),
+            me: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The core, shared by the run: the flows it runs can then make inner
+    /// calls through its door.
+    pub fn shared(self) -> Rc<Core> {
+        let core = Rc::new(self);
+        let _ = core.me.set(Rc::downgrade(&core));
+        core
     }
 
     /// The core with at most `max_procs` commands and `max_requests`
@@ -279,6 +291,17 @@ impl Core {
         input: Value,
         relay: Option<TextRelay>,
     ) -> FlowResult<Value> {
+        self.call_as(task, name, input, (relay, false)).await
+    }
+
+    /// A call, `nested` when a running flow makes it ([`Core::inner_door`]).
+    async fn call_as(
+        &self,
+        task: &str,
+        name: &str,
+        input: Value,
+        (relay, nested): (Option<TextRelay>, bool),
+    ) -> FlowResult<Value> {
         // The record, the replay and the policy see the canonical name.
         let name = self.registry.get(name).map_or(name, |f| f.spec().name);
         let seq = match self.audit.begin(task, name, &input) {
@@ -298,6 +321,8 @@ impl Core {
         let input = Rc::new(input);
         let call = Call {
             task,
+            seq,
+            nested,
             name,
             input: input.clone(),
             trail: trail.as_ref(),
@@ -367,6 +392,8 @@ impl Core {
     async fn live(&self, call: Call<'_>) -> FlowResult<Value> {
         let Call {
             task,
+            seq,
+            nested,
             name,
             input,
             trail,
@@ -395,13 +422,15 @@ impl Core {
             call.envelope.cwd.as_deref(),
             trail.map(|t| t.decisions.clone()),
         );
-        // Its place in the issue order, taken before anything can wait.
-        let mut turn = self.schedule.enter(&call.envelope);
+        // Its place in the issue order, taken before anything can wait; an
+        // inner call runs in its parent's turn, which it would otherwise
+        // wait for.
+        let mut turn = (!nested).then(|| self.schedule.enter(&call.envelope));
         // 4. authorize every capability the envelope needs.
         guard_record(&self.audit, &call.envelope)?;
         let door = authorize(&gate, &call.envelope, &capabilities).await?;
         // Its turn: the earlier calls it overlaps are done.
-        wait_turn(&mut turn, trail).await?;
+        wait_turn(turn.as_mut(), trail).await?;
         // 5. route: where a command runs.
         let place = route(&gate, flow.spec(), &call.envelope, &ctx.containers)?;
         // 6. record intent: an irreversible call is on disk before it runs.
@@ -421,10 +450,24 @@ impl Core {
         ctx.route = place;
         ctx.on_text = relay;
         ctx.abort = abort;
+        ctx.inner = self.inner_door(task, seq);
         running.set(!call.envelope.commands.is_empty());
         let result = call.execute(&ctx, door).await;
         drop(turn);
         result
+    }
+
+    /// How the call `seq` of `task` calls another flow while it runs: as
+    /// task `TASK.cSEQ` (so a replay, which answers the outer call from
+    /// the record, never expects its inner calls among the task's own, and
+    /// cancelling the task cancels them), through every step of the door.
+    fn inner_door(&self, task: &str, seq: u64) -> Option<crate::flows::Inner> {
+        let core = self.me.get()?.upgrade()?;
+        let task: Rc<str> = crate::call::inner_task(task, seq).into();
+        Some(crate::flows::Inner(Rc::new(move |flow, input| {
+            let (core, task) = (core.clone(), task.clone());
+            Box::pin(async move { core.call_as(&task, flow, input, (None, true)).await })
+        })))
     }
 
     /// The gate of one call of `flow` by `task`, whose commands run in
@@ -570,6 +613,10 @@ impl Core {
 /// how it is watched and stopped.
 struct Call<'a> {
     task: &'a str,
+    /// Its number in its task.
+    seq: u64,
+    /// Made by a running flow, inside that flow's turn.
+    nested: bool,
     name: &'a str,
     input: Rc<Value>,
     trail: Option<&'a Trail>,
@@ -855,8 +902,10 @@ fn not_started(sig: i32) -> FlowError {
 /// Waits for a call's turn, and times it in the record from then. A stop
 /// that came while it waited (killing the commands ahead of it, which
 /// frees their places) must not start it.
-async fn wait_turn(turn: &mut schedule::Turn, trail: Option<&Trail>) -> FlowResult<()> {
-    turn.ready().await;
+async fn wait_turn(turn: Option<&mut schedule::Turn>, trail: Option<&Trail>) -> FlowResult<()> {
+    if let Some(turn) = turn {
+        turn.ready().await;
+    }
     if let Some(sig) = crate::interrupt::requested() {
         return Err(not_started(sig));
     }

@@ -289,3 +289,61 @@ print(result.text, result.turns)"#,
     assert_eq!(replay.code, 0, "{}{}", replay.stdout, replay.stderr);
     assert!(replay.stdout.contains("both ran\t2"), "{}", replay.stdout);
 }
+
+/// With a runner declared, the example gives the model the `test` tool: a
+/// selection naming a test that does not exist comes back with an
+/// `invalidProbe` (the model is told its name was wrong, not the code),
+/// the real failure comes back named, the fix makes the suite pass, and
+/// the example's own last check runs `sluice.test`.
+#[test]
+fn with_a_declared_runner_the_example_agent_tests_through_the_test_flow() {
+    need_program("python3", "apt-get install -y python3");
+    let ws = project();
+    let runner = common::policy(
+        &ws,
+        "runner.lua",
+        "return { test = { command = \"python3 -m unittest\" } }",
+    );
+    let server = ModelServer::respond(|req: &Request| {
+        let results = tool_results(req);
+        let last = results.last().map(|(_, c)| c.clone()).unwrap_or_default();
+        match results.len() {
+            0 => call(
+                "t1",
+                "test",
+                json!({"selection": ["test_calc.CalcTest.test_nope"]}),
+            ),
+            1 if last.contains("\"reason\":\"unknown-test\"") => call("t2", "test", json!({})),
+            2 if last.contains("test_calc.CalcTest.test_mean") => call(
+                "t3",
+                "edit",
+                json!({"path": "calc.py", "oldString": "(len(values) + 1)", "newString": "len(values)"}),
+            ),
+            3 => call("t4", "test", json!({})),
+            4 if last.contains("\"exitCode\":0") => Answer::json(openai_text("fixed the mean")),
+            _ => Answer::json(openai_text(&format!("UNEXPECTED: {last}"))),
+        }
+    });
+    let mut all = flags(&server);
+    all.extend([
+        "--policy".into(),
+        "default".into(),
+        "--policy".into(),
+        runner,
+    ]);
+    let out = agent(&ws, &all);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(!said.contains("UNEXPECTED"), "{said}");
+    assert!(said.contains("the tests pass"), "{said}");
+    let tools: Vec<String> = server.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        tools,
+        ["read", "ls", "grep", "edit", "apply_patch", "bash", "test"]
+    );
+}

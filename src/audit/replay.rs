@@ -169,9 +169,15 @@ impl Record {
             .unwrap_or(0)
     }
 
-    /// How many calls the record holds.
+    /// How many calls the record holds that a replay answers: those a
+    /// running call made ([`crate::call::inner_task`]) come with their
+    /// parent's answer, not on their own.
     pub fn len(&self) -> usize {
-        self.calls.values().map(HashMap::len).sum()
+        self.calls
+            .iter()
+            .filter(|(task, _)| !crate::call::is_inner(task))
+            .map(|(_, calls)| calls.len())
+            .sum()
     }
 
     /// How many calls the run recorded itself (the calls `sluice audit
@@ -510,6 +516,29 @@ impl Replay {
 }
 
 impl Record {
+    /// The calls call `seq` of `task` made through the door while it ran
+    /// (and theirs), with what each returned, in their tasks' order: a
+    /// resume that answers the call copies them with it.
+    pub fn inner_calls(
+        &self,
+        task: &str,
+        seq: u64,
+    ) -> Vec<(&StoredCall, Result<Value, FlowError>)> {
+        let prefix = crate::call::inner_task(task, seq);
+        let mut found: Vec<&StoredCall> = self
+            .calls
+            .iter()
+            .filter(|(t, _)| **t == prefix || t.starts_with(&format!("{prefix}.")))
+            .flat_map(|(_, calls)| calls.values())
+            .filter(|rec| rec.status.is_some())
+            .collect();
+        found.sort_by_key(|rec| rec.n);
+        found
+            .into_iter()
+            .map(|rec| (rec, self.result(rec.status.as_deref().unwrap_or("ok"), rec)))
+            .collect()
+    }
+
     /// What a recorded call returned: its output, or its error rebuilt.
     pub(super) fn result(&self, status: &str, rec: &StoredCall) -> Result<Value, FlowError> {
         if status == "ok" {

@@ -109,6 +109,17 @@ impl Session {
         // that follow.
         let row = CallRow::copied(task, seq, input, rec, &replay.record.run.id);
         let _ = recorder.call(row, Outcome::at_once(result.clone()), false);
+        for (inner, result) in replay.record.inner_calls(task, seq) {
+            let input: Value = serde_json::from_str(&inner.input).unwrap_or(Value::Null);
+            let row = CallRow::copied(
+                &inner.task,
+                inner.seq as u64,
+                &input,
+                inner,
+                &replay.record.run.id,
+            );
+            let _ = recorder.call(row, Outcome::at_once(result), false);
+        }
     }
 
     /// A clock (or seed) reading the script makes: the recorded value while

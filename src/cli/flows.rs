@@ -159,6 +159,7 @@ mod tests {
             .approve(format!("net:post:{origin}"))
             .provider(format!("local=openai:{origin}/v1"))
             .approve("model:call:local/*")
+            .test_runner(json!({"command": "printf 'ok 1 - a\\nnot ok 2 - b\\n1..2\\n'; false"}))
             .build()
             .unwrap();
         let patch = "*** Begin Patch\n*** Add File: b.txt\n+b\n*** End Patch";
@@ -192,6 +193,7 @@ mod tests {
                 "model",
                 json!({"provider": "local", "model": "m", "messages": [{"role": "user", "content": "hi"}]}),
             ),
+            ("test", json!({"selection": ["a"]})),
         ];
         let registry = Registry::standard();
         let called: std::collections::BTreeSet<&str> = calls.iter().map(|(f, _)| *f).collect();

@@ -79,6 +79,7 @@ function Job:kill() end
 ---@field args string[] the script's arguments
 ---@field workspace string the canonical workspace folder
 ---@field run_id string
+---@field test_runner {command: string, cwd?: string, container?: string, baseRef?: string}? the runner `sluice.test` uses, or nil when the host declared none
 sluice = {}
 ";
 

@@ -21,10 +21,12 @@ pub mod lines;
 pub mod ls;
 pub mod luadoc;
 pub mod model;
+pub mod probe;
 pub mod read;
 pub mod region;
 pub mod shape;
 pub mod shell_command;
+pub mod test;
 pub mod walk;
 pub mod webfetch;
 pub mod websearch;
@@ -126,6 +128,33 @@ pub struct Context {
     /// Stops this call's foreground command when its caller cancels the
     /// call (an MCP client's cancellation); `None` when nothing can.
     pub abort: Option<crate::exec::AbortSignal>,
+    /// Calls another flow through the door while this call runs; `None`
+    /// outside a call.
+    pub inner: Option<Inner>,
+    /// The test flow's runner, as the policy (or the embedder) declared it.
+    pub tests: Option<Arc<test::Runner>>,
+}
+
+/// A call a running flow makes through the door (the test flow's model
+/// judge): numbered, authorized, recorded and replayed as a call of its
+/// own, inside its parent's turn.
+#[derive(Clone)]
+pub struct Inner(
+    #[allow(clippy::type_complexity)]
+    pub  std::rc::Rc<dyn Fn(&'static str, Value) -> LocalFuture<'static, FlowResult<Value>>>,
+);
+
+impl Inner {
+    /// Calls flow `flow` with `input`.
+    pub async fn call(&self, flow: &'static str, input: Value) -> FlowResult<Value> {
+        (self.0)(flow, input).await
+    }
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Inner")
+    }
 }
 
 /// How much of a foreground command's output a watcher of the call sees as
@@ -182,6 +211,8 @@ impl Context {
             credentials: Arc::new(crate::credentials::Credentials::new()),
             on_text: None,
             abort: None,
+            inner: None,
+            tests: None,
         }
     }
 
@@ -260,6 +291,45 @@ impl Context {
         command: &str,
         wider: Option<(crate::sandbox::Mode, &str)>,
     ) -> FlowResult<Option<crate::sandbox::Confined>> {
+        let profile = self.profile(command, wider).await?;
+        self.confine_profile(profile, &self.workspace)
+    }
+
+    /// How a command of this call that runs in `copy`, a checkout of the
+    /// workspace sluice made (the test flow's base worktree), is confined:
+    /// the workspace's profile, with each of its grants and masks inside
+    /// the workspace given to the same path inside `copy` as well.
+    pub async fn confine_copy(
+        &self,
+        command: &str,
+        copy: &std::path::Path,
+    ) -> FlowResult<Option<crate::sandbox::Confined>> {
+        let mut profile = self.profile(command, None).await?;
+        let ws = &self.workspace;
+        let mirror = |paths: &mut Vec<PathBuf>| {
+            let copies: Vec<PathBuf> = paths
+                .iter()
+                .filter_map(|p| p.strip_prefix(ws).ok())
+                .map(|rel| copy.join(rel))
+                .filter(|p| p.exists())
+                .collect();
+            paths.extend(copies);
+        };
+        mirror(&mut profile.writable);
+        mirror(&mut profile.readable);
+        mirror(&mut profile.read_only);
+        mirror(&mut profile.hidden);
+        profile.hidden = crate::sandbox::outermost(std::mem::take(&mut profile.hidden));
+        self.confine_profile(profile, copy)
+    }
+
+    /// The profile the run's static grants give a command of this call,
+    /// widened to `wider` when the person asked agrees.
+    async fn profile(
+        &self,
+        command: &str,
+        wider: Option<(crate::sandbox::Mode, &str)>,
+    ) -> FlowResult<crate::sandbox::Profile> {
         let gate = self.call_gate()?;
         let kernel = gate.kernel();
         let mut profile = kernel.with_static(|view| crate::sandbox::derive(view, &self.workspace));
@@ -287,6 +357,17 @@ impl Context {
                 crate::sandbox::widen(view, &self.workspace, &mut profile, mode)
             });
         }
+        Ok(profile)
+    }
+
+    /// Confines a command under `profile`, with the audit store read-only
+    /// and sluice's secrets hidden whatever it grants; `root` is the tree
+    /// the command works in.
+    fn confine_profile(
+        &self,
+        mut profile: crate::sandbox::Profile,
+        root: &std::path::Path,
+    ) -> FlowResult<Option<crate::sandbox::Confined>> {
         // The audit store, wherever it is, is sluice's alone.
         let writable = profile.writable.clone();
         profile.read_only.extend(
@@ -305,14 +386,12 @@ impl Context {
             }
         }
         profile.hidden = crate::sandbox::outermost(std::mem::take(&mut profile.hidden));
-        self.sandbox
-            .confine(profile, &self.workspace)
-            .map_err(|why| {
-                FlowError::new(
-                    ErrorCode::ProviderUnavailable,
-                    format!("{why}; the command did not run"),
-                )
-            })
+        self.sandbox.confine(profile, root).map_err(|why| {
+            FlowError::new(
+                ErrorCode::ProviderUnavailable,
+                format!("{why}; the command did not run"),
+            )
+        })
     }
 
     /// The context of call number `seq`.
@@ -558,6 +637,7 @@ impl Registry {
         r.add::<webfetch::WebFetch>();
         r.add::<websearch::WebSearch>();
         r.add::<model::Model>();
+        r.add::<test::Test>();
         r
     }
 

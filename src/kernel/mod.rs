@@ -689,6 +689,39 @@ impl Kernel {
         self.declared(Policy::providers)
     }
 
+    /// The test flow's runner, as the one policy that declares `test`
+    /// wrote it, with that policy's name; two policies declaring one is an
+    /// error (which runner a run uses must not depend on load order).
+    pub fn test_runner(&self) -> Result<Option<(String, serde_json::Value)>, String> {
+        let mut found: Option<(String, serde_json::Value)> = None;
+        for p in self.policies.borrow().iter() {
+            let Some(test) = p.test_runner() else {
+                continue;
+            };
+            if let Some((first, _)) = &found {
+                return Err(format!("policy {} declares `test`, and so does policy {first}; declare the test runner in one policy", p.name()));
+            }
+            found = Some((p.name(), test));
+        }
+        Ok(found)
+    }
+
+    /// Asks the `test.judge` function of policy `policy` about `run`
+    /// (see [`Policy::judge`]).
+    pub fn judge(
+        &self,
+        policy: &str,
+        run: &serde_json::Value,
+    ) -> Result<Option<serde_json::Value>, String> {
+        let policies = self.policies.borrow();
+        match policies.iter().find(|p| p.name() == policy) {
+            Some(p) => p.judge(run),
+            None => Err(format!(
+                "policy {policy}, whose judge this is, is no longer loaded"
+            )),
+        }
+    }
+
     fn declared(&self, of: fn(&Policy) -> Declarations) -> Vec<(String, Declarations)> {
         self.policies
             .borrow()

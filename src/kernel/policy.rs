@@ -206,6 +206,10 @@ struct Loaded {
     containers: BTreeMap<String, Value>,
     /// `providers`: model providers as written, read by the model layer.
     providers: BTreeMap<String, Value>,
+    /// `test`: the test flow's runner as written (its `judge`, when a
+    /// function, is `{lua = "file:line"}` here and kept in `judge`).
+    test: Option<Value>,
+    judge: Option<Function>,
     otherwise: Decision,
     budget: Budget,
 }
@@ -400,6 +404,34 @@ impl Policy {
             .unwrap_or_default()
     }
 
+    /// The policy's `test` declaration, as written (a `judge` function
+    /// appears as `{lua = "file:line"}`).
+    pub fn test_runner(&self) -> Option<Value> {
+        self.loaded.as_ref().ok().and_then(|l| l.test.clone())
+    }
+
+    /// Calls the `test.judge` function with `run` (the finished run, as
+    /// the test flow describes it): `Ok(None)` when there is no function
+    /// or it returned nil, else what it returned, as JSON.
+    pub fn judge(&self, run: &Value) -> Result<Option<Value>, String> {
+        let Ok(l) = &self.loaded else { return Ok(None) };
+        let Some(judge) = &l.judge else {
+            return Ok(None);
+        };
+        l.budget.renew();
+        let at = where_defined(judge);
+        let fail = |e: mlua::Error| format!("the judge at {at} failed: {}", lua_error(&e));
+        let table = l._lua.to_value(&for_hook(run)).map_err(fail)?;
+        let returned = judge.call::<LuaValue>(table).map_err(fail)?;
+        if returned.is_nil() {
+            return Ok(None);
+        }
+        l._lua
+            .from_value(returned)
+            .map(Some)
+            .map_err(|e| format!("the judge at {at} returned what is not plain data: {e}"))
+    }
+
     /// The `decide` or `route` hook, named for messages: where it is defined.
     pub fn hook_name(&self, which: &str) -> String {
         let hook = self.loaded.as_ref().ok().and_then(|l| match which {
@@ -497,6 +529,7 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         ));
     };
     let parsed = parse_policy(&table, vars).map_err(|e| format!("policy {name}: {e}"))?;
+    let test = parse_test(&lua, &table).map_err(|e| format!("policy {name}: {e}"))?;
     Ok(Loaded {
         rules: parsed.0,
         decide: parsed.1,
@@ -511,6 +544,8 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
             "{local = {api = \"openai\", url = \"http://127.0.0.1:8080/v1\"}}",
         )
         .map_err(|e| format!("policy {name}: {e}"))?,
+        test: test.0,
+        judge: test.1,
         _lua: lua,
         budget,
     })
@@ -593,11 +628,11 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
         };
         let known = matches!(
             name.as_str(),
-            "rules" | "decide" | "route" | "containers" | "providers" | "otherwise"
+            "rules" | "decide" | "route" | "containers" | "providers" | "test" | "otherwise"
         );
         if !known {
             return Err(format!(
-                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, otherwise = \"ask\"|\"deny\"}}",
+                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, otherwise = \"ask\"|\"deny\"}}",
                 key.to_string().unwrap_or_else(|_| key.type_name().to_string())
             ));
         }
@@ -675,6 +710,50 @@ fn parse_declarations(
         out.insert(name, json);
     }
     Ok(out)
+}
+
+/// The `test` table, as JSON for the test flow (which knows what its
+/// fields mean), and its `judge` when that is a function.
+fn parse_test(lua: &Lua, table: &Table) -> Result<(Option<Value>, Option<Function>), String> {
+    let example = "test = {command = \"pytest -q\", baseRef = \"main\"}";
+    let test = match table.get::<LuaValue>("test").map_err(|e| e.to_string())? {
+        LuaValue::Nil => return Ok((None, None)),
+        LuaValue::Table(t) => t,
+        other => {
+            return Err(format!(
+                "`test` is {}; it declares the test flow's runner: {example}",
+                a(other.type_name())
+            ))
+        }
+    };
+    // The function stays in this state; the JSON names where it is.
+    let copy = lua.create_table().map_err(|e| e.to_string())?;
+    let mut judge = None;
+    for pair in test.pairs::<LuaValue, LuaValue>() {
+        let (key, value) = pair.map_err(|e| e.to_string())?;
+        match (&key, value) {
+            (LuaValue::String(k), LuaValue::Function(f)) if k.to_string_lossy() == "judge" => {
+                let marker = lua.create_table().map_err(|e| e.to_string())?;
+                marker
+                    .set("lua", where_defined(&f))
+                    .map_err(|e| e.to_string())?;
+                copy.set(key.clone(), marker).map_err(|e| e.to_string())?;
+                judge = Some(f);
+            }
+            (_, LuaValue::Function(f)) => {
+                return Err(format!(
+                    "test.{} is a function (at {}); only `judge` may be one",
+                    key.to_string().unwrap_or_default(),
+                    where_defined(&f)
+                ))
+            }
+            (_, value) => copy.set(key, value).map_err(|e| e.to_string())?,
+        }
+    }
+    let json: Value = lua
+        .from_value(LuaValue::Table(copy))
+        .map_err(|e| format!("test: {e}"))?;
+    Ok((Some(json), judge))
 }
 
 /// A container name the engines accept and that reads as one word, never

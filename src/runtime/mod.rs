@@ -133,6 +133,7 @@ pub struct RuntimeBuilder {
     container_engine: Option<String>,
     sealed: Option<(String, Option<String>)>,
     providers: Vec<String>,
+    test_runner: Option<serde_json::Value>,
     credentials: Option<PathBuf>,
     name: Option<String>,
     embedded: Embedded,
@@ -205,6 +206,16 @@ impl RuntimeBuilder {
     /// that is set. Providers a policy declares join it.
     pub fn provider(mut self, spec: impl Into<String>) -> Self {
         self.providers.push(spec.into());
+        self
+    }
+
+    /// The test flow's runner, declared by the embedder: the fields of a
+    /// policy's `test` table as JSON (`{"command": "pytest -q", "cwd":
+    /// "py", "env": {...}, "timeoutMs": 60000, "baseRef": "main",
+    /// "judge": {"provider": P, "model": M}}`). A policy that declares
+    /// `test` as well is an error at build.
+    pub fn test_runner(mut self, declaration: serde_json::Value) -> Self {
+        self.test_runner = Some(declaration);
         self
     }
 
@@ -512,14 +523,15 @@ impl RuntimeBuilder {
         )?);
         ctx.credentials = Arc::new(store.clone());
         ctx.models = Arc::new(providers(&gate.kernel, store, &self.providers)?);
-        let core = Rc::new(
-            Core::new(registry, gate, ctx, audit).with_limits(
+        ctx.tests = test_runner(&gate.kernel, self.test_runner.as_ref())?.map(Arc::new);
+        let core = Core::new(registry, gate, ctx, audit)
+            .with_limits(
                 self.max_procs
                     .unwrap_or_else(crate::pipeline::default_max_procs),
                 self.max_requests
                     .unwrap_or(crate::pipeline::DEFAULT_MAX_REQUESTS),
-            ),
-        );
+            )
+            .shared();
         let closer = Closer {
             recorder: core.audit().recorder.clone(),
             ended: Arc::new(Mutex::new(false)),
@@ -970,6 +982,22 @@ fn providers(
         all.add(p, "--provider").map_err(fail)?;
     }
     Ok(all)
+}
+
+/// The test flow's runner: the one policy's `test`, or the embedder's;
+/// both is an error, as is a declaration the flow cannot read.
+fn test_runner(
+    kernel: &Kernel,
+    embedded: Option<&serde_json::Value>,
+) -> Result<Option<crate::flows::test::Runner>, BuildError> {
+    let fail = |m: String| BuildError::new(BuildErrorKind::Policy, m);
+    let declared = kernel.test_runner().map_err(fail)?;
+    match (declared, embedded) {
+        (Some((policy, _)), Some(_)) => Err(fail(format!("policy {policy} declares `test`, and so does the embedder (RuntimeBuilder::test_runner); declare the test runner once"))),
+        (Some((policy, table)), None) => crate::flows::test::Runner::declared(&format!("policy {policy}"), &table).map(Some).map_err(fail),
+        (None, Some(table)) => crate::flows::test::Runner::declared("the embedder's test runner", table).map(Some).map_err(fail),
+        (None, None) => Ok(None),
+    }
 }
 
 /// A new run's id: 8 random hex digits, then the time in milliseconds

@@ -35,7 +35,23 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String], others: Others) -> mlua
     m.set("run_id", core.context().run_id.clone())?;
     m.set("sleep", sleep_function(lua, core.clone())?)?;
     m.set("credential", super::credential::function(lua)?)?;
+    m.set("test_runner", test_runner(lua, &core)?)?;
     Ok(m)
+}
+
+/// `sluice.test_runner`: the runner the host declared for `sluice.test`
+/// (`{command, cwd, container, baseRef}`), or nil when there is none, so a
+/// script offers the flow only where it can run.
+fn test_runner(lua: &Lua, core: &Core) -> mlua::Result<LuaValue> {
+    let Some(r) = &core.context().tests else {
+        return Ok(LuaValue::Nil);
+    };
+    let t = lua.create_table()?;
+    t.set("command", r.command.as_str())?;
+    t.set("cwd", r.cwd.as_deref())?;
+    t.set("container", r.container.as_deref())?;
+    t.set("baseRef", r.base_ref.as_deref())?;
+    Ok(LuaValue::Table(t))
 }
 
 /// The longest `sluice.sleep`, in milliseconds: ten minutes, as the longest

@@ -18,9 +18,10 @@
 //! `status`.
 
 pub mod hermetic;
-mod probe;
+
 mod routed;
 
+use super::probe::{self, InvalidProbe};
 use super::shape::{bounded, Bounded};
 use super::{choice, closed, field, nested, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::credentials::Held;
@@ -30,7 +31,6 @@ use crate::exec::{self, CommandLine, Outcome, SpawnFailureKind};
 use crate::kernel::gate::Authorized;
 use crate::kernel::pattern::Vars;
 use crate::kernel::{programs, shell, Action};
-use probe::InvalidProbe;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -5,10 +5,11 @@
 //! (`invalidProbe`, engine failures) is read from the engine's and the
 //! container shell's own words.
 
-use super::{probe, Bash, Finished, Output, Place, Started};
+use super::{Bash, Finished, Output, Place, Started};
 use crate::container::{Facts, Transport};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::{self, CommandLine, Outcome};
+use crate::flows::probe;
 use crate::flows::shape::bounded;
 use crate::flows::Context;
 use std::sync::Arc;
