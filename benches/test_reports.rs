@@ -6,11 +6,11 @@
 //! - `test-reports/pytest-10k`: pytest `-v`, a result line per test, a
 //!   FAILURES section per failure with a traceback of about 30 lines (a
 //!   helper frame, a long `E` diff, captured stdout), the short test
-//!   summary and the closing line; about 1.2 MB.
+//!   summary and the closing line; about 1 MB.
 //! - `test-reports/libtest-10k`: cargo test, a `test NAME ... ok` line per
 //!   test, a `---- NAME stdout ----` section per failure (captured output,
 //!   the panic and its assertion), the failures list and the result line;
-//!   about 0.6 MB.
+//!   about 0.5 MB.
 //!
 //! Target (issue): under 20 ms each. After criterion's groups the bench
 //! prints one `target ...` line per report, from the median of `TURNS`

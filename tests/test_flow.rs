@@ -884,3 +884,102 @@ fn a_resumed_run_copies_the_model_judges_call_with_the_test_call_it_answers() {
     let verify = sluice_in(ws.path(), &["audit", "verify"]);
     assert_eq!(verify.code, 0, "{}{}", verify.stdout, verify.stderr);
 }
+
+// ---- attacks ----
+
+/// A test is code the agent may write: what it prints must not turn its
+/// own failure into "the command named nothing". Each line the rules look
+/// for, printed by failing tests (with and without a passing one beside
+/// them); the control: the same runner's real "not found" still is one.
+#[test]
+fn a_failing_test_that_prints_the_rules_own_words_is_still_the_codes_failure() {
+    let lies = "print('ERROR: not found: tests/test_x.py::test_y')\n    print('ERROR: file or directory not found: tests/nope.py')\n    print('ERROR collecting tests/test_x.py')\n    print(\"ModuleNotFoundError: No module named 'zzz'\")\n    print('no tests ran in 0.01s')\n    print(\"Error: Cannot find module 'x'\")\n    print('python3: No module named pytest')\n    print('Could not find \\'/x.js\\'')";
+    for with_pass in [true, false] {
+        let ws = workspace();
+        let good = if with_pass {
+            "def test_good():\n    assert True\n\n"
+        } else {
+            ""
+        };
+        put(
+            &ws,
+            "tests/test_lies.py",
+            &format!("{good}def test_liar():\n    {lies}\n    assert False, 'real bug'\n"),
+        );
+        let out = test_call(
+            &ws,
+            &pytest_runner(),
+            "{selection = {\"tests/test_lies.py\"}}",
+        );
+        assert_eq!(out["exitCode"], 1, "{out}");
+        assert!(
+            out.get("invalidProbe").is_none(),
+            "with_pass={with_pass}: {out}"
+        );
+        assert_eq!(
+            out["failed"][0]["name"], "tests/test_lies.py::test_liar",
+            "{out}"
+        );
+    }
+    // The control.
+    let ws = workspace();
+    put(&ws, "tests/test_ok.py", PYTEST_OK);
+    let out = test_call(
+        &ws,
+        &pytest_runner(),
+        "{selection = {\"tests/test_ok.py::test_gone\"}}",
+    );
+    assert_eq!(out["invalidProbe"]["reason"], "unknown-test", "{out}");
+}
+
+/// A selection item pytest would read as a file of more arguments
+/// (`@args.txt` holding `-p evil`, which imports a module of the agent's
+/// choosing) is refused; so is one read as an option.
+#[test]
+fn a_selection_item_read_as_an_argument_file_is_refused() {
+    let ws = workspace();
+    put(&ws, "args.txt", "-p evil\n");
+    let out = test_call(&ws, &pytest_runner(), "{selection = {\"@args.txt\"}}");
+    assert_eq!(out["code"], "invalid_input", "{out}");
+    assert_eq!(out["field"], "selection[1]", "{out}");
+    assert!(
+        out["message"].as_str().unwrap().contains("./@args.txt"),
+        "{out}"
+    );
+}
+
+/// The base worktree is confined like the workspace: a secret the base
+/// revision holds in `.env` (denied by the default policy's `**/.env`) is
+/// masked there too, while the revision's other files are read.
+#[test]
+fn the_base_run_cannot_read_what_the_policy_hides_in_the_workspace() {
+    let ws = workspace();
+    git(ws.path(), &["init", "-q", "-b", "main"]);
+    put(&ws, ".env", "TOKEN=base-secret-77\n");
+    put(&ws, "notes.txt", "base notes\n");
+    git(ws.path(), &["add", "-f", "."]);
+    git(ws.path(), &["commit", "-q", "-m", "base"]);
+    std::fs::remove_file(ws.file(".env")).unwrap();
+    let runner = "command = \"cat notes.txt; cat .env; true\", baseRef = \"main\"";
+    let out = test_call(&ws, runner, "{against = \"base\"}");
+    assert_eq!(out["base"]["exitCode"], 0, "{out}");
+    let text = out.to_string();
+    assert!(
+        !text.contains("base-secret-77"),
+        "the base run read the hidden .env: {out}"
+    );
+    let record = exported_calls(ws.path());
+    assert!(!record[0].to_string().contains("base-secret-77"));
+    // The control: the base run did run in the base checkout. Its output is
+    // not in the result (only the workspace's tail is), so check through
+    // a runner that fails only where notes.txt says "base".
+    let runner =
+        "command = \"grep -q 'base notes' notes.txt && exit 1 || exit 0\", baseRef = \"main\"";
+    put(&ws, "notes.txt", "new notes\n");
+    let out = test_call(&ws, runner, "{against = \"base\"}");
+    assert_eq!(
+        out["base"]["exitCode"], 1,
+        "the base run saw the base's notes.txt: {out}"
+    );
+    assert_eq!(out["exitCode"], 0, "{out}");
+}

@@ -100,7 +100,18 @@ pub fn rules(run: &Run) -> Verdict {
     if run.exit_code == 0 {
         return Verdict::Code;
     }
-    let found = RULES.iter().find_map(|rule| rule(run));
+    let found = PROCESS_RULES.iter().find_map(|rule| rule(run));
+    if let Some(v) = found {
+        return v;
+    }
+    // The output is the code's as much as the runner's: a test can print
+    // any line these rules look for. Once the report shows a test ran (one
+    // passed, or one failed that is not a file the runner could not load),
+    // the runner reached the code, and no line it printed says otherwise.
+    let reached = run.report.is_some_and(|r| reached(r, run.exit_code));
+    let found = (!reached)
+        .then(|| OUTPUT_RULES.iter().find_map(|rule| rule(run)))
+        .flatten();
     if let Some(v) = found {
         return v;
     }
@@ -112,11 +123,33 @@ pub fn rules(run: &Run) -> Verdict {
 
 type Rule = fn(&Run) -> Option<Verdict>;
 
-/// In order: where the command ran, whether its program exists, then what
-/// each runner prints when a name resolves to nothing.
-const RULES: &[Rule] = &[
-    no_container,
-    no_program,
+/// Whether the report shows the runner ran a test: one passed, or one
+/// failed (pytest says so by its status, 1, where a usage or collection
+/// error is 2, 4 or 5; other runners by a failure that is a test's).
+fn reached(r: &super::report::Report, exit_code: i32) -> bool {
+    if r.passed > 0 {
+        return true;
+    }
+    match r.runner {
+        "pytest" => exit_code == PYTEST_FAILED,
+        _ => r.failed.iter().any(|f| !load_failure(f)),
+    }
+}
+
+/// A failure the report names by a file rather than a test (a module that
+/// failed to import or load: pytest's collection errors, jest's "Test
+/// suite failed to run", vitest's failed loads) or unittest's stand-in for
+/// a module it could not load: no test of it ran.
+fn load_failure(f: &super::report::Failure) -> bool {
+    f.file.as_deref() == Some(f.name.as_str()) || f.name.contains("_FailedTest")
+}
+
+/// Where the command ran and whether its program exists: what the engine
+/// and the shell say before any runner starts.
+const PROCESS_RULES: &[Rule] = &[no_container, no_program];
+
+/// What each runner prints when a name resolves to nothing, in order.
+const OUTPUT_RULES: &[Rule] = &[
     no_runner_module,
     pytest_not_found,
     missing_path,
@@ -163,8 +196,21 @@ fn no_runner_module(run: &Run) -> Option<Verdict> {
     Some(probe("unknown-environment", vec![said]))
 }
 
-/// pytest: a node id that matched nothing, or a file that is not there.
+/// pytest's exit status for a usage error (a name that resolves to
+/// nothing), and for a run that collected no tests.
+const PYTEST_USAGE: i32 = 4;
+/// pytest's exit status when tests ran and some failed.
+const PYTEST_FAILED: i32 = 1;
+const PYTEST_NO_TESTS: i32 = 5;
+/// pytest's exit status when collection failed (an import error).
+const PYTEST_INTERRUPTED: i32 = 2;
+
+/// pytest: a node id that matched nothing, or a file that is not there
+/// (pytest then exits 4, which failing tests never make it do).
 fn pytest_not_found(run: &Run) -> Option<Verdict> {
+    if run.exit_code != PYTEST_USAGE {
+        return None;
+    }
     let path = lines_with(run.output, "ERROR: file or directory not found:");
     if !path.is_empty() {
         return Some(probe("unknown-path", path));
@@ -207,16 +253,22 @@ fn missing_path(run: &Run) -> Option<Verdict> {
 /// resolution errors. An import error inside a test that ran is the
 /// code's, and a parsed report with passes means tests ran.
 fn missing_module(run: &Run) -> Option<Verdict> {
-    let ran = run.report.is_some_and(|r| r.passed > 0);
-    if ran {
-        return None;
-    }
-    let collecting = run.output.contains("ERROR collecting")
-        || run.output.contains("Interrupted: ")
-        || run.output.contains("unittest.loader._FailedTest")
-        || run
-            .output
-            .contains("ImportError while importing test module");
+    // What marks an import that failed before any test ran: pytest's
+    // status for an interrupted collection, unittest's stand-in test for
+    // a module it could not load; without a report, the runners' words.
+    let collecting = match run.report {
+        Some(r) if r.runner == "pytest" => run.exit_code == PYTEST_INTERRUPTED,
+        Some(r) if r.runner == "unittest" => {
+            r.failed.iter().any(|f| f.name.contains("_FailedTest"))
+        }
+        _ => {
+            run.output.contains("ERROR collecting")
+                || run.output.contains("unittest.loader._FailedTest")
+                || run
+                    .output
+                    .contains("ImportError while importing test module")
+        }
+    };
     let python: Vec<&str> = run
         .output
         .lines()
@@ -244,16 +296,17 @@ fn missing_module(run: &Run) -> Option<Verdict> {
     (!js.is_empty()).then(|| probe("unknown-module", js))
 }
 
-/// A selection that selected nothing: pytest's "no tests ran" (exit 5),
-/// nextest's "no tests to run".
+/// A selection that selected nothing: pytest's "no tests ran" (with its
+/// exit 5), nextest's "no tests to run".
 fn no_tests_selected(run: &Run) -> Option<Verdict> {
     if run.selection.is_empty() {
         return None;
     }
+    let pytest = run.exit_code == PYTEST_NO_TESTS;
     let said: Vec<&str> = run
         .output
         .lines()
-        .filter(|l| l.contains("no tests ran") || l.contains("no tests to run"))
+        .filter(|l| (pytest && l.contains("no tests ran")) || l.contains("no tests to run"))
         .take(2)
         .collect();
     (!said.is_empty()).then(|| probe("unknown-test", said))
@@ -379,4 +432,104 @@ pub fn from_model(text: &str) -> Result<(Verdict, f64), String> {
         _ => return Err("the answer's belongsTo is neither \"command\" nor \"code\"".into()),
     };
     Ok((verdict, confidence))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judge(exit_code: i32, output: &str, selection: &[&str]) -> Verdict {
+        let selection: Vec<String> = selection.iter().map(|s| s.to_string()).collect();
+        let report = match super::super::report::parse(output, "") {
+            super::super::report::Parsed::Report(r) => Some(r),
+            _ => None,
+        };
+        rules(&Run {
+            exit_code,
+            output,
+            selection: &selection,
+            report: report.as_ref(),
+            container: None,
+        })
+    }
+
+    fn reason_of(v: &Verdict) -> &'static str {
+        match v {
+            Verdict::Probe(p) => p.reason,
+            other => panic!("no probe: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn exit_zero_is_never_judged_whatever_the_output_says() {
+        assert_eq!(
+            judge(0, "ERROR: not found: x\nNo module named y", &["x"]),
+            Verdict::Code
+        );
+    }
+
+    #[test]
+    fn each_runners_words_for_a_missing_name_give_their_reason_and_quote_the_line() {
+        let cases: &[(i32, &str, &[&str], &str, &str)] = &[
+            (1, "node:internal/modules/cjs/loader:1080\nError: Could not find '/w/test/nope.test.js'\n", &["test/nope.test.js"], "unknown-path", "Could not find"),
+            (1, "No tests found, exiting with code 1\nRun with `--passWithNoTests` to exit with code 0\n", &["nope"], "unknown-path", "No tests found"),
+            (1, "FAIL  calc.test.js\n  ● Test suite failed to run\n\n    Cannot find module './nope' from 'calc.test.js'\n", &[], "unknown-module", "Cannot find module"),
+            (101, "error: no test target named `nope`.\n", &[], "unknown-test", "no test target named"),
+            (101, "error: could not find `Cargo.toml` in `/w` or any parent directory\n", &[], "unknown-path", "Cargo.toml"),
+            (1, "stat /w/nope: directory not found\n", &["./nope"], "unknown-path", "directory not found"),
+            (1, "Cannot detect source of 't/nope.t'! at /usr/share/perl/5.36/TAP/Parser/SourceHandler.pm\n", &["t/nope.t"], "unknown-path", "Cannot detect source"),
+            (4, "error: no tests to run\n(hint: use `--no-tests` to customize)\n", &["nope"], "unknown-test", "no tests to run"),
+            (1, "E\n======================================================================\nERROR: Nope (unittest.loader._FailedTest.Nope)\n----------------------------------------------------------------------\nAttributeError: module 'test_calc' has no attribute 'Nope'\n\n----------------------------------------------------------------------\nRan 1 test in 0.000s\n\nFAILED (errors=1)\n", &["test_calc.Nope"], "unknown-test", "has no attribute"),
+            (127, "sh: 1: pytset: not found\n", &[], "unknown-command", "pytset: not found"),
+        ];
+        for (exit, output, selection, reason, quoted) in cases {
+            let v = judge(*exit, output, selection);
+            assert!(matches!(v, Verdict::Probe(_)), "{output}: {v:?}");
+            assert_eq!(reason_of(&v), *reason, "{output}");
+            let Verdict::Probe(p) = v else { unreachable!() };
+            assert!(p.evidence.contains(quoted), "{output}: {}", p.evidence);
+        }
+    }
+
+    #[test]
+    fn a_failure_no_rule_explains_is_open_and_one_a_report_names_is_the_codes() {
+        assert_eq!(judge(2, "segfault somewhere\n", &[]), Verdict::Open);
+        let libtest = "running 1 test\ntest t::a ... FAILED\n\nfailures:\n\n---- t::a stdout ----\nthread 't::a' panicked at src/lib.rs:3:5:\nboom\n\nfailures:\n    t::a\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
+        assert_eq!(judge(101, libtest, &[]), Verdict::Code);
+    }
+
+    #[test]
+    fn a_lua_judges_answer_is_nil_false_or_a_probe_with_a_listed_reason() {
+        assert_eq!(from_lua(None).unwrap(), None);
+        assert_eq!(
+            from_lua(Some(Value::Bool(false))).unwrap(),
+            Some(Verdict::Code)
+        );
+        let probe = from_lua(Some(json!({"reason": "unknown-module", "evidence": "e"}))).unwrap();
+        let Some(Verdict::Probe(p)) = probe else {
+            panic!("{probe:?}")
+        };
+        assert_eq!((p.reason, p.evidence.as_str()), ("unknown-module", "e"));
+        assert_eq!(p.message, message("unknown-module"));
+        let e = from_lua(Some(json!({"reason": "cosmic-rays"}))).unwrap_err();
+        assert!(e.contains("unknown-command, unknown-test"), "{e}");
+        assert!(from_lua(Some(json!(7))).unwrap_err().contains("return nil"));
+    }
+
+    #[test]
+    fn a_models_answer_needs_a_belonging_a_listed_reason_and_a_confidence() {
+        let (v, c) = from_model("Sure: {\"belongsTo\": \"command\", \"reason\": \"unknown-test\", \"evidence\": \"x\", \"confidence\": 0.8}").unwrap();
+        assert_eq!(reason_of(&v), "unknown-test");
+        assert_eq!(c, 0.8);
+        let (v, _) = from_model("{\"belongsTo\": \"code\", \"confidence\": 0.9}").unwrap();
+        assert_eq!(v, Verdict::Code);
+        for bad in [
+            "no json here",
+            "{\"belongsTo\": \"command\", \"reason\": \"unknown-test\"}",
+            "{\"belongsTo\": \"command\", \"reason\": \"vibes\", \"confidence\": 1}",
+            "{\"belongsTo\": \"nobody\", \"confidence\": 1}",
+        ] {
+            assert!(from_model(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -223,6 +223,9 @@ fn validate(i: &Input) -> FlowResult<()> {
                 "a selection item is a test name or path: not empty, no NUL byte",
             );
         }
+        if item.starts_with('@') {
+            return refuse(&field, &format!("{item:?} starts with '@', which runners (pytest, argparse-based ones) read as a file of more arguments; name a path that starts with '@' as ./{item}"));
+        }
         if item.starts_with('-') {
             return refuse(&field, &format!("{item:?} starts with '-', so the runner would read it as an option; a selection names tests and paths only (options belong in the runner's command, test.command, which the host declares)"));
         }

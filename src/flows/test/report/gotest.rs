@@ -82,13 +82,16 @@ fn result(line: &str) -> Option<Result<'_>> {
 /// block tells apart two packages' tests of the same name.
 type Key<'a> = (usize, &'a str);
 
+/// A panic's line, and the file and line of the test's frame in its dump.
+type Panic<'a> = (&'a str, Option<(&'a str, u64)>);
+
 /// What a walk over the lines gathers.
 #[derive(Default)]
 struct Walk<'a> {
     block: usize,
     results: Vec<(Key<'a>, Verdict)>,
     logs: HashMap<Key<'a>, Vec<&'a str>>,
-    panics: HashMap<Key<'a>, (&'a str, Option<(&'a str, u64)>)>,
+    panics: HashMap<Key<'a>, Panic<'a>>,
     /// Blocks whose package line said FAIL: the block, package and tail.
     failed_packages: Vec<(usize, &'a str, &'a str)>,
     /// A panic with no test to pin it on, by block.

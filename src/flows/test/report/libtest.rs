@@ -4,6 +4,7 @@
 //! `test result: FAILED. 1 passed; 2 failed; 1 ignored; ...`.
 
 use super::{items, location, message, pad, Failure, Output, Report, Signature};
+use std::collections::{HashMap, HashSet};
 
 /// Strong when a line is a `test result: ...` line.
 pub(super) fn detect(out: &Output) -> Signature {
@@ -31,14 +32,16 @@ pub(super) fn result(line: &str) -> Option<(u64, u64, u64)> {
 #[derive(Default)]
 struct Run<'a> {
     failed: u64,
-    /// Names in the order the report gives them, each once.
+    /// Names in the order the report gives them, each once (a set beside
+    /// the list, so a run of thousands of failures stays linear).
     names: Vec<&'a str>,
+    named: HashSet<&'a str>,
     sections: Vec<(&'a str, Vec<&'a str>)>,
 }
 
 impl<'a> Run<'a> {
     fn name(&mut self, name: &'a str) {
-        if !self.names.contains(&name) {
+        if self.named.insert(name) {
             self.names.push(name);
         }
     }
@@ -120,6 +123,7 @@ pub(super) fn parse(out: &Output) -> Report {
                 State::Plain
             }
             (Seen::Section(name), _) => {
+                run.name(name);
                 run.sections.push((name, Vec::new()));
                 State::Section(run.sections.len() - 1)
             }
@@ -158,25 +162,19 @@ fn list_line<'a>(run: &mut Run<'a>, line: &'a str, named: bool) -> State {
     }
 }
 
-/// One binary's failures: the names listed, then any only a section or a
-/// `... FAILED` line gives, then unnamed ones up to its count.
+/// One binary's failures: each name the run gave (a `... FAILED` line, a
+/// section, the list), then unnamed ones up to its count.
 fn failures(run: &Run) -> Vec<Failure> {
-    let mut names = run.names.clone();
-    for (name, _) in &run.sections {
-        if !name.is_empty() && !names.contains(name) {
-            names.push(name);
-        }
-    }
-    let mut failed: Vec<Failure> = names
+    let bodies: HashMap<&str, &[&str]> = run
+        .sections
         .iter()
-        .map(|name| {
-            let body = run
-                .sections
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, b)| b.as_slice());
-            failure(name, body.unwrap_or(&[]))
-        })
+        .rev()
+        .map(|(name, body)| (*name, body.as_slice()))
+        .collect();
+    let mut failed: Vec<Failure> = run
+        .names
+        .iter()
+        .map(|name| failure(name, bodies.get(name).copied().unwrap_or(&[])))
         .collect();
     pad(&mut failed, run.failed, |n| {
         format!("(unnamed failure {n})")

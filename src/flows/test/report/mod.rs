@@ -247,7 +247,7 @@ fn strip_ansi(text: &str) -> Cow<'_, str> {
         }
         if chars.next_if_eq(&'[').is_some() {
             // Parameters and intermediates, up to the final byte @..~.
-            while let Some(p) = chars.next() {
+            for p in chars.by_ref() {
                 if ('@'..='~').contains(&p) {
                     break;
                 }

@@ -7,6 +7,7 @@
 
 use super::libtest::{self, panic_of};
 use super::{count_of, message, pad, Failure, Output, Report, Signature};
+use std::collections::{HashMap, HashSet};
 
 /// Strong when a line is nextest's `Summary [...] N tests run: ...`.
 pub(super) fn detect(out: &Output) -> Signature {
@@ -63,78 +64,113 @@ fn failing(status: &str) -> bool {
     ) || last.starts_with("SIG")
 }
 
-/// A failing test's status line and the lines under it.
-struct Block<'a> {
-    binary: &'a str,
-    test: &'a str,
-    lines: Vec<&'a str>,
+/// A test: its binary's id and its name.
+type Test<'a> = (&'a str, &'a str);
+
+/// What a walk over nextest's output gathers.
+#[derive(Default)]
+struct Walk<'a> {
+    passed: u64,
+    bad: u64,
+    skipped: u64,
+    /// The lines under each failing status line, by test, in order.
+    blocks: HashMap<Test<'a>, Vec<Vec<&'a str>>>,
+    /// Each test of the run in first-seen order, and whether its latest
+    /// status line failed (a retry can pass).
+    verdicts: Vec<(Test<'a>, bool)>,
+    seen: HashMap<Test<'a>, usize>,
+    /// The failures listed after the summary.
+    listed: Vec<Test<'a>>,
+    after_summary: bool,
+    /// The test whose block the next lines belong to.
+    open: Option<Test<'a>>,
+}
+
+impl<'a> Walk<'a> {
+    fn line(&mut self, line: &'a str) {
+        if let Some(items) = summary(line) {
+            self.passed += count_of(&items, &["passed"]);
+            self.bad += count_of(&items, &["failed", "timed out", "exec failed"]);
+            self.skipped += count_of(&items, &["skipped"]);
+            self.after_summary = true;
+            self.open = None;
+        } else if let Some((status, binary, test)) = status(line) {
+            self.status((binary, test), failing(status));
+        } else if line.starts_with("------------") {
+            self.open = None;
+        } else if let Some(test) = self.open {
+            let blocks = self.blocks.entry(test).or_default();
+            blocks.last_mut().expect("an open block").push(line);
+        }
+    }
+
+    fn status(&mut self, test: Test<'a>, failed: bool) {
+        self.open = failed.then_some(test);
+        if failed {
+            self.blocks.entry(test).or_default().push(Vec::new());
+        }
+        if self.after_summary {
+            if failed {
+                self.listed.push(test);
+            }
+            return;
+        }
+        match self.seen.get(&test) {
+            Some(&at) => self.verdicts[at].1 = failed,
+            None => {
+                self.seen.insert(test, self.verdicts.len());
+                self.verdicts.push((test, failed));
+            }
+        }
+    }
+
+    /// The failed tests: those listed after the summary, else those whose
+    /// latest status failed; each once.
+    fn failed(&self) -> Vec<Test<'a>> {
+        let from_run = || {
+            self.verdicts
+                .iter()
+                .filter(|(_, f)| *f)
+                .map(|(t, _)| *t)
+                .collect()
+        };
+        let all: Vec<Test> = if self.listed.is_empty() {
+            from_run()
+        } else {
+            self.listed.clone()
+        };
+        let mut once = HashSet::new();
+        all.into_iter().filter(|t| once.insert(*t)).collect()
+    }
 }
 
 /// nextest's report, summed over summaries. `failed` counts failed, timed
 /// out and exec-failed tests; `skipped` is nextest's skipped (filtered and
 /// ignored).
 pub(super) fn parse(out: &Output) -> Report {
-    let (mut passed, mut bad, mut skipped) = (0, 0, 0);
-    let mut blocks: Vec<Block> = Vec::new();
-    let mut last: Vec<(&str, &str, bool)> = Vec::new();
-    let mut listed: Vec<(&str, &str)> = Vec::new();
-    let mut after_summary = false;
-    let mut open = false;
+    let mut walk = Walk::default();
     for line in out.lines() {
-        if let Some(items) = summary(line) {
-            passed += count_of(&items, &["passed"]);
-            bad += count_of(&items, &["failed", "timed out", "exec failed"]);
-            skipped += count_of(&items, &["skipped"]);
-            after_summary = true;
-            open = false;
-        } else if let Some((status, binary, test)) = status(line) {
-            open = failing(status);
-            if open {
-                blocks.push(Block {
-                    binary,
-                    test,
-                    lines: Vec::new(),
-                });
-            }
-            if after_summary && open {
-                listed.push((binary, test));
-            } else if !after_summary {
-                last.retain(|(b, t, _)| (*b, *t) != (binary, test));
-                last.push((binary, test, open));
-            }
-        } else if line.starts_with("------------") {
-            open = false;
-        } else if open {
-            blocks.last_mut().expect("an open block").lines.push(line);
-        }
+        walk.line(line);
     }
-    if listed.is_empty() {
-        listed = last
-            .iter()
-            .filter(|(_, _, f)| *f)
-            .map(|(b, t, _)| (*b, *t))
-            .collect();
-    }
-    listed.dedup();
-    let mut failed: Vec<Failure> = listed.iter().map(|(b, t)| failure(b, t, &blocks)).collect();
-    pad(&mut failed, bad, |n| format!("(unnamed failure {n})"));
+    let none = Vec::new();
+    let mut failed: Vec<Failure> = walk
+        .failed()
+        .iter()
+        .map(|t| failure(t.1, walk.blocks.get(t).unwrap_or(&none)))
+        .collect();
+    pad(&mut failed, walk.bad, |n| format!("(unnamed failure {n})"));
     Report {
         runner: "nextest",
-        passed,
+        passed: walk.passed,
         failed,
-        skipped,
+        skipped: walk.skipped,
     }
 }
 
 /// A failure from its blocks: the first panic in them, else the first
 /// block's own lines (the libtest harness's lines left out).
-fn failure(binary: &str, test: &str, blocks: &[Block]) -> Failure {
-    let mine = || {
-        blocks
-            .iter()
-            .filter(|b| (b.binary, b.test) == (binary, test))
-    };
-    if let Some(p) = mine().find_map(|b| panic_of(&b.lines)) {
+fn failure(test: &str, blocks: &[Vec<&str>]) -> Failure {
+    if let Some(p) = blocks.iter().find_map(|b| panic_of(b)) {
         return Failure {
             name: test.to_string(),
             file: p.at.map(|(f, _)| f.to_string()),
@@ -142,9 +178,9 @@ fn failure(binary: &str, test: &str, blocks: &[Block]) -> Failure {
             message: p.message,
         };
     }
-    let said = mine()
-        .next()
-        .map(|b| message(b.lines.iter().copied().filter(|l| !harness(l))));
+    let said = blocks
+        .first()
+        .map(|b| message(b.iter().copied().filter(|l| !harness(l))));
     Failure {
         message: said.unwrap_or_default(),
         ..Failure::named(test)

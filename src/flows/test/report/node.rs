@@ -22,14 +22,23 @@ const COUNTERS: &[&str] = &[
 /// Strong when the closing counters are there, in either form; TAP's
 /// needs `# cancelled` too, since tape closes with `# tests`/`# pass`/`# fail`.
 pub(super) fn detect(out: &Output) -> Signature {
-    let has = |mark: char, key: &str| {
-        out.any_line(|l| counter(l).is_some_and(|(m, k, _)| m == mark && k == key))
-    };
-    let tap = ["tests", "pass", "fail", "cancelled"]
-        .iter()
-        .all(|k| has('#', k));
-    let spec = ["tests", "pass", "fail"].iter().all(|k| has('ℹ', k));
-    if tap || spec {
+    // One pass, the counters seen as bits: tests, pass, fail, cancelled.
+    let (mut tap, mut spec) = (0u8, 0u8);
+    for (mark, key, _) in out.lines().filter_map(counter) {
+        let bit = match key {
+            "tests" => 1,
+            "pass" => 2,
+            "fail" => 4,
+            "cancelled" => 8,
+            _ => 0,
+        };
+        if mark == '#' {
+            tap |= bit;
+        } else {
+            spec |= bit;
+        }
+    }
+    if tap == 15 || spec & 7 == 7 {
         Signature::Strong
     } else {
         Signature::Absent

@@ -6,7 +6,7 @@
 //! diagnostics give the names prove's report leaves out, and the messages.
 
 use super::{message, Failure, Output, Report, Signature};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// Strong for prove's summary; weak for a bare TAP stream, which any
 /// runner's failing test can print.
@@ -127,6 +127,62 @@ struct Diagnostic<'a> {
     said: Vec<&'a str>,
 }
 
+/// The diagnostics, each taken once, found by the test's name or by the
+/// file it points at (queues of indexes, so finding stays linear).
+struct Diagnostics<'a> {
+    all: Vec<Option<Diagnostic<'a>>>,
+    by_name: HashMap<&'a str, VecDeque<usize>>,
+    by_file: HashMap<&'a str, VecDeque<usize>>,
+}
+
+impl<'a> Diagnostics<'a> {
+    fn new(out: &'a Output) -> Diagnostics<'a> {
+        let all = diagnostics(out);
+        let (mut by_name, mut by_file) = (HashMap::new(), HashMap::new());
+        for (i, d) in all.iter().enumerate() {
+            if let Some(name) = d.name {
+                by_name
+                    .entry(name)
+                    .or_insert_with(VecDeque::new)
+                    .push_back(i);
+            }
+            if let Some((file, _)) = d.at {
+                by_file
+                    .entry(file)
+                    .or_insert_with(VecDeque::new)
+                    .push_back(i);
+            }
+        }
+        Diagnostics {
+            all: all.into_iter().map(Some).collect(),
+            by_name,
+            by_file,
+        }
+    }
+
+    /// The first diagnostic not yet taken of the test named `name`.
+    fn named(&mut self, name: &str) -> Option<Diagnostic<'a>> {
+        Self::first(&mut self.all, self.by_name.get_mut(name)?)
+    }
+
+    /// The first diagnostic not yet taken pointing into `file`.
+    fn in_file(&mut self, file: &str) -> Option<Diagnostic<'a>> {
+        Self::first(&mut self.all, self.by_file.get_mut(file)?)
+    }
+
+    fn first(
+        all: &mut [Option<Diagnostic<'a>>],
+        queue: &mut VecDeque<usize>,
+    ) -> Option<Diagnostic<'a>> {
+        while let Some(i) = queue.pop_front() {
+            if let Some(d) = all[i].take() {
+                return Some(d);
+            }
+        }
+        None
+    }
+}
+
 /// Every `Failed test` diagnostic, in order.
 fn diagnostics<'a>(out: &'a Output) -> Vec<Diagnostic<'a>> {
     let mut found: Vec<Diagnostic> = Vec::new();
@@ -182,7 +238,7 @@ pub(super) fn parse(out: &Output) -> Report {
 /// out!` and a plan with more tests than ran are failures too.
 fn stream_report(out: &Output) -> Report {
     let lines: Vec<&str> = out.lines().collect();
-    let mut diagnostics = diagnostics(out);
+    let mut diagnostics = Diagnostics::new(out);
     let (mut passed, mut skipped, mut ran, mut planned) = (0, 0, 0, 0);
     let mut failed = Vec::new();
     for (i, line) in lines.iter().enumerate() {
@@ -220,12 +276,9 @@ fn stream_report(out: &Output) -> Report {
 
 /// A failing point's failure: its YAML block or `#` lines below it, else
 /// the diagnostic of that name.
-fn stream_failure(p: &Point, below: &[&str], diagnostics: &mut Vec<Diagnostic>) -> Failure {
+fn stream_failure(p: &Point, below: &[&str], diagnostics: &mut Diagnostics) -> Failure {
     let name = p.name();
-    let mine = diagnostics
-        .iter()
-        .position(|d| d.name == Some(name.as_str()));
-    let diagnostic = mine.map(|i| diagnostics.remove(i));
+    let diagnostic = diagnostics.named(&name);
     let attached: Vec<&str> = below
         .iter()
         .take_while(|l| l.starts_with('#') || l.starts_with("  "))
@@ -267,7 +320,7 @@ struct File<'a> {
 /// plan, a death) is a failure named by the file.
 fn prove_report(out: &Output) -> Report {
     let (order, files, total) = prove_files(out);
-    let mut diagnostics = diagnostics(out);
+    let mut diagnostics = Diagnostics::new(out);
     let mut failed = Vec::new();
     let mut skipped = 0;
     for name in &order {
@@ -362,25 +415,24 @@ fn numbers(list: &str) -> Vec<u64> {
 /// A file's failures: each failed number, named by its `-v` description
 /// or its diagnostic (in the file's order), else `FILE #N`; or the file
 /// itself when it failed with no failed test.
-fn file_failures(name: &str, file: &File, diagnostics: &mut Vec<Diagnostic>) -> Vec<Failure> {
+fn file_failures(name: &str, file: &File, diagnostics: &mut Diagnostics) -> Vec<Failure> {
+    if file.failed.is_empty() && file.trouble.is_empty() {
+        return Vec::new();
+    }
     if file.failed.is_empty() {
-        return match file.trouble.is_empty() {
-            true => Vec::new(),
-            false => vec![Failure {
-                message: message(file.trouble.iter().copied()),
-                ..Failure::named(name)
-            }],
-        };
+        return vec![Failure {
+            message: message(file.trouble.iter().copied()),
+            ..Failure::named(name)
+        }];
     }
     file.failed
         .iter()
         .map(|n| {
             let described = file.described.get(n).map(|t| t.replace("\\#", "#"));
-            let mine = diagnostics.iter().position(|d| match &described {
-                Some(text) => d.name == Some(text.as_str()),
-                None => d.at.is_some_and(|(f, _)| f == name),
-            });
-            let d = mine.map(|i| diagnostics.remove(i));
+            let d = match &described {
+                Some(text) => diagnostics.named(text),
+                None => diagnostics.in_file(name),
+            };
             let at = d.as_ref().and_then(|d| d.at);
             let fallback = || format!("{name} #{n}");
             Failure {

@@ -895,3 +895,74 @@ fn messages_keep_ten_lines_of_three_hundred_chars() {
     assert!(said.lines().all(|l| l.chars().count() == MESSAGE_WIDTH));
     assert_eq!(cut("héllo", 2), "hé");
 }
+
+#[test]
+fn tmp_scaling() {
+    use std::fmt::Write;
+    let n = 20000;
+    let mut lt = String::from("running 20000 tests\n");
+    for i in 0..n {
+        let _ = writeln!(lt, "test t{i} ... FAILED");
+    }
+    lt += "\nfailures:\n\n";
+    for i in 0..n {
+        let _ = writeln!(
+            lt,
+            "---- t{i} stdout ----\nthread 't{i}' panicked at src/a.rs:{i}:1:\nboom\n"
+        );
+    }
+    lt += "\nfailures:\n";
+    for i in 0..n {
+        let _ = writeln!(lt, "    t{i}");
+    }
+    let _ = writeln!(lt, "\ntest result: FAILED. 0 passed; {n} failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.00s");
+    let mut py = String::from(
+        "=================================== FAILURES ===================================\n",
+    );
+    for i in 0..n {
+        let _ = writeln!(py, "_________ test_{i} _________\n\n>   assert 0\nE   assert 0\n\nt.py:{i}: AssertionError");
+    }
+    py += "=========================== short test summary info ============================\n";
+    for i in 0..n {
+        let _ = writeln!(py, "FAILED t.py::test_{i} - assert 0");
+    }
+    let _ = writeln!(py, "============== {n} failed in 1.00s ==============");
+    let mut go = String::new();
+    for i in 0..n {
+        let _ = writeln!(
+            go,
+            "=== RUN   Test{i}\n    a_test.go:{i}: bad\n--- FAIL: Test{i} (0.00s)"
+        );
+    }
+    go += "FAIL\nFAIL\texample.com/x\t0.1s\n";
+    let mut nx = String::from("    Starting 20000 tests across 1 binary\n");
+    for i in 0..n {
+        let _ = writeln!(nx, "        FAIL [   0.004s] x t{i}\n--- STDERR:              x t{i} ---\nthread 't{i}' panicked at src/a.rs:1:1:\nboom\n");
+    }
+    let _ = writeln!(
+        nx,
+        "------------\n     Summary [   0.013s] {n} tests run: 0 passed, {n} failed, 0 skipped"
+    );
+    for i in 0..n {
+        let _ = writeln!(nx, "        FAIL [   0.004s] x t{i}");
+    }
+    let mut tap = String::from("1..20000\n");
+    for i in 0..n {
+        let _ = writeln!(tap, "not ok {} - t{i}", i + 1);
+    }
+    let mut tape = String::new();
+    for i in 0..n {
+        let _ = writeln!(tape, "#   Failed test 't{i}'\n#   at t/x.t line {i}.");
+    }
+    for (name, text, err) in [
+        ("libtest", &lt, ""),
+        ("pytest", &py, ""),
+        ("go", &go, ""),
+        ("nextest", &nx, ""),
+        ("tap", &tap, tape.as_str()),
+    ] {
+        let t = std::time::Instant::now();
+        let r = report((text, err));
+        println!("{name}: {} failures in {:?}", r.failed.len(), t.elapsed());
+    }
+}
