@@ -94,8 +94,13 @@ fn run_with(ws: &Workspace, test: &str, flags: &[&str], body: &str) -> Vec<Value
 
 /// `sluice.test(input)`'s result or error, for runner `test`.
 fn test_call(ws: &Workspace, test: &str, input: &str) -> Value {
+    test_call_with(ws, test, &[], input)
+}
+
+/// [`test_call`] with `sluice run` flags.
+fn test_call_with(ws: &Workspace, test: &str, flags: &[&str], input: &str) -> Value {
     let body = format!("local r, e = sluice.test({input})\nemit(r or e)\n");
-    run_with(ws, test, &[], &body).remove(0)
+    run_with(ws, test, flags, &body).remove(0)
 }
 
 const PYTEST_OK: &str = "import pytest\n\ndef test_one():\n    assert 1 + 1 == 2\n\ndef test_two():\n    assert 'a' in 'abc'\n\n@pytest.mark.skip(reason='not today')\ndef test_three():\n    pass\n";
@@ -953,33 +958,81 @@ fn a_selection_item_read_as_an_argument_file_is_refused() {
 /// masked there too, while the revision's other files are read.
 #[test]
 fn the_base_run_cannot_read_what_the_policy_hides_in_the_workspace() {
-    let ws = workspace();
-    git(ws.path(), &["init", "-q", "-b", "main"]);
-    put(&ws, ".env", "TOKEN=base-secret-77\n");
-    put(&ws, "notes.txt", "base notes\n");
-    git(ws.path(), &["add", "-f", "."]);
-    git(ws.path(), &["commit", "-q", "-m", "base"]);
-    std::fs::remove_file(ws.file(".env")).unwrap();
-    let runner = "command = \"cat notes.txt; cat .env; true\", baseRef = \"main\"";
-    let out = test_call(&ws, runner, "{against = \"base\"}");
-    assert_eq!(out["base"]["exitCode"], 0, "{out}");
-    let text = out.to_string();
-    assert!(
-        !text.contains("base-secret-77"),
-        "the base run read the hidden .env: {out}"
-    );
-    let record = exported_calls(ws.path());
-    assert!(!record[0].to_string().contains("base-secret-77"));
-    // The control: the base run did run in the base checkout. Its output is
-    // not in the result (only the workspace's tail is), so check through
-    // a runner that fails only where notes.txt says "base".
-    let runner =
-        "command = \"grep -q 'base notes' notes.txt && exit 1 || exit 0\", baseRef = \"main\"";
-    put(&ws, "notes.txt", "new notes\n");
-    let out = test_call(&ws, runner, "{against = \"base\"}");
-    assert_eq!(
-        out["base"]["exitCode"], 1,
-        "the base run saw the base's notes.txt: {out}"
-    );
-    assert_eq!(out["exitCode"], 0, "{out}");
+    need_bwrap();
+    for runner in runners() {
+        let sandbox = ["--sandbox", runner.as_str()];
+        let ws = workspace();
+        git(ws.path(), &["init", "-q", "-b", "main"]);
+        put(&ws, ".env", "TOKEN=base-secret-77\n");
+        put(&ws, "notes.txt", "base notes\n");
+        git(ws.path(), &["add", "-f", "."]);
+        git(ws.path(), &["commit", "-q", "-m", "base"]);
+        std::fs::remove_file(ws.file(".env")).unwrap();
+        // The base run fails only if it could read the secret; the
+        // workspace run has no .env at all.
+        let steal =
+            "command = \"grep -q base-secret-77 .env && exit 1 || exit 0\", baseRef = \"main\"";
+        let out = test_call_with(&ws, steal, &sandbox, "{against = \"base\"}");
+        assert_eq!(
+            out["base"]["exitCode"], 0,
+            "{runner}: the base run read the hidden .env: {out}"
+        );
+        assert_eq!(out["exitCode"], 0, "{runner}: {out}");
+        // The control: the base run did run in the base checkout, and
+        // reads its other files.
+        let read =
+            "command = \"grep -q 'base notes' notes.txt && exit 1 || exit 0\", baseRef = \"main\"";
+        put(&ws, "notes.txt", "new notes\n");
+        let out = test_call_with(&ws, read, &sandbox, "{against = \"base\"}");
+        assert_eq!(
+            out["base"]["exitCode"], 1,
+            "{runner}: the base run saw the base's notes.txt: {out}"
+        );
+        assert_eq!(out["exitCode"], 0, "{runner}: {out}");
+    }
+}
+
+/// Under each runner, the selection stays arguments and the test command
+/// is confined like bash's: it cannot write outside the workspace.
+#[test]
+fn under_each_runner_the_test_command_is_confined_like_bash() {
+    need_bwrap();
+    for runner in runners() {
+        let sandbox = ["--sandbox", runner.as_str()];
+        let ws = workspace();
+        let outside = ws
+            .path()
+            .parent()
+            .unwrap()
+            .join(format!("escaped-{runner}"));
+        let escape = format!(
+            "command = {}",
+            lua_str(&format!("touch {} && touch inside", outside.display()))
+        );
+        // (Under bubblewrap the write lands in the sandbox's own /tmp and
+        // succeeds there; under landlock it is refused. Either way the
+        // host's folder stays as it was.)
+        let out = test_call_with(&ws, &escape, &sandbox, "{}");
+        assert!(
+            !outside.exists(),
+            "{runner}: the test command wrote outside the workspace: {out}"
+        );
+        // The control: inside the workspace it writes.
+        // The control: inside the workspace it writes (in a project folder:
+        // under landlock nothing new can be made at the workspace's top,
+        // which holds the hidden .sluice).
+        std::fs::create_dir(ws.file("proj")).unwrap();
+        let out = test_call_with(
+            &ws,
+            "command = \"touch inside\", cwd = \"proj\"",
+            &sandbox,
+            "{selection = {\"x; touch pwned\"}}",
+        );
+        assert_eq!(out["exitCode"], 0, "{runner}: {out}");
+        assert!(ws.file("proj/inside").exists(), "{runner}");
+        assert!(
+            ws.file("proj/x; touch pwned").exists() && !ws.file("proj/pwned").exists(),
+            "{runner}"
+        );
+    }
 }
