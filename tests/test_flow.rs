@@ -389,12 +389,12 @@ fn python_unittest_reports_are_parsed() {
 
 fn cargo_crate(ws: &Workspace) {
     put(
-        &ws,
+        ws,
         "calc/Cargo.toml",
         "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
     );
     put(
-        &ws,
+        ws,
         "calc/src/lib.rs",
         "pub fn add(a: i32, b: i32) -> i32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(1, 1), 2); }\n    #[test]\n    fn breaks() { assert_eq!(super::add(1, 1), 3, \"math\"); }\n    #[test]\n    #[ignore]\n    fn later() {}\n}\n",
     );

@@ -137,8 +137,8 @@ fn env(from: &str, given: Option<&Value>) -> Result<BTreeMap<String, String>, St
         env.insert(name.clone(), value.clone());
     }
     let shapes = env
-        .iter()
-        .map(|(k, _)| (k.clone(), "text".to_string()))
+        .keys()
+        .map(|k| (k.clone(), "text".to_string()))
         .collect();
     crate::exec::env::validate(&shapes).map_err(|e| format!("{from}: test.{}", e.message))?;
     Ok(env)

@@ -53,13 +53,15 @@ enum Verdict {
     Skip,
 }
 
-/// `    --- FAIL: TestTable/off (0.00s)`.
+/// A result line, `    --- FAIL: TestTable/off (0.00s)` (four spaces a
+/// level of subtests).
 struct Result<'a> {
     indent: usize,
     verdict: Verdict,
     name: &'a str,
 }
 
+/// The result line `line` is, if it is one.
 fn result(line: &str) -> Option<Result<'_>> {
     let t = line.trim_start_matches(' ');
     let (verdict, rest) = t.strip_prefix("--- ")?.split_once(": ")?;
@@ -130,6 +132,8 @@ pub(super) fn parse(out: &Output) -> Report {
     summarize(&walk)
 }
 
+/// One line: a test starting, a result, a package's verdict, a build's
+/// header, a panic and its dump, or a log line.
 fn step<'a>(walk: &mut Walk<'a>, state: &mut State<'a>, line: &'a str) {
     if let Some(rest) = line.strip_prefix("=== ") {
         let (word, name) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -183,7 +187,9 @@ fn panic_line<'a>(
             entry.1 = entry.1.or(at);
         }
     }
-    let is_frame = line.contains(&format!(".{top}(")) && !line.starts_with('\t');
+    // `pkg.TestX(...)`, or `pkg.TestX.func1(...)` for a subtest's closure.
+    let is_frame = !line.starts_with('\t')
+        && (line.contains(&format!(".{top}(")) || line.contains(&format!(".{top}.func")));
     state.panic = Some((Some(test), is_frame));
 }
 

@@ -3,7 +3,7 @@
 //! failure with its panic, the `failures:` list and
 //! `test result: FAILED. 1 passed; 2 failed; 1 ignored; ...`.
 
-use super::{items, location, message, pad, Failure, Output, Report, Signature};
+use super::{indent, items, location, message, pad, Failure, Output, Report, Signature};
 use std::collections::{HashMap, HashSet};
 
 /// Strong when a line is a `test result: ...` line.
@@ -40,6 +40,7 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
+    /// Notes a failed test's name, once.
     fn name(&mut self, name: &'a str) {
         if self.named.insert(name) {
             self.names.push(name);
@@ -57,6 +58,7 @@ enum Seen<'a> {
     Other,
 }
 
+/// What `line` is.
 fn seen(line: &str) -> Seen<'_> {
     let running = line
         .strip_prefix("running ")
@@ -208,15 +210,20 @@ pub(super) struct Panic<'a> {
 /// The first panic in `lines`: `thread 'x' panicked at src/lib.rs:10:5:`
 /// then its message (Rust 1.73+), or `thread 'x' panicked at 'message',
 /// src/lib.rs:10:5` (before), the message possibly over several lines.
+/// The panic may be indented (nextest 0.9.9x indents captured output):
+/// its lines lose that margin.
 pub(super) fn panic_of<'a>(lines: &[&'a str]) -> Option<Panic<'a>> {
     let (i, rest) = lines.iter().enumerate().find_map(|(i, l)| {
         let (head, rest) = l.split_once(" panicked at ")?;
-        head.starts_with("thread '").then_some((i, rest))
+        head.trim_start()
+            .starts_with("thread '")
+            .then_some((i, rest))
     })?;
+    let margin = indent(lines[i]);
+    let after: Vec<&str> = lines[i + 1..].iter().map(|l| unindent(l, margin)).collect();
     if let Some(quoted) = rest.strip_prefix('\'') {
-        return Some(old_panic(quoted, &lines[i + 1..]));
+        return Some(old_panic(quoted, &after));
     }
-    let after = &lines[i + 1..];
     let end = after
         .iter()
         .position(|l| l.starts_with("note: ") || l.starts_with("stack backtrace:"))
@@ -225,6 +232,14 @@ pub(super) fn panic_of<'a>(lines: &[&'a str]) -> Option<Panic<'a>> {
         at: location(rest.trim_end().trim_end_matches(':')),
         message: message(after[..end].iter().copied()),
     })
+}
+
+/// `line` without its first `margin` columns when they are blank.
+fn unindent(line: &str, margin: usize) -> &str {
+    match line.get(..margin) {
+        Some(head) if head.trim().is_empty() => &line[margin..],
+        _ => line.trim_start(),
+    }
 }
 
 /// The old form: the message runs from the quote to `', path:line:col` at

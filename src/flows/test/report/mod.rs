@@ -214,6 +214,7 @@ struct Output<'a> {
 }
 
 impl<'a> Output<'a> {
+    /// Both streams, colour codes taken out.
     fn new(stdout: &'a str, stderr: &'a str) -> Output<'a> {
         Output {
             stdout: strip_ansi(stdout),

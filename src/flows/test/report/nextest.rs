@@ -1,9 +1,11 @@
 //! cargo-nextest: a status line per test (`        FAIL [   0.004s] calc
-//! tests::adds_wrong`), each failure's captured output below its line,
-//! then `     Summary [   0.013s] 5 tests run: 2 passed, 3 failed, 1
-//! skipped` and the failures listed again. The captured output of a
-//! failure includes libtest's own `test result:` line, which is why
-//! nextest's report is never also read as libtest's.
+//! tests::adds_wrong`; 0.9.108+ adds a `(2/5)` counter), each failure's
+//! captured output below its line (under `--- STDOUT:` headers, or
+//! indented under `stdout ───` in 0.9.9x+), then `     Summary [   0.013s]
+//! 5 tests run: 2 passed, 3 failed, 1 skipped` and the failures listed
+//! again. The captured output of a failure includes libtest's own
+//! `test result:` line, which is why nextest's report is never also read
+//! as libtest's.
 
 use super::libtest::{self, panic_of};
 use super::{count_of, message, pad, Failure, Output, Report, Signature};
@@ -55,6 +57,12 @@ fn status(line: &str) -> Option<(&str, &str, &str)> {
     Some((status, binary, test.trim_end()))
 }
 
+/// The rule before the summary: dashes, or box-drawing lines in 0.9.9x.
+fn separator(line: &str) -> bool {
+    let t = line.trim();
+    t.len() >= 12 && (t.bytes().all(|b| b == b'-') || t.chars().all(|c| c == '─'))
+}
+
 /// Whether a status means the test failed.
 fn failing(status: &str) -> bool {
     let last = status.rsplit(' ').next().unwrap_or(status);
@@ -87,6 +95,7 @@ struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
+    /// One line: the summary, a status line, a rule, or a failure's output.
     fn line(&mut self, line: &'a str) {
         if let Some(items) = summary(line) {
             self.passed += count_of(&items, &["passed"]);
@@ -96,7 +105,7 @@ impl<'a> Walk<'a> {
             self.open = None;
         } else if let Some((status, binary, test)) = status(line) {
             self.status((binary, test), failing(status));
-        } else if line.starts_with("------------") {
+        } else if separator(line) {
             self.open = None;
         } else if let Some(test) = self.open {
             let blocks = self.blocks.entry(test).or_default();
@@ -104,6 +113,8 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// A status line: opens a failure's block; during the run, the test's
+    /// latest verdict; after the summary, the list of failures.
     fn status(&mut self, test: Test<'a>, failed: bool) {
         self.open = failed.then_some(test);
         if failed {
@@ -180,20 +191,24 @@ fn failure(test: &str, blocks: &[Vec<&str>]) -> Failure {
     }
     let said = blocks
         .first()
-        .map(|b| message(b.iter().copied().filter(|l| !harness(l))));
+        .map(|b| message(b.iter().map(|l| l.trim()).filter(|l| !harness(l, test))));
     Failure {
         message: said.unwrap_or_default(),
         ..Failure::named(test)
     }
 }
 
-/// A line nextest or the libtest harness writes around a test's own output.
-fn harness(line: &str) -> bool {
-    line.starts_with("--- STDOUT:")
-        || line.starts_with("--- STDERR:")
-        || line.starts_with("running 1 test")
-        || line == "failures:"
-        || line.starts_with("    ")
-        || (line.starts_with("test ") && line.ends_with(" ... FAILED"))
-        || libtest::result(line).is_some()
+/// A line nextest or the libtest harness writes around a test's own
+/// output (`test` is the failures list's line naming it).
+fn harness(line: &str, test: &str) -> bool {
+    let t = line.trim();
+    t.starts_with("--- STDOUT:")
+        || t.starts_with("--- STDERR:")
+        || t.starts_with("stdout ─")
+        || t.starts_with("stderr ─")
+        || t.starts_with("running 1 test")
+        || t == "failures:"
+        || t == test
+        || (t.starts_with("test ") && t.ends_with(" ... FAILED"))
+        || libtest::result(t).is_some()
 }

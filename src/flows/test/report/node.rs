@@ -174,6 +174,8 @@ struct Yaml<'a> {
 }
 
 impl<'a> Yaml<'a> {
+    /// The block opening on the first of `lines`, under a point indented
+    /// `depth`; empty when there is none.
     fn below(lines: &'a [&'a str], depth: usize) -> Yaml<'a> {
         let margin = depth + 2;
         let opens = lines

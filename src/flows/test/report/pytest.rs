@@ -228,6 +228,7 @@ fn ruled(line: &str, rule: char) -> Option<&str> {
     Some(line.trim_matches(rule).trim())
 }
 
+/// The part a `=== title ===` line opens.
 fn part_of(title: &str) -> Part {
     match title {
         "FAILURES" => Part::Failures,

@@ -136,6 +136,7 @@ struct Diagnostics<'a> {
 }
 
 impl<'a> Diagnostics<'a> {
+    /// Every diagnostic of the output, indexed.
     fn new(out: &'a Output) -> Diagnostics<'a> {
         let all = diagnostics(out);
         let (mut by_name, mut by_file) = (HashMap::new(), HashMap::new());
@@ -170,6 +171,7 @@ impl<'a> Diagnostics<'a> {
         Self::first(&mut self.all, self.by_file.get_mut(file)?)
     }
 
+    /// Pops `queue` to the first diagnostic not taken, and takes it.
     fn first(
         all: &mut [Option<Diagnostic<'a>>],
         queue: &mut VecDeque<usize>,

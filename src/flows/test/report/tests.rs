@@ -313,6 +313,18 @@ FAILED tests/t.py::test_p[a - b] - assert 1 == 2
     );
 }
 
+#[test]
+fn pytest_two_sessions_in_one_output_are_summed() {
+    let (stdout, _) = fixture!("pytest-pass");
+    counts(
+        &report((&format!("{stdout}{stdout}"), "")),
+        "pytest",
+        4,
+        0,
+        2,
+    );
+}
+
 // unittest
 
 #[test]
@@ -514,6 +526,60 @@ fn nextest_passing_run() {
     counts(&report(fixture!("nextest-pass")), "nextest", 2, 0, 4);
 }
 
+#[test]
+fn nextest_retried_test_that_passed_is_not_a_failure() {
+    let stderr = "\
+    Starting 2 tests across 1 binary
+   TRY 1 FAIL [   0.005s] calc tests::flaky
+   TRY 2 PASS [   0.004s] calc tests::flaky
+        FAIL [   0.004s] calc tests::broken
+------------
+     Summary [   0.020s] 2 tests run: 1 passed (1 flaky), 1 failed, 0 skipped
+";
+    let r = report(("", stderr));
+    counts(&r, "nextest", 1, 1, 0);
+    assert_eq!(names(&r), ["tests::broken"]);
+}
+
+#[test]
+fn nextest_indented_output_of_newer_versions_is_read() {
+    // The layout of nextest 0.9.9x+, from its documented output: the
+    // counter, captured output indented under `stdout ───`/`stderr ───`.
+    let stderr = "\
+    Starting 2 tests across 1 binary
+        PASS [   0.004s] (1/2) calc tests::adds
+        FAIL [   0.004s] (2/2) calc tests::adds_wrong
+  stdout \u{2500}\u{2500}\u{2500}
+
+    running 1 test
+    test tests::adds_wrong ... FAILED
+
+    test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 3 filtered out; finished in 0.00s
+
+  stderr \u{2500}\u{2500}\u{2500}
+
+    thread 'tests::adds_wrong' (11354) panicked at src/lib.rs:16:9:
+    assertion `left == right` failed
+      left: 3
+     right: 4
+    note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+\u{2500}\u{2500}\u{2500}\u{2500}\u{2500}\u{2500}\u{2500}\u{2500}\u{2500}\u{2500}\u{2500}\u{2500}
+     Summary [   0.007s] 2 tests run: 1 passed, 1 failed, 0 skipped
+        FAIL [   0.004s] (2/2) calc tests::adds_wrong
+error: test run failed
+";
+    let r = report(("", stderr));
+    counts(&r, "nextest", 1, 1, 0);
+    failure(
+        &r.failed[0],
+        "tests::adds_wrong",
+        Some("src/lib.rs"),
+        Some(16),
+        "assertion `left == right` failed\n  left: 3\n right: 4",
+    );
+}
+
 // go
 
 #[test]
@@ -695,6 +761,20 @@ Result: FAIL
     );
 }
 
+#[test]
+fn bare_tap_failure_takes_its_yaml_block_as_message() {
+    let stdout = "TAP version 13\n1..2\nok 1 - a\nnot ok 2 - b\n  ---\n  message: 'b broke'\n  severity: fail\n  ...\n";
+    let r = report((stdout, ""));
+    counts(&r, "tap", 1, 1, 0);
+    failure(
+        &r.failed[0],
+        "b",
+        None,
+        None,
+        "message: 'b broke'\nseverity: fail",
+    );
+}
+
 // node
 
 #[test]
@@ -833,6 +913,67 @@ fn vitest_passing_run_counts_todo_as_skipped() {
     counts(&report(fixture!("vitest-pass")), "vitest", 1, 0, 1);
 }
 
+#[test]
+fn jest_summary_of_all_failing_tests_is_not_counted_twice() {
+    let stderr = "\
+FAIL tests/a.test.js
+  ● adds
+
+    expect(received).toBe(expected)
+
+      at Object.toBe (tests/a.test.js:2:17)
+
+Summary of all failing tests
+FAIL tests/a.test.js
+  ● adds
+
+    expect(received).toBe(expected)
+
+      at Object.toBe (tests/a.test.js:2:17)
+
+Test Suites: 1 failed, 1 total
+Tests:       1 failed, 1 total
+";
+    let r = report(("", stderr));
+    counts(&r, "jest", 0, 1, 0);
+    failure(
+        &r.failed[0],
+        "adds",
+        Some("tests/a.test.js"),
+        Some(2),
+        "expect(received).toBe(expected)",
+    );
+}
+
+#[test]
+fn vitest_tests_failing_the_same_way_share_the_error() {
+    let stderr = "\
+ FAIL  tests/a.test.js > one
+ FAIL  tests/a.test.js > two
+Error: same
+ ❯ tests/a.test.js:3:9
+
+⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯[1/2]⎯
+";
+    let stdout = " Test Files  1 failed (1)\n      Tests  2 failed (2)\n";
+    let r = report((stdout, stderr));
+    counts(&r, "vitest", 0, 2, 0);
+    failure(
+        &r.failed[0],
+        "one",
+        Some("tests/a.test.js"),
+        Some(3),
+        "Error: same",
+    );
+    failure(
+        &r.failed[1],
+        "two",
+        Some("tests/a.test.js"),
+        Some(3),
+        "Error: same",
+    );
+}
+
 // Detection
 
 #[test]
@@ -894,75 +1035,4 @@ fn messages_keep_ten_lines_of_three_hundred_chars() {
     assert_eq!(said.lines().count(), MESSAGE_LINES);
     assert!(said.lines().all(|l| l.chars().count() == MESSAGE_WIDTH));
     assert_eq!(cut("héllo", 2), "hé");
-}
-
-#[test]
-fn tmp_scaling() {
-    use std::fmt::Write;
-    let n = 20000;
-    let mut lt = String::from("running 20000 tests\n");
-    for i in 0..n {
-        let _ = writeln!(lt, "test t{i} ... FAILED");
-    }
-    lt += "\nfailures:\n\n";
-    for i in 0..n {
-        let _ = writeln!(
-            lt,
-            "---- t{i} stdout ----\nthread 't{i}' panicked at src/a.rs:{i}:1:\nboom\n"
-        );
-    }
-    lt += "\nfailures:\n";
-    for i in 0..n {
-        let _ = writeln!(lt, "    t{i}");
-    }
-    let _ = writeln!(lt, "\ntest result: FAILED. 0 passed; {n} failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.00s");
-    let mut py = String::from(
-        "=================================== FAILURES ===================================\n",
-    );
-    for i in 0..n {
-        let _ = writeln!(py, "_________ test_{i} _________\n\n>   assert 0\nE   assert 0\n\nt.py:{i}: AssertionError");
-    }
-    py += "=========================== short test summary info ============================\n";
-    for i in 0..n {
-        let _ = writeln!(py, "FAILED t.py::test_{i} - assert 0");
-    }
-    let _ = writeln!(py, "============== {n} failed in 1.00s ==============");
-    let mut go = String::new();
-    for i in 0..n {
-        let _ = writeln!(
-            go,
-            "=== RUN   Test{i}\n    a_test.go:{i}: bad\n--- FAIL: Test{i} (0.00s)"
-        );
-    }
-    go += "FAIL\nFAIL\texample.com/x\t0.1s\n";
-    let mut nx = String::from("    Starting 20000 tests across 1 binary\n");
-    for i in 0..n {
-        let _ = writeln!(nx, "        FAIL [   0.004s] x t{i}\n--- STDERR:              x t{i} ---\nthread 't{i}' panicked at src/a.rs:1:1:\nboom\n");
-    }
-    let _ = writeln!(
-        nx,
-        "------------\n     Summary [   0.013s] {n} tests run: 0 passed, {n} failed, 0 skipped"
-    );
-    for i in 0..n {
-        let _ = writeln!(nx, "        FAIL [   0.004s] x t{i}");
-    }
-    let mut tap = String::from("1..20000\n");
-    for i in 0..n {
-        let _ = writeln!(tap, "not ok {} - t{i}", i + 1);
-    }
-    let mut tape = String::new();
-    for i in 0..n {
-        let _ = writeln!(tape, "#   Failed test 't{i}'\n#   at t/x.t line {i}.");
-    }
-    for (name, text, err) in [
-        ("libtest", &lt, ""),
-        ("pytest", &py, ""),
-        ("go", &go, ""),
-        ("nextest", &nx, ""),
-        ("tap", &tap, tape.as_str()),
-    ] {
-        let t = std::time::Instant::now();
-        let r = report((text, err));
-        println!("{name}: {} failures in {:?}", r.failed.len(), t.elapsed());
-    }
 }
