@@ -44,7 +44,8 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "http-post",
             "webfetch",
             "websearch",
-            "model"
+            "model",
+            "test"
         ]
     );
     assert_eq!(
@@ -73,7 +74,8 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "irreversible",
             "sealed",
             "sealed",
-            "sealed"
+            "sealed",
+            "irreversible"
         ]
     );
     let edit = &m["flows"][2];

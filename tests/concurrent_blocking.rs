@@ -35,12 +35,12 @@ const TREE_FILES: usize = 6000;
 /// Every this many files holds a `needle` line.
 const NEEDLE_EVERY: usize = 60;
 
-/// `tree/dNN/fNNNNN.txt`, `n` files of 40 lines, 100 per folder; file `i`
+/// `tree/dNN/fNNNNN.txt`, `n` files of 400 lines, 100 per folder; file `i`
 /// holds `needle i` on line 20 when `i` is a multiple of [`NEEDLE_EVERY`].
 /// Returns the shown paths of the files holding a needle, in output order.
 fn tree(ws: &Path, n: usize) -> Vec<String> {
     let mut needles = Vec::new();
-    let filler: String = (1..=40)
+    let filler: String = (1..=400)
         .map(|l| format!("line {l} of a file that holds nothing to find\n"))
         .collect();
     for i in 0..n {

@@ -747,3 +747,50 @@ fn an_ask_deep_in_a_running_call_is_not_put_in_a_served_run_and_names_its_approv
     );
     assert_eq!(seen["results"][0]["structured"]["body"], "hello", "{seen}");
 }
+
+/// With a runner declared, `test` is a tool: its result is the flow's
+/// output, and its text the verdict, each failure and the tail. Without
+/// one it is not listed (no call of it could run).
+#[test]
+fn the_test_flow_is_served_when_a_runner_is_declared_and_not_listed_without_one() {
+    let ws = workspace();
+    std::fs::write(
+        ws.file("suite.sh"),
+        "echo 1..2\necho ok 1 - adds\necho not ok 2 - breaks\nexit 1\n",
+    )
+    .unwrap();
+    let runner = common::policy(
+        &ws,
+        "runner.lua",
+        "return { test = { command = \"sh suite.sh\" } }",
+    );
+    let flags = ["--policy", "default", "--policy", runner.as_str()];
+    let seen = drive("list", "2026", Server::Stdio(ws.path(), &flags), &[]);
+    assert!(
+        seen["tools"].as_array().unwrap().contains(&json!("test")),
+        "{seen}"
+    );
+    assert_eq!(seen["annotations"]["test"]["destructiveHint"], true);
+    let seen = drive(
+        "call",
+        "2026",
+        Server::Stdio(ws.path(), &flags),
+        &["--arg", &call_spec("test", json!({}))],
+    );
+    let r = &seen["results"][0];
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structured"]["runner"], "tap");
+    assert_eq!(r["structured"]["passed"], 1);
+    assert_eq!(r["structured"]["failed"][0]["name"], "breaks");
+    let text = r["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("exit code 1: 1 passed, 1 failed, 0 skipped (tap)\nFAILED breaks"),
+        "{text}"
+    );
+    assert!(text.contains("--- tail ---\n1..2\nok 1 - adds"), "{text}");
+    let seen = drive("list", "2026", Server::Stdio(ws.path(), &[]), &[]);
+    assert!(
+        !seen["tools"].as_array().unwrap().contains(&json!("test")),
+        "{seen}"
+    );
+}

@@ -433,6 +433,12 @@ pub trait Flow: Sized + 'static {
         Ok(())
     }
 
+    /// Whether the run can make calls of this flow at all (the test flow
+    /// needs a declared runner); a served tool list leaves it out if not.
+    fn offered(_ctx: &Context) -> bool {
+        true
+    }
+
     /// Resolves the input and declares the call's envelope.
     fn plan(ctx: &Context, input: Self::Input) -> FlowResult<(Self, Envelope)>;
 
@@ -500,6 +506,10 @@ pub trait DynFlow {
     fn output_samples(&self) -> Vec<Value>;
     /// Steps 1-3 of the pipeline: decode, validate, envelope.
     fn prepare(&self, ctx: &Context, input: Value) -> FlowResult<Prepared>;
+    /// [`Flow::offered`].
+    fn offered(&self, _ctx: &Context) -> bool {
+        true
+    }
 }
 
 struct Entry<F>(std::marker::PhantomData<F>);
@@ -507,6 +517,10 @@ struct Entry<F>(std::marker::PhantomData<F>);
 impl<F: Flow> DynFlow for Entry<F> {
     fn spec(&self) -> &'static FlowSpec {
         &F::SPEC
+    }
+
+    fn offered(&self, ctx: &Context) -> bool {
+        F::offered(ctx)
     }
 
     fn output_schema(&self) -> Value {

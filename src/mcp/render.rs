@@ -60,12 +60,62 @@ fn text(tool: &Tool, out: &Value) -> String {
         "fetch" | "http-post" => field(out, "body"),
         "webfetch" => field(out, "content"),
         "model" => field(out, "text"),
+        "test" => suite(out),
         _ => None,
     };
     shown.unwrap_or_else(|| match out {
         Value::String(s) => s.clone(),
         other => serde_json::to_string_pretty(other).unwrap_or_default(),
     })
+}
+
+/// A test run as a person reads it: the verdict, whose failure it is,
+/// each failure, the comparison with the base, then the output's tail.
+fn suite(out: &Value) -> Option<String> {
+    let n = |k: &str| out.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let failed = out.get("failed")?.as_array()?;
+    let runner = out
+        .get("runner")
+        .and_then(Value::as_str)
+        .unwrap_or("no known runner's report");
+    let mut text = format!(
+        "exit code {}: {} passed, {} failed, {} skipped ({runner})\n",
+        out.get("exitCode")?,
+        n("passed"),
+        failed.len(),
+        n("skipped")
+    );
+    if let Some(p) = out.get("invalidProbe") {
+        let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default();
+        text.push_str(&format!(
+            "invalid probe ({}): {}\n{}\n",
+            s("reason"),
+            s("message"),
+            s("evidence")
+        ));
+    }
+    for f in failed {
+        let s = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or_default();
+        let at = match (f.get("file").and_then(Value::as_str), f.get("line")) {
+            (Some(file), Some(line)) => format!(" ({file}:{line})"),
+            (Some(file), None) => format!(" ({file})"),
+            _ => String::new(),
+        };
+        text.push_str(&format!(
+            "FAILED {}{at}: {}\n",
+            s("name"),
+            s("message").lines().next().unwrap_or("")
+        ));
+    }
+    for key in ["introduced", "preexisting", "fixed"] {
+        if let Some(names) = out.get(key).and_then(Value::as_array) {
+            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
+            text.push_str(&format!("{key}: {}\n", names.join(", ")));
+        }
+    }
+    text.push_str("--- tail ---\n");
+    text.push_str(out.get("tail")?.as_str()?);
+    Some(text)
 }
 
 fn field(out: &Value, name: &str) -> Option<String> {

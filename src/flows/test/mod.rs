@@ -169,6 +169,10 @@ impl Flow for Test {
         validate(input)
     }
 
+    fn offered(ctx: &Context) -> bool {
+        ctx.tests.is_some()
+    }
+
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
         plan(ctx, input)
     }
