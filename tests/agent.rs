@@ -100,14 +100,7 @@ fn coder(req: &Request) -> Answer {
 }
 
 fn flags(server: &ModelServer) -> Vec<String> {
-    vec![
-        "--provider".into(),
-        format!("local=openai:{}", server.url()),
-        "--approve".into(),
-        "model:call:local/**".into(),
-        "--approve".into(),
-        format!("net:private:{}", server.origin()),
-    ]
+    model_server::local_openai_flags(server)
 }
 
 fn agent(ws: &Workspace, flags: &[String]) -> Output {

@@ -714,14 +714,7 @@ fn a_lua_judge_that_returns_a_reason_off_the_list_leaves_a_note_and_the_rules_ve
 }
 
 fn model_flags(server: &model_server::ModelServer) -> Vec<String> {
-    vec![
-        "--provider".into(),
-        format!("local=openai:{}", server.url()),
-        "--approve".into(),
-        "model:call:local/**".into(),
-        "--approve".into(),
-        format!("net:private:{}", server.origin()),
-    ]
+    model_server::local_openai_flags(server)
 }
 
 #[test]

@@ -52,6 +52,21 @@ pub struct Transport {
 }
 
 impl Transport {
+    /// The engine could not run `what` ("the command", "the tests") in
+    /// this container: `provider_unavailable`, in the engine's own words,
+    /// with how to check it.
+    pub fn failed(&self, said: &str, what: &str) -> crate::error::FlowError {
+        crate::error::FlowError::new(
+            crate::error::ErrorCode::ProviderUnavailable,
+            format!(
+                "{} could not run {what} in container {}: {said}; the command did not run. Check that the container exists and is running (`{} ps`)",
+                self.engine.kind, self.name, self.engine.kind
+            ),
+        )
+        .with("container", self.name.clone())
+        .with("engine", self.engine.kind.clone())
+    }
+
     /// The wrapper of one call whose `env` declares `keys`, run in folder
     /// `cwd` of the container (`None`: the container's own).
     pub fn call(

@@ -651,6 +651,19 @@ fn openai_completion(message: Value, finish_reason: &str) -> Value {
     })
 }
 
+/// The `sluice run` flags for provider `local` speaking OpenAI's protocol
+/// at `server`, with its model calls and its private origin approved.
+pub fn local_openai_flags(server: &ModelServer) -> Vec<String> {
+    vec![
+        "--provider".into(),
+        format!("local=openai:{}", server.url()),
+        "--approve".into(),
+        "model:call:local/**".into(),
+        "--approve".into(),
+        format!("net:private:{}", server.origin()),
+    ]
+}
+
 /// A whole reply of `text`, finish reason `stop`.
 pub fn openai_text(text: &str) -> Value {
     openai_completion(

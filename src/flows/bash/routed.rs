@@ -7,7 +7,7 @@
 
 use super::{Bash, Finished, Output, Place, Started};
 use crate::container::{Facts, Transport};
-use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::error::FlowResult;
 use crate::exec::{self, CommandLine, Outcome};
 use crate::flows::probe;
 use crate::flows::shape::bounded;
@@ -61,7 +61,9 @@ impl Bash {
 
     fn finish_routed(self, out: Outcome, t: &Transport, cwd: Option<&str>) -> FlowResult<Output> {
         if let Some(f) = &out.spawn_failure {
-            return Err(engine_failed(t, &f.message).with("command", self.label.clone()));
+            return Err(t
+                .failed(&f.message, "the command")
+                .with("command", self.label.clone()));
         }
         let stdout = bounded(&out.stdout);
         let stderr = bounded(&out.stderr);
@@ -73,7 +75,9 @@ impl Bash {
         let exit_code = out.shell_status().unwrap_or(-1);
         let said = String::from_utf8_lossy(&out.stderr.head).into_owned();
         if exit_code == ENGINE_FAILED && said.starts_with("Error") {
-            return Err(engine_failed(t, said.trim()).with("command", self.label.clone()));
+            return Err(t
+                .failed(said.trim(), "the command")
+                .with("command", self.label.clone()));
         }
         let invalid_probe = match (exit_code, &self.launch) {
             (127, _) if said.contains("chdir to cwd") => Some(probe::unknown_cwd_in_container(
@@ -91,18 +95,4 @@ impl Bash {
             ..finished
         })))
     }
-}
-
-/// The engine could not run the command: the container, the engine and
-/// its own words.
-fn engine_failed(t: &Transport, said: &str) -> FlowError {
-    FlowError::new(
-        ErrorCode::ProviderUnavailable,
-        format!(
-            "{} could not run the command in container {}: {said}; the command did not run. Check that the container exists and is running (`{} ps`)",
-            t.engine.kind, t.name, t.engine.kind
-        ),
-    )
-    .with("container", t.name.clone())
-    .with("engine", t.engine.kind.clone())
 }

@@ -4,7 +4,6 @@
 //! runner's verdict and its errors read together).
 
 use super::runner::Runner;
-use crate::container::Transport;
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::{self, CommandLine, Outcome, SpawnFailureKind};
 use crate::flows::probe::{self, InvalidProbe};
@@ -151,9 +150,9 @@ async fn in_container(ctx: &Context, target: &Target<'_>, name: &str) -> FlowRes
     let spec = exec::resolve(req, &ctx.exec.limits)?;
     let out = ctx.run_command(spec).await;
     if let Some(f) = &out.spawn_failure {
-        return Err(
-            engine_failed(&transport, &f.message).with("command", target.line.shown.clone())
-        );
+        return Err(transport
+            .failed(&f.message, "the tests")
+            .with("command", target.line.shown.clone()));
     }
     stopped(&out, target).map_err(|e| e.with("container", name.to_string()))?;
     let exit_code = out.shell_status().unwrap_or(-1);
@@ -165,26 +164,15 @@ async fn in_container(ctx: &Context, target: &Target<'_>, name: &str) -> FlowRes
         l.contains("no such container") || l.contains("no container with name or id")
     });
     if exit_code == ENGINE_FAILED && ran.output.starts_with("Error") && !missing {
-        return Err(
-            engine_failed(&transport, ran.output.trim()).with("command", target.line.shown.clone())
-        );
+        return Err(transport
+            .failed(ran.output.trim(), "the tests")
+            .with("command", target.line.shown.clone()));
     }
     Ok(ran)
 }
 
 /// Engines exit 125 when they, not the command, failed.
 const ENGINE_FAILED: i32 = 125;
-
-fn engine_failed(t: &Transport, said: &str) -> FlowError {
-    FlowError::new(
-        ErrorCode::ProviderUnavailable,
-        format!(
-            "{} could not run the tests in container {}: {said}; the command did not run. Check that the engine works (`{} ps`)",
-            t.engine.kind, t.name, t.engine.kind
-        ),
-    )
-    .with("container", t.name.clone())
-}
 
 /// A command the host could not start: a missing program or folder is an
 /// answer with its probe (nothing ran, and the result says why); anything
