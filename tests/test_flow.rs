@@ -1029,3 +1029,37 @@ fn under_each_runner_the_test_command_is_confined_like_bash() {
         );
     }
 }
+
+/// A long run (over 1 MiB of output, parsed off the run's thread): the
+/// report is read whole from the spill file, the result shows the last
+/// 30,000 bytes and says how much came before.
+#[test]
+fn a_long_runs_report_is_parsed_whole_and_its_tail_is_the_last_30000_bytes() {
+    let ws = workspace();
+    put(
+        &ws,
+        "long.py",
+        "print('1..2')\nfor i in range(60000):\n    print('# noise line %06d' % i)\nprint('ok 1 - first')\nprint('not ok 2 - second')\n",
+    );
+    let out = test_call(&ws, "command = \"python3 long.py\"", "{}");
+    assert_eq!(
+        out["parsed"],
+        true,
+        "{}",
+        out["tail"].as_str().unwrap().len()
+    );
+    assert_eq!(out["runner"], "tap");
+    assert_eq!(out["passed"], 1);
+    assert_eq!(out["failed"][0]["name"], "second");
+    let total = 5 + 60000 * 20 + 13 + 18;
+    let tail = out["tail"].as_str().unwrap();
+    assert_eq!(tail.len(), 30_000);
+    assert!(
+        tail.ends_with("ok 1 - first\nnot ok 2 - second\n"),
+        "{}",
+        &tail[tail.len() - 80..]
+    );
+    assert_eq!(out["tailTruncated"], true);
+    assert_eq!(out["tailDroppedBytes"], total - 30_000);
+    assert!(out["spillPath"].is_string(), "{}", out["spillPath"]);
+}

@@ -55,8 +55,28 @@ fn said(out: &std::process::Output) -> String {
 
 impl Worktree {
     /// Checks out `base` (a revision of the repository `workspace` is in)
-    /// in a private temporary folder.
-    pub fn make(workspace: &Path, base: &str) -> FlowResult<Worktree> {
+    /// in a private temporary folder, off the run's thread (a checkout of
+    /// a large tree takes a while).
+    pub async fn make(workspace: &Path, base: &str) -> FlowResult<Worktree> {
+        let (workspace, base) = (workspace.to_path_buf(), base.to_string());
+        tokio::task::spawn_blocking(move || Worktree::make_now(&workspace, &base))
+            .await
+            .map_err(|e| {
+                FlowError::new(
+                    crate::error::ErrorCode::CommandFailed,
+                    format!("the base worktree could not be made: {e}"),
+                )
+            })?
+    }
+
+    /// Removes the checkout and git's record of it, off the run's thread.
+    /// (Dropping it removes it too, on the thread that drops it: a call
+    /// cancelled midway.)
+    pub async fn remove(self) {
+        let _ = tokio::task::spawn_blocking(move || drop(self)).await;
+    }
+
+    fn make_now(workspace: &Path, base: &str) -> FlowResult<Worktree> {
         let out = git(workspace)
             .args(["rev-parse", "--show-toplevel"])
             .output()

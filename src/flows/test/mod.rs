@@ -191,11 +191,15 @@ impl Flow for Test {
         };
         let ran = run::run(ctx, &target).await?;
         let (side, report) = self.side(ctx, &ran).await;
+        // Failures compare by name only where both runs reached the code.
+        let compared = |side: &Side| side.invalid_probe.is_none();
         let comparison = match (&base, &report) {
-            (Some((_, Some(before))), Some(now)) => Some(base::compare(before, now)),
+            (Some((was, Some(before))), Some(now)) if compared(was) && compared(&side) => {
+                Some(base::compare(before, now))
+            }
             _ => None,
         };
-        let (tail, dropped) = run::tail(&ran.output);
+        let (tail, dropped) = run::tail(&ran.output, run::TAIL_BYTES);
         let dropped = dropped + ran.lost_bytes;
         Ok(Output {
             command: self.line.shown.clone(),
@@ -304,7 +308,7 @@ impl Test {
             .base_ref
             .as_deref()
             .expect("plan checked baseRef");
-        let tree = base::Worktree::make(&ctx.workspace, base_ref)?;
+        let tree = base::Worktree::make(&ctx.workspace, base_ref).await?;
         let rel = self
             .cwd
             .strip_prefix(&ctx.workspace)
@@ -316,16 +320,14 @@ impl Test {
             copy: Some(tree.root()),
             timeout: self.timeout,
         };
-        let ran = run::run(ctx, &target).await?;
-        Ok(self.side(ctx, &ran).await)
+        let ran = run::run(ctx, &target).await;
+        tree.remove().await;
+        Ok(self.side(ctx, &ran?).await)
     }
 
     /// Steps 3 and 4 for one run.
     async fn side(&self, ctx: &Context, ran: &run::Ran) -> (Side, Option<Report>) {
-        let report = match report::parse(&ran.output, "") {
-            Parsed::Report(r) => Some(r),
-            Parsed::Unknown | Parsed::Ambiguous(_) => None,
-        };
+        let report = parsed(&ran.output).await;
         let run = judge::Run {
             exit_code: ran.exit_code,
             output: &ran.output,
@@ -373,7 +375,10 @@ impl Test {
             None => judge::rules(run),
         };
         let by_rules = (rules != Verdict::Open).then_some("rules");
-        let describe = || judge::described(run, &self.line.shown, &rules, run::tail(&ran.output).0);
+        let describe = |bytes: usize| {
+            let tail = run::tail(&ran.output, bytes).0;
+            judge::described(run, &self.line.shown, &rules, tail)
+        };
         match &self.runner.judge {
             runner::Judge::Rules => (rules, by_rules, None),
             runner::Judge::Lua { policy, at } => {
@@ -384,7 +389,7 @@ impl Test {
                         Some("the Lua judge cannot be asked outside a call".into()),
                     );
                 };
-                let answer = gate.kernel().judge(policy, &describe());
+                let answer = gate.kernel().judge(policy, &describe(run::TAIL_BYTES));
                 match answer
                     .and_then(|v| judge::from_lua(v).map_err(|e| format!("the judge at {at} {e}")))
                 {
@@ -399,7 +404,7 @@ impl Test {
             }
             runner::Judge::Model { .. } if rules != Verdict::Open => (rules, by_rules, None),
             runner::Judge::Model { provider, model } => {
-                match ask_model(ctx, (provider, model), &describe(), run.output).await {
+                match ask_model(ctx, (provider, model), &describe(MODEL_TAIL), run.output).await {
                     Ok(v) => (v, Some("model"), None),
                     Err(note) => (Verdict::Open, None, Some(note)),
                 }
@@ -407,6 +412,27 @@ impl Test {
         }
     }
 }
+
+/// Output from this size on is parsed off the run's thread, so a long
+/// report does not hold up the run's other tasks.
+const PARSE_ASIDE: usize = 1 << 20;
+
+/// The report `output` carries, if one runner's signature is there.
+async fn parsed(output: &str) -> Option<Report> {
+    let report = |p: Parsed| match p {
+        Parsed::Report(r) => Some(r),
+        Parsed::Unknown | Parsed::Ambiguous(_) => None,
+    };
+    if output.len() < PARSE_ASIDE {
+        return report(report::parse(output, ""));
+    }
+    let owned = output.to_string();
+    let aside = tokio::task::spawn_blocking(move || report::parse(&owned, ""));
+    aside.await.ok().and_then(report)
+}
+
+/// How much of the output's end the model judge reads.
+const MODEL_TAIL: usize = 8_000;
 
 /// The model judge: one `model` call through the door (authorized and
 /// recorded as a call of its own), whose answer counts only with a stated

@@ -212,7 +212,7 @@ fn stopped(out: &Outcome, target: &Target) -> FlowResult<()> {
         return Ok(());
     }
     let output = whole(&out.stdout).0;
-    let (tail, dropped) = tail(&output);
+    let (tail, dropped) = tail(&output, TAIL_BYTES);
     let limit = out.timeout.as_millis() as u64;
     let e = FlowError::new(
         ErrorCode::Timeout,
@@ -272,13 +272,13 @@ fn whole(c: &exec::Captured) -> (String, u64) {
     (text, c.dropped_bytes)
 }
 
-/// The last [`TAIL_BYTES`] of `output`, cut at a character boundary, and
-/// how many bytes come before it.
-pub fn tail(output: &str) -> (&str, u64) {
-    if output.len() <= TAIL_BYTES {
+/// The last `bytes` of `output` (a result shows [`TAIL_BYTES`]), cut at
+/// a character boundary, and how many bytes come before it.
+pub fn tail(output: &str, bytes: usize) -> (&str, u64) {
+    if output.len() <= bytes {
         return (output, 0);
     }
-    let mut start = output.len() - TAIL_BYTES;
+    let mut start = output.len() - bytes;
     while !output.is_char_boundary(start) {
         start += 1;
     }
