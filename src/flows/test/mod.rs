@@ -178,6 +178,7 @@ impl Flow for Test {
     }
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        // 1. the base revision's run, judged.
         let base = match self.against {
             Against::Base => Some(self.base_side(ctx).await?),
             Against::Workspace => None,
@@ -189,9 +190,10 @@ impl Flow for Test {
             copy: None,
             timeout: self.timeout,
         };
+        // 2-4. the workspace's run, parsed and judged.
         let ran = run::run(ctx, &target).await?;
         let (side, report) = self.side(ctx, &ran).await;
-        // Failures compare by name only where both runs reached the code.
+        // 5. failures compare by name only where both runs reached the code.
         let compared = |side: &Side| side.invalid_probe.is_none();
         let comparison = match (&base, &report) {
             (Some((was, Some(before))), Some(now)) if compared(was) && compared(&side) => {
