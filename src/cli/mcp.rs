@@ -87,6 +87,9 @@ fn serve(runtime: &Runtime, args: &McpArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    for (flow, why) in &catalog.unavailable {
+        eprintln!("sluice mcp: not serving {flow}: {why}");
+    }
     if !catalog.hidden.is_empty() {
         eprintln!(
             "sluice mcp: not serving {}: the policies refuse every call of them",

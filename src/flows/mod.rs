@@ -433,10 +433,11 @@ pub trait Flow: Sized + 'static {
         Ok(())
     }
 
-    /// Whether the run can make calls of this flow at all (the test flow
-    /// needs a declared runner); a served tool list leaves it out if not.
-    fn offered(_ctx: &Context) -> bool {
-        true
+    /// Why the run can make no call of this flow at all (the test flow
+    /// needs a declared runner), or `None`; a served tool list leaves such
+    /// a flow out.
+    fn unavailable(_ctx: &Context) -> Option<&'static str> {
+        None
     }
 
     /// Resolves the input and declares the call's envelope.
@@ -506,9 +507,9 @@ pub trait DynFlow {
     fn output_samples(&self) -> Vec<Value>;
     /// Steps 1-3 of the pipeline: decode, validate, envelope.
     fn prepare(&self, ctx: &Context, input: Value) -> FlowResult<Prepared>;
-    /// [`Flow::offered`].
-    fn offered(&self, _ctx: &Context) -> bool {
-        true
+    /// [`Flow::unavailable`].
+    fn unavailable(&self, _ctx: &Context) -> Option<&'static str> {
+        None
     }
 }
 
@@ -519,8 +520,8 @@ impl<F: Flow> DynFlow for Entry<F> {
         &F::SPEC
     }
 
-    fn offered(&self, ctx: &Context) -> bool {
-        F::offered(ctx)
+    fn unavailable(&self, ctx: &Context) -> Option<&'static str> {
+        F::unavailable(ctx)
     }
 
     fn output_schema(&self) -> Value {

@@ -23,6 +23,8 @@ pub struct Catalog {
     entries: Vec<Entry>,
     /// Flows left out because the policies refuse every call of them.
     pub hidden: Vec<String>,
+    /// Flows `--flows` named that the run cannot serve, and why.
+    pub unavailable: Vec<(String, &'static str)>,
 }
 
 /// The job tools, which act on a background job a `bash` call started.
@@ -63,6 +65,13 @@ impl Catalog {
         for flow in &flows {
             let name = flow["name"].as_str().unwrap_or_default();
             if !wanted(name) {
+                continue;
+            }
+            if let Some(why) = runtime.unavailable(name) {
+                // Said only when asked for by name: unasked, it is noise.
+                if only.is_some() {
+                    catalog.unavailable.push((name.to_string(), why));
+                }
                 continue;
             }
             if runtime.refuses_every_call(name) {

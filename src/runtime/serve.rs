@@ -314,17 +314,22 @@ impl Runtime {
         Ok((tool, run))
     }
 
-    /// Whether the run cannot make any call of `flow`: the flow needs
-    /// what the run lacks (a test runner), or an action each of its calls
-    /// asks for can never be granted ([`crate::kernel::Kernel::denies_every`]).
+    /// Why the run can make no call of `flow` whatever the policies say
+    /// (the test flow without a runner), or `None`.
+    pub fn unavailable(&self, flow: &str) -> Option<&'static str> {
+        self.core
+            .registry()
+            .get(flow)?
+            .unavailable(self.core.context())
+    }
+
+    /// Whether the policies refuse every call of `flow`: an action each of
+    /// its calls asks for can never be granted ([`crate::kernel::Kernel::denies_every`]).
     /// A served tool list leaves such a flow out.
     pub fn refuses_every_call(&self, flow: &str) -> bool {
         let Some(f) = self.core.registry().get(flow) else {
             return true;
         };
-        if !f.offered(self.core.context()) {
-            return true;
-        }
         let kernel = self.core.kernel();
         f.spec()
             .actions

@@ -169,8 +169,10 @@ impl Flow for Test {
         validate(input)
     }
 
-    fn offered(ctx: &Context) -> bool {
-        ctx.tests.is_some()
+    fn unavailable(ctx: &Context) -> Option<&'static str> {
+        ctx.tests
+            .is_none()
+            .then_some("no test runner is declared (a policy's test = {command = ...})")
     }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
