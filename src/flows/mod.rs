@@ -306,19 +306,26 @@ impl Context {
     ) -> FlowResult<Option<crate::sandbox::Confined>> {
         let mut profile = self.profile(command, None).await?;
         let ws = &self.workspace;
-        let mirror = |paths: &mut Vec<PathBuf>| {
+        // The copy's files are the base revision's, links included: a grant
+        // goes to a mirrored path only where no link is on the way (a link
+        // committed as `out` must not carry `out`'s write grant outside),
+        // and a mask to wherever its path leads (masking more fails closed).
+        let mirror = |paths: &mut Vec<PathBuf>, grant: bool| {
             let copies: Vec<PathBuf> = paths
                 .iter()
                 .filter_map(|p| p.strip_prefix(ws).ok())
                 .map(|rel| copy.join(rel))
-                .filter(|p| p.exists())
+                .filter_map(|p| {
+                    let real = std::fs::canonicalize(&p).ok()?;
+                    (!grant || real == p).then_some(real)
+                })
                 .collect();
             paths.extend(copies);
         };
-        mirror(&mut profile.writable);
-        mirror(&mut profile.readable);
-        mirror(&mut profile.read_only);
-        mirror(&mut profile.hidden);
+        mirror(&mut profile.writable, true);
+        mirror(&mut profile.readable, true);
+        mirror(&mut profile.read_only, false);
+        mirror(&mut profile.hidden, false);
         profile.hidden = crate::sandbox::outermost(std::mem::take(&mut profile.hidden));
         self.confine_profile(profile, copy)
     }

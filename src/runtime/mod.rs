@@ -523,7 +523,7 @@ impl RuntimeBuilder {
         )?);
         ctx.credentials = Arc::new(store.clone());
         ctx.models = Arc::new(providers(&gate.kernel, store, &self.providers)?);
-        ctx.tests = test_runner(&gate.kernel, self.test_runner.as_ref())?.map(Arc::new);
+        ctx.tests = test_runner(&gate.kernel, self.test_runner.as_ref(), &workspace)?.map(Arc::new);
         let core = Core::new(registry, gate, ctx, audit)
             .with_limits(
                 self.max_procs
@@ -987,6 +987,27 @@ fn providers(
 /// The test flow's runner: the one policy's `test`, or the embedder's;
 /// both is an error, as is a declaration the flow cannot read.
 fn test_runner(
+    kernel: &Kernel,
+    embedded: Option<&serde_json::Value>,
+    workspace: &Path,
+) -> Result<Option<crate::flows::test::Runner>, BuildError> {
+    let Some(mut runner) = declared_runner(kernel, embedded)? else {
+        return Ok(None);
+    };
+    // A credential-shaped entry of the runner's env is a secret: cut from
+    // whatever a test prints of it, in results and in the record.
+    for (name, value) in &runner.env {
+        if crate::audit::redact::credential_name(name) {
+            crate::credentials::remember_secret(value);
+        }
+    }
+    if runner.base_ref.is_some() {
+        runner.repository = crate::flows::test::base::repository(workspace);
+    }
+    Ok(Some(runner))
+}
+
+fn declared_runner(
     kernel: &Kernel,
     embedded: Option<&serde_json::Value>,
 ) -> Result<Option<crate::flows::test::Runner>, BuildError> {

@@ -26,6 +26,10 @@ pub struct Guard {
     /// Control paths of those repositories that did not exist at the start.
     missing: Vec<PathBuf>,
     index: Arc<Mutex<Index>>,
+    /// Set once [`Guard::settle`] ran: a command that ended some other way
+    /// (a timeout, a cancellation, a runner that broke) is settled when its
+    /// guard is dropped.
+    settled: std::sync::atomic::AtomicBool,
 }
 
 impl Guard {
@@ -52,12 +56,15 @@ impl Guard {
             before: repos,
             missing,
             index,
+            settled: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// Removes every repository and control file the command made, and
     /// returns their paths (empty when it made none).
     pub fn settle(&self) -> Vec<PathBuf> {
+        self.settled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let found = {
             let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
             index.scan(&self.roots, &self.globs, &self.skip)
@@ -75,6 +82,16 @@ impl Guard {
         );
         made.retain(|p| self.roots.iter().any(|r| p.starts_with(r)) && remove(p));
         made
+    }
+}
+
+impl Drop for Guard {
+    /// What a command made is undone however it ended: a timed-out test
+    /// run's new repository must not wait for a `git` the host runs later.
+    fn drop(&mut self) {
+        if !self.settled.load(std::sync::atomic::Ordering::Relaxed) {
+            self.settle();
+        }
     }
 }
 

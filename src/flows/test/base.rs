@@ -57,16 +57,23 @@ impl Worktree {
     /// Checks out `base` (a revision of the repository `workspace` is in)
     /// in a private temporary folder, off the run's thread (a checkout of
     /// a large tree takes a while).
-    pub async fn make(workspace: &Path, base: &str) -> FlowResult<Worktree> {
+    pub async fn make(
+        workspace: &Path,
+        base: &str,
+        started: Option<&Path>,
+    ) -> FlowResult<Worktree> {
         let (workspace, base) = (workspace.to_path_buf(), base.to_string());
-        tokio::task::spawn_blocking(move || Worktree::make_now(&workspace, &base))
-            .await
-            .map_err(|e| {
-                FlowError::new(
-                    crate::error::ErrorCode::CommandFailed,
-                    format!("the base worktree could not be made: {e}"),
-                )
-            })?
+        let started = started.map(Path::to_path_buf);
+        tokio::task::spawn_blocking(move || {
+            Worktree::make_now(&workspace, &base, started.as_deref())
+        })
+        .await
+        .map_err(|e| {
+            FlowError::new(
+                crate::error::ErrorCode::CommandFailed,
+                format!("the base worktree could not be made: {e}"),
+            )
+        })?
     }
 
     /// Removes the checkout and git's record of it, off the run's thread.
@@ -76,7 +83,7 @@ impl Worktree {
         let _ = tokio::task::spawn_blocking(move || drop(self)).await;
     }
 
-    fn make_now(workspace: &Path, base: &str) -> FlowResult<Worktree> {
+    fn make_now(workspace: &Path, base: &str, started: Option<&Path>) -> FlowResult<Worktree> {
         let out = git(workspace)
             .args(["rev-parse", "--show-toplevel"])
             .output()
@@ -90,6 +97,12 @@ impl Worktree {
         }
         let top = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
         let top = std::fs::canonicalize(&top).unwrap_or(top);
+        // git would run the found repository's configuration (its filters
+        // among it) on the host: only the one the run started in.
+        if started != Some(top.as_path()) {
+            let was = started.map_or("none".to_string(), |p| p.display().to_string());
+            return Err(refuse(format!("the workspace's repository is now {} but was {was} when the run started: a repository made since is not checked out (its configuration would run on the host)", top.display())));
+        }
         let check = git(&top)
             .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
             .arg(format!("{base}^{{commit}}"))
@@ -137,6 +150,19 @@ impl Drop for Worktree {
         let _ = std::fs::remove_dir_all(&self.holder);
         let _ = git(&self.top).args(["worktree", "prune"]).output();
     }
+}
+
+/// The top folder of the repository `workspace` is in, if any.
+pub fn repository(workspace: &Path) -> Option<PathBuf> {
+    let out = git(workspace)
+        .args(["rev-parse", "--show-toplevel"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let top = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    Some(std::fs::canonicalize(&top).unwrap_or(top))
 }
 
 /// `$TMPDIR/sluice-base-RANDOM`, mode 0700.

@@ -27,16 +27,24 @@ pub const REASONS: &[&str] = &[
     "unknown-environment",
 ];
 
+/// The longest evidence a model's answer may quote.
+const MAX_EVIDENCE: usize = 4_000;
+
 /// The least confidence a model judge must state for its answer to count.
 pub const MIN_CONFIDENCE: f64 = 0.7;
 
 /// What one run of the suite gave the judges.
 pub struct Run<'a> {
+    /// The runner's command line, as the host declared it.
+    pub command: &'a str,
     pub exit_code: i32,
     /// The whole output, stdout and stderr as they were interleaved.
     pub output: &'a str,
     pub selection: &'a [String],
     pub report: Option<&'a Report>,
+    /// Whether the output carried two runners' reports: what is in it
+    /// cannot be told from what a test printed.
+    pub ambiguous: bool,
     /// The container it ran in, if any.
     pub container: Option<&'a str>,
 }
@@ -108,7 +116,7 @@ pub fn rules(run: &Run) -> Verdict {
     // any line these rules look for. Once the report shows a test ran (one
     // passed, or one failed that is not a file the runner could not load),
     // the runner reached the code, and no line it printed says otherwise.
-    let reached = run.report.is_some_and(|r| reached(r, run.exit_code));
+    let reached = run.ambiguous || run.report.is_some_and(|r| reached(r, run.exit_code));
     let found = (!reached)
         .then(|| OUTPUT_RULES.iter().find_map(|rule| rule(run)))
         .flatten();
@@ -136,12 +144,15 @@ fn reached(r: &super::report::Report, exit_code: i32) -> bool {
     }
 }
 
+/// How unittest names the stand-in test of a module it could not load.
+const UNITTEST_FAILED_LOAD: &str = "unittest.loader._FailedTest.";
+
 /// A failure the report names by a file rather than a test (a module that
 /// failed to import or load: pytest's collection errors, jest's "Test
 /// suite failed to run", vitest's failed loads) or unittest's stand-in for
 /// a module it could not load: no test of it ran.
 fn load_failure(f: &super::report::Failure) -> bool {
-    f.file.as_deref() == Some(f.name.as_str()) || f.name.contains("_FailedTest")
+    f.file.as_deref() == Some(f.name.as_str()) || f.name.starts_with(UNITTEST_FAILED_LOAD)
 }
 
 /// Where the command ran and whether its program exists: what the engine
@@ -175,13 +186,21 @@ fn no_program(run: &Run) -> Option<Verdict> {
     if run.exit_code != 127 {
         return None;
     }
+    // Only a shell's words about a program the command names: a test
+    // that printed them and exited 127 named none of the command's.
+    let named = |l: &str| {
+        run.command.split_whitespace().any(|w| {
+            l.contains(&format!(": {w}: ")) || l.contains(&format!("{w}: command not found"))
+        })
+    };
     let said: Vec<&str> = run
         .output
         .lines()
         .filter(|l| {
-            l.contains("command not found")
+            let shell = l.contains("command not found")
                 || l.ends_with(": not found")
-                || l.contains("No such file or directory")
+                || l.contains("No such file or directory");
+            shell && named(l)
         })
         .take(2)
         .collect();
@@ -253,47 +272,45 @@ fn missing_path(run: &Run) -> Option<Verdict> {
 /// resolution errors. An import error inside a test that ran is the
 /// code's, and a parsed report with passes means tests ran.
 fn missing_module(run: &Run) -> Option<Verdict> {
-    // What marks an import that failed before any test ran: pytest's
-    // status for an interrupted collection, unittest's stand-in test for
-    // a module it could not load; without a report, the runners' words.
-    let collecting = match run.report {
-        Some(r) if r.runner == "pytest" => run.exit_code == PYTEST_INTERRUPTED,
-        Some(r) if r.runner == "unittest" => {
-            r.failed.iter().any(|f| f.name.contains("_FailedTest"))
+    const PYTHON: &str = "ModuleNotFoundError: No module named";
+    const JS: &[&str] = &[
+        "Cannot find module",
+        "ERR_MODULE_NOT_FOUND",
+        "Failed to load url",
+    ];
+    let said: Vec<&str> = match run.report {
+        // With a report, the words must be in what the runner said of a
+        // file it could not load (a test's own print is not that), and
+        // pytest must say by its status that collection failed.
+        Some(r) => {
+            if r.runner == "pytest" && run.exit_code != PYTEST_INTERRUPTED {
+                return None;
+            }
+            r.failed
+                .iter()
+                .filter(|f| load_failure(f))
+                .flat_map(|f| f.message.lines())
+                .filter(|l| l.contains(PYTHON) || JS.iter().any(|w| l.contains(w)))
+                .take(2)
+                .collect()
         }
-        _ => {
-            run.output.contains("ERROR collecting")
-                || run.output.contains("unittest.loader._FailedTest")
-                || run
-                    .output
-                    .contains("ImportError while importing test module")
+        // Without one, the runners' words, Python's only while collecting.
+        None => {
+            let collecting = [
+                "ERROR collecting",
+                "unittest.loader._FailedTest",
+                "ImportError while importing test module",
+            ]
+            .iter()
+            .any(|m| run.output.contains(m));
+            run.output
+                .lines()
+                .filter(|l| (collecting && l.contains(PYTHON)) || JS.iter().any(|w| l.contains(w)))
+                .take(2)
+                .collect()
         }
     };
-    let python: Vec<&str> = run
-        .output
-        .lines()
-        .filter(|l| {
-            l.contains("ModuleNotFoundError: No module named")
-                || l.starts_with("E   ModuleNotFoundError")
-        })
-        .take(2)
-        .collect();
-    if collecting && !python.is_empty() {
-        let mut evidence = lines_with(run.output, "ERROR collecting");
-        evidence.extend(python);
-        return Some(probe("unknown-module", evidence));
-    }
-    let js: Vec<&str> = run
-        .output
-        .lines()
-        .filter(|l| {
-            l.contains("Cannot find module")
-                || l.contains("ERR_MODULE_NOT_FOUND")
-                || l.contains("Failed to load url")
-        })
-        .take(2)
-        .collect();
-    (!js.is_empty()).then(|| probe("unknown-module", js))
+    (!said.is_empty()).then(|| probe("unknown-module", said))
 }
 
 /// A selection that selected nothing: pytest's "no tests ran" (with its
@@ -314,7 +331,14 @@ fn no_tests_selected(run: &Run) -> Option<Verdict> {
 
 /// unittest: a dotted name whose last part is not there.
 fn unittest_unknown_test(run: &Run) -> Option<Verdict> {
-    if !run.output.contains("unittest.loader._FailedTest") {
+    let failed_load = match run.report {
+        Some(r) => r
+            .failed
+            .iter()
+            .any(|f| f.name.starts_with(UNITTEST_FAILED_LOAD)),
+        None => run.output.contains("unittest.loader._FailedTest"),
+    };
+    if !failed_load {
         return None;
     }
     let said: Vec<&str> = run
@@ -423,9 +447,14 @@ pub fn from_model(text: &str) -> Result<(Verdict, f64), String> {
                 .get("evidence")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
+            if evidence.len() > MAX_EVIDENCE {
+                return Err(format!(
+                    "the answer's evidence is over {MAX_EVIDENCE} bytes"
+                ));
+            }
             Verdict::Probe(InvalidProbe {
                 reason,
-                evidence: cut(evidence),
+                evidence: evidence.to_string(),
                 message: message(reason),
             })
         }
@@ -445,10 +474,12 @@ mod tests {
             _ => None,
         };
         rules(&Run {
+            command: "runner",
             exit_code,
             output,
             selection: &selection,
             report: report.as_ref(),
+            ambiguous: false,
             container: None,
         })
     }
@@ -480,7 +511,7 @@ mod tests {
             (1, "Cannot detect source of 't/nope.t'! at /usr/share/perl/5.36/TAP/Parser/SourceHandler.pm\n", &["t/nope.t"], "unknown-path", "Cannot detect source"),
             (4, "error: no tests to run\n(hint: use `--no-tests` to customize)\n", &["nope"], "unknown-test", "no tests to run"),
             (1, "E\n======================================================================\nERROR: Nope (unittest.loader._FailedTest.Nope)\n----------------------------------------------------------------------\nAttributeError: module 'test_calc' has no attribute 'Nope'\n\n----------------------------------------------------------------------\nRan 1 test in 0.000s\n\nFAILED (errors=1)\n", &["test_calc.Nope"], "unknown-test", "has no attribute"),
-            (127, "sh: 1: pytset: not found\n", &[], "unknown-command", "pytset: not found"),
+            (127, "sh: 1: runner: not found\n", &[], "unknown-command", "runner: not found"),
         ];
         for (exit, output, selection, reason, quoted) in cases {
             let v = judge(*exit, output, selection);

@@ -238,6 +238,9 @@ fn validate(i: &Input) -> FlowResult<()> {
         if item.starts_with('@') {
             return refuse(&field, &format!("{item:?} starts with '@', which runners (pytest, argparse-based ones) read as a file of more arguments; name a path that starts with '@' as ./{item}"));
         }
+        if item.starts_with('+') {
+            return refuse(&field, &format!("{item:?} starts with '+', which prove reads as an option; name a path that starts with '+' as ./{item}"));
+        }
         if item.starts_with('-') {
             return refuse(&field, &format!("{item:?} starts with '-', so the runner would read it as an option; a selection names tests and paths only (options belong in the runner's command, test.command, which the host declares)"));
         }
@@ -312,7 +315,8 @@ impl Test {
             .base_ref
             .as_deref()
             .expect("plan checked baseRef");
-        let tree = base::Worktree::make(&ctx.workspace, base_ref).await?;
+        let started = self.runner.repository.as_deref();
+        let tree = base::Worktree::make(&ctx.workspace, base_ref, started).await?;
         let rel = self
             .cwd
             .strip_prefix(&ctx.workspace)
@@ -331,8 +335,10 @@ impl Test {
 
     /// Steps 3 and 4 for one run.
     async fn side(&self, ctx: &Context, ran: &run::Ran) -> (Side, Option<Report>) {
-        let report = parsed(&ran.output).await;
+        let (report, ambiguous) = parsed(&ran.output).await;
         let run = judge::Run {
+            command: &self.runner.command,
+            ambiguous,
             exit_code: ran.exit_code,
             output: &ran.output,
             selection: &self.selection,
@@ -421,18 +427,20 @@ impl Test {
 /// report does not hold up the run's other tasks.
 const PARSE_ASIDE: usize = 1 << 20;
 
-/// The report `output` carries, if one runner's signature is there.
-async fn parsed(output: &str) -> Option<Report> {
+/// The report `output` carries, if one runner's signature is there, and
+/// whether it carried two runners' signatures.
+async fn parsed(output: &str) -> (Option<Report>, bool) {
     let report = |p: Parsed| match p {
-        Parsed::Report(r) => Some(r),
-        Parsed::Unknown | Parsed::Ambiguous(_) => None,
+        Parsed::Report(r) => (Some(r), false),
+        Parsed::Unknown => (None, false),
+        Parsed::Ambiguous(_) => (None, true),
     };
     if output.len() < PARSE_ASIDE {
         return report(report::parse(output, ""));
     }
     let owned = output.to_string();
     let aside = tokio::task::spawn_blocking(move || report::parse(&owned, ""));
-    aside.await.ok().and_then(report)
+    aside.await.map_or((None, false), report)
 }
 
 /// How much of the output's end the model judge reads.
@@ -481,8 +489,9 @@ async fn ask_model(
         ));
     }
     if let Verdict::Probe(p) = &verdict {
-        let quoted = p.evidence.trim();
-        if quoted.is_empty() || !output.contains(quoted) {
+        // Each line it quotes is a whole line of the output.
+        let whole = |q: &str| output.lines().any(|l| l.trim() == q.trim());
+        if p.evidence.trim().is_empty() || !p.evidence.lines().all(whole) {
             return Err(
                 "the model judge's evidence is not a line of the output; its answer does not count"
                     .into(),

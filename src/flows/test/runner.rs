@@ -27,6 +27,10 @@ pub struct Runner {
     pub base_ref: Option<String>,
     /// Who decides, when no rule does, whether a failure is the command's.
     pub judge: Judge,
+    /// The repository the workspace was in when the run started (with a
+    /// `baseRef`): a base checkout is made only from that one, never from
+    /// one a command made since.
+    pub repository: Option<std::path::PathBuf>,
 }
 
 /// Who judges a failure the rules cannot attribute.
@@ -113,6 +117,7 @@ impl Runner {
             timeout_ms: timeout(from, map.get("timeoutMs"))?,
             base_ref,
             judge: judge(from, map.get("judge"))?,
+            repository: None,
         })
     }
 }
