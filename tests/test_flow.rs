@@ -18,101 +18,15 @@ mod containers;
 #[path = "common/model_server.rs"]
 mod model_server;
 
+use common::test_runs::*;
 use common::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+
 use std::process::Command;
-
-/// The project's folder of peer tools (`scripts/test` fills it).
-fn peers() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/peers")
-}
-
-/// Fails, saying how to install it, when `path` is missing.
-fn need_file(path: &Path, install: &str) {
-    assert!(
-        path.exists(),
-        "this test needs {}: {install} (scripts/test installs it)",
-        path.display()
-    );
-}
-
-/// pytest from PyPI, as `scripts/test` installs it.
-fn pytest_env() -> String {
-    let dir = peers().join("pytest");
-    need_file(
-        &dir.join("pytest"),
-        "python3 -m pip install --target target/peers/pytest pytest",
-    );
-    format!("PYTHONPATH = {}", lua_str(&dir.display().to_string()))
-}
-
-fn put(ws: &Workspace, rel: &str, text: &str) {
-    let path = ws.file(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-/// A policy that declares the runner `test` (a Lua table's fields) and
-/// lets commands read the peer tools; run with the default policy.
-fn runner_policy(ws: &Workspace, test: &str) -> String {
-    let peers = peers().display().to_string();
-    policy(
-        ws,
-        "runner.lua",
-        &format!(
-            "local p = require(\"sluice.policy\")\nreturn {{\n  rules = {{ p.allow(\"fs:read:{peers}/**\"), p.allow(\"fs:read:{peers}\") }},\n  test = {{ {test} }},\n}}\n"
-        ),
-    )
-}
-
-/// Runs `body` (with `emit`) under the default policy and a runner
-/// policy declaring `test`, with `flags`; each stdout line as JSON.
-fn run_with(ws: &Workspace, test: &str, flags: &[&str], body: &str) -> Vec<Value> {
-    let pol = runner_policy(ws, test);
-    let mut all = vec!["--policy", "default", "--policy", pol.as_str()];
-    all.extend_from_slice(flags);
-    let run = run_lua_env(
-        ws.path(),
-        &format!("{EMIT}{body}"),
-        &all,
-        &[],
-        &containers::env()
-            .iter()
-            .map(|(k, v)| (*k, v.as_str()))
-            .collect::<Vec<_>>(),
-    )
-    .ok();
-    run.stdout
-        .lines()
-        .map(|l| {
-            serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}\n{}", run.stderr))
-        })
-        .collect()
-}
-
-/// `sluice.test(input)`'s result or error, for runner `test`.
-fn test_call(ws: &Workspace, test: &str, input: &str) -> Value {
-    test_call_with(ws, test, &[], input)
-}
-
-/// [`test_call`] with `sluice run` flags.
-fn test_call_with(ws: &Workspace, test: &str, flags: &[&str], input: &str) -> Value {
-    let body = format!("local r, e = sluice.test({input})\nemit(r or e)\n");
-    run_with(ws, test, flags, &body).remove(0)
-}
 
 const PYTEST_OK: &str = "import pytest\n\ndef test_one():\n    assert 1 + 1 == 2\n\ndef test_two():\n    assert 'a' in 'abc'\n\n@pytest.mark.skip(reason='not today')\ndef test_three():\n    pass\n";
 
 const PYTEST_MIXED: &str = "def test_good():\n    assert True\n\ndef test_bad():\n    x = 1\n    assert x == 2, 'x is off'\n";
-
-fn pytest_runner() -> String {
-    format!(
-        "command = \"python3 -m pytest -q -p no:cacheprovider\", env = {{ {} }}",
-        pytest_env()
-    )
-}
 
 #[test]
 fn a_passing_pytest_suite_is_parsed_with_its_counts_and_no_probe() {
@@ -577,20 +491,6 @@ fn a_container_that_does_not_exist_is_an_unknown_environment_probe() {
 }
 
 // ---- against the base ----
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn against_base_reports_introduced_preexisting_and_fixed_failures_and_removes_the_worktree() {

@@ -13,113 +13,13 @@ mod common;
 #[path = "common/model_server.rs"]
 mod model_server;
 
+use common::test_runs::*;
 use common::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+
 use std::process::Command;
 
 // ---- helpers (copied from tests/test_flow.rs, trimmed) ----
-
-fn peers() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/peers")
-}
-
-fn need_file(path: &Path, install: &str) {
-    assert!(
-        path.exists(),
-        "this test needs {}: {install} (scripts/test installs it)",
-        path.display()
-    );
-}
-
-fn pytest_runner() -> String {
-    let dir = peers().join("pytest");
-    need_file(
-        &dir.join("pytest"),
-        "python3 -m pip install --target target/peers/pytest pytest",
-    );
-    format!(
-        "command = \"python3 -m pytest -q -p no:cacheprovider\", env = {{ PYTHONPATH = {} }}",
-        lua_str(&dir.display().to_string())
-    )
-}
-
-fn put(ws: &Workspace, rel: &str, text: &str) {
-    let path = ws.file(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-/// A policy declaring the runner `test` that lets commands read the peers.
-fn runner_policy(ws: &Workspace, test: &str) -> String {
-    let peers = peers().display().to_string();
-    policy(
-        ws,
-        "runner.lua",
-        &format!(
-            "local p = require(\"sluice.policy\")\nreturn {{\n  rules = {{ p.allow(\"fs:read:{peers}/**\"), p.allow(\"fs:read:{peers}\") }},\n  test = {{ {test} }},\n}}\n"
-        ),
-    )
-}
-
-/// Runs `body` (with `emit`) under `policies` (each `--policy` value, the
-/// runner's last) and `flags`, with `env` set on sluice; stdout as JSON lines.
-fn run_lines(
-    ws: &Workspace,
-    policies: &[&str],
-    flags: &[&str],
-    env: &[(&str, &str)],
-    body: &str,
-) -> Vec<Value> {
-    let mut all: Vec<&str> = Vec::new();
-    for p in policies {
-        all.push("--policy");
-        all.push(p);
-    }
-    all.extend_from_slice(flags);
-    let run = run_lua_env(ws.path(), &format!("{EMIT}{body}"), &all, &[], env);
-    assert_eq!(
-        run.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout, run.stderr
-    );
-    run.stdout
-        .lines()
-        .map(|l| {
-            serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}\n{}", run.stderr))
-        })
-        .collect()
-}
-
-/// Runs `body` under the default policy and a runner policy declaring `test`.
-fn run_with(ws: &Workspace, test: &str, flags: &[&str], body: &str) -> Vec<Value> {
-    let pol = runner_policy(ws, test);
-    run_lines(ws, &["default", &pol], flags, &[], body)
-}
-
-fn test_call_with(ws: &Workspace, test: &str, flags: &[&str], input: &str) -> Value {
-    let body = format!("local r, e = sluice.test({input})\nemit(r or e)\n");
-    run_with(ws, test, flags, &body).remove(0)
-}
-
-fn test_call(ws: &Workspace, test: &str, input: &str) -> Value {
-    test_call_with(ws, test, &[], input)
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn failed_names(out: &Value) -> Vec<String> {
     out["failed"]
