@@ -720,7 +720,9 @@ fn bash_timeout_kills_a_confined_grandchild_that_ignores_term() {
         Vec::<i32>::new(),
         "the confined command's sleeps survived the timeout"
     );
-    assert!(v["err"]["elapsedMs"].as_u64().unwrap() < 5000, "{v}");
+    // The timeout (3 s), the grace period (3 s) the TERM-ignoring child
+    // gets before KILL, as every command does, and no longer.
+    assert!(v["err"]["elapsedMs"].as_u64().unwrap() < 8000, "{v}");
 }
 
 #[test]

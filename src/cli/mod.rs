@@ -76,6 +76,7 @@ pub(crate) fn print(text: &str) -> ExitCode {
 /// it is overwritten: `ps` then shows `sluice` alone, without the script,
 /// its arguments or the flags.
 pub fn main() -> ExitCode {
+    crate::sandbox::serve_if_asked();
     if let Err(e) = crate::sandbox::landlock::shield_process() {
         eprintln!("sluice: cannot make the process non-dumpable ({e}); refusing to run");
         return ExitCode::from(1);

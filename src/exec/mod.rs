@@ -118,6 +118,59 @@ pub trait Wrap: fmt::Debug + Send + Sync {
     fn remote(&self, _resolved: &[(OsString, OsString)]) -> Option<Remote> {
         None
     }
+
+    /// A wrapper that starts the command itself, in a place it keeps
+    /// running (a run's shared sandbox), instead of the executor forking
+    /// it: the executor then hands it the argv, cwd, environment and the
+    /// three standard streams and reads the output pipes as usual. `None`
+    /// (the default) for a command the executor forks. Asked once per
+    /// launch, before anything else; a wrapper that cannot start its place
+    /// answers `None` and wraps as usual.
+    fn starter(&self) -> Option<&dyn Starter> {
+        None
+    }
+}
+
+/// Starts commands somewhere the executor's own fork cannot reach (see
+/// [`Wrap::starter`]). The command it starts leads a session of its own
+/// that nothing it starts can leave: stopping it stops that session.
+pub trait Starter: Send + Sync {
+    /// Starts `command`; returns once it runs (its program was executed),
+    /// or why it could not start.
+    fn start(&self, command: Start) -> Result<Running, StartFailure>;
+}
+
+/// One command for a [`Starter`]: what to run and the streams it gets.
+pub struct Start {
+    pub argv: Vec<OsString>,
+    pub cwd: PathBuf,
+    /// The command's whole environment.
+    pub env: Vec<(OsString, OsString)>,
+    pub stdin: std::os::fd::OwnedFd,
+    pub stdout: std::os::fd::OwnedFd,
+    /// The same pipe as `stdout` when output is merged.
+    pub stderr: std::os::fd::OwnedFd,
+}
+
+/// A command a [`Starter`] started.
+pub struct Running {
+    /// Its pid as this process sees it: also its session and group id.
+    pub pid: u32,
+    /// Its raw wait status when it ends; closed without one if the place it
+    /// ran in went away (which ended it).
+    pub exit: tokio::sync::oneshot::Receiver<i32>,
+    /// Kept alive until every process of the command has ended.
+    pub keep: Guard,
+}
+
+/// Why a [`Starter`] did not start a command.
+#[derive(Debug)]
+pub enum StartFailure {
+    /// The program could not be executed, or its folder entered (the OS's
+    /// error, as a fork-and-exec here would give it).
+    Exec(std::io::Error),
+    /// The place commands start in is broken.
+    Broken(String),
 }
 
 /// How the host launches a command that runs elsewhere (see

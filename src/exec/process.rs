@@ -557,7 +557,7 @@ pub(crate) type Pipe = Box<dyn AsyncRead + Unpin + Send>;
 /// A command that started: its child (whose pid is its process group id),
 /// its output pipes, and the writer feeding its stdin.
 pub(crate) struct Launched {
-    pub child: Child,
+    pub child: Proc,
     pub pid: u32,
     pub pgid: Pid,
     pub stdout: Pipe,
@@ -569,6 +569,54 @@ pub(crate) struct Launched {
     pub guard: Option<super::Guard>,
 }
 
+/// A launched command's own process: a child of ours, or one a
+/// [`super::Starter`] started and reports the end of.
+pub(crate) enum Proc {
+    Child(Child),
+    Started {
+        exit: tokio::sync::oneshot::Receiver<i32>,
+        status: Option<ExitStatus>,
+    },
+}
+
+impl Proc {
+    /// Waits for the process to end (cancel-safe, and again after).
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self {
+            Proc::Child(child) => child.wait().await,
+            Proc::Started { exit, status } => {
+                if let Some(s) = status {
+                    return Ok(*s);
+                }
+                // No status: the place it ran in went away, which killed it.
+                let raw = (&mut *exit).await.unwrap_or(Signal::SIGKILL as i32);
+                Ok(*status.insert(ExitStatus::from_raw(raw)))
+            }
+        }
+    }
+}
+
+fn wrap_failure(message: String) -> SpawnFailure {
+    SpawnFailure {
+        kind: SpawnFailureKind::Wrap,
+        message,
+    }
+}
+
+/// The spawn failure of `program` for the OS's error `e`.
+fn spawn_failure(program: &std::ffi::OsStr, e: std::io::Error) -> SpawnFailure {
+    let kind = match e.kind() {
+        ErrorKind::NotFound => SpawnFailureKind::ProgramNotFound,
+        ErrorKind::PermissionDenied => SpawnFailureKind::PermissionDenied,
+        _ => SpawnFailureKind::Other,
+    };
+    let program = program.to_string_lossy();
+    SpawnFailure {
+        kind,
+        message: format!("cannot start {program}: {e}"),
+    }
+}
+
 /// Checks the working directory, applies the wrapper and starts the command
 /// in its own process group with a closed (or fed) stdin and piped output.
 pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
@@ -578,10 +626,9 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
             return Err(SpawnFailure { kind, message });
         }
     }
-    let wrap_failure = |message: String| SpawnFailure {
-        kind: SpawnFailureKind::Wrap,
-        message,
-    };
+    if let Some(starter) = spec.wrap.as_ref().and_then(|w| w.starter()) {
+        return launch_started(spec, starter);
+    }
     let argv = match &spec.wrap {
         Some(w) => match w.wrap(spec.argv.clone(), &spec.cwd) {
             Ok(argv) if !argv.is_empty() => argv,
@@ -595,18 +642,7 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         Some(w) => w.launch().map_err(wrap_failure)?,
         None => super::Launch::default(),
     };
-    let spawn_failure = |e: std::io::Error| {
-        let kind = match e.kind() {
-            ErrorKind::NotFound => SpawnFailureKind::ProgramNotFound,
-            ErrorKind::PermissionDenied => SpawnFailureKind::PermissionDenied,
-            _ => SpawnFailureKind::Other,
-        };
-        let program = argv[0].to_string_lossy();
-        SpawnFailure {
-            kind,
-            message: format!("cannot start {program}: {e}"),
-        }
-    };
+    let spawn_failure = |e: std::io::Error| spawn_failure(&argv[0], e);
 
     let mut cmd = tokio::process::Command::new(&argv[0]);
     let (host_cwd, env) = match &remote {
@@ -705,13 +741,86 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         live().push(pid as i32);
     }
     Ok(Launched {
-        child,
+        child: Proc::Child(child),
         pid,
         pgid: Pid::from_raw(pid as i32),
         stdout,
         stderr,
         stdin_task,
         guard,
+    })
+}
+
+/// Starts the command through the wrapper's [`super::Starter`]: the
+/// pipes are made here and handed over, so the output is read as a
+/// child's would be; the command leads its own session.
+fn launch_started(spec: &Spec, starter: &dyn super::Starter) -> Result<Launched, SpawnFailure> {
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    let failed = |e: std::io::Error| spawn_failure(&program, e);
+    let (out_reader, out_writer) = std::io::pipe().map_err(failed)?;
+    let (err_reader, err_writer) = if spec.merge_output {
+        (None, out_writer.try_clone().map_err(failed)?)
+    } else {
+        let (r, w) = std::io::pipe().map_err(failed)?;
+        (Some(r), w)
+    };
+    let (stdin, stdin_writer) = match &spec.stdin {
+        Some(_) => {
+            let (r, w) = std::io::pipe().map_err(failed)?;
+            (std::os::fd::OwnedFd::from(r), Some(w))
+        }
+        None => (std::fs::File::open("/dev/null").map_err(failed)?.into(), None),
+    };
+    let mut env = spec.env.clone();
+    if let Some(w) = &spec.wrap {
+        env.extend(w.env());
+    }
+    let running = starter
+        .start(super::Start {
+            argv: spec.argv.clone(),
+            cwd: spec.cwd.clone(),
+            env,
+            stdin,
+            stdout: out_writer.into(),
+            stderr: err_writer.into(),
+        })
+        .map_err(|f| match f {
+            super::StartFailure::Exec(e) => failed(e),
+            super::StartFailure::Broken(why) => wrap_failure(why),
+        })?;
+    let pid = running.pid;
+    sessions().push(pid as i32);
+    live().push(pid as i32);
+    let receiver = |r: std::io::PipeReader| -> Result<Pipe, SpawnFailure> {
+        widen(&r);
+        let fd = std::os::fd::OwnedFd::from(r);
+        let rx = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map_err(failed)?;
+        Ok(Box::new(rx))
+    };
+    let stdout = receiver(out_reader)?;
+    let stderr = err_reader.map(receiver).transpose()?;
+    let stdin_task = match (stdin_writer, spec.stdin.clone()) {
+        (Some(w), Some(bytes)) => {
+            let fd = std::os::fd::OwnedFd::from(w);
+            let mut tx = tokio::net::unix::pipe::Sender::from_owned_fd(fd).map_err(failed)?;
+            Some(tokio::spawn(async move {
+                let _ = tx.write_all(&bytes).await;
+                let _ = tx.shutdown().await;
+            }))
+        }
+        _ => None,
+    };
+    Ok(Launched {
+        child: Proc::Started {
+            exit: running.exit,
+            status: None,
+        },
+        pid,
+        pgid: Pid::from_raw(pid as i32),
+        stdout,
+        stderr,
+        stdin_task,
+        guard: Some(running.keep),
     })
 }
 

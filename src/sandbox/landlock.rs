@@ -675,30 +675,7 @@ fn filter(needs: &Needs) -> Vec<libc::sock_filter> {
         value: value as u32,
         ret,
     };
-    let new_user = test(
-        0,
-        libc::CLONE_NEWUSER as u32,
-        true,
-        libc::CLONE_NEWUSER,
-        errno(libc::EPERM),
-    );
-    let mut blocks: Vec<(i64, Vec<Test>, u32)> = vec![
-        (libc::SYS_setsid, vec![], errno(libc::EPERM)),
-        (libc::SYS_unshare, vec![new_user], allow),
-        (
-            libc::SYS_clone,
-            vec![test(
-                0,
-                libc::CLONE_NEWUSER as u32,
-                true,
-                libc::CLONE_NEWUSER,
-                errno(libc::EPERM),
-            )],
-            allow,
-        ),
-        (libc::SYS_clone3, vec![], errno(libc::ENOSYS)),
-        (libc::SYS_io_uring_setup, vec![], errno(libc::EACCES)),
-    ];
+    let mut blocks = session_blocks();
     let socket_tests = || {
         let mut tests = Vec::new();
         if !needs.network {
@@ -749,6 +726,33 @@ fn filter(needs: &Needs) -> Vec<libc::sock_filter> {
         blocks.push((nr, vec![], notify));
     }
     assemble(&blocks)
+}
+
+/// The rules that keep a command in its session and out of new user
+/// namespaces and io_uring (see [`filter`]), which the shared sandbox's
+/// commands get alone (their namespaces confine the rest).
+fn session_blocks() -> Vec<(i64, Vec<Test>, u32)> {
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    let new_user = || Test {
+        arg: 0,
+        mask: libc::CLONE_NEWUSER as u32,
+        equal: true,
+        value: libc::CLONE_NEWUSER as u32,
+        ret: errno(libc::EPERM),
+    };
+    let allow = libc::SECCOMP_RET_ALLOW;
+    vec![
+        (libc::SYS_setsid, vec![], errno(libc::EPERM)),
+        (libc::SYS_unshare, vec![new_user()], allow),
+        (libc::SYS_clone, vec![new_user()], allow),
+        (libc::SYS_clone3, vec![], errno(libc::ENOSYS)),
+        (libc::SYS_io_uring_setup, vec![], errno(libc::EACCES)),
+    ]
+}
+
+/// The seccomp program of [`session_blocks`] alone.
+pub(super) fn session_filter() -> Vec<libc::sock_filter> {
+    assemble(&session_blocks())
 }
 
 /// The seccomp program for `blocks`: per syscall, tests in order (the first

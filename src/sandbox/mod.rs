@@ -17,7 +17,10 @@ mod derive;
 mod guard;
 mod index;
 pub mod landlock;
+mod shared;
 mod supervise;
+
+pub use shared::serve_if_asked;
 
 pub use derive::{derive, hints, widen};
 
@@ -298,6 +301,8 @@ pub struct Sandbox {
     made: std::sync::atomic::AtomicU64,
     index: Arc<Mutex<index::Index>>,
     masks: std::sync::OnceLock<Result<bwrap::Masks, String>>,
+    /// The run's shared sandboxes, one per bubblewrap profile.
+    shared: shared::Sandboxes,
 }
 
 /// How one command is confined: the wrapper and what its result reports.
@@ -316,6 +321,8 @@ pub struct Confined {
     /// Undoes the repositories the command makes; `None` when it can
     /// write nothing that matters.
     guard: Option<Arc<guard::Guard>>,
+    /// The run's sandbox the command is started in, when it is shared.
+    shared: Option<Arc<shared::Shared>>,
 }
 
 impl Sandbox {
@@ -328,6 +335,7 @@ impl Sandbox {
             made: std::sync::atomic::AtomicU64::new(0),
             index: Arc::default(),
             masks: std::sync::OnceLock::new(),
+            shared: shared::Sandboxes::default(),
         }
     }
 
@@ -415,15 +423,25 @@ impl Sandbox {
         let runner = self.runner()?;
         let name = runner.name();
         let mut partial = profile.partial.clone();
+        let mut in_shared = None;
         let wrap: Arc<dyn crate::exec::Wrap> = match runner {
-            Runner::Bwrap(program) => Arc::new(bwrap::Bwrap {
-                program,
-                // Not the working folder when it lies outside: a cwd of /tmp
-                // would bring the host's /tmp back in.
-                visible: vec![workspace.to_path_buf()],
-                masks: self.masks()?,
-                profile: profile.clone(),
-            }),
+            Runner::Bwrap(program) => {
+                let own = bwrap::Bwrap {
+                    program,
+                    // Not the working folder when it lies outside: a cwd of
+                    // /tmp would bring the host's /tmp back in.
+                    visible: vec![workspace.to_path_buf()],
+                    masks: self.masks()?,
+                    profile: profile.clone(),
+                };
+                if shared::available() {
+                    let place = self.shared.for_profile(&own);
+                    in_shared = Some(place.clone());
+                    Arc::new(shared::InShared::new(place, own))
+                } else {
+                    Arc::new(own)
+                }
+            }
             Runner::Landlock => {
                 profile.tmp = self
                     .private_tmp()
@@ -461,6 +479,7 @@ impl Sandbox {
             partial,
             sees: [profile.readable.as_slice(), profile.writable.as_slice()].concat(),
             guard,
+            shared: in_shared,
         }))
     }
 
@@ -596,6 +615,7 @@ impl Confined {
     /// in its own words and exits 1), other than for a missing program.
     pub fn runner_failed(&self, exit_code: i32, stderr: &str) -> bool {
         self.runner == "bwrap"
+            && !self.in_shared()
             && exit_code == 1
             && stderr.starts_with(bwrap::FAILURE_MARK)
             && self.missing_program(stderr).is_none()
@@ -624,10 +644,20 @@ impl Confined {
         ))
     }
 
+    /// Whether the command was started in the run's shared sandbox, whose
+    /// helper reports its real exit and start failures (bubblewrap's own
+    /// words then never come from bubblewrap).
+    pub fn in_shared(&self) -> bool {
+        self.shared.as_ref().is_some_and(|s| s.serving())
+    }
+
     /// The system's message when bubblewrap could not start the program
     /// itself (`bwrap: execvp nope: No such file or directory`): the same
     /// as a launch of a missing program without the sandbox.
     pub fn missing_program<'a>(&self, stderr: &'a str) -> Option<(&'a str, &'a str)> {
+        if self.in_shared() {
+            return None;
+        }
         let rest = stderr.strip_prefix("bwrap: execvp ")?;
         rest.trim_end().split_once(": ")
     }
@@ -635,7 +665,7 @@ impl Confined {
     /// The signal that ended the command when the runner reports it only as
     /// an exit of 128 + its number (bubblewrap does, as a shell would).
     pub fn signal(&self, exit_code: i32) -> Option<String> {
-        if self.runner != "bwrap" || !(129..=128 + 64).contains(&exit_code) {
+        if self.runner != "bwrap" || self.in_shared() || !(129..=128 + 64).contains(&exit_code) {
             return None;
         }
         nix::sys::signal::Signal::try_from(exit_code - 128)

@@ -1,0 +1,344 @@
+//! The helper inside a shared sandbox: the sluice binary itself, started
+//! by bubblewrap as the sandbox's first command, serving one socket. For
+//! each command it is sent it forks a child that leads a session of its
+//! own, takes the three streams it was given, enters its folder, installs
+//! the session filter (no `setsid`, no user namespaces, no io_uring) and
+//! executes the program; it answers with the child's pidfd once the
+//! program runs, and with its wait status when it ends. It reads and
+//! copies none of the command's output: the pipes go straight to sluice.
+//!
+//! Single-threaded, so the child may allocate nothing and still be safe:
+//! everything the child needs is built before the fork.
+
+use super::wire;
+use nix::libc;
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set (to the socket's descriptor) in the helper's environment alone.
+pub const HELPER_VAR: &str = "SLUICE_SANDBOX_HELPER";
+
+/// Whether this process's executable serves as the helper (see
+/// [`serve_if_asked`]): only then do a run's commands share a sandbox.
+static SERVES: AtomicBool = AtomicBool::new(false);
+
+/// Called first by a program that links sluice (the `sluice` binary does):
+/// when started as a shared sandbox's helper, serves it and exits; else
+/// notes that this executable can serve, so a run's confined commands
+/// share one sandbox per profile. A program that never calls it still
+/// runs every confined command in a sandbox of its own.
+pub fn serve_if_asked() {
+    let Some(fd) = std::env::var_os(HELPER_VAR) else {
+        SERVES.store(true, Ordering::Relaxed);
+        return;
+    };
+    let code = match fd.to_str().and_then(|s| s.parse::<RawFd>().ok()) {
+        Some(fd) if fd > 2 => serve(fd),
+        _ => 2,
+    };
+    std::process::exit(code);
+}
+
+/// Whether this executable serves as the helper.
+pub fn available() -> bool {
+    SERVES.load(Ordering::Relaxed)
+}
+
+/// One child started and not yet reaped.
+struct Child {
+    id: u64,
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    /// sluice knows its pid: it may be reaped (see [`wire`]).
+    acked: bool,
+}
+
+/// Serves `sock` until sluice closes it; the exit status of the helper.
+fn serve(sock: RawFd) -> i32 {
+    // SAFETY: sluice passed us this descriptor, ours from now on.
+    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    // Nothing the helper holds may reach a command: every descriptor
+    // from 3 up closes on exec (the executable's among them).
+    // SAFETY: close_range with flags touches no memory.
+    unsafe { libc::syscall(libc::SYS_close_range, 3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    // Commands run as the helper's user: they must not be able to trace
+    // it and speak to sluice in its name.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    // Its name in `ps` would be the descriptor it was started through.
+    // SAFETY: PR_SET_NAME reads a NUL-terminated name.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"sluice-sandbox".as_ptr(), 0, 0, 0) };
+    let filter = super::super::landlock::session_filter();
+    let fd = sock.as_raw_fd();
+    if wire::send(fd, b'R', 0, &[], &[]).is_err() {
+        return 1;
+    }
+    let mut reader = wire::Reader::new(fd);
+    let mut children: Vec<Child> = Vec::new();
+    loop {
+        loop {
+            match reader.take() {
+                Ok(Some(frame)) if frame.kind == b'A' => {
+                    children
+                        .iter_mut()
+                        .filter(|c| c.id == frame.id)
+                        .for_each(|c| c.acked = true);
+                }
+                Ok(Some(frame)) => command(fd, frame, &filter, &mut children),
+                Ok(None) => break,
+                Err(_) => return 1,
+            }
+        }
+        let ready = wait_for(&sock, &children);
+        if ready.socket && !matches!(reader.fill(), Ok(true)) {
+            // sluice is gone or done: the sandbox ends with us.
+            return 0;
+        }
+        for index in ready.ended.into_iter().rev() {
+            let child = children.swap_remove(index);
+            let status = reap(child.pid);
+            let _ = wire::send(fd, b'X', child.id, &wire::number(status), &[]);
+        }
+    }
+}
+
+/// What [`wait_for`] saw ready.
+struct Ready {
+    socket: bool,
+    /// Indexes into the children, ascending.
+    ended: Vec<usize>,
+}
+
+/// Waits until the socket has bytes or an acknowledged child ended.
+fn wait_for(sock: &OwnedFd, children: &[Child]) -> Ready {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = vec![PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+    // One not acknowledged is polled for nothing (no events asked).
+    fds.extend(children.iter().map(|c| {
+        let events = if c.acked {
+            PollFlags::POLLIN
+        } else {
+            PollFlags::empty()
+        };
+        PollFd::new(c.pidfd.as_fd(), events)
+    }));
+    loop {
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => break,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
+    let hit = |f: &PollFd| f.revents().is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP));
+    Ready {
+        socket: hit(&fds[0]),
+        ended: (1..fds.len()).filter(|&i| hit(&fds[i])).map(|i| i - 1).collect(),
+    }
+}
+
+/// The raw wait status of `pid`, reaped.
+fn reap(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: waitpid writes one int we own.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return libc::SIGKILL;
+        }
+    }
+    status
+}
+
+/// A command to start, read from its frame.
+struct Command {
+    program: CString,
+    argv: Vec<CString>,
+    env: Vec<CString>,
+    cwd: CString,
+}
+
+/// Starts the command `frame` asks for and answers `started` or `failed`.
+fn command(sock: RawFd, frame: wire::Frame, filter: &[libc::sock_filter], children: &mut Vec<Child>) {
+    if frame.kind != b'C' || frame.fds.len() != 3 {
+        let _ = wire::send(sock, b'F', frame.id, &wire::number(libc::EINVAL), &[]);
+        return;
+    }
+    // A reply that cannot be sent means sluice is gone: the next read of
+    // the socket ends the helper.
+    match parse(&frame.body).and_then(|c| spawn(&c, &frame.fds, filter)) {
+        Ok((pid, pidfd)) => {
+            let _ = wire::send(sock, b'S', frame.id, &wire::number(pid), &[pidfd.as_raw_fd()]);
+            children.push(Child {
+                id: frame.id,
+                pid,
+                pidfd,
+                acked: false,
+            });
+        }
+        Err(errno) => {
+            let _ = wire::send(sock, b'F', frame.id, &wire::number(errno), &[]);
+        }
+    }
+}
+
+/// The command in `body`, its program found; an errno when it cannot be.
+fn parse(body: &[u8]) -> Result<Command, i32> {
+    let mut input = body;
+    let lists = (
+        wire::take_list(&mut input),
+        wire::take_list(&mut input),
+        wire::take_list(&mut input),
+    );
+    let (Some(argv), Some(env), Some(cwd)) = lists else {
+        return Err(libc::EINVAL);
+    };
+    let c = |bytes: Vec<u8>| CString::new(bytes).map_err(|_| libc::EINVAL);
+    let first = argv.first().cloned().ok_or(libc::EINVAL)?;
+    let path = env
+        .iter()
+        .find_map(|e| e.strip_prefix(b"PATH="))
+        .unwrap_or(b"/usr/local/bin:/usr/bin:/bin");
+    Ok(Command {
+        program: c(find(&first, path)?)?,
+        argv: argv.into_iter().map(c).collect::<Result<_, _>>()?,
+        env: env.into_iter().map(c).collect::<Result<_, _>>()?,
+        cwd: c(cwd.into_iter().next().ok_or(libc::EINVAL)?)?,
+    })
+}
+
+/// The file `program` names, looked up in `path` as `execvp` would: a
+/// name with a slash as it is; else the first executable file of that
+/// name, EACCES when only unexecutable ones exist, ENOENT when none does.
+fn find(program: &[u8], path: &[u8]) -> Result<Vec<u8>, i32> {
+    if program.is_empty() {
+        return Err(libc::ENOENT);
+    }
+    if program.contains(&b'/') {
+        return Ok(program.to_vec());
+    }
+    let mut denied = false;
+    for dir in path.split(|&b| b == b':') {
+        let dir = if dir.is_empty() { b".".as_slice() } else { dir };
+        let candidate = [dir, b"/", program].concat();
+        let Ok(meta) = std::fs::metadata(OsStr::from_bytes(&candidate)) else {
+            continue;
+        };
+        let Ok(name) = CString::new(candidate.clone()) else {
+            continue;
+        };
+        // SAFETY: access reads the NUL-terminated name.
+        if meta.is_file() && unsafe { libc::access(name.as_ptr(), libc::X_OK) } == 0 {
+            return Ok(candidate);
+        }
+        denied = true;
+    }
+    Err(if denied { libc::EACCES } else { libc::ENOENT })
+}
+
+/// Forks and executes `command` with `fds` as its streams; its pid and
+/// pidfd once the program runs, or the errno that stopped it.
+fn spawn(command: &Command, fds: &[OwnedFd], filter: &[libc::sock_filter]) -> Result<(i32, OwnedFd), i32> {
+    let pointers = |list: &[CString]| -> Vec<*const libc::c_char> {
+        list.iter()
+            .map(|s| s.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
+    };
+    let (argv, envp) = (pointers(&command.argv), pointers(&command.env));
+    let streams = [fds[0].as_raw_fd(), fds[1].as_raw_fd(), fds[2].as_raw_fd()];
+    let mut report = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two descriptors into `report`.
+    if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(errno());
+    }
+    // SAFETY: both are ours now.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(report[0]), OwnedFd::from_raw_fd(report[1])) };
+    let program = libc::sock_fprog {
+        len: filter.len() as libc::c_ushort,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: the helper is single-threaded; the child only makes raw
+    // system calls on what was built above, then executes or exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(errno());
+    }
+    if pid == 0 {
+        // SAFETY: as above, in the child.
+        unsafe { become_command(command, &streams, &program, &argv, &envp, write.as_raw_fd()) };
+    }
+    drop(write);
+    let mut said = [0u8; 4];
+    // SAFETY: reads at most 4 bytes into `said`.
+    let n = loop {
+        let n = unsafe { libc::read(read.as_raw_fd(), said.as_mut_ptr().cast(), 4) };
+        if n >= 0 || errno() != libc::EINTR {
+            break n;
+        }
+    };
+    if n == 4 {
+        reap(pid);
+        return Err(i32::from_ne_bytes(said));
+    }
+    // SAFETY: pidfd_open takes a pid and flags.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        let e = errno();
+        // SAFETY: our child; kill and reap it.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        reap(pid);
+        return Err(e);
+    }
+    // SAFETY: the kernel just gave us this descriptor.
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) }))
+}
+
+/// The child's side of [`spawn`]: never returns. Only raw system calls:
+/// a session of its own first (the filter then forbids another), the
+/// streams, the folder, default signal handling, no new privileges, the
+/// filter, then the program; on any failure the errno goes to `report`.
+///
+/// # Safety
+/// Called in the forked child of a single-threaded process.
+unsafe fn become_command(
+    command: &Command,
+    streams: &[RawFd; 3],
+    filter: &libc::sock_fprog,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+    report: RawFd,
+) -> ! {
+    let fail = |report: RawFd| -> ! {
+        let e = errno().to_ne_bytes();
+        libc::write(report, e.as_ptr().cast(), 4);
+        libc::_exit(127)
+    };
+    if libc::setsid() < 0 {
+        fail(report);
+    }
+    for (target, &fd) in streams.iter().enumerate() {
+        if libc::dup2(fd, target as RawFd) < 0 {
+            fail(report);
+        }
+    }
+    if libc::chdir(command.cwd.as_ptr()) < 0 {
+        fail(report);
+    }
+    let mut all: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut all);
+    libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+    // Rust's runtime ignores SIGPIPE; a command must get the default.
+    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0
+        || libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, filter) < 0
+    {
+        fail(report);
+    }
+    libc::execve(command.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
+    fail(report)
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}

@@ -1,0 +1,432 @@
+//! One sandbox per run and profile: the run's first confined command
+//! under a profile starts bubblewrap once, with the sluice binary inside
+//! as a helper ([`helper`]), and every later command under the same
+//! profile is started by that helper instead of a bubblewrap of its own.
+//! The namespaces (mounts, PID, network) are made once, so a command costs
+//! a fork and an exec; commands of the run share the network namespace
+//! (a server one starts is reachable from the next over loopback) and
+//! `/tmp`.
+//!
+//! A profile is the whole bubblewrap command line: a widened call, a
+//! policy with other grants, or a tree whose masks changed (a new `.env`)
+//! gets a sandbox of its own. Each command still leads a session it
+//! cannot leave (the helper's filter refuses `setsid`), so a timeout, a
+//! kill and the end of a call stop all of it, as they stop any command
+//! leading its own session (see `exec::process`). The output pipes are
+//! made by sluice and passed to the command: the helper never copies them.
+//!
+//! Only an executable that calls [`serve_if_asked`] first can be the
+//! helper (the `sluice` binary does); elsewhere, and where the helper
+//! cannot start, each command gets a bubblewrap of its own as before.
+
+mod helper;
+mod wire;
+
+pub use helper::{available, serve_if_asked};
+
+use super::bwrap::Bwrap;
+use nix::libc;
+use crate::exec::{Running, Start, StartFailure, Starter, Wrap};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// How long a command may take to start before the sandbox counts as
+/// broken (a fork and an exec; the helper answers at once).
+const START_WAIT: Duration = Duration::from_secs(30);
+
+/// One shared sandbox: its bubblewrap command line, and the link to its
+/// helper once started.
+pub struct Shared {
+    program: PathBuf,
+    args: Vec<OsString>,
+    link: OnceLock<Result<Link, String>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("args", &self.args.len())
+            .field("serving", &self.serving())
+            .finish()
+    }
+}
+
+impl Shared {
+    /// A sandbox for `bwrap`'s profile, not started yet.
+    pub fn new(bwrap: &Bwrap) -> Shared {
+        Shared {
+            program: bwrap.program.clone(),
+            args: key(bwrap),
+            link: OnceLock::new(),
+        }
+    }
+
+    /// Whether this sandbox is for the profile `bwrap` confines to.
+    pub fn is_for(&self, bwrap: &Bwrap) -> bool {
+        self.program == bwrap.program && self.args == key(bwrap)
+    }
+
+    /// Whether the helper started and serves.
+    pub fn serving(&self) -> bool {
+        self.link.get().is_some_and(|l| l.is_ok())
+    }
+
+    /// Whether the helper started and then went away (a command killed
+    /// it): the run makes a new sandbox for the profile.
+    fn ended(&self) -> bool {
+        matches!(self.link.get(), Some(Ok(link)) if lock(&link.table).broken.is_some())
+    }
+
+    /// The link to the helper, started on first use.
+    fn link(&self) -> Result<&Link, &String> {
+        self.link
+            .get_or_init(|| Link::start(&self.program, &self.args))
+            .as_ref()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(Ok(link)) = self.link.get() {
+            // The helper reads end of stream and exits, and the sandbox's
+            // namespaces with it; the reply thread ends too.
+            let _ = nix::sys::socket::shutdown(
+                link.sock.as_raw_fd(),
+                nix::sys::socket::Shutdown::Both,
+            );
+        }
+    }
+}
+
+/// The bubblewrap command line that makes `bwrap`'s sandbox, less the
+/// command: the same for every command under the same profile.
+fn key(bwrap: &Bwrap) -> Vec<OsString> {
+    super::bwrap::args(&bwrap.profile, &bwrap.visible, &bwrap.masks, Path::new("/"))
+}
+
+/// What waits for the helper's answers about one command.
+struct Waiter {
+    started: Option<SyncSender<Result<u32, StartFailure>>>,
+    exit: Option<oneshot::Sender<i32>>,
+}
+
+/// The commands waiting for answers, and why no more will come.
+#[derive(Default)]
+struct Table {
+    waiting: HashMap<u64, Waiter>,
+    broken: Option<String>,
+}
+
+type Replies = Arc<Mutex<Table>>;
+
+/// The right to write a frame: one writer at a time (the callers, and the
+/// reply thread's acknowledgements).
+type Writer = Arc<Mutex<()>>;
+
+fn lock(table: &Replies) -> std::sync::MutexGuard<'_, Table> {
+    table.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A started helper: the socket to it, one writer at a time, and the
+/// table its replies are sorted into (by the reply thread).
+struct Link {
+    sock: Arc<OwnedFd>,
+    send: Writer,
+    table: Replies,
+    next: AtomicU64,
+}
+
+impl Link {
+    /// Starts bubblewrap with the helper inside and waits until the helper
+    /// serves. The thread that starts bubblewrap stays for the sandbox's
+    /// life, reading replies: bubblewrap dies with the thread that started
+    /// it (`--die-with-parent`).
+    fn start(program: &Path, args: &[OsString]) -> Result<Link, String> {
+        use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| format!("cannot make the sandbox's socket: {e}"))?;
+        let exe = std::fs::File::open("/proc/self/exe")
+            .map_err(|e| format!("cannot open sluice's own executable for the sandbox: {e}"))?;
+        let sock = Arc::new(ours);
+        let table = Replies::default();
+        let (ready_tx, ready_rx) = sync_channel(1);
+        let send = Writer::default();
+        let (reader_sock, reader_table, reader_send) = (sock.clone(), table.clone(), send.clone());
+        let mut command = std::process::Command::new(program);
+        command.args(args);
+        std::thread::Builder::new()
+            .name("sluice-sandbox".into())
+            .spawn(move || {
+                let link = (reader_sock, reader_send, reader_table);
+                serve_replies(command, theirs, exe, link, ready_tx)
+            })
+            .map_err(|e| format!("cannot start the sandbox's thread: {e}"))?;
+        ready_rx
+            .recv()
+            .map_err(|_| "the sandbox's thread ended before it started".to_string())??;
+        Ok(Link {
+            sock,
+            send,
+            table,
+            next: AtomicU64::new(1),
+        })
+    }
+
+    /// Starts `command` in the sandbox; `keep` lives as long as it runs.
+    fn run(&self, command: Start, keep: crate::exec::Guard) -> Result<Running, StartFailure> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (started_tx, started_rx) = sync_channel(1);
+        let (exit_tx, exit_rx) = oneshot::channel();
+        {
+            let mut table = lock(&self.table);
+            if let Some(why) = &table.broken {
+                return Err(StartFailure::Broken(why.clone()));
+            }
+            let waiter = Waiter {
+                started: Some(started_tx),
+                exit: Some(exit_tx),
+            };
+            table.waiting.insert(id, waiter);
+        }
+        let sent = {
+            let _one = self.send.lock().unwrap_or_else(|e| e.into_inner());
+            let fds = [&command.stdin, &command.stdout, &command.stderr].map(|f| f.as_raw_fd());
+            wire::send(self.sock.as_raw_fd(), b'C', id, &body(&command), &fds)
+        };
+        // Our copies of the pipes' ends close now: the command holds its own.
+        drop(command);
+        if let Err(e) = sent {
+            lock(&self.table).waiting.remove(&id);
+            return Err(StartFailure::Broken(format!("cannot reach the run's sandbox: {e}")));
+        }
+        let pid = match started_rx.recv_timeout(START_WAIT) {
+            Ok(answer) => answer?,
+            Err(_) => {
+                let why = lock(&self.table).broken.clone();
+                return Err(StartFailure::Broken(why.unwrap_or_else(|| {
+                    "the run's sandbox did not start the command in time".into()
+                })));
+            }
+        };
+        Ok(Running {
+            pid,
+            exit: exit_rx,
+            keep,
+        })
+    }
+}
+
+/// The `command` frame's body (see [`wire`]).
+fn body(command: &Start) -> Vec<u8> {
+    let mut out = Vec::new();
+    let argv: Vec<&[u8]> = command.argv.iter().map(|a| a.as_bytes()).collect();
+    wire::put_list(&mut out, &argv);
+    let env: Vec<Vec<u8>> = command
+        .env
+        .iter()
+        .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+        .collect();
+    wire::put_list(&mut out, &env);
+    wire::put_list(&mut out, &[command.cwd.as_os_str().as_bytes()]);
+    out
+}
+
+/// The reply thread: starts bubblewrap with the helper, says whether it
+/// serves, then sorts the helper's replies until it is gone.
+fn serve_replies(
+    mut command: std::process::Command,
+    theirs: OwnedFd,
+    exe: std::fs::File,
+    (sock, send, table): (Arc<OwnedFd>, Writer, Replies),
+    ready: SyncSender<Result<(), String>>,
+) {
+    use std::os::unix::process::CommandExt;
+    let keep = [theirs.as_raw_fd(), exe.as_raw_fd()];
+    command
+        .arg("--")
+        .arg(format!("/proc/self/fd/{}", exe.as_raw_fd()))
+        .env_clear()
+        .env(helper::HELPER_VAR, theirs.as_raw_fd().to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: fcntl on two descriptors we own; async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            for fd in keep {
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot start bubblewrap for the run's sandbox: {e}")));
+            return;
+        }
+    };
+    drop((command, theirs, exe));
+    let mut reader = wire::Reader::new(sock.as_raw_fd());
+    match reader.next() {
+        Ok(Some(frame)) if frame.kind == b'R' => {
+            let _ = ready.send(Ok(()));
+        }
+        _ => {
+            let _ = child.kill();
+            let said = child
+                .wait_with_output()
+                .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string())
+                .unwrap_or_default();
+            let _ = ready.send(Err(format!("the run's sandbox did not start: {said}")));
+            return;
+        }
+    }
+    // bubblewrap says nothing more once the helper runs.
+    drop(child.stderr.take());
+    while let Ok(Some(frame)) = reader.next() {
+        if let Some(id) = sort(&table, frame) {
+            let _one = send.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = wire::send(sock.as_raw_fd(), b'A', id, &[], &[]);
+        }
+    }
+    let mut table = lock(&table);
+    table.broken = Some("the run's sandbox ended".into());
+    // Dropping the senders tells every waiter: no answer will come.
+    table.waiting.clear();
+    drop(table);
+    let _ = child.wait();
+}
+
+/// Hands one reply to the command it is about; the id of a command whose
+/// start the helper must be told was seen.
+fn sort(table: &Replies, frame: wire::Frame) -> Option<u64> {
+    let mut table = lock(table);
+    let waiter = table.waiting.get_mut(&frame.id)?;
+    let number = wire::read_number(&frame.body).unwrap_or(libc::EIO);
+    match frame.kind {
+        b'S' => {
+            let pid = frame.fds.first().and_then(host_pid);
+            let answer = pid.ok_or_else(|| {
+                StartFailure::Broken("the run's sandbox started a command it cannot name".into())
+            });
+            if let Some(tx) = waiter.started.take() {
+                let _ = tx.send(answer);
+            }
+            return Some(frame.id);
+        }
+        b'F' => {
+            if let Some(tx) = waiter.started.take() {
+                let _ = tx.send(Err(StartFailure::Exec(os_error(number))));
+            }
+            table.waiting.remove(&frame.id);
+        }
+        b'X' => {
+            if let Some(tx) = waiter.exit.take() {
+                let _ = tx.send(number);
+            }
+            table.waiting.remove(&frame.id);
+        }
+        _ => {}
+    }
+    None
+}
+
+/// The OS's error `errno` in the words a failed exec here gives, without
+/// the number.
+fn os_error(errno: i32) -> std::io::Error {
+    let kind = std::io::Error::from_raw_os_error(errno).kind();
+    std::io::Error::new(kind, nix::errno::Errno::from_raw(errno).desc())
+}
+
+/// The pid, as this process sees it, of the process `pidfd` refers to.
+fn host_pid(pidfd: &OwnedFd) -> Option<u32> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    let pid = info.lines().find_map(|l| l.strip_prefix("Pid:"))?.trim();
+    pid.parse::<i64>().ok().filter(|p| *p > 1).map(|p| p as u32)
+}
+
+/// A command confined under `bwrap`'s profile in the run's sandbox for it:
+/// started by that sandbox's helper, or, where the helper cannot start,
+/// wrapped in a bubblewrap of its own.
+#[derive(Debug)]
+pub struct InShared {
+    shared: Arc<Shared>,
+    own: Bwrap,
+}
+
+impl InShared {
+    pub fn new(shared: Arc<Shared>, own: Bwrap) -> InShared {
+        InShared { shared, own }
+    }
+}
+
+impl Wrap for InShared {
+    fn wrap(&self, argv: Vec<OsString>, cwd: &Path) -> Result<Vec<OsString>, String> {
+        self.own.wrap(argv, cwd)
+    }
+
+    fn kills_tree(&self) -> bool {
+        self.own.kills_tree()
+    }
+
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        self.own.env()
+    }
+
+    fn starter(&self) -> Option<&dyn Starter> {
+        self.shared.link().is_ok().then_some(self as &dyn Starter)
+    }
+}
+
+impl Starter for InShared {
+    fn start(&self, command: Start) -> Result<Running, StartFailure> {
+        let link = self.shared.link().map_err(|e| StartFailure::Broken(e.clone()))?;
+        link.run(command, Box::new(self.shared.clone()))
+    }
+}
+
+/// A run's shared sandboxes, by profile. Those no command uses beyond the
+/// most recent few are let go (their helper and namespaces end).
+#[derive(Debug, Default)]
+pub struct Sandboxes(Mutex<Vec<Arc<Shared>>>);
+
+/// Idle sandboxes a run keeps for profiles it may use again.
+const KEPT: usize = 4;
+
+impl Sandboxes {
+    /// The run's sandbox for `bwrap`'s profile, made (not started) if new.
+    pub fn for_profile(&self, bwrap: &Bwrap) -> Arc<Shared> {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|s| !s.ended());
+        if let Some(found) = all.iter().find(|s| s.is_for(bwrap)) {
+            return found.clone();
+        }
+        let made = Arc::new(Shared::new(bwrap));
+        all.push(made.clone());
+        let surplus = all.len().saturating_sub(KEPT);
+        let mut idle_seen = 0;
+        // Oldest first; one held only here is idle.
+        all.retain(|s| {
+            let idle = Arc::strong_count(s) == 1;
+            idle_seen += usize::from(idle);
+            !(idle && idle_seen <= surplus)
+        });
+        made
+    }
+}
