@@ -70,6 +70,7 @@ pub use cli::main as cli_main;
 pub use error::{ErrorCode, FlowError, FlowResult};
 pub use net::dns::{Dns, Lookup};
 pub use runtime::{BuildError, BuildErrorKind, Closer, Runtime, RuntimeBuilder, ScriptError};
+pub use sandbox::serve_if_asked;
 pub use sandbox::Choice as SandboxChoice;
 
 /// The manifest of every flow sluice ships: name, description, tier,

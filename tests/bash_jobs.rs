@@ -124,9 +124,9 @@ fn job_kill_stops_a_running_job_reports_killed_and_is_false_once_settled() {
         out[1..],
         [
             json!({"killed": true, "waited": true, "quick": true}),
-            // Confined (the default policy), a kill ends the sandbox's whole
-            // tree at once: TERM would reach bubblewrap alone.
-            json!({"status": "killed", "signal": "SIGKILL", "exitCodeIsNil": true,
+            // Confined (the default policy), the job leads a session in the
+            // run's sandbox: the TERM reaches `sleep` itself, which it ends.
+            json!({"status": "killed", "signal": "SIGTERM", "exitCodeIsNil": true,
                    "again": false, "shown": format!("job 1 (pid {pid}, killed)")}),
         ]
     );

@@ -171,6 +171,10 @@ pub enum StartFailure {
     Exec(std::io::Error),
     /// The place commands start in is broken.
     Broken(String),
+    /// The place cannot take this command (its folder is not there): the
+    /// executor wraps and forks it as usual instead, so what the call
+    /// reports is the wrapper's own failure, as without a starter.
+    Elsewhere,
 }
 
 /// How the host launches a command that runs elsewhere (see

@@ -627,7 +627,9 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         }
     }
     if let Some(starter) = spec.wrap.as_ref().and_then(|w| w.starter()) {
-        return launch_started(spec, starter);
+        if let Some(launched) = launch_started(spec, starter)? {
+            return Ok(launched);
+        }
     }
     let argv = match &spec.wrap {
         Some(w) => match w.wrap(spec.argv.clone(), &spec.cwd) {
@@ -753,8 +755,12 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
 
 /// Starts the command through the wrapper's [`super::Starter`]: the
 /// pipes are made here and handed over, so the output is read as a
-/// child's would be; the command leads its own session.
-fn launch_started(spec: &Spec, starter: &dyn super::Starter) -> Result<Launched, SpawnFailure> {
+/// child's would be; the command leads its own session. `None` when the
+/// starter sends it elsewhere ([`super::StartFailure::Elsewhere`]).
+fn launch_started(
+    spec: &Spec,
+    starter: &dyn super::Starter,
+) -> Result<Option<Launched>, SpawnFailure> {
     let program = spec.argv.first().cloned().unwrap_or_default();
     let failed = |e: std::io::Error| spawn_failure(&program, e);
     let (out_reader, out_writer) = std::io::pipe().map_err(failed)?;
@@ -769,25 +775,29 @@ fn launch_started(spec: &Spec, starter: &dyn super::Starter) -> Result<Launched,
             let (r, w) = std::io::pipe().map_err(failed)?;
             (std::os::fd::OwnedFd::from(r), Some(w))
         }
-        None => (std::fs::File::open("/dev/null").map_err(failed)?.into(), None),
+        None => (
+            std::fs::File::open("/dev/null").map_err(failed)?.into(),
+            None,
+        ),
     };
     let mut env = spec.env.clone();
     if let Some(w) = &spec.wrap {
         env.extend(w.env());
     }
-    let running = starter
-        .start(super::Start {
-            argv: spec.argv.clone(),
-            cwd: spec.cwd.clone(),
-            env,
-            stdin,
-            stdout: out_writer.into(),
-            stderr: err_writer.into(),
-        })
-        .map_err(|f| match f {
-            super::StartFailure::Exec(e) => failed(e),
-            super::StartFailure::Broken(why) => wrap_failure(why),
-        })?;
+    let started = starter.start(super::Start {
+        argv: spec.argv.clone(),
+        cwd: spec.cwd.clone(),
+        env,
+        stdin,
+        stdout: out_writer.into(),
+        stderr: err_writer.into(),
+    });
+    let running = match started {
+        Ok(running) => running,
+        Err(super::StartFailure::Exec(e)) => return Err(failed(e)),
+        Err(super::StartFailure::Broken(why)) => return Err(wrap_failure(why)),
+        Err(super::StartFailure::Elsewhere) => return Ok(None),
+    };
     let pid = running.pid;
     sessions().push(pid as i32);
     live().push(pid as i32);
@@ -810,7 +820,7 @@ fn launch_started(spec: &Spec, starter: &dyn super::Starter) -> Result<Launched,
         }
         _ => None,
     };
-    Ok(Launched {
+    Ok(Some(Launched {
         child: Proc::Started {
             exit: running.exit,
             status: None,
@@ -821,7 +831,7 @@ fn launch_started(spec: &Spec, starter: &dyn super::Starter) -> Result<Launched,
         stderr,
         stdin_task,
         guard: Some(running.keep),
-    })
+    }))
 }
 
 /// Bytes a pipe holds before its writer blocks. Linux's default of 64 KiB

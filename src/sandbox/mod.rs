@@ -321,8 +321,8 @@ pub struct Confined {
     /// Undoes the repositories the command makes; `None` when it can
     /// write nothing that matters.
     guard: Option<Arc<guard::Guard>>,
-    /// The run's sandbox the command is started in, when it is shared.
-    shared: Option<Arc<shared::Shared>>,
+    /// The wrap that starts the command in the run's shared sandbox.
+    shared: Option<Arc<shared::InShared>>,
 }
 
 impl Sandbox {
@@ -436,8 +436,9 @@ impl Sandbox {
                 };
                 if shared::available() {
                     let place = self.shared.for_profile(&own);
-                    in_shared = Some(place.clone());
-                    Arc::new(shared::InShared::new(place, own))
+                    let wrap = Arc::new(shared::InShared::new(place, own));
+                    in_shared = Some(wrap.clone());
+                    wrap
                 } else {
                     Arc::new(own)
                 }
@@ -648,7 +649,7 @@ impl Confined {
     /// helper reports its real exit and start failures (bubblewrap's own
     /// words then never come from bubblewrap).
     pub fn in_shared(&self) -> bool {
-        self.shared.as_ref().is_some_and(|s| s.serving())
+        self.shared.as_ref().is_some_and(|s| s.placed())
     }
 
     /// The system's message when bubblewrap could not start the program

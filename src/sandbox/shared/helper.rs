@@ -62,7 +62,14 @@ fn serve(sock: RawFd) -> i32 {
     // Nothing the helper holds may reach a command: every descriptor
     // from 3 up closes on exec (the executable's among them).
     // SAFETY: close_range with flags touches no memory.
-    unsafe { libc::syscall(libc::SYS_close_range, 3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
     // Commands run as the helper's user: they must not be able to trace
     // it and speak to sluice in its name.
     // SAFETY: prctl with integer arguments.
@@ -131,10 +138,16 @@ fn wait_for(sock: &OwnedFd, children: &[Child]) -> Ready {
             Err(_) => break,
         }
     }
-    let hit = |f: &PollFd| f.revents().is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP));
+    let hit = |f: &PollFd| {
+        f.revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP))
+    };
     Ready {
         socket: hit(&fds[0]),
-        ended: (1..fds.len()).filter(|&i| hit(&fds[i])).map(|i| i - 1).collect(),
+        ended: (1..fds.len())
+            .filter(|&i| hit(&fds[i]))
+            .map(|i| i - 1)
+            .collect(),
     }
 }
 
@@ -159,16 +172,28 @@ struct Command {
 }
 
 /// Starts the command `frame` asks for and answers `started` or `failed`.
-fn command(sock: RawFd, frame: wire::Frame, filter: &[libc::sock_filter], children: &mut Vec<Child>) {
+fn command(
+    sock: RawFd,
+    frame: wire::Frame,
+    filter: &[libc::sock_filter],
+    children: &mut Vec<Child>,
+) {
     if frame.kind != b'C' || frame.fds.len() != 3 {
-        let _ = wire::send(sock, b'F', frame.id, &wire::number(libc::EINVAL), &[]);
+        let _ = wire::send(sock, b'F', frame.id, &failure(libc::EINVAL, EXEC), &[]);
         return;
     }
     // A reply that cannot be sent means sluice is gone: the next read of
     // the socket ends the helper.
-    match parse(&frame.body).and_then(|c| spawn(&c, &frame.fds, filter)) {
+    let parsed = parse(&frame.body).map_err(|e| (e, EXEC));
+    match parsed.and_then(|c| spawn(&c, &frame.fds, filter)) {
         Ok((pid, pidfd)) => {
-            let _ = wire::send(sock, b'S', frame.id, &wire::number(pid), &[pidfd.as_raw_fd()]);
+            let _ = wire::send(
+                sock,
+                b'S',
+                frame.id,
+                &wire::number(pid),
+                &[pidfd.as_raw_fd()],
+            );
             children.push(Child {
                 id: frame.id,
                 pid,
@@ -176,10 +201,21 @@ fn command(sock: RawFd, frame: wire::Frame, filter: &[libc::sock_filter], childr
                 acked: false,
             });
         }
-        Err(errno) => {
-            let _ = wire::send(sock, b'F', frame.id, &wire::number(errno), &[]);
+        Err((errno, stage)) => {
+            let _ = wire::send(sock, b'F', frame.id, &failure(errno, stage), &[]);
         }
     }
+}
+
+/// The stages a start fails at (see [`wire`]).
+const EXEC: u8 = 0;
+const FOLDER: u8 = 1;
+
+/// A `failed` frame's body.
+fn failure(errno: i32, stage: u8) -> Vec<u8> {
+    let mut body = wire::number(errno).to_vec();
+    body.push(stage);
+    body
 }
 
 /// The command in `body`, its program found; an errno when it cannot be.
@@ -237,8 +273,12 @@ fn find(program: &[u8], path: &[u8]) -> Result<Vec<u8>, i32> {
 }
 
 /// Forks and executes `command` with `fds` as its streams; its pid and
-/// pidfd once the program runs, or the errno that stopped it.
-fn spawn(command: &Command, fds: &[OwnedFd], filter: &[libc::sock_filter]) -> Result<(i32, OwnedFd), i32> {
+/// pidfd once the program runs, or the errno that stopped it and where.
+fn spawn(
+    command: &Command,
+    fds: &[OwnedFd],
+    filter: &[libc::sock_filter],
+) -> Result<(i32, OwnedFd), (i32, u8)> {
     let pointers = |list: &[CString]| -> Vec<*const libc::c_char> {
         list.iter()
             .map(|s| s.as_ptr())
@@ -250,10 +290,15 @@ fn spawn(command: &Command, fds: &[OwnedFd], filter: &[libc::sock_filter]) -> Re
     let mut report = [0 as RawFd; 2];
     // SAFETY: pipe2 writes two descriptors into `report`.
     if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(errno());
+        return Err((errno(), EXEC));
     }
     // SAFETY: both are ours now.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(report[0]), OwnedFd::from_raw_fd(report[1])) };
+    let (read, write) = unsafe {
+        (
+            OwnedFd::from_raw_fd(report[0]),
+            OwnedFd::from_raw_fd(report[1]),
+        )
+    };
     let program = libc::sock_fprog {
         len: filter.len() as libc::c_ushort,
         filter: filter.as_ptr() as *mut libc::sock_filter,
@@ -262,24 +307,25 @@ fn spawn(command: &Command, fds: &[OwnedFd], filter: &[libc::sock_filter]) -> Re
     // system calls on what was built above, then executes or exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(errno());
+        return Err((errno(), EXEC));
     }
     if pid == 0 {
         // SAFETY: as above, in the child.
         unsafe { become_command(command, &streams, &program, &argv, &envp, write.as_raw_fd()) };
     }
     drop(write);
-    let mut said = [0u8; 4];
-    // SAFETY: reads at most 4 bytes into `said`.
+    let mut said = [0u8; 5];
+    // SAFETY: reads at most 5 bytes into `said`.
     let n = loop {
-        let n = unsafe { libc::read(read.as_raw_fd(), said.as_mut_ptr().cast(), 4) };
+        let n = unsafe { libc::read(read.as_raw_fd(), said.as_mut_ptr().cast(), 5) };
         if n >= 0 || errno() != libc::EINTR {
             break n;
         }
     };
-    if n == 4 {
+    if n == 5 {
         reap(pid);
-        return Err(i32::from_ne_bytes(said));
+        let errno = i32::from_ne_bytes(said[..4].try_into().expect("4 bytes"));
+        return Err((errno, said[4]));
     }
     // SAFETY: pidfd_open takes a pid and flags.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -288,7 +334,7 @@ fn spawn(command: &Command, fds: &[OwnedFd], filter: &[libc::sock_filter]) -> Re
         // SAFETY: our child; kill and reap it.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         reap(pid);
-        return Err(e);
+        return Err((e, EXEC));
     }
     // SAFETY: the kernel just gave us this descriptor.
     Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) }))
@@ -309,21 +355,22 @@ unsafe fn become_command(
     envp: &[*const libc::c_char],
     report: RawFd,
 ) -> ! {
-    let fail = |report: RawFd| -> ! {
+    let fail = |report: RawFd, stage: u8| -> ! {
         let e = errno().to_ne_bytes();
-        libc::write(report, e.as_ptr().cast(), 4);
+        let said = [e[0], e[1], e[2], e[3], stage];
+        libc::write(report, said.as_ptr().cast(), 5);
         libc::_exit(127)
     };
     if libc::setsid() < 0 {
-        fail(report);
+        fail(report, EXEC);
     }
     for (target, &fd) in streams.iter().enumerate() {
         if libc::dup2(fd, target as RawFd) < 0 {
-            fail(report);
+            fail(report, EXEC);
         }
     }
     if libc::chdir(command.cwd.as_ptr()) < 0 {
-        fail(report);
+        fail(report, FOLDER);
     }
     let mut all: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut all);
@@ -333,12 +380,14 @@ unsafe fn become_command(
     if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0
         || libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, filter) < 0
     {
-        fail(report);
+        fail(report, EXEC);
     }
     libc::execve(command.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
-    fail(report)
+    fail(report, EXEC)
 }
 
 fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }

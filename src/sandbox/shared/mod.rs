@@ -25,8 +25,8 @@ mod wire;
 pub use helper::{available, serve_if_asked};
 
 use super::bwrap::Bwrap;
-use nix::libc;
 use crate::exec::{Running, Start, StartFailure, Starter, Wrap};
+use nix::libc;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -98,10 +98,8 @@ impl Drop for Shared {
         if let Some(Ok(link)) = self.link.get() {
             // The helper reads end of stream and exits, and the sandbox's
             // namespaces with it; the reply thread ends too.
-            let _ = nix::sys::socket::shutdown(
-                link.sock.as_raw_fd(),
-                nix::sys::socket::Shutdown::Both,
-            );
+            let _ =
+                nix::sys::socket::shutdown(link.sock.as_raw_fd(), nix::sys::socket::Shutdown::Both);
         }
     }
 }
@@ -210,7 +208,9 @@ impl Link {
         drop(command);
         if let Err(e) = sent {
             lock(&self.table).waiting.remove(&id);
-            return Err(StartFailure::Broken(format!("cannot reach the run's sandbox: {e}")));
+            return Err(StartFailure::Broken(format!(
+                "cannot reach the run's sandbox: {e}"
+            )));
         }
         let pid = match started_rx.recv_timeout(START_WAIT) {
             Ok(answer) => answer?,
@@ -277,7 +277,9 @@ fn serve_replies(
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
-            let _ = ready.send(Err(format!("cannot start bubblewrap for the run's sandbox: {e}")));
+            let _ = ready.send(Err(format!(
+                "cannot start bubblewrap for the run's sandbox: {e}"
+            )));
             return;
         }
     };
@@ -331,8 +333,14 @@ fn sort(table: &Replies, frame: wire::Frame) -> Option<u64> {
             return Some(frame.id);
         }
         b'F' => {
+            // A folder the sandbox does not show: bubblewrap of its own
+            // says so in its words, as it would have without the helper.
+            let failure = match frame.body.get(4) {
+                Some(1) => StartFailure::Elsewhere,
+                _ => StartFailure::Exec(os_error(number)),
+            };
             if let Some(tx) = waiter.started.take() {
-                let _ = tx.send(Err(StartFailure::Exec(os_error(number))));
+                let _ = tx.send(Err(failure));
             }
             table.waiting.remove(&frame.id);
         }
@@ -368,11 +376,23 @@ fn host_pid(pidfd: &OwnedFd) -> Option<u32> {
 pub struct InShared {
     shared: Arc<Shared>,
     own: Bwrap,
+    /// The helper started the command (else its own bubblewrap did).
+    placed: std::sync::atomic::AtomicBool,
 }
 
 impl InShared {
     pub fn new(shared: Arc<Shared>, own: Bwrap) -> InShared {
-        InShared { shared, own }
+        InShared {
+            shared,
+            own,
+            placed: Default::default(),
+        }
+    }
+
+    /// Whether the run's sandbox started the command: its exit and start
+    /// failures are then real, and bubblewrap's words never bubblewrap's.
+    pub fn placed(&self) -> bool {
+        self.placed.load(Ordering::Relaxed)
     }
 }
 
@@ -396,8 +416,13 @@ impl Wrap for InShared {
 
 impl Starter for InShared {
     fn start(&self, command: Start) -> Result<Running, StartFailure> {
-        let link = self.shared.link().map_err(|e| StartFailure::Broken(e.clone()))?;
-        link.run(command, Box::new(self.shared.clone()))
+        let link = self
+            .shared
+            .link()
+            .map_err(|e| StartFailure::Broken(e.clone()))?;
+        let running = link.run(command, Box::new(self.shared.clone()))?;
+        self.placed.store(true, Ordering::Relaxed);
+        Ok(running)
     }
 }
 

@@ -9,7 +9,7 @@
 //! command = 'C' fds=3 id  list(argv) list(env "K=V") list(cwd)   sluice -> helper: stdin, stdout, stderr
 //! ready   = 'R' fds=0 id=0                                       helper -> sluice, once, when it serves
 //! started = 'S' fds=1 id  pid:i32                                the command runs: its pidfd
-//! failed  = 'F' fds=0 id  errno:i32                              it could not be executed
+//! failed  = 'F' fds=0 id  errno:i32 stage:u8                     it could not be executed (0), its folder entered (1)
 //! ack     = 'A' fds=0 id                                         sluice -> helper: the pid is known
 //! exited  = 'X' fds=0 id  status:i32                             its raw wait status
 //! list    = count:u32 (len:u32 bytes)*
@@ -144,8 +144,10 @@ impl Reader {
             (msg.bytes, fds)
         };
         // SAFETY: the kernel just installed these descriptors for us.
-        self.fds
-            .extend(fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+        self.fds.extend(
+            fds.into_iter()
+                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+        );
         self.bytes.extend_from_slice(&buf[..n]);
         Ok(n > 0)
     }
@@ -221,15 +223,28 @@ mod tests {
         let big = vec![7u8; 200 << 10];
         let sent = big.clone();
         let writer = std::thread::spawn(move || {
-            send(a.as_raw_fd(), b'C', 9, &sent, &[file.as_raw_fd(), file.as_raw_fd()]).unwrap();
+            send(
+                a.as_raw_fd(),
+                b'C',
+                9,
+                &sent,
+                &[file.as_raw_fd(), file.as_raw_fd()],
+            )
+            .unwrap();
             send(a.as_raw_fd(), b'X', 10, &number(-3), &[]).unwrap();
             a
         });
         let mut reader = Reader::new(b.as_raw_fd());
         let first = reader.next().unwrap().unwrap();
-        assert_eq!((first.kind, first.id, first.body.len(), first.fds.len()), (b'C', 9, big.len(), 2));
+        assert_eq!(
+            (first.kind, first.id, first.body.len(), first.fds.len()),
+            (b'C', 9, big.len(), 2)
+        );
         let second = reader.next().unwrap().unwrap();
-        assert_eq!((second.kind, second.id, read_number(&second.body)), (b'X', 10, Some(-3)));
+        assert_eq!(
+            (second.kind, second.id, read_number(&second.body)),
+            (b'X', 10, Some(-3))
+        );
         drop(writer.join().unwrap());
         assert!(reader.next().unwrap().is_none());
     }
@@ -239,7 +254,10 @@ mod tests {
         let mut out = Vec::new();
         put_list(&mut out, &[b"sh".as_slice(), b"-c", b""]);
         let mut input = out.as_slice();
-        assert_eq!(take_list(&mut input).unwrap(), vec![b"sh".to_vec(), b"-c".to_vec(), vec![]]);
+        assert_eq!(
+            take_list(&mut input).unwrap(),
+            vec![b"sh".to_vec(), b"-c".to_vec(), vec![]]
+        );
         assert!(input.is_empty());
         let mut cut = &out[..out.len() - 3];
         assert!(take_list(&mut cut).is_none());

@@ -1,0 +1,203 @@
+//! One sandbox per run and profile (src/sandbox/shared/): the run's
+//! confined commands under bubblewrap share one set of namespaces, started
+//! by the sluice binary inside as a helper. Pinned here: commands of a run
+//! share it (one PID and network namespace), a widened call gets its own;
+//! a server one command starts is reachable from the next over loopback,
+//! and the host's loopback is not; every call still ends whole (nothing it
+//! starts outlives it, not even through `setsid`); a command that kills
+//! the helper ends its own sandbox and the next command gets a new one.
+
+mod common;
+
+use common::{need_bwrap, run_lua_with, survivors_with_arg, unique_sleep, workspace};
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::time::Duration;
+
+/// The namespaces a confined command is in, as `pid net` inode names.
+const NAMESPACES: &str = "echo $(readlink /proc/self/ns/pid) $(readlink /proc/self/ns/net)";
+
+#[test]
+fn commands_of_a_run_share_one_sandbox_and_a_widened_call_gets_its_own() {
+    need_bwrap();
+    let ws = workspace();
+    let script = format!(
+        r#"
+local function ns(input)
+  local r, e = sluice.bash(input)
+  assert(r, tostring(e and e.message))
+  return r.stdout
+end
+print("a " .. ns{{command = "{NAMESPACES}"}})
+print("b " .. ns{{command = "{NAMESPACES}"}})
+print("w " .. ns{{command = "{NAMESPACES}", sandboxPermissions = "danger-full-access", justification = "the test"}})
+print("c " .. ns{{command = "{NAMESPACES}"}})
+"#
+    );
+    // A wider retry needs the exact command approved (no wildcard).
+    let approve = format!("proc:spawn:{NAMESPACES}");
+    let run = run_lua_with(
+        ws.path(),
+        &script,
+        &["--sandbox", "bwrap", "--approve", &approve],
+        &[],
+    )
+    .ok();
+    let line = |tag: &str| -> String {
+        let found = run.stdout.lines().find(|l| l.starts_with(tag));
+        found
+            .unwrap_or_else(|| panic!("no {tag:?} line: {}", run.stdout))
+            .to_string()
+    };
+    let (a, b, w, c) = (line("a "), line("b "), line("w "), line("c "));
+    assert!(a.contains("pid:[") && a.contains("net:["), "{a}");
+    assert_eq!(a[2..], b[2..], "two commands of a run, two sandboxes");
+    assert_eq!(
+        a[2..],
+        c[2..],
+        "the call after a widened one left the run's sandbox"
+    );
+    assert_ne!(a[2..], w[2..], "a widened call ran in the run's sandbox");
+}
+
+#[test]
+fn a_server_one_command_starts_is_reachable_from_the_next_over_loopback() {
+    need_bwrap();
+    let ws = workspace();
+    let script = r#"
+local server = [[
+import http.server, socketserver
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"from the run's own server"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+socketserver.TCPServer(("127.0.0.1", 18931), H).serve_forever()
+]]
+local job = assert(sluice.bash{script = server, interpreter = "python3", background = true})
+local client = [[
+import time, urllib.request
+for _ in range(100):
+    try:
+        print(urllib.request.urlopen("http://127.0.0.1:18931/", timeout=2).read().decode()); break
+    except OSError as e:
+        err = e; time.sleep(0.05)
+else:
+    print("unreachable:", err)
+]]
+local r = assert(sluice.bash{script = client, interpreter = "python3"})
+print("got " .. r.stdout)
+job:kill()
+"#;
+    let run = run_lua_with(ws.path(), script, &["--sandbox", "bwrap"], &[]).ok();
+    assert!(
+        run.stdout.contains("got from the run's own server"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_command_cannot_reach_a_server_on_the_hosts_loopback() {
+    need_bwrap();
+    let ws = workspace();
+    let host = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    host.set_nonblocking(true).unwrap();
+    // The control: the same program reaches a server of its own sandbox.
+    let program = format!(
+        r#"
+import socket, threading
+own = socket.socket(); own.bind(("127.0.0.1", 0)); own.listen(1)
+threading.Thread(target=own.accept, daemon=True).start()
+socket.create_connection(own.getsockname(), timeout=2).close()
+print("own: reached")
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+    print("host: reached")
+except OSError as e:
+    print("host: refused", type(e).__name__)
+"#
+    );
+    let script = format!(
+        "local r = assert(sluice.bash{{script = {}, interpreter = 'python3'}})\nprint(r.stdout .. r.stderr)",
+        common::lua_str(&program)
+    );
+    let run = run_lua_with(ws.path(), &script, &["--sandbox", "bwrap"], &[]).ok();
+    assert!(run.stdout.contains("own: reached"), "{}", run.stdout);
+    assert!(run.stdout.contains("host: refused"), "{}", run.stdout);
+    assert!(host.accept().is_err(), "the host's server was reached");
+}
+
+#[test]
+fn nothing_a_command_starts_outlives_its_call_in_the_shared_sandbox() {
+    need_bwrap();
+    let ws = workspace();
+    let (plain, escaped, nohup) = (unique_sleep(), unique_sleep(), unique_sleep());
+    // The first call leaves three sleeps behind, one through `setsid`
+    // (which the session filter refuses: it stays in the call's session)
+    // and says whether a new session could be had at all; the run goes on
+    // in a second call while the test looks for the leftovers.
+    let script = format!(
+        r#"
+local r = assert(sluice.bash{{command = "sleep {plain} & setsid -f sleep {escaped} 2>/dev/null || sleep {escaped} & nohup sleep {nohup} >/dev/null 2>&1 & python3 -c 'import os\ntry:\n  os.setsid(); print(\"setsid: allowed\")\nexcept OSError as e: print(\"setsid:\", e.strerror)'"}})
+print(r.stdout)
+print("first call done")
+io.stdout:flush()
+sluice.bash{{command = "sleep 3"}}
+"#
+    );
+    let mut child = common::spawn_lua_with(ws.path(), &script, &["--sandbox", "bwrap"], &[]);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("first call done") {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        said.push_str(&line);
+    }
+    let left: Vec<i32> = [&plain, &escaped, &nohup]
+        .iter()
+        .flat_map(|arg| survivors_with_arg(arg, Duration::from_millis(500)))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut rest = String::new();
+    let _ = out.read_to_string(&mut rest);
+    assert!(said.contains("first call done"), "{said}{rest}");
+    assert!(said.contains("setsid: Operation not permitted"), "{said}");
+    assert_eq!(
+        left,
+        Vec::<i32>::new(),
+        "processes outlived their call: {said}"
+    );
+}
+
+#[test]
+fn a_command_that_kills_the_helper_ends_its_sandbox_and_the_next_gets_a_new_one() {
+    need_bwrap();
+    let ws = workspace();
+    // The helper is the sandbox's process named sluice-sandbox.
+    let script = format!(
+        r#"
+local a = assert(sluice.bash{{command = "{NAMESPACES}"}})
+local k, e = sluice.bash{{command = "for p in /proc/[0-9]*; do grep -qx sluice-sandbox $p/comm 2>/dev/null && kill -9 ${{p#/proc/}}; done; sleep 5; echo survived"}}
+local b = assert(sluice.bash{{command = "{NAMESPACES}"}})
+print("a " .. a.stdout)
+print("k " .. (k and k.stdout or ("error " .. e.code)))
+print("b " .. b.stdout)
+"#
+    );
+    let run = run_lua_with(ws.path(), &script, &["--sandbox", "bwrap"], &[]).ok();
+    let line = |tag: &str| -> String {
+        let found = run.stdout.lines().find(|l| l.starts_with(tag));
+        found
+            .unwrap_or_else(|| panic!("no {tag:?} line: {}", run.stdout))
+            .to_string()
+    };
+    assert!(!line("k ").contains("survived"), "{}", run.stdout);
+    assert_ne!(line("a ")[2..], line("b ")[2..], "{}", run.stdout);
+    assert!(line("b ").contains("pid:["), "{}", run.stdout);
+}
