@@ -201,3 +201,56 @@ print("b " .. b.stdout)
     assert_ne!(line("a ")[2..], line("b ")[2..], "{}", run.stdout);
     assert!(line("b ").contains("pid:["), "{}", run.stdout);
 }
+
+#[test]
+fn a_command_handed_a_credential_runs_apart_from_the_runs_other_commands() {
+    need_bwrap();
+    let ws = workspace();
+    let secret = "ghp_SharedSandboxSpy0123456789abcdef";
+    // A background job of the run reads every process's environment it
+    // can for 4 s; the control: a plain command's variable is there for
+    // it to read (they share the run's sandbox), the credentialed one's
+    // is not (it runs in a sandbox of its own).
+    let spy = r#"
+import glob, time
+seen = set()
+end = time.time() + 4
+while time.time() < end:
+    for path in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            for entry in open(path, "rb").read().split(b"\0"):
+                if entry.startswith((b"MARK=", b"T=")):
+                    seen.add(entry.decode(errors="replace"))
+        except OSError:
+            pass
+    time.sleep(0.02)
+open("spied.txt", "w").write("\n".join(sorted(seen)))
+"#;
+    let script = format!(
+        r#"
+local spy = assert(sluice.bash{{script = {}, interpreter = "python3", background = true}})
+sluice.sleep(300)
+assert(sluice.bash{{command = "sleep 1", env = {{MARK = "visible-marker"}}}})
+assert(sluice.bash{{command = "sleep 1", env = {{T = sluice.credential("gh")}}}})
+spy:wait(10000)
+"#,
+        common::lua_str(spy)
+    );
+    common::run_lua_env(
+        ws.path(),
+        &script,
+        &["--sandbox", "bwrap", "--approve", "cred:use:gh@command"],
+        &[],
+        &[("SLUICE_CREDENTIAL_GH", secret)],
+    )
+    .ok();
+    let spied = std::fs::read_to_string(ws.file("spied.txt")).unwrap();
+    assert!(
+        spied.contains("MARK=visible-marker"),
+        "the spy saw nothing: {spied:?}"
+    );
+    assert!(
+        !spied.contains(secret),
+        "the credential was read: {spied:?}"
+    );
+}

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 pub const FAILURE_MARK: &str = "bwrap: ";
 
 /// A command wrapped in `bwrap`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Bwrap {
     pub program: PathBuf,
     pub profile: Profile,

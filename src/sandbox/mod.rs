@@ -645,6 +645,22 @@ impl Confined {
         ))
     }
 
+    /// The same confinement in a sandbox of the command's own, never the
+    /// run's shared one: for a command handed a credential, whose
+    /// environment the run's other commands (a background job started
+    /// earlier) could otherwise read in `/proc`, as processes of one user
+    /// in one PID namespace.
+    pub fn alone(self) -> Confined {
+        let Some(own) = self.shared.as_ref().map(|s| s.own()) else {
+            return self;
+        };
+        Confined {
+            wrap: Arc::new(own),
+            shared: None,
+            ..self
+        }
+    }
+
     /// Whether the command was started in the run's shared sandbox, whose
     /// helper reports its real exit and start failures (bubblewrap's own
     /// words then never come from bubblewrap).

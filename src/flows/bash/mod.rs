@@ -335,7 +335,10 @@ impl Flow for Bash {
         req.timeout = Some(self.timeout);
         req.output_budget = Some(exec::STREAM_BUDGET);
         let wider = self.wider.as_ref().map(|(m, why)| (*m, why.as_str()));
-        let confined = ctx.confine(&self.label, wider).await?;
+        let mut confined = ctx.confine(&self.label, wider).await?;
+        if !self.secrets.is_empty() {
+            confined = confined.map(crate::sandbox::Confined::alone);
+        }
         req.wrap = confined.as_ref().map(|c| c.wrap.clone());
         let spec = exec::resolve(req, &exec.limits)?;
         if self.background {

@@ -389,6 +389,12 @@ impl InShared {
         }
     }
 
+    /// The bubblewrap of the command's own, for a command that must not
+    /// share the run's sandbox.
+    pub fn own(&self) -> Bwrap {
+        self.own.clone()
+    }
+
     /// Whether the run's sandbox started the command: its exit and start
     /// failures are then real, and bubblewrap's words never bubblewrap's.
     pub fn placed(&self) -> bool {

@@ -214,6 +214,7 @@ pub fn read_number(body: &[u8]) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
 
     #[test]
