@@ -17,6 +17,14 @@ use std::time::Duration;
 /// The namespaces a confined command is in, as `pid net` inode names.
 const NAMESPACES: &str = "echo $(readlink /proc/self/ns/pid) $(readlink /proc/self/ns/net)";
 
+/// The line of `stdout` that starts with `tag`.
+fn tagged(stdout: &str, tag: &str) -> String {
+    let found = stdout.lines().find(|l| l.starts_with(tag));
+    found
+        .unwrap_or_else(|| panic!("no {tag:?} line: {stdout}"))
+        .to_string()
+}
+
 #[test]
 fn commands_of_a_run_share_one_sandbox_and_a_widened_call_gets_its_own() {
     need_bwrap();
@@ -43,12 +51,7 @@ print("c " .. ns{{command = "{NAMESPACES}"}})
         &[],
     )
     .ok();
-    let line = |tag: &str| -> String {
-        let found = run.stdout.lines().find(|l| l.starts_with(tag));
-        found
-            .unwrap_or_else(|| panic!("no {tag:?} line: {}", run.stdout))
-            .to_string()
-    };
+    let line = |tag: &str| tagged(&run.stdout, tag);
     let (a, b, w, c) = (line("a "), line("b "), line("w "), line("c "));
     assert!(a.contains("pid:[") && a.contains("net:["), "{a}");
     assert_eq!(a[2..], b[2..], "two commands of a run, two sandboxes");
@@ -191,12 +194,7 @@ print("b " .. b.stdout)
 "#
     );
     let run = run_lua_with(ws.path(), &script, &["--sandbox", "bwrap"], &[]).ok();
-    let line = |tag: &str| -> String {
-        let found = run.stdout.lines().find(|l| l.starts_with(tag));
-        found
-            .unwrap_or_else(|| panic!("no {tag:?} line: {}", run.stdout))
-            .to_string()
-    };
+    let line = |tag: &str| tagged(&run.stdout, tag);
     assert!(!line("k ").contains("survived"), "{}", run.stdout);
     assert_ne!(line("a ")[2..], line("b ")[2..], "{}", run.stdout);
     assert!(line("b ").contains("pid:["), "{}", run.stdout);
