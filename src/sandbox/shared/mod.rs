@@ -60,18 +60,14 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    /// A sandbox for `bwrap`'s profile, not started yet.
-    pub fn new(bwrap: &Bwrap) -> Shared {
+    /// A sandbox made by `program` with `args` (see [`key`]), not started
+    /// yet.
+    fn new(program: &Path, args: Vec<OsString>) -> Shared {
         Shared {
-            program: bwrap.program.clone(),
-            args: key(bwrap),
+            program: program.to_path_buf(),
+            args,
             link: OnceLock::new(),
         }
-    }
-
-    /// Whether this sandbox is for the profile `bwrap` confines to.
-    pub fn is_for(&self, bwrap: &Bwrap) -> bool {
-        self.program == bwrap.program && self.args == key(bwrap)
     }
 
     /// Whether the helper started and serves.
@@ -443,12 +439,14 @@ const KEPT: usize = 4;
 impl Sandboxes {
     /// The run's sandbox for `bwrap`'s profile, made (not started) if new.
     pub fn for_profile(&self, bwrap: &Bwrap) -> Arc<Shared> {
+        let args = key(bwrap);
         let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
         all.retain(|s| !s.ended());
-        if let Some(found) = all.iter().find(|s| s.is_for(bwrap)) {
+        let same = |s: &&Arc<Shared>| s.program == bwrap.program && s.args == args;
+        if let Some(found) = all.iter().find(same) {
             return found.clone();
         }
-        let made = Arc::new(Shared::new(bwrap));
+        let made = Arc::new(Shared::new(&bwrap.program, args));
         all.push(made.clone());
         let surplus = all.len().saturating_sub(KEPT);
         let mut idle_seen = 0;
