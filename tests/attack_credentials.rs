@@ -397,7 +397,11 @@ emit({out = r.stdout, dropped = r.stdoutDroppedBytes, truncated = r.stdoutTrunca
         "a".repeat(15_000 - 9_000 - 1 - SECRET.len()),
         "b".repeat(9_000)
     );
-    assert!(text.ends_with(&tail), "tail: {:?}", &text[text.len() - 200..]);
+    assert!(
+        text.ends_with(&tail),
+        "tail: {:?}",
+        &text[text.len() - 200..]
+    );
     assert!(!out.stdout.contains(&SECRET[..8]));
     assert_record_clean(ws.path(), SECRET);
 }
