@@ -47,9 +47,11 @@ pub(crate) async fn drain(
     stop: watch::Receiver<bool>,
     tap: Option<Tap>,
 ) -> Captured {
-    let own = match tap.is_none() && !collector.counts_lines() {
-        true => own_registration(&*pipe),
-        false => None,
+    let splices = tap.is_none() && !collector.counts_lines();
+    let own = if splices {
+        own_registration(&*pipe)
+    } else {
+        None
     };
     let cut_short = match own {
         Some(fd) => {
@@ -335,6 +337,17 @@ mod tests {
         dir: Option<Arc<SpillDir>>,
         cap: u64,
     ) -> Captured {
+        let collector = Collector::new("stdout", BUDGET, dir, cap);
+        drained_into(pieces, pause, collector, None).await
+    }
+
+    /// [`drained`] into a given collector, with a tap.
+    async fn drained_into(
+        pieces: Vec<Vec<u8>>,
+        pause: Duration,
+        collector: Collector,
+        tap: Option<Tap>,
+    ) -> Captured {
         let (tx, rx) = tokio::net::unix::pipe::pipe().unwrap();
         let _ = nix::fcntl::fcntl(rx.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
         let mut tx = File::from(tx.into_blocking_fd().unwrap());
@@ -345,8 +358,7 @@ mod tests {
             }
         });
         let (_stop_tx, stop) = watch::channel(false);
-        let collector = Collector::new("stdout", BUDGET, dir, cap);
-        let got = drain(Box::new(rx), collector, stop, None).await;
+        let got = drain(Box::new(rx), collector, stop, tap).await;
         writer.join().unwrap();
         got
     }
@@ -454,5 +466,34 @@ mod tests {
             let at = got.tail.windows(SECRET.len()).position(|w| w == SECRET);
             assert_eq!(at, Some(15_000 - 9_000 - SECRET.len()), "spill: {spill}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_tap_and_a_line_count_still_see_every_byte() {
+        let stream: Vec<u8> = pattern(16 * MIB)
+            .into_iter()
+            .map(|b| if b == 7 { b'\n' } else { b })
+            .collect();
+        let pieces: Vec<Vec<u8>> = stream.chunks(65_537).map(<[u8]>::to_vec).collect();
+        let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = seen.clone();
+        let tap = Tap(Arc::new(move |chunk: &[u8]| {
+            counter.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }));
+        let before = spliced_mib();
+        let plain = Collector::new("stdout", BUDGET, None, 0);
+        let got = drained_into(pieces.clone(), Duration::ZERO, plain, Some(tap)).await;
+        assert_eq!(
+            seen.load(std::sync::atomic::Ordering::Relaxed),
+            stream.len() as u64
+        );
+        assert_same(&got, &read_every_byte(&stream, None, 0));
+        let counting = Collector::new("stdout", BUDGET, None, 0).counting_lines();
+        let got = drained_into(pieces, Duration::ZERO, counting, None).await;
+        let lines =
+            stream.split(|b| *b == b'\n').count() as u64 - u64::from(stream.ends_with(b"\n"));
+        assert_eq!(got.lines, lines);
+        assert_eq!(got.tail, stream[stream.len() - 15_000..]);
+        assert_eq!(spliced_mib(), before, "nothing was spliced");
     }
 }
