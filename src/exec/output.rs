@@ -5,7 +5,9 @@
 //! stream keeps at most its budget in memory (the head and the tail, because
 //! the start says what ran and the end says how it ended), and the moment the
 //! stream overflows the budget, the complete stream so far and everything
-//! after it go to a private file, up to a cap.
+//! after it go to a private file, up to a cap. From the overflow on, the
+//! bytes between head and tail need not pass through memory: [`drain`]
+//! splices them into the file, or away once it is full ([`splice`]).
 
 mod splice;
 
