@@ -22,7 +22,6 @@
 mod peers;
 mod support;
 
-use peers::CODEX_VERSION;
 use serde_json::json;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -37,15 +36,10 @@ const CHUNKS: usize = 2_000;
 const BLOCK: usize = 5;
 
 fn codex_binary() -> PathBuf {
-    let p = peers::codex_binary();
-    assert!(
-        p.is_file(),
-        "Codex's apply_patch is not installed ({} is missing): run scripts/test, or \
-         `npm install --prefix target/peers --no-audit --no-fund @openai/codex@{CODEX_VERSION}`, \
-         or set SLUICE_CODEX_APPLY_PATCH",
-        p.display()
-    );
-    p
+    if let Some(how) = peers::codex_missing() {
+        panic!("{how}");
+    }
+    peers::codex_binary()
 }
 
 fn source() -> String {

@@ -119,7 +119,13 @@ fn registry_src() -> PathBuf {
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cargo"));
-    std::fs::canonicalize(cargo_home.join("registry/src")).expect("~/.cargo/registry/src exists")
+    let src = cargo_home.join("registry/src");
+    std::fs::canonicalize(&src).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: the grep bench searches cargo's unpacked crates; `cargo fetch` in this repository fills it",
+            src.display()
+        )
+    })
 }
 
 fn rg_available() -> bool {

@@ -373,6 +373,39 @@ emit(g and g.matches or ge)
     let _ = spill_dir;
 }
 
+#[test]
+fn a_secret_printed_in_two_halves_after_100_mib_is_cut_from_the_tail_of_a_spliced_stream() {
+    // Past its budget a stream's bytes are spliced (into the spill file,
+    // then away), and only what may be its last 15,000 bytes is read. The
+    // secret comes in two writes, a pause between, so the drain has moved
+    // the first half's neighbours before the second half exists: the tail
+    // must still hold it whole, for the cut to find it.
+    let ws = common::workspace();
+    let body = r#"
+local r = sluice.bash{command = "head -c 104857600 /dev/zero | tr '\\0' a; printf %.13s \"$T\"; sleep 0.3; printf '%s\\n' \"${T#?????????????}\"; head -c 9000 /dev/zero | tr '\\0' b",
+                      env = {T = sluice.credential("gh")}}
+emit({out = r.stdout, dropped = r.stdoutDroppedBytes, truncated = r.stdoutTruncated})
+"#;
+    let out = run(ws.path(), &GRANT, body).ok();
+    let got = lines(&out);
+    let total = 104_857_600 + SECRET.len() + 1 + 9_000;
+    assert_eq!(got[0]["truncated"], true);
+    assert_eq!(got[0]["dropped"], (total - 30_000) as u64);
+    let text = got[0]["out"].as_str().unwrap();
+    let tail = format!(
+        "{}[redacted]\n{}",
+        "a".repeat(15_000 - 9_000 - 1 - SECRET.len()),
+        "b".repeat(9_000)
+    );
+    assert!(
+        text.ends_with(&tail),
+        "tail: {:?}",
+        &text[text.len() - 200..]
+    );
+    assert!(!out.stdout.contains(&SECRET[..8]));
+    assert_record_clean(ws.path(), SECRET);
+}
+
 // --- Sending it where the policy did not allow -------------------------------
 
 #[test]

@@ -1,5 +1,7 @@
 //! Where the peer tools the benches and differential tests compare sluice
-//! with are installed (`scripts/test` puts them there), shared by both.
+//! with are installed (`scripts/test` and `scripts/bench` put them there,
+//! Codex through `scripts/install-codex`), shared by both, and what to say
+//! when one is missing.
 // Each includer uses some of these.
 #![allow(dead_code)]
 
@@ -25,6 +27,20 @@ pub fn codex_binary() -> PathBuf {
         .join("vendor")
         .join(triple)
         .join("bin/codex")
+}
+
+/// How to install Codex's CLI, when [`codex_binary`] does not exist: the
+/// message a bench or test stops with. `None` when it is there.
+pub fn codex_missing() -> Option<String> {
+    let p = codex_binary();
+    (!p.is_file()).then(|| {
+        format!(
+            "Codex's CLI is not installed ({} is missing): run scripts/install-codex (scripts/bench and \
+             scripts/test run it), which needs npm, or `npm install --prefix target/peers --no-audit --no-fund \
+             @openai/codex@{CODEX_VERSION}`, or set SLUICE_CODEX_APPLY_PATCH to a codex {CODEX_VERSION} binary",
+            p.display()
+        )
+    })
 }
 
 /// The Python MCP client and server package version the MCP tests and

@@ -513,21 +513,12 @@ pub(crate) async fn collect_into(
 }
 
 async fn collect(
-    pipe: impl AsyncRead + Unpin,
-    mut collector: Collector,
+    pipe: Pipe,
+    collector: Collector,
     stop: watch::Receiver<bool>,
     tap: Option<super::Tap>,
 ) -> Captured {
-    let sink = |chunk: &[u8]| {
-        if let Some(tap) = &tap {
-            (tap.0)(chunk);
-        }
-        collector.push(chunk);
-    };
-    if collect_into(pipe, stop, sink).await {
-        collector.mark_cut_short();
-    }
-    collector.finish()
+    super::output::drain(pipe, collector, stop, tap).await
 }
 
 enum Cause {
@@ -552,7 +543,7 @@ async fn grace_or_stop(deadline: Instant) -> bool {
 }
 
 /// The output pipes of a launched command.
-pub(crate) type Pipe = Box<dyn AsyncRead + Unpin + Send>;
+pub(crate) type Pipe = Box<dyn super::output::Source>;
 
 /// A command that started: its child (whose pid is its process group id),
 /// its output pipes, and the writer feeding its stdin.

@@ -1,0 +1,499 @@
+//! Draining a command's output pipe into its [`Collector`], moving with
+//! splice(2) the bytes nobody needs to see.
+//!
+//! Once a stream has overflowed its budget, its head is settled and its
+//! tail is only the stream's last bytes; the bytes between matter only to
+//! the spill file (up to its cap) and to the count. So from then on the
+//! drain moves them pipe → spill file with splice (the kernel moves pages;
+//! the tail is read back from the file's end when needed) and, once the file
+//! is full or there is none, pipe → /dev/null, reading only what may be the
+//! stream's last [`Collector::tail_cap`] bytes. What the [`Captured`] holds
+//! is the same as reading every byte would make it.
+//!
+//! Every byte is still read where something needs each one: an output tap
+//! (a caller showing progress), a stream whose lines are counted, a stream
+//! still within its budget, and a pipe or file system splice refuses.
+
+use super::{Captured, Collector};
+use crate::exec::Tap;
+use nix::errno::Errno;
+use std::fs::File;
+use std::io::{self, ErrorKind};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::OnceLock;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, Interest};
+use tokio::sync::watch;
+
+/// A command's output pipe as the executor holds it: read asynchronously,
+/// and a descriptor for splice.
+pub(crate) trait Source: AsyncRead + AsFd + Unpin + Send {}
+
+impl<T: AsyncRead + AsFd + Unpin + Send> Source for T {}
+
+/// One read: a whole pipe's worth (the executor widens pipes to 1 MiB) in
+/// a few calls.
+const READ_BYTES: usize = 256 << 10;
+
+/// The most one splice moves: a whole widened pipe.
+const SPLICE_BYTES: usize = 1 << 20;
+
+/// Reads `pipe` into `collector` until end-of-file or until `stop` fires
+/// (then the capture is `cut_short`), and settles the capture. `tap` sees
+/// every byte, so with one every byte is read.
+pub(crate) async fn drain(
+    pipe: Box<dyn Source>,
+    mut collector: Collector,
+    stop: watch::Receiver<bool>,
+    tap: Option<Tap>,
+) -> Captured {
+    let splices = tap.is_none() && !collector.counts_lines();
+    let own = if splices {
+        own_registration(&*pipe)
+    } else {
+        None
+    };
+    let cut_short = match own {
+        Some(fd) => {
+            // The copy registered on its own carries on; the original's
+            // registration and descriptor go.
+            drop(pipe);
+            spliced(fd, &mut collector, stop).await
+        }
+        None => read_all(pipe, &mut collector, stop, tap).await,
+    };
+    if cut_short {
+        collector.mark_cut_short();
+    }
+    collector.finish()
+}
+
+/// Every byte through memory, to the tap and the collector.
+async fn read_all(
+    pipe: Box<dyn Source>,
+    collector: &mut Collector,
+    stop: watch::Receiver<bool>,
+    tap: Option<Tap>,
+) -> bool {
+    let sink = |chunk: &[u8]| {
+        if let Some(tap) = &tap {
+            (tap.0)(chunk);
+        }
+        collector.push(chunk);
+    };
+    crate::exec::process::collect_into(pipe, stop, sink).await
+}
+
+/// A duplicate of the pipe's descriptor, registered with the runtime on its
+/// own: the async reader hides its descriptor's readiness, which splice
+/// needs. `None` (every byte is read then) when either step fails.
+fn own_registration(pipe: &dyn Source) -> Option<AsyncFd<OwnedFd>> {
+    let fd = pipe.as_fd().try_clone_to_owned().ok()?;
+    // SAFETY: an OwnedFd is open, and names the same file description
+    // until it is dropped with the AsyncFd that owns it.
+    unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()
+}
+
+/// The drain loop: each time the pipe is readable, move what it holds;
+/// true when `stop` ended it first.
+async fn spliced(
+    fd: AsyncFd<OwnedFd>,
+    collector: &mut Collector,
+    mut stop: watch::Receiver<bool>,
+) -> bool {
+    let mut mover = Mover {
+        splices: true,
+        buf: Vec::new(),
+    };
+    loop {
+        let mut ready = tokio::select! {
+            r = fd.readable() => match r {
+                Ok(guard) => guard,
+                Err(_) => return false,
+            },
+            _ = stop.wait_for(|s| *s) => return true,
+        };
+        match ready.try_io(|fd| mover.step(fd.get_ref().as_fd(), collector)) {
+            // End of file, or a read error, which ends the stream as it
+            // ends it for a reader of every byte.
+            Ok(Ok(0)) | Ok(Err(_)) => return false,
+            Ok(Ok(_)) => {}
+            // Empty for now: the readiness was cleared, wait for more.
+            Err(_would_block) => {}
+        }
+    }
+}
+
+/// Moves one batch of a pipe's bytes by the cheapest way that keeps the
+/// capture exact.
+struct Mover {
+    /// False once splice was refused (not a pipe, a file system without
+    /// it): every later byte is read.
+    splices: bool,
+    /// The read buffer, made at the first read.
+    buf: Vec<u8>,
+}
+
+impl Mover {
+    /// Moves what the pipe holds; the bytes moved, 0 at end of file,
+    /// `WouldBlock` when it holds nothing.
+    fn step(&mut self, pipe: BorrowedFd<'_>, c: &mut Collector) -> io::Result<usize> {
+        if self.splices && !c.needs_bytes() {
+            if let Some(n) = self.spill(pipe, c)? {
+                return Ok(n);
+            }
+            if let Some(n) = self.skip(pipe, c)? {
+                return Ok(n);
+            }
+        }
+        self.read(pipe, c)
+    }
+
+    /// Splices into the spill file while it holds the whole stream and has
+    /// room; `None` when it cannot (then the bytes go another way).
+    fn spill(&mut self, pipe: BorrowedFd<'_>, c: &mut Collector) -> io::Result<Option<usize>> {
+        let Some((file, room)) = c.splice_target() else {
+            return Ok(None);
+        };
+        let want = (room as usize).min(SPLICE_BYTES);
+        match self.splice(pipe, file.as_fd(), want)? {
+            Moved::Bytes(n) => {
+                c.spliced_to_file(n as u64);
+                Ok(Some(n))
+            }
+            Moved::Refused => Ok(None),
+            Moved::Failed(e) => {
+                // Nothing left the pipe: the bytes are read instead, and
+                // the file stays as it is, short, as after a failed write.
+                c.spill_failed(&e);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Discards unread what cannot be among the stream's last
+    /// [`Collector::tail_cap`] bytes (more than that follows it in the
+    /// pipe), then reads the rest; `None` when the pipe holds no more than
+    /// that.
+    fn skip(&mut self, pipe: BorrowedFd<'_>, c: &mut Collector) -> io::Result<Option<usize>> {
+        let keep = c.tail_cap();
+        let queued = queued(pipe)?;
+        let Some(null) = dev_null().filter(|_| queued > keep) else {
+            return Ok(None);
+        };
+        match self.splice(pipe, null.as_fd(), queued - keep)? {
+            Moved::Bytes(n) => {
+                c.skipped(n as u64);
+                // What follows is at least a tail's worth, already queued:
+                // read now, so the tail is whole again at once.
+                let read = match self.read(pipe, c) {
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => 0,
+                    other => other?,
+                };
+                Ok(Some(n + read))
+            }
+            // /dev/null refusing is unheard of; reading is always right.
+            Moved::Refused | Moved::Failed(_) => {
+                self.splices = false;
+                Ok(None)
+            }
+        }
+    }
+
+    /// One splice from the pipe; `WouldBlock` when it is empty.
+    fn splice(
+        &mut self,
+        pipe: BorrowedFd<'_>,
+        to: BorrowedFd<'_>,
+        len: usize,
+    ) -> io::Result<Moved> {
+        let flags = nix::libc::SPLICE_F_NONBLOCK | nix::libc::SPLICE_F_MOVE;
+        loop {
+            // SAFETY: two descriptors borrowed for the call, no offsets
+            // (each file's own position is used), a length and flags.
+            let r = unsafe {
+                nix::libc::splice(
+                    pipe.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    to.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    len,
+                    flags,
+                )
+            };
+            return match Errno::result(r) {
+                Ok(n) => {
+                    #[cfg(test)]
+                    tests::SPLICED.with(|c| c.set(c.get() + n as u64));
+                    Ok(Moved::Bytes(n as usize))
+                }
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => Err(ErrorKind::WouldBlock.into()),
+                Err(Errno::EINVAL) => {
+                    self.splices = false;
+                    Ok(Moved::Refused)
+                }
+                Err(e) => Ok(Moved::Failed(e.into())),
+            };
+        }
+    }
+
+    /// One read into memory, pushed to the collector.
+    fn read(&mut self, pipe: BorrowedFd<'_>, c: &mut Collector) -> io::Result<usize> {
+        if self.buf.is_empty() {
+            self.buf = vec![0; READ_BYTES];
+        }
+        loop {
+            return match nix::unistd::read(pipe.as_raw_fd(), &mut self.buf) {
+                Ok(n) => {
+                    c.push(&self.buf[..n]);
+                    Ok(n)
+                }
+                Err(Errno::EINTR) => continue,
+                Err(e) => Err(e.into()),
+            };
+        }
+    }
+}
+
+/// What one splice did.
+enum Moved {
+    /// Moved this many bytes (0: end of file).
+    Bytes(usize),
+    /// Splice does not work between these two: read instead, from now on.
+    Refused,
+    /// It failed otherwise (the file's disk is full): nothing moved.
+    Failed(io::Error),
+}
+
+/// Bytes the pipe holds now.
+fn queued(pipe: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut n: nix::libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which points at
+    // `n`, alive for the call.
+    let r = unsafe { nix::libc::ioctl(pipe.as_raw_fd(), nix::libc::FIONREAD, &mut n) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n.max(0) as usize)
+}
+
+/// /dev/null, opened once per process, where discarded bytes are spliced.
+fn dev_null() -> Option<&'static File> {
+    static NULL: OnceLock<Option<File>> = OnceLock::new();
+    NULL.get_or_init(|| File::options().write(true).open("/dev/null").ok())
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Spill, SpillDir};
+    use super::*;
+    use std::io::Write;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    thread_local! {
+        /// Bytes this thread's drains spliced: a test's drain runs on the
+        /// test's own thread, so a test can tell the bytes did not pass
+        /// through memory.
+        pub(super) static SPLICED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    fn spliced_mib() -> u64 {
+        SPLICED.with(|c| c.get()) >> 20
+    }
+
+    const MIB: usize = 1 << 20;
+    /// The bash flow's stdout budget: 15,000 bytes of head, 15,000 of tail.
+    const BUDGET: usize = 30_000;
+
+    /// `len` bytes in which every 8-byte word is its own offset: a byte
+    /// lost, doubled or moved anywhere shows.
+    fn pattern(len: usize) -> Vec<u8> {
+        let mut out: Vec<u8> = (0..len.div_ceil(8) as u64)
+            .flat_map(|i| (i * 8).to_le_bytes())
+            .collect();
+        out.truncate(len);
+        out
+    }
+
+    /// What reading every byte makes of `stream`: the collector as the
+    /// executor fed it before splice, one 256 KiB read at a time.
+    fn read_every_byte(stream: &[u8], dir: Option<Arc<SpillDir>>, cap: u64) -> Captured {
+        let mut c = Collector::new("stdout", BUDGET, dir, cap);
+        for chunk in stream.chunks(READ_BYTES) {
+            c.push(chunk);
+        }
+        c.finish()
+    }
+
+    /// Drains a real 1 MiB pipe into a collector while a thread writes
+    /// `pieces` into it, pausing `pause` after each so the drain catches up
+    /// (and splices what the pipe holds at that moment).
+    async fn drained(
+        pieces: Vec<Vec<u8>>,
+        pause: Duration,
+        dir: Option<Arc<SpillDir>>,
+        cap: u64,
+    ) -> Captured {
+        let collector = Collector::new("stdout", BUDGET, dir, cap);
+        drained_into(pieces, pause, collector, None).await
+    }
+
+    /// [`drained`] into a given collector, with a tap.
+    async fn drained_into(
+        pieces: Vec<Vec<u8>>,
+        pause: Duration,
+        collector: Collector,
+        tap: Option<Tap>,
+    ) -> Captured {
+        let (tx, rx) = tokio::net::unix::pipe::pipe().unwrap();
+        let _ = nix::fcntl::fcntl(rx.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
+        let mut tx = File::from(tx.into_blocking_fd().unwrap());
+        let writer = std::thread::spawn(move || {
+            for piece in pieces {
+                tx.write_all(&piece).unwrap();
+                std::thread::sleep(pause);
+            }
+        });
+        let (_stop_tx, stop) = watch::channel(false);
+        let got = drain(Box::new(rx), collector, stop, tap).await;
+        writer.join().unwrap();
+        got
+    }
+
+    /// The spill's facts other than its name, and the file's bytes.
+    fn spill_facts(c: &Captured) -> Option<(u64, bool, Vec<u8>)> {
+        c.spill.as_ref().map(
+            |Spill {
+                 path,
+                 bytes,
+                 complete,
+             }| (*bytes, *complete, std::fs::read(path).unwrap()),
+        )
+    }
+
+    /// Every fact of `got` is the one reading every byte gives.
+    fn assert_same(got: &Captured, want: &Captured) {
+        assert_eq!(got.head, want.head, "head");
+        assert_eq!(got.tail.len(), want.tail.len(), "tail length");
+        assert!(got.tail == want.tail, "tail bytes differ");
+        assert_eq!(got.total_bytes, want.total_bytes, "total");
+        assert_eq!(got.dropped_bytes, want.dropped_bytes, "dropped");
+        assert_eq!(
+            (&got.spill_error, got.cut_short),
+            (&want.spill_error, want.cut_short)
+        );
+        assert!(spill_facts(got) == spill_facts(want), "spill files differ");
+    }
+
+    /// A spill folder, which the caller keeps (as the run does) while it
+    /// reads the files.
+    fn spill_dir(parent: &tempfile::TempDir, name: &str) -> Arc<SpillDir> {
+        Arc::new(SpillDir::create_in(parent.path(), name).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_64_mib_stream_spliced_into_its_spill_file_is_exactly_what_reading_it_makes() {
+        let stream = pattern(64 * MIB);
+        let parent = tempfile::tempdir().unwrap();
+        let pieces = stream.chunks(4096).map(<[u8]>::to_vec).collect();
+        let (a, b) = (spill_dir(&parent, "a"), spill_dir(&parent, "b"));
+        let got = drained(pieces, Duration::ZERO, Some(a.clone()), 64 << 20).await;
+        let want = read_every_byte(&stream, Some(b.clone()), 64 << 20);
+        assert_same(&got, &want);
+        // The file is the whole stream, byte for byte, and says so.
+        let (bytes, complete, file) = spill_facts(&got).unwrap();
+        assert_eq!((bytes, complete), (64 << 20, true));
+        assert!(file == stream);
+        assert_eq!(got.head, stream[..15_000]);
+        assert_eq!(got.tail, stream[stream.len() - 15_000..]);
+        assert_eq!(got.dropped_bytes, (64 * MIB - 30_000) as u64);
+        // All but the first reads (the head, the overflow) were spliced.
+        assert!(spliced_mib() >= 63, "spliced {} MiB", spliced_mib());
+    }
+
+    #[tokio::test]
+    async fn past_the_spill_cap_the_file_holds_the_first_bytes_and_the_tail_is_the_last() {
+        // 100 MiB in pieces of odd sizes, so no boundary falls on a page.
+        let stream = pattern(100 * MIB + 12_345);
+        let parent = tempfile::tempdir().unwrap();
+        let pieces = stream.chunks(65_537).map(<[u8]>::to_vec).collect();
+        let (a, b) = (spill_dir(&parent, "a"), spill_dir(&parent, "b"));
+        let got = drained(pieces, Duration::ZERO, Some(a.clone()), 64 << 20).await;
+        let want = read_every_byte(&stream, Some(b.clone()), 64 << 20);
+        assert_same(&got, &want);
+        let (bytes, complete, file) = spill_facts(&got).unwrap();
+        assert_eq!((bytes, complete), (64 << 20, false));
+        assert!(file[..] == stream[..64 * MIB]);
+        assert_eq!(got.tail, stream[stream.len() - 15_000..]);
+        assert_eq!(got.total_bytes, stream.len() as u64);
+        // The file's 64 MiB, and most of the rest: each time the drain
+        // catches up with the writer it reads at most a tail's worth.
+        assert!(spliced_mib() >= 80, "spliced {} MiB", spliced_mib());
+    }
+
+    #[tokio::test]
+    async fn without_a_spill_folder_the_skipped_middle_is_counted_and_the_tail_exact() {
+        let stream = pattern(20 * MIB + 7);
+        let pieces = stream.chunks(4096 * 16 + 1).map(<[u8]>::to_vec).collect();
+        let got = drained(pieces, Duration::ZERO, None, 64 << 20).await;
+        assert_same(&got, &read_every_byte(&stream, None, 64 << 20));
+        assert!(got.spill.is_none());
+        assert!(spliced_mib() >= 10, "spliced {} MiB", spliced_mib());
+    }
+
+    #[tokio::test]
+    async fn a_secret_written_in_two_halves_across_a_splice_lands_whole_in_the_tail() {
+        // The drain runs between the halves (the writer pauses), so the
+        // first half was queued when the drain spliced everything before
+        // the last tail's worth away.
+        const SECRET: &[u8] = b"ghp_0123456789abcdefghijABCDEFGHIJ0123";
+        for spill in [true, false] {
+            let parent = tempfile::tempdir().unwrap();
+            let (a, b) = (spill_dir(&parent, "a"), spill_dir(&parent, "b"));
+            let dir = |d: &Arc<SpillDir>| spill.then(|| d.clone());
+            let (front, back) = SECRET.split_at(17);
+            let mut first = pattern(8 * MIB);
+            first.extend_from_slice(front);
+            let mut second = back.to_vec();
+            second.extend_from_slice(&[b'z'; 9_000]);
+            let stream = [&first[..], &second[..]].concat();
+            let pieces = vec![first, second];
+            let got = drained(pieces, Duration::from_millis(50), dir(&a), 1 << 20).await;
+            assert_same(&got, &read_every_byte(&stream, dir(&b), 1 << 20));
+            let at = got.tail.windows(SECRET.len()).position(|w| w == SECRET);
+            assert_eq!(at, Some(15_000 - 9_000 - SECRET.len()), "spill: {spill}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tap_and_a_line_count_still_see_every_byte() {
+        let stream: Vec<u8> = pattern(16 * MIB)
+            .into_iter()
+            .map(|b| if b == 7 { b'\n' } else { b })
+            .collect();
+        let pieces: Vec<Vec<u8>> = stream.chunks(65_537).map(<[u8]>::to_vec).collect();
+        let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = seen.clone();
+        let tap = Tap(Arc::new(move |chunk: &[u8]| {
+            counter.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }));
+        let before = spliced_mib();
+        let plain = Collector::new("stdout", BUDGET, None, 0);
+        let got = drained_into(pieces.clone(), Duration::ZERO, plain, Some(tap)).await;
+        assert_eq!(
+            seen.load(std::sync::atomic::Ordering::Relaxed),
+            stream.len() as u64
+        );
+        assert_same(&got, &read_every_byte(&stream, None, 0));
+        let counting = Collector::new("stdout", BUDGET, None, 0).counting_lines();
+        let got = drained_into(pieces, Duration::ZERO, counting, None).await;
+        let lines =
+            stream.split(|b| *b == b'\n').count() as u64 - u64::from(stream.ends_with(b"\n"));
+        assert_eq!(got.lines, lines);
+        assert_eq!(got.tail, stream[stream.len() - 15_000..]);
+        assert_eq!(spliced_mib(), before, "nothing was spliced");
+    }
+}
