@@ -8,7 +8,8 @@
 //! - a command that stopped the helper (SIGSTOP) hung its own call past
 //!   its timeout, and the run, forever; a background job that stopped it
 //!   made the next call wait 30 s and then fail, and that command could
-//!   still start later, unseen;
+//!   still start later, unseen; so did a job that stopped the helper's
+//!   child between its fork and its exec;
 //! - a process whose main thread exited alone while another thread ran
 //!   showed as a zombie, was never killed, and outlived its call (and a
 //!   command leading its session that way hung its call past its timeout);
@@ -118,6 +119,58 @@ print("late " .. sh("test -e late-marker && echo started-late || echo never-star
     if victim.contains("provider_unavailable") {
         // A call told its command did not run: it never runs later.
         assert!(line(&out, "late ").contains("never-started"), "{out}");
+    }
+}
+
+/// A Python program that stops (SIGSTOP) every process named like the
+/// helper but the helper itself: the helper's child between its fork and
+/// the command's exec, counting its catches in `caught.txt`.
+const CATCHER: &str = r#"
+import os, signal
+def named(p):
+    try:
+        return open("/proc/%s/comm" % p).read().strip() == "sluice-sandbox"
+    except OSError:
+        return False
+helper = [int(p) for p in os.listdir("/proc") if p.isdigit() and named(p)][0]
+caught = 0
+while True:
+    for p in os.listdir("/proc"):
+        if p.isdigit() and int(p) != helper and named(p):
+            try:
+                os.kill(int(p), signal.SIGSTOP)
+                caught += 1
+                open("caught.txt", "w").write(str(caught))
+            except OSError:
+                pass
+"#;
+
+#[test]
+fn a_job_that_stops_the_helpers_child_before_exec_hangs_no_call() {
+    need_bwrap();
+    let ws = workspace();
+    std::fs::write(ws.file("catch.py"), CATCHER).unwrap();
+    // A child stopped before its exec held the helper in its wait: the
+    // call waited 30 s, and so would any other. Now the helper ends on
+    // it and the call is told at once; a command caught just after its
+    // exec is stopped until its call's timeout, as the job could stop
+    // any of the run's commands. Control: the calls come back.
+    let script = format!(
+        r#"{SH}
+local job = assert(sluice.bash{{command = "python3 catch.py", background = true}})
+sluice.sleep(500)
+for i = 1, 4 do
+  local t0 = sluice.now()
+  local said = sh("echo call" .. i, 3000)
+  print("call" .. i .. " " .. (sluice.now() - t0) .. " " .. said)
+end
+"#
+    );
+    let out = run_within(&ws, &script, &[], Duration::from_secs(60));
+    for i in 1..=4 {
+        let said = line(&out, &format!("call{i} "));
+        let ms: u64 = said.split_whitespace().next().unwrap().parse().unwrap();
+        assert!(ms < 10_000, "call {i} took {ms} ms: {out}");
     }
 }
 

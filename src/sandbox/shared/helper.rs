@@ -323,6 +323,7 @@ fn spawn(
         unsafe { become_command(command, &streams, &program, &argv, &envp, write.as_raw_fd()) };
     }
     drop(write);
+    until_executed(pid, &read);
     let mut said = [0u8; 5];
     // SAFETY: reads at most 5 bytes into `said`.
     let n = loop {
@@ -347,6 +348,37 @@ fn spawn(
     }
     // SAFETY: the kernel just gave us this descriptor.
     Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) }))
+}
+
+/// Waits until the child `pid` executed its program or failed to (the
+/// report pipe `read` closes or holds its error). A command of the sandbox
+/// runs as the helper's user and can stop the child before it executes
+/// (SIGSTOP): the helper would then wait for ever and answer nothing. It
+/// ends instead, and the sandbox with it: sluice tells the call, and the
+/// run's next command gets a new sandbox.
+fn until_executed(pid: libc::pid_t, read: &OwnedFd) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    loop {
+        let mut fds = [PollFd::new(read.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(50u16)) {
+            Ok(0) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => return,
+        }
+        // SAFETY: waitid writes one siginfo we own; WNOWAIT reaps nothing.
+        let stopped = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WSTOPPED | libc::WNOHANG | libc::WNOWAIT;
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == 0
+                && info.si_pid() == pid
+        };
+        if stopped {
+            // SAFETY: our child; kill and reap it, then end.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            reap(pid);
+            std::process::exit(1);
+        }
+    }
 }
 
 /// The child's side of [`spawn`]: never returns. Only raw system calls:

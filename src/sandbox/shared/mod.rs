@@ -151,6 +151,8 @@ struct Helper {
     pidfd: Option<OwnedFd>,
     /// Its pid as this process sees it.
     pid: Option<u32>,
+    /// The link's table, marked broken when the sandbox is ended here.
+    table: Replies,
 }
 
 impl Helper {
@@ -173,6 +175,11 @@ impl Helper {
     /// and tells every waiter. Through the pidfd, so a pid reused since
     /// is never hit.
     fn end(&self) {
+        // At once, so the run's next command gets a new sandbox rather
+        // than this one, dying.
+        lock(&self.table)
+            .broken
+            .get_or_insert_with(|| "the run's sandbox ended".into());
         if let Some(fd) = &self.pidfd {
             // SAFETY: a pidfd we own, a signal number, no siginfo, flags 0.
             unsafe {
@@ -227,12 +234,17 @@ impl Link {
             .recv()
             .map_err(|_| "the sandbox's thread ended before it started".to_string())??;
         let pid = pidfd.as_ref().and_then(host_pid);
+        let helper = Arc::new(Helper {
+            pidfd,
+            pid,
+            table: table.clone(),
+        });
         Ok(Link {
             sock,
             send,
             table,
             next: AtomicU64::new(1),
-            helper: Arc::new(Helper { pidfd, pid }),
+            helper,
         })
     }
 
