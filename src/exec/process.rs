@@ -327,7 +327,7 @@ fn signal_session(sid: i32, sig: Signal) {
     for _ in 0..rounds {
         let members: Vec<i32> = processes()
             .into_iter()
-            .filter(|s| s.session == sid && s.state != 'Z')
+            .filter(|s| s.session == sid && runs(s))
             .map(|s| s.pid)
             .collect();
         if members.is_empty() {
@@ -368,9 +368,31 @@ fn signal_member(pid: i32, sid: i32, sig: Signal) {
 
 /// Whether any live (non-zombie) process remains in session `sid`.
 fn session_alive(sid: i32) -> bool {
-    processes()
-        .iter()
-        .any(|s| s.session == sid && s.state != 'Z')
+    processes().iter().any(|s| s.session == sid && runs(s))
+}
+
+/// Whether the process `s` describes still runs: it is no zombie, or it
+/// is a zombie only in name, its main thread having ended alone while
+/// another thread of it goes on (/proc shows it `Z`, and the process lives
+/// on, as able as before to hold pipes and to outlive its call).
+fn runs(s: &Stat) -> bool {
+    s.state != 'Z' || thread_runs(s.pid)
+}
+
+/// Whether any thread of process `pid` is not a zombie.
+fn thread_runs(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .ok()
+            .and_then(|text| {
+                let rest = &text[text.rfind(')')? + 1..];
+                rest.split_whitespace().next()?.chars().next()
+            })
+            .is_some_and(|state| state != 'Z')
+    })
 }
 
 /// One process as /proc/PID/stat shows it.
@@ -442,7 +464,7 @@ pub(crate) fn group_alive(pgid: Pid) -> bool {
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
             .filter_map(stat)
-            .any(|s| s.pgrp == pgid.as_raw() && s.state != 'Z')
+            .any(|s| s.pgrp == pgid.as_raw() && runs(&s))
     }
     #[cfg(not(target_os = "linux"))]
     true

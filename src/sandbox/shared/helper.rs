@@ -77,11 +77,20 @@ fn serve(sock: RawFd) -> i32 {
     // Its name in `ps` would be the descriptor it was started through.
     // SAFETY: PR_SET_NAME reads a NUL-terminated name.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"sluice-sandbox".as_ptr(), 0, 0, 0) };
-    let filter = super::super::landlock::session_filter();
+    // The session filter, and the filter that keeps a command's hands off
+    // the helper's limits (which every later command would inherit).
+    let filter = [super::super::landlock::session_filter(), limits_filter()];
     let fd = sock.as_raw_fd();
-    if wire::send(fd, b'R', 0, &[], &[]).is_err() {
+    // sluice watches the helper through this: a command that stops it
+    // (SIGSTOP) ends the sandbox instead of hanging the run.
+    // SAFETY: pidfd_open takes a pid and flags.
+    let me = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    let me = (me >= 0).then(|| unsafe { OwnedFd::from_raw_fd(me as RawFd) });
+    let mine: Vec<RawFd> = me.iter().map(|f| f.as_raw_fd()).collect();
+    if wire::send(fd, b'R', 0, &[], &mine).is_err() {
         return 1;
     }
+    drop(me);
     let mut reader = wire::Reader::new(fd);
     let mut children: Vec<Child> = Vec::new();
     loop {
@@ -175,7 +184,7 @@ struct Command {
 fn command(
     sock: RawFd,
     frame: wire::Frame,
-    filter: &[libc::sock_filter],
+    filter: &[Vec<libc::sock_filter>; 2],
     children: &mut Vec<Child>,
 ) {
     if frame.kind != b'C' || frame.fds.len() != 3 {
@@ -277,7 +286,7 @@ fn find(program: &[u8], path: &[u8]) -> Result<Vec<u8>, i32> {
 fn spawn(
     command: &Command,
     fds: &[OwnedFd],
-    filter: &[libc::sock_filter],
+    filter: &[Vec<libc::sock_filter>; 2],
 ) -> Result<(i32, OwnedFd), (i32, u8)> {
     let pointers = |list: &[CString]| -> Vec<*const libc::c_char> {
         list.iter()
@@ -299,10 +308,10 @@ fn spawn(
             OwnedFd::from_raw_fd(report[1]),
         )
     };
-    let program = libc::sock_fprog {
-        len: filter.len() as libc::c_ushort,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
+    let program = filter.each_ref().map(|f| libc::sock_fprog {
+        len: f.len() as libc::c_ushort,
+        filter: f.as_ptr() as *mut libc::sock_filter,
+    });
     // SAFETY: the helper is single-threaded; the child only makes raw
     // system calls on what was built above, then executes or exits.
     let pid = unsafe { libc::fork() };
@@ -314,6 +323,7 @@ fn spawn(
         unsafe { become_command(command, &streams, &program, &argv, &envp, write.as_raw_fd()) };
     }
     drop(write);
+    until_executed(pid, &read);
     let mut said = [0u8; 5];
     // SAFETY: reads at most 5 bytes into `said`.
     let n = loop {
@@ -340,6 +350,37 @@ fn spawn(
     Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) }))
 }
 
+/// Waits until the child `pid` executed its program or failed to (the
+/// report pipe `read` closes or holds its error). A command of the sandbox
+/// runs as the helper's user and can stop the child before it executes
+/// (SIGSTOP): the helper would then wait for ever and answer nothing. It
+/// ends instead, and the sandbox with it: sluice tells the call, and the
+/// run's next command gets a new sandbox.
+fn until_executed(pid: libc::pid_t, read: &OwnedFd) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    loop {
+        let mut fds = [PollFd::new(read.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(50u16)) {
+            Ok(0) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => return,
+        }
+        // SAFETY: waitid writes one siginfo we own; WNOWAIT reaps nothing.
+        let stopped = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WSTOPPED | libc::WNOHANG | libc::WNOWAIT;
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == 0
+                && info.si_pid() == pid
+        };
+        if stopped {
+            // SAFETY: our child; kill and reap it, then end.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            reap(pid);
+            std::process::exit(1);
+        }
+    }
+}
+
 /// The child's side of [`spawn`]: never returns. Only raw system calls:
 /// a session of its own first (the filter then forbids another), the
 /// streams, the folder, default signal handling, no new privileges, the
@@ -350,7 +391,7 @@ fn spawn(
 unsafe fn become_command(
     command: &Command,
     streams: &[RawFd; 3],
-    filter: &libc::sock_fprog,
+    filters: &[libc::sock_fprog; 2],
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
     report: RawFd,
@@ -377,10 +418,14 @@ unsafe fn become_command(
     libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
     // Rust's runtime ignores SIGPIPE; a command must get the default.
     libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0
-        || libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, filter) < 0
-    {
+    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 {
         fail(report, EXEC);
+    }
+    for filter in filters {
+        let filter: *const libc::sock_fprog = filter;
+        if libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, filter) < 0 {
+            fail(report, EXEC);
+        }
     }
     libc::execve(command.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
     fail(report, EXEC)
@@ -390,4 +435,42 @@ fn errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EIO)
+}
+
+/// A seccomp program that refuses (EPERM) to set the resource limits of
+/// another process: `prlimit64` with a pid and a new limit. Every command
+/// of the sandbox is forked by the helper and inherits its limits, and runs
+/// as its user: without this, one command could lower the helper's limits
+/// (`prlimit --pid <helper> --fsize=0`) and so every later command's. A
+/// command's own limits (`ulimit`, `prlimit` on what it starts) stay its
+/// own to set, and any process's limits can still be read.
+fn limits_filter() -> Vec<libc::sock_filter> {
+    const ARGS: u32 = 16;
+    let stmt = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let load = |offset: u32| stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, offset);
+    let ret = |k: u32| stmt(libc::BPF_RET | libc::BPF_K, k);
+    // The session filter beside it kills any other architecture.
+    vec![
+        /* 0 */ load(0),
+        /* 1 */ jeq(libc::SYS_prlimit64 as u32, 0, 7), // else allow
+        /* 2 */ load(ARGS), // pid (a pid_t: its low half)
+        /* 3 */ jeq(0, 5, 0), // itself: allow
+        /* 4 */ load(ARGS + 16), // the new limit's pointer, low half
+        /* 5 */ jeq(0, 0, 2), // set: refuse
+        /* 6 */ load(ARGS + 20), // its high half
+        /* 7 */ jeq(0, 1, 0), // only read: allow
+        /* 8 */ ret(libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        /* 9 */ ret(libc::SECCOMP_RET_ALLOW),
+    ]
 }

@@ -108,7 +108,7 @@ fn key(bwrap: &Bwrap) -> Vec<OsString> {
 
 /// What waits for the helper's answers about one command.
 struct Waiter {
-    started: Option<SyncSender<Result<u32, StartFailure>>>,
+    started: Option<SyncSender<Result<(u32, OwnedFd), StartFailure>>>,
     exit: Option<oneshot::Sender<i32>>,
 }
 
@@ -136,6 +136,59 @@ struct Link {
     send: Writer,
     table: Replies,
     next: AtomicU64,
+    helper: Arc<Helper>,
+}
+
+/// The helper process, as sluice watches it: a command of the sandbox runs
+/// as its user and can stop it (SIGSTOP), and a stopped helper answers
+/// nothing: no command would start, and no command's end be told.
+struct Helper {
+    /// Its pidfd (from the `ready` frame), when it sent one.
+    pidfd: Option<OwnedFd>,
+    /// Its pid as this process sees it.
+    pid: Option<u32>,
+    /// The link's table, marked broken when the sandbox is ended here.
+    table: Replies,
+}
+
+impl Helper {
+    /// Whether the helper is stopped (by a signal, or traced).
+    fn stalled(&self) -> bool {
+        let Some(pid) = self.pid else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next());
+        matches!(state, Some("T" | "t"))
+    }
+
+    /// Ends the sandbox: the helper is killed, and every process of its
+    /// PID namespace with it; the reply thread then reads end of stream
+    /// and tells every waiter. Through the pidfd, so a pid reused since
+    /// is never hit.
+    fn end(&self) {
+        // At once, so the run's next command gets a new sandbox rather
+        // than this one, dying.
+        lock(&self.table)
+            .broken
+            .get_or_insert_with(|| "the run's sandbox ended".into());
+        if let Some(fd) = &self.pidfd {
+            // SAFETY: a pidfd we own, a signal number, no siginfo, flags 0.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    libc::SIGKILL,
+                    std::ptr::null::<u8>(),
+                    0,
+                );
+            }
+        }
+    }
 }
 
 impl Link {
@@ -152,6 +205,11 @@ impl Link {
             SockFlag::SOCK_CLOEXEC,
         )
         .map_err(|e| format!("cannot make the sandbox's socket: {e}"))?;
+        // A helper that reads nothing (stopped) must not hold a caller in
+        // a send forever: the send fails, and the sandbox is ended.
+        let wait = nix::sys::time::TimeVal::new(START_WAIT.as_secs() as _, 0);
+        nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::SendTimeout, &wait)
+            .map_err(|e| format!("cannot make the sandbox's socket: {e}"))?;
         let exe = std::fs::File::open("/proc/self/exe")
             .map_err(|e| format!("cannot open sluice's own executable for the sandbox: {e}"))?;
         let sock = Arc::new(ours);
@@ -168,19 +226,33 @@ impl Link {
                 serve_replies(command, theirs, exe, link, ready_tx)
             })
             .map_err(|e| format!("cannot start the sandbox's thread: {e}"))?;
-        ready_rx
+        let pidfd = ready_rx
             .recv()
             .map_err(|_| "the sandbox's thread ended before it started".to_string())??;
+        let pid = pidfd.as_ref().and_then(host_pid);
+        let helper = Arc::new(Helper {
+            pidfd,
+            pid,
+            table: table.clone(),
+        });
         Ok(Link {
             sock,
             send,
             table,
             next: AtomicU64::new(1),
+            helper,
         })
     }
 
     /// Starts `command` in the sandbox; `keep` lives as long as it runs.
     fn run(&self, command: Start, keep: crate::exec::Guard) -> Result<Running, StartFailure> {
+        let body = body(&command);
+        if body.len() > wire::MAX_BODY {
+            // Far beyond what the kernel executes, and more than the
+            // helper reads: refused here, as exec would refuse it, rather
+            // than ending the sandbox and the run's other commands in it.
+            return Err(StartFailure::Exec(os_error(libc::E2BIG)));
+        }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (started_tx, started_rx) = sync_channel(1);
         let (exit_tx, exit_rx) = oneshot::channel();
@@ -198,30 +270,161 @@ impl Link {
         let sent = {
             let _one = self.send.lock().unwrap_or_else(|e| e.into_inner());
             let fds = [&command.stdin, &command.stdout, &command.stderr].map(|f| f.as_raw_fd());
-            wire::send(self.sock.as_raw_fd(), b'C', id, &body(&command), &fds)
+            wire::send(self.sock.as_raw_fd(), b'C', id, &body, &fds)
         };
         // Our copies of the pipes' ends close now: the command holds its own.
         drop(command);
         if let Err(e) = sent {
             lock(&self.table).waiting.remove(&id);
+            // Part of a frame may have gone: nothing after it would be read
+            // right, so this sandbox ends.
+            self.helper.end();
             return Err(StartFailure::Broken(format!(
                 "cannot reach the run's sandbox: {e}"
             )));
         }
-        let pid = match started_rx.recv_timeout(START_WAIT) {
-            Ok(answer) => answer?,
-            Err(_) => {
-                let why = lock(&self.table).broken.clone();
-                return Err(StartFailure::Broken(why.unwrap_or_else(|| {
-                    "the run's sandbox did not start the command in time".into()
-                })));
-            }
-        };
+        let (pid, pidfd) = self.started(started_rx)?;
+        // Told when the command ends, whatever the helper does.
+        let (table, helper) = (self.table.clone(), self.helper.clone());
+        let _ = std::thread::Builder::new()
+            .name("sluice-sandbox-exit".into())
+            .stack_size(64 << 10)
+            .spawn(move || watch_exit(pidfd, id, &table, &helper));
+        let keep = Box::new(Kept {
+            _keep: keep,
+            sid: pid as i32,
+            helper: self.helper.clone(),
+        });
         Ok(Running {
             pid,
             exit: exit_rx,
             keep,
         })
+    }
+}
+
+impl Link {
+    /// The helper's answer to a command sent: its pid and pidfd once it
+    /// runs. A helper that is stopped, or that gives no answer in
+    /// [`START_WAIT`], has its sandbox ended: the command never starts
+    /// later, unseen by the call that gave up on it, and the run's next
+    /// command gets a new sandbox.
+    fn started(
+        &self,
+        answer: std::sync::mpsc::Receiver<Result<(u32, OwnedFd), StartFailure>>,
+    ) -> Result<(u32, OwnedFd), StartFailure> {
+        use std::sync::mpsc::RecvTimeoutError;
+        let since = std::time::Instant::now();
+        loop {
+            match answer.recv_timeout(WATCH_EVERY) {
+                Ok(answer) => return answer,
+                Err(RecvTimeoutError::Disconnected) => {
+                    let why = lock(&self.table).broken.clone();
+                    return Err(StartFailure::Broken(
+                        why.unwrap_or_else(|| "the run's sandbox ended".into()),
+                    ));
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            let stalled = self.helper.stalled();
+            if stalled || since.elapsed() >= START_WAIT {
+                self.helper.end();
+                let why = if stalled {
+                    "the run's sandbox was stopped by one of its commands, and ended"
+                } else {
+                    "the run's sandbox did not start the command in time, and was ended"
+                };
+                return Err(StartFailure::Broken(why.into()));
+            }
+        }
+    }
+}
+
+/// What a command started in the sandbox keeps alive until every process
+/// of its session has ended: the executor drops it once it killed the
+/// session (TERM, then KILL) and saw it end.
+struct Kept {
+    _keep: crate::exec::Guard,
+    /// The command's session, by its host pid.
+    sid: i32,
+    helper: Arc<Helper>,
+}
+
+/// How long a session killed and not yet seen ended may take to end.
+const SETTLE: Duration = Duration::from_millis(300);
+
+impl Drop for Kept {
+    /// A process of the session that got away from the kill (one that
+    /// forks and exits faster than the session is scanned and killed,
+    /// each time under a new pid) would run on in the sandbox after its
+    /// call: the sandbox ends instead, with everything in it, as a
+    /// bubblewrap of the call's own would have ended with the call.
+    fn drop(&mut self) {
+        let until = std::time::Instant::now() + SETTLE;
+        while session_left(self.sid) {
+            if std::time::Instant::now() >= until {
+                self.helper.end();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Whether any process of session `sid` is left, zombies included: the
+/// command's own process has been reaped by now, and the sandbox's init
+/// reaps the others at once, so a zombie that stays is a trail still
+/// being laid (a process that forks and exits in a loop is, at any
+/// moment, as likely a zombie as not).
+fn session_left(sid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .any(|e| state_and_session(&e.path().join("stat")).is_some_and(|(_, s)| s == sid))
+}
+
+/// The state and session of a process (or thread), from its stat file.
+fn state_and_session(stat: &Path) -> Option<(char, i32)> {
+    let text = std::fs::read_to_string(stat).ok()?;
+    // "pid (comm) state ppid pgrp session ..."; comm may hold ')'.
+    let mut fields = text[text.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let session = fields.nth(2)?.parse().ok()?;
+    Some((state, session))
+}
+
+/// How often a wait on the helper checks that it is not stopped.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+
+/// Waits for the command `pidfd` refers to, then for the helper to tell
+/// its end (frame `exited`): a helper that is stopped meanwhile, or that
+/// does not tell it in [`START_WAIT`], has its sandbox ended, which tells
+/// every waiter (the command's call then ends instead of hanging).
+fn watch_exit(pidfd: OwnedFd, id: u64, table: &Replies, helper: &Helper) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    loop {
+        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => break,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+    }
+    let since = std::time::Instant::now();
+    while lock(table).waiting.contains_key(&id) {
+        if helper.stalled() || since.elapsed() >= START_WAIT {
+            helper.end();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -247,7 +450,7 @@ fn serve_replies(
     theirs: OwnedFd,
     exe: std::fs::File,
     (sock, send, table): (Arc<OwnedFd>, Writer, Replies),
-    ready: SyncSender<Result<(), String>>,
+    ready: SyncSender<Result<Option<OwnedFd>, String>>,
 ) {
     use std::os::unix::process::CommandExt;
     let keep = [theirs.as_raw_fd(), exe.as_raw_fd()];
@@ -283,7 +486,7 @@ fn serve_replies(
     let mut reader = wire::Reader::new(sock.as_raw_fd());
     match reader.next() {
         Ok(Some(frame)) if frame.kind == b'R' => {
-            let _ = ready.send(Ok(()));
+            let _ = ready.send(Ok(frame.fds.into_iter().next()));
         }
         _ => {
             let _ = child.kill();
@@ -319,8 +522,9 @@ fn sort(table: &Replies, frame: wire::Frame) -> Option<u64> {
     let number = wire::read_number(&frame.body).unwrap_or(libc::EIO);
     match frame.kind {
         b'S' => {
-            let pid = frame.fds.first().and_then(host_pid);
-            let answer = pid.ok_or_else(|| {
+            let pidfd = frame.fds.into_iter().next();
+            let pid = pidfd.as_ref().and_then(host_pid);
+            let answer = pid.zip(pidfd).ok_or_else(|| {
                 StartFailure::Broken("the run's sandbox started a command it cannot name".into())
             });
             if let Some(tx) = waiter.started.take() {

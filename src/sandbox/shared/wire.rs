@@ -36,6 +36,9 @@ const HEADER: usize = 1 + 1 + 8;
 /// environment together are bounded by the kernel's own exec limit).
 const MAX_FRAME: usize = 64 << 20;
 
+/// The largest body a frame carries.
+pub const MAX_BODY: usize = MAX_FRAME - HEADER;
+
 /// One frame, its descriptors taken.
 #[derive(Debug)]
 pub struct Frame {
