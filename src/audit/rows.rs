@@ -669,13 +669,6 @@ pub fn each_output(
     Ok(())
 }
 
-/// The run's clock readings in the order the seal covers them.
-pub fn readings(conn: &Connection, run: &str) -> rusqlite::Result<Vec<StoredReading>> {
-    let mut all = Vec::new();
-    each_reading(conn, run, |r| all.push(r))?;
-    Ok(all)
-}
-
 /// Hands `f` each clock reading of run `run` in (task, seq) order, the
 /// order the seal covers them in, without holding them all.
 pub fn each_reading(
