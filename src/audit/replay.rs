@@ -77,7 +77,7 @@ type Place = (usize, i64);
 
 /// Outputs kept by content that a record keeps parsed: the last ones read
 /// (a script that reads one file again and again parses it once).
-const CACHED_OUTPUTS: usize = 8;
+pub(super) const CACHED_OUTPUTS: usize = 8;
 
 /// A recorded run, read call by call as the script makes its calls: it
 /// holds the run's row, a connection of its own, and a few outputs, never
@@ -98,6 +98,24 @@ pub struct Record {
     outputs: RefCell<VecDeque<(String, Value)>>,
     /// Input items kept by content, and lists of keys, read so far.
     kept: RefCell<Kept>,
+    /// The run's own rows read ahead and not yet asked for.
+    ahead: RefCell<Ahead>,
+}
+
+/// Rows a replay reads ahead in one query.
+pub(super) const AHEAD_PAGE: usize = 128;
+/// Rows read ahead and not asked for that a record holds at most: a call
+/// further away is looked up by its key.
+pub(super) const AHEAD_WINDOW: usize = 1024;
+
+/// A window on the run's own rows, read ahead in chain order.
+#[derive(Debug, Default)]
+struct Ahead {
+    rows: VecDeque<StoredCall>,
+    /// The chain position of the last row read.
+    after: i64,
+    /// Whether the last row has been read.
+    done: bool,
 }
 
 impl Record {
@@ -113,6 +131,7 @@ impl Record {
             chain,
             outputs: RefCell::default(),
             kept: RefCell::default(),
+            ahead: RefCell::default(),
         };
         for run in &record.chain {
             record.check_items(run)?;
@@ -142,12 +161,47 @@ impl Record {
     /// Recorded call `seq` of `task`: the run's own, else the nearest run
     /// down the chain that holds it; its input whole.
     fn call(&self, task: &str, seq: u64) -> rusqlite::Result<Option<StoredCall>> {
+        if let Some(c) = self.read_ahead(task, seq as i64)? {
+            return self.assembled(c).map(Some);
+        }
         for run in &self.chain {
             if let Some(c) = rows::call_at(&self.conn, run, task, seq as i64)? {
                 return self.assembled(c).map(Some);
             }
         }
         Ok(None)
+    }
+
+    /// Call (`task`, `seq`) of the run's own rows from the read-ahead,
+    /// reading pages in chain order until it turns up or the run's rows
+    /// end: a script makes its calls about in the order it recorded them,
+    /// so most are found at the window's front, a page read at a time
+    /// rather than a query each. The window drops its oldest rows when
+    /// full (a call asked for later is looked up by its key) and skips the
+    /// calls running calls made, which come with their parent's answer.
+    /// `None`: not within the window.
+    fn read_ahead(&self, task: &str, seq: i64) -> rusqlite::Result<Option<StoredCall>> {
+        let mut ahead = self.ahead.borrow_mut();
+        loop {
+            let at = ahead
+                .rows
+                .iter()
+                .position(|c| c.seq == seq && c.task == task);
+            if let Some(i) = at {
+                return Ok(ahead.rows.remove(i));
+            }
+            if ahead.done {
+                return Ok(None);
+            }
+            let page = rows::calls_after(&self.conn, &self.run.id, ahead.after, AHEAD_PAGE)?;
+            ahead.done = page.len() < AHEAD_PAGE;
+            ahead.after = page.last().map_or(ahead.after, |c| c.n);
+            ahead
+                .rows
+                .extend(page.into_iter().filter(|c| !crate::call::is_inner(&c.task)));
+            let over = ahead.rows.len().saturating_sub(AHEAD_WINDOW);
+            ahead.rows.drain(..over);
+        }
     }
 
     /// `c` with its input put back together; an item gone since the load
@@ -275,6 +329,13 @@ impl Record {
     /// Whether the record holds no calls.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// What the record holds at hand: rows read ahead, parsed outputs;
+    /// both bounded, whatever the run's length.
+    #[cfg(test)]
+    pub fn held(&self) -> (usize, usize) {
+        (self.ahead.borrow().rows.len(), self.outputs.borrow().len())
     }
 
     /// Where recorded call `rec` stands (see [`Place`]).

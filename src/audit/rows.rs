@@ -375,6 +375,25 @@ pub fn call_at(
     .optional()
 }
 
+/// Up to `limit` calls of run `run` after chain position `after`, in chain
+/// order, output inline only, input as stored: a page of a replay's
+/// read-ahead.
+pub fn calls_after(
+    conn: &Connection,
+    run: &str,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<StoredCall>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {INLINE_COLUMNS} FROM calls WHERE run = ?1 AND n > ?2 ORDER BY n LIMIT ?3"
+    ))?;
+    let found = stmt.query_map(
+        rusqlite::params![run, after, limit as i64],
+        StoredCall::read,
+    )?;
+    found.collect()
+}
+
 /// The calls of run `run` whose task is `task` or one of its descendants
 /// (`task.…`) and whose outcome is known, output inline only, input as
 /// stored.
