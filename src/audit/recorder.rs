@@ -319,6 +319,7 @@ pub struct Recorder {
     /// The first write that failed; every later intent is refused with it.
     failure: Arc<Mutex<Option<String>>>,
     /// What the writer holds, as of its last batch.
+    #[cfg_attr(not(test), allow(dead_code))]
     footprint: Arc<Mutex<Footprint>>,
 }
 
@@ -520,11 +521,13 @@ impl Recorder {
 
     /// Messages queued and not yet taken by the writer: at most [`QUEUE`]
     /// (and the ones blocked on sending), whatever the run's length.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn backlog(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
     }
 
     /// What the writer held after its last batch.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn footprint(&self) -> Footprint {
         *self.footprint.lock().unwrap_or_else(|e| e.into_inner())
     }
