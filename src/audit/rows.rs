@@ -34,6 +34,14 @@ const INLINE_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities
 route, redacted, replayed_from, started_ms, prev, hash, status, output, error, capped, duration_us, \
 late_decisions, outcome_hash, output_ref, parts, client";
 
+/// [`INLINE_COLUMNS`] as a replay reads them: the columns it never looks at
+/// (the hashes, which `verify` checked before it began; what was redacted;
+/// the late decisions) come back empty, so a replay copies only what it
+/// uses out of each row.
+const REPLAY_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities, decisions, \
+route, '' AS redacted, replayed_from, started_ms, '' AS prev, '' AS hash, status, output, error, capped, \
+duration_us, NULL AS late_decisions, NULL AS outcome_hash, output_ref, parts, client";
+
 /// How a call's `output` is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
@@ -223,7 +231,7 @@ impl Parts {
 }
 
 impl StoredCall {
-    fn read(r: &rusqlite::Row) -> rusqlite::Result<StoredCall> {
+    pub(super) fn read(r: &rusqlite::Row) -> rusqlite::Result<StoredCall> {
         let input: String = r.get(6)?;
         Ok(StoredCall {
             parts: Parts::of(r.get(23)?, &input),
@@ -359,9 +367,9 @@ pub fn call(conn: &Connection, run: &str, n: i64) -> rusqlite::Result<Option<Sto
     Ok(Some(c))
 }
 
-/// Call (`task`, `seq`) of run `run`, its output inline only (see
-/// [`Output::Inline`]), its input as stored: an indexed look-up, so a
-/// replay reads each call when the script makes it.
+/// Call (`task`, `seq`) of run `run` as a replay reads it
+/// ([`REPLAY_COLUMNS`]), its input as stored: an indexed look-up, for a
+/// call the replay's read-ahead did not find.
 pub fn call_at(
     conn: &Connection,
     run: &str,
@@ -369,14 +377,14 @@ pub fn call_at(
     seq: i64,
 ) -> rusqlite::Result<Option<StoredCall>> {
     conn.prepare_cached(&format!(
-        "SELECT {INLINE_COLUMNS} FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3"
+        "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3"
     ))?
     .query_row(rusqlite::params![run, task, seq], StoredCall::read)
     .optional()
 }
 
 /// Up to `limit` calls of run `run` after chain position `after`, in chain
-/// order, output inline only, input as stored: a page of a replay's
+/// order, as a replay reads them, input as stored: a page of a replay's
 /// read-ahead.
 pub fn calls_after(
     conn: &Connection,
@@ -385,7 +393,7 @@ pub fn calls_after(
     limit: usize,
 ) -> rusqlite::Result<Vec<StoredCall>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {INLINE_COLUMNS} FROM calls WHERE run = ?1 AND n > ?2 ORDER BY n LIMIT ?3"
+        "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND n > ?2 ORDER BY n LIMIT ?3"
     ))?;
     let found = stmt.query_map(
         rusqlite::params![run, after, limit as i64],
@@ -395,11 +403,11 @@ pub fn calls_after(
 }
 
 /// The calls of run `run` whose task is `task` or one of its descendants
-/// (`task.…`) and whose outcome is known, output inline only, input as
+/// (`task.…`) and whose outcome is known, as a replay reads them, input as
 /// stored.
 pub fn calls_under(conn: &Connection, run: &str, task: &str) -> rusqlite::Result<Vec<StoredCall>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {INLINE_COLUMNS} FROM calls WHERE run = ?1 AND status IS NOT NULL
+        "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND status IS NOT NULL
            AND (task = ?2 OR substr(task, 1, length(?2) + 1) = ?2 || '.')"
     ))?;
     let found = stmt.query_map(rusqlite::params![run, task], StoredCall::read)?;
@@ -440,6 +448,24 @@ pub fn each_stored_call<E>(
     f: impl FnMut(StoredCall) -> Result<(), E>,
 ) -> Result<(), E> {
     each_stored_where(conn, run, output, "TRUE", err, f)
+}
+
+/// Hands `f` each row of `run` as SQLite holds it, in chain order, its
+/// columns those of [`StoredCall`] with the output inline only: a reader
+/// that needs no copy of them (verify's hashes) borrows them instead.
+pub fn each_stored_row<E>(
+    conn: &Connection,
+    run: &str,
+    err: impl Fn(rusqlite::Error) -> E,
+    mut f: impl FnMut(&rusqlite::Row) -> Result<(), E>,
+) -> Result<(), E> {
+    let sql = format!("SELECT {INLINE_COLUMNS} FROM calls WHERE run = ?1 ORDER BY n");
+    let mut stmt = conn.prepare(&sql).map_err(&err)?;
+    let mut rows = stmt.query([run]).map_err(&err)?;
+    while let Some(row) = rows.next().map_err(&err)? {
+        f(row)?;
+    }
+    Ok(())
 }
 
 /// [`each_stored_call`] of the rows that keep input items by content only.

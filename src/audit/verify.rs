@@ -3,8 +3,8 @@
 //! large output, an input's message) hashed against its key; the first
 //! thing that does not match is named.
 
-use super::chain::{self, CallOutcome, Reading, RunEnd, Seal};
-use super::rows::{self, Output, StoredCall, StoredRun};
+use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, Seal};
+use super::rows::{self, StoredCall, StoredRun};
 use super::store;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
@@ -327,9 +327,7 @@ among the runs and its link to the run before it) do not hash to its head",
     let mut walk = Walk::new(conn, &run.id, &head);
     // As stored: the hashes cover an input without its items kept by
     // content, and those items' keys.
-    rows::each_stored_call(conn, &run.id, Output::Inline, rows::db, |c| {
-        walk.row(&c).map_err(rows::db)
-    })?;
+    rows::each_stored_row(conn, &run.id, rows::db, |r| walk.row(r).map_err(rows::db))?;
     verdict.calls = walk.rows;
     let problem = match walk.problem {
         Some(p) => Some(p),
@@ -365,17 +363,57 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Checks row `c`, found at the next chain position; after a problem
-    /// the rows are only counted.
-    fn row(&mut self, c: &StoredCall) -> rusqlite::Result<()> {
+    /// Checks row `r`, found at the next chain position; after a problem
+    /// the rows are only counted. A row that holds is hashed from the
+    /// columns as SQLite holds them, copying nothing; one that does not is
+    /// read whole to say why.
+    fn row(&mut self, r: &rusqlite::Row) -> rusqlite::Result<()> {
         self.rows += 1;
         if self.problem.is_some() {
             return Ok(());
         }
-        self.problem = self.check(c)?;
-        self.seal.row(&c.hash, c.outcome_hash.as_deref());
-        self.prev.clone_from(&c.hash);
+        let (hash, outcome_hash) = (text(r, 14)?, opt(r, 21)?);
+        if !self.holds(r, hash, outcome_hash)? {
+            self.problem = self.check(&StoredCall::read(r)?)?;
+        }
+        self.seal.row(hash, outcome_hash);
+        self.prev.clear();
+        self.prev.push_str(hash);
         Ok(())
+    }
+
+    /// Whether row `r` (hash `hash`) is numbered and linked as the next
+    /// position requires and hashes to its hash and outcome hash.
+    fn holds(
+        &self,
+        r: &rusqlite::Row,
+        hash: &str,
+        outcome_hash: Option<&str>,
+    ) -> rusqlite::Result<bool> {
+        let (prev, n): (&str, i64) = (text(r, 13)?, r.get(3)?);
+        if n != self.rows as i64 || prev != self.prev {
+            return Ok(false);
+        }
+        let parts = opt(r, 23)?;
+        let intent = CallIntent {
+            task: text(r, 1)?,
+            seq: r.get(2)?,
+            n,
+            flow: text(r, 4)?,
+            tier: text(r, 5)?,
+            input: text(r, 6)?,
+            capabilities: text(r, 7)?,
+            decisions: text(r, 8)?,
+            route: opt(r, 9)?,
+            replayed_from: opt(r, 11)?,
+            started_ms: r.get(12)?,
+            parts,
+            client: opt(r, 24)?,
+        };
+        if chain::call(prev, &intent) != hash {
+            return Ok(false);
+        }
+        outcome_holds(r, hash, outcome_hash)
     }
 
     /// Whether row `c` is numbered, linked and hashed as its place
@@ -392,6 +430,54 @@ impl<'a> Walk<'a> {
         }
         Ok(check_outcome(c))
     }
+}
+
+/// Whether row `r`'s outcome hashes to its outcome hash, or it has none
+/// and holds no outcome fields; `false` sends the row to [`check_outcome`],
+/// which says what is wrong.
+fn outcome_holds(
+    r: &rusqlite::Row,
+    hash: &str,
+    outcome_hash: Option<&str>,
+) -> rusqlite::Result<bool> {
+    let (status, output, error) = (opt(r, 15)?, opt(r, 16)?, opt(r, 17)?);
+    let duration: Option<i64> = r.get(19)?;
+    let late = opt(r, 20)?;
+    let (Some(status), Some(duration_us), Some(late), Some(expected)) =
+        (status, duration, late, outcome_hash)
+    else {
+        let empty = status.is_none() && output.is_none() && error.is_none() && duration.is_none();
+        return Ok(empty && outcome_hash.is_none());
+    };
+    let output_ref = opt(r, 22)?;
+    let o = CallOutcome {
+        status,
+        output,
+        error,
+        capped: r.get::<_, i64>(18)? != 0,
+        duration_us,
+        late_decisions: late,
+        redacted: text(r, 10)?,
+    };
+    let digest = match (output_ref, output) {
+        (Some(key), _) => Some(key.to_string()),
+        (None, text) => text.map(|t| crate::digest::sha256_hex(t.as_bytes())),
+    };
+    Ok(chain::outcome_of(hash, &o, digest.as_deref()) == expected)
+}
+
+/// Column `i` of `r` as text, borrowed.
+fn text<'r>(r: &'r rusqlite::Row, i: usize) -> rusqlite::Result<&'r str> {
+    let v = r.get_ref(i)?;
+    v.as_str()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e)))
+}
+
+/// Column `i` of `r` as text or NULL, borrowed.
+fn opt<'r>(r: &'r rusqlite::Row, i: usize) -> rusqlite::Result<Option<&'r str>> {
+    let v = r.get_ref(i)?;
+    v.as_str_or_null()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e)))
 }
 
 /// The position of the row of run `run` whose hash is `hash`, if any (the
