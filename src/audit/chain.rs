@@ -135,6 +135,7 @@ pub struct RunEnd<'a> {
     pub ended_ms: i64,
 }
 
+#[derive(Clone)]
 struct Hasher(Sha256);
 
 impl Hasher {
@@ -257,7 +258,9 @@ pub fn outcome_of(call_hash: &str, o: &CallOutcome, output_sha256: Option<&str>)
     h.finish()
 }
 
-/// Builds a seal from the run's parts, in chain order.
+/// Builds a seal from the run's parts, in chain order. A clone is the seal
+/// so far, to finish without ending the original.
+#[derive(Clone)]
 pub struct Seal(Hasher);
 
 impl Seal {

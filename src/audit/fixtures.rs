@@ -214,14 +214,15 @@ pub fn seal(conn: &Connection, id: &str, status: &str) {
         let (hash, outcome) = h.expect("a call");
         s.row(&hash, outcome.as_deref());
     }
-    for r in rows::readings(conn, id).expect("readings") {
+    rows::each_reading(conn, id, |r| {
         s.reading(&Reading {
             task: &r.task,
             seq: r.seq,
             kind: &r.kind,
             value: r.value,
         });
-    }
+    })
+    .expect("readings");
     let seal = s.finish(&RunEnd {
         status,
         error: None,

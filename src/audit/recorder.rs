@@ -27,15 +27,21 @@ use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
-/// Rows that may wait in the queue before a call blocks on the writer.
-const QUEUE: usize = 4096;
+/// Rows that may wait in the queue before a call blocks on the writer. Each
+/// holds its call's output until the writer takes it, so the bound is what
+/// a writer that falls behind may cost in memory, not a per-call growth.
+const QUEUE: usize = 256;
+/// Queued rows from which a sender wakes the writer instead of letting it
+/// find them at its next look: a full queue would block the run.
+const NUDGE: usize = QUEUE / 4;
 /// Messages committed in one transaction at most.
 const BATCH: usize = 512;
 /// Outputs whose JSON is longer are kept once by content in `outputs`.
@@ -43,6 +49,16 @@ const INLINE: usize = 1024;
 /// How long the writer sleeps when its queue is empty: rows nobody waits
 /// for are committed within about this long.
 const QUIET: std::time::Duration = std::time::Duration::from_millis(1);
+/// Content keys the writer remembers as stored, to skip an `INSERT OR
+/// IGNORE` it knows would do nothing; past this many it forgets them all,
+/// so a run of many distinct outputs keeps no key per call.
+const STORED_KEYS: usize = 4096;
+/// Recent outputs the writer remembers with their stored form, so an
+/// output equal to one of them (a file read again) is neither serialized
+/// nor hashed again.
+const RECENT_OUTPUTS: usize = 8;
+/// Outputs whose JSON is longer are not remembered as recent.
+const RECENT_MAX: usize = 64 * 1024;
 
 /// A run's fixed facts, written when it starts.
 #[derive(Debug, Clone, Default)]
@@ -298,8 +314,29 @@ pub struct Recorder {
     thread: Mutex<Option<JoinHandle<()>>>,
     /// The writer, to wake when someone waits on a message.
     writer: std::thread::Thread,
+    /// Messages sent and not yet taken by the writer.
+    queued: Arc<AtomicUsize>,
     /// The first write that failed; every later intent is refused with it.
     failure: Arc<Mutex<Option<String>>>,
+    /// What the writer holds, as of its last batch.
+    #[cfg_attr(not(test), allow(dead_code))]
+    footprint: Arc<Mutex<Footprint>>,
+}
+
+/// What the writer holds between batches, counted: each is bounded by a
+/// constant or by the calls running at once, never by the calls recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Rows not yet folded into the seal (those after a running call).
+    pub unfolded: usize,
+    /// Irreversible calls whose intent waits for its outcome.
+    pub intents: usize,
+    /// Content keys remembered as stored (at most [`STORED_KEYS`]).
+    pub stored: usize,
+    /// Outputs remembered to recognise the next equal one.
+    pub recent: usize,
+    /// Secrets the run's inputs brought.
+    pub secrets: usize,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -317,10 +354,12 @@ impl Recorder {
             .map_err(|e| format!("audit database {}: {e}", path.display()))?;
         let (tx, rx) = sync_channel(QUEUE);
         let failure = Arc::new(Mutex::new(None));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let footprint = Arc::new(Mutex::new(Footprint::default()));
         let writer = Writer {
             conn,
             run: run.id,
-            head: head.clone(),
+            seal: Seal::new(&head),
             last: head,
             n: 0,
             intents: HashMap::new(),
@@ -328,9 +367,12 @@ impl Recorder {
             failure: failure.clone(),
             secrets: Vec::new(),
             stored: HashSet::new(),
+            added: Vec::new(),
             lists: Vec::new(),
-            chain: Vec::new(),
-            readings: Vec::new(),
+            unfolded: VecDeque::new(),
+            recent: VecDeque::new(),
+            queued: queued.clone(),
+            footprint: footprint.clone(),
             synced: false,
         };
         let thread = std::thread::Builder::new()
@@ -342,6 +384,8 @@ impl Recorder {
             writer: thread.thread().clone(),
             thread: Mutex::new(Some(thread)),
             failure,
+            queued,
+            footprint,
         })
     }
 
@@ -459,15 +503,33 @@ impl Recorder {
     }
 
     /// Queues `msg`; wakes the writer only when someone will wait on it
-    /// (otherwise it finds the message at its next look, within `QUIET`,
-    /// and a call pays no wake-up).
+    /// or the queue fills up (otherwise it finds the message at its next
+    /// look, within `QUIET`, and a call pays no wake-up).
     fn send(&self, msg: Msg) -> Result<(), String> {
         let awaited = msg.awaited();
+        let before = self.queued.fetch_add(1, Ordering::Relaxed);
+        if before + 1 >= NUDGE {
+            // Woken before a send that may block on a full queue.
+            self.writer.unpark();
+        }
         self.tx.send(msg).map_err(|_| gone())?;
         if awaited {
             self.writer.unpark();
         }
         Ok(())
+    }
+
+    /// Messages queued and not yet taken by the writer: at most [`QUEUE`]
+    /// (and the ones blocked on sending), whatever the run's length.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn backlog(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// What the writer held after its last batch.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn footprint(&self) -> Footprint {
+        *self.footprint.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -555,11 +617,19 @@ fn insert_linked(
     Ok(head)
 }
 
-/// The writer thread's state.
+/// The writer thread's state. Nothing in it grows with the run's calls:
+/// the seal is hashed as rows settle, the readings it covers are read back
+/// from the database when it is written, and the caches are bounded.
 struct Writer {
     conn: Connection,
     run: String,
-    head: String,
+    /// The seal so far: the head, then each row in chain order as far as
+    /// every row's outcome is settled.
+    seal: Seal,
+    /// Rows linked and not yet in `seal`, as (hash, outcome hash), in chain
+    /// order: the first of them still awaits its outcome (an irreversible
+    /// call running), so the ones after it wait with it.
+    unfolded: VecDeque<(String, Option<String>)>,
     /// The hash the next row links to.
     last: String,
     /// Rows in the chain so far.
@@ -571,12 +641,17 @@ struct Writer {
     failure: Arc<Mutex<Option<String>>>,
     /// Secrets the run's inputs brought so far.
     secrets: Vec<String>,
-    /// Outputs kept by content so far (their SHA-256), to skip re-storing.
+    /// Outputs kept by content lately (their SHA-256), to skip re-storing;
+    /// at most [`STORED_KEYS`].
     stored: HashSet<String>,
-    /// Each row's hash and outcome hash, by `n - 1`, and the readings:
-    /// what the seal covers, kept so sealing need not read them back.
-    chain: Vec<(String, Option<String>)>,
-    readings: Vec<(String, i64, &'static str, f64)>,
+    /// Keys this batch added to `stored`: a rolled back batch forgets them.
+    added: Vec<String>,
+    /// The last outputs settled, newest first, with their stored form.
+    recent: VecDeque<Recent>,
+    /// Messages queued for the writer (shared with the recorder).
+    queued: Arc<AtomicUsize>,
+    /// What it holds, published after each batch.
+    footprint: Arc<Mutex<Footprint>>,
     /// The `synchronous` setting in force.
     synced: bool,
     /// The last rows' lists of keys kept by content, as (task, seq, keys):
@@ -590,14 +665,26 @@ const RECENT_LISTS: usize = 8;
 /// How the run's end waits for its seal: on the thread that ends it.
 type Ack = SyncSender<Result<(), String>>;
 
-/// Where the writer's chain stood before a batch.
+/// Where the writer's chain stood before a batch: small, whatever the
+/// run's length (the rows not yet sealed are those after a running call).
 struct Mark {
     n: i64,
     last: String,
-    chain: usize,
-    readings: usize,
-    stored: HashSet<String>,
+    seal: Seal,
+    unfolded: VecDeque<(String, Option<String>)>,
     intents: HashSet<(String, u64)>,
+}
+
+/// An output settled lately, to recognise when the next is equal: its
+/// stored form holds for an equal output redacted against the same
+/// secrets (nothing of it was cut, so those secrets are all it depends on).
+struct Recent {
+    output: Value,
+    secrets: Vec<String>,
+    /// The stored text when inline, else `None` with `output_ref`.
+    inline: Option<String>,
+    /// The SHA-256 of the stored text.
+    digest: String,
 }
 
 /// A row's intent columns as stored, and its place in the chain.
@@ -614,6 +701,13 @@ struct Linked {
     prev: String,
     hash: String,
     redaction: Redaction,
+}
+
+/// An output as a row stores it: its text inline, or `None` for one kept
+/// by content under `digest`, the SHA-256 of its text.
+struct Stored {
+    inline: Option<String>,
+    digest: String,
 }
 
 /// A row's outcome columns as stored.
@@ -636,7 +730,10 @@ impl Writer {
             let mut batch = Vec::new();
             while batch.len() < BATCH {
                 match rx.try_recv() {
-                    Ok(m) => batch.push(m),
+                    Ok(m) => {
+                        self.queued.fetch_sub(1, Ordering::Relaxed);
+                        batch.push(m);
+                    }
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) if batch.is_empty() => return,
                     Err(TryRecvError::Disconnected) => break,
@@ -658,6 +755,7 @@ impl Writer {
         let mut ended = false;
         let mut end: Option<(String, Ack)> = None;
         let before = self.mark();
+        self.added.clear();
         let result = (|| -> rusqlite::Result<()> {
             if sync != self.synced {
                 self.conn.pragma_update(
@@ -720,10 +818,22 @@ impl Writer {
             let _ = ack.send(sealed.and(Err(incomplete)));
             return true;
         }
+        self.publish();
         for ack in acks {
             ack.answer(answer.clone());
         }
         ended
+    }
+
+    /// Publishes what the writer holds now (see [`Recorder::footprint`]).
+    fn publish(&self) {
+        *self.footprint.lock().unwrap_or_else(|e| e.into_inner()) = Footprint {
+            unfolded: self.unfolded.len(),
+            intents: self.intents.len(),
+            stored: self.stored.len(),
+            recent: self.recent.len(),
+            secrets: self.secrets.len(),
+        };
     }
 
     /// Takes the write lock, waiting while another writer holds it.
@@ -736,9 +846,8 @@ impl Writer {
         Mark {
             n: self.n,
             last: self.last.clone(),
-            chain: self.chain.len(),
-            readings: self.readings.len(),
-            stored: self.stored.clone(),
+            seal: self.seal.clone(),
+            unfolded: self.unfolded.clone(),
             intents: self.intents.keys().cloned().collect(),
         }
     }
@@ -746,12 +855,28 @@ impl Writer {
     fn restore(&mut self, m: Mark) {
         // A row rolled back may be among them: no later row may name it.
         self.lists.clear();
+        self.recent.clear();
         self.n = m.n;
         self.last = m.last;
-        self.chain.truncate(m.chain);
-        self.readings.truncate(m.readings);
-        self.stored = m.stored;
+        self.seal = m.seal;
+        self.unfolded = m.unfolded;
+        for key in self.added.drain(..) {
+            self.stored.remove(&key);
+        }
         self.intents.retain(|k, _| m.intents.contains(k));
+    }
+
+    /// Sets row `n`'s outcome hash and folds into the seal every row from
+    /// the first unfolded one whose outcome is settled.
+    fn settled(&mut self, n: i64, outcome: String) {
+        let folded = self.n - self.unfolded.len() as i64;
+        if let Some(row) = self.unfolded.get_mut((n - folded - 1) as usize) {
+            row.1 = Some(outcome);
+        }
+        while self.unfolded.front().is_some_and(|r| r.1.is_some()) {
+            let (hash, outcome) = self.unfolded.pop_front().expect("a front row");
+            self.seal.row(&hash, outcome.as_deref());
+        }
     }
 
     /// A row's intent columns, linked into the chain.
@@ -797,7 +922,7 @@ impl Writer {
             },
         );
         let prev = std::mem::replace(&mut self.last, hash.clone());
-        self.chain.push((hash.clone(), None));
+        self.unfolded.push_back((hash.clone(), None));
         Linked {
             input,
             split,
@@ -856,7 +981,7 @@ impl Writer {
         let o = self.settle(&l.hash, &mut l.redaction, &outcome)?;
         self.keep_items(&l)?;
         self.insert(row, &l, &o.redacted, Some((&o, outcome.duration_us)))?;
-        self.chain[self.n as usize - 1].1 = Some(o.hash);
+        self.settled(self.n, o.hash);
         Ok(())
     }
 
@@ -935,7 +1060,7 @@ impl Writer {
                 o.redacted,
                 o.hash,
             ])?;
-        self.chain[n as usize - 1].1 = Some(o.hash);
+        self.settled(n, o.hash);
         Ok(())
     }
 
@@ -948,8 +1073,8 @@ impl Writer {
     ) -> rusqlite::Result<Settled> {
         let (status, output, error, capped) = match &outcome.result {
             Ok(out) => {
-                let (text, capped) = cap_output(redaction.text("output", out), self.cap);
-                ("ok", Some(text), None, capped)
+                let (stored, capped) = self.output(redaction, out)?;
+                ("ok", Some(stored), None, capped)
             }
             Err(err) => ("error", None, Some(redaction.text("error", err)), false),
         };
@@ -958,9 +1083,7 @@ impl Writer {
             &serde_json::to_string(&outcome.late_decisions).expect("decisions serialize"),
         );
         let redacted = strings(&redaction.redacted);
-        let digest = output
-            .as_deref()
-            .map(|t| crate::digest::sha256_hex(t.as_bytes()));
+        let digest = output.as_ref().map(|o| o.digest.clone());
         let hash = chain::outcome_of(
             hash,
             &CallOutcome {
@@ -974,9 +1097,13 @@ impl Writer {
             },
             digest.as_deref(),
         );
-        let (output, output_ref) = match (output, digest) {
-            (Some(text), Some(sha)) if text.len() > INLINE => (None, Some(self.keep(sha, text)?)),
-            (inline, _) => (inline, None),
+        let (output, output_ref) = match output {
+            Some(Stored {
+                inline: None,
+                digest,
+            }) => (None, Some(digest)),
+            Some(Stored { inline, .. }) => (inline, None),
+            None => (None, None),
         };
         Ok(Settled {
             status,
@@ -988,6 +1115,58 @@ impl Writer {
             redacted,
             hash,
         })
+    }
+
+    /// An output's stored form: inline, or kept once by content (stored
+    /// here); and whether it was capped. An output equal to a recent one,
+    /// redacted against the same secrets, takes that one's form without
+    /// being serialized or hashed again: a file read again costs a compare.
+    fn output(
+        &mut self,
+        redaction: &mut Redaction,
+        out: &Value,
+    ) -> rusqlite::Result<(Stored, bool)> {
+        let secrets = redaction.secrets();
+        if let Some(r) = self
+            .recent
+            .iter()
+            .find(|r| r.secrets == secrets && r.output == *out)
+        {
+            let stored = Stored {
+                inline: r.inline.clone(),
+                digest: r.digest.clone(),
+            };
+            return Ok((stored, false));
+        }
+        let cut = redaction.redacted.len();
+        let (text, capped) = cap_output(redaction.text("output", out), self.cap);
+        let digest = crate::digest::sha256_hex(text.as_bytes());
+        // Only an output stored as it came is its own stored form again.
+        let plain = redaction.redacted.len() == cut && !capped && text.len() <= RECENT_MAX;
+        let inline = if text.len() > INLINE {
+            self.keep(digest.clone(), text)?;
+            None
+        } else {
+            Some(text)
+        };
+        let stored = Stored { inline, digest };
+        if plain {
+            self.remember(out, redaction.secrets().to_vec(), &stored);
+        }
+        Ok((stored, capped))
+    }
+
+    /// Remembers `out` as the newest recent output.
+    fn remember(&mut self, out: &Value, secrets: Vec<String>, stored: &Stored) {
+        if self.recent.len() == RECENT_OUTPUTS {
+            self.recent.pop_back();
+        }
+        self.recent.push_front(Recent {
+            output: out.clone(),
+            secrets,
+            inline: stored.inline.clone(),
+            digest: stored.digest.clone(),
+        });
     }
 
     /// Stores the items of a row's shared field, each once by its content.
@@ -1006,7 +1185,12 @@ impl Writer {
             self.conn
                 .prepare_cached("INSERT OR IGNORE INTO outputs (sha256, body) VALUES (?1, ?2)")?
                 .execute(params![sha, text])?;
+            if self.stored.len() >= STORED_KEYS {
+                // Forgetting costs a redundant INSERT OR IGNORE, not a row.
+                self.stored.clear();
+            }
             self.stored.insert(sha.clone());
+            self.added.push(sha.clone());
         }
         Ok(sha)
     }
@@ -1018,8 +1202,6 @@ impl Writer {
         kind: &'static str,
         value: f64,
     ) -> rusqlite::Result<()> {
-        self.readings
-            .push((task.to_string(), seq as i64, kind, value));
         self.conn
             .prepare_cached(
                 "INSERT INTO readings (run, task, seq, kind, value) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -1034,21 +1216,22 @@ impl Writer {
         let (mut cutter, _) = Redaction::input(&Value::Null, &self.known());
         let error = error.map(|e| cutter.cut("error", e));
         let error = error.as_deref();
-        let mut seal = Seal::new(&self.head);
-        for (hash, outcome) in &self.chain {
+        // The rows still unfolded are those after a call whose outcome
+        // never came: they are sealed as they stand.
+        let mut seal = self.seal.clone();
+        for (hash, outcome) in &self.unfolded {
             seal.row(hash, outcome.as_deref());
         }
-        // Readings in (task, seq) order, as `sluice audit verify` reads them.
-        self.readings
-            .sort_by(|a, b| (a.0.as_bytes(), a.1).cmp(&(b.0.as_bytes(), b.1)));
-        for (task, seq, kind, value) in &self.readings {
+        // Readings in (task, seq) order, as `sluice audit verify` reads
+        // them: from this transaction, which holds every one written.
+        super::rows::each_reading(&self.conn, &self.run, |r| {
             seal.reading(&Reading {
-                task,
-                seq: *seq,
-                kind,
-                value: *value,
+                task: &r.task,
+                seq: r.seq,
+                kind: &r.kind,
+                value: r.value,
             });
-        }
+        })?;
         let seal = seal.finish(&RunEnd {
             status,
             error,

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::audit::fixtures::*;
-use crate::audit::replay::{Mode, Record, Replay};
+use crate::audit::replay::{Answer, Mode, Record, Replay, AHEAD_WINDOW, CACHED_OUTPUTS};
 use crate::audit::session::{Begin, Session};
 use crate::audit::verify::{verify, Failure};
 use crate::audit::{rows, show};
@@ -97,4 +97,208 @@ fn a_resume_copies_each_calls_client_with_it() {
         [Some("cursor 0.42".to_string()), Some(CLIENT.to_string())]
     );
     assert!(verify(&conn, "r2").unwrap().intact);
+}
+
+// --- a long run: what the writer keeps, what a replay reads -----------------
+
+/// The output of a read of file `k`: over the inline size, so it is kept by
+/// content, and distinct per file.
+fn file_output(k: usize) -> Value {
+    json!({"content": format!("file {k}\n{}", "some line of text\n".repeat(80)), "totalLines": 81})
+}
+
+fn read_row(seq: u64, k: usize) -> CallRow {
+    let input = json!({"path": format!("f{k}.txt")});
+    CallRow::new(
+        "0",
+        seq,
+        "read",
+        Tier::Sealed,
+        input,
+        crate::audit::now_ms(),
+    )
+}
+
+/// Records `calls` sealed reads of `files` distinct files in turn as run
+/// `id`, and returns what the writer held at the end, before the seal.
+fn long_run(path: &Path, id: &str, calls: usize, files: usize) -> Footprint {
+    let recorder = Recorder::start(path, run_start(id)).expect("start the recorder");
+    for i in 0..calls {
+        let outcome = Outcome::new(Ok(file_output(i % files)), 10, Vec::new());
+        recorder
+            .call(read_row(i as u64 + 1, i % files), outcome, false)
+            .expect("queue a call");
+        assert!(recorder.backlog() <= QUEUE + 1, "the queue is bounded");
+    }
+    // An awaited row drains what was queued before it.
+    let last = Outcome::new(Ok(file_output(0)), 10, Vec::new());
+    recorder
+        .call(read_row(calls as u64 + 1, 0), last, true)
+        .expect("record the last call");
+    let held = recorder.footprint();
+    recorder.end("ok", None).expect("seal");
+    held
+}
+
+#[test]
+fn a_long_run_of_sealed_calls_leaves_the_writer_holding_nothing_per_call() {
+    let (dir, conn) = db();
+    let path = dir.path().join("audit.db");
+    // More distinct outputs than the writer remembers keys of, so its
+    // memory of stored keys must let go.
+    let calls = STORED_KEYS + 2000;
+    let held = long_run(&path, "r1", calls, calls);
+    assert_eq!((held.unfolded, held.intents), (0, 0), "{held:?}");
+    assert!(held.stored <= STORED_KEYS, "{held:?}");
+    assert!(held.recent <= RECENT_OUTPUTS, "{held:?}");
+    // The seal hashed as the rows settled is the one verify recomputes.
+    let v = verify(&conn, "r1").unwrap();
+    assert!(v.intact && v.sealed, "{v:?}");
+    assert_eq!(v.calls, calls + 1);
+    let bodies: i64 = conn
+        .query_row("SELECT count(*) FROM outputs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(bodies, calls as i64, "each distinct output kept once");
+}
+
+#[test]
+fn an_output_read_again_is_kept_once_and_rows_refer_to_it() {
+    let (dir, conn) = db();
+    let path = dir.path().join("audit.db");
+    long_run(&path, "r1", 3000, 3);
+    let (bodies, refs): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM outputs), count(DISTINCT output_ref) FROM calls WHERE output IS NULL",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((bodies, refs), (3, 3));
+    assert!(verify(&conn, "r1").unwrap().intact);
+    // Every row's output is the file it read, whichever way it was stored.
+    let c = rows::call(&conn, "r1", 2999).unwrap().unwrap();
+    let out: Value = serde_json::from_str(c.output.as_deref().unwrap()).unwrap();
+    assert_eq!(out, file_output(2998 % 3));
+}
+
+#[test]
+fn rows_after_a_running_irreversible_call_are_sealed_in_chain_order_once_it_ends() {
+    let (dir, conn) = db();
+    let path = dir.path().join("audit.db");
+    let recorder = Recorder::start(&path, run_start("r1")).unwrap();
+    let cmd = CallRow::new(
+        "0.1",
+        1,
+        "bash",
+        Tier::Irreversible,
+        json!({"command": "deploy"}),
+        1,
+    );
+    recorder.intent(cmd).expect("the intent is synced");
+    for seq in 1..=50 {
+        let outcome = Outcome::new(Ok(file_output(seq as usize)), 10, Vec::new());
+        recorder.call(read_row(seq, 0), outcome, seq == 50).unwrap();
+    }
+    assert_eq!(
+        recorder.footprint().unfolded,
+        51,
+        "they wait for the running call"
+    );
+    let done = Outcome::new(Ok(json!({"exitCode": 0})), 10, Vec::new());
+    recorder.outcome("0.1", 1, done).unwrap();
+    let last = Outcome::new(Ok(file_output(0)), 10, Vec::new());
+    recorder.call(read_row(51, 0), last, true).unwrap();
+    assert_eq!(recorder.footprint().unfolded, 0);
+    recorder.end("ok", None).unwrap();
+    assert!(verify(&conn, "r1").unwrap().intact);
+}
+
+#[test]
+fn what_the_writer_promised_is_in_the_database_when_the_call_returns() {
+    let (dir, _conn) = db();
+    let path = dir.path().join("audit.db");
+    let recorder = Recorder::start(&path, run_start("r1")).unwrap();
+    for seq in 1..=300 {
+        let outcome = Outcome::new(Ok(file_output(seq as usize)), 10, Vec::new());
+        recorder.call(read_row(seq, 0), outcome, false).unwrap();
+    }
+    let cmd = CallRow::new(
+        "0",
+        301,
+        "bash",
+        Tier::Irreversible,
+        json!({"command": "rm x"}),
+        1,
+    );
+    recorder.intent(cmd).expect("the intent is synced");
+    // Another process (a connection of its own) sees the intent, and the
+    // sealed rows queued before it, the moment `intent` returns: a crash
+    // from here on loses neither.
+    let other = Connection::open(&path).unwrap();
+    let (rows, open): (i64, i64) = other
+        .query_row(
+            "SELECT count(*), count(*) FILTER (WHERE status IS NULL) FROM calls WHERE run = 'r1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((rows, open), (301, 1));
+    let written = CallRow::new(
+        "0",
+        302,
+        "write",
+        Tier::Compensable,
+        json!({"path": "a"}),
+        1,
+    );
+    let ok = Outcome::new(Ok(json!({"bytes": 1})), 10, Vec::new());
+    recorder.call(written, ok, true).unwrap();
+    let seen: i64 = other
+        .query_row(
+            "SELECT count(*) FROM calls WHERE run = 'r1' AND seq = 302",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        seen, 1,
+        "a compensable call's row is committed when it returns"
+    );
+    drop(recorder);
+}
+
+#[test]
+fn a_replay_of_a_long_run_reads_each_call_as_asked_in_any_order() {
+    let (dir, conn) = db();
+    let path = dir.path().join("audit.db");
+    let calls = 3000;
+    long_run(&path, "r1", calls, 7);
+    let record = Record::load(&conn, "r1").unwrap();
+    assert_eq!(record.len(), calls + 1);
+    let replay = Replay::new(record, Mode::Replay);
+    // Out of order first: a call far ahead, then from the start.
+    let order = std::iter::once(2500).chain((1..=calls).filter(|&i| i != 2500));
+    for i in order {
+        let input = json!({"path": format!("f{}.txt", (i - 1) % 7)});
+        match replay.answer("0", i as u64, "read", &input) {
+            Answer::Recorded(Ok(out), _) => assert_eq!(out, file_output((i - 1) % 7), "call {i}"),
+            other => panic!("call {i}: {other:?}"),
+        }
+        let held = replay.record.held();
+        assert!(
+            held.0 <= AHEAD_WINDOW && held.1 <= CACHED_OUTPUTS,
+            "{held:?}"
+        );
+    }
+    assert_eq!(replay.answered.get(), calls as u64);
+    // A changed call still diverges, naming it.
+    let Answer::Halt(e) = replay.answer("0", calls as u64 + 1, "read", &json!({"path": "other"}))
+    else {
+        panic!("a changed call was answered");
+    };
+    assert!(
+        e.message.contains(&format!("call #{}", calls + 1)),
+        "{}",
+        e.message
+    );
 }

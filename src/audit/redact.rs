@@ -94,6 +94,11 @@ impl Redaction {
         (r, out)
     }
 
+    /// The values this redaction cuts wherever they appear.
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
+    }
+
     /// The JSON text of `value` (named `root`: `output`, `error`), redacted.
     pub fn text(&mut self, root: &str, value: &Value) -> String {
         // Most values hold nothing to cut: serialize them as they are,

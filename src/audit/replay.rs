@@ -25,13 +25,13 @@
 
 use super::redact::Redaction;
 use super::render::plural;
-use super::rows::{self, Output, StoredCall, StoredRun};
+use super::rows::{self, Kept, StoredCall, StoredRun};
 use super::FlowFacts;
 use crate::error::{ErrorCode, FlowError};
 use rusqlite::Connection;
 use serde_json::Value;
-use std::cell::Cell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 
 /// The run a replay or resume starts from.
 #[derive(Debug, Clone)]
@@ -70,124 +70,260 @@ impl RunRecord {
     }
 }
 
-/// Recorded calls by task, then sequence within it.
-type Calls = HashMap<String, HashMap<u64, StoredCall>>;
-
 /// Where a recorded call stands in the order the resumed runs reached
 /// their calls: the run's own rows first, by start, then those of the run
 /// it continued (which it never reached), and so on down the chain.
 type Place = (usize, i64);
 
-/// A recorded run, loaded whole.
+/// Outputs kept by content that a record keeps parsed: the last ones read
+/// (a script that reads one file again and again parses it once).
+pub(super) const CACHED_OUTPUTS: usize = 8;
+
+/// A recorded run, read call by call as the script makes its calls: it
+/// holds the run's row, a connection of its own, and a few outputs, never
+/// the run's calls, so a replay of a long run takes no more memory than a
+/// short one's.
 #[derive(Debug)]
 pub struct Record {
     /// The recorded run's own row: its id, script, arguments, workspace,
     /// how it ended, its random seed and its ceiling.
     pub run: RunRecord,
-    /// By task, then sequence within it.
-    calls: Calls,
-    readings: HashMap<(String, u64), f64>,
-    /// Outputs kept by content, parsed once each.
-    outputs: HashMap<String, Value>,
-    /// Each run the rows come from, by how far down the chain of resumed
-    /// runs it is (0: the run itself).
-    depth: HashMap<String, usize>,
+    conn: Connection,
+    /// The run, then each run it continued, down the chain of resumed
+    /// runs: a call's depth is the index of its run. A resumed run's
+    /// record holds only what it reached; the rows it lacks come from the
+    /// runs it continued, so a resume of a resume repeats nothing.
+    chain: Vec<String>,
+    /// Outputs kept by content, parsed, newest first.
+    outputs: RefCell<VecDeque<(String, Value)>>,
+    /// Input items kept by content, and lists of keys, read so far.
+    kept: RefCell<Kept>,
+    /// The run's own rows read ahead and not yet asked for.
+    ahead: RefCell<Ahead>,
+}
+
+/// Rows a replay reads ahead in one query.
+pub(super) const AHEAD_PAGE: usize = 128;
+/// Rows read ahead and not asked for that a record holds at most: a call
+/// further away is looked up by its key.
+pub(super) const AHEAD_WINDOW: usize = 1024;
+
+/// A window on the run's own rows, read ahead in chain order.
+#[derive(Debug, Default)]
+struct Ahead {
+    rows: VecDeque<StoredCall>,
+    /// The chain position of the last row read.
+    after: i64,
+    /// Whether the last row has been read.
+    done: bool,
 }
 
 impl Record {
-    /// Run `id`'s record, with what the runs it resumed recorded beyond it.
+    /// Run `id`'s record, with what the runs it resumed recorded beyond
+    /// it. A record whose inputs lost an item kept by content cannot be
+    /// compared, so it is refused here.
     pub fn load(conn: &Connection, id: &str) -> Result<Record, String> {
-        let (mut record, from) = Record::load_one(conn, id)?;
-        record.inherit(conn, from)?;
+        let stored = stored_run(conn, id)?;
+        let chain = chain_of(conn, &stored)?;
+        let record = Record {
+            run: RunRecord::of(&stored),
+            conn: reopen(conn)?,
+            chain,
+            outputs: RefCell::default(),
+            kept: RefCell::default(),
+            ahead: RefCell::default(),
+        };
+        for run in &record.chain {
+            record.check_items(run)?;
+        }
         Ok(record)
     }
 
-    /// A resumed run's record holds only what it reached; the runs it
-    /// continued (`from` on) hold the rest. Rows this run lacks come from
-    /// them, so a resume of a resume repeats nothing.
-    fn inherit(&mut self, conn: &Connection, mut from: Option<String>) -> Result<(), String> {
-        let mut depth = 0;
-        while let Some(id) = from {
-            depth += 1;
-            if depth > 1000 {
-                return Err(format!(
-                    "run {} resumes a chain over 1000 runs long",
-                    self.run.id
-                ));
-            }
-            let (older, next) = Record::load_one(conn, &id)?;
-            self.depth.insert(id.clone(), depth);
-            for (task, rows) in older.calls {
-                let mine = self.calls.entry(task).or_default();
-                for (seq, rec) in rows {
-                    mine.entry(seq).or_insert(rec);
+    /// Refuses run `run`'s record when an input lost an item kept by
+    /// content, reading only the rows that keep some.
+    fn check_items(&self, run: &str) -> Result<(), String> {
+        let mut bodies = rows::Bodies::new(&self.conn);
+        rows::each_call_with_parts(
+            &self.conn,
+            run,
+            |e| e,
+            |mut c| {
+                bodies.assemble(&mut c)?;
+                match c.parts.as_ref().filter(|p| p.missing.is_some()) {
+                    Some(p) => Err(lost_item(&c, p)),
+                    None => Ok(()),
                 }
-            }
-            for (key, value) in older.readings {
-                self.readings.entry(key).or_insert(value);
-            }
-            self.outputs.extend(older.outputs);
-            from = next;
-        }
-        Ok(())
+            },
+        )
+        .map_err(|e| format!("cannot read run {run} from the audit database: {e}"))
     }
 
-    /// Run `id`'s own record, and the run it resumed.
-    fn load_one(conn: &Connection, id: &str) -> Result<(Record, Option<String>), String> {
-        let fail =
-            |e: rusqlite::Error| format!("cannot read run {id} from the audit database: {e}");
-        let stored = rows::run(conn, id)
-            .and_then(|r| r.ok_or(rusqlite::Error::QueryReturnedNoRows))
-            .map_err(fail)?;
-        let record = Record {
-            run: RunRecord::of(&stored),
-            calls: calls_of(conn, id).map_err(fail)?,
-            readings: readings_of(conn, id).map_err(fail)?,
-            outputs: outputs_of(conn, id).map_err(fail)?,
-            depth: HashMap::from([(id.to_string(), 0)]),
-        };
-        Ok((record, stored.resumed_from))
+    /// Recorded call `seq` of `task`: the run's own, else the nearest run
+    /// down the chain that holds it; its input whole.
+    fn call(&self, task: &str, seq: u64) -> rusqlite::Result<Option<StoredCall>> {
+        if let Some(c) = self.read_ahead(task, seq as i64)? {
+            return self.assembled(c).map(Some);
+        }
+        for run in &self.chain {
+            if let Some(c) = rows::call_at(&self.conn, run, task, seq as i64)? {
+                return self.assembled(c).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Call (`task`, `seq`) of the run's own rows from the read-ahead,
+    /// reading pages in chain order until it turns up or the run's rows
+    /// end: a script makes its calls about in the order it recorded them,
+    /// so most are found at the window's front, a page read at a time
+    /// rather than a query each. The window drops its oldest rows when
+    /// full (a call asked for later is looked up by its key) and skips the
+    /// calls running calls made, which come with their parent's answer.
+    /// `None`: not within the window.
+    fn read_ahead(&self, task: &str, seq: i64) -> rusqlite::Result<Option<StoredCall>> {
+        let mut ahead = self.ahead.borrow_mut();
+        loop {
+            let at = ahead
+                .rows
+                .iter()
+                .position(|c| c.seq == seq && c.task == task);
+            if let Some(i) = at {
+                return Ok(ahead.rows.remove(i));
+            }
+            if ahead.done {
+                return Ok(None);
+            }
+            let page = rows::calls_after(&self.conn, &self.run.id, ahead.after, AHEAD_PAGE)?;
+            ahead.done = page.len() < AHEAD_PAGE;
+            ahead.after = page.last().map_or(ahead.after, |c| c.n);
+            ahead
+                .rows
+                .extend(page.into_iter().filter(|c| !crate::call::is_inner(&c.task)));
+            let over = ahead.rows.len().saturating_sub(AHEAD_WINDOW);
+            ahead.rows.drain(..over);
+        }
+    }
+
+    /// `c` with its input put back together; an item gone since the load
+    /// is an error.
+    fn assembled(&self, mut c: StoredCall) -> rusqlite::Result<StoredCall> {
+        let kept = self.kept.take();
+        let mut bodies = rows::Bodies::with(&self.conn, kept);
+        let done = bodies.assemble(&mut c);
+        *self.kept.borrow_mut() = bodies.kept();
+        done?;
+        match c.parts.as_ref().filter(|p| p.missing.is_some()) {
+            Some(p) => Err(lost_item(&c, p)),
+            None => Ok(c),
+        }
+    }
+
+    /// The output kept by content as `sha`, parsed; `Null` when it is gone.
+    fn output(&self, sha: &str) -> Value {
+        let mut cache = self.outputs.borrow_mut();
+        if let Some(i) = cache.iter().position(|(k, _)| k == sha) {
+            let hit = cache.remove(i).expect("a cached output");
+            cache.push_front(hit);
+            return cache[0].1.clone();
+        }
+        let body = rows::body(&self.conn, sha).ok().flatten();
+        let value = body.map_or(Value::Null, |b| {
+            serde_json::from_str(&b).unwrap_or(Value::Null)
+        });
+        if cache.len() == CACHED_OUTPUTS {
+            cache.pop_back();
+        }
+        cache.push_front((sha.to_string(), value.clone()));
+        value
+    }
+
+    /// The recorded value of clock reading `seq` of `task`.
+    fn reading(&self, task: &str, seq: u64) -> Option<f64> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT value FROM readings WHERE run = ?1 AND task = ?2 AND seq = ?3")
+            .ok()?;
+        self.chain.iter().find_map(|run| {
+            stmt.query_row(rusqlite::params![run, task, seq as i64], |r| r.get(0))
+                .ok()
+        })
+    }
+
+    /// The chain's runs as a JSON list, for `json_each`.
+    fn runs_json(&self) -> String {
+        serde_json::to_string(&self.chain).expect("ids serialize")
     }
 
     /// The highest background job id the recorded run handed out, in the
     /// output of a call of a flow that starts jobs.
     pub fn last_job_id(&self, facts: &dyn FlowFacts) -> u64 {
         let job_id = |v: &Value| v.get("jobId").and_then(Value::as_u64);
-        self.calls
-            .values()
-            .flat_map(|rows| rows.values())
-            .filter(|rec| facts.starts_jobs(&rec.flow) && rec.status.as_deref() == Some("ok"))
-            .filter_map(|rec| match (&rec.output, &rec.output_ref) {
-                (Some(text), _) => serde_json::from_str::<Value>(text)
+        let sql = "SELECT flow, output, output_ref FROM calls
+                   WHERE run IN (SELECT value FROM json_each(?1)) AND status = 'ok'";
+        let Ok(mut stmt) = self.conn.prepare(sql) else {
+            return 0;
+        };
+        let found = stmt.query_map([self.runs_json()], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, Option<String>>(2)?,
+            ))
+        });
+        let Ok(found) = found else { return 0 };
+        found
+            .flatten()
+            .filter(|(flow, _, _)| facts.starts_jobs(flow))
+            .filter_map(|(_, output, output_ref)| match (output, output_ref) {
+                (Some(text), _) => serde_json::from_str::<Value>(&text)
                     .ok()
                     .as_ref()
                     .and_then(job_id),
-                (None, Some(key)) => self.outputs.get(key).and_then(job_id),
+                (None, Some(key)) => job_id(&self.output(&key)),
                 _ => None,
             })
             .max()
             .unwrap_or(0)
     }
 
+    /// Calls per task the record answers, over the chain (a call the run
+    /// and a run it continued both hold counts once).
+    fn tasks(&self) -> Vec<(String, usize)> {
+        let sql = "SELECT task, count(*) FROM
+                     (SELECT DISTINCT task, seq FROM calls WHERE run IN (SELECT value FROM json_each(?1)))
+                   GROUP BY task";
+        let Ok(mut stmt) = self.conn.prepare(sql) else {
+            return Vec::new();
+        };
+        let found = stmt.query_map([self.runs_json()], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as usize))
+        });
+        found.map(|f| f.flatten().collect()).unwrap_or_default()
+    }
+
     /// How many calls the record holds that a replay answers: those a
     /// running call made ([`crate::call::inner_task`]) come with their
     /// parent's answer, not on their own.
     pub fn len(&self) -> usize {
-        self.calls
+        self.tasks()
             .iter()
             .filter(|(task, _)| !crate::call::is_inner(task))
-            .map(|(_, calls)| calls.len())
+            .map(|(_, n)| n)
             .sum()
+    }
+
+    /// How many calls of `task` the record holds.
+    fn task_len(&self, task: &str) -> usize {
+        self.tasks()
+            .into_iter()
+            .find(|(t, _)| t == task)
+            .map_or(0, |(_, n)| n)
     }
 
     /// How many calls the run recorded itself (the calls `sluice audit
     /// show` numbers), without those of the runs it continued.
     pub fn own_len(&self) -> usize {
-        let own = |rec: &&StoredCall| rec.run == self.run.id;
-        self.calls
-            .values()
-            .map(|t| t.values().filter(own).count())
-            .sum()
+        rows::call_count(&self.conn, &self.run.id).unwrap_or(0) as usize
     }
 
     /// Whether the record holds no calls.
@@ -195,33 +331,58 @@ impl Record {
         self.len() == 0
     }
 
+    /// What the record holds at hand: rows read ahead, parsed outputs;
+    /// both bounded, whatever the run's length.
+    #[cfg(test)]
+    pub fn held(&self) -> (usize, usize) {
+        (self.ahead.borrow().rows.len(), self.outputs.borrow().len())
+    }
+
     /// Where recorded call `rec` stands (see [`Place`]).
     fn place(&self, rec: &StoredCall) -> Place {
-        let depth = self.depth.get(&rec.run).copied().unwrap_or(usize::MAX);
-        (depth, rec.started_ms)
+        let depth = self.chain.iter().position(|r| *r == rec.run);
+        (depth.unwrap_or(usize::MAX), rec.started_ms)
     }
 }
 
-/// Run `id`'s calls by task, then sequence within it, their inputs whole.
-/// A call whose input lost an item kept by content cannot be compared, so
-/// the record is refused.
-fn calls_of(conn: &Connection, id: &str) -> rusqlite::Result<Calls> {
-    let mut calls = Calls::new();
-    rows::each_call(
-        conn,
-        id,
-        Output::Inline,
-        |e| e,
-        |c| {
-            if let Some(p) = c.parts.as_ref().filter(|p| p.missing.is_some()) {
-                return Err(lost_item(&c, p));
-            }
-            let seq = c.seq as u64;
-            calls.entry(c.task.clone()).or_default().insert(seq, c);
-            Ok(())
-        },
-    )?;
-    Ok(calls)
+/// Run `id`'s row, or why it cannot be read.
+fn stored_run(conn: &Connection, id: &str) -> Result<StoredRun, String> {
+    rows::run(conn, id)
+        .and_then(|r| r.ok_or(rusqlite::Error::QueryReturnedNoRows))
+        .map_err(|e| format!("cannot read run {id} from the audit database: {e}"))
+}
+
+/// Run `run`, then each run it resumed, down the chain.
+fn chain_of(conn: &Connection, run: &StoredRun) -> Result<Vec<String>, String> {
+    let mut chain = vec![run.id.clone()];
+    let mut from = run.resumed_from.clone();
+    while let Some(id) = from {
+        if chain.len() > 1000 {
+            return Err(format!(
+                "run {} resumes a chain over 1000 runs long",
+                run.id
+            ));
+        }
+        from = stored_run(conn, &id)?.resumed_from;
+        chain.push(id);
+    }
+    Ok(chain)
+}
+
+/// A connection of the record's own to `conn`'s database, read-only: the
+/// replay reads it as the script goes, beside the run's own writer.
+fn reopen(conn: &Connection) -> Result<Connection, String> {
+    let path = conn
+        .path()
+        .filter(|p| !p.is_empty())
+        .ok_or("the audit database has no file to read a replay from")?;
+    let flags =
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let own = Connection::open_with_flags(path, flags)
+        .map_err(|e| format!("audit database {path}: {e}"))?;
+    own.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| format!("audit database {path}: {e}"))?;
+    Ok(own)
 }
 
 fn lost_item(c: &StoredCall, p: &rows::Parts) -> rusqlite::Error {
@@ -233,25 +394,6 @@ fn lost_item(c: &StoredCall, p: &rows::Parts) -> rusqlite::Error {
         p.missing.unwrap_or(0)
     );
     rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
-}
-
-/// Run `id`'s clock readings by (task, sequence).
-fn readings_of(conn: &Connection, id: &str) -> rusqlite::Result<HashMap<(String, u64), f64>> {
-    let readings = rows::readings(conn, id)?;
-    Ok(readings
-        .into_iter()
-        .map(|r| ((r.task, r.seq as u64), r.value))
-        .collect())
-}
-
-/// The outputs run `id` keeps by content, parsed once each.
-fn outputs_of(conn: &Connection, id: &str) -> rusqlite::Result<HashMap<String, Value>> {
-    let mut outputs = HashMap::new();
-    rows::each_output(conn, id, |sha, body| {
-        outputs.insert(sha, serde_json::from_str(&body).unwrap_or(Value::Null));
-        true
-    })?;
-    Ok(outputs)
 }
 
 /// Replay or resume.
@@ -348,7 +490,11 @@ impl Replay {
 
     /// The recorded answer to call `seq` of `task`.
     pub fn answer(&self, task: &str, seq: u64, flow: &str, input: &Value) -> Answer {
-        let rec = self.record.calls.get(task).and_then(|t| t.get(&seq));
+        let found = match self.record.call(task, seq) {
+            Ok(found) => found,
+            Err(e) => return Answer::Halt(unreadable(task, seq, &e)),
+        };
+        let rec = found.as_ref();
         // Live already (past a re-judged refusal, or from #N): the record
         // still holds back a call it must not run again by itself.
         let already = self.task_live(task) || rec.is_some_and(|rec| self.after_rejudged(rec));
@@ -411,7 +557,8 @@ impl Replay {
             (Some(_), _) if rec.capped => Answer::Halt(capped(task, seq, rec)),
             (Some(status), _) => {
                 self.answered.set(self.answered.get() + 1);
-                Answer::Recorded(self.record.result(status, rec), Box::new(rec.clone()))
+                let result = self.record.result(status, rec);
+                Answer::Recorded(result, Box::new(found.expect("the call answered")))
             }
         }
     }
@@ -485,7 +632,7 @@ impl Replay {
         if self.task_live(task) {
             return None;
         }
-        self.record.readings.get(&(task.to_string(), seq)).copied()
+        self.record.reading(task, seq)
     }
 
     /// Makes `task` live from this call on.
@@ -506,7 +653,7 @@ impl Replay {
                 clip(&input.to_string()),
                 self.record.run.id,
                 calls(self.record.len()),
-                self.record.calls.get(task).map_or(0, HashMap::len)
+                self.record.task_len(task)
             ),
         )
         .with("task", task)
@@ -519,23 +666,24 @@ impl Record {
     /// The calls call `seq` of `task` made through the door while it ran
     /// (and theirs), with what each returned, in their tasks' order: a
     /// resume that answers the call copies them with it.
-    pub fn inner_calls(
-        &self,
-        task: &str,
-        seq: u64,
-    ) -> Vec<(&StoredCall, Result<Value, FlowError>)> {
+    pub fn inner_calls(&self, task: &str, seq: u64) -> Vec<(StoredCall, Result<Value, FlowError>)> {
         let prefix = crate::call::inner_task(task, seq);
-        let mut found: Vec<&StoredCall> = self
-            .calls
-            .iter()
-            .filter(|(t, _)| **t == prefix || t.starts_with(&format!("{prefix}.")))
-            .flat_map(|(_, calls)| calls.values())
-            .filter(|rec| rec.status.is_some())
-            .collect();
+        // The run's own row of a call first, then the runs it continued.
+        let mut found: Vec<StoredCall> = Vec::new();
+        for run in &self.chain {
+            for rec in rows::calls_under(&self.conn, run, &prefix).unwrap_or_default() {
+                if !found.iter().any(|f| f.task == rec.task && f.seq == rec.seq) {
+                    found.extend(self.assembled(rec).ok());
+                }
+            }
+        }
         found.sort_by_key(|rec| rec.n);
         found
             .into_iter()
-            .map(|rec| (rec, self.result(rec.status.as_deref().unwrap_or("ok"), rec)))
+            .map(|rec| {
+                let result = self.result(rec.status.as_deref().unwrap_or("ok"), &rec);
+                (rec, result)
+            })
             .collect()
     }
 
@@ -544,7 +692,7 @@ impl Record {
         if status == "ok" {
             return Ok(match (&rec.output, &rec.output_ref) {
                 (Some(text), _) => serde_json::from_str(text).unwrap_or(Value::Null),
-                (None, Some(sha)) => self.outputs.get(sha).cloned().unwrap_or(Value::Null),
+                (None, Some(sha)) => self.output(sha),
                 (None, None) => Value::Null,
             });
         }
@@ -572,6 +720,18 @@ impl Record {
         }
         Err(e)
     }
+}
+
+/// Why the record could not answer a call: it could not be read.
+fn unreadable(task: &str, seq: u64, e: &rusqlite::Error) -> FlowError {
+    FlowError::new(
+        ErrorCode::ReplayDiverged,
+        format!(
+            "the record cannot answer task {task}, call {seq}: reading the audit database: {e}"
+        ),
+    )
+    .with("task", task)
+    .with("seq", seq)
 }
 
 /// The signal whose stop request cut a recorded call short (its error's

@@ -34,6 +34,14 @@ const INLINE_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities
 route, redacted, replayed_from, started_ms, prev, hash, status, output, error, capped, duration_us, \
 late_decisions, outcome_hash, output_ref, parts, client";
 
+/// [`INLINE_COLUMNS`] as a replay reads them: the columns it never looks at
+/// (the hashes, which `verify` checked before it began; what was redacted;
+/// the late decisions) come back empty, so a replay copies only what it
+/// uses out of each row.
+const REPLAY_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities, decisions, \
+route, '' AS redacted, replayed_from, started_ms, '' AS prev, '' AS hash, status, output, error, capped, \
+duration_us, NULL AS late_decisions, NULL AS outcome_hash, output_ref, parts, client";
+
 /// How a call's `output` is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
@@ -223,7 +231,7 @@ impl Parts {
 }
 
 impl StoredCall {
-    fn read(r: &rusqlite::Row) -> rusqlite::Result<StoredCall> {
+    pub(super) fn read(r: &rusqlite::Row) -> rusqlite::Result<StoredCall> {
         let input: String = r.get(6)?;
         Ok(StoredCall {
             parts: Parts::of(r.get(23)?, &input),
@@ -359,6 +367,53 @@ pub fn call(conn: &Connection, run: &str, n: i64) -> rusqlite::Result<Option<Sto
     Ok(Some(c))
 }
 
+/// Call (`task`, `seq`) of run `run` as a replay reads it
+/// ([`REPLAY_COLUMNS`]), its input as stored: an indexed look-up, for a
+/// call the replay's read-ahead did not find.
+pub fn call_at(
+    conn: &Connection,
+    run: &str,
+    task: &str,
+    seq: i64,
+) -> rusqlite::Result<Option<StoredCall>> {
+    conn.prepare_cached(&format!(
+        "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3"
+    ))?
+    .query_row(rusqlite::params![run, task, seq], StoredCall::read)
+    .optional()
+}
+
+/// Up to `limit` calls of run `run` after chain position `after`, in chain
+/// order, as a replay reads them, input as stored: a page of a replay's
+/// read-ahead.
+pub fn calls_after(
+    conn: &Connection,
+    run: &str,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<StoredCall>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND n > ?2 ORDER BY n LIMIT ?3"
+    ))?;
+    let found = stmt.query_map(
+        rusqlite::params![run, after, limit as i64],
+        StoredCall::read,
+    )?;
+    found.collect()
+}
+
+/// The calls of run `run` whose task is `task` or one of its descendants
+/// (`task.…`) and whose outcome is known, as a replay reads them, input as
+/// stored.
+pub fn calls_under(conn: &Connection, run: &str, task: &str) -> rusqlite::Result<Vec<StoredCall>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND status IS NOT NULL
+           AND (task = ?2 OR substr(task, 1, length(?2) + 1) = ?2 || '.')"
+    ))?;
+    let found = stmt.query_map(rusqlite::params![run, task], StoredCall::read)?;
+    found.collect()
+}
+
 /// How many calls run `run` holds.
 pub fn call_count(conn: &Connection, run: &str) -> rusqlite::Result<i64> {
     conn.query_row("SELECT count(*) FROM calls WHERE run = ?1", [run], |r| {
@@ -390,13 +445,53 @@ pub fn each_stored_call<E>(
     run: &str,
     output: Output,
     err: impl Fn(rusqlite::Error) -> E,
+    f: impl FnMut(StoredCall) -> Result<(), E>,
+) -> Result<(), E> {
+    each_stored_where(conn, run, output, "TRUE", err, f)
+}
+
+/// Hands `f` each row of `run` as SQLite holds it, in chain order, its
+/// columns those of [`StoredCall`] with the output inline only: a reader
+/// that needs no copy of them (verify's hashes) borrows them instead.
+pub fn each_stored_row<E>(
+    conn: &Connection,
+    run: &str,
+    err: impl Fn(rusqlite::Error) -> E,
+    mut f: impl FnMut(&rusqlite::Row) -> Result<(), E>,
+) -> Result<(), E> {
+    let sql = format!("SELECT {INLINE_COLUMNS} FROM calls WHERE run = ?1 ORDER BY n");
+    let mut stmt = conn.prepare(&sql).map_err(&err)?;
+    let mut rows = stmt.query([run]).map_err(&err)?;
+    while let Some(row) = rows.next().map_err(&err)? {
+        f(row)?;
+    }
+    Ok(())
+}
+
+/// [`each_stored_call`] of the rows that keep input items by content only.
+pub fn each_call_with_parts<E>(
+    conn: &Connection,
+    run: &str,
+    err: impl Fn(rusqlite::Error) -> E,
+    f: impl FnMut(StoredCall) -> Result<(), E>,
+) -> Result<(), E> {
+    each_stored_where(conn, run, Output::Inline, "parts IS NOT NULL", err, f)
+}
+
+/// [`each_stored_call`] of the rows `filter` (an SQL condition) holds for.
+fn each_stored_where<E>(
+    conn: &Connection,
+    run: &str,
+    output: Output,
+    filter: &str,
+    err: impl Fn(rusqlite::Error) -> E,
     mut f: impl FnMut(StoredCall) -> Result<(), E>,
 ) -> Result<(), E> {
     let columns = match output {
         Output::Resolved => CALL_COLUMNS,
         Output::Inline => INLINE_COLUMNS,
     };
-    let sql = format!("SELECT {columns} FROM calls WHERE run = ?1 ORDER BY n");
+    let sql = format!("SELECT {columns} FROM calls WHERE run = ?1 AND ({filter}) ORDER BY n");
     let mut stmt = conn.prepare(&sql).map_err(&err)?;
     let mut rows = stmt.query([run]).map_err(&err)?;
     while let Some(row) = rows.next().map_err(&err)? {
@@ -411,9 +506,21 @@ pub fn each_stored_call<E>(
 /// continue them.
 pub struct Bodies<'c> {
     conn: &'c Connection,
+    kept: Kept,
+}
+
+/// What [`Bodies`] keeps at hand between reads: a reader that reads one
+/// call at a time (a replay) keeps it between its reads, so a list is not
+/// looked for again from its start for every call.
+#[derive(Debug, Default)]
+pub struct Kept {
     seen: HashMap<String, Option<Value>>,
     lists: Vec<KeptList>,
 }
+
+/// Item bodies kept at hand at most; past this many they are all
+/// forgotten and read again as needed.
+const KEPT_BODIES: usize = 4096;
 
 /// A row's list of keys kept at hand: the row (run, task, seq), its place
 /// `n` in its chain, its keys.
@@ -425,20 +532,29 @@ const KEPT_LISTS: usize = 16;
 impl<'c> Bodies<'c> {
     /// None read yet.
     pub fn new(conn: &'c Connection) -> Bodies<'c> {
-        Bodies {
-            conn,
-            seen: HashMap::new(),
-            lists: Vec::new(),
-        }
+        Bodies::with(conn, Kept::default())
+    }
+
+    /// Reads with what an earlier reader kept at hand.
+    pub fn with(conn: &'c Connection, kept: Kept) -> Bodies<'c> {
+        Bodies { conn, kept }
+    }
+
+    /// What it keeps at hand, for a later reader.
+    pub fn kept(self) -> Kept {
+        self.kept
     }
 
     /// The item kept as `key`, parsed; `None` when `outputs` lacks it.
     fn get(&mut self, key: &str) -> rusqlite::Result<Option<Value>> {
-        if let Some(v) = self.seen.get(key) {
+        if let Some(v) = self.kept.seen.get(key) {
             return Ok(v.clone());
         }
         let v = body(self.conn, key)?.map(|b| parts::parse_body(&b));
-        self.seen.insert(key.to_string(), v.clone());
+        if self.kept.seen.len() >= KEPT_BODIES {
+            self.kept.seen.clear();
+        }
+        self.kept.seen.insert(key.to_string(), v.clone());
         Ok(v)
     }
 
@@ -470,11 +586,11 @@ impl<'c> Bodies<'c> {
             }
         }
         if let Some((_, keys)) = &p.named {
-            if self.lists.len() == KEPT_LISTS {
-                self.lists.remove(0);
+            if self.kept.lists.len() == KEPT_LISTS {
+                self.kept.lists.remove(0);
             }
             let at = (c.run.clone(), c.task.clone(), c.seq);
-            self.lists.push((at, c.n, keys.clone()));
+            self.kept.lists.push((at, c.n, keys.clone()));
         }
         Ok(())
     }
@@ -498,7 +614,7 @@ impl<'c> Bodies<'c> {
         let mut steps: Vec<(usize, Vec<String>)> = Vec::new();
         let mut keys = loop {
             let at = (run.to_string(), task.clone(), seq);
-            if let Some((_, n, keys)) = self.lists.iter().rev().find(|(k, _, _)| *k == at) {
+            if let Some((_, n, keys)) = self.kept.lists.iter().rev().find(|(k, _, _)| *k == at) {
                 if *n >= below {
                     return Ok(None);
                 }
@@ -598,19 +714,26 @@ pub fn each_output(
     Ok(())
 }
 
-/// The run's clock readings in the order the seal covers them.
-pub fn readings(conn: &Connection, run: &str) -> rusqlite::Result<Vec<StoredReading>> {
-    let mut stmt = conn
-        .prepare("SELECT task, seq, kind, value FROM readings WHERE run = ?1 ORDER BY task, seq")?;
-    let rows = stmt.query_map([run], |r| {
-        Ok(StoredReading {
+/// Hands `f` each clock reading of run `run` in (task, seq) order, the
+/// order the seal covers them in, without holding them all.
+pub fn each_reading(
+    conn: &Connection,
+    run: &str,
+    mut f: impl FnMut(StoredReading),
+) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT task, seq, kind, value FROM readings WHERE run = ?1 ORDER BY task, seq",
+    )?;
+    let mut rows = stmt.query([run])?;
+    while let Some(r) = rows.next()? {
+        f(StoredReading {
             task: r.get(0)?,
             seq: r.get(1)?,
             kind: r.get(2)?,
             value: r.get(3)?,
-        })
-    })?;
-    rows.collect()
+        });
+    }
+    Ok(())
 }
 
 /// The newest `limit` runs (all for a negative one), newest first by place

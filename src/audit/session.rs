@@ -115,7 +115,7 @@ impl Session {
                 &inner.task,
                 inner.seq as u64,
                 &input,
-                inner,
+                &inner,
                 &replay.record.run.id,
             );
             let _ = recorder.call(row, Outcome::at_once(result), false);

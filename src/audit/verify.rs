@@ -3,10 +3,10 @@
 //! large output, an input's message) hashed against its key; the first
 //! thing that does not match is named.
 
-use super::chain::{self, CallOutcome, Reading, RunEnd, Seal};
-use super::rows::{self, Output, StoredCall, StoredReading, StoredRun};
+use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, Seal};
+use super::rows::{self, StoredCall, StoredRun};
 use super::store;
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -71,28 +71,21 @@ pub struct Verdict {
 }
 
 /// Recomputes run `run_id`'s chain and seal, and checks its link to the
-/// run before it.
+/// run before it. The run's rows are read one at a time, in passes, never
+/// held together: a run of any length verifies in the same memory.
 pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
     let run = rows::load_run(conn, run_id)?;
     let unchained = store::unchained_runs(conn).map_err(rows::db)?;
     // A run without a place is judged as chained: every run since has one.
     let chained = run.n.is_none_or(|n| n > unchained);
-    let mut calls = Vec::new();
-    // As stored: the hashes cover an input without its items kept by
-    // content, and those items' keys.
-    rows::each_stored_call(conn, run_id, Output::Inline, rows::db, |c| {
-        calls.push(c);
-        Ok(())
-    })?;
-    let readings = rows::readings(conn, run_id).map_err(rows::db)?;
-    let mut verdict = judge(&run, chained, &calls, &readings);
+    let mut verdict = judge(conn, &run, chained)?;
     if verdict.intact && chained {
         verdict.problem = check_prior(conn, &run)?;
         verdict.intact = verdict.problem.is_none();
     }
     if verdict.intact {
-        let found = match check_parts(conn, &calls)? {
-            None => check_outputs(conn, run_id, &calls)?,
+        let found = match check_parts(conn, run_id)? {
+            None => check_outputs(conn, run_id)?,
             some => some,
         };
         verdict.intact = found.is_none();
@@ -105,41 +98,51 @@ pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
 /// be in `outputs` and hash to its key (the row's hash covers the keys);
 /// the first row, by `n`, whose item was edited or deleted is named, with
 /// the item's place in its field.
-fn check_parts(conn: &Connection, calls: &[StoredCall]) -> Result<Option<Problem>, String> {
+fn check_parts(conn: &Connection, run_id: &str) -> Result<Option<Problem>, String> {
     // A conversation's messages recur in every later call: each key is
     // checked once.
     let mut judged: HashMap<String, Option<&'static str>> = HashMap::new();
     let mut lists = rows::Bodies::new(conn);
-    for c in calls {
-        if c.parts.is_none() {
-            continue;
-        }
+    let mut found = None;
+    rows::each_call_with_parts(conn, run_id, rows::db, |mut c| {
         // A row may list its keys as the continuation of an earlier row's.
-        let mut c = c.clone();
         lists.resolve(&mut c).map_err(rows::db)?;
-        let Some(parts) = &c.parts else { continue };
-        if parts.unresolved() {
-            let field = parts.field().unwrap_or("?");
-            let m = format!(
-                "content edited: the keys of {field} of its input name a list the record does not hold"
-            );
-            return Ok(Some(row_problem(&c, Failure::ContentEdited, m)));
+        if found.is_none() {
+            found = parts_problem(conn, &c, &mut judged)?;
         }
-        for (i, key) in parts.keys().iter().enumerate() {
-            let fault = match judged.get(key.as_str()) {
-                Some(fault) => *fault,
-                None => {
-                    let fault = body_fault(conn, key)?;
-                    judged.insert(key.clone(), fault);
-                    fault
-                }
-            };
-            if let Some(what) = fault {
-                let field = parts.field().unwrap_or("?");
-                let m =
-                    format!("content edited: {field}[{i}] of its input, kept by content, {what}");
-                return Ok(Some(row_problem(&c, Failure::ContentEdited, m)));
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+/// What is wrong with the items row `c` keeps by content, if anything.
+fn parts_problem(
+    conn: &Connection,
+    c: &StoredCall,
+    judged: &mut HashMap<String, Option<&'static str>>,
+) -> Result<Option<Problem>, String> {
+    let Some(parts) = &c.parts else {
+        return Ok(None);
+    };
+    let field = parts.field().unwrap_or("?");
+    if parts.unresolved() {
+        let m = format!(
+            "content edited: the keys of {field} of its input name a list the record does not hold"
+        );
+        return Ok(Some(row_problem(c, Failure::ContentEdited, m)));
+    }
+    for (i, key) in parts.keys().iter().enumerate() {
+        let fault = match judged.get(key.as_str()) {
+            Some(fault) => *fault,
+            None => {
+                let fault = body_fault(conn, key)?;
+                judged.insert(key.clone(), fault);
+                fault
             }
+        };
+        if let Some(what) = fault {
+            let m = format!("content edited: {field}[{i}] of its input, kept by content, {what}");
+            return Ok(Some(row_problem(c, Failure::ContentEdited, m)));
         }
     }
     Ok(None)
@@ -220,48 +223,75 @@ one (#{n}): this run commits to {what} of run #{p} as it was when this run start
 
 /// Each output the run keeps by content must still hash to its key (rows
 /// hold the key, and their outcome hashes cover it); the first row whose
-/// output was edited is named.
-fn check_outputs(
-    conn: &Connection,
-    run_id: &str,
-    calls: &[StoredCall],
-) -> Result<Option<Problem>, String> {
-    let mut present = std::collections::HashSet::new();
+/// output was edited, or is gone, is named.
+fn check_outputs(conn: &Connection, run_id: &str) -> Result<Option<Problem>, String> {
     let mut edited = None;
     rows::each_output(conn, run_id, |key, body| {
         if crate::digest::sha256_hex(body.as_bytes()) != key {
             edited = Some(key);
             return false;
         }
-        present.insert(key);
         true
     })
     .map_err(rows::db)?;
-    if let Some(key) = edited {
-        return Ok(first_using(
-            calls,
-            &key,
+    let (filter, key, message) = match &edited {
+        Some(key) => (
+            "output_ref = ?2",
+            key.as_str(),
             "outcome edited: the output it keeps by content was changed",
-        ));
-    }
-    Ok(calls
-        .iter()
-        .filter_map(|c| c.output_ref.as_deref())
-        .find(|key| !present.contains(*key))
-        .and_then(|key| {
-            first_using(
-                calls,
-                key,
-                "outcome edited: the output it keeps by content is gone",
-            )
-        }))
+        ),
+        None => (
+            "output_ref IS NOT NULL AND ?2 = ?2
+               AND NOT EXISTS (SELECT 1 FROM outputs WHERE sha256 = calls.output_ref)",
+            "",
+            "outcome edited: the output it keeps by content is gone",
+        ),
+    };
+    let first = first_row(conn, run_id, filter, key).map_err(rows::db)?;
+    Ok(first.map(|at| at.problem(Failure::OutcomeEdited, message.to_string())))
 }
 
-fn first_using(calls: &[StoredCall], key: &str, message: &str) -> Option<Problem> {
-    calls
-        .iter()
-        .find(|c| c.output_ref.as_deref() == Some(key))
-        .map(|c| row_problem(c, Failure::OutcomeEdited, message.to_string()))
+/// Where a row stands, to name it in a problem.
+struct At {
+    n: i64,
+    task: String,
+    seq: i64,
+    flow: String,
+}
+
+impl At {
+    fn problem(self, failure: Failure, message: String) -> Problem {
+        Problem {
+            failure,
+            n: Some(self.n),
+            task: Some(self.task),
+            seq: Some(self.seq),
+            flow: Some(self.flow),
+            message,
+        }
+    }
+}
+
+/// The first row of run `run_id` (by `n`) that `filter` holds for, given
+/// `?2` as `arg`.
+fn first_row(
+    conn: &Connection,
+    run_id: &str,
+    filter: &str,
+    arg: &str,
+) -> rusqlite::Result<Option<At>> {
+    let sql = format!(
+        "SELECT n, task, seq, flow FROM calls WHERE run = ?1 AND {filter} ORDER BY n LIMIT 1"
+    );
+    conn.query_row(&sql, rusqlite::params![run_id, arg], |r| {
+        Ok(At {
+            n: r.get(0)?,
+            task: r.get(1)?,
+            seq: r.get(2)?,
+            flow: r.get(3)?,
+        })
+    })
+    .optional()
 }
 
 /// Verifies every run, newest first (by place in the chain of runs).
@@ -270,16 +300,13 @@ pub fn verify_all(conn: &Connection) -> Result<Vec<Verdict>, String> {
     ids.iter().map(|id| verify(conn, id)).collect()
 }
 
-fn judge(
-    run: &StoredRun,
-    chained: bool,
-    calls: &[StoredCall],
-    readings: &[StoredReading],
-) -> Verdict {
+/// The run's head, then its rows one at a time (their links, hashes and
+/// outcomes), then its seal: the first mismatch found.
+fn judge(conn: &Connection, run: &StoredRun, chained: bool) -> Result<Verdict, String> {
     let mut verdict = Verdict {
         run: run.id.clone(),
         status: run.status.clone(),
-        calls: calls.len(),
+        calls: 0,
         sealed: run.seal.is_some(),
         intact: true,
         chained,
@@ -287,18 +314,181 @@ fn judge(
         problem: None,
     };
     let head = chain::head(&run.head_fields(chained));
-    let problem = if head != run.head {
-        Some(run_problem(
+    if head != run.head {
+        verdict.calls = rows::call_count(conn, &run.id).map_err(rows::db)? as usize;
+        verdict.intact = false;
+        verdict.problem = Some(run_problem(
             Failure::RunEdited,
             "run edited: its fields (script, policies, args, workspace, start, version, seed, its place \
 among the runs and its link to the run before it) do not hash to its head",
-        ))
-    } else {
-        check_rows(&head, calls).or_else(|| check_seal(run, &head, calls, readings, &mut verdict))
+        ));
+        return Ok(verdict);
+    }
+    let mut walk = Walk::new(conn, &run.id, &head);
+    // As stored: the hashes cover an input without its items kept by
+    // content, and those items' keys.
+    rows::each_stored_row(conn, &run.id, rows::db, |r| walk.row(r).map_err(rows::db))?;
+    verdict.calls = walk.rows;
+    let problem = match walk.problem {
+        Some(p) => Some(p),
+        None => check_seal(conn, run, walk.seal, &mut verdict)?,
     };
     verdict.intact = problem.is_none();
     verdict.problem = problem;
-    verdict
+    Ok(verdict)
+}
+
+/// One pass over a run's rows in chain order: what the next row must link
+/// to, the seal so far, and the first problem.
+struct Walk<'a> {
+    conn: &'a Connection,
+    run: &'a str,
+    head: &'a str,
+    prev: String,
+    rows: usize,
+    seal: Seal,
+    problem: Option<Problem>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(conn: &'a Connection, run: &'a str, head: &'a str) -> Walk<'a> {
+        Walk {
+            conn,
+            run,
+            head,
+            prev: head.to_string(),
+            rows: 0,
+            seal: Seal::new(head),
+            problem: None,
+        }
+    }
+
+    /// Checks row `r`, found at the next chain position; after a problem
+    /// the rows are only counted. A row that holds is hashed from the
+    /// columns as SQLite holds them, copying nothing; one that does not is
+    /// read whole to say why.
+    fn row(&mut self, r: &rusqlite::Row) -> rusqlite::Result<()> {
+        self.rows += 1;
+        if self.problem.is_some() {
+            return Ok(());
+        }
+        let (hash, outcome_hash) = (text(r, 14)?, opt(r, 21)?);
+        if !self.holds(r, hash, outcome_hash)? {
+            self.problem = self.check(&StoredCall::read(r)?)?;
+        }
+        self.seal.row(hash, outcome_hash);
+        self.prev.clear();
+        self.prev.push_str(hash);
+        Ok(())
+    }
+
+    /// Whether row `r` (hash `hash`) is numbered and linked as the next
+    /// position requires and hashes to its hash and outcome hash.
+    fn holds(
+        &self,
+        r: &rusqlite::Row,
+        hash: &str,
+        outcome_hash: Option<&str>,
+    ) -> rusqlite::Result<bool> {
+        let (prev, n): (&str, i64) = (text(r, 13)?, r.get(3)?);
+        if n != self.rows as i64 || prev != self.prev {
+            return Ok(false);
+        }
+        let parts = opt(r, 23)?;
+        let intent = CallIntent {
+            task: text(r, 1)?,
+            seq: r.get(2)?,
+            n,
+            flow: text(r, 4)?,
+            tier: text(r, 5)?,
+            input: text(r, 6)?,
+            capabilities: text(r, 7)?,
+            decisions: text(r, 8)?,
+            route: opt(r, 9)?,
+            replayed_from: opt(r, 11)?,
+            started_ms: r.get(12)?,
+            parts,
+            client: opt(r, 24)?,
+        };
+        if chain::call(prev, &intent) != hash {
+            return Ok(false);
+        }
+        outcome_holds(r, hash, outcome_hash)
+    }
+
+    /// Whether row `c` is numbered, linked and hashed as its place
+    /// requires, and its outcome too; when not, why.
+    fn check(&self, c: &StoredCall) -> rusqlite::Result<Option<Problem>> {
+        if let Some(p) = check_link(c, self.rows as i64, &self.prev, self.head, |hash| {
+            position(self.conn, self.run, hash)
+        })? {
+            return Ok(Some(p));
+        }
+        if chain::call(&c.prev, &c.intent()) != c.hash {
+            let m = "content edited: its fields do not hash to its recorded hash".to_string();
+            return Ok(Some(row_problem(c, Failure::ContentEdited, m)));
+        }
+        Ok(check_outcome(c))
+    }
+}
+
+/// Whether row `r`'s outcome hashes to its outcome hash, or it has none
+/// and holds no outcome fields; `false` sends the row to [`check_outcome`],
+/// which says what is wrong.
+fn outcome_holds(
+    r: &rusqlite::Row,
+    hash: &str,
+    outcome_hash: Option<&str>,
+) -> rusqlite::Result<bool> {
+    let (status, output, error) = (opt(r, 15)?, opt(r, 16)?, opt(r, 17)?);
+    let duration: Option<i64> = r.get(19)?;
+    let late = opt(r, 20)?;
+    let (Some(status), Some(duration_us), Some(late), Some(expected)) =
+        (status, duration, late, outcome_hash)
+    else {
+        let empty = status.is_none() && output.is_none() && error.is_none() && duration.is_none();
+        return Ok(empty && outcome_hash.is_none());
+    };
+    let output_ref = opt(r, 22)?;
+    let o = CallOutcome {
+        status,
+        output,
+        error,
+        capped: r.get::<_, i64>(18)? != 0,
+        duration_us,
+        late_decisions: late,
+        redacted: text(r, 10)?,
+    };
+    let digest = match (output_ref, output) {
+        (Some(key), _) => Some(key.to_string()),
+        (None, text) => text.map(|t| crate::digest::sha256_hex(t.as_bytes())),
+    };
+    Ok(chain::outcome_of(hash, &o, digest.as_deref()) == expected)
+}
+
+/// Column `i` of `r` as text, borrowed.
+fn text<'r>(r: &'r rusqlite::Row, i: usize) -> rusqlite::Result<&'r str> {
+    let v = r.get_ref(i)?;
+    v.as_str()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e)))
+}
+
+/// Column `i` of `r` as text or NULL, borrowed.
+fn opt<'r>(r: &'r rusqlite::Row, i: usize) -> rusqlite::Result<Option<&'r str>> {
+    let v = r.get_ref(i)?;
+    v.as_str_or_null()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e)))
+}
+
+/// The position of the row of run `run` whose hash is `hash`, if any (the
+/// last, should two share one).
+fn position(conn: &Connection, run: &str, hash: &str) -> rusqlite::Result<Option<i64>> {
+    conn.query_row(
+        "SELECT n FROM calls WHERE run = ?1 AND hash = ?2 ORDER BY n DESC LIMIT 1",
+        rusqlite::params![run, hash],
+        |r| r.get(0),
+    )
+    .optional()
 }
 
 fn run_problem(failure: Failure, message: &str) -> Problem {
@@ -323,28 +513,6 @@ fn row_problem(c: &StoredCall, failure: Failure, message: String) -> Problem {
     }
 }
 
-/// The first row (by `n`) whose position, link, hash or outcome hash does
-/// not match.
-fn check_rows(head: &str, calls: &[StoredCall]) -> Option<Problem> {
-    let positions: HashMap<&str, i64> = calls.iter().map(|c| (c.hash.as_str(), c.n)).collect();
-    let mut prev = head;
-    for (i, c) in calls.iter().enumerate() {
-        let expected = i as i64 + 1;
-        if let Some(p) = check_link(c, expected, prev, head, &positions) {
-            return Some(p);
-        }
-        if chain::call(&c.prev, &c.intent()) != c.hash {
-            let m = "content edited: its fields do not hash to its recorded hash".to_string();
-            return Some(row_problem(c, Failure::ContentEdited, m));
-        }
-        if let Some(p) = check_outcome(c) {
-            return Some(p);
-        }
-        prev = &c.hash;
-    }
-    None
-}
-
 /// Whether row `c`, found at chain position `expected`, is numbered and
 /// linked as that position requires; when not, why.
 fn check_link(
@@ -352,8 +520,8 @@ fn check_link(
     expected: i64,
     prev: &str,
     head: &str,
-    positions: &HashMap<&str, i64>,
-) -> Option<Problem> {
+    position: impl FnOnce(&str) -> rusqlite::Result<Option<i64>>,
+) -> rusqlite::Result<Option<Problem>> {
     if c.n > expected {
         let gap = if c.n - 1 == expected {
             format!("#{expected} is")
@@ -361,24 +529,24 @@ fn check_link(
             format!("#{expected}–#{} are", c.n - 1)
         };
         let m = format!("a row is missing before it: {gap} absent from the chain");
-        return Some(row_problem(c, Failure::RowMissing, m));
+        return Ok(Some(row_problem(c, Failure::RowMissing, m)));
     }
     if c.n < expected {
         let m = format!(
             "rows out of order: it is numbered #{} where #{expected} belongs",
             c.n
         );
-        return Some(row_problem(c, Failure::OutOfOrder, m));
+        return Ok(Some(row_problem(c, Failure::OutOfOrder, m)));
     }
     if c.prev == prev {
-        return None;
+        return Ok(None);
     }
     let (failure, m) = if c.prev == head {
         (
             Failure::OutOfOrder,
             "rows out of order: it links to the run's head, as the first row does".to_string(),
         )
-    } else if let Some(j) = positions.get(c.prev.as_str()) {
+    } else if let Some(j) = position(&c.prev)? {
         (
             Failure::OutOfOrder,
             format!("rows out of order: it links to #{j}, not to the row before it"),
@@ -386,7 +554,7 @@ fn check_link(
     } else {
         (Failure::LinkBroken, "a row is missing before it, or the row before it was replaced: its link matches no row of the run".to_string())
     };
-    Some(row_problem(c, failure, m))
+    Ok(Some(row_problem(c, failure, m)))
 }
 
 fn check_outcome(c: &StoredCall) -> Option<Problem> {
@@ -423,14 +591,13 @@ redactions do not hash to its outcome hash"
 /// The seal's check; an unsealed run is a mismatch unless it is still
 /// running or was killed (which cannot seal: a warning).
 fn check_seal(
+    conn: &Connection,
     run: &StoredRun,
-    head: &str,
-    calls: &[StoredCall],
-    readings: &[StoredReading],
+    rows_sealed: Seal,
     verdict: &mut Verdict,
-) -> Option<Problem> {
+) -> Result<Option<Problem>, String> {
     let Some(seal) = &run.seal else {
-        return match run.status.as_str() {
+        return Ok(match run.status.as_str() {
             "running" => None,
             "interrupted" => {
                 verdict.warning = Some(
@@ -444,38 +611,36 @@ removed from its end would not show"
                 Failure::NotSealed,
                 &format!("not sealed although it ended {other}: the seal was removed"),
             )),
-        };
+        });
     };
     let Some(ended_ms) = run.ended_ms else {
-        return Some(run_problem(
+        return Ok(Some(run_problem(
             Failure::SealMismatch,
             "seal mismatch: the run has a seal but no end time",
-        ));
+        )));
     };
-    let mut s = Seal::new(head);
-    for c in calls {
-        s.row(&c.hash, c.outcome_hash.as_deref());
-    }
-    for r in readings {
+    let mut s = rows_sealed;
+    rows::each_reading(conn, &run.id, |r| {
         s.reading(&Reading {
             task: &r.task,
             seq: r.seq,
             kind: &r.kind,
             value: r.value,
         });
-    }
+    })
+    .map_err(rows::db)?;
     let end = RunEnd {
         status: &run.status,
         error: run.error.as_deref(),
         ended_ms,
     };
     if s.finish(&end) == *seal {
-        return None;
+        return Ok(None);
     }
-    Some(run_problem(
+    Ok(Some(run_problem(
         Failure::SealMismatch,
         "seal mismatch: the run's status, error or end time, a clock reading, or rows at its end changed after it was sealed",
-    ))
+    )))
 }
 
 #[cfg(test)]
