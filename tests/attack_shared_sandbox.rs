@@ -241,8 +241,9 @@ while True:
         os._exit(0)
     n += 1
     if n % 50 == 0:
-        with open("walk.txt", "w") as f:
+        with open("walk.%d" % os.getpid(), "w") as f:
             f.write(str(n))
+        os.replace("walk.%d" % os.getpid(), "walk.txt")
 "#;
 
 #[test]
@@ -257,25 +258,35 @@ fn a_process_that_forks_and_exits_in_a_loop_does_not_outlive_its_call() {
         r#"{SH}
 print("walk " .. sh("for i in 1 2 3 4; do python3 walk.py & done; for i in $(seq 50); do test -s walk.txt && break; sleep 0.1; done; cat walk.txt"))
 print("still " .. sh("a=$(cat walk.txt); sleep 1; b=$(cat walk.txt); echo $a $b"))
+local job = assert(sluice.bash{{command = "rm -f walk.txt; for i in 1 2 3 4; do python3 walk.py & done; sleep 600", background = true}})
+print("jobwalk " .. sh("for i in $(seq 50); do test -s walk.txt && break; sleep 0.1; done; cat walk.txt"))
+job:kill()
+job:wait(20000)
+print("jobstill " .. sh("a=$(cat walk.txt); sleep 1; b=$(cat walk.txt); echo $a $b"))
 "#
     );
-    let out = run_within(&ws, &script, &[], Duration::from_secs(60));
-    assert!(
-        line(&out, "walk ").contains("exit=0 out=") && !line(&out, "walk ").contains("out= "),
-        "{out}"
-    );
-    let counts: Vec<&str> = line(&out, "still ")
-        .split("out=")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .take(2)
-        .collect();
-    assert_eq!(counts.len(), 2, "{out}");
-    assert_eq!(
-        counts[0], counts[1],
-        "the walkers outlived their call: {out}"
-    );
+    let out = run_within(&ws, &script, &[], Duration::from_secs(90));
+    for tag in ["walk ", "jobwalk "] {
+        let walked = line(&out, tag);
+        assert!(
+            walked.contains("exit=0 out=") && !walked.contains("out= "),
+            "they never walked ({tag}): {out}"
+        );
+    }
+    for tag in ["still ", "jobstill "] {
+        let counts: Vec<&str> = line(&out, tag)
+            .split("out=")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .take(2)
+            .collect();
+        assert_eq!(counts.len(), 2, "{out}");
+        assert_eq!(
+            counts[0], counts[1],
+            "walkers outlived their call ({tag}): {out}"
+        );
+    }
 }
 
 #[test]
@@ -418,15 +429,17 @@ fn nothing_a_command_starts_to_escape_its_session_outlives_its_call() {
     need_bwrap();
     let ws = workspace();
     // A subreaper that double-forks, a sleep that ignores TERM, one that
-    // stops itself, one in a process group of its own; a new user
+    // stops itself, one in a process group of its own, one whose name
+    // reads like the end of a stat line ("x) Z 1 1 1 1"); a new user
     // namespace (unshare, clone3), io_uring. The second call looks for
     // leftovers in the same sandbox. Control: its own sleep is seen.
-    let marks = ["31.1001", "31.1002", "31.1003", "31.1004"];
+    let marks = ["31.1001", "31.1002", "31.1003", "31.1004", "31.1006"];
     let first = format!(
         "python3 -c 'import ctypes,os; ctypes.CDLL(None).prctl(36,1,0,0,0); os.system(\"(sleep {a} &)\")'; \
          (trap \"\" TERM; exec sleep {b}) & \
          sh -c 'kill -STOP $$; exec sleep {c}' & \
          python3 -c 'import os; os.setpgid(0,0); os.execvp(\"sleep\", [\"sleep\", \"{d}\"])' & \
+         python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(15, b\"x) Z 1 1 1 1\"); time.sleep({e})' & \
          unshare -U true 2>/dev/null && echo userns-allowed || echo userns-refused; \
          python3 -c 'import ctypes,os; l=ctypes.CDLL(None,use_errno=True); r=l.syscall(435, ctypes.create_string_buffer(88), 88); print(\"clone3\", r, os.strerror(ctypes.get_errno())); r=l.syscall(425, 8, ctypes.create_string_buffer(120)); print(\"io_uring\", r, os.strerror(ctypes.get_errno()))'; \
          sleep 0.3",
@@ -434,11 +447,12 @@ fn nothing_a_command_starts_to_escape_its_session_outlives_its_call() {
         b = marks[1],
         c = marks[2],
         d = marks[3],
+        e = marks[4],
     );
     let script = format!(
         r#"{SH}
 print("first " .. sh({first:?}))
-print("left " .. sh("sleep 31.1005 & sleep 0.5; ps -eo args | grep -c '^sleep 31\\.100[1-4]'; ps -eo args | grep -c '^sleep 31\\.1005'"))
+print("left " .. sh("sleep 31.1005 & sleep 0.5; ps -eo args | grep -c '^sleep 31\\.100[1-4]'; ps -eo args | grep -c '^sleep 31\\.1005'; pgrep -fc 'time.sleep.31.100[6]'"))
 "#
     );
     let out = run_within(&ws, &script, &[], Duration::from_secs(60));
@@ -449,7 +463,7 @@ print("left " .. sh("sleep 31.1005 & sleep 0.5; ps -eo args | grep -c '^sleep 31
         "{out}"
     );
     assert!(first.contains("io_uring -1 Permission denied"), "{out}");
-    assert!(line(&out, "left ").contains("out=0 1"), "{out}");
+    assert!(line(&out, "left ").contains("out=0 1 0"), "{out}");
 }
 
 #[test]

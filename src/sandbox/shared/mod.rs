@@ -350,6 +350,9 @@ struct Kept {
     helper: Arc<Helper>,
 }
 
+/// Scans in a row that must find nothing of a killed session.
+const EMPTY_SCANS: u32 = 3;
+
 /// How long a session killed and not yet seen ended may take to end.
 const SETTLE: Duration = Duration::from_millis(300);
 
@@ -359,14 +362,25 @@ impl Drop for Kept {
     /// each time under a new pid) would run on in the sandbox after its
     /// call: the sandbox ends instead, with everything in it, as a
     /// bubblewrap of the call's own would have ended with the call.
+    ///
+    /// Such a process is at any moment under a pid a scan may just have
+    /// passed: the session counts as ended only once [`EMPTY_SCANS`] scans
+    /// in a row find nothing of it.
     fn drop(&mut self) {
         let until = std::time::Instant::now() + SETTLE;
-        while session_left(self.sid) {
-            if std::time::Instant::now() >= until {
-                self.helper.end();
-                return;
+        let mut empty = 0;
+        while empty < EMPTY_SCANS {
+            if session_left(self.sid) {
+                empty = 0;
+                if std::time::Instant::now() >= until {
+                    self.helper.end();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            } else {
+                empty += 1;
+                std::thread::sleep(Duration::from_millis(2));
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
