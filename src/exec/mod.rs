@@ -156,11 +156,21 @@ pub struct Start {
 pub struct Running {
     /// Its pid as this process sees it: also its session and group id.
     pub pid: u32,
-    /// Its raw wait status when it ends; closed without one if the place it
-    /// ran in went away (which ended it).
-    pub exit: tokio::sync::oneshot::Receiver<i32>,
+    /// How it ended; closed without a word if the place it ran in went
+    /// away (which ended it).
+    pub exit: tokio::sync::oneshot::Receiver<Ended>,
     /// Kept alive until every process of the command has ended.
     pub keep: Guard,
+}
+
+/// How a command a [`Starter`] started ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Ended {
+    /// Its raw wait status.
+    pub status: i32,
+    /// Nothing of its session was left when it ended (the starter looked,
+    /// where it runs): the executor need not look for leftovers.
+    pub session_over: bool,
 }
 
 /// Why a [`Starter`] did not start a command.

@@ -331,6 +331,10 @@ fn signal_session(sid: i32, sig: Signal) {
             .map(|s| s.pid)
             .collect();
         if members.is_empty() {
+            // An empty session stays empty (only its members fork into
+            // it): no more scans of /proc for it, its group (inside it)
+            // is looked at directly from now on.
+            sessions().retain(|s| *s != sid);
             return;
         }
         for pid in members {
@@ -368,7 +372,12 @@ fn signal_member(pid: i32, sid: i32, sig: Signal) {
 
 /// Whether any live (non-zombie) process remains in session `sid`.
 fn session_alive(sid: i32) -> bool {
-    processes().iter().any(|s| s.session == sid && runs(s))
+    let alive = processes().iter().any(|s| s.session == sid && runs(s));
+    if !alive {
+        // As in `signal_session`: an empty session stays empty.
+        sessions().retain(|s| *s != sid);
+    }
+    alive
 }
 
 /// Whether the process `s` describes still runs: it is no zombie, or it
@@ -587,7 +596,8 @@ pub(crate) struct Launched {
 pub(crate) enum Proc {
     Child(Child),
     Started {
-        exit: tokio::sync::oneshot::Receiver<i32>,
+        pid: i32,
+        exit: tokio::sync::oneshot::Receiver<super::Ended>,
         status: Option<ExitStatus>,
     },
 }
@@ -597,12 +607,20 @@ impl Proc {
     pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         match self {
             Proc::Child(child) => child.wait().await,
-            Proc::Started { exit, status } => {
+            Proc::Started { pid, exit, status } => {
                 if let Some(s) = status {
                     return Ok(*s);
                 }
-                // No status: the place it ran in went away, which killed it.
-                let raw = (&mut *exit).await.unwrap_or(Signal::SIGKILL as i32);
+                // No word: the place it ran in went away, which killed it.
+                let raw = match (&mut *exit).await {
+                    Ok(ended) => {
+                        if ended.session_over {
+                            sessions().retain(|s| s != pid);
+                        }
+                        ended.status
+                    }
+                    Err(_) => Signal::SIGKILL as i32,
+                };
                 Ok(*status.insert(ExitStatus::from_raw(raw)))
             }
         }
@@ -835,6 +853,7 @@ fn launch_started(
     };
     Ok(Some(Launched {
         child: Proc::Started {
+            pid: pid as i32,
             exit: running.exit,
             status: None,
         },

@@ -115,9 +115,46 @@ fn serve(sock: RawFd) -> i32 {
         for index in ready.ended.into_iter().rev() {
             let child = children.swap_remove(index);
             let status = reap(child.pid);
-            let _ = wire::send(fd, b'X', child.id, &wire::number(status), &[]);
+            let mut body = wire::number(status).to_vec();
+            body.push(u8::from(session_over(child.pid)));
+            let _ = wire::send(fd, b'X', child.id, &body, &[]);
         }
     }
+}
+
+/// Whether nothing is left of session `sid` (the sandbox's numbering):
+/// the sandbox's `/proc` holds its processes alone, so a look is cheap
+/// here, where sluice would read every process of the machine. Three
+/// looks in a row must find nothing, zombies included: a process that
+/// forks and exits in a loop is, at any moment, as likely between two
+/// pids as not.
+fn session_over(sid: libc::pid_t) -> bool {
+    (0..3).all(|_| !session_seen(sid))
+}
+
+/// Whether one look at `/proc` finds a process of session `sid`.
+fn session_seen(sid: libc::pid_t) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // "pid (comm) state ppid pgrp session ..."; comm may hold ')'.
+        let session = text
+            .rfind(')')
+            .and_then(|i| text[i + 1..].split_whitespace().nth(3))
+            .and_then(|s| s.parse::<libc::pid_t>().ok());
+        session == Some(sid)
+    })
 }
 
 /// What [`wait_for`] saw ready.

@@ -109,7 +109,9 @@ fn key(bwrap: &Bwrap) -> Vec<OsString> {
 /// What waits for the helper's answers about one command.
 struct Waiter {
     started: Option<SyncSender<Result<(u32, OwnedFd), StartFailure>>>,
-    exit: Option<oneshot::Sender<i32>>,
+    exit: Option<oneshot::Sender<crate::exec::Ended>>,
+    /// Set when the helper says nothing of the command's session is left.
+    over: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The commands waiting for answers, and why no more will come.
@@ -256,6 +258,7 @@ impl Link {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (started_tx, started_rx) = sync_channel(1);
         let (exit_tx, exit_rx) = oneshot::channel();
+        let over = Arc::<std::sync::atomic::AtomicBool>::default();
         {
             let mut table = lock(&self.table);
             if let Some(why) = &table.broken {
@@ -264,6 +267,7 @@ impl Link {
             let waiter = Waiter {
                 started: Some(started_tx),
                 exit: Some(exit_tx),
+                over: over.clone(),
             };
             table.waiting.insert(id, waiter);
         }
@@ -294,6 +298,7 @@ impl Link {
             _keep: keep,
             sid: pid as i32,
             helper: self.helper.clone(),
+            over,
         });
         Ok(Running {
             pid,
@@ -348,6 +353,8 @@ struct Kept {
     /// The command's session, by its host pid.
     sid: i32,
     helper: Arc<Helper>,
+    /// The helper saw nothing left of the session when the command ended.
+    over: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Scans in a row that must find nothing of a killed session.
@@ -367,6 +374,9 @@ impl Drop for Kept {
     /// passed: the session counts as ended only once [`EMPTY_SCANS`] scans
     /// in a row find nothing of it.
     fn drop(&mut self) {
+        if self.over.load(Ordering::Relaxed) {
+            return;
+        }
         let until = std::time::Instant::now() + SETTLE;
         let mut empty = 0;
         while empty < EMPTY_SCANS {
@@ -559,8 +569,13 @@ fn sort(table: &Replies, frame: wire::Frame) -> Option<u64> {
             table.waiting.remove(&frame.id);
         }
         b'X' => {
+            let session_over = frame.body.get(4) == Some(&1);
+            waiter.over.store(session_over, Ordering::Relaxed);
             if let Some(tx) = waiter.exit.take() {
-                let _ = tx.send(number);
+                let _ = tx.send(crate::exec::Ended {
+                    status: number,
+                    session_over,
+                });
             }
             table.waiting.remove(&frame.id);
         }

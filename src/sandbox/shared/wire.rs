@@ -11,7 +11,7 @@
 //! started = 'S' fds=1 id  pid:i32                                the command runs: its pidfd
 //! failed  = 'F' fds=0 id  errno:i32 stage:u8                     it could not be executed (0), its folder entered (1)
 //! ack     = 'A' fds=0 id                                         sluice -> helper: the pid is known
-//! exited  = 'X' fds=0 id  status:i32                             its raw wait status
+//! exited  = 'X' fds=0 id  status:i32 over:u8                    its raw wait status; 1 when nothing of its session is left
 //! list    = count:u32 (len:u32 bytes)*
 //! ```
 //!
