@@ -544,7 +544,6 @@ print("read " .. sh("{read}; {PID_NS}"))
 }
 
 #[test]
-#[ignore = "open hole: the run's commands share a PID namespace as one user; a per-command landlock domain would close it"]
 fn an_earlier_background_job_cannot_read_or_forge_a_later_commands_streams() {
     need_bwrap();
     let ws = workspace();
@@ -592,4 +591,10 @@ print("spy " .. spy:read().stdout:gsub("\n", " "))
     );
     assert!(!line(&out, "victim ").contains("FORGED"), "{out}");
     assert!(!line(&out, "spy ").contains("secret-stdin"), "{out}");
+    // The spy found the victim and was refused its descriptors (each
+    // command is a landlock domain of its own), not merely too late.
+    assert!(
+        line(&out, "spy ").contains("fd1 Permission denied"),
+        "{out}"
+    );
 }
