@@ -24,8 +24,10 @@
 //!
 //! Still open (pinned as an ignored test): an earlier background job can
 //! open a later command's pipes through /proc (steal its stdin, forge its
-//! output) and trace it: the run's commands share a PID namespace as one
-//! user, with no Yama.
+//! output), and, where Yama does not restrict ptrace (as on this machine),
+//! trace it (rewrite its output and exit code); it can also signal it
+//! (stop it until its timeout, kill it). The run's commands share a PID
+//! namespace as one user; a bubblewrap of each call's own kept them apart.
 
 mod common;
 
@@ -549,7 +551,8 @@ fn an_earlier_background_job_cannot_read_or_forge_a_later_commands_streams() {
     need_bwrap();
     let ws = workspace();
     let spy = r#"
-import glob, os, time
+import ctypes, glob, os, time
+libc = ctypes.CDLL(None, use_errno=True)
 end = time.time() + 6
 done = set()
 while time.time() < end and not done:
@@ -569,6 +572,11 @@ while time.time() < end and not done:
             print("stolen", os.read(r, 100))
         except OSError as e:
             print("fd0", e.strerror)
+        attached = libc.ptrace(16, int(d[6:]), 0, 0)  # PTRACE_ATTACH
+        print("attach", attached)
+        if attached == 0:
+            os.waitpid(int(d[6:]), 0)
+            libc.ptrace(17, int(d[6:]), 0, 0)  # PTRACE_DETACH
     time.sleep(0.005)
 "#;
     let script = format!(
@@ -592,4 +600,7 @@ print("spy " .. spy:read().stdout:gsub("\n", " "))
     );
     assert!(!line(&out, "victim ").contains("FORGED"), "{out}");
     assert!(!line(&out, "spy ").contains("secret-stdin"), "{out}");
+    // Without Yama (as here) it could also trace it, and so rewrite its
+    // output and exit code.
+    assert!(!line(&out, "spy ").contains("attach 0"), "{out}");
 }

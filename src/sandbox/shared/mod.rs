@@ -368,12 +368,15 @@ impl Drop for Kept {
     /// bubblewrap of the call's own would have ended with the call.
     ///
     /// Such a process is at any moment under a pid a scan may just have
-    /// passed: the session counts as ended only once [`EMPTY_SCANS`] scans
-    /// in a row find nothing of it.
+    /// passed, and it takes a new pid each time: a scan that finds nothing
+    /// while no pid was given out on the machine saw all there was; else
+    /// the session counts as ended once [`EMPTY_SCANS`] scans in a row
+    /// find nothing of it.
     fn drop(&mut self) {
         let until = std::time::Instant::now() + SETTLE;
         let mut empty = 0;
-        while empty < EMPTY_SCANS {
+        loop {
+            let before = last_pid();
             if session_left(self.sid) {
                 empty = 0;
                 if std::time::Instant::now() >= until {
@@ -381,12 +384,20 @@ impl Drop for Kept {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(10));
-            } else {
-                empty += 1;
-                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            empty += 1;
+            if empty >= EMPTY_SCANS || (before.is_some() && before == last_pid()) {
+                return;
             }
         }
     }
+}
+
+/// The pid the machine gave out last, as /proc/loadavg shows it.
+fn last_pid() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().last().map(String::from)
 }
 
 /// Whether any process of session `sid` is left, zombies included: the
