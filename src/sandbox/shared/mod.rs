@@ -153,6 +153,10 @@ struct Helper {
     pid: Option<u32>,
     /// The link's table, marked broken when the sandbox is ended here.
     table: Replies,
+    /// The link's socket, shut when the sandbox is ended here: the reply
+    /// thread reads end of stream even where the helper could not be
+    /// killed (it sent no pidfd).
+    sock: Arc<OwnedFd>,
 }
 
 impl Helper {
@@ -192,6 +196,7 @@ impl Helper {
                 );
             }
         }
+        let _ = nix::sys::socket::shutdown(self.sock.as_raw_fd(), nix::sys::socket::Shutdown::Both);
     }
 }
 
@@ -238,6 +243,7 @@ impl Link {
             pidfd,
             pid,
             table: table.clone(),
+            sock: sock.clone(),
         });
         Ok(Link {
             sock,
