@@ -4,8 +4,9 @@
 //! share it (one PID and network namespace), a widened call gets its own;
 //! a server one command starts is reachable from the next over loopback,
 //! and the host's loopback is not; every call still ends whole (nothing it
-//! starts outlives it, not even through `setsid`); a command that kills
-//! the helper ends its own sandbox and the next command gets a new one.
+//! starts outlives it, not even through `setsid`); no command reads
+//! another's environment or signals another or the helper (each is a
+//! landlock domain of its own); a command handed a credential runs apart.
 
 mod common;
 
@@ -179,25 +180,34 @@ sluice.bash{{command = "sleep 3"}}
 }
 
 #[test]
-fn a_command_that_kills_the_helper_ends_its_sandbox_and_the_next_gets_a_new_one() {
+fn a_command_cannot_signal_the_helper_or_another_command_of_the_run() {
     need_bwrap();
     let ws = workspace();
-    // The helper is the sandbox's process named sluice-sandbox.
+    // The helper is the sandbox's process named sluice-sandbox; the job's
+    // `sleep` is another command's. Each command is a landlock domain of
+    // its own with signals scoped to it: both kills are refused, and the
+    // command's own child still takes one (the control).
     let script = format!(
         r#"
 local a = assert(sluice.bash{{command = "{NAMESPACES}"}})
-local k, e = sluice.bash{{command = "for p in /proc/[0-9]*; do grep -qx sluice-sandbox $p/comm 2>/dev/null && kill -9 ${{p#/proc/}}; done; sleep 5; echo survived"}}
+local job = assert(sluice.bash{{command = "sleep 30", background = true}})
+local k = assert(sluice.bash{{command = "for p in /proc/[0-9]*; do grep -qx sluice-sandbox $p/comm 2>/dev/null && kill -9 ${{p#/proc/}}; done; pkill -STOP -x sleep; sleep 5 & kill -TERM $! && echo own child stopped; echo survived"}})
 local b = assert(sluice.bash{{command = "{NAMESPACES}"}})
 print("a " .. a.stdout)
-print("k " .. (k and k.stdout or ("error " .. e.code)))
+print("k " .. k.stdout:gsub("\n", " ") .. "|" .. k.stderr:gsub("\n", " "))
+print("j " .. job.status)
 print("b " .. b.stdout)
+job:kill()
 "#
     );
     let run = run_lua_with(ws.path(), &script, &["--sandbox", "bwrap"], &[]).ok();
     let line = |tag: &str| tagged(&run.stdout, tag);
-    assert!(!line("k ").contains("survived"), "{}", run.stdout);
-    assert_ne!(line("a ")[2..], line("b ")[2..], "{}", run.stdout);
-    assert!(line("b ").contains("pid:["), "{}", run.stdout);
+    let k = line("k ");
+    assert!(k.contains("own child stopped survived"), "{k}");
+    assert!(k.contains("kill: Operation not permitted"), "{k}");
+    assert!(k.contains("pkill: killing pid"), "{k}");
+    assert_eq!(line("j "), "j running", "{}", run.stdout);
+    assert_eq!(line("a ")[2..], line("b ")[2..], "{}", run.stdout);
 }
 
 #[test]
@@ -206,11 +216,10 @@ fn a_command_handed_a_credential_runs_apart_from_the_runs_other_commands() {
     let ws = workspace();
     let secret = "ghp_SharedSandboxSpy0123456789abcdef";
     // A background job of the run reads every process's environment it
-    // can for 4 s; the control: a plain command's variable is there for
-    // it to read (they share the run's sandbox), the credentialed one's
-    // is not (it runs in a sandbox of its own).
+    // can for 4 s, while a plain command and a credentialed one run.
     let spy = r#"
-import glob, time
+import glob, subprocess, time
+own = subprocess.Popen(["sleep", "3"], env={"MARK": "own-child-marker"})
 seen = set()
 end = time.time() + 4
 while time.time() < end:
@@ -243,10 +252,14 @@ spy:wait(10000)
     )
     .ok();
     let spied = std::fs::read_to_string(ws.file("spied.txt")).unwrap();
+    // The control: the spy reads its own child's environment.
     assert!(
-        spied.contains("MARK=visible-marker"),
+        spied.contains("MARK=own-child-marker"),
         "the spy saw nothing: {spied:?}"
     );
+    // Neither command's: each is a landlock domain of its own, and the
+    // credentialed one runs in a sandbox of its own besides.
+    assert!(!spied.contains("visible-marker"), "{spied:?}");
     assert!(
         !spied.contains(secret),
         "the credential was read: {spied:?}"

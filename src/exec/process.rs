@@ -331,10 +331,6 @@ fn signal_session(sid: i32, sig: Signal) {
             .map(|s| s.pid)
             .collect();
         if members.is_empty() {
-            // An empty session stays empty (only its members fork into
-            // it): no more scans of /proc for it, its group (inside it)
-            // is looked at directly from now on.
-            sessions().retain(|s| *s != sid);
             return;
         }
         for pid in members {
@@ -372,12 +368,7 @@ fn signal_member(pid: i32, sid: i32, sig: Signal) {
 
 /// Whether any live (non-zombie) process remains in session `sid`.
 fn session_alive(sid: i32) -> bool {
-    let alive = processes().iter().any(|s| s.session == sid && runs(s));
-    if !alive {
-        // As in `signal_session`: an empty session stays empty.
-        sessions().retain(|s| *s != sid);
-    }
-    alive
+    processes().iter().any(|s| s.session == sid && runs(s))
 }
 
 /// Whether the process `s` describes still runs: it is no zombie, or it

@@ -65,28 +65,48 @@ struct Child {
 /// (making block devices), so the domain restricts nothing else.
 static DOMAIN: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
 
+/// Whether [`DOMAIN`] scopes signals too.
+static SCOPED: AtomicBool = AtomicBool::new(false);
+
 /// Makes the ruleset of [`DOMAIN`] (close-on-exec); nothing where the
 /// kernel cannot.
 fn make_domain() {
     #[repr(C)]
     struct RulesetAttr {
         handled_access_fs: u64,
+        handled_access_net: u64,
+        scoped: u64,
     }
     const MAKE_BLOCK: u64 = 1 << 11;
+    const SCOPE_SIGNAL: u64 = 1 << 1;
     let attr = RulesetAttr {
         handled_access_fs: MAKE_BLOCK,
+        handled_access_net: 0,
+        scoped: SCOPE_SIGNAL,
     };
-    // SAFETY: the kernel reads `attr`, of the size given.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            &attr as *const RulesetAttr,
-            std::mem::size_of::<RulesetAttr>(),
-            0,
-        )
-    };
-    if fd >= 0 {
-        DOMAIN.store(fd as i32, Ordering::Relaxed);
+    // With signals scoped (landlock ABI 6, Linux 6.12), a command cannot
+    // signal what lies outside its domain either: another command, the
+    // helper, the child it is forking. An older kernel reads the first
+    // field alone.
+    let sizes = [
+        std::mem::size_of::<RulesetAttr>(),
+        std::mem::size_of::<u64>(),
+    ];
+    for size in sizes {
+        // SAFETY: the kernel reads `size` bytes of `attr`.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                &attr as *const RulesetAttr,
+                size,
+                0,
+            )
+        };
+        if fd >= 0 {
+            DOMAIN.store(fd as i32, Ordering::Relaxed);
+            SCOPED.store(size == sizes[0], Ordering::Relaxed);
+            return;
+        }
     }
 }
 
@@ -123,7 +143,10 @@ fn serve(sock: RawFd) -> i32 {
     let me = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
     let me = (me >= 0).then(|| unsafe { OwnedFd::from_raw_fd(me as RawFd) });
     let mine: Vec<RawFd> = me.iter().map(|f| f.as_raw_fd()).collect();
-    if wire::send(fd, b'R', 0, &[], &mine).is_err() {
+    let apart = [u8::from(
+        DOMAIN.load(Ordering::Relaxed) >= 0 && SCOPED.load(Ordering::Relaxed),
+    )];
+    if wire::send(fd, b'R', 0, &apart, &mine).is_err() {
         return 1;
     }
     drop(me);
@@ -160,12 +183,30 @@ fn serve(sock: RawFd) -> i32 {
 
 /// Whether nothing is left of session `sid` (the sandbox's numbering):
 /// the sandbox's `/proc` holds its processes alone, so a look is cheap
-/// here, where sluice would read every process of the machine. Three
-/// looks in a row must find nothing, zombies included: a process that
-/// forks and exits in a loop is, at any moment, as likely between two
-/// pids as not.
+/// here, where sluice would read every process of the machine. A look
+/// counts only if no process was made in the sandbox while it looked (the
+/// last pid handed out is the same before and after): a process that
+/// forks and exits in a loop is gone from the listing by the time it is
+/// read, under a pid the listing did not hold. A sandbox busy making
+/// processes gets no answer but "look yourself".
 fn session_over(sid: libc::pid_t) -> bool {
-    (0..3).all(|_| !session_seen(sid))
+    for _ in 0..3 {
+        let before = last_pid();
+        if session_seen(sid) {
+            return false;
+        }
+        if before.is_some() && before == last_pid() {
+            return true;
+        }
+    }
+    false
+}
+
+/// The last pid handed out in the sandbox (`/proc/loadavg`'s fifth field,
+/// in the reader's PID namespace).
+fn last_pid() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().nth(4)?.parse().ok()
 }
 
 /// Whether one look at `/proc` finds a process of session `sid`.

@@ -151,6 +151,10 @@ struct Helper {
     pid: Option<u32>,
     /// The link's table, marked broken when the sandbox is ended here.
     table: Replies,
+    /// The link's socket, shut when the sandbox is ended here: the reply
+    /// thread reads end of stream even where the helper could not be
+    /// killed (it sent no pidfd).
+    sock: Arc<OwnedFd>,
 }
 
 impl Helper {
@@ -190,6 +194,7 @@ impl Helper {
                 );
             }
         }
+        let _ = nix::sys::socket::shutdown(self.sock.as_raw_fd(), nix::sys::socket::Shutdown::Both);
     }
 }
 
@@ -236,6 +241,7 @@ impl Link {
             pidfd,
             pid,
             table: table.clone(),
+            sock: sock.clone(),
         });
         Ok(Link {
             sock,
@@ -371,15 +377,18 @@ impl Drop for Kept {
     /// bubblewrap of the call's own would have ended with the call.
     ///
     /// Such a process is at any moment under a pid a scan may just have
-    /// passed: the session counts as ended only once [`EMPTY_SCANS`] scans
-    /// in a row find nothing of it.
+    /// passed, and it takes a new pid each time: a scan that finds nothing
+    /// while no pid was given out on the machine saw all there was; else
+    /// the session counts as ended once [`EMPTY_SCANS`] scans in a row
+    /// find nothing of it.
     fn drop(&mut self) {
         if self.over.load(Ordering::Relaxed) {
             return;
         }
         let until = std::time::Instant::now() + SETTLE;
         let mut empty = 0;
-        while empty < EMPTY_SCANS {
+        loop {
+            let before = last_pid();
             if session_left(self.sid) {
                 empty = 0;
                 if std::time::Instant::now() >= until {
@@ -387,12 +396,20 @@ impl Drop for Kept {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(10));
-            } else {
-                empty += 1;
-                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            empty += 1;
+            if empty >= EMPTY_SCANS || (before.is_some() && before == last_pid()) {
+                return;
             }
         }
     }
+}
+
+/// The pid the machine gave out last, as /proc/loadavg shows it.
+fn last_pid() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().last().map(String::from)
 }
 
 /// Whether any process of session `sid` is left, zombies included: the
@@ -509,8 +526,20 @@ fn serve_replies(
     drop((command, theirs, exe));
     let mut reader = wire::Reader::new(sock.as_raw_fd());
     match reader.next() {
-        Ok(Some(frame)) if frame.kind == b'R' => {
+        // Commands kept apart (a landlock domain each, signals scoped)
+        // are what makes sharing as safe as a bubblewrap each: without,
+        // the run's commands get one each, as before.
+        Ok(Some(frame)) if frame.kind == b'R' && frame.body.first() == Some(&1) => {
             let _ = ready.send(Ok(frame.fds.into_iter().next()));
+        }
+        Ok(Some(frame)) if frame.kind == b'R' => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = ready.send(Err(
+                "this kernel cannot keep the commands of a shared sandbox apart (landlock with scoped signals, Linux 6.12)"
+                    .into(),
+            ));
+            return;
         }
         _ => {
             let _ = child.kill();

@@ -7,7 +7,7 @@
 //! ```text
 //! frame   = length:u32 kind:u8 fds:u8 id:u64 body    (little-endian; length counts what follows it)
 //! command = 'C' fds=3 id  list(argv) list(env "K=V") list(cwd)   sluice -> helper: stdin, stdout, stderr
-//! ready   = 'R' fds=0 id=0                                       helper -> sluice, once, when it serves
+//! ready   = 'R' fds=1 id=0 apart:u8                             helper -> sluice, once, when it serves: its pidfd; 1 when commands are kept apart
 //! started = 'S' fds=1 id  pid:i32                                the command runs: its pidfd
 //! failed  = 'F' fds=0 id  errno:i32 stage:u8                     it could not be executed (0), its folder entered (1)
 //! ack     = 'A' fds=0 id                                         sluice -> helper: the pid is known
