@@ -6,9 +6,10 @@
 //! the spill file (up to its cap) and to the count. So from then on the
 //! drain moves them pipe → spill file with splice (the kernel moves pages;
 //! the tail is read back from the file's end when needed) and, once the file
-//! is full or there is none, pipe → /dev/null, reading only what may be the
-//! stream's last [`Collector::tail_cap`] bytes. What the [`Captured`] holds
-//! is the same as reading every byte would make it.
+//! is full or there is none, pipe → /dev/null whatever the writer has put
+//! in the pipe ahead of the reader, reading only what may be the stream's
+//! last [`Collector::tail_cap`] bytes. What the [`Captured`] holds is the
+//! same as reading every byte would make it.
 //!
 //! Every byte is still read where something needs each one: an output tap
 //! (a caller showing progress), a stream whose lines are counted, a stream
@@ -104,6 +105,7 @@ async fn spliced(
     let mut mover = Mover {
         splices: true,
         buf: Vec::new(),
+        backlog: false,
     };
     loop {
         let mut ready = tokio::select! {
@@ -132,6 +134,11 @@ struct Mover {
     splices: bool,
     /// The read buffer, made at the first read.
     buf: Vec<u8>,
+    /// The last read filled the buffer: the writer is ahead and the pipe
+    /// holds more. Only then is what it holds measured and skipped: a
+    /// reader keeping up with a writer of small writes never holds more
+    /// than a tail's worth, and measuring would cost a call per read.
+    backlog: bool,
 }
 
 impl Mover {
@@ -142,8 +149,10 @@ impl Mover {
             if let Some(n) = self.spill(pipe, c)? {
                 return Ok(n);
             }
-            if let Some(n) = self.skip(pipe, c)? {
-                return Ok(n);
+            if self.backlog {
+                if let Some(n) = self.skip(pipe, c)? {
+                    return Ok(n);
+                }
             }
         }
         self.read(pipe, c)
@@ -247,6 +256,7 @@ impl Mover {
             return match nix::unistd::read(pipe.as_raw_fd(), &mut self.buf) {
                 Ok(n) => {
                     c.push(&self.buf[..n]);
+                    self.backlog = n == self.buf.len();
                     Ok(n)
                 }
                 Err(Errno::EINTR) => continue,
@@ -416,10 +426,12 @@ mod tests {
 
     #[tokio::test]
     async fn past_the_spill_cap_the_file_holds_the_first_bytes_and_the_tail_is_the_last() {
-        // 100 MiB in pieces of odd sizes, so no boundary falls on a page.
+        // 100 MiB in pieces of odd sizes, so no boundary falls on a page;
+        // each a widened pipe's worth, so the writer is ahead of the drain
+        // and there is a backlog to skip.
         let stream = pattern(100 * MIB + 12_345);
         let parent = tempfile::tempdir().unwrap();
-        let pieces = stream.chunks(65_537).map(<[u8]>::to_vec).collect();
+        let pieces = stream.chunks(MIB + 12_345).map(<[u8]>::to_vec).collect();
         let (a, b) = (spill_dir(&parent, "a"), spill_dir(&parent, "b"));
         let got = drained(pieces, Duration::ZERO, Some(a.clone()), 64 << 20).await;
         let want = read_every_byte(&stream, Some(b.clone()), 64 << 20);
@@ -437,7 +449,7 @@ mod tests {
     #[tokio::test]
     async fn without_a_spill_folder_the_skipped_middle_is_counted_and_the_tail_exact() {
         let stream = pattern(20 * MIB + 7);
-        let pieces = stream.chunks(4096 * 16 + 1).map(<[u8]>::to_vec).collect();
+        let pieces = stream.chunks(MIB + 1).map(<[u8]>::to_vec).collect();
         let got = drained(pieces, Duration::ZERO, None, 64 << 20).await;
         assert_same(&got, &read_every_byte(&stream, None, 64 << 20));
         assert!(got.spill.is_none());
