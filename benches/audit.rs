@@ -35,7 +35,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use support::{measure, median, text_file, verdict};
+use support::{measure, median, slow_server, text_file, verdict};
 
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 const READS: usize = 10_000;
@@ -435,28 +435,6 @@ fn realistic(bench: &mut Bench) -> String {
          [medians of {turns} interleaved turns: {m_run:.2?} / {m_replay:.2?}]",
         verdict(speedup >= 20.0)
     )
-}
-
-/// A loopback server answering every request `ok` after `delay`, each on
-/// its own thread; its origin.
-fn slow_server(delay: Duration) -> String {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let origin = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let _ = stream.read(&mut buf);
-                std::thread::sleep(delay);
-                let _ = stream.write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
-                );
-            });
-        }
-    });
-    origin
 }
 
 /// `audit-rss`: peak RSS of a short and a long recorded run of reads.

@@ -17,12 +17,10 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use support::verdict;
+use support::{slow_server, verdict};
 
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 const TURNS: usize = 5;
@@ -81,27 +79,6 @@ fn medians(mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64) -> (f64, f64)
         v[v.len() / 2]
     };
     (mid(&mut xs), mid(&mut ys))
-}
-
-/// A loopback server answering every request after `delay`, each on its
-/// own thread; its origin.
-fn slow_server(delay: Duration) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let origin = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let _ = stream.read(&mut buf);
-                std::thread::sleep(delay);
-                let _ = stream.write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
-                );
-            });
-        }
-    });
-    origin
 }
 
 fn fetch(dir: &Path, ws: &Path) {

@@ -77,3 +77,25 @@ pub fn text_file(bytes: usize, line: usize) -> String {
     }
     out
 }
+
+/// A loopback server answering every request `ok` after `delay`, each on
+/// its own thread; its origin.
+pub fn slow_server(delay: std::time::Duration) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                std::thread::sleep(delay);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                );
+            });
+        }
+    });
+    origin
+}
