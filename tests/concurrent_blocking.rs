@@ -246,6 +246,19 @@ impl DbLock {
     }
 }
 
+/// Whether the record at `db` holds a `write` call's row.
+fn write_recorded(db: &Path) -> bool {
+    // Read-only: opening it must not create the file before sluice does.
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+    let Ok(conn) = rusqlite::Connection::open_with_flags(db, flags) else {
+        return false;
+    };
+    conn.query_row("SELECT count(*) FROM calls WHERE flow = 'write'", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .is_ok_and(|n| n > 0)
+}
+
 #[test]
 fn a_write_waiting_for_its_commit_leaves_the_run_s_thread_free() {
     let ws = common::workspace();
@@ -624,16 +637,18 @@ fn a_task_cancelled_while_its_irreversible_call_waits_for_its_intent_leaves_the_
         print("main ended")
     "#;
     let child = common::spawn_lua(ws.path(), script, &[]);
-    let ready = ws.path().join("ready");
+    let db = ws.path().join(".sluice/audit.db");
+    // The file appears a moment before the write's row is committed: the
+    // lock is taken once the row is in, or the write itself would wait
+    // for it and the script would spawn the command only after.
     let t = Instant::now();
-    while !ready.exists() {
+    while !write_recorded(&db) {
         assert!(
             t.elapsed() < Duration::from_secs(20),
-            "the script never wrote ready"
+            "the script never recorded its write"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let db = ws.path().join(".sluice/audit.db");
     let lock = DbLock::take(db, Duration::from_millis(2000), ws.path().join("ran"));
     let run = child.wait_with_output().unwrap();
     let (_, existed) = lock.released.recv().unwrap();

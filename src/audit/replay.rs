@@ -123,6 +123,17 @@ impl Record {
     /// it. A record whose inputs lost an item kept by content cannot be
     /// compared, so it is refused here.
     pub fn load(conn: &Connection, id: &str) -> Result<Record, String> {
+        Record::open(conn, id, false)
+    }
+
+    /// [`Record::load`] of a run `sluice audit verify` found intact, which
+    /// checked its items kept by content already: only the runs it
+    /// continued, which verify did not look at, are checked here.
+    pub fn load_verified(conn: &Connection, id: &str) -> Result<Record, String> {
+        Record::open(conn, id, true)
+    }
+
+    fn open(conn: &Connection, id: &str, verified: bool) -> Result<Record, String> {
         let stored = stored_run(conn, id)?;
         let chain = chain_of(conn, &stored)?;
         let record = Record {
@@ -133,7 +144,7 @@ impl Record {
             kept: RefCell::default(),
             ahead: RefCell::default(),
         };
-        for run in &record.chain {
+        for run in record.chain.iter().skip(usize::from(verified)) {
             record.check_items(run)?;
         }
         Ok(record)
@@ -289,9 +300,14 @@ impl Record {
     /// Calls per task the record answers, over the chain (a call the run
     /// and a run it continued both hold counts once).
     fn tasks(&self) -> Vec<(String, usize)> {
-        let sql = "SELECT task, count(*) FROM
-                     (SELECT DISTINCT task, seq FROM calls WHERE run IN (SELECT value FROM json_each(?1)))
-                   GROUP BY task";
+        // A run that resumed none is counted from its key's index alone.
+        let sql = if self.chain.len() == 1 {
+            "SELECT task, count(*) FROM calls WHERE run = json_extract(?1, '$[0]') GROUP BY task"
+        } else {
+            "SELECT task, count(*) FROM
+               (SELECT DISTINCT task, seq FROM calls WHERE run IN (SELECT value FROM json_each(?1)))
+             GROUP BY task"
+        };
         let Ok(mut stmt) = self.conn.prepare(sql) else {
             return Vec::new();
         };

@@ -78,13 +78,20 @@ pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
     let unchained = store::unchained_runs(conn).map_err(rows::db)?;
     // A run without a place is judged as chained: every run since has one.
     let chained = run.n.is_none_or(|n| n > unchained);
-    let mut verdict = judge(conn, &run, chained)?;
+    let (mut verdict, items) = judge(conn, &run, chained)?;
     if verdict.intact && chained {
         verdict.problem = check_prior(conn, &run)?;
         verdict.intact = verdict.problem.is_none();
     }
     if verdict.intact {
-        let found = match check_parts(conn, run_id)? {
+        // Only rows that keep input items by content need their items
+        // checked: most runs have none, and need no pass for them.
+        let parts = if items {
+            check_parts(conn, run_id)?
+        } else {
+            None
+        };
+        let found = match parts {
             None => check_outputs(conn, run_id)?,
             some => some,
         };
@@ -301,8 +308,9 @@ pub fn verify_all(conn: &Connection) -> Result<Vec<Verdict>, String> {
 }
 
 /// The run's head, then its rows one at a time (their links, hashes and
-/// outcomes), then its seal: the first mismatch found.
-fn judge(conn: &Connection, run: &StoredRun, chained: bool) -> Result<Verdict, String> {
+/// outcomes), then its seal: the first mismatch found, and whether any row
+/// keeps input items by content.
+fn judge(conn: &Connection, run: &StoredRun, chained: bool) -> Result<(Verdict, bool), String> {
     let mut verdict = Verdict {
         run: run.id.clone(),
         status: run.status.clone(),
@@ -322,7 +330,7 @@ fn judge(conn: &Connection, run: &StoredRun, chained: bool) -> Result<Verdict, S
             "run edited: its fields (script, policies, args, workspace, start, version, seed, its place \
 among the runs and its link to the run before it) do not hash to its head",
         ));
-        return Ok(verdict);
+        return Ok((verdict, false));
     }
     let mut walk = Walk::new(conn, &run.id, &head);
     // As stored: the hashes cover an input without its items kept by
@@ -335,7 +343,7 @@ among the runs and its link to the run before it) do not hash to its head",
     };
     verdict.intact = problem.is_none();
     verdict.problem = problem;
-    Ok(verdict)
+    Ok((verdict, walk.items))
 }
 
 /// One pass over a run's rows in chain order: what the next row must link
@@ -348,6 +356,8 @@ struct Walk<'a> {
     rows: usize,
     seal: Seal,
     problem: Option<Problem>,
+    /// Whether a row keeps input items by content (its `parts`).
+    items: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -360,6 +370,7 @@ impl<'a> Walk<'a> {
             rows: 0,
             seal: Seal::new(head),
             problem: None,
+            items: false,
         }
     }
 
@@ -369,6 +380,7 @@ impl<'a> Walk<'a> {
     /// read whole to say why.
     fn row(&mut self, r: &rusqlite::Row) -> rusqlite::Result<()> {
         self.rows += 1;
+        self.items |= !matches!(r.get_ref(23)?, rusqlite::types::ValueRef::Null);
         if self.problem.is_some() {
             return Ok(());
         }

@@ -328,7 +328,11 @@ fn prepare(given: &RecordedRun) -> Result<(PathBuf, Record, PathBuf), String> {
                 .map_or_else(|| "its chain is broken".into(), |p| p.message)
         ));
     }
-    let record = Record::load(&conn, &id)?;
+    let record = if verdict.intact {
+        Record::load_verified(&conn, &id)?
+    } else {
+        Record::load(&conn, &id)?
+    };
     let script = match &given.script {
         Some(file) => file.clone(),
         None => recorded_script(&record)?,

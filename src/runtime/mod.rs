@@ -487,7 +487,9 @@ impl RuntimeBuilder {
             let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
             ctx.exec = Arc::new(exec);
         }
-        if let Some(replay) = &audit.replay {
+        // Only a resume starts jobs of its own, numbered after the record's;
+        // a replay answers every job operation from the record.
+        if let Some(replay) = audit.replay.as_ref().filter(|r| r.mode != Mode::Replay) {
             ctx.exec
                 .jobs
                 .number_after(replay.record.last_job_id(&registry));
