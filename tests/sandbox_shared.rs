@@ -265,3 +265,19 @@ spy:wait(10000)
         "the credential was read: {spied:?}"
     );
 }
+
+#[test]
+fn a_command_moves_and_links_files_between_folders() {
+    need_bwrap();
+    let ws = workspace();
+    // Each command's landlock domain grants moving a file to another
+    // folder everywhere: landlock refuses it (EXDEV) unless told, and
+    // compilers write to a temporary folder and move the result.
+    let program = "import os\nos.makedirs('a'); os.makedirs('b')\nopen('a/f', 'w').write('x')\nos.rename('a/f', 'b/f'); os.link('b/f', 'a/g')\nprint(sorted(os.listdir('a')), sorted(os.listdir('b')))\n";
+    let script = format!(
+        "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(r and r.stdout or e.message)",
+        common::lua_str(program)
+    );
+    let run = run_lua_with(ws.path(), &script, &["--sandbox", "bwrap"], &[]).ok();
+    assert_eq!(run.stdout, "['g'] ['f']\n\n", "{}", run.stderr);
+}

@@ -78,9 +78,12 @@ fn make_domain() {
         scoped: u64,
     }
     const MAKE_BLOCK: u64 = 1 << 11;
+    // Landlock refuses moving a file to another folder (EXDEV) unless the
+    // ruleset handles this right and grants it: granted everywhere.
+    const REFER: u64 = 1 << 13;
     const SCOPE_SIGNAL: u64 = 1 << 1;
     let attr = RulesetAttr {
-        handled_access_fs: MAKE_BLOCK,
+        handled_access_fs: MAKE_BLOCK | REFER,
         handled_access_net: 0,
         scoped: SCOPE_SIGNAL,
     };
@@ -102,12 +105,44 @@ fn make_domain() {
                 0,
             )
         };
-        if fd >= 0 {
+        if fd >= 0 && refer_everywhere(fd as RawFd, REFER) {
             DOMAIN.store(fd as i32, Ordering::Relaxed);
             SCOPED.store(size == sizes[0], Ordering::Relaxed);
             return;
         }
+        if fd >= 0 {
+            // SAFETY: a ruleset fd of ours, not kept.
+            unsafe { libc::close(fd as RawFd) };
+        }
     }
+}
+
+/// Grants `refer` beneath `/` in `ruleset`: whether it could.
+fn refer_everywhere(ruleset: RawFd, refer: u64) -> bool {
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    let Ok(root) = std::fs::File::open("/") else {
+        return false;
+    };
+    let rule = PathBeneath {
+        allowed_access: refer,
+        parent_fd: root.as_raw_fd(),
+    };
+    const PATH_BENEATH: libc::c_long = 1;
+    // SAFETY: the kernel reads the rule, of its packed size.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            PATH_BENEATH,
+            &rule as *const PathBeneath,
+            0,
+        )
+    };
+    rc == 0
 }
 
 /// Serves `sock` until sluice closes it; the exit status of the helper.
