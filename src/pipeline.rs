@@ -227,6 +227,7 @@ impl Core {
     pub fn release_task(&self, task: &str) {
         self.served.borrow_mut().remove(task);
         self.cancel.tasks.borrow_mut().remove(task);
+        self.audit.forget_task(task);
     }
 
     /// What the caller that started `task` (or a task above it) brought.

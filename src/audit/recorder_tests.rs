@@ -302,3 +302,22 @@ fn a_replay_of_a_long_run_reads_each_call_as_asked_in_any_order() {
         e.message
     );
 }
+
+#[test]
+fn a_served_task_that_ended_leaves_no_counter_behind_but_its_running_children_keep_theirs() {
+    let session = Session::new(None, None);
+    for _ in 0..3 {
+        session.next_call("0.5");
+    }
+    session.next_call("0.5.c2");
+    session.next_call("0.5.c2.c1");
+    session.reading("0.5", "time", || 1.0);
+    assert_eq!(session.next_call("0.5.1"), 1);
+    assert_eq!(session.next_call("0.50"), 1);
+    session.forget_task("0.5");
+    // The child it spawned may still be running: its count goes on.
+    assert_eq!(session.next_call("0.5.1"), 2);
+    // A task whose name only starts alike is another task.
+    assert_eq!(session.next_call("0.50"), 2);
+    assert_eq!(session.counted(), 2);
+}

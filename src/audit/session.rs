@@ -62,6 +62,27 @@ impl Session {
         bump(&self.calls, task)
     }
 
+    /// Forgets the counters of `task`, which has ended and makes no more
+    /// calls, and of the calls its flows made through the door
+    /// (`TASK.cSEQ`, which end with them): a served run's every request is
+    /// a task, and a server lives for days. Tasks it started are kept:
+    /// they may still run. Task ids are never given twice, so no later
+    /// task starts its count again under a forgotten name.
+    pub fn forget_task(&self, task: &str) {
+        let inner = format!("{task}.c");
+        for counters in [&self.calls, &self.readings] {
+            counters
+                .borrow_mut()
+                .retain(|t, _| t != task && !t.starts_with(&inner));
+        }
+    }
+
+    /// How many tasks' counters the session holds.
+    #[cfg(test)]
+    pub fn counted(&self) -> usize {
+        self.calls.borrow().len() + self.readings.borrow().len()
+    }
+
     pub fn halted(&self) -> Option<FlowError> {
         self.halted.borrow().clone()
     }
