@@ -755,6 +755,61 @@ pub(super) fn session_filter() -> Vec<libc::sock_filter> {
     assemble(&session_blocks())
 }
 
+/// A seccomp program that refuses (EPERM) to set the resource limits of
+/// another process: `prlimit64` with a pid and a new limit. Every command
+/// of the sandbox is forked by the helper and inherits its limits, and runs
+/// as its user: without this, one command could lower the helper's limits
+/// (`prlimit --pid <helper> --fsize=0`) and so every later command's. A
+/// command's own limits (`ulimit`, `prlimit` on what it starts) stay its
+/// own to set, and any process's limits can still be read.
+pub(super) fn limits_filter() -> Vec<libc::sock_filter> {
+    const ARGS: u32 = 16;
+    let (jeq, ret, load) = (bpf_jeq, bpf_ret, bpf_load);
+    // The session filter beside it kills any other architecture.
+    vec![
+        /* 0 */ load(0),
+        /* 1 */ jeq(libc::SYS_prlimit64 as u32, 0, 7), // else allow
+        /* 2 */ load(ARGS), // pid (a pid_t: its low half)
+        /* 3 */ jeq(0, 5, 0), // itself: allow
+        /* 4 */ load(ARGS + 16), // the new limit's pointer, low half
+        /* 5 */ jeq(0, 0, 2), // set: refuse
+        /* 6 */ load(ARGS + 20), // its high half
+        /* 7 */ jeq(0, 1, 0), // only read: allow
+        /* 8 */ ret(libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        /* 9 */ ret(libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+/// A BPF statement.
+fn bpf_stmt(code: u32, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+/// A BPF jump: `jt` ahead when the accumulator equals `k`, else `jf`.
+fn bpf_jeq(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// A BPF return of `k`.
+fn bpf_ret(k: u32) -> libc::sock_filter {
+    bpf_stmt(libc::BPF_RET | libc::BPF_K, k)
+}
+
+/// A BPF load of the 32-bit word at `offset` of the syscall's data.
+fn bpf_load(offset: u32) -> libc::sock_filter {
+    bpf_stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, offset)
+}
+
 /// The seccomp program for `blocks`: per syscall, tests in order (the first
 /// that holds gives its return), else the block's own return; other
 /// syscalls are allowed.
@@ -770,20 +825,7 @@ fn assemble(blocks: &[(i64, Vec<Test>, u32)]) -> Vec<libc::sock_filter> {
     // The arguments' low halves are read as 32-bit words.
     const _: () = assert!(cfg!(target_endian = "little"));
 
-    let stmt = |code: u32, k: u32| libc::sock_filter {
-        code: code as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
-        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-        jt,
-        jf,
-        k,
-    };
-    let ret = |k: u32| stmt(libc::BPF_RET | libc::BPF_K, k);
-    let load = |offset: u32| stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, offset);
+    let (stmt, jeq, ret, load) = (bpf_stmt, bpf_jeq, bpf_ret, bpf_load);
 
     let mut program = vec![
         load(ARCH_OFFSET),

@@ -170,7 +170,10 @@ fn serve(sock: RawFd) -> i32 {
     unsafe { libc::prctl(libc::PR_SET_NAME, c"sluice-sandbox".as_ptr(), 0, 0, 0) };
     // The session filter, and the filter that keeps a command's hands off
     // the helper's limits (which every later command would inherit).
-    let filter = [super::super::landlock::session_filter(), limits_filter()];
+    let filter = [
+        super::super::landlock::session_filter(),
+        super::super::landlock::limits_filter(),
+    ];
     let fd = sock.as_raw_fd();
     // sluice watches the helper through this: a command that stops it
     // (SIGSTOP) ends the sandbox instead of hanging the run.
@@ -588,42 +591,4 @@ fn errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EIO)
-}
-
-/// A seccomp program that refuses (EPERM) to set the resource limits of
-/// another process: `prlimit64` with a pid and a new limit. Every command
-/// of the sandbox is forked by the helper and inherits its limits, and runs
-/// as its user: without this, one command could lower the helper's limits
-/// (`prlimit --pid <helper> --fsize=0`) and so every later command's. A
-/// command's own limits (`ulimit`, `prlimit` on what it starts) stay its
-/// own to set, and any process's limits can still be read.
-fn limits_filter() -> Vec<libc::sock_filter> {
-    const ARGS: u32 = 16;
-    let stmt = |code: u32, k: u32| libc::sock_filter {
-        code: code as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
-        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-        jt,
-        jf,
-        k,
-    };
-    let load = |offset: u32| stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, offset);
-    let ret = |k: u32| stmt(libc::BPF_RET | libc::BPF_K, k);
-    // The session filter beside it kills any other architecture.
-    vec![
-        /* 0 */ load(0),
-        /* 1 */ jeq(libc::SYS_prlimit64 as u32, 0, 7), // else allow
-        /* 2 */ load(ARGS), // pid (a pid_t: its low half)
-        /* 3 */ jeq(0, 5, 0), // itself: allow
-        /* 4 */ load(ARGS + 16), // the new limit's pointer, low half
-        /* 5 */ jeq(0, 0, 2), // set: refuse
-        /* 6 */ load(ARGS + 20), // its high half
-        /* 7 */ jeq(0, 1, 0), // only read: allow
-        /* 8 */ ret(libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
-        /* 9 */ ret(libc::SECCOMP_RET_ALLOW),
-    ]
 }
