@@ -613,10 +613,6 @@ fn a_lua_judge_that_returns_a_reason_off_the_list_leaves_a_note_and_the_rules_ve
     );
 }
 
-fn model_flags(server: &model_server::ModelServer) -> Vec<String> {
-    model_server::local_openai_flags(server)
-}
-
 #[test]
 fn a_model_judge_is_asked_when_no_rule_decides_and_counts_only_when_confident() {
     use model_server::{openai_text, Answer, ModelServer};
@@ -632,9 +628,9 @@ fn a_model_judge_is_asked_when_no_rule_decides_and_counts_only_when_confident() 
         Answer::json(openai_text(&confident)),
         Answer::json(openai_text(&unsure)),
     ]);
-    let flags = model_flags(&server);
+    let flags = model_server::local_openai_flags(&server);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let runner = "command = \"sh odd.sh\", judge = {provider = \"local\", model = \"judge-1\"}";
+    let runner = JUDGED_ODD_SH;
     let body = "for i = 1, 2 do local r, e = sluice.test{} emit(r or e) end\n";
     let outs = run_with(&ws, runner, &flags, body);
     assert_eq!(outs[0]["judgedBy"], "model", "{}", outs[0]);
@@ -667,7 +663,7 @@ fn a_model_judge_is_not_asked_when_a_rule_decides() {
     use model_server::ModelServer;
     let ws = workspace();
     let server = ModelServer::start(vec![]);
-    let flags = model_flags(&server);
+    let flags = model_server::local_openai_flags(&server);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let runner =
         "command = \"no-such-runner-7f3a\", judge = {provider = \"local\", model = \"judge-1\"}";
@@ -689,9 +685,9 @@ fn a_model_judges_evidence_that_is_not_in_the_output_does_not_count() {
     put(&ws, "odd.sh", "echo 'something broke'\nexit 2\n");
     let lying = json!({"belongsTo": "command", "reason": "unknown-test", "evidence": "ERROR: not found: test_x", "confidence": 0.99}).to_string();
     let server = ModelServer::start(vec![Answer::json(openai_text(&lying))]);
-    let flags = model_flags(&server);
+    let flags = model_server::local_openai_flags(&server);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let runner = "command = \"sh odd.sh\", judge = {provider = \"local\", model = \"judge-1\"}";
+    let runner = JUDGED_ODD_SH;
     let out = run_with(
         &ws,
         runner,
@@ -720,9 +716,9 @@ fn a_run_whose_test_call_asked_the_model_judge_replays_without_the_model() {
     );
     let confident = json!({"belongsTo": "command", "reason": "unknown-path", "evidence": "fixture dir /data/fixtures absent", "confidence": 0.9}).to_string();
     let mut server = ModelServer::start(vec![Answer::json(openai_text(&confident))]);
-    let flags = model_flags(&server);
+    let flags = model_server::local_openai_flags(&server);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let runner = "command = \"sh odd.sh\", judge = {provider = \"local\", model = \"judge-1\"}";
+    let runner = JUDGED_ODD_SH;
     let body = "local r = sluice.test{} emit(r) local b = sluice.bash{command = 'echo after'} emit(b.stdout)\n";
     let live = run_with(&ws, runner, &flags, body);
     server.stop();
@@ -747,8 +743,8 @@ fn a_resumed_run_copies_the_model_judges_call_with_the_test_call_it_answers() {
     );
     let confident = json!({"belongsTo": "command", "reason": "unknown-path", "evidence": "fixture dir /data/fixtures absent", "confidence": 0.9}).to_string();
     let mut server = ModelServer::start(vec![Answer::json(openai_text(&confident))]);
-    let flags = model_flags(&server);
-    let runner = "command = \"sh odd.sh\", judge = {provider = \"local\", model = \"judge-1\"}";
+    let flags = model_server::local_openai_flags(&server);
+    let runner = JUDGED_ODD_SH;
     let pol = runner_policy(&ws, runner);
     // The script stops at a read outside the workspace, which asks and
     // nobody answers; the resumed run, given the grant, answers the test

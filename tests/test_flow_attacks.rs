@@ -284,10 +284,6 @@ fn go_and_node_failing_tests_printing_other_runners_words_stay_the_codes() {
 
 // ---- 4. the model judge ----
 
-fn model_flags(server: &model_server::ModelServer) -> Vec<String> {
-    model_server::local_openai_flags(server)
-}
-
 /// The model's evidence must be a line of the output; a fragment of one
 /// (here a single word) is not, yet counts. The control: the whole line
 /// counts.
@@ -306,9 +302,9 @@ fn a_model_judges_evidence_that_is_only_a_fragment_of_a_line_does_not_count() {
         Answer::json(openai_text(&whole)),
         Answer::json(openai_text(&fragment)),
     ]);
-    let flags = model_flags(&server);
+    let flags = model_server::local_openai_flags(&server);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let runner = "command = \"sh odd.sh\", judge = {provider = \"local\", model = \"judge-1\"}";
+    let runner = JUDGED_ODD_SH;
     let outs = run_with(
         &ws,
         runner,
@@ -346,7 +342,7 @@ fn a_model_judges_evidence_that_is_only_a_fragment_of_a_line_does_not_count() {
 fn a_policy_denying_the_model_judge_stops_its_call_and_notes_it() {
     use model_server::{openai_text, Answer, ModelServer};
     let confident = json!({"belongsTo": "command", "reason": "unknown-path", "evidence": "fixture dir /data/fixtures absent", "confidence": 0.9}).to_string();
-    let runner = "command = \"sh odd.sh\", judge = {provider = \"local\", model = \"judge-1\"}";
+    let runner = JUDGED_ODD_SH;
     let body = "local r, e = sluice.test{} emit(r or e)\n";
     // The attack's setting: the deny.
     let ws = workspace();
@@ -356,7 +352,7 @@ fn a_policy_denying_the_model_judge_stops_its_call_and_notes_it() {
         "echo 'fixture dir /data/fixtures absent'\nexit 2\n",
     );
     let server = ModelServer::start(vec![Answer::json(openai_text(&confident))]);
-    let flags = model_flags(&server);
+    let flags = model_server::local_openai_flags(&server);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let deny = policy(
         &ws,
@@ -382,7 +378,7 @@ fn a_policy_denying_the_model_judge_stops_its_call_and_notes_it() {
         "echo 'fixture dir /data/fixtures absent'\nexit 2\n",
     );
     let server = ModelServer::start(vec![Answer::json(openai_text(&confident))]);
-    let flags = model_flags(&server);
+    let flags = model_server::local_openai_flags(&server);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let out = run_with(&ws, runner, &flags, body).remove(0);
     assert_eq!(server.count(), 1, "{out}");

@@ -10,6 +10,11 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A runner of `sh odd.sh` whose invalid probes a model judges: the
+/// model `judge-1` of provider `local` (the tests' loopback server).
+pub const JUDGED_ODD_SH: &str =
+    "command = \"sh odd.sh\", judge = {provider = \"local\", model = \"judge-1\"}";
+
 /// The project's folder of peer tools (`scripts/test` fills it).
 pub fn peers() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/peers")
