@@ -339,7 +339,7 @@ impl Context {
     ) -> FlowResult<crate::sandbox::Profile> {
         let gate = self.call_gate()?;
         let kernel = gate.kernel();
-        let mut profile = kernel.with_static(|view| crate::sandbox::derive(view, &self.workspace));
+        let mut profile = kernel.with_static(|view| self.sandbox.derive(view, &self.workspace));
         if let Some((mode, why)) = wider {
             if mode <= profile.mode {
                 return Err(FlowError::invalid_input(
@@ -361,7 +361,8 @@ impl Context {
             );
             gate.ask_once(&cap, "sandboxPermissions", reason).await?;
             kernel.with_static(|view| {
-                crate::sandbox::widen(view, &self.workspace, &mut profile, mode)
+                self.sandbox
+                    .widen(view, &self.workspace, &mut profile, mode)
             });
         }
         Ok(profile)

@@ -44,6 +44,9 @@ pub struct StaticView<'a> {
     pub failed: bool,
     /// The policies' own files: no command may rewrite them.
     pub files: Vec<std::path::PathBuf>,
+    /// The policies' loads ([`policy::Policy::generation`]): a view with
+    /// the same ones, under the same kernel, says the same.
+    pub generations: Vec<u64>,
 }
 
 /// Decides whether a run may use a capability.
@@ -82,6 +85,7 @@ impl Kernel {
                 .iter()
                 .filter_map(|p| p.file().map(Path::to_path_buf))
                 .collect(),
+            generations: policies.iter().map(|p| p.generation()).collect(),
         };
         f(&view)
     }

@@ -193,7 +193,13 @@ pub struct Policy {
     /// SHA-256 of the text loaded, for the audit record.
     sha256: Option<String>,
     loaded: Result<Loaded, String>,
+    /// Which load of any policy in this process this is: two views with
+    /// the same generations hold the same rules.
+    generation: u64,
 }
+
+/// The last [`Policy::generation`] given out.
+static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 struct Loaded {
     // Hooks and rules belong to this state; kept alive with them.
@@ -314,7 +320,14 @@ impl Policy {
             stamp,
             sha256,
             loaded,
+            generation: LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
         }
+    }
+
+    /// Which load this is, unique in the process: the policy's rules are
+    /// the same as long as it is.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// SHA-256 of the text this policy was loaded from.

@@ -21,6 +21,7 @@
 //! allow rules (`net:get:*`, ...) and no deny, ask or hook that could narrow
 //! them.
 
+use super::lookup::Lookups;
 use super::{Mode, Profile};
 use crate::kernel::control::GIT_CONTROL;
 use crate::kernel::pattern::{FsShape, Pattern};
@@ -49,6 +50,12 @@ const PROBE: &str = ".sluice-sandbox-probe";
 
 /// The profile `view` grants a command run from `workspace`.
 pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
+    derive_with(view, workspace, &mut Lookups::fresh())
+}
+
+/// [`derive`], asking the filesystem through `look` (a run's remembered
+/// answers), which learns the trees this profile lets commands write.
+pub(super) fn derive_with(view: &StaticView, workspace: &Path, look: &mut Lookups) -> Profile {
     let mut profile = Profile {
         mode: Mode::ReadOnly,
         writable: Vec::new(),
@@ -70,7 +77,7 @@ pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
         profile.mode = Mode::DangerFullAccess;
         profile.writable = vec![PathBuf::from("/")];
     } else {
-        profile.writable = open_trees(view, Action::FsWrite, workspace)
+        profile.writable = open_trees(view, Action::FsWrite, workspace, look)
             .into_iter()
             .map(|(dir, _)| dir)
             .collect();
@@ -78,8 +85,9 @@ pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
             profile.mode = Mode::WorkspaceWrite;
         }
     }
-    visible(view, workspace, &mut profile);
-    narrow(view, workspace, &mut profile);
+    look.writable(&profile.writable);
+    visible(view, workspace, &mut profile, look);
+    narrow(view, workspace, &mut profile, look);
     profile
 }
 
@@ -89,7 +97,7 @@ pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
 /// so that commands cannot write in it (a tree is writable only with
 /// both), with the rule that would open it. For `sluice policy explain`.
 pub fn hints(view: &StaticView, workspace: &Path) -> Vec<String> {
-    let writable: Vec<PathBuf> = open_trees(view, Action::FsWrite, workspace)
+    let writable: Vec<PathBuf> = open_trees(view, Action::FsWrite, workspace, &mut Lookups::fresh())
         .into_iter()
         .map(|(dir, _)| dir)
         .collect();
@@ -133,7 +141,14 @@ pub fn hints(view: &StaticView, workspace: &Path) -> Vec<String> {
 
 /// Widens `profile` to `mode` for one call, keeping everything that must
 /// stay read-only or hidden.
-pub fn widen(view: &StaticView, workspace: &Path, profile: &mut Profile, mode: Mode) {
+/// The filesystem is asked through `look`.
+pub(super) fn widen(
+    view: &StaticView,
+    workspace: &Path,
+    profile: &mut Profile,
+    mode: Mode,
+    look: &mut Lookups,
+) {
     profile.mode = mode;
     profile.writable = match mode {
         Mode::DangerFullAccess => vec![PathBuf::from("/")],
@@ -144,46 +159,53 @@ pub fn widen(view: &StaticView, workspace: &Path, profile: &mut Profile, mode: M
     profile.hidden.clear();
     profile.hide_globs.clear();
     profile.partial.clear();
-    visible(view, workspace, profile);
-    narrow(view, workspace, profile);
+    look.writable(&profile.writable);
+    visible(view, workspace, profile, look);
+    narrow(view, workspace, profile, look);
 }
 
 /// What the command may see: every path when the policy opens `/` whole
 /// (or the command may write everything), else the trees and files allow
 /// rules open, and the symlinks that lead to them.
-fn visible(view: &StaticView, workspace: &Path, profile: &mut Profile) {
+fn visible(view: &StaticView, workspace: &Path, profile: &mut Profile, look: &mut Lookups) {
     profile.links.clear();
     if profile.mode == Mode::DangerFullAccess || tree_open(view, Action::FsRead, Path::new("/")) {
         profile.readable = vec![PathBuf::from("/")];
         return;
     }
-    let mut readable: Vec<PathBuf> = open_trees(view, Action::FsRead, workspace)
+    let mut readable: Vec<PathBuf> = open_trees(view, Action::FsRead, workspace, look)
         .into_iter()
         .map(|(dir, _)| dir)
         .collect();
     for given in candidates(view, Action::FsRead, workspace) {
-        if !std::fs::symlink_metadata(&given).is_ok_and(|m| m.is_symlink()) {
+        if !look.is_link(&given) {
             continue;
         }
-        let target = std::fs::canonicalize(&given);
-        if target.is_ok_and(|t| readable.iter().any(|r| t.starts_with(r))) {
+        let target = look.real(&given);
+        if target.is_some_and(|t| readable.iter().any(|r| t.real.starts_with(r))) {
             profile.links.push(given);
         }
     }
-    readable.extend(open_files(view));
+    readable.extend(open_files(view, look));
     profile.readable = super::outermost(readable);
 }
 
 /// The folders an allow rule opens whole for `action` (the workspace, and
 /// every `DIR/**` rule whose folder exists), each canonical with the path
 /// the policy named it by; none inside another.
-fn open_trees(view: &StaticView, action: Action, workspace: &Path) -> Vec<(PathBuf, PathBuf)> {
+fn open_trees(
+    view: &StaticView,
+    action: Action,
+    workspace: &Path,
+    look: &mut Lookups,
+) -> Vec<(PathBuf, PathBuf)> {
     let mut out: Vec<(PathBuf, PathBuf)> = Vec::new();
     for given in candidates(view, action, workspace) {
-        let Ok(dir) = std::fs::canonicalize(&given) else {
+        let Some(found) = look.real(&given) else {
             continue;
         };
-        if !dir.is_dir() || !tree_open(view, action, &dir) {
+        let dir = found.real;
+        if !found.dir || !tree_open(view, action, &dir) {
             continue;
         }
         if out.iter().any(|(o, _)| dir.starts_with(o)) {
@@ -211,18 +233,19 @@ fn candidates(view: &StaticView, action: Action, workspace: &Path) -> Vec<PathBu
 
 /// Existing files (not folders: binding one would show what is in it) that
 /// an allow rule names one by one for reading, inside the ceiling.
-fn open_files(view: &StaticView) -> Vec<PathBuf> {
+fn open_files(view: &StaticView, look: &mut Lookups) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for rule in allows(view) {
         let Some(FsShape::Exact(path)) = rule.fs_shape() else {
             continue;
         };
-        let Ok(real) = std::fs::canonicalize(path) else {
+        let Some(found) = look.real(Path::new(path)) else {
             continue;
         };
+        let real = found.real;
         let cap = Capability::fs(Action::FsRead, &real);
         if rule.selects(Action::FsRead)
-            && real.is_file()
+            && found.file
             && allowed(view, &cap)
             && !denied(view, &cap)
         {
@@ -286,7 +309,7 @@ fn covers_tree(view: &StaticView, action: Action, dir: &Path) -> bool {
 /// Keeps read-only what must stay so (the fixed list under the workspace
 /// and each writable tree, the policies' files, what deny rules name) and
 /// hides what deny rules name for reading.
-fn narrow(view: &StaticView, workspace: &Path, profile: &mut Profile) {
+fn narrow(view: &StaticView, workspace: &Path, profile: &mut Profile, look: &mut Lookups) {
     let mut bases = vec![workspace.to_path_buf()];
     bases.extend(
         profile
@@ -300,7 +323,7 @@ fn narrow(view: &StaticView, workspace: &Path, profile: &mut Profile) {
     }
     profile.read_only.extend(view.files.iter().cloned());
     for rule in view.rules.iter().filter(|r| r.decision == Decision::Deny) {
-        deny(&rule.pattern, profile);
+        deny(&rule.pattern, profile, look);
         if let Some(note) = uncarved(rule, profile) {
             profile.partial.push(note);
         }
@@ -324,16 +347,18 @@ fn narrow(view: &StaticView, workspace: &Path, profile: &mut Profile) {
 
 /// What one deny rule takes away: a path or tree it names stays read-only
 /// (writes) and is hidden (reads); a glob is kept for expansion at spawn.
-fn deny(pattern: &Pattern, profile: &mut Profile) {
+fn deny(pattern: &Pattern, profile: &mut Profile, look: &mut Lookups) {
     let reads = pattern.selects(Action::FsRead);
     let writes = pattern.selects(Action::FsWrite);
     match pattern.fs_shape() {
         Some(FsShape::Exact(p)) | Some(FsShape::Tree(p)) => {
-            let path = std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
+            let found = look.real(Path::new(p));
+            let exists = found.is_some();
+            let path = found.map_or_else(|| PathBuf::from(p), |f| f.real);
             if writes {
                 profile.read_only.push(path.clone());
             }
-            if reads && path.exists() {
+            if reads && exists {
                 profile.hidden.push(path);
             }
         }

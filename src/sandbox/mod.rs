@@ -17,12 +17,13 @@ mod derive;
 mod guard;
 mod index;
 pub mod landlock;
+mod lookup;
 mod shared;
 mod supervise;
 
 pub use shared::serve_if_asked;
 
-pub use derive::{derive, hints, widen};
+pub use derive::{derive, hints};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -303,6 +304,30 @@ pub struct Sandbox {
     masks: std::sync::OnceLock<Result<bwrap::Masks, String>>,
     /// The run's shared sandboxes, one per bubblewrap profile.
     shared: shared::Sandboxes,
+    /// Where the paths the policies name lead, as far as no command of
+    /// the run can have changed it.
+    lookups: Mutex<lookup::Lookups>,
+    /// The last profile derived, reused while what it rests on holds.
+    derived: Mutex<Option<Derived>>,
+}
+
+/// A profile derived, and what it rests on: the policies' loads, the
+/// ceiling, the workspace, and what the filesystem said of changing trees.
+#[derive(Debug)]
+struct Derived {
+    generations: Vec<u64>,
+    ceiling: Vec<String>,
+    workspace: PathBuf,
+    checks: lookup::Checks,
+    profile: Profile,
+}
+
+impl Derived {
+    /// What identifies `view`'s rules: the policies' loads and the ceiling.
+    fn key(view: &crate::kernel::StaticView) -> (Vec<u64>, Vec<String>) {
+        let ceiling = view.ceiling.iter().map(|c| c.as_str().to_string()).collect();
+        (view.generations.clone(), ceiling)
+    }
 }
 
 /// How one command is confined: the wrapper and what its result reports.
@@ -336,7 +361,50 @@ impl Sandbox {
             index: Arc::default(),
             masks: std::sync::OnceLock::new(),
             shared: shared::Sandboxes::default(),
+            lookups: Mutex::new(lookup::Lookups::remembering()),
+            derived: Mutex::new(None),
         }
+    }
+
+    /// The profile `view` grants a command run from `workspace` ([`derive`]),
+    /// from what the run already knows of the paths the policies name.
+    pub fn derive(&self, view: &crate::kernel::StaticView, workspace: &Path) -> Profile {
+        let mut look = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
+        look.begin();
+        look.writable(&[workspace.to_path_buf()]);
+        let mut last = self.derived.lock().unwrap_or_else(|e| e.into_inner());
+        let (generations, ceiling) = Derived::key(view);
+        if let Some(d) = last.as_ref() {
+            if d.generations == generations
+                && d.ceiling == ceiling
+                && d.workspace == workspace
+                && look.still(&d.checks)
+            {
+                return d.profile.clone();
+            }
+        }
+        let profile = derive::derive_with(view, workspace, &mut look);
+        *last = Some(Derived {
+            generations,
+            ceiling,
+            workspace: workspace.to_path_buf(),
+            checks: look.checks(),
+            profile: profile.clone(),
+        });
+        profile
+    }
+
+    /// Widens `profile` to `mode` for one call, keeping everything that
+    /// must stay read-only or hidden.
+    pub fn widen(
+        &self,
+        view: &crate::kernel::StaticView,
+        workspace: &Path,
+        profile: &mut Profile,
+        mode: Mode,
+    ) {
+        let mut look = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
+        derive::widen(view, workspace, profile, mode, &mut look);
     }
 
     /// The runner this run uses, or why there is none.
@@ -415,6 +483,11 @@ impl Sandbox {
             }
         }
         profile.env = caches.map(|c| c.env()).unwrap_or_default();
+        // Whatever made this profile, its commands may write these.
+        self.lookups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .writable(&[profile.writable.as_slice(), &[workspace.to_path_buf()]].concat());
         // With every file writable everything is visible too (derive), so
         // only what stays read-only or hidden needs a sandbox then.
         if profile.confines_nothing() {

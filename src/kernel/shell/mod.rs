@@ -255,6 +255,11 @@ pub fn analyze(line: &str) -> Analysis {
             ),
         };
     }
+    if line.len() <= SHORT_LINE {
+        if let Some(analysis) = analyze_short(line) {
+            return analysis;
+        }
+    }
     let stack = STACK_BASE + line.len() * STACK_PER_BYTE;
     std::thread::scope(|scope| {
         let spawned = std::thread::Builder::new()
@@ -262,14 +267,64 @@ pub fn analyze(line: &str) -> Analysis {
             .stack_size(stack)
             .spawn_scoped(scope, || walk::analyze(line));
         match spawned {
-            Ok(handle) => handle.join().unwrap_or_else(|_| Analysis::Unparsed {
-                reason: "the shell parser failed on this line".into(),
-            }),
+            Ok(handle) => handle.join().unwrap_or_else(|_| parser_failed()),
             Err(e) => Analysis::Unparsed {
                 reason: format!("could not start the shell parser: {e}"),
             },
         }
     })
+}
+
+fn parser_failed() -> Analysis {
+    Analysis::Unparsed {
+        reason: "the shell parser failed on this line".into(),
+    }
+}
+
+/// Lines at most this long (nearly every command line) are analyzed on one
+/// thread kept for them, with the stack the longest needs: starting a
+/// thread per line cost more than analyzing it.
+const SHORT_LINE: usize = 4 << 10;
+
+/// A line for the kept thread, and where its analysis goes.
+type ShortJob = (String, std::sync::mpsc::SyncSender<Analysis>);
+
+/// The kept thread's queue, started on first use (again if it ended).
+static SHORT: std::sync::Mutex<Option<std::sync::mpsc::SyncSender<ShortJob>>> =
+    std::sync::Mutex::new(None);
+
+/// `line` analyzed on the kept thread; `None` when it cannot start.
+fn analyze_short(line: &str) -> Option<Analysis> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let job = (line.to_string(), tx);
+    let mut queue = SHORT.lock().unwrap_or_else(|e| e.into_inner());
+    let sent = match queue.as_ref() {
+        Some(q) => q.send(job),
+        None => Err(std::sync::mpsc::SendError(job)),
+    };
+    if let Err(std::sync::mpsc::SendError(job)) = sent {
+        let q = start_short()?;
+        q.send(job).ok()?;
+        *queue = Some(q);
+    }
+    drop(queue);
+    Some(rx.recv().unwrap_or_else(|_| parser_failed()))
+}
+
+fn start_short() -> Option<std::sync::mpsc::SyncSender<ShortJob>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<ShortJob>(16);
+    std::thread::Builder::new()
+        .name("sluice-shell-parse".into())
+        .stack_size(STACK_BASE + SHORT_LINE * STACK_PER_BYTE)
+        .spawn(move || {
+            for (line, answer) in rx {
+                let analysis = std::panic::catch_unwind(|| walk::analyze(&line))
+                    .unwrap_or_else(|_| parser_failed());
+                let _ = answer.send(analysis);
+            }
+        })
+        .ok()?;
+    Some(tx)
 }
 
 impl Command {

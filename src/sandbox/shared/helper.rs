@@ -1,14 +1,14 @@
 //! The helper inside a shared sandbox: the sluice binary itself, started
 //! by bubblewrap as the sandbox's first command, serving one socket. For
-//! each command it is sent it forks a child that leads a session of its
+//! each command it is sent it starts a child that leads a session of its
 //! own, takes the three streams it was given, enters its folder, installs
 //! the session filter (no `setsid`, no user namespaces, no io_uring) and
 //! executes the program; it answers with the child's pidfd once the
 //! program runs, and with its wait status when it ends. It reads and
 //! copies none of the command's output: the pipes go straight to sluice.
 //!
-//! Single-threaded, so the child may allocate nothing and still be safe:
-//! everything the child needs is built before the fork.
+//! The child shares the helper's memory until it executes, so it may
+//! allocate nothing: everything it needs is built before it starts.
 
 use super::wire;
 use nix::libc;
@@ -433,8 +433,29 @@ fn find(program: &[u8], path: &[u8]) -> Result<Vec<u8>, i32> {
     Err(if denied { libc::EACCES } else { libc::ENOENT })
 }
 
-/// Forks and executes `command` with `fds` as its streams; its pid and
-/// pidfd once the program runs, or the errno that stopped it and where.
+/// The child's stack: [`become_command`] makes raw system calls alone.
+const CHILD_STACK: usize = 64 << 10;
+
+/// What the child of [`spawn`] is handed, built before it exists.
+struct Launch<'a> {
+    command: &'a Command,
+    streams: [RawFd; 3],
+    filters: &'a [libc::sock_fprog; 2],
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    report: RawFd,
+}
+
+/// Starts `command` with `fds` as its streams; its pid and pidfd once the
+/// program runs, or the errno that stopped it and where.
+///
+/// The child shares the helper's memory until it executes (a `vfork`,
+/// made with `clone`): copying the helper's page tables for each command,
+/// and tearing the copy down at its exec, cost more than the command
+/// (`true`) itself. The helper waits meanwhile. A command cannot stop the
+/// child to hold it there: the child is outside every command's landlock
+/// domain, and the shared sandbox serves only where landlock scopes
+/// signals to their domain (see `serve_if_asked`'s `R` frame).
 fn spawn(
     command: &Command,
     fds: &[OwnedFd],
@@ -447,7 +468,6 @@ fn spawn(
             .collect()
     };
     let (argv, envp) = (pointers(&command.argv), pointers(&command.env));
-    let streams = [fds[0].as_raw_fd(), fds[1].as_raw_fd(), fds[2].as_raw_fd()];
     let mut report = [0 as RawFd; 2];
     // SAFETY: pipe2 writes two descriptors into `report`.
     if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
@@ -460,24 +480,23 @@ fn spawn(
             OwnedFd::from_raw_fd(report[1]),
         )
     };
-    let program = filter.each_ref().map(|f| libc::sock_fprog {
+    let filters = filter.each_ref().map(|f| libc::sock_fprog {
         len: f.len() as libc::c_ushort,
         filter: f.as_ptr() as *mut libc::sock_filter,
     });
-    // SAFETY: the helper is single-threaded; the child only makes raw
-    // system calls on what was built above, then executes or exits.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err((errno(), EXEC));
-    }
-    if pid == 0 {
-        // SAFETY: as above, in the child.
-        unsafe { become_command(command, &streams, &program, &argv, &envp, write.as_raw_fd()) };
-    }
+    let launch = Launch {
+        command,
+        streams: [fds[0].as_raw_fd(), fds[1].as_raw_fd(), fds[2].as_raw_fd()],
+        filters: &filters,
+        argv: &argv,
+        envp: &envp,
+        report: write.as_raw_fd(),
+    };
+    let pid = clone_vfork(&launch)?;
     drop(write);
-    until_executed(pid, &read);
     let mut said = [0u8; 5];
-    // SAFETY: reads at most 5 bytes into `said`.
+    // SAFETY: reads at most 5 bytes into `said`; the child has executed or
+    // exited, so the pipe holds its word or nothing.
     let n = loop {
         let n = unsafe { libc::read(read.as_raw_fd(), said.as_mut_ptr().cast(), 5) };
         if n >= 0 || errno() != libc::EINTR {
@@ -502,35 +521,46 @@ fn spawn(
     Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) }))
 }
 
-/// Waits until the child `pid` executed its program or failed to (the
-/// report pipe `read` closes or holds its error). A command of the sandbox
-/// runs as the helper's user and can stop the child before it executes
-/// (SIGSTOP): the helper would then wait for ever and answer nothing. It
-/// ends instead, and the sandbox with it: sluice tells the call, and the
-/// run's next command gets a new sandbox.
-fn until_executed(pid: libc::pid_t, read: &OwnedFd) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    loop {
-        let mut fds = [PollFd::new(read.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(50u16)) {
-            Ok(0) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            _ => return,
-        }
-        // SAFETY: waitid writes one siginfo we own; WNOWAIT reaps nothing.
-        let stopped = unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let flags = libc::WSTOPPED | libc::WNOHANG | libc::WNOWAIT;
-            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == 0
-                && info.si_pid() == pid
-        };
-        if stopped {
-            // SAFETY: our child; kill and reap it, then end.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            reap(pid);
-            std::process::exit(1);
-        }
+/// Starts the child of [`spawn`] on a stack of its own, sharing memory
+/// with the helper, which resumes once the child executed or exited. The
+/// helper's signals are blocked meanwhile, so no handler of its runs on
+/// the child's stack; the child unblocks them before it executes.
+fn clone_vfork(launch: &Launch) -> Result<libc::pid_t, (i32, u8)> {
+    extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `Launch` borrowed for the clone, alive
+        // while the helper waits for this child's exec.
+        let l = unsafe { &*(arg as *const Launch) };
+        // SAFETY: a child sharing memory with a helper that waits.
+        unsafe { become_command(l.command, &l.streams, l.filters, l.argv, l.envp, l.report) }
     }
+    let mut stack = vec![0u8; CHILD_STACK];
+    // SAFETY: one past the end of the stack buffer, rounded down to 16.
+    let top = unsafe { stack.as_mut_ptr().add(CHILD_STACK) } as usize & !15;
+    // SAFETY: sigset functions write the sets we own.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut was: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut was);
+    }
+    // SAFETY: the child runs `child` on `stack`, alive until clone returns
+    // (CLONE_VFORK: after the child's exec or exit).
+    let pid = unsafe {
+        libc::clone(
+            child,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            launch as *const Launch as *mut libc::c_void,
+        )
+    };
+    let failed = errno();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &was, std::ptr::null_mut()) };
+    drop(stack);
+    if pid < 0 {
+        return Err((failed, EXEC));
+    }
+    Ok(pid)
 }
 
 /// The child's side of [`spawn`]: never returns. Only raw system calls:
@@ -539,7 +569,7 @@ fn until_executed(pid: libc::pid_t, read: &OwnedFd) {
 /// filter, then the program; on any failure the errno goes to `report`.
 ///
 /// # Safety
-/// Called in the forked child of a single-threaded process.
+/// Called in the child of [`clone_vfork`], whose parent waits.
 unsafe fn become_command(
     command: &Command,
     streams: &[RawFd; 3],

@@ -108,7 +108,7 @@ fn key(bwrap: &Bwrap) -> Vec<OsString> {
 
 /// What waits for the helper's answers about one command.
 struct Waiter {
-    started: Option<SyncSender<Result<(u32, OwnedFd), StartFailure>>>,
+    started: Option<SyncSender<Result<u32, StartFailure>>>,
     exit: Option<oneshot::Sender<crate::exec::Ended>>,
     /// Set when the helper says nothing of the command's session is left.
     over: Arc<std::sync::atomic::AtomicBool>,
@@ -223,26 +223,20 @@ impl Link {
         let table = Replies::default();
         let (ready_tx, ready_rx) = sync_channel(1);
         let send = Writer::default();
-        let (reader_sock, reader_table, reader_send) = (sock.clone(), table.clone(), send.clone());
+        let link = Replying {
+            sock: sock.clone(),
+            send: send.clone(),
+            table: table.clone(),
+        };
         let mut command = std::process::Command::new(program);
         command.args(args);
         std::thread::Builder::new()
             .name("sluice-sandbox".into())
-            .spawn(move || {
-                let link = (reader_sock, reader_send, reader_table);
-                serve_replies(command, theirs, exe, link, ready_tx)
-            })
+            .spawn(move || serve_replies(command, theirs, exe, link, ready_tx))
             .map_err(|e| format!("cannot start the sandbox's thread: {e}"))?;
-        let pidfd = ready_rx
+        let helper = ready_rx
             .recv()
             .map_err(|_| "the sandbox's thread ended before it started".to_string())??;
-        let pid = pidfd.as_ref().and_then(host_pid);
-        let helper = Arc::new(Helper {
-            pidfd,
-            pid,
-            table: table.clone(),
-            sock: sock.clone(),
-        });
         Ok(Link {
             sock,
             send,
@@ -293,13 +287,7 @@ impl Link {
                 "cannot reach the run's sandbox: {e}"
             )));
         }
-        let (pid, pidfd) = self.started(started_rx)?;
-        // Told when the command ends, whatever the helper does.
-        let (table, helper) = (self.table.clone(), self.helper.clone());
-        let _ = std::thread::Builder::new()
-            .name("sluice-sandbox-exit".into())
-            .stack_size(64 << 10)
-            .spawn(move || watch_exit(pidfd, id, &table, &helper));
+        let pid = self.started(started_rx)?;
         let keep = Box::new(Kept {
             _keep: keep,
             sid: pid as i32,
@@ -322,8 +310,8 @@ impl Link {
     /// command gets a new sandbox.
     fn started(
         &self,
-        answer: std::sync::mpsc::Receiver<Result<(u32, OwnedFd), StartFailure>>,
-    ) -> Result<(u32, OwnedFd), StartFailure> {
+        answer: std::sync::mpsc::Receiver<Result<u32, StartFailure>>,
+    ) -> Result<u32, StartFailure> {
         use std::sync::mpsc::RecvTimeoutError;
         let since = std::time::Instant::now();
         loop {
@@ -444,31 +432,6 @@ fn state_and_session(stat: &Path) -> Option<(char, i32)> {
 /// How often a wait on the helper checks that it is not stopped.
 const WATCH_EVERY: Duration = Duration::from_millis(50);
 
-/// Waits for the command `pidfd` refers to, then for the helper to tell
-/// its end (frame `exited`): a helper that is stopped meanwhile, or that
-/// does not tell it in [`START_WAIT`], has its sandbox ended, which tells
-/// every waiter (the command's call then ends instead of hanging).
-fn watch_exit(pidfd: OwnedFd, id: u64, table: &Replies, helper: &Helper) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::AsFd;
-    loop {
-        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) => break,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return,
-        }
-    }
-    let since = std::time::Instant::now();
-    while lock(table).waiting.contains_key(&id) {
-        if helper.stalled() || since.elapsed() >= START_WAIT {
-            helper.end();
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// The `command` frame's body (see [`wire`]).
 fn body(command: &Start) -> Vec<u8> {
     let mut out = Vec::new();
@@ -484,14 +447,23 @@ fn body(command: &Start) -> Vec<u8> {
     out
 }
 
+/// What the reply thread shares with the link: the socket, the right to
+/// write on it, and the table replies are sorted into.
+struct Replying {
+    sock: Arc<OwnedFd>,
+    send: Writer,
+    table: Replies,
+}
+
 /// The reply thread: starts bubblewrap with the helper, says whether it
-/// serves, then sorts the helper's replies until it is gone.
+/// serves, then sorts the helper's replies until it is gone, watching each
+/// started command's end (see [`Watched`]).
 fn serve_replies(
     mut command: std::process::Command,
     theirs: OwnedFd,
     exe: std::fs::File,
-    (sock, send, table): (Arc<OwnedFd>, Writer, Replies),
-    ready: SyncSender<Result<Option<OwnedFd>, String>>,
+    link: Replying,
+    ready: SyncSender<Result<Arc<Helper>, String>>,
 ) {
     use std::os::unix::process::CommandExt;
     let keep = [theirs.as_raw_fd(), exe.as_raw_fd()];
@@ -524,13 +496,21 @@ fn serve_replies(
         }
     };
     drop((command, theirs, exe));
-    let mut reader = wire::Reader::new(sock.as_raw_fd());
-    match reader.next() {
+    let mut reader = wire::Reader::new(link.sock.as_raw_fd());
+    let helper = match reader.next() {
         // Commands kept apart (a landlock domain each, signals scoped)
         // are what makes sharing as safe as a bubblewrap each: without,
         // the run's commands get one each, as before.
         Ok(Some(frame)) if frame.kind == b'R' && frame.body.first() == Some(&1) => {
-            let _ = ready.send(Ok(frame.fds.into_iter().next()));
+            let pidfd = frame.fds.into_iter().next();
+            let helper = Arc::new(Helper {
+                pid: pidfd.as_ref().and_then(host_pid),
+                pidfd,
+                table: link.table.clone(),
+                sock: link.sock.clone(),
+            });
+            let _ = ready.send(Ok(helper.clone()));
+            helper
         }
         Ok(Some(frame)) if frame.kind == b'R' => {
             let _ = child.kill();
@@ -550,16 +530,11 @@ fn serve_replies(
             let _ = ready.send(Err(format!("the run's sandbox did not start: {said}")));
             return;
         }
-    }
+    };
     // bubblewrap says nothing more once the helper runs.
     drop(child.stderr.take());
-    while let Ok(Some(frame)) = reader.next() {
-        if let Some(id) = sort(&table, frame) {
-            let _one = send.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = wire::send(sock.as_raw_fd(), b'A', id, &[], &[]);
-        }
-    }
-    let mut table = lock(&table);
+    sort_replies(&mut reader, &link, &helper);
+    let mut table = lock(&link.table);
     table.broken = Some("the run's sandbox ended".into());
     // Dropping the senders tells every waiter: no answer will come.
     table.waiting.clear();
@@ -567,9 +542,106 @@ fn serve_replies(
     let _ = child.wait();
 }
 
-/// Hands one reply to the command it is about; the id of a command whose
-/// start the helper must be told was seen.
-fn sort(table: &Replies, frame: wire::Frame) -> Option<u64> {
+/// A started command whose end is watched through its pidfd: once it has
+/// ended, the helper must tell it (frame `exited`); a helper that is
+/// stopped meanwhile, or that does not tell it in [`START_WAIT`], has its
+/// sandbox ended, which tells every waiter (the command's call then ends
+/// instead of hanging).
+struct Watched {
+    id: u64,
+    pidfd: OwnedFd,
+    ended: Option<std::time::Instant>,
+}
+
+/// Sorts the helper's replies until the socket ends, and watches the
+/// started commands' ends.
+fn sort_replies(reader: &mut wire::Reader, link: &Replying, helper: &Helper) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut watched: Vec<Watched> = Vec::new();
+    loop {
+        loop {
+            match reader.take() {
+                Ok(Some(frame)) => take_reply(frame, link, &mut watched),
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+        let telling = watched.iter().any(|w| w.ended.is_some());
+        // An ended command's pidfd stays ready (and reports a hang-up once
+        // reaped): only those still running are polled.
+        let running: Vec<usize> = (0..watched.len())
+            .filter(|&i| watched[i].ended.is_none())
+            .collect();
+        let mut fds = vec![PollFd::new(link.sock.as_fd(), PollFlags::POLLIN)];
+        fds.extend(
+            running
+                .iter()
+                .map(|&i| PollFd::new(watched[i].pidfd.as_fd(), PollFlags::POLLIN)),
+        );
+        let wait = if telling {
+            PollTimeout::try_from(WATCH_EVERY).unwrap_or(PollTimeout::MAX)
+        } else {
+            PollTimeout::NONE
+        };
+        match poll(&mut fds, wait) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return,
+        }
+        let hit = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+        let socket = hit(&fds[0]);
+        let done: Vec<usize> = running
+            .iter()
+            .zip(&fds[1..])
+            .filter(|(_, f)| hit(f))
+            .map(|(&i, _)| i)
+            .collect();
+        drop(fds);
+        let now = std::time::Instant::now();
+        for i in done {
+            watched[i].ended = Some(now);
+        }
+        if socket && !matches!(reader.fill(), Ok(true)) {
+            return;
+        }
+        // The helper tells a command's end within moments: only one that
+        // keeps it waiting is asked about (a look in /proc).
+        let waited = |w: &Watched, long| w.ended.is_some_and(|t| now - t >= long);
+        let slow = watched.iter().any(|w| waited(w, WATCH_EVERY));
+        if slow && (watched.iter().any(|w| waited(w, START_WAIT)) || helper.stalled()) {
+            // The socket is shut: the next read ends the loop.
+            helper.end();
+        }
+    }
+}
+
+/// Hands one reply to the command it is about, acknowledging a start.
+fn take_reply(frame: wire::Frame, link: &Replying, watched: &mut Vec<Watched>) {
+    let id = frame.id;
+    match sort(&link.table, frame) {
+        Some(pidfd) => {
+            watched.push(Watched {
+                id,
+                pidfd,
+                ended: None,
+            });
+            let _one = link.send.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = wire::send(link.sock.as_raw_fd(), b'A', id, &[], &[]);
+        }
+        None => watched.retain(|w| w.id != id || !told(&link.table, id)),
+    }
+}
+
+/// Whether the helper told all it will of command `id` (its end, or its
+/// failure to start).
+fn told(table: &Replies, id: u64) -> bool {
+    !lock(table).waiting.contains_key(&id)
+}
+
+/// Hands one reply to the command it is about; the pidfd of a command
+/// whose start was told, for its end to be watched and its start
+/// acknowledged.
+fn sort(table: &Replies, frame: wire::Frame) -> Option<OwnedFd> {
     let mut table = lock(table);
     let waiter = table.waiting.get_mut(&frame.id)?;
     let number = wire::read_number(&frame.body).unwrap_or(libc::EIO);
@@ -577,13 +649,13 @@ fn sort(table: &Replies, frame: wire::Frame) -> Option<u64> {
         b'S' => {
             let pidfd = frame.fds.into_iter().next();
             let pid = pidfd.as_ref().and_then(host_pid);
-            let answer = pid.zip(pidfd).ok_or_else(|| {
+            let answer = pid.ok_or_else(|| {
                 StartFailure::Broken("the run's sandbox started a command it cannot name".into())
             });
             if let Some(tx) = waiter.started.take() {
                 let _ = tx.send(answer);
             }
-            return Some(frame.id);
+            return pidfd;
         }
         b'F' => {
             // A folder the sandbox does not show: bubblewrap of its own

@@ -83,6 +83,8 @@ pub struct Reader {
     sock: RawFd,
     bytes: Vec<u8>,
     fds: VecDeque<OwnedFd>,
+    /// What one receive lands in, made once.
+    buf: Box<[u8]>,
 }
 
 impl Reader {
@@ -91,6 +93,7 @@ impl Reader {
             sock,
             bytes: Vec::new(),
             fds: VecDeque::new(),
+            buf: vec![0u8; 64 << 10].into_boxed_slice(),
         }
     }
 
@@ -128,10 +131,10 @@ impl Reader {
     /// Receives once (blocking); false at end of stream. Descriptors
     /// arrive close-on-exec.
     pub fn fill(&mut self) -> io::Result<bool> {
-        let mut buf = vec![0u8; 64 << 10];
+        let buf = &mut self.buf;
         let mut space = nix::cmsg_space!([RawFd; 8]);
         let (n, fds) = {
-            let mut iov = [IoSliceMut::new(&mut buf)];
+            let mut iov = [IoSliceMut::new(buf)];
             let msg = recvmsg::<()>(
                 self.sock,
                 &mut iov,
@@ -151,7 +154,7 @@ impl Reader {
             fds.into_iter()
                 .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
         );
-        self.bytes.extend_from_slice(&buf[..n]);
+        self.bytes.extend_from_slice(&self.buf[..n]);
         Ok(n > 0)
     }
 
