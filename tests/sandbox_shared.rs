@@ -3,7 +3,9 @@
 //! by the sluice binary inside as a helper. Pinned here: commands of a run
 //! share it (one PID and network namespace), a widened call gets its own;
 //! a server one command starts is reachable from the next over loopback,
-//! and the host's loopback is not; every call still ends whole (nothing it
+//! and the host's loopback is not; `fetch` reaches such a server (with the
+//! origin's grant), yet never shadows a host service that is up and never
+//! takes a credential there; every call still ends whole (nothing it
 //! starts outlives it, not even through `setsid`); no command reads
 //! another's environment or signals another or the helper (each is a
 //! landlock domain of its own); a command handed a credential runs apart.
@@ -280,4 +282,181 @@ fn a_command_moves_and_links_files_between_folders() {
     );
     let run = run_lua_with(ws.path(), &script, &["--sandbox", "bwrap"], &[]).ok();
     assert_eq!(run.stdout, "['g'] ['f']\n\n", "{}", run.stderr);
+}
+
+/// A Python HTTP server on 127.0.0.1:`port` answering every GET with
+/// `says`, and appending each request's `authorization` header (or `-`)
+/// to `heard.txt` in its working folder.
+fn server_saying(port: u16, says: &str) -> String {
+    format!(
+        r#"
+import http.server, socketserver
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open("heard.txt", "a") as f:
+            f.write((self.headers.get("authorization") or "-") + "\n")
+        body = b"{says}"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+socketserver.TCPServer.allow_reuse_address = True
+socketserver.TCPServer(("127.0.0.1", {port}), H).serve_forever()
+"#
+    )
+}
+
+/// Lua that starts `server` as a background job and waits until a command
+/// of the run reaches its port.
+fn start_job(server: &str, port: u16) -> String {
+    format!(
+        r#"
+local job = assert(sluice.bash{{script = {server}, interpreter = "python3", background = true}})
+local up = assert(sluice.bash{{command = "for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=1)' 2>/dev/null && exit 0; sleep 0.05; done; exit 1"}})
+assert(up.exitCode == 0, "the job's server never came up")
+"#,
+        server = common::lua_str(server)
+    )
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn fetch_reaches_a_server_a_command_started_with_the_origins_grant_alone() {
+    need_bwrap();
+    let ws = workspace();
+    let port = free_port();
+    let origin = format!("http://127.0.0.1:{port}");
+    // The default policy closes the network: the server listens in the
+    // run's namespace, not on the host's loopback, and fetch reaches it
+    // there. The grant is still asked for: without it, nothing is sent.
+    let script = format!(
+        r#"{start}
+local page, err = sluice.fetch{{url = "{origin}/x"}}
+print("fetch " .. (page and (page.status .. " " .. page.body) or err.code))
+job:kill()
+"#,
+        start = start_job(&server_saying(port, "from inside"), port)
+    );
+    let approve = format!("net:private:{origin}");
+    let granted = run_lua_with(
+        ws.path(),
+        &script,
+        &["--sandbox", "bwrap", "--no-audit", "--approve", &approve],
+        &[],
+    )
+    .ok();
+    assert_eq!(tagged(&granted.stdout, "fetch "), "fetch 200 from inside");
+    let refused = run_lua_with(
+        ws.path(),
+        &script,
+        &["--sandbox", "bwrap", "--no-audit"],
+        &[],
+    )
+    .ok();
+    assert_eq!(
+        tagged(&refused.stdout, "fetch "),
+        "fetch permission_required"
+    );
+    let heard = std::fs::read_to_string(ws.file("heard.txt")).unwrap();
+    assert_eq!(heard, "-\n", "the refused fetch reached the server");
+}
+
+#[test]
+fn a_command_cannot_shadow_a_host_service_that_is_up() {
+    need_bwrap();
+    let ws = workspace();
+    // The host serves on a port; a job of the run serves on the same port
+    // in the run's namespace. fetch goes to the host's service.
+    let host_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let host_py = host_dir.path().join("host.py");
+    std::fs::write(&host_py, server_saying(port, "from the host")).unwrap();
+    let mut host = std::process::Command::new("python3")
+        .arg(&host_py)
+        .current_dir(host_dir.path())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the host server never came up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let origin = format!("http://127.0.0.1:{port}");
+    let script = format!(
+        r#"{start}
+local page, err = sluice.fetch{{url = "{origin}/"}}
+print("fetch " .. (page and page.body or err.code))
+job:kill()
+"#,
+        start = start_job(&server_saying(port, "from inside"), port)
+    );
+    let approve = format!("net:private:{origin}");
+    let run = run_lua_with(
+        ws.path(),
+        &script,
+        &["--sandbox", "bwrap", "--no-audit", "--approve", &approve],
+        &[],
+    )
+    .ok();
+    let _ = host.kill();
+    let _ = host.wait();
+    assert_eq!(tagged(&run.stdout, "fetch "), "fetch from the host");
+}
+
+#[test]
+fn a_fetch_carrying_a_credential_never_reaches_a_server_a_command_started() {
+    need_bwrap();
+    let ws = workspace();
+    let port = free_port();
+    let origin = format!("http://127.0.0.1:{port}");
+    // A job listens in the run's namespace, nothing on the host: the
+    // credential-bearing request is not sent there (the server would see
+    // the secret), while the same request without it is (the control).
+    let script = format!(
+        r#"{start}
+local plain = sluice.fetch{{url = "{origin}/"}}
+print("plain " .. plain.body)
+local page, err = sluice.fetch{{url = "{origin}/", headers = {{authorization = sluice.credential("tok")}}}}
+print("secret " .. (page and page.body or err.code))
+job:kill()
+"#,
+        start = start_job(&server_saying(port, "from inside"), port)
+    );
+    let (private, cred) = (
+        format!("net:private:{origin}"),
+        format!("cred:use:tok@{origin}"),
+    );
+    let run = common::run_lua_env(
+        ws.path(),
+        &script,
+        &[
+            "--sandbox",
+            "bwrap",
+            "--no-audit",
+            "--approve",
+            &private,
+            "--approve",
+            &cred,
+        ],
+        &[],
+        &[("SLUICE_CREDENTIAL_TOK", "s3cret-value")],
+    )
+    .ok();
+    assert_eq!(tagged(&run.stdout, "plain "), "plain from inside");
+    assert_eq!(tagged(&run.stdout, "secret "), "secret request_failed");
+    let heard = std::fs::read_to_string(ws.file("heard.txt")).unwrap();
+    assert!(
+        !heard.contains("s3cret"),
+        "the secret reached the job: {heard}"
+    );
+    assert_eq!(heard, "-\n");
 }

@@ -101,6 +101,10 @@ impl Request {
         max_redirects: usize,
     ) -> FlowResult<Incoming> {
         let mut revealed = BTreeMap::new();
+        let credentialed = self
+            .headers
+            .iter()
+            .any(|(_, h)| matches!(h, Held::Credential(_)));
         for (name, held) in &self.headers {
             let who = format!("`headers.{name}`");
             revealed.insert(name.clone(), held.reveal(&ctx.credentials, &who)?);
@@ -112,6 +116,7 @@ impl Request {
             body,
             timeout: self.timeout,
             max_redirects,
+            inside: !credentialed,
         };
         ctx.net.send(out, ctx).await
     }

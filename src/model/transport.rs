@@ -253,6 +253,9 @@ impl Call<'_> {
             body: Some(body.to_string().into_bytes()),
             timeout: self.deadline.saturating_duration_since(Instant::now()),
             max_redirects: 0,
+            // A model provider is the operator's: never a server a
+            // command started.
+            inside: false,
         })
     }
 

@@ -14,7 +14,8 @@
 //!    grants;
 //! 4. connect only to those addresses (pinned: the connection cannot be
 //!    steered by a second lookup), with the host name kept for `Host` and
-//!    TLS, through no proxy;
+//!    TLS, through no proxy; a loopback address inside the run's sandboxes
+//!    first, where a server a command started listens ([`super::inside`]);
 //! 5. a redirect is followed here, not by the HTTP library, so the next hop
 //!    starts again at 1; once a hop leaves the first origin, only plain
 //!    headers ([`PLAIN_HEADERS`]: `accept`, `user-agent`, ...) are still
@@ -27,6 +28,7 @@
 
 use super::destination::{self, is_localhost_name, needs_private_grant, Destination};
 use super::dns::{Dns, SystemDns};
+use super::inside::{self, Inside};
 use super::search::Provider;
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::kernel::gate::Authority;
@@ -52,6 +54,8 @@ pub const MAX_TIMEOUT_SECS: u64 = 120;
 pub struct Net {
     dns: Arc<dyn Dns>,
     search: Option<Arc<dyn Provider>>,
+    /// The network namespace of the run's sandboxes, when it has one.
+    inside: Option<Arc<dyn Inside>>,
 }
 
 impl Default for Net {
@@ -87,6 +91,9 @@ pub struct Outgoing {
     pub timeout: Duration,
     /// Redirects to follow; 0 returns a 3xx as it came.
     pub max_redirects: usize,
+    /// Whether a server inside the run's sandboxes may answer it (see
+    /// [`super::inside`]): never for one that carries a credential.
+    pub inside: bool,
 }
 
 impl fmt::Debug for Outgoing {
@@ -99,6 +106,7 @@ impl fmt::Debug for Outgoing {
             .field("body_bytes", &self.body.as_ref().map(Vec::len))
             .field("timeout", &self.timeout)
             .field("max_redirects", &self.max_redirects)
+            .field("inside", &self.inside)
             .finish()
     }
 }
@@ -177,7 +185,18 @@ fn charset(content_type: &str) -> Option<&str> {
 
 impl Net {
     pub fn new(dns: Arc<dyn Dns>) -> Net {
-        Net { dns, search: None }
+        Net {
+            dns,
+            search: None,
+            inside: None,
+        }
+    }
+
+    /// This client reaching loopback addresses inside the run's sandboxes
+    /// first (see [`super::inside`]).
+    pub fn with_inside(mut self, inside: Arc<dyn Inside>) -> Net {
+        self.inside = Some(inside);
+        self
     }
 
     /// This client with `provider` answering `websearch`.
@@ -213,7 +232,15 @@ impl Net {
     /// [`Net::send`]'s.
     pub async fn open(&self, req: Outgoing, auth: &dyn Authority) -> FlowResult<Opened> {
         let addrs = self.addresses(&req.dest, auth).await?;
-        let resp = transmit(&req.dest, &addrs, req.method, &req.headers, false, req.body).await?;
+        let hop = Hop {
+            dest: &req.dest,
+            addrs: &addrs,
+            method: req.method,
+            headers: &req.headers,
+            crossed: false,
+            inside: req.inside,
+        };
+        let resp = self.transmit(hop, req.body).await?;
         Ok(Opened {
             url: req.dest.url,
             resp,
@@ -238,7 +265,15 @@ impl Net {
             }
             let addrs = self.addresses(&dest, auth).await?;
             crossed |= dest.origin != first_origin;
-            let resp = transmit(&dest, &addrs, method, &req.headers, crossed, body.clone()).await?;
+            let this = Hop {
+                dest: &dest,
+                addrs: &addrs,
+                method,
+                headers: &req.headers,
+                crossed,
+                inside: req.inside,
+            };
+            let resp = self.transmit(this, body.clone()).await?;
             let status = resp.status().as_u16();
             let location = resp
                 .headers()
@@ -368,43 +403,72 @@ impl reqwest::dns::Resolve for NoLookup {
     }
 }
 
-/// Step 4: one HTTP exchange pinned to `addrs`.
-async fn transmit(
-    dest: &Destination,
-    addrs: &[IpAddr],
+/// One hop of a request: where it goes and what it carries.
+struct Hop<'a> {
+    dest: &'a Destination,
+    addrs: &'a [IpAddr],
     method: Method,
-    headers: &[(String, String)],
+    headers: &'a [(String, String)],
+    /// The chain left the first origin: only plain headers go.
     crossed: bool,
-    body: Option<Vec<u8>>,
-) -> FlowResult<reqwest::Response> {
-    // No timeout of its own: the call's one deadline (in `Net::send`)
-    // bounds this exchange and the body read, and reports `timeout`.
-    let mut builder = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .dns_resolver(Arc::new(NoLookup));
-    if dest.ip.is_none() {
-        let pinned: Vec<SocketAddr> = addrs
+    /// It may connect inside the run's sandboxes.
+    inside: bool,
+}
+
+impl Net {
+    /// Step 4: one HTTP exchange pinned to the hop's addresses; to a
+    /// loopback one inside the run's sandboxes when a server there
+    /// accepts it.
+    async fn transmit(&self, hop: Hop<'_>, body: Option<Vec<u8>>) -> FlowResult<reqwest::Response> {
+        let dest = hop.dest;
+        // No timeout of its own: the call's one deadline (in `Net::send`)
+        // bounds this exchange and the body read, and reports `timeout`.
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .dns_resolver(Arc::new(NoLookup));
+        let pinned: Vec<SocketAddr> = hop
+            .addrs
             .iter()
             .map(|ip| SocketAddr::new(*ip, dest.port))
             .collect();
-        builder = builder.resolve_to_addrs(&dest.host, &pinned);
-    }
-    let client = builder.build().map_err(|e| failed(dest, &e))?;
-    let mut rb = match method {
-        Method::Get => client.get(dest.url.clone()),
-        Method::Post => client.post(dest.url.clone()),
-    };
-    for (name, value) in headers {
-        if crossed && !PLAIN_HEADERS.iter().any(|p| name.eq_ignore_ascii_case(p)) {
-            continue;
+        let joined = match &self.inside {
+            Some(inside) if hop.inside => inside::route(inside, &pinned).await,
+            _ => None,
+        };
+        let joined = joined.transpose().map_err(|e| {
+            FlowError::new(
+                ErrorCode::RequestFailed,
+                format!(
+                    "request to {} failed: cannot reach the run's sandbox: {e}",
+                    dest.origin
+                ),
+            )
+        })?;
+        if let Some(joined) = &joined {
+            builder = builder.unix_socket(joined.path());
+        } else if dest.ip.is_none() {
+            builder = builder.resolve_to_addrs(&dest.host, &pinned);
         }
-        rb = rb.header(name.as_str(), value.as_str());
+        let client = builder.build().map_err(|e| failed(dest, &e))?;
+        let mut rb = match hop.method {
+            Method::Get => client.get(dest.url.clone()),
+            Method::Post => client.post(dest.url.clone()),
+        };
+        for (name, value) in hop.headers {
+            if hop.crossed && !PLAIN_HEADERS.iter().any(|p| name.eq_ignore_ascii_case(p)) {
+                continue;
+            }
+            rb = rb.header(name.as_str(), value.as_str());
+        }
+        if let Some(body) = body {
+            rb = rb.body(body);
+        }
+        // `joined` lives until the library has connected through it.
+        let sent = rb.send().await.map_err(|e| failed(dest, &e));
+        drop(joined);
+        sent
     }
-    if let Some(body) = body {
-        rb = rb.body(body);
-    }
-    rb.send().await.map_err(|e| failed(dest, &e))
 }
 
 fn failed(dest: &Destination, e: &reqwest::Error) -> FlowError {

@@ -5,6 +5,7 @@
 pub mod client;
 pub mod destination;
 pub mod dns;
+pub mod inside;
 pub mod search;
 
 pub use client::{Incoming, Method, Net, Opened, Outgoing};

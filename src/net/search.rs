@@ -211,6 +211,7 @@ impl Exa {
             body: Some(body.to_string().into_bytes()),
             timeout: TIMEOUT,
             max_redirects: 0,
+            inside: false,
         };
         let mut resp = send(net, auth, req, "exa").await?;
         // A provider that echoes the key (in an error page, in a result)
@@ -340,6 +341,7 @@ impl Searxng {
             body: None,
             timeout: TIMEOUT,
             max_redirects: 0,
+            inside: false,
         };
         let resp = send(net, auth, req, "searxng").await?;
         let refused = |status| {

@@ -505,6 +505,8 @@ impl RuntimeBuilder {
             }
             ctx.net = Arc::new(net);
         }
+        let inside = Arc::new(InsideSandboxes(ctx.sandbox.clone()));
+        ctx.net = Arc::new((*ctx.net).clone().with_inside(inside));
         ctx.protected = audit.protected.clone();
         ctx.secrets.extend(self.secrets.iter().cloned());
         let callers = serve::Callers::default();
@@ -1045,5 +1047,20 @@ fn random_u32() -> u32 {
     match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)) {
         Ok(()) => u32::from_le_bytes(bytes),
         Err(_) => fresh_seed() as u32,
+    }
+}
+
+/// The network client's way into the run's sandboxes: a server a command
+/// started listens there (see `net::inside`).
+#[derive(Debug)]
+struct InsideSandboxes(Arc<crate::sandbox::Sandbox>);
+
+impl crate::net::inside::Inside for InsideSandboxes {
+    fn connect(&self, addr: std::net::SocketAddr) -> Option<std::net::TcpStream> {
+        self.0.connect_inside(addr)
+    }
+
+    fn serving(&self) -> bool {
+        self.0.serves_inside()
     }
 }

@@ -97,10 +97,11 @@ pub(super) fn derive_with(view: &StaticView, workspace: &Path, look: &mut Lookup
 /// so that commands cannot write in it (a tree is writable only with
 /// both), with the rule that would open it. For `sluice policy explain`.
 pub fn hints(view: &StaticView, workspace: &Path) -> Vec<String> {
-    let writable: Vec<PathBuf> = open_trees(view, Action::FsWrite, workspace, &mut Lookups::fresh())
-        .into_iter()
-        .map(|(dir, _)| dir)
-        .collect();
+    let writable: Vec<PathBuf> =
+        open_trees(view, Action::FsWrite, workspace, &mut Lookups::fresh())
+            .into_iter()
+            .map(|(dir, _)| dir)
+            .collect();
     let mut out = Vec::new();
     for rule in view.rules.iter().filter(|r| r.decision == Decision::Allow) {
         let (Some(FsShape::Tree(dir)), true) = (
@@ -244,10 +245,7 @@ fn open_files(view: &StaticView, look: &mut Lookups) -> Vec<PathBuf> {
         };
         let real = found.real;
         let cap = Capability::fs(Action::FsRead, &real);
-        if rule.selects(Action::FsRead)
-            && found.file
-            && allowed(view, &cap)
-            && !denied(view, &cap)
+        if rule.selects(Action::FsRead) && found.file && allowed(view, &cap) && !denied(view, &cap)
         {
             out.push(real);
         }

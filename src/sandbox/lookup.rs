@@ -234,7 +234,14 @@ mod tests {
         symlink("../..", root.join("a/b/c/up")).unwrap();
         symlink("loop", root.join("loop")).unwrap();
         let mut look = Lookups::fresh();
-        for p in ["abs/c/f", "rel/f", "rel/up/b/c", "a/b/../b/c", "abs", "rel/up"] {
+        for p in [
+            "abs/c/f",
+            "rel/f",
+            "rel/up/b/c",
+            "a/b/../b/c",
+            "abs",
+            "rel/up",
+        ] {
             let path = root.join(p);
             let want = std::fs::canonicalize(&path).unwrap();
             let got = look.real(&path).unwrap();

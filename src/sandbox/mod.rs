@@ -325,7 +325,11 @@ struct Derived {
 impl Derived {
     /// What identifies `view`'s rules: the policies' loads and the ceiling.
     fn key(view: &crate::kernel::StaticView) -> (Vec<u64>, Vec<String>) {
-        let ceiling = view.ceiling.iter().map(|c| c.as_str().to_string()).collect();
+        let ceiling = view
+            .ceiling
+            .iter()
+            .map(|c| c.as_str().to_string())
+            .collect();
         (view.generations.clone(), ceiling)
     }
 }
@@ -439,6 +443,23 @@ impl Sandbox {
         let dir = root.join(format!("call-{n}"));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         Ok(dir)
+    }
+
+    /// A TCP connection to the loopback address `addr` inside the network
+    /// namespace of the run's sandboxes, where a server a command of the
+    /// run started listens (its network is not the host's); `None` when
+    /// nothing there accepts it (no command ran yet, or none listens).
+    pub fn connect_inside(&self, addr: std::net::SocketAddr) -> Option<std::net::TcpStream> {
+        if !addr.ip().is_loopback() {
+            return None;
+        }
+        self.shared.connect(addr).map(std::net::TcpStream::from)
+    }
+
+    /// Whether one of the run's sandboxes serves with a network of its own
+    /// (what [`Sandbox::connect_inside`] reaches).
+    pub fn serves_inside(&self) -> bool {
+        self.shared.serving_inside()
     }
 
     /// The empty file and folder hidden paths are masked with.

@@ -199,6 +199,7 @@ fn serve(sock: RawFd) -> i32 {
                         .filter(|c| c.id == frame.id)
                         .for_each(|c| c.acked = true);
                 }
+                Ok(Some(frame)) if frame.kind == b'N' => connect(fd, &frame),
                 Ok(Some(frame)) => command(fd, frame, &filter, &mut children),
                 Ok(None) => break,
                 Err(_) => return 1,
@@ -365,6 +366,43 @@ fn command(
         Err((errno, stage)) => {
             let _ = wire::send(sock, b'F', frame.id, &failure(errno, stage), &[]);
         }
+    }
+}
+
+/// Opens a TCP connection inside the sandbox's network namespace to the
+/// loopback address the frame names, for sluice (a `fetch` to a server a
+/// command started), and answers `connected` with the socket or the
+/// errno. The connection is begun, not awaited: the helper serves on
+/// while sluice waits for it.
+fn connect(sock: RawFd, frame: &wire::Frame) {
+    let answer = match wire::read_address(&frame.body) {
+        Some(addr) if addr.ip().is_loopback() => begin_connect(addr),
+        _ => Err(libc::EINVAL),
+    };
+    let _ = match answer {
+        Ok(stream) => wire::send(
+            sock,
+            b'N',
+            frame.id,
+            &wire::number(0),
+            &[stream.as_raw_fd()],
+        ),
+        Err(errno) => wire::send(sock, b'N', frame.id, &wire::number(errno), &[]),
+    };
+}
+
+/// A non-blocking socket connecting to `addr` (connected, or on its way).
+fn begin_connect(addr: std::net::SocketAddr) -> Result<OwnedFd, i32> {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, SockaddrStorage};
+    let family = match addr {
+        std::net::SocketAddr::V4(_) => AddressFamily::Inet,
+        std::net::SocketAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let flags = SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK;
+    let fd = socket(family, SockType::Stream, flags, None).map_err(|e| e as i32)?;
+    match connect(fd.as_raw_fd(), &SockaddrStorage::from(addr)) {
+        Ok(()) | Err(nix::errno::Errno::EINPROGRESS) => Ok(fd),
+        Err(e) => Err(e as i32),
     }
 }
 

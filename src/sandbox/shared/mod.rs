@@ -48,6 +48,11 @@ pub struct Shared {
     program: PathBuf,
     args: Vec<OsString>,
     link: OnceLock<Result<Link, String>>,
+    /// Whether its network namespace is its own (the network is closed):
+    /// a server a command started there is reachable only inside.
+    own_network: bool,
+    /// When a command last started in it (the run's count of starts).
+    used: AtomicU64,
 }
 
 impl std::fmt::Debug for Shared {
@@ -62,11 +67,13 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     /// A sandbox made by `program` with `args` (see [`key`]), not started
     /// yet.
-    fn new(program: &Path, args: Vec<OsString>) -> Shared {
+    fn new(program: &Path, args: Vec<OsString>, own_network: bool) -> Shared {
         Shared {
             program: program.to_path_buf(),
             args,
             link: OnceLock::new(),
+            own_network,
+            used: AtomicU64::new(0),
         }
     }
 
@@ -109,6 +116,8 @@ fn key(bwrap: &Bwrap) -> Vec<OsString> {
 /// What waits for the helper's answers about one command.
 struct Waiter {
     started: Option<SyncSender<Result<u32, StartFailure>>>,
+    /// For a connection asked for (frame `connect`): the socket, or errno.
+    connected: Option<SyncSender<Result<OwnedFd, i32>>>,
     exit: Option<oneshot::Sender<crate::exec::Ended>>,
     /// Set when the helper says nothing of the command's session is left.
     over: Arc<std::sync::atomic::AtomicBool>,
@@ -266,6 +275,7 @@ impl Link {
             }
             let waiter = Waiter {
                 started: Some(started_tx),
+                connected: None,
                 exit: Some(exit_tx),
                 over: over.clone(),
             };
@@ -334,6 +344,45 @@ impl Link {
                     "the run's sandbox did not start the command in time, and was ended"
                 };
                 return Err(StartFailure::Broken(why.into()));
+            }
+        }
+    }
+}
+
+impl Link {
+    /// A TCP connection to the loopback address `addr` made inside the
+    /// sandbox's network namespace (connected, or on its way); the errno
+    /// when it could not be made there (nothing listens: ECONNREFUSED).
+    fn connect(&self, addr: std::net::SocketAddr) -> Result<OwnedFd, i32> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = sync_channel(1);
+        {
+            let mut table = lock(&self.table);
+            if table.broken.is_some() {
+                return Err(libc::ECONNREFUSED);
+            }
+            let waiter = Waiter {
+                started: None,
+                connected: Some(tx),
+                exit: None,
+                over: Arc::default(),
+            };
+            table.waiting.insert(id, waiter);
+        }
+        let sent = {
+            let _one = self.send.lock().unwrap_or_else(|e| e.into_inner());
+            wire::send(self.sock.as_raw_fd(), b'N', id, &wire::address(addr), &[])
+        };
+        if sent.is_err() {
+            lock(&self.table).waiting.remove(&id);
+            self.helper.end();
+            return Err(libc::ECONNREFUSED);
+        }
+        match rx.recv_timeout(START_WAIT) {
+            Ok(answer) => answer,
+            Err(_) => {
+                lock(&self.table).waiting.remove(&id);
+                Err(libc::ETIMEDOUT)
             }
         }
     }
@@ -669,6 +718,17 @@ fn sort(table: &Replies, frame: wire::Frame) -> Option<OwnedFd> {
             }
             table.waiting.remove(&frame.id);
         }
+        b'N' => {
+            let answer = match (number, frame.fds.into_iter().next()) {
+                (0, Some(fd)) => Ok(fd),
+                (0, None) => Err(libc::EIO),
+                (errno, _) => Err(errno),
+            };
+            if let Some(tx) = waiter.connected.take() {
+                let _ = tx.send(answer);
+            }
+            table.waiting.remove(&frame.id);
+        }
         b'X' => {
             let session_over = frame.body.get(4) == Some(&1);
             waiter.over.store(session_over, Ordering::Relaxed);
@@ -758,9 +818,16 @@ impl Starter for InShared {
             .map_err(|e| StartFailure::Broken(e.clone()))?;
         let running = link.run(command, Box::new(self.shared.clone()))?;
         self.placed.store(true, Ordering::Relaxed);
+        self.shared.used.store(
+            STARTS.fetch_add(1, Ordering::Relaxed) + 1,
+            Ordering::Relaxed,
+        );
         Ok(running)
     }
 }
+
+/// Commands started in any shared sandbox: orders them by their last use.
+static STARTS: AtomicU64 = AtomicU64::new(0);
 
 /// A run's shared sandboxes, by profile. Those no command uses beyond the
 /// most recent few are let go (their helper and namespaces end).
@@ -771,6 +838,35 @@ pub struct Sandboxes(Mutex<Vec<Arc<Shared>>>);
 const KEPT: usize = 4;
 
 impl Sandboxes {
+    /// A TCP connection to the loopback address `addr` inside the network
+    /// namespace of one of the run's sandboxes whose network is its own,
+    /// where a server one of its commands started listens: tried from the
+    /// sandbox used last, and `None` when nothing accepts it in any. No
+    /// sandbox is started for it.
+    pub fn connect(&self, addr: std::net::SocketAddr) -> Option<OwnedFd> {
+        let mut serving = self.inside();
+        serving.sort_by_key(|s| std::cmp::Reverse(s.used.load(Ordering::Relaxed)));
+        serving
+            .iter()
+            .find_map(|s| s.link().ok()?.connect(addr).ok())
+    }
+
+    /// Whether a sandbox of the run serves with a network of its own.
+    pub fn serving_inside(&self) -> bool {
+        !self.inside().is_empty()
+    }
+
+    /// The run's sandboxes that serve with a network of their own.
+    fn inside(&self) -> Vec<Arc<Shared>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|s| s.own_network && s.serving() && !s.ended())
+            .cloned()
+            .collect()
+    }
+
     /// The run's sandbox for `bwrap`'s profile, made (not started) if new.
     pub fn for_profile(&self, bwrap: &Bwrap) -> Arc<Shared> {
         let args = key(bwrap);
@@ -780,7 +876,7 @@ impl Sandboxes {
         if let Some(found) = all.iter().find(same) {
             return found.clone();
         }
-        let made = Arc::new(Shared::new(&bwrap.program, args));
+        let made = Arc::new(Shared::new(&bwrap.program, args, !bwrap.profile.network));
         all.push(made.clone());
         let surplus = all.len().saturating_sub(KEPT);
         let mut idle_seen = 0;

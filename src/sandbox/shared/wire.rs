@@ -12,6 +12,9 @@
 //! failed  = 'F' fds=0 id  errno:i32 stage:u8                     it could not be executed (0), its folder entered (1)
 //! ack     = 'A' fds=0 id                                         sluice -> helper: the pid is known
 //! exited  = 'X' fds=0 id  status:i32 over:u8                    its raw wait status; 1 when nothing of its session is left
+//! connect = 'N' fds=0 id  address                               sluice -> helper: open a TCP connection inside to a loopback address
+//! connected = 'N' fds=0|1 id errno:i32                          helper -> sluice: the socket (errno 0), connecting or connected; else why not
+//! address = family:u8 (4: ip:4 bytes, 6: ip:16 bytes) port:u16
 //! list    = count:u32 (len:u32 bytes)*
 //! ```
 //!
@@ -170,6 +173,40 @@ impl Reader {
             }
         }
     }
+}
+
+/// `addr` as an `address`.
+pub fn address(addr: std::net::SocketAddr) -> Vec<u8> {
+    let mut out = Vec::with_capacity(19);
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) => {
+            out.push(4);
+            out.extend_from_slice(&ip.octets());
+        }
+        std::net::IpAddr::V6(ip) => {
+            out.push(6);
+            out.extend_from_slice(&ip.octets());
+        }
+    }
+    out.extend_from_slice(&addr.port().to_le_bytes());
+    out
+}
+
+/// The `address` `body` holds, if it is one.
+pub fn read_address(body: &[u8]) -> Option<std::net::SocketAddr> {
+    let (ip, rest): (std::net::IpAddr, &[u8]) = match body.split_first()? {
+        (4, rest) if rest.len() == 6 => {
+            let octets: [u8; 4] = rest[..4].try_into().ok()?;
+            (octets.into(), &rest[4..])
+        }
+        (6, rest) if rest.len() == 18 => {
+            let octets: [u8; 16] = rest[..16].try_into().ok()?;
+            (octets.into(), &rest[16..])
+        }
+        _ => return None,
+    };
+    let port = u16::from_le_bytes(rest.try_into().ok()?);
+    Some(std::net::SocketAddr::new(ip, port))
 }
 
 /// Appends `items` as a `list`.
