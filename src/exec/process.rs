@@ -522,12 +522,19 @@ pub(crate) async fn collect_into(
     mut stop: watch::Receiver<bool>,
     mut sink: impl FnMut(&[u8]),
 ) -> bool {
-    let mut buf = vec![0u8; READ_BYTES];
+    // Most commands print little: a whole pipe's worth is made only once
+    // a read fills the first buffer.
+    let mut buf = vec![0u8; FIRST_READ_BYTES];
     loop {
         tokio::select! {
             r = pipe.read(&mut buf) => match r {
                 Ok(0) | Err(_) => return false,
-                Ok(n) => sink(&buf[..n]),
+                Ok(n) => {
+                    sink(&buf[..n]);
+                    if n == buf.len() && buf.len() < READ_BYTES {
+                        buf = vec![0u8; READ_BYTES];
+                    }
+                }
             },
             _ = stop.wait_for(|s| *s) => return true,
         }
@@ -864,7 +871,10 @@ fn launch_started(
 const PIPE_BYTES: i32 = 1 << 20;
 
 /// The read buffer: a whole pipe's worth in one call.
-const READ_BYTES: usize = 256 << 10;
+pub(crate) const READ_BYTES: usize = 256 << 10;
+
+/// The read buffer a stream starts with.
+pub(crate) const FIRST_READ_BYTES: usize = 16 << 10;
 
 fn widen(pipe: &impl std::os::fd::AsFd) {
     #[cfg(target_os = "linux")]

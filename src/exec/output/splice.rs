@@ -32,9 +32,7 @@ pub(crate) trait Source: AsyncRead + AsFd + Unpin + Send {}
 
 impl<T: AsyncRead + AsFd + Unpin + Send> Source for T {}
 
-/// One read: a whole pipe's worth (the executor widens pipes to 1 MiB) in
-/// a few calls.
-const READ_BYTES: usize = 256 << 10;
+use crate::exec::process::{FIRST_READ_BYTES, READ_BYTES};
 
 /// The most one splice moves: a whole widened pipe.
 const SPLICE_BYTES: usize = 1 << 20;
@@ -250,13 +248,18 @@ impl Mover {
     /// One read into memory, pushed to the collector.
     fn read(&mut self, pipe: BorrowedFd<'_>, c: &mut Collector) -> io::Result<usize> {
         if self.buf.is_empty() {
-            self.buf = vec![0; READ_BYTES];
+            // Most commands print little or nothing: a whole pipe's worth
+            // is made only once a read fills this.
+            self.buf = vec![0; FIRST_READ_BYTES];
         }
         loop {
             return match nix::unistd::read(pipe.as_raw_fd(), &mut self.buf) {
                 Ok(n) => {
                     c.push(&self.buf[..n]);
                     self.backlog = n == self.buf.len();
+                    if self.backlog && self.buf.len() < READ_BYTES {
+                        self.buf = vec![0; READ_BYTES];
+                    }
                     Ok(n)
                 }
                 Err(Errno::EINTR) => continue,
