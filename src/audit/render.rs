@@ -3,7 +3,9 @@
 //! [`visible`]), and tables are clipped to fit [`WIDTH`].
 
 use super::list::Listing;
-use super::show::{Call, ModelTotals, ModelUse, Outcome, Run, RunView};
+use super::show::{Call, Calls, ModelTotals, ModelUse, Outcome, Run};
+#[cfg(test)]
+use super::show::{HeldCalls, RunView};
 use super::verify::Verdict;
 use super::FlowFacts;
 use crate::calendar;
@@ -69,28 +71,63 @@ fn run_took(status: &str, duration_ms: Option<i64>) -> String {
     }
 }
 
-/// The header and the timeline of `sluice audit show`.
+/// The header and the timeline of `sluice audit show`, of a view held
+/// whole.
+#[cfg(test)]
 pub fn render_show(view: &RunView, facts: &dyn FlowFacts) -> String {
-    let mut out = render_header(&view.run, &view.calls, &view.models);
-    out.push('\n');
-    if view.calls.is_empty() {
-        out.push_str("no flow calls recorded\n");
-        return out;
+    let mut out = Vec::new();
+    // Writing to memory fails only on a bad call source, and a held one
+    // has none.
+    let _ = write_show(&view.run, &HeldCalls(&view.calls), facts, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Writes the header and the timeline of `sluice audit show` to `out`,
+/// reading `calls` a few times over and holding one call at a time (and
+/// what the header counts): a run of any length.
+pub fn write_show(
+    run: &Run,
+    calls: &dyn Calls,
+    facts: &dyn FlowFacts,
+    out: &mut dyn std::io::Write,
+) -> Result<(), String> {
+    let mut summary = Summary::default();
+    calls.each(&mut |c| {
+        summary.add(&c);
+        Ok(())
+    })?;
+    let mut text = render_header(run, &summary);
+    text.push('\n');
+    if summary.count == 0 {
+        text.push_str("no flow calls recorded\n");
+        return put(out, &text);
     }
-    out.push_str(&render_timeline(&view.run, &view.calls, facts));
-    if view.calls.iter().any(|c| !c.overlaps.is_empty()) {
+    put(out, &text)?;
+    write_timeline(run, calls, &summary, facts, out)?;
+    put(out, &footer(run, &summary))
+}
+
+fn put(out: &mut dyn std::io::Write, text: &str) -> Result<(), String> {
+    out.write_all(text.as_bytes())
+        .map_err(|e| format!("cannot write the view: {e}"))
+}
+
+/// What the notes under the timeline explain, when the run needs them.
+fn footer(run: &Run, summary: &Summary) -> String {
+    let mut out = String::new();
+    if summary.shown.overlapped {
         out.push_str(
             "\nOVERLAPS: the calls that were running while this one ran (tasks run concurrently), from each \
 call's recorded start and duration; an overlap shorter than the millisecond the start is kept to may not show.\n",
         );
     }
-    if view.calls.iter().any(|c| c.outcome == Outcome::Unknown) {
+    if summary.unknown > 0 {
         out.push_str(
             "\nOUTCOME UNKNOWN: the call's intent was recorded and synced before it ran, then the \
 process died before its outcome was written; it may or may not have taken effect.\n",
         );
     }
-    if view.calls.iter().any(|c| c.stopped_by().is_some()) {
+    if summary.stopped {
         out.push_str(
             "\nSTOPPED: the run was asked to stop (Ctrl-C, SIGTERM) while the call ran; sluice stopped it (a \
 command is killed at once) and recorded what it had done so far (`--call N` shows its output).\n",
@@ -99,12 +136,67 @@ command is killed at once) and recorded what it had done so far (`--call N` show
     let _ = writeln!(
         out,
         "`sluice audit show {} --call N` shows call #N whole.",
-        visible(&view.run.id)
+        visible(&run.id)
     );
     out
 }
 
-fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
+/// What the header and the timeline's layout need of all of a run's calls,
+/// counted one call at a time.
+#[derive(Default)]
+struct Summary {
+    count: i64,
+    irreversible: i64,
+    denied: i64,
+    unknown: i64,
+    capped: i64,
+    stopped: bool,
+    models: ModelTotals,
+    shown: Optional,
+    first_task: Option<String>,
+    resumed: Resumed,
+}
+
+/// What a resume's `resumed` line says: the calls replayed, the first that
+/// ran live, and where each task went live when they did so apart.
+#[derive(Default)]
+struct Resumed {
+    replayed: i64,
+    first_live: Option<i64>,
+    /// A replayed call came after the first live one.
+    interleaved: bool,
+    /// Each task's first live call, in order.
+    firsts: Vec<(String, i64)>,
+}
+
+impl Summary {
+    fn add(&mut self, c: &Call) {
+        self.count += 1;
+        self.irreversible += i64::from(c.tier == "irreversible");
+        self.denied += i64::from(c.denied());
+        self.unknown += i64::from(c.outcome == Outcome::Unknown);
+        self.capped += i64::from(c.capped);
+        self.stopped |= c.stopped_by().is_some();
+        self.models.add(c);
+        let first = self.first_task.get_or_insert_with(|| c.task.clone());
+        self.shown.tasks |= c.task != *first;
+        self.shown.clients |= c.client.is_some();
+        self.shown.routed |= c.route.as_ref().is_some_and(|r| !r.is_null());
+        self.shown.overlapped |= !c.overlaps.is_empty();
+        let r = &mut self.resumed;
+        if c.replayed_from.is_some() {
+            r.replayed += 1;
+            r.interleaved |= r.first_live.is_some_and(|n| c.n > n);
+        } else {
+            r.first_live.get_or_insert(c.n);
+            if !r.firsts.iter().any(|(t, _)| *t == c.task) {
+                r.firsts.push((c.task.clone(), c.n));
+            }
+        }
+    }
+}
+
+fn render_header(run: &Run, summary: &Summary) -> String {
     let mut h = Lines::default();
     h.field("run", &run.id);
     let sha = run.script_sha256.as_deref().map_or("none".into(), short);
@@ -116,10 +208,11 @@ fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
     h.field("started", &started_line(run));
     h.field("version", &run.version);
     if let Some(from) = &run.resumed_from {
-        h.field("resumed", &resumed_line(from, calls));
+        h.field("resumed", &resumed_line(from, &summary.resumed));
     }
     h.field("chain", seal_line(run));
-    h.field("calls", &counts_line(calls));
+    h.field("calls", &counts_line(summary));
+    let models = &summary.models;
     if models.calls + models.replayed > 0 {
         h.field("models", &models_line(models));
     }
@@ -131,33 +224,21 @@ fn render_header(run: &Run, calls: &[Call], models: &ModelTotals) -> String {
 /// (after which every call did), in this run's numbering. Tasks go live
 /// each on its own, so where another task's calls were still replayed
 /// after that one, each task's first live call is named.
-fn resumed_line(from: &str, calls: &[Call]) -> String {
-    let replayed = calls.iter().filter(|c| c.replayed_from.is_some()).count();
-    let what = plural(replayed as i64, "call", "calls");
-    let Some(first) = calls.iter().find(|c| c.replayed_from.is_none()) else {
+fn resumed_line(from: &str, r: &Resumed) -> String {
+    let what = plural(r.replayed, "call", "calls");
+    let Some(first) = r.first_live else {
         return format!("from run {from} ({what} replayed from it, none live)");
     };
-    let interleaved = calls
-        .iter()
-        .any(|c| c.n > first.n && c.replayed_from.is_some());
-    if !interleaved {
-        return format!(
-            "from run {from} ({what} replayed from it, live from #{})",
-            first.n
-        );
+    if !r.interleaved {
+        return format!("from run {from} ({what} replayed from it, live from #{first})");
     }
-    let mut firsts: Vec<&Call> = Vec::new();
-    for c in calls.iter().filter(|c| c.replayed_from.is_none()) {
-        if !firsts.iter().any(|f| f.task == c.task) {
-            firsts.push(c);
-        }
-    }
-    let named: Vec<String> = firsts
+    let named: Vec<String> = r
+        .firsts
         .iter()
         .take(TASKS_NAMED)
-        .map(|c| format!("task {} at #{}", c.task, c.n))
+        .map(|(task, n)| format!("task {task} at #{n}"))
         .collect();
-    let more = match firsts.len().saturating_sub(TASKS_NAMED) {
+    let more = match r.firsts.len().saturating_sub(TASKS_NAMED) {
         0 => String::new(),
         k => format!(" and {} more", plural(k as i64, "task", "tasks")),
     };
@@ -270,27 +351,22 @@ fn seal_line(run: &Run) -> &'static str {
     }
 }
 
-fn counts_line(calls: &[Call]) -> String {
-    let count = |f: fn(&Call) -> bool| calls.iter().filter(|c| f(c)).count() as i64;
-    let mut parts = vec![format!(
-        "{} irreversible",
-        count(|c| c.tier == "irreversible")
-    )];
-    parts.push(format!("{} denied", count(Call::denied)));
-    let unknown = count(|c| c.outcome == Outcome::Unknown);
-    if unknown > 0 {
-        parts.push(format!("{unknown} OUTCOME UNKNOWN"));
+fn counts_line(s: &Summary) -> String {
+    let mut parts = vec![format!("{} irreversible", s.irreversible)];
+    parts.push(format!("{} denied", s.denied));
+    if s.unknown > 0 {
+        parts.push(format!("{} OUTCOME UNKNOWN", s.unknown));
     }
-    let capped = count(|c| c.capped);
-    if capped > 0 {
-        parts.push(format!("{capped} with output capped"));
+    if s.capped > 0 {
+        parts.push(format!("{} with output capped", s.capped));
     }
-    format!("{} ({})", calls.len(), parts.join(", "))
+    format!("{} ({})", s.count, parts.join(", "))
 }
 
 /// The timeline's columns beyond those every run has: each is shown only
 /// when it says something for this run, so a run of one task whose calls
 /// ran one at a time keeps the plain table.
+#[derive(Default)]
 struct Optional {
     /// More than one task made calls: which one made each.
     tasks: bool,
@@ -302,25 +378,18 @@ struct Optional {
     overlapped: bool,
 }
 
-impl Optional {
-    fn of(calls: &[Call]) -> Optional {
-        let first = calls.first().map(|c| c.task.as_str());
-        Optional {
-            tasks: calls.iter().any(|c| Some(c.task.as_str()) != first),
-            clients: calls.iter().any(|c| c.client.is_some()),
-            routed: calls
-                .iter()
-                .any(|c| c.route.as_ref().is_some_and(|r| !r.is_null())),
-            overlapped: calls.iter().any(|c| !c.overlaps.is_empty()),
-        }
-    }
+/// One timeline column: its header, whether it is right-aligned, its cell.
+struct Column<'a> {
+    header: &'static str,
+    right: bool,
+    cell: Box<dyn Fn(&Call) -> String + 'a>,
 }
 
-fn render_timeline(run: &Run, calls: &[Call], facts: &dyn FlowFacts) -> String {
-    let shown = Optional::of(calls);
+/// The timeline's columns this run shows.
+fn columns<'a>(run: &'a Run, shown: &Optional, facts: &'a dyn FlowFacts) -> Vec<Column<'a>> {
     // (header, shown, right-aligned, cell)
     type Cell<'a> = Box<dyn Fn(&Call) -> String + 'a>;
-    let columns: Vec<(&str, bool, bool, Cell)> = vec![
+    let all: Vec<(&'static str, bool, bool, Cell)> = vec![
         ("#", true, false, Box::new(|c| format!("#{}", c.n))),
         ("TASK", shown.tasks, false, Box::new(|c| c.task.clone())),
         // A name and version fit; `--call N` has a longer one whole.
@@ -334,7 +403,7 @@ fn render_timeline(run: &Run, calls: &[Call], facts: &dyn FlowFacts) -> String {
             "AT",
             true,
             true,
-            Box::new(|c| {
+            Box::new(move |c| {
                 format!(
                     "+{}",
                     took_us((c.started_ms - run.started_ms).saturating_mul(1000))
@@ -369,16 +438,48 @@ fn render_timeline(run: &Run, calls: &[Call], facts: &dyn FlowFacts) -> String {
             false,
             Box::new(|c| overlaps_cell(&c.overlaps)),
         ),
-        ("INPUT", true, false, Box::new(|c| input_cell(c, facts))),
+        (
+            "INPUT",
+            true,
+            false,
+            Box::new(move |c| input_cell(c, facts)),
+        ),
     ];
-    let columns: Vec<_> = columns.into_iter().filter(|col| col.1).collect();
-    let header: Vec<&str> = columns.iter().map(|col| col.0).collect();
-    let mut table = Table::new(&header);
-    for c in calls {
-        table.row(columns.iter().map(|col| (col.3)(c)).collect());
-    }
-    let right: Vec<usize> = (0..columns.len()).filter(|&i| columns[i].2).collect();
-    table.render(columns.len() - 1, Clip::Right, &right)
+    all.into_iter()
+        .filter(|col| col.1)
+        .map(|(header, _, right, cell)| Column {
+            header,
+            right,
+            cell,
+        })
+        .collect()
+}
+
+/// The timeline, one call at a time: a pass for the columns' widths, then
+/// one writing each row.
+fn write_timeline(
+    run: &Run,
+    calls: &dyn Calls,
+    summary: &Summary,
+    facts: &dyn FlowFacts,
+    out: &mut dyn std::io::Write,
+) -> Result<(), String> {
+    let columns = columns(run, &summary.shown, facts);
+    let header: Vec<String> = columns.iter().map(|c| c.header.to_string()).collect();
+    let cells =
+        |c: &Call| -> Vec<String> { columns.iter().map(|col| one_line(&(col.cell)(c))).collect() };
+    let mut widths = Widths::of(&header);
+    calls.each(&mut |c| {
+        widths.fit(&cells(&c));
+        Ok(())
+    })?;
+    let layout = widths.layout(columns.len() - 1, Clip::Right, &right_of(&columns));
+    put(out, &layout.line(&header))?;
+    calls.each(&mut |c| put(out, &layout.line(&cells(&c))))
+}
+
+fn right_of(columns: &[Column]) -> Vec<usize> {
+    (0..columns.len()).filter(|&i| columns[i].right).collect()
 }
 
 /// How many calls an OVERLAPS cell names before it only counts the rest
@@ -830,38 +931,79 @@ impl Table {
     /// Renders with column `flex` clipped to what the others leave of
     /// `WIDTH` (at least 20), and the `right` columns right-aligned.
     fn render(&self, flex: usize, clip: Clip, right: &[usize]) -> String {
-        let mut widths: Vec<usize> = vec![0; self.rows[0].len()];
-        for row in &self.rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
+        let mut widths = Widths::of(&self.rows[0]);
+        self.rows[1..].iter().for_each(|r| widths.fit(r));
+        let layout = widths.layout(flex, clip, right);
+        self.rows.iter().map(|r| layout.line(r)).collect()
+    }
+}
+
+/// The widest cell of each column so far.
+struct Widths(Vec<usize>);
+
+impl Widths {
+    fn of(header: &[String]) -> Widths {
+        let mut w = Widths(vec![0; header.len()]);
+        w.fit(header);
+        w
+    }
+
+    fn fit(&mut self, row: &[String]) {
+        for (w, cell) in self.0.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
         }
-        let others: usize = widths
+    }
+
+    /// The layout with column `flex` clipped to what the others leave of
+    /// `WIDTH` (at least 20), and the `right` columns right-aligned.
+    fn layout(mut self, flex: usize, clip: Clip, right: &[usize]) -> Layout {
+        let others: usize = self
+            .0
             .iter()
             .enumerate()
             .filter(|(i, _)| *i != flex)
             .map(|(_, w)| w + 2)
             .sum();
-        widths[flex] = widths[flex].min(WIDTH.saturating_sub(others).max(20));
-        let mut out = String::new();
-        for row in &self.rows {
-            let cells = row.iter().zip(&widths).enumerate().map(|(i, (cell, &w))| {
-                let cell = if i == flex {
-                    clip_to(cell, w, clip)
+        self.0[flex] = self.0[flex].min(WIDTH.saturating_sub(others).max(20));
+        Layout {
+            widths: self.0,
+            flex,
+            clip,
+            right: right.to_vec(),
+        }
+    }
+}
+
+/// How a table's rows are laid out.
+struct Layout {
+    widths: Vec<usize>,
+    flex: usize,
+    clip: Clip,
+    right: Vec<usize>,
+}
+
+impl Layout {
+    /// One row (cells already on one line), ended by a line break.
+    fn line(&self, row: &[String]) -> String {
+        let cells = row
+            .iter()
+            .zip(&self.widths)
+            .enumerate()
+            .map(|(i, (cell, &w))| {
+                let cell = if i == self.flex {
+                    clip_to(cell, w, self.clip)
                 } else {
                     cell.clone()
                 };
-                if right.contains(&i) {
+                if self.right.contains(&i) {
                     format!("{cell:>w$}")
                 } else {
                     format!("{cell:<w$}")
                 }
             });
-            let line = cells.collect::<Vec<_>>().join("  ");
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
-        out
+        let mut line = cells.collect::<Vec<_>>().join("  ").trim_end().to_string();
+        line.push('\n');
+        line
     }
 }
 

@@ -203,24 +203,31 @@ pub struct ModelTotals {
 
 impl ModelTotals {
     /// The totals of `calls`.
+    #[cfg(test)]
     pub fn of(calls: &[Call]) -> ModelTotals {
         let mut t = ModelTotals::default();
-        for (c, u) in calls.iter().filter_map(|c| Some((c, c.model_use()?))) {
-            if c.replayed_from.is_some() {
-                t.replayed += 1;
-                continue;
-            }
-            t.calls += 1;
-            t.input_tokens += u.input_tokens;
-            t.cached_tokens += u.cached_tokens;
-            t.output_tokens += u.output_tokens;
-            t.latency_ms += u.latency_ms;
-        }
+        calls.iter().for_each(|c| t.add(c));
         t
+    }
+
+    /// Counts call `c`, when it is a model call.
+    pub fn add(&mut self, c: &Call) {
+        let Some(u) = c.model_use() else { return };
+        if c.replayed_from.is_some() {
+            self.replayed += 1;
+            return;
+        }
+        self.calls += 1;
+        self.input_tokens += u.input_tokens;
+        self.cached_tokens += u.cached_tokens;
+        self.output_tokens += u.output_tokens;
+        self.latency_ms += u.latency_ms;
     }
 }
 
-/// A run and its calls in chain order: `sluice audit show`.
+/// A run and its calls in chain order: the shape `sluice audit show
+/// --json` has ([`write_json`] writes it one call at a time).
+#[cfg(test)]
 #[derive(Debug, Clone, Serialize)]
 pub struct RunView {
     pub run: Run,
@@ -376,26 +383,110 @@ fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
-/// A run and all its calls.
+/// A run and all its calls, held whole (for a run of any size, a view
+/// reads them through [`Recorded`] instead, one at a time).
+#[cfg(test)]
 pub fn show(conn: &Connection, run_id: &str) -> Result<RunView, String> {
-    let run = rows::load_run(conn, run_id)?;
-    let live = run.running();
+    let (run, recorded) = Recorded::open(conn, run_id)?;
     let mut calls = Vec::new();
-    let mut spans = Vec::new();
-    rows::each_call(conn, run_id, Output::Resolved, rows::db, |c| {
-        spans.extend(Span::of(&c, live));
-        calls.push(Call::of(&c, live));
+    recorded.each(&mut |c| {
+        calls.push(c);
         Ok(())
     })?;
-    let mut found = overlapping(spans);
-    for c in &mut calls {
-        c.overlaps = found.remove(&c.n).unwrap_or_default();
-    }
     Ok(RunView {
-        run: Run::of(&run),
+        run,
         models: ModelTotals::of(&calls),
         calls,
     })
+}
+
+/// A run's calls as a view reads them, in chain order, once per pass: a
+/// view of a run of any size holds one call at a time.
+pub trait Calls {
+    /// Hands each call to `f`, in chain order, stopping at its first error.
+    fn each(&self, f: &mut dyn FnMut(Call) -> Result<(), String>) -> Result<(), String>;
+}
+
+/// Writes `sluice audit show --json` of `run` to `out`, one call at a
+/// time: the bytes `serde_json::to_string_pretty` makes of the
+/// [`RunView`], and a line break.
+pub fn write_json(
+    run: &Run,
+    calls: &dyn Calls,
+    out: &mut dyn std::io::Write,
+) -> Result<(), String> {
+    let mut put = |text: &str| {
+        out.write_all(text.as_bytes())
+            .map_err(|e| format!("cannot write the view: {e}"))
+    };
+    put(&format!(
+        "{{\n  \"run\": {},\n  \"calls\": [",
+        pretty(run, 1)
+    ))?;
+    let mut models = ModelTotals::default();
+    let mut first = true;
+    calls.each(&mut |c| {
+        models.add(&c);
+        let sep = if first { "\n    " } else { ",\n    " };
+        first = false;
+        put(&format!("{sep}{}", pretty(&c, 2)))
+    })?;
+    let close = if first { "]" } else { "\n  ]" };
+    put(&format!(
+        "{close},\n  \"models\": {}\n}}\n",
+        pretty(&models, 1)
+    ))
+}
+
+/// `v` as pretty JSON nested `depth` levels deep.
+fn pretty<T: Serialize>(v: &T, depth: usize) -> String {
+    let text = serde_json::to_string_pretty(v).unwrap_or_default();
+    text.replace('\n', &format!("\n{}", "  ".repeat(depth)))
+}
+
+/// Calls held in memory (a [`RunView`]'s).
+#[cfg(test)]
+pub struct HeldCalls<'a>(pub &'a [Call]);
+
+#[cfg(test)]
+impl Calls for HeldCalls<'_> {
+    fn each(&self, f: &mut dyn FnMut(Call) -> Result<(), String>) -> Result<(), String> {
+        self.0.iter().try_for_each(|c| f(c.clone()))
+    }
+}
+
+/// A run's calls read from the record on each pass, each with the calls
+/// it overlapped (found once, from every call's span).
+pub struct Recorded<'a> {
+    conn: &'a Connection,
+    run_id: String,
+    live: bool,
+    overlaps: HashMap<i64, Vec<i64>>,
+}
+
+impl<'a> Recorded<'a> {
+    /// Run `run_id` and its calls in the record.
+    pub fn open(conn: &'a Connection, run_id: &str) -> Result<(Run, Recorded<'a>), String> {
+        let run = rows::load_run(conn, run_id)?;
+        let live = run.running();
+        let recorded = Recorded {
+            conn,
+            run_id: run_id.to_string(),
+            live,
+            overlaps: overlaps_in(conn, &run)?,
+        };
+        Ok((Run::of(&run), recorded))
+    }
+}
+
+impl Calls for Recorded<'_> {
+    fn each(&self, f: &mut dyn FnMut(Call) -> Result<(), String>) -> Result<(), String> {
+        rows::each_call(self.conn, &self.run_id, Output::Resolved, rows::db, |c| {
+            let mut call = Call::of(&c, self.live);
+            call.overlaps = self.overlaps.get(&call.n).cloned().unwrap_or_default();
+            f(call)
+        })
+    }
 }
 
 /// Call `#n` of a run, with its run.
@@ -419,13 +510,18 @@ pub fn call(conn: &Connection, run_id: &str, n: i64) -> Result<(Run, Call), Stri
 
 /// The calls of run `run` that overlapped its call `#n`.
 fn overlaps_of(conn: &Connection, run: &StoredRun, n: i64) -> Result<Vec<i64>, String> {
+    Ok(overlaps_in(conn, run)?.remove(&n).unwrap_or_default())
+}
+
+/// Which calls of run `run` each call overlapped, from every call's span.
+fn overlaps_in(conn: &Connection, run: &StoredRun) -> Result<HashMap<i64, Vec<i64>>, String> {
     let live = run.running();
     let mut spans = Vec::new();
     rows::each_stored_call(conn, &run.id, Output::Inline, rows::db, |c| {
         spans.extend(Span::of(&c, live));
         Ok(())
     })?;
-    Ok(overlapping(spans).remove(&n).unwrap_or_default())
+    Ok(overlapping(spans))
 }
 
 #[cfg(test)]

@@ -316,3 +316,33 @@ fn a_clients_name_cannot_drive_the_terminal_and_a_long_one_is_clipped() {
         "{page:?}"
     );
 }
+
+/// What `sluice audit show` writes of run `id`, read one call at a time.
+fn streamed(conn: &Connection, id: &str, json: bool) -> String {
+    let (run, calls) = Recorded::open(conn, id).unwrap();
+    let mut out = Vec::new();
+    if json {
+        write_json(&run, &calls, &mut out).unwrap();
+    } else {
+        crate::audit::render::write_show(&run, &calls, &Facts, &mut out).unwrap();
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn show_streams_the_same_bytes_as_the_view_held_whole() {
+    let (_d, conn) = db();
+    standard(&conn, "r1");
+    insert_run(&conn, "empty", "/w/e.lua", T0 + 60_000);
+    for id in ["r1", "empty"] {
+        let view = show(&conn, id).unwrap();
+        let mut whole = serde_json::to_string_pretty(&view).unwrap();
+        whole.push('\n');
+        assert_eq!(streamed(&conn, id, true), whole, "--json of {id}");
+        assert_eq!(
+            streamed(&conn, id, false),
+            render_show(&view, &Facts),
+            "text of {id}"
+        );
+    }
+}

@@ -253,9 +253,24 @@ fn show(a: ShowArgs) -> Result<ExitCode, String> {
             Ok(emit(a.db.json, &call, |c| render::render_call(&run, c)))
         }
         None => {
-            let view = show::show(&conn, &id)?;
-            let facts = Registry::standard();
-            Ok(emit(a.db.json, &view, |v| render::render_show(v, &facts)))
+            // Read one call at a time: a run may hold hundreds of
+            // thousands (an MCP server's lives for days).
+            let (run, calls) = show::Recorded::open(&conn, &id)?;
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let written = if a.db.json {
+                show::write_json(&run, &calls, &mut out)
+            } else {
+                render::write_show(&run, &calls, &Registry::standard(), &mut out)
+            };
+            match written.and_then(|()| {
+                std::io::Write::flush(&mut out).map_err(|e| format!("cannot write the view: {e}"))
+            }) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                // A reader that went away (`| head`) is not an error of ours.
+                Err(e) if e.contains("Broken pipe") => Ok(ExitCode::SUCCESS),
+                Err(e) => Err(e),
+            }
         }
     }
 }
