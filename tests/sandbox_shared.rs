@@ -318,6 +318,29 @@ assert(up.exitCode == 0, "the job's server never came up")
     )
 }
 
+/// What a run prints of a `fetch` of 127.0.0.1:`port` made after a job of
+/// it started serving "from inside" there: `fetch ` and the Lua expression
+/// `shown` of the page, or the error's code; with the origin's
+/// `net:private` grant when `granted`.
+fn fetch_beside_job(ws: &std::path::Path, port: u16, shown: &str, granted: bool) -> String {
+    let origin = format!("http://127.0.0.1:{port}");
+    let script = format!(
+        r#"{start}
+local page, err = sluice.fetch{{url = "{origin}/"}}
+print("fetch " .. (page and ({shown}) or err.code))
+job:kill()
+"#,
+        start = start_job(&server_saying(port, "from inside"), port)
+    );
+    let approve = format!("net:private:{origin}");
+    let mut flags = vec!["--sandbox", "bwrap", "--no-audit"];
+    if granted {
+        flags.extend(["--approve", approve.as_str()]);
+    }
+    let run = run_lua_with(ws, &script, &flags, &[]).ok();
+    tagged(&run.stdout, "fetch ")
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -331,36 +354,16 @@ fn fetch_reaches_a_server_a_command_started_with_the_origins_grant_alone() {
     need_bwrap();
     let ws = workspace();
     let port = free_port();
-    let origin = format!("http://127.0.0.1:{port}");
     // The default policy closes the network: the server listens in the
     // run's namespace, not on the host's loopback, and fetch reaches it
     // there. The grant is still asked for: without it, nothing is sent.
-    let script = format!(
-        r#"{start}
-local page, err = sluice.fetch{{url = "{origin}/x"}}
-print("fetch " .. (page and (page.status .. " " .. page.body) or err.code))
-job:kill()
-"#,
-        start = start_job(&server_saying(port, "from inside"), port)
-    );
-    let approve = format!("net:private:{origin}");
-    let granted = run_lua_with(
-        ws.path(),
-        &script,
-        &["--sandbox", "bwrap", "--no-audit", "--approve", &approve],
-        &[],
-    )
-    .ok();
-    assert_eq!(tagged(&granted.stdout, "fetch "), "fetch 200 from inside");
-    let refused = run_lua_with(
-        ws.path(),
-        &script,
-        &["--sandbox", "bwrap", "--no-audit"],
-        &[],
-    )
-    .ok();
+    let shown = r#"page.status .. " " .. page.body"#;
     assert_eq!(
-        tagged(&refused.stdout, "fetch "),
+        fetch_beside_job(ws.path(), port, shown, true),
+        "fetch 200 from inside"
+    );
+    assert_eq!(
+        fetch_beside_job(ws.path(), port, shown, false),
         "fetch permission_required"
     );
     let heard = std::fs::read_to_string(ws.file("heard.txt")).unwrap();
@@ -390,26 +393,10 @@ fn a_command_cannot_shadow_a_host_service_that_is_up() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let origin = format!("http://127.0.0.1:{port}");
-    let script = format!(
-        r#"{start}
-local page, err = sluice.fetch{{url = "{origin}/"}}
-print("fetch " .. (page and page.body or err.code))
-job:kill()
-"#,
-        start = start_job(&server_saying(port, "from inside"), port)
-    );
-    let approve = format!("net:private:{origin}");
-    let run = run_lua_with(
-        ws.path(),
-        &script,
-        &["--sandbox", "bwrap", "--no-audit", "--approve", &approve],
-        &[],
-    )
-    .ok();
+    let fetched = fetch_beside_job(ws.path(), port, "page.body", true);
     let _ = host.kill();
     let _ = host.wait();
-    assert_eq!(tagged(&run.stdout, "fetch "), "fetch from the host");
+    assert_eq!(fetched, "fetch from the host");
 }
 
 #[test]
