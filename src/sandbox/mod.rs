@@ -408,6 +408,9 @@ impl Sandbox {
         mode: Mode,
     ) {
         let mut look = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
+        // An approval may have taken minutes since the derivation: what
+        // it learned of changing trees is asked again.
+        look.begin();
         derive::widen(view, workspace, profile, mode, &mut look);
     }
 
