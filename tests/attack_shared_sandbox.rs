@@ -152,10 +152,12 @@ fn a_job_that_stops_the_helpers_child_before_exec_hangs_no_call() {
     let ws = workspace();
     std::fs::write(ws.file("catch.py"), CATCHER).unwrap();
     // A child stopped before its exec held the helper in its wait: the
-    // call waited 30 s, and so would any other. Now the helper ends on
-    // it and the call is told at once; a command caught just after its
-    // exec is stopped until its call's timeout, as the job could stop
-    // any of the run's commands. Control: the calls come back.
+    // call waited 30 s, and so would any other. Now the child is outside
+    // every command's landlock domain, with signals scoped, so the job
+    // cannot stop it (nor the helper, which waits for its exec); a command
+    // caught just after its exec is stopped until its call's timeout, as
+    // the job could stop any of the run's commands. Control: the calls
+    // come back.
     let script = format!(
         r#"{SH}
 local job = assert(sluice.bash{{command = "python3 catch.py", background = true}})
