@@ -292,21 +292,36 @@ impl Core {
         input: Value,
         relay: Option<TextRelay>,
     ) -> FlowResult<Value> {
-        self.call_as(task, name, input, (relay, false)).await
+        self.call_as(task, name, input, (relay, false), Clone::clone)
+            .await
     }
 
-    /// A call, `nested` when a running flow makes it ([`Core::inner_door`]).
-    async fn call_as(
+    /// [`Core::call_watched`] for a caller that only reads the result (a
+    /// script turning the output into a Lua table): `read` sees it first,
+    /// and the record then keeps the output itself, not a copy of it.
+    pub async fn call_reading<R>(
+        &self,
+        (task, name, input): (&str, &str, Value),
+        relay: Option<TextRelay>,
+        read: impl FnOnce(&FlowResult<Value>) -> R,
+    ) -> R {
+        self.call_as(task, name, input, (relay, false), read).await
+    }
+
+    /// A call, `nested` when a running flow makes it ([`Core::inner_door`]);
+    /// its result is what `read` makes of it.
+    async fn call_as<R>(
         &self,
         task: &str,
         name: &str,
         input: Value,
         (relay, nested): (Option<TextRelay>, bool),
-    ) -> FlowResult<Value> {
+        read: impl FnOnce(&FlowResult<Value>) -> R,
+    ) -> R {
         // The record, the replay and the policy see the canonical name.
         let name = self.registry.get(name).map_or(name, |f| f.spec().name);
         let seq = match self.audit.begin(task, name, &input) {
-            Begin::Answered(result) => return result,
+            Begin::Answered(result) => return read(&result),
             Begin::Live(seq) => seq,
         };
         let served = self.served(task);
@@ -337,10 +352,18 @@ impl Core {
         // Like a call still waiting when a stop drops the run: no outcome,
         // so a resume runs it rather than taking it for one cut short.
         let started = !matches!(&result, Err(e) if e.details.contains_key(NOT_STARTED));
-        if let (Some(recorder), Some(trail), true) = (recorded, trail, started) {
-            trail.finish(recorder, input, &result).await;
+        let Some((recorder, trail)) = recorded.zip(trail).filter(|_| started) else {
+            return read(&self.stop_if_stopped(result));
+        };
+        if result.is_ok() {
+            // Read before it is recorded: a large output is never copied.
+            // The caller still sees it only once the record holds it.
+            let used = read(&result);
+            trail.finish(recorder, input, result).await;
+            return used;
         }
-        self.stop_if_stopped(result)
+        trail.finish(recorder, input, result.clone()).await;
+        read(&self.stop_if_stopped(result))
     }
 
     /// A call of `task`, cut short when the script ends while it waits or
@@ -467,7 +490,10 @@ impl Core {
         let task: Rc<str> = crate::call::inner_task(task, seq).into();
         Some(crate::flows::Inner(Rc::new(move |flow, input| {
             let (core, task) = (core.clone(), task.clone());
-            Box::pin(async move { core.call_as(&task, flow, input, (None, true)).await })
+            Box::pin(async move {
+                core.call_as(&task, flow, input, (None, true), Clone::clone)
+                    .await
+            })
         })))
     }
 
@@ -722,9 +748,10 @@ impl Trail {
 
     /// Step 8: records the outcome. Compensable and irreversible calls wait
     /// until it is committed, so a resume after a kill does not repeat them.
-    async fn finish(self, recorder: &Recorder, input: Rc<Value>, result: &FlowResult<Value>) {
+    async fn finish(self, recorder: &Recorder, input: Rc<Value>, result: FlowResult<Value>) {
+        let ok = result.is_ok();
         let outcome = Outcome::new(
-            result.clone(),
+            result,
             self.started.get().1.elapsed().as_micros() as i64,
             self.decisions.during.take(),
         );
@@ -732,7 +759,7 @@ impl Trail {
             recorder.outcome(&self.task, self.seq, outcome)
         } else {
             let input = Rc::try_unwrap(input).unwrap_or_else(|rc| (*rc).clone());
-            let wait = self.tier.get() != Tier::Sealed && result.is_ok();
+            let wait = self.tier.get() != Tier::Sealed && ok;
             recorder.call_awaited(self.row(input), outcome, wait).await
         };
         if let Err(why) = done {

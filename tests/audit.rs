@@ -653,6 +653,68 @@ fn replay_refuses_a_changed_script_unless_given_and_diverges_at_the_call_that_di
     );
 }
 
+/// A replay verifies its record beside the script (on a second thread):
+/// whatever the script prints waits for the verdict, so a tampered record
+/// is refused with nothing of it shown, wherever the edit is, while an
+/// intact one replays with its output and `--force` goes on regardless.
+#[test]
+fn a_replay_of_a_tampered_record_shows_nothing_but_the_refusal() {
+    let ws = workspace();
+    std::fs::write(ws.file("a.txt"), "a").unwrap();
+    let path = script_file(
+        ws.path(),
+        "print('before any call')\nfor i = 1, 300 do\n  local r = assert(sluice.read{path = 'a.txt'})\n  print(i, r.content)\nend\n",
+    );
+    run_script_with(ws.path(), &path, &[], &[]).ok();
+    let id = last_run(&open(ws.path()));
+    let intact = sluice(ws.path(), &["replay", &id]);
+    assert_eq!(intact.code, 0, "{}", intact.stderr);
+    assert!(
+        intact.stdout.starts_with("before any call\n1\ta\n"),
+        "{}",
+        intact.stdout
+    );
+    assert!(intact.stdout.ends_with("300\ta\n"), "{}", intact.stdout);
+
+    for n in [1, 150, 300] {
+        let conn = open(ws.path());
+        conn.execute(
+            "UPDATE calls SET status = 'error' WHERE run = ?1 AND n = ?2",
+            rusqlite::params![id, n],
+        )
+        .unwrap();
+        let refused = sluice(ws.path(), &["replay", &id]);
+        assert_eq!(
+            (refused.code, refused.stdout.as_str()),
+            (2, ""),
+            "row {n}: {}",
+            refused.stderr
+        );
+        assert_eq!(
+            refused.stderr,
+            format!(
+                "sluice: the record of run {id} does not verify (outcome edited: its status, output, error, \
+                 duration, late decisions or redactions do not hash to its outcome hash); \
+                 `sluice audit verify {id}` shows where. Give --force to go on anyway\n"
+            ),
+            "row {n}"
+        );
+        let forced = sluice(ws.path(), &["replay", &id, "--force"]);
+        assert!(
+            forced.stdout.starts_with("before any call\n"),
+            "row {n}: {}",
+            forced.stdout
+        );
+        conn.execute(
+            "UPDATE calls SET status = 'ok' WHERE run = ?1 AND n = ?2",
+            rusqlite::params![id, n],
+        )
+        .unwrap();
+    }
+    let restored = sluice(ws.path(), &["replay", &id]);
+    assert_eq!((restored.code, restored.stdout), (0, intact.stdout));
+}
+
 #[test]
 fn resume_continues_after_a_kill_without_repeating_done_calls() {
     let ws = workspace();

@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// Rows that may wait in the queue before a call blocks on the writer. Each
@@ -48,7 +49,7 @@ const BATCH: usize = 512;
 const INLINE: usize = 1024;
 /// How long the writer sleeps when its queue is empty: rows nobody waits
 /// for are committed within about this long.
-const QUIET: std::time::Duration = std::time::Duration::from_millis(1);
+const QUIET: Duration = Duration::from_millis(1);
 /// Content keys the writer remembers as stored, to skip an `INSERT OR
 /// IGNORE` it knows would do nothing; past this many it forgets them all,
 /// so a run of many distinct outputs keeps no key per call.
@@ -724,24 +725,41 @@ struct Settled {
 
 impl Writer {
     fn serve(mut self, rx: Receiver<Msg>) {
+        // Rows nobody waits for gather for up to `QUIET` before they are
+        // committed: a transaction per handful of sealed calls would cost
+        // the writer (and the core it shares with the run) more than the
+        // calls themselves.
+        let mut batch = Vec::new();
+        let mut oldest: Option<Instant> = None;
+        let mut urgent = false;
         loop {
-            // Whatever has queued up goes in one commit: an outcome shares
-            // the next intent's, and a run of reads shares a few.
-            let mut batch = Vec::new();
+            let mut closed = false;
             while batch.len() < BATCH {
                 match rx.try_recv() {
                     Ok(m) => {
                         self.queued.fetch_sub(1, Ordering::Relaxed);
+                        urgent |= m.awaited();
+                        oldest.get_or_insert_with(Instant::now);
                         batch.push(m);
                     }
                     Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) if batch.is_empty() => return,
-                    Err(TryRecvError::Disconnected) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        closed = true;
+                        break;
+                    }
                 }
             }
-            if batch.is_empty() {
-                std::thread::park_timeout(QUIET);
-            } else if self.commit(batch) {
+            let waited = oldest.map_or(Duration::ZERO, |t| t.elapsed());
+            if batch.is_empty() && closed {
+                return;
+            }
+            let due = urgent || closed || batch.len() >= BATCH || waited >= QUIET;
+            if batch.is_empty() || !due {
+                std::thread::park_timeout(QUIET.saturating_sub(waited));
+                continue;
+            }
+            (oldest, urgent) = (None, false);
+            if self.commit(std::mem::take(&mut batch)) {
                 return;
             }
         }

@@ -7,8 +7,10 @@ use crate::audit::{locate, store};
 use crate::kernel::approval::Prompt;
 use crate::runtime::Runtime;
 use clap::Args;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::rc::Rc;
 
 /// Re-run a recorded run against its record, touching nothing.
 #[derive(Debug, Args)]
@@ -101,54 +103,58 @@ pub struct ResumeArgs {
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
-    match prepare(&args.recorded) {
-        Err(e) => fail(e),
-        Ok((_, record, script)) => {
-            let given = &args.recorded.args;
-            let script_args =
-                match crate::credentials::restore_args(&record.run.id, &record.run.args, given) {
-                    Ok(a) => a,
-                    Err(e) => return fail(e),
-                };
-            let recorded_status = record.run.status.clone();
-            let id = record.run.id.clone();
-            let expected = record.len();
-            let builder = Runtime::builder()
-                .workspace(existing_workspace(&record.run.workspace))
-                .args(script_args)
-                .script(&script)
-                .prompt(Prompt::Unattended)
-                .replay(record, Mode::Replay);
-            let runtime = match builder.build() {
-                Ok(rt) => rt,
-                Err(e) => return fail(e.to_string()),
-            };
-            let ended = drive(&runtime, runtime.run_script(&script));
-            let answered = runtime.replayed_calls() as usize;
-            if runtime.halted().is_some() {
-                // An interrupted run's record ends where it stopped: a replay
-                // that matched all of it reproduced what there is.
-                if recorded_status == "interrupted"
-                    && runtime.replay_past_end()
-                    && answered == expected
-                {
-                    eprintln!(
-                        "sluice: run {id} reproduced up to where it was interrupted: {} answered from the record",
-                        calls(answered)
-                    );
-                    return ExitCode::SUCCESS;
-                }
-                return ended.exit;
-            }
-            verdict(
-                &id,
-                &recorded_status,
-                runtime.replayed_calls() as usize,
-                expected,
-                ended,
-            )
-        }
+    let (_, record, script, verifying) = match prepare(&args.recorded, Verify::Beside) {
+        Ok(found) => found,
+        Err(e) => return fail(e),
+    };
+    // Whatever this command says waits for the verdict: a record that does
+    // not verify is refused before anything else is shown.
+    let settled = |code: ExitCode| {
+        verifying.settle();
+        code
+    };
+    let given = &args.recorded.args;
+    let script_args =
+        match crate::credentials::restore_args(&record.run.id, &record.run.args, given) {
+            Ok(a) => a,
+            Err(e) => return settled(fail(e)),
+        };
+    let recorded_status = record.run.status.clone();
+    let id = record.run.id.clone();
+    let expected = record.len();
+    let builder = Runtime::builder()
+        .workspace(existing_workspace(&record.run.workspace))
+        .args(script_args)
+        .script(&script)
+        .prompt(Prompt::Unattended)
+        .replay(record, Mode::Replay);
+    let runtime = match builder.build() {
+        Ok(rt) => rt,
+        Err(e) => return settled(fail(e.to_string())),
+    };
+    let held = verifying.clone();
+    if let Err(e) = runtime.before_output(move || held.settle()) {
+        return settled(fail(format!("cannot hold the script's output: {e}")));
     }
+    let ended = drive(&runtime, async {
+        let ended = runtime.run_script(&script).await;
+        verifying.settle();
+        ended
+    });
+    let answered = runtime.replayed_calls() as usize;
+    if runtime.halted().is_some() {
+        // An interrupted run's record ends where it stopped: a replay
+        // that matched all of it reproduced what there is.
+        if recorded_status == "interrupted" && runtime.replay_past_end() && answered == expected {
+            eprintln!(
+                "sluice: run {id} reproduced up to where it was interrupted: {} answered from the record",
+                calls(answered)
+            );
+            return ExitCode::SUCCESS;
+        }
+        return ended.exit;
+    }
+    verdict(&id, &recorded_status, answered, expected, ended)
 }
 
 /// Whether the replay reproduced the run: every recorded call answered and
@@ -184,7 +190,7 @@ fn verdict(
 }
 
 pub fn resume(args: ResumeArgs) -> ExitCode {
-    let (db, record, script) = match prepare(&args.recorded) {
+    let (db, record, script, _) = match prepare(&args.recorded, Verify::First) {
         Ok(found) => found,
         Err(e) => return fail(e),
     };
@@ -307,8 +313,67 @@ fn live_from(given: &str, record: &Record) -> Result<u64, String> {
     }
 }
 
-/// The database, the run's record and the script to run.
-fn prepare(given: &RecordedRun) -> Result<(PathBuf, Record, PathBuf), String> {
+/// When a record is verified: before anything runs (a resume, whose calls
+/// go live), or beside a replay (which has no effect but its output).
+#[derive(Clone, Copy, PartialEq)]
+enum Verify {
+    First,
+    Beside,
+}
+
+/// The verdict on a record verified beside its replay, on a thread of its
+/// own: [`Verifying::settle`] waits for it, and a record that does not
+/// verify ends the process there with the refusal. Verifying a run of
+/// 10,000 calls costs about what replaying it does; the second core does it.
+#[derive(Clone, Default)]
+struct Verifying(Rc<RefCell<Option<std::thread::JoinHandle<()>>>>);
+
+impl Verifying {
+    /// Verifies run `id` of the database at `db` on a thread of its own.
+    fn start(db: PathBuf, id: String) -> std::io::Result<Verifying> {
+        let handle = std::thread::Builder::new()
+            .name("sluice-verify".into())
+            .spawn(move || {
+                let verdict = store::open_existing(&db)
+                    .and_then(|conn| crate::audit::verify::verify(&conn, &id));
+                if let Err(refusal) = verdict.and_then(|v| refuse_unless_intact(&id, v)) {
+                    // Nothing was shown yet: all of it waits for this thread.
+                    eprintln!("sluice: {refusal}");
+                    std::process::exit(2);
+                }
+            })?;
+        Ok(Verifying(Rc::new(RefCell::new(Some(handle)))))
+    }
+
+    /// Returns once the record verified (or never, when it did not).
+    fn settle(&self) {
+        let handle = self.0.borrow_mut().take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The refusal of run `id`'s record, unless `verdict` found it intact.
+fn refuse_unless_intact(id: &str, verdict: crate::audit::verify::Verdict) -> Result<(), String> {
+    if verdict.intact {
+        return Ok(());
+    }
+    Err(format!(
+        "the record of run {id} does not verify ({}); `sluice audit verify {id}` shows where. \
+         Give --force to go on anyway",
+        verdict
+            .problem
+            .map_or_else(|| "its chain is broken".into(), |p| p.message)
+    ))
+}
+
+/// The database, the run's record, the script to run, and the record's
+/// verdict when it is reached `Beside` the replay.
+fn prepare(
+    given: &RecordedRun,
+    when: Verify,
+) -> Result<(PathBuf, Record, PathBuf, Verifying), String> {
     let ws = match &given.workspace {
         Some(ws) => ws.clone(),
         None => {
@@ -318,26 +383,39 @@ fn prepare(given: &RecordedRun) -> Result<(PathBuf, Record, PathBuf), String> {
     let db = locate(given.audit.as_deref(), &ws);
     let conn = store::open_existing(&db)?;
     let id = store::find_run(&conn, &given.run)?;
-    let verdict = crate::audit::verify::verify(&conn, &id)?;
-    if !verdict.intact && !given.force {
-        return Err(format!(
-            "the record of run {id} does not verify ({}); `sluice audit verify {id}` shows where. \
-             Give --force to go on anyway",
-            verdict
-                .problem
-                .map_or_else(|| "its chain is broken".into(), |p| p.message)
-        ));
+    // --force reads a record that may not verify: it is judged first, to
+    // know how to read it.
+    let beside = (when == Verify::Beside && !given.force)
+        .then(|| Verifying::start(db.clone(), id.clone()).ok())
+        .flatten();
+    let (record, verifying) = match beside {
+        // Its items are checked as it loads, as for a record not verified.
+        Some(verifying) => (Record::load(&conn, &id), verifying),
+        None => {
+            let verdict = crate::audit::verify::verify(&conn, &id)?;
+            let intact = verdict.intact;
+            if !given.force {
+                refuse_unless_intact(&id, verdict)?;
+            }
+            let record = if intact {
+                Record::load_verified(&conn, &id)
+            } else {
+                Record::load(&conn, &id)
+            };
+            (record, Verifying::default())
+        }
+    };
+    let found = record.and_then(|record| {
+        let script = match &given.script {
+            Some(file) => file.clone(),
+            None => recorded_script(&record)?,
+        };
+        Ok((db, record, script, verifying.clone()))
+    });
+    if found.is_err() {
+        verifying.settle();
     }
-    let record = if verdict.intact {
-        Record::load_verified(&conn, &id)?
-    } else {
-        Record::load(&conn, &id)?
-    };
-    let script = match &given.script {
-        Some(file) => file.clone(),
-        None => recorded_script(&record)?,
-    };
-    Ok((db, record, script))
+    found
 }
 
 /// The claim on resuming run `id`: an exclusive lock on a file beside the

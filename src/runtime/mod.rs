@@ -785,6 +785,18 @@ impl Runtime {
         self.run_chunk(chunk).await
     }
 
+    /// Has the script's `print` call `first` before each output: a replay's
+    /// output waits for the verdict on its record (`first` is cheap once
+    /// that is reached).
+    pub fn before_output(&self, first: impl Fn() + 'static) -> mlua::Result<()> {
+        let print: Function = self.lua.globals().get("print")?;
+        let held = self.lua.create_function(move |_, args: mlua::MultiValue| {
+            first();
+            print.call::<()>(args)
+        })?;
+        self.lua.globals().set("print", held)
+    }
+
     /// Evaluates Lua source to a function a Rust caller can call repeatedly
     /// (benchmarks, embedding).
     pub fn function(&self, source: &str) -> mlua::Result<Function> {

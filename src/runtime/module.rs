@@ -6,7 +6,7 @@ use super::convert::{error_table, from_json, to_json, to_json_text};
 use super::tasks::Others;
 use crate::luastate::{current_task, ASIDE, TASK};
 
-use crate::error::{ErrorCode, FlowError};
+use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::pipeline::{Core, JobOp};
 use mlua::{Function, Lua, LuaSerdeExt, MultiValue, Table, Value as LuaValue};
 use std::rc::Rc;
@@ -366,14 +366,28 @@ async fn call_from_lua(
     if core.cancelled(task) {
         return Err(cancelled_here(task));
     }
-    let result = match to_json(lua, input) {
-        Ok(json) => core.call_watched(task, name, json, relay).await,
-        Err(e) => Err(e),
+    let json = match to_json(lua, input) {
+        Ok(json) => json,
+        Err(err) => return lua_result(lua, core, task, &Err(err)),
     };
-    if matches!(&result, Err(e) if e.details.contains_key("cancelled")) {
+    core.call_reading((task, name, json), relay, |result| {
+        lua_result(lua, core, task, result)
+    })
+    .await
+}
+
+/// A flow's result as a script sees it: the output's table, or `nil` and
+/// the error's.
+fn lua_result(
+    lua: &Lua,
+    core: &Core,
+    task: &str,
+    result: &FlowResult<serde_json::Value>,
+) -> mlua::Result<MultiValue> {
+    if matches!(result, Err(e) if e.details.contains_key("cancelled")) {
         return Err(cancelled_here(task));
     }
-    if let (Err(err), Some(_)) = (&result, core.audit().halted()) {
+    if let (Err(err), Some(_)) = (result, core.audit().halted()) {
         return Ok(MultiValue::from_vec(vec![
             LuaValue::Nil,
             LuaValue::Table(error_table(lua, err)?),
@@ -383,14 +397,12 @@ async fn call_from_lua(
     match result {
         Ok(out) if out.get("jobId").is_some() => {
             let wrap: Function = lua.named_registry_value(JOB_WRAPPER)?;
-            Ok(MultiValue::from_vec(
-                vec![wrap.call(from_json(lua, &out)?)?],
-            ))
+            Ok(MultiValue::from_vec(vec![wrap.call(from_json(lua, out)?)?]))
         }
-        Ok(out) => Ok(MultiValue::from_vec(vec![from_json(lua, &out)?])),
+        Ok(out) => Ok(MultiValue::from_vec(vec![from_json(lua, out)?])),
         Err(err) => Ok(MultiValue::from_vec(vec![
             LuaValue::Nil,
-            LuaValue::Table(error_table(lua, &err)?),
+            LuaValue::Table(error_table(lua, err)?),
         ])),
     }
 }
