@@ -43,6 +43,9 @@ const QUEUE: usize = 256;
 /// Queued rows from which a sender wakes the writer instead of letting it
 /// find them at its next look: a full queue would block the run.
 const NUDGE: usize = QUEUE / 4;
+/// Pages of write-ahead log after which a commit copies it into the
+/// database (SQLite's default is 1,000).
+const WAL_PAGES: i64 = 256;
 /// Messages committed in one transaction at most.
 const BATCH: usize = 512;
 /// Outputs whose JSON is longer are kept once by content in `outputs`.
@@ -352,6 +355,10 @@ impl Recorder {
     pub fn start(path: &Path, run: RunStart) -> Result<Recorder, String> {
         let conn = store::open(path)?;
         let head = insert_run(&conn, &run)
+            .map_err(|e| format!("audit database {}: {e}", path.display()))?;
+        // The log is copied into the database as the run goes, on the
+        // writer's thread, rather than mostly when the run ends and waits.
+        conn.pragma_update(None, "wal_autocheckpoint", WAL_PAGES)
             .map_err(|e| format!("audit database {}: {e}", path.display()))?;
         let (tx, rx) = sync_channel(QUEUE);
         let failure = Arc::new(Mutex::new(None));
