@@ -102,12 +102,14 @@ impl Transport {
 }
 
 /// A shell loop that sends `sig` to every process whose environment holds
-/// `marker`, but the shell running it.
+/// `marker`, but the shell running it. It looks twice: a process that
+/// forked while the first look went by, or was in the middle of an `exec`
+/// (when its environment reads empty), is found by the second.
 fn sweep(marker: &str, sig: Signal) -> String {
     let name = sig.as_str().trim_start_matches("SIG");
     format!(
-        "for f in $(grep -lsF '{marker}' /proc/[0-9]*/environ 2>/dev/null); do \
-         p=${{f#/proc/}}; p=${{p%/environ}}; [ \"$p\" = \"$$\" ] || kill -{name} \"$p\" 2>/dev/null; done"
+        "for look in 1 2; do for f in $(grep -lsF '{marker}' /proc/[0-9]*/environ 2>/dev/null); do \
+         p=${{f#/proc/}}; p=${{p%/environ}}; [ \"$p\" = \"$$\" ] || kill -{name} \"$p\" 2>/dev/null; done; done"
     )
 }
 
