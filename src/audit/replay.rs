@@ -398,7 +398,6 @@ fn reopen(conn: &Connection) -> Result<Connection, String> {
         .map_err(|e| format!("audit database {path}: {e}"))?;
     own.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| format!("audit database {path}: {e}"))?;
-    super::store::map_for_reading(&own);
     Ok(own)
 }
 

@@ -379,16 +379,6 @@ fn is_busy(e: &rusqlite::Error) -> bool {
     )
 }
 
-/// Has `conn` read the database file through a memory map rather than
-/// copying each page it reads: a replay or a verification reads every
-/// page of its run once. Best effort: without it, pages are read as usual.
-pub fn map_for_reading(conn: &Connection) {
-    let _ = conn.pragma_update(None, "mmap_size", MAPPED_BYTES);
-}
-
-/// The most of a database file a reading connection maps.
-const MAPPED_BYTES: i64 = 1 << 30;
-
 /// Opens an existing database to read it: a missing file is an error that
 /// says how one comes to exist, and a file that is not an audit database
 /// is an error naming what it is.

@@ -334,10 +334,8 @@ impl Verifying {
         let handle = std::thread::Builder::new()
             .name("sluice-verify".into())
             .spawn(move || {
-                let verdict = store::open_existing(&db).and_then(|conn| {
-                    store::map_for_reading(&conn);
-                    crate::audit::verify::verify(&conn, &id)
-                });
+                let verdict = store::open_existing(&db)
+                    .and_then(|conn| crate::audit::verify::verify(&conn, &id));
                 if let Err(refusal) = verdict.and_then(|v| refuse_unless_intact(&id, v)) {
                     // Nothing was shown yet: all of it waits for this thread.
                     eprintln!("sluice: {refusal}");
