@@ -400,8 +400,9 @@ struct Kept {
     over: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// Scans in a row that must find nothing of a killed session.
-const EMPTY_SCANS: u32 = 3;
+/// Scans in a row that must find nothing of a killed session (on a busy
+/// machine, where other pids are given out during every scan).
+const EMPTY_SCANS: u32 = 8;
 
 /// How long a session killed and not yet seen ended may take to end.
 const SETTLE: Duration = Duration::from_millis(300);
@@ -454,18 +455,22 @@ fn last_pid() -> Option<String> {
 /// reaps the others at once, so a zombie that stays is a trail still
 /// being laid (a process that forks and exits in a loop is, at any
 /// moment, as likely a zombie as not).
+///
+/// The newest pids are looked at first: a process that forks and exits in
+/// a loop is always among them, and is looked for right after the listing
+/// rather than after every older process's.
 fn session_left(sid: i32) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return false;
     };
-    entries
+    let mut pids: Vec<u32> = entries
         .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.parse::<u32>().is_ok())
-        })
-        .any(|e| state_and_session(&e.path().join("stat")).is_some_and(|(_, s)| s == sid))
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable_by(|a, b| b.cmp(a));
+    pids.into_iter().any(|pid| {
+        state_and_session(Path::new(&format!("/proc/{pid}/stat"))).is_some_and(|(_, s)| s == sid)
+    })
 }
 
 /// The state and session of a process (or thread), from its stat file.
