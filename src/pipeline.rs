@@ -17,6 +17,7 @@ use crate::kernel::denied;
 use crate::kernel::gate::{Authority, Authorized, CallGate, Caller, Gate};
 use crate::kernel::policy::Placement;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -292,8 +293,7 @@ impl Core {
         input: Value,
         relay: Option<TextRelay>,
     ) -> FlowResult<Value> {
-        self.call_as(task, name, input, (relay, false), Clone::clone)
-            .await
+        self.call_as(task, name, input, (relay, false), owned).await
     }
 
     /// [`Core::call_watched`] for a caller that only reads the result (a
@@ -303,7 +303,7 @@ impl Core {
         &self,
         (task, name, input): (&str, &str, Value),
         relay: Option<TextRelay>,
-        read: impl FnOnce(&FlowResult<Value>) -> R,
+        read: impl FnOnce(Cow<'_, FlowResult<Value>>) -> R,
     ) -> R {
         self.call_as(task, name, input, (relay, false), read).await
     }
@@ -316,12 +316,12 @@ impl Core {
         name: &str,
         input: Value,
         (relay, nested): (Option<TextRelay>, bool),
-        read: impl FnOnce(&FlowResult<Value>) -> R,
+        read: impl FnOnce(Cow<'_, FlowResult<Value>>) -> R,
     ) -> R {
         // The record, the replay and the policy see the canonical name.
         let name = self.registry.get(name).map_or(name, |f| f.spec().name);
         let seq = match self.audit.begin(task, name, &input) {
-            Begin::Answered(result) => return read(&result),
+            Begin::Answered(result) => return read(Cow::Owned(result)),
             Begin::Live(seq) => seq,
         };
         let served = self.served(task);
@@ -353,17 +353,17 @@ impl Core {
         // so a resume runs it rather than taking it for one cut short.
         let started = !matches!(&result, Err(e) if e.details.contains_key(NOT_STARTED));
         let Some((recorder, trail)) = recorded.zip(trail).filter(|_| started) else {
-            return read(&self.stop_if_stopped(result));
+            return read(Cow::Owned(self.stop_if_stopped(result)));
         };
         if result.is_ok() {
             // Read before it is recorded: a large output is never copied.
             // The caller still sees it only once the record holds it.
-            let used = read(&result);
+            let used = read(Cow::Borrowed(&result));
             trail.finish(recorder, input, result).await;
             return used;
         }
         trail.finish(recorder, input, result.clone()).await;
-        read(&self.stop_if_stopped(result))
+        read(Cow::Owned(self.stop_if_stopped(result)))
     }
 
     /// A call of `task`, cut short when the script ends while it waits or
@@ -490,10 +490,7 @@ impl Core {
         let task: Rc<str> = crate::call::inner_task(task, seq).into();
         Some(crate::flows::Inner(Rc::new(move |flow, input| {
             let (core, task) = (core.clone(), task.clone());
-            Box::pin(async move {
-                core.call_as(&task, flow, input, (None, true), Clone::clone)
-                    .await
-            })
+            Box::pin(async move { core.call_as(&task, flow, input, (None, true), owned).await })
         })))
     }
 
@@ -975,6 +972,12 @@ fn unknown_flow(core: &Core, name: &str) -> FlowError {
         ),
     )
     .with("field", "flow")
+}
+
+/// A caller's own copy of a result, for a caller that keeps it: one the
+/// record took no part of is handed over, not copied.
+fn owned(result: Cow<'_, FlowResult<Value>>) -> FlowResult<Value> {
+    result.into_owned()
 }
 
 #[cfg(test)]

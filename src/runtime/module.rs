@@ -371,7 +371,7 @@ async fn call_from_lua(
         Err(err) => return lua_result(lua, core, task, &Err(err)),
     };
     core.call_reading((task, name, json), relay, |result| {
-        lua_result(lua, core, task, result)
+        lua_result(lua, core, task, &result)
     })
     .await
 }
