@@ -32,6 +32,7 @@ use rusqlite::Connection;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, SyncSender};
 
 /// The run a replay or resume starts from.
 #[derive(Debug, Clone)]
@@ -102,20 +103,38 @@ pub struct Record {
     ahead: RefCell<Ahead>,
 }
 
-/// Rows a replay reads ahead in one query.
+/// Rows a replay's reader reads in one query.
 pub(super) const AHEAD_PAGE: usize = 128;
+/// Pages the reader reads ahead of the script at most.
+const AHEAD_PAGES: usize = 2;
 /// Rows read ahead and not asked for that a record holds at most: a call
 /// further away is looked up by its key.
 pub(super) const AHEAD_WINDOW: usize = 1024;
 
-/// A window on the run's own rows, read ahead in chain order.
+/// What the reader sends: a page of the run's own rows (those running
+/// calls made left out), or why it stopped. Pages, not rows: a hand-over
+/// wakes a thread, which costs more than reading a row.
+type Fed = rusqlite::Result<Vec<StoredCall>>;
+
+/// A window on the run's own rows, in chain order, fed by a reader thread
+/// with a connection of its own: rows are read and decoded on another
+/// core while the script runs, not between its calls.
 #[derive(Debug, Default)]
 struct Ahead {
     rows: VecDeque<StoredCall>,
-    /// The chain position of the last row read.
-    after: i64,
-    /// Whether the last row has been read.
-    done: bool,
+    /// The page being taken from, reversed (its next row last).
+    page: Vec<StoredCall>,
+    feed: Feed,
+}
+
+/// The reader, started at the first call the window is asked for.
+#[derive(Debug, Default)]
+enum Feed {
+    #[default]
+    NotStarted,
+    Reading(Receiver<Fed>),
+    /// Its last row was received (or it failed, and said so).
+    Done,
 }
 
 impl Record {
@@ -184,35 +203,68 @@ impl Record {
     }
 
     /// Call (`task`, `seq`) of the run's own rows from the read-ahead,
-    /// reading pages in chain order until it turns up or the run's rows
+    /// taking rows from the reader until it turns up or the run's rows
     /// end: a script makes its calls about in the order it recorded them,
-    /// so most are found at the window's front, a page read at a time
-    /// rather than a query each. The window drops its oldest rows when
-    /// full (a call asked for later is looked up by its key) and skips the
-    /// calls running calls made, which come with their parent's answer.
-    /// `None`: not within the window.
+    /// so most are found at the window's front. The window drops its
+    /// oldest rows when full (a call asked for later is looked up by its
+    /// key); the reader skips the calls running calls made, which come
+    /// with their parent's answer. `None`: not within the window.
     fn read_ahead(&self, task: &str, seq: i64) -> rusqlite::Result<Option<StoredCall>> {
         let mut ahead = self.ahead.borrow_mut();
-        loop {
-            let at = ahead
-                .rows
-                .iter()
-                .position(|c| c.seq == seq && c.task == task);
-            if let Some(i) = at {
-                return Ok(ahead.rows.remove(i));
-            }
-            if ahead.done {
-                return Ok(None);
-            }
-            let page = rows::calls_after(&self.conn, &self.run.id, ahead.after, AHEAD_PAGE)?;
-            ahead.done = page.len() < AHEAD_PAGE;
-            ahead.after = page.last().map_or(ahead.after, |c| c.n);
-            ahead
-                .rows
-                .extend(page.into_iter().filter(|c| !crate::call::is_inner(&c.task)));
-            let over = ahead.rows.len().saturating_sub(AHEAD_WINDOW);
-            ahead.rows.drain(..over);
+        let at = ahead
+            .rows
+            .iter()
+            .position(|c| c.seq == seq && c.task == task);
+        if let Some(i) = at {
+            return Ok(ahead.rows.remove(i));
         }
+        while let Some(c) = self.next_ahead(&mut ahead)? {
+            if c.seq == seq && c.task == task {
+                return Ok(Some(c));
+            }
+            ahead.rows.push_back(c);
+            if ahead.rows.len() > AHEAD_WINDOW {
+                ahead.rows.pop_front();
+            }
+        }
+        Ok(None)
+    }
+
+    /// The reader's next row, starting it first if need be; `None` once
+    /// the run's rows are all read.
+    fn next_ahead(&self, ahead: &mut Ahead) -> rusqlite::Result<Option<StoredCall>> {
+        if matches!(ahead.feed, Feed::NotStarted) {
+            ahead.feed = Feed::Reading(self.start_reader()?);
+        }
+        loop {
+            if let Some(c) = ahead.page.pop() {
+                return Ok(Some(c));
+            }
+            let Feed::Reading(feed) = &ahead.feed else {
+                return Ok(None);
+            };
+            match feed.recv() {
+                Ok(Ok(page)) => ahead.page = page.into_iter().rev().collect(),
+                Ok(Err(e)) => {
+                    ahead.feed = Feed::Done;
+                    return Err(e);
+                }
+                Err(_) => ahead.feed = Feed::Done,
+            }
+        }
+    }
+
+    fn start_reader(&self) -> rusqlite::Result<Receiver<Fed>> {
+        let failed =
+            |m: String| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(m));
+        let conn = reopen(&self.conn).map_err(failed)?;
+        let (sender, feed) = std::sync::mpsc::sync_channel(AHEAD_PAGES);
+        let run = self.run.id.clone();
+        std::thread::Builder::new()
+            .name("sluice-replay-rows".into())
+            .spawn(move || read_rows(&conn, &run, &sender))
+            .map_err(|e| failed(format!("cannot start the replay's reader: {e}")))?;
+        Ok(feed)
     }
 
     /// `c` with its input put back together; an item gone since the load
@@ -358,6 +410,29 @@ impl Record {
     fn place(&self, rec: &StoredCall) -> Place {
         let depth = self.chain.iter().position(|r| *r == rec.run);
         (depth.unwrap_or(usize::MAX), rec.started_ms)
+    }
+}
+
+/// The reader's work: run `run`'s own rows in chain order, a page a
+/// query (no read outlives a page, so a resume's writer checkpoints as
+/// usual), each sent as it is read. It ends after the last row, at the
+/// first failure (which it sends), or when the record is dropped.
+fn read_rows(conn: &Connection, run: &str, feed: &SyncSender<Fed>) {
+    let mut after = 0;
+    loop {
+        let page = match rows::calls_after(conn, run, after, AHEAD_PAGE) {
+            Ok(page) => page,
+            Err(e) => {
+                let _ = feed.send(Err(e));
+                return;
+            }
+        };
+        let last = page.len() < AHEAD_PAGE;
+        after = page.last().map_or(after, |c| c.n);
+        let own = page.into_iter().filter(|c| !crate::call::is_inner(&c.task));
+        if feed.send(Ok(own.collect())).is_err() || last {
+            return;
+        }
     }
 }
 

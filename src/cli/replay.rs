@@ -389,8 +389,10 @@ fn prepare(
         .then(|| Verifying::start(db.clone(), id.clone()).ok())
         .flatten();
     let (record, verifying) = match beside {
-        // Its items are checked as it loads, as for a record not verified.
-        Some(verifying) => (Record::load(&conn, &id), verifying),
+        // The verification beside it checks its items kept by content (a
+        // replay that meets a lost one stops there): loading does not
+        // read every row for them first.
+        Some(verifying) => (Record::load_verified(&conn, &id), verifying),
         None => {
             let verdict = crate::audit::verify::verify(&conn, &id)?;
             let intact = verdict.intact;
