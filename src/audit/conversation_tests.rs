@@ -192,6 +192,34 @@ fn verify_names_a_deleted_message_and_a_replay_refuses_the_record() {
     );
 }
 
+/// A replay verified beside its script loads the record without the
+/// items check (the verification does it): the calls before the lost item
+/// are answered, and the call that needs it stops the replay, naming it.
+#[test]
+fn a_record_loaded_as_verified_stops_at_the_call_whose_message_is_gone() {
+    let (_d, _p, conn, inputs) = conversation();
+    sql(
+        &conn,
+        &format!("DELETE FROM outputs WHERE sha256 = '{}'", key_of(7)),
+    );
+    let replay = Replay::new(Record::load_verified(&conn, "r1").unwrap(), Mode::Replay);
+    for (k, input) in inputs.iter().enumerate().take(7) {
+        match replay.answer("0", k as u64 + 1, "model", input) {
+            Answer::Recorded(Ok(out), _) => assert_eq!(out, model_output(k)),
+            other => panic!("call {k} was not answered: {other:?}"),
+        }
+    }
+    let Answer::Halt(e) = replay.answer("0", 8, "model", &inputs[7]) else {
+        panic!("the call whose message is gone was answered");
+    };
+    assert!(
+        e.message
+            .contains("call #8 (model): messages[7] of its input is gone from the record"),
+        "{}",
+        e.message
+    );
+}
+
 #[test]
 fn verify_names_a_call_whose_message_keys_were_edited() {
     let (_d, _p, conn, _) = conversation();

@@ -399,11 +399,17 @@ impl Record {
         self.len() == 0
     }
 
-    /// What the record holds at hand: rows read ahead, parsed outputs;
-    /// both bounded, whatever the run's length.
+    /// What the record holds at hand: rows read ahead (the window and
+    /// the page being taken from; the reader holds at most
+    /// `AHEAD_PAGES` more pages), parsed outputs; both bounded, whatever
+    /// the run's length.
     #[cfg(test)]
     pub fn held(&self) -> (usize, usize) {
-        (self.ahead.borrow().rows.len(), self.outputs.borrow().len())
+        let ahead = self.ahead.borrow();
+        (
+            ahead.rows.len() + ahead.page.len(),
+            self.outputs.borrow().len(),
+        )
     }
 
     /// Where recorded call `rec` stands (see [`Place`]).
