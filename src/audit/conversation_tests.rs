@@ -147,6 +147,14 @@ fn key_of(i: usize) -> String {
     crate::digest::sha256_hex(messages(TURNS)[i].to_string().as_bytes())
 }
 
+/// Deletes message `i`'s body from the record.
+fn lose_message(conn: &Connection, i: usize) {
+    sql(
+        conn,
+        &format!("DELETE FROM outputs WHERE sha256 = '{}'", key_of(i)),
+    );
+}
+
 #[test]
 fn verify_passes_then_names_the_call_and_message_edited() {
     let (_d, _p, conn, _) = conversation();
@@ -172,10 +180,7 @@ fn verify_passes_then_names_the_call_and_message_edited() {
 #[test]
 fn verify_names_a_deleted_message_and_a_replay_refuses_the_record() {
     let (_d, _p, conn, _) = conversation();
-    sql(
-        &conn,
-        &format!("DELETE FROM outputs WHERE sha256 = '{}'", key_of(7)),
-    );
+    lose_message(&conn, 7);
     let v = verify(&conn, "r1").unwrap();
     let p = v.problem.expect("a problem");
     assert_eq!((p.failure, p.n), (Failure::ContentEdited, Some(8)));
@@ -198,10 +203,7 @@ fn verify_names_a_deleted_message_and_a_replay_refuses_the_record() {
 #[test]
 fn a_record_loaded_as_verified_stops_at_the_call_whose_message_is_gone() {
     let (_d, _p, conn, inputs) = conversation();
-    sql(
-        &conn,
-        &format!("DELETE FROM outputs WHERE sha256 = '{}'", key_of(7)),
-    );
+    lose_message(&conn, 7);
     let replay = Replay::new(Record::load_verified(&conn, "r1").unwrap(), Mode::Replay);
     for (k, input) in inputs.iter().enumerate().take(7) {
         match replay.answer("0", k as u64 + 1, "model", input) {

@@ -122,8 +122,8 @@ type Fed = rusqlite::Result<Vec<StoredCall>>;
 #[derive(Debug, Default)]
 struct Ahead {
     rows: VecDeque<StoredCall>,
-    /// The page being taken from, reversed (its next row last).
-    page: Vec<StoredCall>,
+    /// What is left of the page being taken from.
+    page: std::vec::IntoIter<StoredCall>,
     feed: Feed,
 }
 
@@ -145,9 +145,10 @@ impl Record {
         Record::open(conn, id, false)
     }
 
-    /// [`Record::load`] of a run `sluice audit verify` found intact, which
-    /// checked its items kept by content already: only the runs it
-    /// continued, which verify did not look at, are checked here.
+    /// [`Record::load`] of a run `sluice audit verify` found intact, or
+    /// is verifying beside the replay, which checks its items kept by
+    /// content: only the runs it continued, which verify does not look
+    /// at, are checked here.
     pub fn load_verified(conn: &Connection, id: &str) -> Result<Record, String> {
         Record::open(conn, id, true)
     }
@@ -237,14 +238,14 @@ impl Record {
             ahead.feed = Feed::Reading(self.start_reader()?);
         }
         loop {
-            if let Some(c) = ahead.page.pop() {
+            if let Some(c) = ahead.page.next() {
                 return Ok(Some(c));
             }
             let Feed::Reading(feed) = &ahead.feed else {
                 return Ok(None);
             };
             match feed.recv() {
-                Ok(Ok(page)) => ahead.page = page.into_iter().rev().collect(),
+                Ok(Ok(page)) => ahead.page = page.into_iter(),
                 Ok(Err(e)) => {
                     ahead.feed = Feed::Done;
                     return Err(e);
@@ -255,15 +256,13 @@ impl Record {
     }
 
     fn start_reader(&self) -> rusqlite::Result<Receiver<Fed>> {
-        let failed =
-            |m: String| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(m));
-        let conn = reopen(&self.conn).map_err(failed)?;
+        let conn = reopen(&self.conn).map_err(failure)?;
         let (sender, feed) = std::sync::mpsc::sync_channel(AHEAD_PAGES);
         let run = self.run.id.clone();
         std::thread::Builder::new()
             .name("sluice-replay-rows".into())
             .spawn(move || read_rows(&conn, &run, &sender))
-            .map_err(|e| failed(format!("cannot start the replay's reader: {e}")))?;
+            .map_err(|e| failure(format!("cannot start the replay's reader: {e}")))?;
         Ok(feed)
     }
 
@@ -421,7 +420,7 @@ impl Record {
 
 /// The reader's work: run `run`'s own rows in chain order, a page a
 /// query (no read outlives a page, so a resume's writer checkpoints as
-/// usual), each sent as it is read. It ends after the last row, at the
+/// usual), each page sent as it is read. It ends after the last row, at the
 /// first failure (which it sends), or when the record is dropped.
 fn read_rows(conn: &Connection, run: &str, feed: &SyncSender<Fed>) {
     let mut after = 0;
@@ -490,6 +489,11 @@ fn lost_item(c: &StoredCall, p: &rows::Parts) -> rusqlite::Error {
         p.field().unwrap_or("?"),
         p.missing.unwrap_or(0)
     );
+    failure(message)
+}
+
+/// A failure of the replay's own, as the reading of rows reports one.
+fn failure(message: String) -> rusqlite::Error {
     rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
 }
 
