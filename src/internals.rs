@@ -46,3 +46,8 @@ pub mod digest {
 pub mod test_reports {
     pub use crate::flows::test::report::{parse, Failure, Parsed, Report};
 }
+
+/// How much of an overflowing stream is kept in its spill file.
+pub mod exec {
+    pub use crate::exec::DEFAULT_SPILL_CAP;
+}
