@@ -5,9 +5,9 @@
 //! stream keeps at most its budget in memory (the head and the tail, because
 //! the start says what ran and the end says how it ended), and the moment the
 //! stream overflows the budget, the complete stream so far and everything
-//! after it go to a private file, up to a cap. From the overflow on, the
-//! bytes between head and tail need not pass through memory: [`drain`]
-//! splices them into the file, or away once it is full ([`splice`]).
+//! after it go to a private file, up to a cap. Once the file is full (or
+//! there is none), the bytes between head and tail need not pass through
+//! memory: [`drain`] splices them away ([`splice`]).
 
 mod splice;
 
@@ -16,7 +16,7 @@ pub(crate) use splice::{drain, Source};
 use std::collections::VecDeque;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -87,10 +87,7 @@ impl SpillDir {
     fn open(&self, stream: &str) -> std::io::Result<(PathBuf, File)> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.path.join(format!("{n:04}-{stream}.log"));
-        // Readable too: a tail whose bytes were spliced into the file
-        // without passing memory is read back from it.
         let file = OpenOptions::new()
-            .read(true)
             .write(true)
             .create_new(true)
             .mode(0o600)
@@ -174,10 +171,6 @@ pub(crate) struct Collector {
     count_lines: bool,
     newlines: u64,
     last_byte: u8,
-    /// Bytes went straight from the pipe into the spill file
-    /// ([`Collector::spliced_to_file`]) without passing `tail`, so the tail
-    /// is the file's last bytes until [`Collector::fresh_tail`] reads them.
-    tail_in_file: bool,
 }
 
 impl Collector {
@@ -208,7 +201,6 @@ impl Collector {
             count_lines: false,
             newlines: 0,
             last_byte: b'\n',
-            tail_in_file: false,
         }
     }
 
@@ -259,7 +251,6 @@ impl Collector {
     }
 
     fn push_tail(&mut self, data: &[u8]) {
-        self.fresh_tail();
         let cap = self.tail_cap();
         if data.len() >= cap {
             self.tail.clear();
@@ -291,7 +282,7 @@ impl Collector {
 
     /// A write to the spill file failed: it keeps what it has (`complete`
     /// will say it is short) and takes nothing more.
-    pub(crate) fn spill_failed(&mut self, e: &std::io::Error) {
+    fn spill_failed(&mut self, e: &std::io::Error) {
         self.spill_error = Some(e.to_string());
         if let Some((_, _, written)) = &self.file {
             self.spill_cap = *written;
@@ -299,37 +290,30 @@ impl Collector {
     }
 
     /// Whether the next bytes must pass through memory: before the
-    /// overflow (the head and the spill file's start are made of them) and
-    /// while lines are counted. After it, [`drain`] may move bytes without
-    /// reading them, as long as the stream's last bytes pass ([`Self::tail_cap`]).
+    /// overflow (the head is made of them), while lines are counted, and
+    /// while the spill file takes more (it is written from what is read).
+    /// Otherwise [`drain`] may move bytes without reading them, as long as
+    /// the stream's last bytes pass ([`Self::tail_cap`]).
     pub(crate) fn needs_bytes(&self) -> bool {
-        !self.overflowed || self.count_lines
+        !self.overflowed || self.count_lines || self.spill_takes_more()
+    }
+
+    /// Whether the stream has outgrown its budget (head and tail settled).
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// The spill file has room, and no write to it failed.
+    fn spill_takes_more(&self) -> bool {
+        let Some((_, _, written)) = &self.file else {
+            return false;
+        };
+        *written < self.spill_cap && self.spill_error.is_none()
     }
 
     /// Whether lines are counted ([`Collector::counting_lines`]).
     pub(crate) fn counts_lines(&self) -> bool {
         self.count_lines
-    }
-
-    /// The spill file and how many more bytes it takes, while it holds the
-    /// whole stream so far: only then do bytes spliced into it land at
-    /// their place in the stream.
-    pub(crate) fn splice_target(&self) -> Option<(&File, u64)> {
-        let (_, file, written) = self.file.as_ref()?;
-        let room = self.spill_cap.saturating_sub(*written);
-        let whole = *written == self.total && self.spill_error.is_none();
-        (self.overflowed && whole && room > 0).then_some((file, room))
-    }
-
-    /// `n` bytes that went from the pipe straight into the spill file
-    /// (after [`Self::splice_target`]); the tail is read back from the file
-    /// when it is next needed.
-    pub(crate) fn spliced_to_file(&mut self, n: u64) {
-        self.total += n;
-        if let Some((_, _, written)) = self.file.as_mut() {
-            *written += n;
-        }
-        self.tail_in_file = true;
     }
 
     /// `n` bytes that were discarded unread (the spill file, if any, is
@@ -340,32 +324,12 @@ impl Collector {
     /// true of the stream even when reading stops early.
     pub(crate) fn skipped(&mut self, n: u64) {
         self.total += n;
-        self.tail_in_file = false;
         self.tail.clear();
     }
 
     /// How many of the stream's last bytes the tail keeps.
     pub(crate) fn tail_cap(&self) -> usize {
         self.budget - self.budget / 2
-    }
-
-    /// After bytes were spliced into the spill file, the tail is the file's
-    /// last bytes (the file then holds the whole stream, and more than a
-    /// tail's worth lies after the head). A failed read leaves the tail
-    /// empty, which `dropped_bytes` then counts.
-    fn fresh_tail(&mut self) {
-        if !std::mem::take(&mut self.tail_in_file) {
-            return;
-        }
-        self.tail.clear();
-        let Some((_, file, written)) = self.file.as_ref() else {
-            return;
-        };
-        let want = (self.tail_cap() as u64).min(*written);
-        let mut buf = vec![0; want as usize];
-        if file.read_exact_at(&mut buf, written - want).is_ok() {
-            self.tail.extend(buf);
-        }
     }
 
     /// The spill file, once the stream has overflowed into one.
@@ -377,8 +341,7 @@ impl Collector {
         self.cut_short = true;
     }
 
-    pub(crate) fn finish(mut self) -> Captured {
-        self.fresh_tail();
+    pub(crate) fn finish(self) -> Captured {
         let kept = (self.head.len() + self.tail.len()) as u64;
         let spill = self.file.map(|(path, _file, bytes)| Spill {
             path,

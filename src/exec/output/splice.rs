@@ -3,13 +3,17 @@
 //!
 //! Once a stream has overflowed its budget, its head is settled and its
 //! tail is only the stream's last bytes; the bytes between matter only to
-//! the spill file (up to its cap) and to the count. So from then on the
-//! drain moves them pipe → spill file with splice (the kernel moves pages;
-//! the tail is read back from the file's end when needed) and, once the file
-//! is full or there is none, pipe → /dev/null whatever the writer has put
-//! in the pipe ahead of the reader, reading only what may be the stream's
-//! last [`Collector::tail_cap`] bytes. What the [`Captured`] holds is the
-//! same as reading every byte would make it.
+//! the spill file (up to its cap) and to the count. So once the file is
+//! full or there is none, the drain moves pipe → /dev/null whatever the
+//! writer has put in the pipe ahead of the reader, reading only what may be
+//! the stream's last [`Collector::tail_cap`] bytes. What the [`Captured`]
+//! holds is the same as reading every byte would make it.
+//!
+//! The spill file itself is written from reads, not spliced: splice(2)
+//! into a file holds the pipe's lock while the file is written, so the
+//! writer waits; a read lets go of the pipe at once, and the file's write
+//! overlaps the writer's next ones. Measured on 1 GiB of `head -c` with
+//! its 64 MiB spill: 0.30 s spliced, 0.28 s read.
 //!
 //! A stream past its budget is drained on a thread of its own, which sleeps
 //! in poll(2) when the pipe is empty ([`on_thread`]): the async reader woke
@@ -21,7 +25,8 @@
 //!
 //! Every byte is still read where something needs each one: an output tap
 //! (a caller showing progress), a stream whose lines are counted, a stream
-//! still within its budget, and a pipe or file system splice refuses.
+//! still within its budget or its spill file's cap, and a pipe splice
+//! refuses.
 
 use super::{Captured, Collector};
 use crate::exec::Tap;
@@ -42,9 +47,6 @@ pub(crate) trait Source: AsyncRead + AsFd + Unpin + Send {}
 impl<T: AsyncRead + AsFd + Unpin + Send> Source for T {}
 
 use crate::exec::process::{FIRST_READ_BYTES, READ_BYTES};
-
-/// The most one splice moves: a whole widened pipe.
-const SPLICE_BYTES: usize = 1 << 20;
 
 /// Reads `pipe` into `collector` until end-of-file or until `stop` fires
 /// (then the capture is `cut_short`), and settles the capture. `tap` sees
@@ -124,7 +126,7 @@ async fn spliced(
     // told to stop, and the stream stays here.
     let mut threads = true;
     loop {
-        if threads && !collector.needs_bytes() {
+        if threads && collector.overflowed() {
             match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
                 Ok(stopper) => {
                     return on_thread(fd.into_inner(), collector, mover, stop, stopper).await
@@ -234,8 +236,8 @@ fn wait(pipe: BorrowedFd<'_>, stop: BorrowedFd<'_>, timeout: PollTimeout) -> boo
 /// Moves one batch of a pipe's bytes by the cheapest way that keeps the
 /// capture exact.
 struct Mover {
-    /// False once splice was refused (not a pipe, a file system without
-    /// it): every later byte is read.
+    /// False once splice was refused (not a pipe): every later byte is
+    /// read.
     splices: bool,
     /// The read buffer, made at the first read.
     buf: Vec<u8>,
@@ -262,39 +264,12 @@ impl Mover {
     /// Moves what the pipe holds; the bytes moved, 0 at end of file,
     /// `WouldBlock` when it holds nothing.
     fn step(&mut self, pipe: BorrowedFd<'_>, c: &mut Collector) -> io::Result<usize> {
-        if self.splices && !c.needs_bytes() {
-            if let Some(n) = self.spill(pipe, c)? {
+        if self.splices && !c.needs_bytes() && self.backlog {
+            if let Some(n) = self.skip(pipe, c)? {
                 return Ok(n);
-            }
-            if self.backlog {
-                if let Some(n) = self.skip(pipe, c)? {
-                    return Ok(n);
-                }
             }
         }
         self.read(pipe, c)
-    }
-
-    /// Splices into the spill file while it holds the whole stream and has
-    /// room; `None` when it cannot (then the bytes go another way).
-    fn spill(&mut self, pipe: BorrowedFd<'_>, c: &mut Collector) -> io::Result<Option<usize>> {
-        let Some((file, room)) = c.splice_target() else {
-            return Ok(None);
-        };
-        let want = (room as usize).min(SPLICE_BYTES);
-        match self.splice(pipe, file.as_fd(), want)? {
-            Moved::Bytes(n) => {
-                c.spliced_to_file(n as u64);
-                Ok(Some(n))
-            }
-            Moved::Refused => Ok(None),
-            Moved::Failed(e) => {
-                // Nothing left the pipe: the bytes are read instead, and
-                // the file stays as it is, short, as after a failed write.
-                c.spill_failed(&e);
-                Ok(None)
-            }
-        }
     }
 
     /// Discards unread what cannot be among the stream's last
@@ -307,32 +282,28 @@ impl Mover {
         let Some(null) = dev_null().filter(|_| queued > keep) else {
             return Ok(None);
         };
-        match self.splice(pipe, null.as_fd(), queued - keep)? {
-            Moved::Bytes(n) => {
-                c.skipped(n as u64);
-                // What follows is at least a tail's worth, already queued:
-                // read now, so the tail is whole again at once.
-                let read = match self.read(pipe, c) {
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => 0,
-                    other => other?,
-                };
-                Ok(Some(n + read))
-            }
-            // /dev/null refusing is unheard of; reading is always right.
-            Moved::Refused | Moved::Failed(_) => {
-                self.splices = false;
-                Ok(None)
-            }
-        }
+        let Some(n) = self.splice(pipe, null.as_fd(), queued - keep)? else {
+            return Ok(None);
+        };
+        c.skipped(n as u64);
+        // What follows is at least a tail's worth, already queued: read
+        // now, so the tail is whole again at once.
+        let read = match self.read(pipe, c) {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => 0,
+            other => other?,
+        };
+        Ok(Some(n + read))
     }
 
-    /// One splice from the pipe; `WouldBlock` when it is empty.
+    /// One splice from the pipe: the bytes moved (0 at end of file),
+    /// `WouldBlock` when it is empty, `None` when splice refused or failed
+    /// (unheard of into /dev/null), after which every byte is read.
     fn splice(
         &mut self,
         pipe: BorrowedFd<'_>,
         to: BorrowedFd<'_>,
         len: usize,
-    ) -> io::Result<Moved> {
+    ) -> io::Result<Option<usize>> {
         let flags = nix::libc::SPLICE_F_NONBLOCK | nix::libc::SPLICE_F_MOVE;
         loop {
             // SAFETY: two descriptors borrowed for the call, no offsets
@@ -350,15 +321,14 @@ impl Mover {
             return match Errno::result(r) {
                 Ok(n) => {
                     self.spliced += n as u64;
-                    Ok(Moved::Bytes(n as usize))
+                    Ok(Some(n as usize))
                 }
                 Err(Errno::EINTR) => continue,
                 Err(Errno::EAGAIN) => Err(ErrorKind::WouldBlock.into()),
-                Err(Errno::EINVAL) => {
+                Err(_) => {
                     self.splices = false;
-                    Ok(Moved::Refused)
+                    Ok(None)
                 }
-                Err(e) => Ok(Moved::Failed(e.into())),
             };
         }
     }
@@ -385,16 +355,6 @@ impl Mover {
             };
         }
     }
-}
-
-/// What one splice did.
-enum Moved {
-    /// Moved this many bytes (0: end of file).
-    Bytes(usize),
-    /// Splice does not work between these two: read instead, from now on.
-    Refused,
-    /// It failed otherwise (the file's disk is full): nothing moved.
-    Failed(io::Error),
 }
 
 /// Bytes the pipe holds now.
@@ -525,7 +485,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_64_mib_stream_spliced_into_its_spill_file_is_exactly_what_reading_it_makes() {
+    async fn a_64_mib_stream_spilled_from_its_reads_is_exactly_what_reading_it_makes() {
+        let before = spliced_mib();
         let stream = pattern(64 * MIB);
         let parent = tempfile::tempdir().unwrap();
         let pieces = stream.chunks(4096).map(<[u8]>::to_vec).collect();
@@ -540,8 +501,8 @@ mod tests {
         assert_eq!(got.head, stream[..15_000]);
         assert_eq!(got.tail, stream[stream.len() - 15_000..]);
         assert_eq!(got.dropped_bytes, (64 * MIB - 30_000) as u64);
-        // All but the first reads (the head, the overflow) were spliced.
-        assert!(spliced_mib() >= 63, "spliced {} MiB", spliced_mib());
+        // While the file takes bytes, none is spliced past it.
+        assert_eq!(spliced_mib(), before, "nothing was spliced");
     }
 
     #[tokio::test]
@@ -561,9 +522,9 @@ mod tests {
         assert!(file[..] == stream[..64 * MIB]);
         assert_eq!(got.tail, stream[stream.len() - 15_000..]);
         assert_eq!(got.total_bytes, stream.len() as u64);
-        // The file's 64 MiB, and most of the rest: each time the drain
+        // Most of the 36 MiB after the file's 64: each time the drain
         // catches up with the writer it reads at most a tail's worth.
-        assert!(spliced_mib() >= 80, "spliced {} MiB", spliced_mib());
+        assert!(spliced_mib() >= 18, "spliced {} MiB", spliced_mib());
     }
 
     #[tokio::test]
