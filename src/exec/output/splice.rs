@@ -53,7 +53,7 @@ use crate::exec::process::{FIRST_READ_BYTES, READ_BYTES};
 /// every byte, so with one every byte is read.
 pub(crate) async fn drain(
     pipe: Box<dyn Source>,
-    collector: Collector,
+    mut collector: Collector,
     stop: watch::Receiver<bool>,
     tap: Option<Tap>,
 ) -> Captured {
@@ -71,7 +71,6 @@ pub(crate) async fn drain(
             spliced(fd, collector, stop).await
         }
         None => {
-            let mut collector = collector;
             let cut_short = read_all(pipe, &mut collector, stop, tap).await;
             (collector, cut_short)
         }
