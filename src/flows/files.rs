@@ -14,10 +14,11 @@ use super::Context;
 use crate::container::files::{self as cf, Kind, Probe};
 use crate::container::ContainerFiles;
 use crate::error::FlowResult;
+use crate::fsops::checked::{self, Folder};
 use crate::fsops::{self, atomic, lock::FileLock, path::io_error, text, Target};
 use crate::kernel::{Action, Capability};
-use std::fs::{self, Metadata};
-use std::io;
+use std::fs::Metadata;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 /// The files one call acts on.
@@ -115,9 +116,10 @@ impl Files {
     ) -> FlowResult<S> {
         match self {
             Files::Host => {
+                let (file, meta) = text::open_checked(t)?;
                 let t = t.clone();
-                off_thread(host_len(&t.real), move || {
-                    text::stream(&t, |chunk| feed(&mut state, chunk))?;
+                off_thread(meta.len(), move || {
+                    text::stream(&t, file, meta, |chunk| feed(&mut state, chunk))?;
                     Ok(state)
                 })
                 .await
@@ -170,7 +172,7 @@ impl Files {
         t: &Target,
     ) -> FlowResult<(Target, Option<(Existing, bool)>)> {
         match self {
-            Files::Host => match std::fs::metadata(&t.real) {
+            Files::Host => match checked::metadata(&t.real) {
                 Ok(m) => {
                     let dir = m.is_dir();
                     if !dir {
@@ -205,21 +207,26 @@ impl Files {
     ) -> FlowResult<(Target, Option<Vec<(String, &'static str)>>)> {
         match self {
             Files::Host => {
-                let meta = std::fs::metadata(&t.real).map_err(|e| io_error(t, "list", e))?;
+                let listed = |e| io_error(t, "list", e);
+                let meta = checked::metadata(&t.real).map_err(listed)?;
                 if !meta.is_dir() {
                     return Ok((t.clone(), None));
                 }
-                let mut out = Vec::new();
-                for dirent in std::fs::read_dir(&t.real).map_err(|e| io_error(t, "list", e))? {
-                    let dirent = dirent.map_err(|e| io_error(t, "list", e))?;
-                    let kind = match dirent.file_type() {
-                        Ok(ft) if ft.is_symlink() => "symlink",
-                        Ok(ft) if ft.is_dir() => "directory",
-                        Ok(ft) if ft.is_file() => "file",
-                        _ => "other",
-                    };
-                    out.push((dirent.file_name().to_string_lossy().into_owned(), kind));
-                }
+                let entries = Folder::open(&t.real)
+                    .and_then(|dir| dir.entries())
+                    .map_err(listed)?;
+                let out = entries
+                    .into_iter()
+                    .map(|e| {
+                        let kind = match e.kind {
+                            checked::Kind::Symlink => "symlink",
+                            checked::Kind::Dir => "directory",
+                            checked::Kind::File => "file",
+                            checked::Kind::Other => "other",
+                        };
+                        (e.name.to_string_lossy().into_owned(), kind)
+                    })
+                    .collect();
                 Ok((t.clone(), Some(out)))
             }
             Files::Container(c) => {
@@ -270,13 +277,15 @@ impl Files {
                     Some(Existing::Host(m)) => Some(m),
                     _ => None,
                 };
-                if meta.is_none() {
-                    if let Some(parent) = t.real.parent() {
-                        std::fs::create_dir_all(parent)
-                            .map_err(|e| io_error(t, "create the folders of", e))?;
-                    }
-                }
-                atomic::replace(&t.real, bytes, meta).map_err(|e| io_error(t, "write", e))
+                let (Some(parent), Some(name)) = (t.real.parent(), t.real.file_name()) else {
+                    return Err(io_error(t, "write", io::ErrorKind::IsADirectory.into()));
+                };
+                let folder = match meta {
+                    None => Folder::make_all(parent)
+                        .map_err(|e| io_error(t, "create the folders of", e))?,
+                    Some(_) => Folder::open(parent).map_err(|e| io_error(t, "write", e))?,
+                };
+                atomic::replace_in(&folder, name, bytes, meta).map_err(|e| io_error(t, "write", e))
             }
             Files::Container(c) => c
                 .write(&t.real.to_string_lossy(), bytes)
@@ -315,16 +324,11 @@ async fn off_thread<T: Send + 'static>(len: u64, work: impl FnOnce() -> T + Send
     }
 }
 
-/// The size of the host file at `p` as [`off_thread`] weighs it: zero
-/// when it cannot be looked at (the read that follows says why).
-fn host_len(p: &Path) -> u64 {
-    fs::metadata(p).map_or(0, |m| m.len())
-}
-
 /// [`text::load`] of a host file, off the run's thread when it is large.
 async fn load_host(t: &Target) -> FlowResult<text::TextFile> {
+    let (file, meta) = text::open_checked(t)?;
     let t = t.clone();
-    off_thread(host_len(&t.real), move || text::load(&t)).await
+    off_thread(meta.len(), move || text::load_opened(&t, file, meta)).await
 }
 
 /// [`text::decode`] of a container file's bytes, off the run's thread when
@@ -357,7 +361,7 @@ pub async fn settle_in(
 /// before a lock is taken on it: nothing there, a file named as a folder,
 /// a folder or an irregular file.
 pub fn check_host(t: &Target) -> FlowResult<()> {
-    let meta = std::fs::metadata(&t.real).map_err(|e| io_error(t, "edit", e))?;
+    let meta = checked::metadata(&t.real).map_err(|e| io_error(t, "edit", e))?;
     if t.names_folder && !meta.is_dir() {
         return Err(fsops::path::not_a_folder(t));
     }
@@ -402,6 +406,15 @@ fn text_of(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// The folder holding host path `p` (opened without following a link) and
+/// `p`'s name in it.
+fn in_folder(p: &Path) -> io::Result<(Folder, &std::ffi::OsStr)> {
+    match Folder::parent(p)? {
+        (dir, Some(name)) => Ok((dir, name)),
+        (_, None) => Err(io::ErrorKind::IsADirectory.into()),
+    }
+}
+
 /// Path-level steps, for a flow (apply_patch) that keeps its own checks
 /// and undo: they move bytes and rename entries, in io terms, so both
 /// places get the same all-or-nothing patch.
@@ -409,7 +422,7 @@ impl Files {
     /// What is at `p`, following links; `None` when nothing is.
     pub async fn stat(&self, p: &Path) -> io::Result<Option<Stat>> {
         match self {
-            Files::Host => match fs::metadata(p) {
+            Files::Host => match checked::metadata(p) {
                 Ok(m) => Ok(Some(Stat {
                     dir: m.is_dir(),
                     regular: m.is_file(),
@@ -435,11 +448,7 @@ impl Files {
     /// and whether it is a folder.
     pub async fn entry(&self, p: &Path) -> io::Result<Option<bool>> {
         match self {
-            Files::Host => match fs::symlink_metadata(p) {
-                Ok(m) => Ok(Some(m.is_dir())),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(e),
-            },
+            Files::Host => Ok(checked::entry(p)?.map(|m| m.is_dir())),
             Files::Container(_) => Ok(self.stat(p).await?.map(|s| s.dir)),
         }
     }
@@ -447,8 +456,13 @@ impl Files {
     pub async fn read(&self, p: &Path) -> io::Result<Vec<u8>> {
         match self {
             Files::Host => {
-                let p = p.to_path_buf();
-                off_thread(host_len(&p), move || fs::read(p)).await
+                let mut file = checked::open_read(p)?;
+                let len = file.metadata()?.len();
+                off_thread(len, move || {
+                    let mut bytes = Vec::with_capacity(len as usize);
+                    file.read_to_end(&mut bytes).map(|_| bytes)
+                })
+                .await
             }
             Files::Container(c) => c.read(&text_of(p)).await.map_err(io_of),
         }
@@ -488,28 +502,38 @@ impl Files {
 
     pub async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         match self {
-            Files::Host => fs::rename(from, to),
+            Files::Host => {
+                let (from_dir, from_name) = in_folder(from)?;
+                let (to_dir, to_name) = in_folder(to)?;
+                from_dir.rename(from_name, &to_dir, to_name)
+            }
             Files::Container(c) => c.rename(&text_of(from), &text_of(to)).await.map_err(io_of),
         }
     }
 
     pub async fn remove_file(&self, p: &Path) -> io::Result<()> {
         match self {
-            Files::Host => fs::remove_file(p),
+            Files::Host => {
+                let (dir, name) = in_folder(p)?;
+                dir.remove_file(name)
+            }
             Files::Container(c) => c.remove(&text_of(p)).await.map_err(io_of),
         }
     }
 
     pub async fn make_dirs(&self, p: &Path) -> io::Result<()> {
         match self {
-            Files::Host => fs::create_dir_all(p),
+            Files::Host => Folder::make_all(p).map(drop),
             Files::Container(c) => c.make_dirs(&text_of(p)).await.map_err(io_of),
         }
     }
 
     pub async fn remove_dir(&self, p: &Path) -> io::Result<()> {
         match self {
-            Files::Host => fs::remove_dir(p),
+            Files::Host => {
+                let (dir, name) = in_folder(p)?;
+                dir.remove_dir(name)
+            }
             Files::Container(c) => c.remove_dir(&text_of(p)).await.map_err(io_of),
         }
     }

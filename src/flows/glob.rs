@@ -75,7 +75,6 @@ use globset::GlobBuilder;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BinaryHeap;
-use std::fs;
 use std::path::Path;
 
 /// Paths in one answer, at most, and by default.
@@ -241,7 +240,7 @@ impl Flow for Glob {
             return self.in_container(ctx, &c).await;
         }
         let t = &self.tree.target;
-        let meta = fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
+        let meta = crate::fsops::checked::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         if !meta.is_dir() {
             return Err(not_a_folder(t));
         }

@@ -85,6 +85,7 @@ use super::{closed, field, list, nested, Context, Envelope, Flow, FlowSpec, Tier
 use crate::container::files::Fetched;
 use crate::container::ContainerFiles;
 use crate::error::{ErrorCode, FlowError, FlowResult};
+use crate::fsops::checked;
 use crate::fsops::path::{io_error, not_found_near};
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
@@ -95,9 +96,8 @@ use ignore::overrides::{Override, OverrideBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
@@ -385,7 +385,7 @@ impl Flow for Grep {
             return self.in_container(ctx, &c).await;
         }
         let t = &self.tree.target;
-        fs::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
+        checked::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         let deadline = Deadline::after(self.timeout_ms);
         let _abandon = Abandon::new(&deadline);
         let outer = self.tree.outer_ignores(ctx);
@@ -853,8 +853,13 @@ fn search_files(
             if deadline.passed() {
                 break 'jobs;
             }
-            let file = match open(&f.path) {
+            let file = match open(&f) {
                 Ok(file) => file,
+                Err(e) if checked::changed(&e) => {
+                    let what = format!("{}: changed during the search (a symbolic link now), not followed", f.shown);
+                    lock().tally.skipped.unreadable_path(what);
+                    continue;
+                }
                 Err(e) => {
                     lock()
                         .tally
@@ -928,15 +933,15 @@ impl<R: Read> Read for Watched<'_, R> {
     }
 }
 
-/// Opens a file the walk found to be a regular file, without following a
-/// link (one swapped in since would lead past the policy check) and without
-/// blocking (a FIFO swapped in would wait for a writer; this way it reads
-/// as empty).
-fn open(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
+/// Opens a file the walk found to be a regular file, by its name in the
+/// folder the walk listed it in, without following a link (one swapped in
+/// since would lead past the policy check) and without blocking (a FIFO
+/// swapped in would wait for a writer; this way it reads as empty).
+fn open(f: &Found) -> io::Result<File> {
+    match (&f.folder, f.path.file_name()) {
+        (Some(dir), Some(name)) => dir.open_read(name),
+        _ => checked::open_read(&f.path),
+    }
 }
 
 /// A match as a worker keeps it, before its file is known to make the cut.

@@ -6,12 +6,11 @@
 use super::files::{Existing, Files};
 use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::fsops::{path::io_error, Target};
+use crate::fsops::{checked::Folder, path::io_error, Target};
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::fs;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -126,7 +125,7 @@ impl Flow for Write {
         if existing.is_none() {
             // The lock lives beside the file: its folder must exist first.
             if let (Files::Host, Some(parent)) = (&files, t.real.parent()) {
-                fs::create_dir_all(parent).map_err(|e| io_error(&t, "create the folders of", e))?;
+                Folder::make_all(parent).map_err(|e| io_error(&t, "create the folders of", e))?;
             }
         }
         let lock = files.lock(&t)?;

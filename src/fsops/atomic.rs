@@ -6,40 +6,54 @@
 //! a process killed mid-write leaves at most an orphan `.sluice-*.tmp` file.
 //! No fsync: this is per-file atomicity, not durability after power loss.
 
-use std::fs::{self, File, Metadata, OpenOptions};
+use super::checked::Folder;
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File, Metadata};
 use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 static STAGED: AtomicU64 = AtomicU64::new(0);
 
-/// Replaces the file at canonical path `real` with `bytes`. `existing` is the
-/// metadata of the file being replaced, or `None` when creating it.
+/// Replaces the file at canonical path `real` with `bytes`: [`replace_in`]
+/// its folder, opened without following a link. `existing` is the metadata
+/// of the file being replaced, or `None` when creating it.
 pub fn replace(real: &Path, bytes: &[u8], existing: Option<&Metadata>) -> io::Result<()> {
-    let (tmp, mut file) = stage_file(real)?;
+    match Folder::parent(real)? {
+        (dir, Some(name)) => replace_in(&dir, name, bytes, existing),
+        (_, None) => Err(io::Error::from(io::ErrorKind::IsADirectory)),
+    }
+}
+
+/// Replaces the file `name` in `dir` with `bytes`, staged and renamed
+/// inside that folder's descriptor, so the file lands in the folder that
+/// was opened whatever its path leads to meanwhile; a link at `name` is
+/// replaced, never written through.
+pub fn replace_in(
+    dir: &Folder,
+    name: &OsStr,
+    bytes: &[u8],
+    existing: Option<&Metadata>,
+) -> io::Result<()> {
+    let (tmp, mut file) = stage_file(dir, name)?;
     let result = fill(&mut file, bytes, existing).and_then(|()| {
         drop(file);
-        fs::rename(&tmp, real)
+        dir.rename(&tmp, dir, name)
     });
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = dir.remove_file(&tmp);
     }
     result
 }
 
-fn stage_file(real: &Path) -> io::Result<(PathBuf, File)> {
-    let name = short_name(real);
+fn stage_file(dir: &Folder, name: &OsStr) -> io::Result<(OsString, File)> {
+    let name = short_name(name);
     loop {
         let n = STAGED.fetch_add(1, Ordering::Relaxed);
-        let tmp = real.with_file_name(format!(".sluice-{name}.{}.{n}.tmp", std::process::id()));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-        {
+        let tmp = OsString::from(format!(".sluice-{name}.{}.{n}.tmp", std::process::id()));
+        match dir.create_new(&tmp, 0o600) {
             Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
@@ -49,11 +63,8 @@ fn stage_file(real: &Path) -> io::Result<(PathBuf, File)> {
 
 /// The file's name cut to at most 100 bytes on a character boundary, so the
 /// staging name stays within NAME_MAX whatever the script of the name.
-fn short_name(real: &Path) -> String {
-    let name = real
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
+fn short_name(name: &OsStr) -> String {
+    let name = name.to_string_lossy();
     let mut end = name.len().min(100);
     while !name.is_char_boundary(end) {
         end -= 1;
@@ -136,10 +147,11 @@ mod tests {
         let f = dir.path().join("secret");
         fs::write(&f, "old").unwrap();
         fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
-        let (tmp, file) = stage_file(&f).unwrap();
+        let folder = Folder::open(dir.path()).unwrap();
+        let (tmp, file) = stage_file(&folder, OsStr::new("secret")).unwrap();
         assert_eq!(file.metadata().unwrap().mode() & 0o777, 0o600);
         drop(file);
-        fs::remove_file(tmp).unwrap();
+        fs::remove_file(dir.path().join(tmp)).unwrap();
         replace(&f, b"new", Some(&fs::metadata(&f).unwrap())).unwrap();
         assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, 0o600);
     }

@@ -12,10 +12,11 @@
 //! later writer is refused with the lock's path, for a person to remove once
 //! they have looked at the file.
 
-use super::path::Target;
+use super::checked::Folder;
+use super::path::{io_error, Target};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use std::fs;
-use std::io::{self, Write};
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use unicode_normalization::UnicodeNormalization;
 
@@ -25,6 +26,11 @@ const MAX_KEY_BYTES: usize = 200;
 /// A held lock; dropping it releases the file.
 #[derive(Debug)]
 pub struct FileLock {
+    /// The folder the lock lives in, held by descriptor: the lock is made,
+    /// named and removed there, wherever its path leads meanwhile.
+    folder: Folder,
+    name: OsString,
+    /// Where it is, for messages.
     dir: PathBuf,
 }
 
@@ -36,13 +42,26 @@ struct Owner {
 }
 
 impl FileLock {
-    /// Takes the lock of `target` (its resolved path), or fails `no_match`
+    /// Takes the lock of `target` (its resolved path) in the folder that
+    /// holds it, opened without following a link, or fails `no_match`
     /// naming the busy file and the lock.
     pub fn acquire(target: &Target) -> FlowResult<FileLock> {
+        let (folder, _) = Folder::parent(&target.real).map_err(|e| io_error(target, "lock", e))?;
+        FileLock::acquire_in(&folder, target)
+    }
+
+    /// [`FileLock::acquire`] in `folder`, the folder of `target` as the
+    /// caller already holds it.
+    pub fn acquire_in(folder: &Folder, target: &Target) -> FlowResult<FileLock> {
         let dir = lock_path(&target.real);
-        match fs::create_dir(&dir) {
+        let name = dir.file_name().unwrap_or_default().to_os_string();
+        match folder.make(&name) {
             Ok(()) => {
-                let lock = FileLock { dir };
+                let lock = FileLock {
+                    folder: folder.clone(),
+                    name,
+                    dir,
+                };
                 lock.write_owner(target).map_err(|e| {
                     FlowError::new(
                         ErrorCode::CommandFailed,
@@ -51,7 +70,7 @@ impl FileLock {
                 })?;
                 Ok(lock)
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(held(target, &dir)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(held(target, folder, &dir)),
             Err(e) => Err(FlowError::new(
                 ErrorCode::CommandFailed,
                 format!(
@@ -71,7 +90,7 @@ impl FileLock {
     }
 
     fn write_owner(&self, target: &Target) -> io::Result<()> {
-        let mut f = fs::File::create(self.dir.join("owner"))?;
+        let mut f = self.folder.folder(&self.name)?.create_new(OsStr::new("owner"), 0o666)?;
         writeln!(f, "pid={}", std::process::id())?;
         writeln!(f, "host={}", hostname())?;
         writeln!(f, "file={}", target.real.display())
@@ -80,8 +99,10 @@ impl FileLock {
 
 impl Drop for FileLock {
     fn drop(&mut self) {
-        let _ = fs::remove_file(self.dir.join("owner"));
-        let _ = fs::remove_dir(&self.dir);
+        if let Ok(lock) = self.folder.folder(&self.name) {
+            let _ = lock.remove_file(OsStr::new("owner"));
+        }
+        let _ = self.folder.remove_dir(&self.name);
     }
 }
 
@@ -105,8 +126,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-fn held(target: &Target, dir: &Path) -> FlowError {
-    let owner = read_owner(dir);
+fn held(target: &Target, folder: &Folder, dir: &Path) -> FlowError {
+    let owner = read_owner(folder, dir);
     let shown = target.shown.display();
     let base = |msg: String| {
         FlowError::new(ErrorCode::NoMatch, msg)
@@ -138,8 +159,17 @@ fn held(target: &Target, dir: &Path) -> FlowError {
     }
 }
 
-fn read_owner(dir: &Path) -> Owner {
-    let text = fs::read_to_string(dir.join("owner")).unwrap_or_default();
+fn read_owner(folder: &Folder, dir: &Path) -> Owner {
+    let mut text = String::new();
+    if let Some(name) = dir.file_name() {
+        let file = folder
+            .folder(name)
+            .and_then(|lock| lock.open_read(OsStr::new("owner")));
+        if let Ok(mut f) = file {
+            // An owner file is three short lines; more is not ours.
+            let _ = Read::by_ref(&mut f).take(4096).read_to_string(&mut text);
+        }
+    }
     let mut owner = Owner::default();
     for line in text.lines() {
         match line.split_once('=') {
@@ -175,6 +205,7 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn target(p: &Path) -> Target {
         Target::at(p)

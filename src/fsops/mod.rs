@@ -1,8 +1,10 @@
 //! Filesystem services under the file flows: resolving a user's path against
-//! the workspace, loading a file as text, the sibling-directory lock protocol,
+//! the workspace, opening what the policy checked without following a link
+//! (`checked`), loading a file as text, the sibling-directory lock protocol,
 //! and atomic replacement. Flows touch files only through these.
 
 pub mod atomic;
+pub mod checked;
 pub mod lock;
 pub mod path;
 pub mod text;

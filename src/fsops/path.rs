@@ -191,6 +191,23 @@ pub fn not_found_near(target: &Target, nearest: &Path) -> FlowError {
     .with("nearest", nearest.display().to_string())
 }
 
+/// `permission_denied` for a path that changed under the call: it now
+/// leads through a symbolic link that was not there when the policy checked
+/// it, so nothing was done to it.
+pub fn changed(target: &Target) -> FlowError {
+    FlowError::new(
+        ErrorCode::PermissionDenied,
+        format!(
+            "{} changed while the call ran: the path the policy checked ({}) now leads through a symbolic link, \
+             which sluice does not follow, so nothing was done to it. Look at it with ls, then retry the call.",
+            target.shown.display(),
+            target.real.display()
+        ),
+    )
+    .with("path", target.shown.display().to_string())
+    .with("checked", target.real.display().to_string())
+}
+
 /// `not_a_directory` for a path written with a trailing `/` that is a file.
 pub fn not_a_folder(target: &Target) -> FlowError {
     FlowError::new(
@@ -205,6 +222,9 @@ pub fn not_a_folder(target: &Target) -> FlowError {
 
 /// Maps an I/O error on `target` to the flow error a caller can act on.
 pub fn io_error(target: &Target, doing: &str, e: io::Error) -> FlowError {
+    if super::checked::changed(&e) {
+        return changed(target);
+    }
     match e.kind() {
         io::ErrorKind::NotFound => not_found(target),
         io::ErrorKind::NotADirectory => FlowError::new(

@@ -1,14 +1,14 @@
 //! Loading a file as text: the checks every text flow shares (directory,
-//! size limit, NUL byte, UTF-8), each with its own error code. [`load`] reads
+//! size limit, NUL byte, UTF-8), each with its own error code, on a file
+//! [`open_checked`] opened as the policy checked it. [`load_opened`] reads
 //! the file whole; [`stream`] makes the same checks a chunk at a time, for a
 //! flow that needs to see every byte but keep only a few.
 
 use super::path::{io_error, Target};
 use super::MAX_FILE_BYTES;
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use std::fs::{File, Metadata, OpenOptions};
+use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::OpenOptionsExt;
 
 /// Bytes [`stream`] reads at a time: enough that the cost of a `read` call
 /// vanishes against the scanning, few enough that a chunk stays in the L2
@@ -29,9 +29,18 @@ pub struct TextFile {
 }
 
 /// Reads `target` whole, refusing what is not a regular UTF-8 text file no
-/// larger than [`MAX_FILE_BYTES`].
+/// larger than [`MAX_FILE_BYTES`]. (The flows reach files through
+/// `flows::files`, which opens first and weighs the size, then calls
+/// [`load_opened`]; the worked example flow calls this.)
+#[cfg(test)]
 pub fn load(target: &Target) -> FlowResult<TextFile> {
     let (file, meta) = open_checked(target)?;
+    load_opened(target, file, meta)
+}
+
+/// Reads a file [`open_checked`] opened whole, refusing what is not UTF-8
+/// text no larger than [`MAX_FILE_BYTES`].
+pub fn load_opened(target: &Target, file: File, meta: Metadata) -> FlowResult<TextFile> {
     // Sized from the fstat above; `take` bounds a file that grows meanwhile
     // (and skips std's second size probe).
     let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
@@ -46,18 +55,22 @@ pub fn load(target: &Target) -> FlowResult<TextFile> {
     Ok(TextFile { text, meta })
 }
 
-/// Passes `target` through `consume` a chunk at a time, refusing what
-/// [`load`] refuses with the same errors, without ever holding the file: a
-/// flow that only keeps a page of a 64 MiB file then neither allocates
-/// 64 MiB nor pays for faulting it in.
+/// Passes a file [`open_checked`] opened through `consume` a chunk at a
+/// time, refusing what [`load_opened`] refuses with the same errors, without
+/// ever holding the file: a flow that only keeps a page of a 64 MiB file
+/// then neither allocates 64 MiB nor pays for faulting it in.
 ///
 /// `consume` sees the file's bytes in order, each once, until a NUL byte or
 /// invalid UTF-8 turns up; it is not called after that, and the call ends in
-/// the error. The errors rank as in [`load`]: the size limit first (a file
-/// may grow past it while it is read), then a NUL byte anywhere, then the
-/// first invalid UTF-8, each at its byte offset in the whole file.
-pub fn stream(target: &Target, consume: impl FnMut(&[u8])) -> FlowResult<()> {
-    let (file, meta) = open_checked(target)?;
+/// the error. The errors rank as in [`load_opened`]: the size limit first (a
+/// file may grow past it while it is read), then a NUL byte anywhere, then
+/// the first invalid UTF-8, each at its byte offset in the whole file.
+pub fn stream(
+    target: &Target,
+    file: File,
+    meta: Metadata,
+    consume: impl FnMut(&[u8]),
+) -> FlowResult<()> {
     // A file smaller than a chunk gets a buffer its size, plus the byte that
     // shows it ended (as `load` sizes its buffer), not a whole chunk.
     let chunk = (meta.len() + 1).min(CHUNK_BYTES as u64) as usize;
@@ -152,9 +165,10 @@ pub(crate) fn too_large(target: &Target, len: u64) -> FlowError {
     .with("limit", MAX_FILE_BYTES)
 }
 
-/// Opens `target` and refuses, before reading a byte, what is not a regular
-/// file or is over [`MAX_FILE_BYTES`] by its size now.
-fn open_checked(target: &Target) -> FlowResult<(File, Metadata)> {
+/// Opens `target` as the policy checked it (no link followed: see
+/// [`super::checked`]) and refuses, before reading a byte, what is not a
+/// regular file or is over [`MAX_FILE_BYTES`] by its size now.
+pub fn open_checked(target: &Target) -> FlowResult<(File, Metadata)> {
     let file = open(target)?;
     let meta = file.metadata().map_err(|e| io_error(target, "read", e))?;
     if target.names_folder && !meta.is_dir() {
@@ -170,11 +184,7 @@ fn open_checked(target: &Target) -> FlowResult<(File, Metadata)> {
 /// Opens without blocking, so a FIFO is refused as `not_a_file` instead of
 /// hanging the call until some writer appears.
 fn open(target: &Target) -> FlowResult<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(&target.real)
-        .map_err(|e| io_error(target, "read", e))
+    super::checked::open_read(&target.real).map_err(|e| io_error(target, "read", e))
 }
 
 /// `is_directory` for a directory, `not_a_file` for anything else irregular.

@@ -24,7 +24,7 @@ use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::flows::files::Files;
 use crate::fsops::{lock, lock::FileLock, path, text, Target};
 use crate::kernel::Action;
-use std::fs::{self, Metadata};
+use std::fs::Metadata;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -312,7 +312,8 @@ fn lock_all(ops: &[Op]) -> FlowResult<Vec<FileLock>> {
     let mut wanted: Vec<(PathBuf, Target)> = Vec::new();
     for op in ops {
         for real in op.reads().into_iter().chain(op.writes()) {
-            if !real.parent().is_some_and(Path::is_dir) {
+            let folder = real.parent().map(crate::fsops::checked::metadata);
+            if !folder.is_some_and(|m| m.is_ok_and(|m| m.is_dir())) {
                 continue;
             }
             let shown = named_of(op, real).target.shown.clone();
@@ -696,7 +697,7 @@ fn aside_name(disk: &Files, entry: &Path) -> PathBuf {
             &name[..end],
             std::process::id()
         ));
-        if !disk.locks() || fs::symlink_metadata(&aside).is_err() {
+        if !disk.locks() || !matches!(crate::fsops::checked::entry(&aside), Ok(Some(_))) {
             return aside;
         }
     }
@@ -706,6 +707,7 @@ fn aside_name(disk: &Files, entry: &Path) -> PathBuf {
 mod tests {
     use super::super::parser::{parse_patch, Hunk};
     use super::*;
+    use std::fs;
 
     /// The chunks of a one-section update patch `body`.
     fn chunks(body: &str) -> Vec<Chunk> {

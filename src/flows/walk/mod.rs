@@ -5,18 +5,20 @@
 use super::deadline::Deadline;
 use super::field;
 use super::Context;
+
+mod descend;
+mod ignores;
+use crate::fsops::checked::Folder;
 use crate::fsops::path::canonical_lenient;
 use crate::fsops::Target;
 use crate::kernel::gate::Authority;
 use crate::kernel::{Action, Capability};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::overrides::Override;
-use ignore::{WalkBuilder, WalkState};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::fs;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -127,6 +129,9 @@ pub(crate) struct Found {
     /// As the output shows it: relative to the workspace when inside it.
     pub shown: String,
     pub kind: Kind,
+    /// The folder it was listed in, held by descriptor (a host walk's): a
+    /// search opens the file there, by name, never through a link.
+    pub folder: Option<Folder>,
 }
 
 impl Found {
@@ -301,7 +306,12 @@ impl Tree {
                     skipped.names += 1;
                     continue;
                 };
-                out.push(Found { path, shown, kind });
+                out.push(Found {
+                    path,
+                    shown,
+                    kind,
+                    folder: None,
+                });
             }
         }
         (out, skipped)
@@ -371,12 +381,20 @@ impl Tree {
             }
             let mut builder = GitignoreBuilder::new(dir);
             let mut any = false;
+            let Ok(folder) = Folder::open(dir) else {
+                continue;
+            };
             // Later lines win: `.ignore` over `.gitignore`, as inside the root.
             for name in [".gitignore", ".ignore"] {
                 let file = dir.join(name);
-                if file.is_file() && !refused(ctx, &file) {
+                if refused(ctx, &file) {
+                    continue;
+                }
+                // Read as the walk reads one: by the folder's descriptor, a
+                // regular file of at most 1 MiB, never through a link.
+                if let Ok(Some(bytes)) = ignores::read_small(&folder, OsStr::new(name)) {
                     // A bad line is skipped; the rest of the file counts.
-                    let _ = builder.add(&file);
+                    ignores::add_lines(&mut builder, &file, &bytes);
                     any = true;
                 }
             }
@@ -394,7 +412,8 @@ impl Tree {
     /// Walks the tree on `walkers` threads, with `outer` from [`Tree::outer_ignores`],
     /// and hands `visit`, in batches, every path that is not a folder (the root itself, when it is a file), from several threads,
     /// in no particular order, until the walk ends or `deadline` passes. Returns what it skipped as unreadable or
-    /// badly named; policy checks are the caller's, on its own thread.
+    /// badly named; policy checks are the caller's, on its own thread. Folders are listed by descriptor, never
+    /// through a link ([`descend`]).
     pub fn walk(
         &self,
         walkers: usize,
@@ -403,122 +422,13 @@ impl Tree {
         deadline: &Deadline,
         visit: impl Fn(Vec<Found>) + Sync,
     ) -> Skipped {
-        let mut builder = WalkBuilder::new(&self.target.real);
-        let use_ignores = !self.no_ignore;
-        builder
-            .hidden(!self.hidden)
-            .parents(false)
-            .ignore(use_ignores)
-            .git_ignore(use_ignores)
-            .git_exclude(use_ignores)
-            .git_global(false)
-            .require_git(false)
-            .follow_links(false)
-            .threads(walkers);
-        if let Some(o) = overrides {
-            builder.overrides(o);
-        }
-        // A folder whose ignore file is not a plain, modest file is not
-        // entered: the walker would open it blocking and read it whole, so a
-        // FIFO would hang the call and a link to /dev/zero would exhaust it.
-        let hostile = std::sync::Arc::new(Mutex::new(Vec::<PathBuf>::new()));
-        if use_ignores {
-            if let Some(bad) = hostile_ignore_file(&self.target.real) {
-                let mut skipped = Skipped::default();
-                skipped.unreadable_path(self.hostile_note(&bad));
-                return skipped;
-            }
-        }
-        let found_hostile = hostile.clone();
-        if !outer.is_empty() || use_ignores {
-            builder.filter_entry(move |dent| {
-                let is_dir = dent.file_type().is_some_and(|t| t.is_dir());
-                if use_ignores && is_dir {
-                    if let Some(bad) = hostile_ignore_file(dent.path()) {
-                        found_hostile
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push(bad);
-                        return false;
-                    }
-                }
-                for gi in &outer {
-                    match gi.matched(dent.path(), is_dir) {
-                        ignore::Match::Ignore(_) => return false,
-                        ignore::Match::Whitelist(_) => return true,
-                        ignore::Match::None => {}
-                    }
-                }
-                true
-            });
-        }
-        let total = Mutex::new(Skipped::default());
-        builder.build_parallel().run(|| {
-            let visit = &visit;
-            let total = &total;
-            let mut mine = Local {
-                skipped: Skipped::default(),
-                total,
-                batch: Vec::with_capacity(BATCH),
-                visit,
-            };
-            Box::new(move |result| {
-                if deadline.passed() {
-                    return WalkState::Quit;
-                }
-                let dent = match result {
-                    Ok(dent) => dent,
-                    Err(e) => {
-                        let what = self.describe_error(&e);
-                        mine.skipped.unreadable_path(what);
-                        return WalkState::Continue;
-                    }
-                };
-                let Some(ft) = dent.file_type() else {
-                    return WalkState::Continue;
-                };
-                if dent.depth() > 0 {
-                    let name = dent.file_name();
-                    // The repository's internals and sluice's audit store
-                    // are never part of a listing or a search.
-                    if name == ".git" || name == ".sluice" {
-                        return WalkState::Skip;
-                    }
-                    if !fair_name(name) {
-                        mine.skipped.names += 1;
-                        return WalkState::Skip;
-                    }
-                }
-                if ft.is_dir() {
-                    return WalkState::Continue;
-                }
-                let path = dent.into_path();
-                let Some(shown) = self.show(&path) else {
-                    mine.skipped.names += 1;
-                    return WalkState::Continue;
-                };
-                let kind = if ft.is_symlink() {
-                    Kind::Symlink
-                } else if ft.is_file() {
-                    Kind::File
-                } else {
-                    Kind::Other
-                };
-                mine.batch.push(Found { path, shown, kind });
-                if mine.batch.len() == BATCH {
-                    (mine.visit)(std::mem::replace(
-                        &mut mine.batch,
-                        Vec::with_capacity(BATCH),
-                    ));
-                }
-                WalkState::Continue
-            })
-        });
-        let mut total = total.into_inner().unwrap();
-        for bad in hostile.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            total.unreadable_path(self.hostile_note(bad));
-        }
-        total
+        let rules = descend::Rules {
+            hidden: self.hidden,
+            use_ignores: !self.no_ignore,
+            outer,
+            overrides,
+        };
+        descend::walk(self, walkers, rules, deadline, &visit)
     }
 
     fn hostile_note(&self, file: &Path) -> String {
@@ -528,74 +438,11 @@ impl Tree {
         format!("{shown}: an ignore file that is not a regular file under 1 MiB; its folder was not searched")
     }
 
-    /// `shown path: reason` for a walk error.
-    fn describe_error(&self, e: &ignore::Error) -> String {
-        let reason = io_reason(e);
-        match error_path(e).and_then(|p| self.show(p)) {
-            Some(p) => format!("{p}: {reason}"),
-            None => reason,
-        }
-    }
-}
-
-/// The first ignore file in `dir` the walker must not open: anything but a
-/// regular file (a FIFO, a device, a symbolic link), or one over 1 MiB.
-fn hostile_ignore_file(dir: &Path) -> Option<PathBuf> {
-    [".gitignore", ".ignore", ".git/info/exclude"]
-        .iter()
-        .map(|name| dir.join(name))
-        .find(|p| match fs::symlink_metadata(p) {
-            Ok(m) => !m.file_type().is_file() || m.len() > 1 << 20,
-            Err(_) => false,
-        })
 }
 
 /// Paths a walker thread hands on at once: enough to spare the threads
 /// waking each other for every file, few enough to keep them all busy.
 const BATCH: usize = 32;
-
-/// A walker thread's own batch and tally, handed on and merged into the
-/// walk's when the thread ends.
-struct Local<'a, F: Fn(Vec<Found>)> {
-    skipped: Skipped,
-    total: &'a Mutex<Skipped>,
-    batch: Vec<Found>,
-    visit: &'a F,
-}
-
-impl<F: Fn(Vec<Found>)> Drop for Local<'_, F> {
-    fn drop(&mut self) {
-        if !self.batch.is_empty() {
-            (self.visit)(std::mem::take(&mut self.batch));
-        }
-        let mine = std::mem::take(&mut self.skipped);
-        self.total.lock().unwrap().add(mine);
-    }
-}
-
-/// The path an `ignore` error is about, if it names one.
-fn error_path(e: &ignore::Error) -> Option<&Path> {
-    match e {
-        ignore::Error::WithPath { path, .. } => Some(path),
-        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
-            error_path(err)
-        }
-        ignore::Error::Loop { child, .. } => Some(child),
-        ignore::Error::Partial(errs) => errs.iter().find_map(error_path),
-        _ => None,
-    }
-}
-
-/// The innermost reason of an `ignore` error, without the path.
-fn io_reason(e: &ignore::Error) -> String {
-    match e {
-        ignore::Error::WithPath { err, .. }
-        | ignore::Error::WithDepth { err, .. }
-        | ignore::Error::WithLineNumber { err, .. } => io_reason(err),
-        ignore::Error::Io(io) => io.to_string(),
-        other => other.to_string(),
-    }
-}
 
 /// The cores this process may use (asked once: the answer reads cgroup
 /// files).
