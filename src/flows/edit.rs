@@ -153,7 +153,7 @@ impl Flow for Edit {
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
         let files = Files::of(ctx).await?;
-        if let Files::Host = files {
+        if let Files::Host(_) = files {
             check_host(&self.target)?;
         }
         let _lock = files.lock(&self.target)?;

@@ -14,7 +14,7 @@ use super::Context;
 use crate::container::files::{self as cf, Kind, Probe};
 use crate::container::ContainerFiles;
 use crate::error::FlowResult;
-use crate::fsops::checked::{self, Folder};
+use crate::fsops::checked::{self, Folder, Held};
 use crate::fsops::{self, atomic, lock::FileLock, path::io_error, text, Target};
 use crate::kernel::{Action, Capability};
 use std::fs::Metadata;
@@ -23,8 +23,10 @@ use std::path::{Path, PathBuf};
 
 /// The files one call acts on.
 pub enum Files {
-    /// The host's, through `fsops`.
-    Host,
+    /// The host's, through `fsops`, in the folders the call holds: each
+    /// opened once, without following a link, so every step of the call
+    /// acts in the folder the policy checked ([`Held`]).
+    Host(Held),
     /// The sealed container's, through its transport.
     Container(ContainerFiles),
 }
@@ -79,7 +81,7 @@ impl Files {
     /// routed the call there, else the host's.
     pub async fn of(ctx: &Context) -> FlowResult<Files> {
         match ctx.files_in() {
-            None => Ok(Files::Host),
+            None => Ok(Files::Host(Held::default())),
             Some(name) => Ok(Files::Container(ContainerFiles::new(
                 ctx.containers.transport(name).await?,
             ))),
@@ -115,7 +117,7 @@ impl Files {
         feed: fn(&mut S, &[u8]),
     ) -> FlowResult<S> {
         match self {
-            Files::Host => {
+            Files::Host(_) => {
                 let (file, meta) = text::open_checked(t)?;
                 let t = t.clone();
                 off_thread(meta.len(), move || {
@@ -148,9 +150,9 @@ impl Files {
         actions: &[Action],
     ) -> FlowResult<(Target, String, Existing)> {
         match self {
-            Files::Host => {
+            Files::Host(held) => {
                 check_host(t)?;
-                let file = load_host(t).await?;
+                let file = load_host(held, t).await?;
                 Ok((t.clone(), file.text, Existing::Host(file.meta)))
             }
             Files::Container(c) => {
@@ -172,15 +174,15 @@ impl Files {
         t: &Target,
     ) -> FlowResult<(Target, Option<(Existing, bool)>)> {
         match self {
-            Files::Host => match checked::metadata(&t.real) {
-                Ok(m) => {
+            Files::Host(held) => match held.metadata(&t.real) {
+                Ok(Some(m)) => {
                     let dir = m.is_dir();
                     if !dir {
                         text::check_regular(t, &m)?;
                     }
                     Ok((t.clone(), Some((Existing::Host(m), dir))))
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((t.clone(), None)),
+                Ok(None) => Ok((t.clone(), None)),
                 Err(e) => Err(io_error(t, "write", e)),
             },
             Files::Container(_) => {
@@ -206,7 +208,7 @@ impl Files {
         t: &Target,
     ) -> FlowResult<(Target, Option<Vec<(String, &'static str)>>)> {
         match self {
-            Files::Host => {
+            Files::Host(_) => {
                 let listed = |e| io_error(t, "list", e);
                 let meta = checked::metadata(&t.real).map_err(listed)?;
                 if !meta.is_dir() {
@@ -254,12 +256,28 @@ impl Files {
         }
     }
 
-    /// Holds the host's lock on `t` while a write is under way; a
-    /// container's files have no sibling lock folder of sluice's.
+    /// Holds the host's lock on `t` while a write is under way, in the
+    /// folder the call holds; a container's files have no sibling lock
+    /// folder of sluice's.
     pub fn lock(&self, t: &Target) -> FlowResult<Option<FileLock>> {
         match self {
-            Files::Host => FileLock::acquire(t).map(Some),
+            Files::Host(held) => {
+                let (dir, _) = held.parent(&t.real).map_err(|e| io_error(t, "lock", e))?;
+                FileLock::acquire(&dir, t).map(Some)
+            }
             Files::Container(_) => Ok(None),
+        }
+    }
+
+    /// Makes the missing folders above `t` (a new file's) where a lock
+    /// needs them first: on the host; a container's write makes them.
+    pub fn make_parent(&self, t: &Target) -> FlowResult<()> {
+        match (self, t.real.parent()) {
+            (Files::Host(held), Some(parent)) => held
+                .make_all(parent)
+                .map(drop)
+                .map_err(|e| io_error(t, "create the folders of", e)),
+            _ => Ok(()),
         }
     }
 
@@ -272,20 +290,16 @@ impl Files {
         existing: Option<&Existing>,
     ) -> FlowResult<()> {
         match self {
-            Files::Host => {
+            Files::Host(held) => {
                 let meta = match existing {
                     Some(Existing::Host(m)) => Some(m),
                     _ => None,
                 };
-                let (Some(parent), Some(name)) = (t.real.parent(), t.real.file_name()) else {
-                    return Err(io_error(t, "write", io::ErrorKind::IsADirectory.into()));
-                };
-                let folder = match meta {
-                    None => Folder::make_all(parent)
-                        .map_err(|e| io_error(t, "create the folders of", e))?,
-                    Some(_) => Folder::open(parent).map_err(|e| io_error(t, "write", e))?,
-                };
-                atomic::replace_in(&folder, name, bytes, meta).map_err(|e| io_error(t, "write", e))
+                if meta.is_none() {
+                    self.make_parent(t)?;
+                }
+                let (dir, name) = held.parent(&t.real).map_err(|e| io_error(t, "write", e))?;
+                atomic::replace_in(&dir, name, bytes, meta).map_err(|e| io_error(t, "write", e))
             }
             Files::Container(c) => c
                 .write(&t.real.to_string_lossy(), bytes)
@@ -324,9 +338,13 @@ async fn off_thread<T: Send + 'static>(len: u64, work: impl FnOnce() -> T + Send
     }
 }
 
-/// [`text::load`] of a host file, off the run's thread when it is large.
-async fn load_host(t: &Target) -> FlowResult<text::TextFile> {
-    let (file, meta) = text::open_checked(t)?;
+/// [`text::load_opened`] of a host file in its held folder, off the run's
+/// thread when it is large.
+async fn load_host(held: &Held, t: &Target) -> FlowResult<text::TextFile> {
+    let file = held
+        .open_read(&t.real)
+        .map_err(|e| io_error(t, "read", e))?;
+    let (file, meta) = text::checked_file(t, file)?;
     let t = t.clone();
     off_thread(meta.len(), move || text::load_opened(&t, file, meta)).await
 }
@@ -406,15 +424,6 @@ fn text_of(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// The folder holding host path `p` (opened without following a link) and
-/// `p`'s name in it.
-fn in_folder(p: &Path) -> io::Result<(Folder, &std::ffi::OsStr)> {
-    match Folder::parent(p)? {
-        (dir, Some(name)) => Ok((dir, name)),
-        (_, None) => Err(io::ErrorKind::IsADirectory.into()),
-    }
-}
-
 /// Path-level steps, for a flow (apply_patch) that keeps its own checks
 /// and undo: they move bytes and rename entries, in io terms, so both
 /// places get the same all-or-nothing patch.
@@ -422,16 +431,12 @@ impl Files {
     /// What is at `p`, following links; `None` when nothing is.
     pub async fn stat(&self, p: &Path) -> io::Result<Option<Stat>> {
         match self {
-            Files::Host => match checked::metadata(p) {
-                Ok(m) => Ok(Some(Stat {
-                    dir: m.is_dir(),
-                    regular: m.is_file(),
-                    len: m.len(),
-                    meta: Some(m),
-                })),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(e),
-            },
+            Files::Host(held) => Ok(held.metadata(p)?.map(|m| Stat {
+                dir: m.is_dir(),
+                regular: m.is_file(),
+                len: m.len(),
+                meta: Some(m),
+            })),
             Files::Container(c) => {
                 let probe = c.probe(&text_of(p)).await.map_err(io_of)?;
                 Ok(probe.found.map(|f| Stat {
@@ -448,15 +453,15 @@ impl Files {
     /// and whether it is a folder.
     pub async fn entry(&self, p: &Path) -> io::Result<Option<bool>> {
         match self {
-            Files::Host => Ok(checked::entry(p)?.map(|m| m.is_dir())),
+            Files::Host(held) => Ok(held.entry(p)?.map(|m| m.is_dir())),
             Files::Container(_) => Ok(self.stat(p).await?.map(|s| s.dir)),
         }
     }
 
     pub async fn read(&self, p: &Path) -> io::Result<Vec<u8>> {
         match self {
-            Files::Host => {
-                let mut file = checked::open_read(p)?;
+            Files::Host(held) => {
+                let mut file = held.open_read(p)?;
                 let len = file.metadata()?.len();
                 off_thread(len, move || {
                     let mut bytes = Vec::with_capacity(len as usize);
@@ -475,7 +480,7 @@ impl Files {
         t: &Target,
     ) -> crate::error::FlowResult<(String, Option<Metadata>)> {
         match self {
-            Files::Host => load_host(t).await.map(|f| (f.text, Some(f.meta))),
+            Files::Host(held) => load_host(held, t).await.map(|f| (f.text, Some(f.meta))),
             Files::Container(c) => {
                 let bytes = c.read(&text_of(&t.real)).await?;
                 if bytes.len() as u64 > crate::fsops::MAX_FILE_BYTES {
@@ -495,52 +500,45 @@ impl Files {
         meta: Option<&Metadata>,
     ) -> io::Result<()> {
         match self {
-            Files::Host => atomic::replace(p, bytes, meta),
+            Files::Host(held) => {
+                let (dir, name) = held.parent(p)?;
+                atomic::replace_in(&dir, name, bytes, meta)
+            }
             Files::Container(c) => c.write(&text_of(p), bytes).await.map_err(io_of),
         }
     }
 
     pub async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         match self {
-            Files::Host => {
-                let (from_dir, from_name) = in_folder(from)?;
-                let (to_dir, to_name) = in_folder(to)?;
-                from_dir.rename(from_name, &to_dir, to_name)
-            }
+            Files::Host(held) => held.rename(from, to),
             Files::Container(c) => c.rename(&text_of(from), &text_of(to)).await.map_err(io_of),
         }
     }
 
     pub async fn remove_file(&self, p: &Path) -> io::Result<()> {
         match self {
-            Files::Host => {
-                let (dir, name) = in_folder(p)?;
-                dir.remove_file(name)
-            }
+            Files::Host(held) => held.remove_file(p),
             Files::Container(c) => c.remove(&text_of(p)).await.map_err(io_of),
         }
     }
 
     pub async fn make_dirs(&self, p: &Path) -> io::Result<()> {
         match self {
-            Files::Host => Folder::make_all(p).map(drop),
+            Files::Host(held) => held.make_all(p).map(drop),
             Files::Container(c) => c.make_dirs(&text_of(p)).await.map_err(io_of),
         }
     }
 
     pub async fn remove_dir(&self, p: &Path) -> io::Result<()> {
         match self {
-            Files::Host => {
-                let (dir, name) = in_folder(p)?;
-                dir.remove_dir(name)
-            }
+            Files::Host(held) => held.remove_dir(p),
             Files::Container(c) => c.remove_dir(&text_of(p)).await.map_err(io_of),
         }
     }
 
     /// Whether sluice's sibling locks guard these files (the host's).
     pub fn locks(&self) -> bool {
-        matches!(self, Files::Host)
+        matches!(self, Files::Host(_))
     }
 }
 

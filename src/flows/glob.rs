@@ -240,7 +240,8 @@ impl Flow for Glob {
             return self.in_container(ctx, &c).await;
         }
         let t = &self.tree.target;
-        let meta = crate::fsops::checked::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
+        let meta =
+            crate::fsops::checked::metadata(&t.real).map_err(|e| io_error(t, "search", e))?;
         if !meta.is_dir() {
             return Err(not_a_folder(t));
         }

@@ -856,7 +856,10 @@ fn search_files(
             let file = match open(&f) {
                 Ok(file) => file,
                 Err(e) if checked::changed(&e) => {
-                    let what = format!("{}: changed during the search (a symbolic link now), not followed", f.shown);
+                    let what = format!(
+                        "{}: changed during the search (a symbolic link now), not followed",
+                        f.shown
+                    );
                     lock().tally.skipped.unreadable_path(what);
                     continue;
                 }

@@ -6,7 +6,7 @@
 use super::files::{Existing, Files};
 use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
-use crate::fsops::{checked::Folder, path::io_error, Target};
+use crate::fsops::Target;
 use crate::kernel::gate::Authorized;
 use crate::kernel::Action;
 use serde::{Deserialize, Serialize};
@@ -124,9 +124,7 @@ impl Flow for Write {
         let (t, existing) = existing_file(&files, ctx, t).await?;
         if existing.is_none() {
             // The lock lives beside the file: its folder must exist first.
-            if let (Files::Host, Some(parent)) = (&files, t.real.parent()) {
-                Folder::make_all(parent).map_err(|e| io_error(&t, "create the folders of", e))?;
-            }
+            files.make_parent(&t)?;
         }
         let lock = files.lock(&t)?;
         // Looked at again under the lock: another writer may have created

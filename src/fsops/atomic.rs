@@ -11,21 +11,10 @@ use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, Metadata};
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 static STAGED: AtomicU64 = AtomicU64::new(0);
-
-/// Replaces the file at canonical path `real` with `bytes`: [`replace_in`]
-/// its folder, opened without following a link. `existing` is the metadata
-/// of the file being replaced, or `None` when creating it.
-pub fn replace(real: &Path, bytes: &[u8], existing: Option<&Metadata>) -> io::Result<()> {
-    match Folder::parent(real)? {
-        (dir, Some(name)) => replace_in(&dir, name, bytes, existing),
-        (_, None) => Err(io::Error::from(io::ErrorKind::IsADirectory)),
-    }
-}
 
 /// Replaces the file `name` in `dir` with `bytes`, staged and renamed
 /// inside that folder's descriptor, so the file lands in the folder that
@@ -126,6 +115,12 @@ fn umask() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    fn replace(real: &Path, bytes: &[u8], existing: Option<&Metadata>) -> io::Result<()> {
+        let dir = Folder::open(real.parent().unwrap())?;
+        replace_in(&dir, real.file_name().unwrap(), bytes, existing)
+    }
 
     #[test]
     fn replaces_contents_and_keeps_mode() {

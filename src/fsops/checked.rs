@@ -21,14 +21,15 @@ use nix::errno::Errno;
 use nix::fcntl::{self, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{self, Mode, SFlag};
 use nix::unistd::{self, UnlinkatFlags};
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Whether an I/O error means a link turned up on a checked path: the tree
 /// changed since the policy looked at it.
@@ -84,12 +85,10 @@ impl Folder {
         let mut at = Folder::open(Path::new("/"))?;
         for name in names(real)? {
             at = match at.folder(name) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    match at.make(name) {
-                        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-                        _ => at.folder(name)?,
-                    }
-                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => match at.make(name) {
+                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                    _ => at.folder(name)?,
+                },
                 other => other?,
             };
         }
@@ -136,11 +135,8 @@ impl Folder {
     /// A new file `name` (it must not exist yet) with permission bits
     /// `mode` (before the umask), opened for writing.
     pub fn create_new(&self, name: &OsStr, mode: u32) -> io::Result<File> {
-        let flags = OFlag::O_WRONLY
-            | OFlag::O_CREAT
-            | OFlag::O_EXCL
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_CLOEXEC;
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let fd = fcntl::openat(
             Some(self.raw()),
             name,
@@ -152,30 +148,40 @@ impl Folder {
 
     /// Makes the folder `name` (mode 0777 before the umask).
     pub fn make(&self, name: &OsStr) -> io::Result<()> {
-        Ok(stat::mkdirat(Some(self.raw()), name, Mode::from_bits_truncate(0o777))?)
+        Ok(stat::mkdirat(
+            Some(self.raw()),
+            name,
+            Mode::from_bits_truncate(0o777),
+        )?)
     }
 
     /// Renames `from` here to `to` in folder `dest`. A link at `to` is
     /// replaced, never followed.
     pub fn rename(&self, from: &OsStr, dest: &Folder, to: &OsStr) -> io::Result<()> {
-        Ok(fcntl::renameat(Some(self.raw()), from, Some(dest.raw()), to)?)
+        Ok(fcntl::renameat(
+            Some(self.raw()),
+            from,
+            Some(dest.raw()),
+            to,
+        )?)
     }
 
     /// Removes the file (or link) `name`.
     pub fn remove_file(&self, name: &OsStr) -> io::Result<()> {
-        Ok(unistd::unlinkat(Some(self.raw()), name, UnlinkatFlags::NoRemoveDir)?)
+        Ok(unistd::unlinkat(
+            Some(self.raw()),
+            name,
+            UnlinkatFlags::NoRemoveDir,
+        )?)
     }
 
     /// Removes the empty folder `name`.
     pub fn remove_dir(&self, name: &OsStr) -> io::Result<()> {
-        Ok(unistd::unlinkat(Some(self.raw()), name, UnlinkatFlags::RemoveDir)?)
-    }
-
-    /// The folder's own metadata.
-    pub fn metadata(&self) -> io::Result<Metadata> {
-        // A duplicate, since a `File` closes what it holds.
-        let fd = self.0.try_clone()?;
-        File::from(fd).metadata()
+        Ok(unistd::unlinkat(
+            Some(self.raw()),
+            name,
+            UnlinkatFlags::RemoveDir,
+        )?)
     }
 
     /// The folder's entries, `.` and `..` left out, in the order the
@@ -251,14 +257,90 @@ pub fn metadata(real: &Path) -> io::Result<Metadata> {
     Ok(meta)
 }
 
-/// What the entry at `path` is, a link as a link: every name before the
-/// last is a folder reached without a link. `None` when nothing is there.
-pub fn entry(path: &Path) -> io::Result<Option<Metadata>> {
-    match Folder::parent(path) {
-        Ok((dir, Some(name))) => dir.entry(name),
-        Ok((dir, None)) => dir.metadata().map(Some),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+/// The folders one call acts in, each opened once (without following a
+/// link) the first time the call needs it: every later step of the call (a
+/// lock, a staged file, a rename, a file put back when a patch fails)
+/// happens in the folder it opened first, whatever its path leads to
+/// meanwhile. So a step cannot fail, or land elsewhere, halfway through a
+/// call because the tree changed after the call began.
+#[derive(Debug, Default)]
+pub struct Held(Mutex<HashMap<PathBuf, Folder>>);
+
+impl Held {
+    /// The folder at canonical path `dir`, opened the first time.
+    pub fn folder(&self, dir: &Path) -> io::Result<Folder> {
+        if let Some(f) = self.lock().get(dir) {
+            return Ok(f.clone());
+        }
+        let f = Folder::open(dir)?;
+        Ok(self.lock().entry(dir.to_path_buf()).or_insert(f).clone())
+    }
+
+    /// [`Held::folder`], making it and the missing folders above it first
+    /// ([`Folder::make_all`]).
+    pub fn make_all(&self, dir: &Path) -> io::Result<Folder> {
+        if let Some(f) = self.lock().get(dir) {
+            return Ok(f.clone());
+        }
+        let f = Folder::make_all(dir)?;
+        Ok(self.lock().entry(dir.to_path_buf()).or_insert(f).clone())
+    }
+
+    /// The folder holding canonical path `p`, and `p`'s name in it.
+    pub fn parent<'p>(&self, p: &'p Path) -> io::Result<(Folder, &'p OsStr)> {
+        match (p.parent(), p.file_name()) {
+            (Some(dir), Some(name)) => Ok((self.folder(dir)?, name)),
+            _ => Err(io::ErrorKind::IsADirectory.into()),
+        }
+    }
+
+    /// `p` opened for reading in its held folder ([`Folder::open_read`]).
+    pub fn open_read(&self, p: &Path) -> io::Result<File> {
+        let (dir, name) = self.parent(p)?;
+        dir.open_read(name)
+    }
+
+    /// What is at `p`, a link there being [`changed`]; `None` when nothing
+    /// is (nor, perhaps, its folder).
+    pub fn metadata(&self, p: &Path) -> io::Result<Option<Metadata>> {
+        match self.entry(p)? {
+            Some(m) if m.file_type().is_symlink() => Err(loop_error()),
+            found => Ok(found),
+        }
+    }
+
+    /// What the entry `p` is, a link as a link; `None` when nothing is
+    /// there (nor, perhaps, its folder).
+    pub fn entry(&self, p: &Path) -> io::Result<Option<Metadata>> {
+        let (dir, name) = match self.parent(p) {
+            Ok(found) => found,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        dir.entry(name)
+    }
+
+    /// Renames `from` to `to`, each in its held folder.
+    pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (from_dir, from_name) = self.parent(from)?;
+        let (to_dir, to_name) = self.parent(to)?;
+        from_dir.rename(from_name, &to_dir, to_name)
+    }
+
+    /// Removes the file (or link) `p` from its held folder.
+    pub fn remove_file(&self, p: &Path) -> io::Result<()> {
+        let (dir, name) = self.parent(p)?;
+        dir.remove_file(name)
+    }
+
+    /// Removes the empty folder `p` from its held folder.
+    pub fn remove_dir(&self, p: &Path) -> io::Result<()> {
+        let (dir, name) = self.parent(p)?;
+        dir.remove_dir(name)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Folder>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

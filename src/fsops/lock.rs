@@ -13,7 +13,7 @@
 //! they have looked at the file.
 
 use super::checked::Folder;
-use super::path::{io_error, Target};
+use super::path::Target;
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
@@ -42,17 +42,10 @@ struct Owner {
 }
 
 impl FileLock {
-    /// Takes the lock of `target` (its resolved path) in the folder that
-    /// holds it, opened without following a link, or fails `no_match`
-    /// naming the busy file and the lock.
-    pub fn acquire(target: &Target) -> FlowResult<FileLock> {
-        let (folder, _) = Folder::parent(&target.real).map_err(|e| io_error(target, "lock", e))?;
-        FileLock::acquire_in(&folder, target)
-    }
-
-    /// [`FileLock::acquire`] in `folder`, the folder of `target` as the
-    /// caller already holds it.
-    pub fn acquire_in(folder: &Folder, target: &Target) -> FlowResult<FileLock> {
+    /// Takes the lock of `target` (its resolved path) in `folder`, the
+    /// folder holding it as the caller holds it (opened without following
+    /// a link), or fails `no_match` naming the busy file and the lock.
+    pub fn acquire(folder: &Folder, target: &Target) -> FlowResult<FileLock> {
         let dir = lock_path(&target.real);
         let name = dir.file_name().unwrap_or_default().to_os_string();
         match folder.make(&name) {
@@ -90,7 +83,10 @@ impl FileLock {
     }
 
     fn write_owner(&self, target: &Target) -> io::Result<()> {
-        let mut f = self.folder.folder(&self.name)?.create_new(OsStr::new("owner"), 0o666)?;
+        let mut f = self
+            .folder
+            .folder(&self.name)?
+            .create_new(OsStr::new("owner"), 0o666)?;
         writeln!(f, "pid={}", std::process::id())?;
         writeln!(f, "host={}", hostname())?;
         writeln!(f, "file={}", target.real.display())
@@ -211,6 +207,10 @@ mod tests {
         Target::at(p)
     }
 
+    fn acquire(t: &Target) -> FlowResult<FileLock> {
+        FileLock::acquire(&Folder::open(t.real.parent().unwrap()).unwrap(), t)
+    }
+
     #[test]
     fn case_and_normalisation_variants_share_a_lock() {
         let a = lock_path(Path::new("/w/README.md"));
@@ -230,14 +230,14 @@ mod tests {
     fn second_acquire_is_busy_and_release_frees_it() {
         let dir = tempfile::tempdir().unwrap();
         let t = target(&dir.path().join("f.txt"));
-        let held_lock = FileLock::acquire(&t).unwrap();
-        let e = FileLock::acquire(&t).unwrap_err();
+        let held_lock = acquire(&t).unwrap();
+        let e = acquire(&t).unwrap_err();
         assert_eq!(e.code, ErrorCode::NoMatch);
         assert_eq!(e.details["busy"], true);
         assert_eq!(e.details["lock"], held_lock.path().display().to_string());
         drop(held_lock);
         assert!(!lock_path(&t.real).exists());
-        FileLock::acquire(&t).unwrap();
+        acquire(&t).unwrap();
     }
 
     #[test]
@@ -254,7 +254,7 @@ mod tests {
             format!("pid={dead}\nhost={}\n", hostname()),
         )
         .unwrap();
-        let e = FileLock::acquire(&t).unwrap_err();
+        let e = acquire(&t).unwrap_err();
         assert_eq!(e.details["stale"], true);
         assert!(e.message.contains(&lock.display().to_string()));
         assert!(lock.exists(), "a stale lock is never reclaimed");

@@ -124,7 +124,16 @@ fn resolve_below(base: &Path, rest: &Path) -> io::Result<PathBuf> {
                         if hops > MAX_SYMLINK_HOPS {
                             return Err(io::Error::other("too many levels of symbolic links"));
                         }
-                        push_front(&mut pending, &fs::read_link(&next)?);
+                        match fs::read_link(&next) {
+                            Ok(to) => push_front(&mut pending, &to),
+                            // No longer a link (swapped meanwhile): look
+                            // at the name again; a swap in a loop runs out
+                            // of hops like a link loop.
+                            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => {
+                                pending.push_front(part)
+                            }
+                            Err(e) => return Err(e),
+                        }
                     }
                     Ok(_) => out = next,
                     Err(e) if is_missing(&e) => {

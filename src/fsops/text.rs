@@ -169,7 +169,12 @@ pub(crate) fn too_large(target: &Target, len: u64) -> FlowError {
 /// [`super::checked`]) and refuses, before reading a byte, what is not a
 /// regular file or is over [`MAX_FILE_BYTES`] by its size now.
 pub fn open_checked(target: &Target) -> FlowResult<(File, Metadata)> {
-    let file = open(target)?;
+    checked_file(target, open(target)?)
+}
+
+/// The checks of [`open_checked`] on `file`, opened for `target` some other
+/// way (in a folder a call holds).
+pub fn checked_file(target: &Target, file: File) -> FlowResult<(File, Metadata)> {
     let meta = file.metadata().map_err(|e| io_error(target, "read", e))?;
     if target.names_folder && !meta.is_dir() {
         return Err(super::path::not_a_folder(target));

@@ -22,7 +22,7 @@ use super::parser::Chunk;
 use super::seek::Finder;
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::flows::files::Files;
-use crate::fsops::{lock, lock::FileLock, path, text, Target};
+use crate::fsops::{checked, lock, lock::FileLock, path, text, Target};
 use crate::kernel::Action;
 use std::fs::Metadata;
 use std::io;
@@ -244,11 +244,7 @@ async fn run_made(ops: &[Op], disk: &Files, made: &mut MadeFolders) -> FlowResul
             None => None,
         });
     }
-    let _locks = if disk.locks() {
-        lock_all(ops)?
-    } else {
-        Vec::new()
-    };
+    let _locks = lock_all(ops, disk).await?;
     let mut changes = Vec::new();
     for (op, parent) in ops.iter().zip(parents) {
         if let Some(e) = parent {
@@ -306,14 +302,26 @@ impl MadeFolders {
 }
 
 /// Locks every path the sections read or write, once each (paths that
-/// share a lock folder share a lock), in the order of their lock folders.
-/// A path whose folder does not exist holds no file to protect.
-fn lock_all(ops: &[Op]) -> FlowResult<Vec<FileLock>> {
+/// share a lock folder share a lock), in the order of their lock folders,
+/// each in the folder `disk` holds. A path whose folder does not exist
+/// holds no file to protect; a container's files have no locks.
+async fn lock_all(ops: &[Op], disk: &Files) -> FlowResult<Vec<FileLock>> {
+    if !disk.locks() {
+        return Ok(Vec::new());
+    }
     let mut wanted: Vec<(PathBuf, Target)> = Vec::new();
     for op in ops {
         for real in op.reads().into_iter().chain(op.writes()) {
-            let folder = real.parent().map(crate::fsops::checked::metadata);
-            if !folder.is_some_and(|m| m.is_ok_and(|m| m.is_dir())) {
+            let Some(folder) = real.parent() else {
+                continue;
+            };
+            if !disk
+                .stat(folder)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.dir)
+            {
                 continue;
             }
             let shown = named_of(op, real).target.shown.clone();
@@ -327,10 +335,11 @@ fn lock_all(ops: &[Op]) -> FlowResult<Vec<FileLock>> {
     }
     wanted.sort_by(|a, b| a.0.cmp(&b.0));
     wanted.dedup_by(|a, b| a.0 == b.0);
-    wanted
-        .iter()
-        .map(|(_, target)| FileLock::acquire(target))
-        .collect()
+    let mut held = Vec::with_capacity(wanted.len());
+    for (_, target) in &wanted {
+        held.extend(disk.lock(target)?);
+    }
+    Ok(held)
 }
 
 /// The named path of `op` that resolved to `real`.
@@ -461,6 +470,9 @@ async fn write_to(disk: &Files, to: &Named, text: String) -> FlowResult<Change> 
 }
 
 fn write_failed(to: &Named, e: io::Error) -> FlowError {
+    if checked::changed(&e) {
+        return path::changed(&to.target);
+    }
     let code = match e.kind() {
         io::ErrorKind::NotADirectory | io::ErrorKind::AlreadyExists => ErrorCode::NotADirectory,
         _ => ErrorCode::CommandFailed,
@@ -481,6 +493,7 @@ async fn check_removable(disk: &Files, file: &Named) -> FlowResult<()> {
         Ok(Some(false)) if file.target.names_folder => Err(path::not_a_folder(&file.target)),
         Ok(Some(false)) => Ok(()),
         Ok(None) => Err(failed(ErrorCode::NotFound)),
+        Err(e) if checked::changed(&e) => Err(path::changed(&file.target)),
         Err(e) => Err(failed(ErrorCode::CommandFailed).with("reason", e.to_string())),
     }
 }
@@ -509,6 +522,7 @@ async fn load(disk: &Files, file: &Named) -> FlowResult<(String, Option<Metadata
             let e = io::Error::from_raw_os_error(nix::libc::ENOENT);
             return Err(failed(ErrorCode::NotFound, &e));
         }
+        Err(e) if checked::changed(&e) => return Err(path::changed(t)),
         Err(e) => {
             let code = match e.kind() {
                 io::ErrorKind::NotFound => ErrorCode::NotFound,
@@ -639,8 +653,11 @@ async fn make(disk: &Files, change: Change, done: &mut Vec<Done>) -> FlowResult<
             });
         }
         Change::Remove { file } => {
-            let aside = aside_name(disk, &file.entry);
+            let aside = aside_name(disk, &file.entry).await;
             disk.rename(&file.entry, &aside).await.map_err(|e| {
+                if checked::changed(&e) {
+                    return path::changed(&file.target);
+                }
                 FlowError::new(
                     ErrorCode::CommandFailed,
                     format!("Failed to delete file {}", file.abs),
@@ -681,7 +698,7 @@ async fn undo(disk: &Files, step: Done) {
 
 /// An unused sibling name for a file set aside before it is removed (in a
 /// container, unused by its process id and a counter).
-fn aside_name(disk: &Files, entry: &Path) -> PathBuf {
+async fn aside_name(disk: &Files, entry: &Path) -> PathBuf {
     let name = entry
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -697,7 +714,7 @@ fn aside_name(disk: &Files, entry: &Path) -> PathBuf {
             &name[..end],
             std::process::id()
         ));
-        if !disk.locks() || !matches!(crate::fsops::checked::entry(&aside), Ok(Some(_))) {
+        if !disk.locks() || !matches!(disk.entry(&aside).await, Ok(Some(_))) {
             return aside;
         }
     }
@@ -850,7 +867,7 @@ mod tests {
                 file: named(&dir.path().join("gone.txt")),
             },
         ];
-        let e = block_on(commit(&Files::Host, changes)).unwrap_err();
+        let e = block_on(commit(&Files::Host(Default::default()), changes)).unwrap_err();
         assert_eq!(e.code, ErrorCode::CommandFailed);
         assert_eq!(fs::read_to_string(&a).unwrap(), "old\n");
         assert_eq!(fs::read_to_string(&x).unwrap(), "x\n");
@@ -868,7 +885,7 @@ mod tests {
         let x = dir.path().join("x.txt");
         fs::write(&x, "x\n").unwrap();
         block_on(commit(
-            &Files::Host,
+            &Files::Host(Default::default()),
             vec![Change::Remove { file: named(&x) }],
         ))
         .unwrap();

@@ -151,7 +151,10 @@ impl<F: Fn(Vec<Found>)> Local<'_, F> {
     fn push(&mut self, found: Found) {
         self.batch.push(found);
         if self.batch.len() == BATCH {
-            (self.visit)(std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH)));
+            (self.visit)(std::mem::replace(
+                &mut self.batch,
+                Vec::with_capacity(BATCH),
+            ));
         }
     }
 }
@@ -237,7 +240,11 @@ fn visit_root_file<F: Fn(Vec<Found>)>(
         skipped.names += 1;
         return;
     };
-    let kind = if meta.is_file() { Kind::File } else { Kind::Other };
+    let kind = if meta.is_file() {
+        Kind::File
+    } else {
+        Kind::Other
+    };
     let folder = Folder::parent(&path).ok().map(|(f, _)| f);
     visit(vec![Found {
         path,
@@ -270,7 +277,8 @@ impl<F: Fn(Vec<Found>) + Sync> Walk<'_, F> {
             Opening::Inside(parent, name) => match parent.folder(&name) {
                 Ok(dir) => dir,
                 Err(e) => {
-                    mine.skipped.unreadable_path(self.tree.unreadable(&p.path, &e));
+                    mine.skipped
+                        .unreadable_path(self.tree.unreadable(&p.path, &e));
                     return vec![];
                 }
             },
@@ -278,7 +286,8 @@ impl<F: Fn(Vec<Found>) + Sync> Walk<'_, F> {
         let entries = match dir.entries() {
             Ok(entries) => entries,
             Err(e) => {
-                mine.skipped.unreadable_path(self.tree.unreadable(&p.path, &e));
+                mine.skipped
+                    .unreadable_path(self.tree.unreadable(&p.path, &e));
                 return vec![];
             }
         };
@@ -343,7 +352,9 @@ impl<F: Fn(Vec<Found>) + Sync> Walk<'_, F> {
 impl Tree {
     /// `shown path: reason` for a folder or file the walk could not read.
     fn unreadable(&self, path: &Path, e: &io::Error) -> String {
-        let shown = self.show(path).unwrap_or_else(|| path.display().to_string());
+        let shown = self
+            .show(path)
+            .unwrap_or_else(|| path.display().to_string());
         if checked::changed(e) {
             return format!("{shown}: changed during the walk (a symbolic link now), not followed");
         }

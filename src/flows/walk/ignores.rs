@@ -113,7 +113,12 @@ fn exclude_of(dir: &Folder, path: &Path) -> Result<Option<Gitignore>, Hostile> {
 
 /// The matcher of ignore file `name` in folder `dir` (at `at`), for paths
 /// under `root`; `None` when it is missing or says nothing.
-fn matcher(root: &Path, at: &Path, dir: &Folder, name: &OsStr) -> Result<Option<Gitignore>, Hostile> {
+fn matcher(
+    root: &Path,
+    at: &Path,
+    dir: &Folder,
+    name: &OsStr,
+) -> Result<Option<Gitignore>, Hostile> {
     let file = at.join(name);
     let bytes = match read_small(dir, name) {
         Ok(Some(bytes)) => bytes,
@@ -203,12 +208,16 @@ mod tests {
             ..Layer::default()
         };
         assert!(inner.matched(Path::new("/r/sub/a.log"), false).is_ignore());
-        assert!(inner.matched(Path::new("/r/sub/keep.log"), false).is_whitelist());
+        assert!(inner
+            .matched(Path::new("/r/sub/keep.log"), false)
+            .is_whitelist());
         let ranked = Layer {
             ignore: Some(gi("/r/sub", "!a.log\n")),
             parent: Some(outer),
             ..Layer::default()
         };
-        assert!(ranked.matched(Path::new("/r/sub/a.log"), false).is_whitelist());
+        assert!(ranked
+            .matched(Path::new("/r/sub/a.log"), false)
+            .is_whitelist());
     }
 }

@@ -437,7 +437,6 @@ impl Tree {
             .unwrap_or_else(|| file.display().to_string());
         format!("{shown}: an ignore file that is not a regular file under 1 MiB; its folder was not searched")
     }
-
 }
 
 /// Paths a walker thread hands on at once: enough to spare the threads

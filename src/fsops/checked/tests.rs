@@ -32,8 +32,16 @@ const BOTH: [How; 2] = [How::Openat2, How::Walk];
 fn a_path_without_links_opens_in_both_ways() {
     let (_d, root) = tree();
     for how in BOTH {
-        assert_eq!(read_with(&root.join("inside/f"), how).unwrap(), "inside", "{how:?}");
-        let dir = open_path(&root.join("inside"), OFlag::O_PATH | OFlag::O_DIRECTORY, how);
+        assert_eq!(
+            read_with(&root.join("inside/f"), how).unwrap(),
+            "inside",
+            "{how:?}"
+        );
+        let dir = open_path(
+            &root.join("inside"),
+            OFlag::O_PATH | OFlag::O_DIRECTORY,
+            how,
+        );
         assert!(dir.is_ok(), "{how:?}");
     }
 }
@@ -48,7 +56,10 @@ fn a_link_anywhere_on_the_path_is_changed_in_both_ways() {
             assert!(changed(&e), "{how:?} {p}: {e}");
         }
         let e = open_path(&root.join("link"), OFlag::O_PATH, how).unwrap_err();
-        assert!(changed(&e) || e.raw_os_error() == Some(nix::libc::ELOOP), "{how:?}: {e}");
+        assert!(
+            changed(&e) || e.raw_os_error() == Some(nix::libc::ELOOP),
+            "{how:?}: {e}"
+        );
     }
     assert!(changed(&metadata(&root.join("link")).unwrap_err()));
     assert!(changed(&metadata(&root.join("link/f")).unwrap_err()));
@@ -68,9 +79,16 @@ fn missing_and_not_a_folder_keep_their_own_errors_in_both_ways() {
 #[test]
 fn the_entry_of_a_link_is_the_link_itself() {
     let (_d, root) = tree();
-    assert!(entry(&root.join("link")).unwrap().unwrap().is_symlink());
-    assert!(entry(&root.join("inside/none")).unwrap().is_none());
-    assert!(changed(&entry(&root.join("link/f")).unwrap_err()));
+    let held = Held::default();
+    assert!(held
+        .entry(&root.join("link"))
+        .unwrap()
+        .unwrap()
+        .is_symlink());
+    assert!(held.entry(&root.join("inside/none")).unwrap().is_none());
+    assert!(held.entry(&root.join("nowhere/none")).unwrap().is_none());
+    assert!(changed(&held.entry(&root.join("link/f")).unwrap_err()));
+    assert!(changed(&held.metadata(&root.join("link")).unwrap_err()));
 }
 
 #[test]
@@ -91,10 +109,16 @@ fn a_folder_held_stays_that_folder_when_its_path_is_swapped() {
     symlink(root.join("outside"), root.join("inside")).unwrap();
     let mut f = held.create_new(OsStr::new("new"), 0o644).unwrap();
     std::io::Write::write_all(&mut f, b"x").unwrap();
-    held.rename(OsStr::new("new"), &held, OsStr::new("g")).unwrap();
+    held.rename(OsStr::new("new"), &held, OsStr::new("g"))
+        .unwrap();
     assert!(root.join("moved/g").exists());
     assert!(!root.join("outside/g").exists());
-    let names: Vec<_> = held.entries().unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<_> = held
+        .entries()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
     assert!(names.contains(&OsString::from("g")) && names.contains(&OsString::from("f")));
 }
 
@@ -168,7 +192,32 @@ fn a_folder_swapped_with_a_link_in_a_loop_is_never_followed() {
         stop.store(true, Ordering::Relaxed);
         let swaps = swapper.join().unwrap();
         assert!(swaps > 100, "{how:?}: the swapper ran {swaps} times");
-        assert!(inside > 0 && refused > 0, "{how:?}: {inside} read, {refused} refused");
-        assert!(followed > 0, "{how:?}: a plain open never followed the link");
+        assert!(
+            inside > 0 && refused > 0,
+            "{how:?}: {inside} read, {refused} refused"
+        );
+        assert!(
+            followed > 0,
+            "{how:?}: a plain open never followed the link"
+        );
     }
+}
+
+/// A call holds each folder it opened: after its path is swapped for a
+/// link, its later steps (a rename, a file put back) still act there, so
+/// a multi-step change cannot fail halfway or land elsewhere.
+#[test]
+fn a_call_s_later_steps_act_in_the_folder_it_held_first() {
+    let (_d, root) = tree();
+    let held = Held::default();
+    let f = root.join("inside/f");
+    assert!(held.metadata(&f).unwrap().unwrap().is_file());
+    fs::rename(root.join("inside"), root.join("moved")).unwrap();
+    symlink(root.join("outside"), root.join("inside")).unwrap();
+    held.rename(&f, &root.join("inside/g")).unwrap();
+    assert!(root.join("moved/g").exists());
+    assert!(!root.join("outside/g").exists());
+    // A folder first opened now is refused: its path leads through a link.
+    let fresh = Held::default();
+    assert!(changed(&fresh.metadata(&f).unwrap_err()));
 }
