@@ -1,6 +1,7 @@
-//! `glob`: the paths under a folder that match a glob, sorted, found by the
-//! walker ripgrep uses (the `ignore` crate), so `.gitignore` and `.ignore`
-//! files count as they do for `rg --files`.
+//! `glob`: the paths under a folder that match a glob, sorted, found by a
+//! walk that lists each folder by descriptor ([`Tree`]), with `.gitignore`
+//! and `.ignore` files counting as they do for `rg --files` (ripgrep's
+//! matcher, the `ignore` crate's).
 //!
 //! What a caller can rely on (shared with `grep`, which walks the same way;
 //! the walk itself lives here as [`Tree`]):
@@ -32,7 +33,10 @@
 //!   `.git` (a folder, or the file a worktree has) and `.sluice` (the audit
 //!   store) are always skipped, `hidden` or not.
 //! - **Symlinks are not followed**, to folders or files, so a link loop cannot
-//!   make the walk run forever, and a link cannot lead the walk out of `root`.
+//!   make the walk run forever, and a link cannot lead the walk out of `root`:
+//!   each folder is opened inside the one that listed it, never through a
+//!   link, so a folder swapped for a link while the walk runs is not entered
+//!   either (it counts in `skippedUnreadable`).
 //! - **Policy.** The call needs `fs:read` on `root` (its envelope). Inside it,
 //!   each path is checked again through the kernel without asking anyone
 //!   (symlinks by the path they resolve to): what a rule or hook denies (say
