@@ -334,6 +334,65 @@ fn a_model_judges_evidence_that_is_only_a_fragment_of_a_line_does_not_count() {
     );
 }
 
+/// A credential the host put in the runner's `env` that a failing test
+/// prints must not reach the model judge's provider: the request the
+/// loopback server receives holds the secret neither whole, nor in part
+/// where the judge's 8,000-byte tail starts inside it (the second run pads
+/// the output so the tail begins mid-secret). The control: the judge still
+/// gets the output otherwise (the line its evidence quotes, the secret's
+/// line with `[redacted]`) and its answer counts.
+#[test]
+fn a_runner_env_secret_printed_by_a_test_never_reaches_the_model_judge() {
+    use model_server::{openai_text, Answer, ModelServer};
+    let secret = "tok-5b2e81c4d97a03f6";
+    let ws = workspace();
+    let confident = json!({"belongsTo": "command", "reason": "unknown-path", "evidence": "fixture dir /data/fixtures absent", "confidence": 0.9}).to_string();
+    let server = ModelServer::start(vec![
+        Answer::json(openai_text(&confident)),
+        Answer::json(openai_text(&confident)),
+    ]);
+    let flags = model_server::local_openai_flags(&server);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    // After the secret's first 8 bytes, exactly 8,000 bytes of output (its
+    // other 12 and a newline, the padding and a newline, the two lines
+    // after): the judge's tail starts inside the secret.
+    let after = (secret.len() - 8) + 1 + 1 + "token is \n".len() + secret.len();
+    let pad = 8_000 - after - "fixture dir /data/fixtures absent\n".len();
+    put(
+        &ws,
+        "odd.sh",
+        &format!(
+            "echo 'fixture dir /data/fixtures absent'\nif [ -n \"$PAD\" ]; then printf '%s\\n' \"$DEPLOY_TOKEN\"; head -c {pad} /dev/zero | tr '\\0' x; echo; fi\necho \"token is $DEPLOY_TOKEN\"\necho 'fixture dir /data/fixtures absent'\nexit 2\n"
+        ),
+    );
+    let runner = format!("{JUDGED_ODD_SH}, env = {{DEPLOY_TOKEN = '{secret}'}}");
+    let body = "local r, e = sluice.test{} emit(r or e)\n";
+    let first = run_with(&ws, &runner, &flags, body).remove(0);
+    let runner = format!("{JUDGED_ODD_SH}, env = {{DEPLOY_TOKEN = '{secret}', PAD = '1'}}");
+    let second = run_with(&ws, &runner, &flags, body).remove(0);
+    // The control: the judge was asked, saw the output, and its answer counted.
+    for out in [&first, &second] {
+        assert_eq!(out["judgedBy"], "model", "{out}");
+        assert_eq!(out["invalidProbe"]["reason"], "unknown-path", "{out}");
+    }
+    let asked = server.requests();
+    assert_eq!(asked.len(), 2);
+    for (n, request) in asked.iter().enumerate() {
+        let sent = &request.text;
+        // The attack: the secret, or its last 12 bytes, in the request.
+        assert!(
+            !sent.contains(secret) && !sent.contains(&secret[8..]),
+            "run {}: the runner's DEPLOY_TOKEN, printed by a test, was sent to the model judge's provider",
+            n + 1
+        );
+        assert!(
+            sent.contains("fixture dir /data/fixtures absent") && sent.contains("token is [redacted]"),
+            "run {}: the judge did not get the output: {sent}",
+            n + 1
+        );
+    }
+}
+
 /// Holds: a policy denying `model:call:local/judge-1` stops the judge's
 /// call (the server is never asked), the result has a `judgeNote` and no
 /// probe, and the denied call is a call of the record of its own. The
