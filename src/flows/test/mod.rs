@@ -5,7 +5,7 @@
 //! = {...}` or the embedder's); a call names only its `selection`, which
 //! reaches the runner as arguments (`"$@"`), never as shell text, and
 //! whether to compare `against` the base revision. A call goes:
-//! 1. (`against = "base"`) check out `baseRef` in a private worktree and
+//! 1. (`against = "base"`) check out `baseRef` in a private folder and
 //!    run the selection there ([`base`]);
 //! 2. run the selection in the workspace, confined or routed like `bash`
 //!    ([`run`]);
