@@ -185,8 +185,9 @@ pub fn shipped(name: &str) -> Option<Source> {
 /// A policy file, loaded or failed to load.
 pub struct Policy {
     source: Source,
-    /// The file's canonical path, which no run may write.
-    canonical: Option<PathBuf>,
+    /// The files it loaded (its own, then its modules'), which no run may
+    /// write.
+    files: Vec<LoadedFile>,
     vars: Vars,
     /// The file's modification time and length when it was loaded.
     stamp: Option<Stamp>,
@@ -196,6 +197,22 @@ pub struct Policy {
     /// Which load of any policy in this process this is: two views with
     /// the same generations hold the same rules.
     generation: u64,
+}
+
+/// One file a policy loaded: the policy's own or a module's.
+#[derive(Debug, Clone)]
+struct LoadedFile {
+    /// The file as the policy named it (the path given, or a module's
+    /// `DIR/NAME.lua`), absolute: what a reload reads.
+    named: PathBuf,
+    /// Its canonical path, which no run may write.
+    real: PathBuf,
+    /// How messages name it: `its file`, `its module "helpers" (PATH)`.
+    what: String,
+    /// When it was loaded, for [`Policy::refresh`].
+    stamp: Option<Stamp>,
+    /// The symlinks on the way to it as named, when it was loaded.
+    links: Vec<PathBuf>,
 }
 
 /// The last [`Policy::generation`] given out.
@@ -309,13 +326,14 @@ impl Policy {
             .ok()
             .map(|t| crate::digest::sha256_hex(t.as_bytes()));
         let loaded = text.and_then(|text| load_text(&source, &text, &vars));
-        let canonical = match &source {
-            Source::File(p) => crate::fsops::path::canonical_lenient(&absolute(p)).ok(),
-            Source::Embedded { .. } => None,
-        };
+        let files = loaded_files(&source, loaded.as_ref().ok());
+        let loaded = loaded.and_then(|l| match shared_file(&source, &files) {
+            Some(e) => Err(e),
+            None => Ok(l),
+        });
         Policy {
             source,
-            canonical,
+            files,
             vars,
             stamp,
             sha256,
@@ -335,9 +353,20 @@ impl Policy {
         self.sha256.as_deref()
     }
 
-    /// The policy's file, canonical, when it is one.
-    pub fn file(&self) -> Option<&Path> {
-        self.canonical.as_deref()
+    /// The files the policy loaded, canonical: its own, when it is one,
+    /// and each module its `require` loaded from its folder.
+    pub fn files(&self) -> impl Iterator<Item = &Path> + '_ {
+        self.files.iter().map(|f| f.real.as_path())
+    }
+
+    /// The symlinks on the way to each file the policy loaded, as it named
+    /// them (each where it lies: its folder canonical), with how messages
+    /// name the file: a command that can write where a link lies can
+    /// replace it, and the policy would load what it put there next.
+    pub fn links(&self) -> impl Iterator<Item = (&str, &Path)> + '_ {
+        self.files
+            .iter()
+            .flat_map(|f| f.links.iter().map(|l| (f.what.as_str(), l.as_path())))
     }
 
     pub fn source(&self) -> &Source {
@@ -353,15 +382,25 @@ impl Policy {
         self.loaded.as_ref().err().map(String::as_str)
     }
 
-    /// Whether writing `path` would rewrite this policy's own file.
-    pub fn guards(&self, path: &Path) -> bool {
-        self.canonical.as_deref() == Some(path)
+    /// Which of this policy's files writing `path` would rewrite, as
+    /// messages name it (`its file`, `its module "helpers" (PATH)`).
+    pub fn guards(&self, path: &Path) -> Option<&str> {
+        self.files
+            .iter()
+            .find(|f| f.real == path)
+            .map(|f| f.what.as_str())
     }
 
-    /// Re-reads the file if it changed on disk since it was loaded.
+    /// Loads the policy again if its file or a module's changed on disk
+    /// since it was loaded.
     pub fn refresh(&mut self) {
         let stamp = stamp_of(&self.source);
-        if stamp != self.stamp {
+        let modules_changed = self
+            .files
+            .iter()
+            .skip(usize::from(matches!(self.source, Source::File(_))))
+            .any(|f| stamp_at(&f.named) != f.stamp);
+        if stamp != self.stamp || modules_changed {
             *self = Policy::load(self.source.clone(), self.vars.clone());
         }
     }
@@ -479,19 +518,101 @@ fn absolute(p: &Path) -> PathBuf {
 type Stamp = (SystemTime, i64, i64, u64, u64);
 
 fn stamp_of(source: &Source) -> Option<Stamp> {
-    use std::os::unix::fs::MetadataExt;
     match source {
-        Source::File(p) => fs::metadata(p).ok().and_then(|m| {
-            Some((
-                m.modified().ok()?,
-                m.ctime(),
-                m.ctime_nsec(),
-                m.ino(),
-                m.len(),
-            ))
-        }),
+        Source::File(p) => stamp_at(p),
         Source::Embedded { .. } => None,
     }
+}
+
+fn stamp_at(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).ok().and_then(|m| {
+        Some((
+            m.modified().ok()?,
+            m.ctime(),
+            m.ctime_nsec(),
+            m.ino(),
+            m.len(),
+        ))
+    })
+}
+
+/// The files `source` loaded: its own (when it is a file), then each
+/// module its `require` loaded from its folder (when it loaded).
+fn loaded_files(source: &Source, loaded: Option<&Loaded>) -> Vec<LoadedFile> {
+    let Source::File(p) = source else {
+        return Vec::new();
+    };
+    let file = |named: PathBuf, what: String| LoadedFile {
+        real: crate::fsops::path::canonical_lenient(&named).unwrap_or_else(|_| named.clone()),
+        stamp: stamp_at(&named),
+        links: symlinks_on(&named),
+        named,
+        what,
+    };
+    let mut files = vec![file(absolute(p), "its file".to_string())];
+    if let Some(l) = loaded {
+        for m in luastate::policy_modules(&l._lua) {
+            let named = absolute(&m.path);
+            let what = format!("its module {:?} ({})", m.name, named.display());
+            files.push(file(named, what));
+        }
+    }
+    files
+}
+
+/// Why a file the policy loaded is open to the run whatever protects its
+/// name: it has other names (hard links) and this user may write it, so a
+/// command could change it through a name the run may write.
+fn shared_file(source: &Source, files: &[LoadedFile]) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    files.iter().find_map(|f| {
+        let names = fs::metadata(&f.real).ok()?.nlink();
+        let writable =
+            nix::unistd::access(&f.real, nix::unistd::AccessFlags::W_OK).is_ok();
+        (names > 1 && writable).then(|| {
+            format!(
+                "policy {}: {} ({}) has {names} names (hard links) and may be written: a command could change it through another name, in a folder the run may write, which no protection of this name covers. Make it a file of its own: cp {} {}.new && mv {}.new {}",
+                source.name(),
+                f.what,
+                f.real.display(),
+                f.real.display(),
+                f.real.display(),
+                f.real.display(),
+                f.real.display(),
+            )
+        })
+    })
+}
+
+/// The symlinks on the way to `path` (absolute), each where it lies (its
+/// folder canonical), the file itself included.
+fn symlinks_on(path: &Path) -> Vec<PathBuf> {
+    use std::path::Component;
+    let mut links = Vec::new();
+    let mut real = PathBuf::from("/");
+    for part in path.components() {
+        match part {
+            Component::Normal(name) => {
+                let next = real.join(name);
+                let is_link = fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink());
+                if !is_link {
+                    real = next;
+                    continue;
+                }
+                links.push(next.clone());
+                match fs::canonicalize(&next) {
+                    Ok(target) => real = target,
+                    Err(_) => break,
+                }
+            }
+            Component::ParentDir => {
+                real.pop();
+            }
+            _ => {}
+        }
+    }
+    links
 }
 
 /// Policy files larger than this are refused unread.
@@ -523,7 +644,7 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         Source::File(p) => p.parent().map(Path::to_path_buf).unwrap_or_default(),
         Source::Embedded { .. } => PathBuf::from("/nonexistent"),
     };
-    luastate::install_require(&lua, dir, &[]).map_err(fail)?;
+    luastate::install_policy_require(&lua, dir).map_err(fail)?;
     let budget = Budget::install(&lua, TIME_LIMIT).map_err(fail)?;
     let chunk_name = match source {
         Source::File(p) => format!("@{}", p.display()),
@@ -535,6 +656,9 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         .set_mode(mlua::ChunkMode::Text)
         .eval()
         .map_err(fail)?;
+    // What the policy requires from now on (in a hook, at call time) is
+    // only what it loaded, and is protected, already.
+    luastate::seal_policy_modules(&lua);
     let LuaValue::Table(table) = returned else {
         return Err(format!(
             "policy {name} returned {}; a policy returns a table: {{rules = {{...}}, decide = fn?, route = fn?}}",
