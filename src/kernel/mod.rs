@@ -22,6 +22,7 @@ pub mod control;
 pub mod gate;
 pub mod pattern;
 pub mod policy;
+mod policy_files;
 pub mod programs;
 pub mod shell;
 
@@ -52,7 +53,7 @@ pub struct StaticView<'a> {
 
 /// Why `policies` under `ceiling` grant nothing, if they do not: a policy
 /// that failed to load, or one that loaded a file through a symlink a
-/// command could replace ([`exposed`]). A run does not start then, nor does
+/// command could replace ([`policy_files::exposed`]). A run does not start then, nor does
 /// `sluice policy explain`; a policy that comes to it when it is loaded
 /// again (edited during a run) denies every call.
 pub fn refusal(policies: &[Policy], ceiling: &[Pattern]) -> Option<String> {
@@ -64,37 +65,7 @@ fn broken(policies: &[Policy], ceiling: &[Pattern]) -> Option<(String, String)> 
     if let Some(p) = policies.iter().find(|p| p.load_error().is_some()) {
         return Some((p.name(), p.load_error().unwrap_or_default().to_string()));
     }
-    exposed(policies, ceiling)
-}
-
-/// The first file a policy loaded through a symlink that lies where an
-/// allow rule (inside the ceiling) lets commands write: a command could
-/// replace the link, which no sandbox keeps read-only (bubblewrap binds
-/// what a link leads to, not the link), and the policy would load the
-/// command's file at its next load. Flows cannot: they write what a link
-/// leads to, which is protected.
-fn exposed(policies: &[Policy], ceiling: &[Pattern]) -> Option<(String, String)> {
-    for p in policies {
-        for (what, link) in p.links() {
-            let cap = Capability::fs(Action::FsWrite, link);
-            if !ceiling.is_empty() && !ceiling.iter().any(|c| c.matches(&cap)) {
-                continue;
-            }
-            let grant = policies.iter().find_map(|q| {
-                q.rules()
-                    .iter()
-                    .find(|r| r.decision == Decision::Allow && r.pattern.matches(&cap))
-                    .map(|r| (q, r))
-            });
-            if let Some((q, rule)) = grant {
-                return Some((p.name(), format!(
-                    "policy {}: {what} is reached through the symlink {}, which commands may write where {} of {} grants it (\"{}\"): a command could put a file of its own in the link's place, and the policy would load it. Give the policy by its real path and make its modules files, not links, or keep the links out of what the run may write",
-                    p.name(), link.display(), rule.at, q.name(), rule.pattern.as_str()
-                )));
-            }
-        }
-    }
-    None
+    policy_files::exposed(policies, ceiling)
 }
 
 /// Decides whether a run may use a capability.

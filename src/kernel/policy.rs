@@ -21,6 +21,7 @@
 //! added later never runs).
 
 use super::pattern::{Pattern, Vars};
+use super::policy_files::{self, LoadedFile, Stamp};
 use super::{Action, Capability};
 use crate::call::Tier;
 use crate::luastate;
@@ -33,7 +34,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Lua instructions one load or one hook call may run.
 pub const INSTRUCTION_LIMIT: u64 = 1_000_000;
@@ -199,22 +200,6 @@ pub struct Policy {
     generation: u64,
 }
 
-/// One file a policy loaded: the policy's own or a module's.
-#[derive(Debug, Clone)]
-struct LoadedFile {
-    /// The file as the policy named it (the path given, or a module's
-    /// `DIR/NAME.lua`), absolute: what a reload reads.
-    named: PathBuf,
-    /// Its canonical path, which no run may write.
-    real: PathBuf,
-    /// How messages name it: `its file`, `its module "helpers" (PATH)`.
-    what: String,
-    /// When it was loaded, for [`Policy::refresh`].
-    stamp: Option<Stamp>,
-    /// The symlinks on the way to it as named, when it was loaded.
-    links: Vec<PathBuf>,
-}
-
 /// The last [`Policy::generation`] given out.
 static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -326,9 +311,17 @@ impl Policy {
             .ok()
             .map(|t| crate::digest::sha256_hex(t.as_bytes()));
         let loaded = text.and_then(|text| load_text(&source, &text, &vars));
-        let files = loaded_files(&source, loaded.as_ref().ok());
-        let loaded = loaded.and_then(|l| match shared_file(&source, &files) {
-            Some(e) => Err(e),
+        let files = match &source {
+            Source::File(p) => {
+                let modules = loaded
+                    .as_ref()
+                    .map_or_else(|_| Vec::new(), |l| luastate::policy_modules(&l._lua));
+                policy_files::of(&absolute(p), modules)
+            }
+            Source::Embedded { .. } => Vec::new(),
+        };
+        let loaded = loaded.and_then(|l| match policy_files::shared(&files) {
+            Some(e) => Err(format!("policy {}: {e}", source.name())),
             None => Ok(l),
         });
         Policy {
@@ -356,7 +349,7 @@ impl Policy {
     /// The files the policy loaded, canonical: its own, when it is one,
     /// and each module its `require` loaded from its folder.
     pub fn files(&self) -> impl Iterator<Item = &Path> + '_ {
-        self.files.iter().map(|f| f.real.as_path())
+        self.files.iter().map(LoadedFile::real)
     }
 
     /// The symlinks on the way to each file the policy loaded, as it named
@@ -364,9 +357,7 @@ impl Policy {
     /// name the file: a command that can write where a link lies can
     /// replace it, and the policy would load what it put there next.
     pub fn links(&self) -> impl Iterator<Item = (&str, &Path)> + '_ {
-        self.files
-            .iter()
-            .flat_map(|f| f.links.iter().map(|l| (f.what.as_str(), l.as_path())))
+        self.files.iter().flat_map(LoadedFile::links)
     }
 
     pub fn source(&self) -> &Source {
@@ -387,19 +378,17 @@ impl Policy {
     pub fn guards(&self, path: &Path) -> Option<&str> {
         self.files
             .iter()
-            .find(|f| f.real == path)
-            .map(|f| f.what.as_str())
+            .find(|f| f.real() == path)
+            .map(LoadedFile::what)
     }
 
     /// Loads the policy again if its file or a module's changed on disk
     /// since it was loaded.
     pub fn refresh(&mut self) {
         let stamp = stamp_of(&self.source);
-        let modules_changed = self
-            .files
-            .iter()
-            .skip(usize::from(matches!(self.source, Source::File(_))))
-            .any(|f| stamp_at(&f.named) != f.stamp);
+        // (The policy's own file is judged by the stamp taken before it
+        // was read.)
+        let modules_changed = self.files.iter().skip(1).any(LoadedFile::changed);
         if stamp != self.stamp || modules_changed {
             *self = Policy::load(self.source.clone(), self.vars.clone());
         }
@@ -513,106 +502,11 @@ fn absolute(p: &Path) -> PathBuf {
     std::env::current_dir().map_or_else(|_| p.to_path_buf(), |cwd| cwd.join(p))
 }
 
-/// What identifies one version of a policy file: a replaced file (new
-/// inode, new ctime) counts as changed even with the old size and mtime.
-type Stamp = (SystemTime, i64, i64, u64, u64);
-
 fn stamp_of(source: &Source) -> Option<Stamp> {
     match source {
-        Source::File(p) => stamp_at(p),
+        Source::File(p) => policy_files::stamp_at(p),
         Source::Embedded { .. } => None,
     }
-}
-
-fn stamp_at(path: &Path) -> Option<Stamp> {
-    use std::os::unix::fs::MetadataExt;
-    fs::metadata(path).ok().and_then(|m| {
-        Some((
-            m.modified().ok()?,
-            m.ctime(),
-            m.ctime_nsec(),
-            m.ino(),
-            m.len(),
-        ))
-    })
-}
-
-/// The files `source` loaded: its own (when it is a file), then each
-/// module its `require` loaded from its folder (when it loaded).
-fn loaded_files(source: &Source, loaded: Option<&Loaded>) -> Vec<LoadedFile> {
-    let Source::File(p) = source else {
-        return Vec::new();
-    };
-    let file = |named: PathBuf, what: String| LoadedFile {
-        real: crate::fsops::path::canonical_lenient(&named).unwrap_or_else(|_| named.clone()),
-        stamp: stamp_at(&named),
-        links: symlinks_on(&named),
-        named,
-        what,
-    };
-    let mut files = vec![file(absolute(p), "its file".to_string())];
-    if let Some(l) = loaded {
-        for m in luastate::policy_modules(&l._lua) {
-            let named = absolute(&m.path);
-            let what = format!("its module {:?} ({})", m.name, named.display());
-            files.push(file(named, what));
-        }
-    }
-    files
-}
-
-/// Why a file the policy loaded is open to the run whatever protects its
-/// name: it has other names (hard links) and this user may write it, so a
-/// command could change it through a name the run may write.
-fn shared_file(source: &Source, files: &[LoadedFile]) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    files.iter().find_map(|f| {
-        let names = fs::metadata(&f.real).ok()?.nlink();
-        let writable =
-            nix::unistd::access(&f.real, nix::unistd::AccessFlags::W_OK).is_ok();
-        (names > 1 && writable).then(|| {
-            format!(
-                "policy {}: {} ({}) has {names} names (hard links) and may be written: a command could change it through another name, in a folder the run may write, which no protection of this name covers. Make it a file of its own: cp {} {}.new && mv {}.new {}",
-                source.name(),
-                f.what,
-                f.real.display(),
-                f.real.display(),
-                f.real.display(),
-                f.real.display(),
-                f.real.display(),
-            )
-        })
-    })
-}
-
-/// The symlinks on the way to `path` (absolute), each where it lies (its
-/// folder canonical), the file itself included.
-fn symlinks_on(path: &Path) -> Vec<PathBuf> {
-    use std::path::Component;
-    let mut links = Vec::new();
-    let mut real = PathBuf::from("/");
-    for part in path.components() {
-        match part {
-            Component::Normal(name) => {
-                let next = real.join(name);
-                let is_link = fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink());
-                if !is_link {
-                    real = next;
-                    continue;
-                }
-                links.push(next.clone());
-                match fs::canonicalize(&next) {
-                    Ok(target) => real = target,
-                    Err(_) => break,
-                }
-            }
-            Component::ParentDir => {
-                real.pop();
-            }
-            _ => {}
-        }
-    }
-    links
 }
 
 /// Policy files larger than this are refused unread.
