@@ -15,7 +15,8 @@
 //!   it also names the forms of [`programs`] the command holds.
 //!
 //! Writing a repository control file ([`control`]) is granted only by an
-//! allow rule naming it.
+//! allow rule naming it. Writing a file a policy loaded (its own, a
+//! module's: `policy_files`) is never granted.
 
 pub mod approval;
 pub mod control;

@@ -5,8 +5,11 @@
 //! A policy never fails open. A file that does not load, a hook that raises,
 //! loops, runs out of memory or time, or returns something that is not a
 //! decision: each denies the call and says which file, which line and why. A
-//! policy file is re-read when it changes on disk, between calls, so an edit
-//! takes effect without restarting a long run.
+//! policy file is re-read when it, or a module it loaded, changes on disk,
+//! between calls, so an edit takes effect without restarting a long run.
+//! Its `require` loads modules only while it loads (see
+//! [`luastate::install_policy_require`]); the files it loaded are the
+//! kernel's to protect ([`super::policy_files`]).
 //!
 //! The limits (instructions, time, memory) hold for everything a policy's
 //! Lua runs, because nothing in a policy state can run outside them: no
