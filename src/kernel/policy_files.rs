@@ -172,3 +172,31 @@ pub fn exposed(policies: &[Policy], ceiling: &[Pattern]) -> Option<(String, Stri
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each link on the way is named where it lies: after a link, the
+    /// walk goes on in what it leads to (and `..` from there).
+    #[test]
+    fn the_links_on_a_path_are_named_where_they_lie() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir_all(root.join("real/sub")).unwrap();
+        fs::write(root.join("real/sub/p.lua"), "").unwrap();
+        fs::write(root.join("real/h.lua"), "").unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("ws")).unwrap();
+        std::os::unix::fs::symlink(root.join("real/h.lua"), root.join("real/sub/h.lua")).unwrap();
+        assert_eq!(symlinks_on(&root.join("ws/sub/p.lua")), [root.join("ws")]);
+        assert_eq!(
+            symlinks_on(&root.join("ws/sub/h.lua")),
+            [root.join("ws"), root.join("real/sub/h.lua")]
+        );
+        assert_eq!(
+            symlinks_on(&root.join("ws/sub/../h.lua")),
+            [root.join("ws")]
+        );
+        assert!(symlinks_on(&root.join("real/sub/p.lua")).is_empty());
+    }
+}
