@@ -206,7 +206,8 @@ impl Worktree {
             // A partial clone's missing objects: git would fetch them with
             // the repository's remote configuration, which is not read.
             let hint = if said.contains("unable to read") {
-                format!(" (objects the repository lacks, as a partial clone does, are not fetched for the base checkout; fetch them there first: git -C {} archive {base} > /dev/null)", repo.top.display())
+                let quote = crate::kernel::shell::quote;
+                format!(" (objects the repository lacks, as a partial clone does, are not fetched for the base checkout; fetch them there first: git -C {} archive {} > /dev/null)", quote(&repo.top.display().to_string()), quote(base))
             } else {
                 String::new()
             };
