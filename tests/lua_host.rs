@@ -113,6 +113,47 @@ fn require_finds_bundled_modules_and_names_where_it_looked() {
         .contains("is not a module name"));
 }
 
+/// A file beside a script named like a built-in module (an agent may write
+/// the script's folder when it is the workspace) is never loaded in its
+/// place: `sluice.*` names are sluice's own. The control: the folder's own
+/// modules load.
+#[test]
+fn a_file_named_like_a_built_in_module_beside_a_script_is_never_loaded() {
+    let ws = workspace();
+    for name in [
+        "sluice/agent.lua",
+        "sluice/retry.lua",
+        "sluice/policy.lua",
+        "sluice/extra.lua",
+    ] {
+        let path = ws.file(name);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, "return {shadow = true}").unwrap();
+    }
+    fs::write(ws.file("mine.lua"), "return {mine = true}").unwrap();
+    let script = ws.file("agent-run.lua");
+    fs::write(
+        &script,
+        r#"local agent, retry, pol = require("sluice.agent"), require("sluice.retry"), require("sluice.policy")
+        local ok, err = pcall(require, "sluice.extra")
+        print(type(agent.run), agent.shadow, type(retry.busy), retry.shadow, type(pol.allow), pol.shadow,
+          ok, tostring(err):find("is not one of sluice's bundled modules", 1, true) ~= nil, require("mine").mine)"#,
+    )
+    .unwrap();
+    let out = Command::new(sluice_bin())
+        .args(["run"])
+        .arg(&script)
+        .arg("--workspace")
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "function\tnil\tfunction\tnil\tfunction\tnil\tfalse\ttrue\ttrue\n"
+    );
+}
+
 #[test]
 fn a_script_error_exits_1_with_file_line_and_traceback() {
     let ws = workspace();

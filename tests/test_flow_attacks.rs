@@ -334,6 +334,66 @@ fn a_model_judges_evidence_that_is_only_a_fragment_of_a_line_does_not_count() {
     );
 }
 
+/// A credential the host put in the runner's `env` that a failing test
+/// prints must not reach the model judge's provider: the request the
+/// loopback server receives holds the secret neither whole, nor in part
+/// where the judge's 8,000-byte tail starts inside it (the second run pads
+/// the output so the tail begins mid-secret). The control: the judge still
+/// gets the output otherwise (the line its evidence quotes, the secret's
+/// line with `[redacted]`) and its answer counts.
+#[test]
+fn a_runner_env_secret_printed_by_a_test_never_reaches_the_model_judge() {
+    use model_server::{openai_text, Answer, ModelServer};
+    let secret = "tok-5b2e81c4d97a03f6";
+    let ws = workspace();
+    let confident = json!({"belongsTo": "command", "reason": "unknown-path", "evidence": "fixture dir /data/fixtures absent", "confidence": 0.9}).to_string();
+    let server = ModelServer::start(vec![
+        Answer::json(openai_text(&confident)),
+        Answer::json(openai_text(&confident)),
+    ]);
+    let flags = model_server::local_openai_flags(&server);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    // After the secret's first 8 bytes, exactly 8,000 bytes of output (its
+    // other 12 and a newline, the padding and a newline, the two lines
+    // after): the judge's tail starts inside the secret.
+    let after = (secret.len() - 8) + 1 + 1 + "token is \n".len() + secret.len();
+    let pad = 8_000 - after - "fixture dir /data/fixtures absent\n".len();
+    put(
+        &ws,
+        "odd.sh",
+        &format!(
+            "echo 'fixture dir /data/fixtures absent'\nif [ -n \"$PAD\" ]; then printf '%s\\n' \"$DEPLOY_TOKEN\"; head -c {pad} /dev/zero | tr '\\0' x; echo; fi\necho \"token is $DEPLOY_TOKEN\"\necho 'fixture dir /data/fixtures absent'\nexit 2\n"
+        ),
+    );
+    let runner = format!("{JUDGED_ODD_SH}, env = {{DEPLOY_TOKEN = '{secret}'}}");
+    let body = "local r, e = sluice.test{} emit(r or e)\n";
+    let first = run_with(&ws, &runner, &flags, body).remove(0);
+    let runner = format!("{JUDGED_ODD_SH}, env = {{DEPLOY_TOKEN = '{secret}', PAD = '1'}}");
+    let second = run_with(&ws, &runner, &flags, body).remove(0);
+    // The control: the judge was asked, saw the output, and its answer counted.
+    for out in [&first, &second] {
+        assert_eq!(out["judgedBy"], "model", "{out}");
+        assert_eq!(out["invalidProbe"]["reason"], "unknown-path", "{out}");
+    }
+    let asked = server.requests();
+    assert_eq!(asked.len(), 2);
+    for (n, request) in asked.iter().enumerate() {
+        let sent = &request.text;
+        // The attack: the secret, or its last 12 bytes, in the request.
+        assert!(
+            !sent.contains(secret) && !sent.contains(&secret[8..]),
+            "run {}: the runner's DEPLOY_TOKEN, printed by a test, was sent to the model judge's provider",
+            n + 1
+        );
+        assert!(
+            sent.contains("fixture dir /data/fixtures absent")
+                && sent.contains("token is [redacted]"),
+            "run {}: the judge did not get the output: {sent}",
+            n + 1
+        );
+    }
+}
+
 /// Holds: a policy denying `model:call:local/judge-1` stops the judge's
 /// call (the server is never asked), the result has a `judgeNote` and no
 /// probe, and the denied call is a call of the record of its own. The
@@ -486,6 +546,208 @@ fn a_symlink_committed_in_the_base_cannot_carry_a_write_grant_outside() {
             outs[1]
         );
     }
+}
+
+/// A base repository for the checkout attacks: `a.txt` and `.gitattributes`
+/// (holding `attributes`) committed on `main`.
+fn base_repo(ws: &Workspace, attributes: &str) {
+    git(ws.path(), &["init", "-q", "-b", "main"]);
+    put(ws, "a.txt", "a\n");
+    put(ws, ".gitattributes", attributes);
+    git(ws.path(), &["add", "."]);
+    git(ws.path(), &["commit", "-q", "-m", "base"]);
+}
+
+/// `git config KEY VALUE` in the workspace's repository, as a hostile
+/// repository (or an agent that wrote `.git/config` before) holds it.
+fn set(ws: &Workspace, key: &str, value: &str) {
+    git(ws.path(), &["config", key, value]);
+}
+
+/// An executable file at `path` running `sh` text.
+fn executable(path: &std::path::Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("#!/bin/sh\n{text}\n")).unwrap();
+    Command::new("chmod").arg("+x").arg(path).status().unwrap();
+}
+
+/// Making the base checkout must run nothing of the repository's: each
+/// hostile repository below would run `touch MARKER` on the host,
+/// unconfined, under `git worktree add` with only hooks and fsmonitor
+/// switched off. A smudge filter and a `process` filter the repository's
+/// config defines for its committed `.gitattributes`; a filter defined in
+/// a file the workspace holds, reached by `include.path`; attributes files
+/// the agent wrote (`core.attributesFile` naming one in the workspace,
+/// `.git/info/attributes`); a `post-checkout` hook; `core.fsmonitor`; and
+/// a partial clone whose missing blobs git would fetch lazily from its
+/// promisor remote, an `ext::` command. The git steps are the host's, not
+/// a command's, so no sandbox runner is involved. The control (next
+/// test): a repository with ordinary attributes still compares.
+#[test]
+fn making_the_base_checkout_runs_nothing_of_the_repositorys() {
+    type Plant = fn(&Workspace, &str);
+    let attacks: Vec<(&str, Plant)> = vec![
+        ("a smudge filter", |ws, touch| {
+            base_repo(ws, "* filter=x\n");
+            set(ws, "filter.x.smudge", &format!("sh -c '{touch}; cat'"));
+        }),
+        ("a process filter", |ws, touch| {
+            base_repo(ws, "* filter=p\n");
+            set(ws, "filter.p.process", &format!("sh -c '{touch}; exit 1'"));
+        }),
+        (
+            "a filter defined in a file include.path names",
+            |ws, touch| {
+                base_repo(ws, "* filter=i\n");
+                put(
+                    ws,
+                    "evil.gitconfig",
+                    &format!("[filter \"i\"]\n\tsmudge = \"sh -c '{touch}; cat'\"\n"),
+                );
+                set(ws, "include.path", "../evil.gitconfig");
+            },
+        ),
+        (
+            "an attributes file the agent wrote (core.attributesFile)",
+            |ws, touch| {
+                base_repo(ws, "*.txt text\n");
+                put(ws, "agent.attributes", "* filter=f\n");
+                set(
+                    ws,
+                    "core.attributesFile",
+                    &ws.file("agent.attributes").display().to_string(),
+                );
+                set(ws, "filter.f.smudge", &format!("sh -c '{touch}; cat'"));
+            },
+        ),
+        (
+            "an attributes file the agent wrote (.git/info/attributes)",
+            |ws, touch| {
+                base_repo(ws, "*.txt text\n");
+                put(ws, ".git/info/attributes", "* filter=g\n");
+                set(ws, "filter.g.smudge", &format!("sh -c '{touch}; cat'"));
+            },
+        ),
+        ("a post-checkout hook", |ws, touch| {
+            base_repo(ws, "*.txt text\n");
+            executable(&ws.file(".git/hooks/post-checkout"), touch);
+            executable(&ws.file(".git/hooks/reference-transaction"), touch);
+        }),
+        ("core.fsmonitor", |ws, touch| {
+            base_repo(ws, "*.txt text\n");
+            set(ws, "core.fsmonitor", &format!("sh -c '{touch}'"));
+        }),
+        (
+            "a lazy fetch from a partial clone's promisor remote",
+            |ws, touch| {
+                let src = ws.path().parent().unwrap().join("origin");
+                std::fs::create_dir_all(&src).unwrap();
+                git(&src, &["init", "-q", "-b", "main"]);
+                git(&src, &["config", "uploadpack.allowFilter", "true"]);
+                std::fs::write(src.join("a.txt"), "a\n").unwrap();
+                git(&src, &["add", "."]);
+                git(&src, &["commit", "-q", "-m", "base"]);
+                let url = format!("file://{}", src.display());
+                git(
+                    ws.path(),
+                    &[
+                        "clone",
+                        "-q",
+                        "--no-local",
+                        "--filter=blob:none",
+                        "--no-checkout",
+                        &url,
+                        ".",
+                    ],
+                );
+                set(
+                    ws,
+                    "remote.origin.url",
+                    &format!("ext::sh -c {}", touch.replace(' ', "% ")),
+                );
+                set(ws, "protocol.ext.allow", "always");
+            },
+        ),
+    ];
+    let mut ran = Vec::new();
+    for (what, plant) in attacks {
+        let ws = workspace();
+        let marker = ws.path().parent().unwrap().join("ran");
+        plant(&ws, &format!("touch {}", marker.display()));
+        assert!(
+            !marker.exists(),
+            "{what}: the marker exists before the checkout"
+        );
+        let out = test_call(
+            &ws,
+            "command = \"true\", baseRef = \"HEAD\"",
+            "{against = \"base\"}",
+        );
+        if marker.exists() {
+            ran.push(format!(
+                "{what} ran on the host while the base checkout was made: {out}"
+            ));
+        } else if what.contains("lazy fetch") {
+            // The blobs are not there to check out, and are not fetched.
+            assert_eq!(out["code"], "command_failed", "{what}: {out}");
+            assert!(
+                out["message"].as_str().unwrap().contains("not fetched"),
+                "{what}: {out}"
+            );
+        } else {
+            // The checkout was made, without what the repository added.
+            assert_eq!(out["base"]["exitCode"], 0, "{what}: {out}");
+        }
+    }
+    assert!(ran.is_empty(), "{}", ran.join("\n"));
+}
+
+/// The control of the attacks above: in a repository with ordinary
+/// attributes (`*.py text eol=lf`, and `*.dat text eol=crlf`, which the
+/// base's tests check they get), the base checkout applies git's own
+/// conversions, and the comparison still reports introduced, preexisting
+/// and fixed failures.
+#[test]
+fn a_base_comparison_with_ordinary_attributes_still_reports_each_kind_of_failure() {
+    let ws = workspace();
+    git(ws.path(), &["init", "-q", "-b", "main"]);
+    let suite = |regresses: bool, fixed: bool| {
+        format!(
+            "def test_old_bug():\n    assert False, 'old'\n\ndef test_regresses():\n    assert {}\n\ndef test_fixed_later():\n    assert {}\n\ndef test_crlf_data():\n    assert open('data.dat', 'rb').read() == b'x\\r\\ny\\r\\n'\n",
+            if regresses { "False, 'new'" } else { "True" },
+            if fixed { "True" } else { "False, 'was broken'" }
+        )
+    };
+    put(
+        &ws,
+        ".gitattributes",
+        "*.py text eol=lf\n*.dat text eol=crlf\n",
+    );
+    put(&ws, "data.dat", "x\r\ny\r\n");
+    put(&ws, "tests/test_s.py", &suite(false, false));
+    git(ws.path(), &["add", "."]);
+    git(ws.path(), &["commit", "-q", "-m", "base"]);
+    put(&ws, "tests/test_s.py", &suite(true, true));
+    let runner = format!("{}, baseRef = \"main\"", pytest_runner());
+    let out = test_call(&ws, &runner, "{against = \"base\"}");
+    assert_eq!(
+        out["introduced"],
+        json!(["tests/test_s.py::test_regresses"]),
+        "{out}"
+    );
+    assert_eq!(
+        out["preexisting"],
+        json!(["tests/test_s.py::test_old_bug"]),
+        "{out}"
+    );
+    assert_eq!(
+        out["fixed"],
+        json!(["tests/test_s.py::test_fixed_later"]),
+        "{out}"
+    );
+    // test_crlf_data passed in both: the base got data.dat with CRLF.
+    assert_eq!(out["base"]["passed"], 2, "{out}");
+    assert_eq!(out["passed"], 2, "{out}");
 }
 
 /// A test run that times out is stopped before the sandbox's guard looks

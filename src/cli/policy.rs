@@ -335,16 +335,17 @@ fn explained(args: &ExplainArgs) -> Result<Explained, String> {
         .into_iter()
         .map(|s| Policy::load(s, vars.clone()))
         .collect();
-    // As `sluice run` refuses to start: a policy that does not load would
-    // only deny, which is not what the author asked about.
-    if let Some(e) = policies.iter().find_map(|p| p.load_error()) {
-        return Err(e.to_string());
-    }
     let ceiling = args
         .ceiling
         .iter()
         .map(|t| Pattern::parse_for(t, &vars, Role::Bound).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
+    // As `sluice run` refuses to start: a policy that does not load (or
+    // that a command could replace) would only deny, which is not what the
+    // author asked about.
+    if let Some(e) = crate::kernel::refusal(&policies, &ceiling) {
+        return Err(e);
+    }
     let kernel = Kernel::new(policies, ceiling, vars);
     let flow = args
         .flow

@@ -15,13 +15,15 @@
 //!   it also names the forms of [`programs`] the command holds.
 //!
 //! Writing a repository control file ([`control`]) is granted only by an
-//! allow rule naming it.
+//! allow rule naming it. Writing a file a policy loaded (its own, a
+//! module's: `policy_files`) is never granted.
 
 pub mod approval;
 pub mod control;
 pub mod gate;
 pub mod pattern;
 pub mod policy;
+mod policy_files;
 pub mod programs;
 pub mod shell;
 
@@ -42,11 +44,29 @@ pub struct StaticView<'a> {
     pub rules: Vec<&'a policy::Rule>,
     pub hooks: bool,
     pub failed: bool,
-    /// The policies' own files: no command may rewrite them.
+    /// The files the policies loaded (their own and their modules'): no
+    /// command may rewrite them.
     pub files: Vec<std::path::PathBuf>,
     /// The policies' loads ([`policy::Policy::generation`]): a view with
     /// the same ones, under the same kernel, says the same.
     pub generations: Vec<u64>,
+}
+
+/// Why `policies` under `ceiling` grant nothing, if they do not: a policy
+/// that failed to load, or one that loaded a file through a symlink a
+/// command could replace ([`policy_files::exposed`]). A run does not start then, nor does
+/// `sluice policy explain`; a policy that comes to it when it is loaded
+/// again (edited during a run) denies every call.
+pub fn refusal(policies: &[Policy], ceiling: &[Pattern]) -> Option<String> {
+    broken(policies, ceiling).map(|(_, e)| e)
+}
+
+/// [`refusal`], with the policy to blame.
+fn broken(policies: &[Policy], ceiling: &[Pattern]) -> Option<(String, String)> {
+    if let Some(p) = policies.iter().find(|p| p.load_error().is_some()) {
+        return Some((p.name(), p.load_error().unwrap_or_default().to_string()));
+    }
+    policy_files::exposed(policies, ceiling)
 }
 
 /// Decides whether a run may use a capability.
@@ -80,10 +100,10 @@ impl Kernel {
             ceiling: &self.ceiling,
             rules: policies.iter().flat_map(|p| p.rules()).collect(),
             hooks: policies.iter().any(|p| p.has_decide()),
-            failed: policies.iter().any(|p| p.load_error().is_some()),
+            failed: self.broken(&policies).is_some(),
             files: policies
                 .iter()
-                .filter_map(|p| p.file().map(Path::to_path_buf))
+                .flat_map(|p| p.files().map(Path::to_path_buf))
                 .collect(),
             generations: policies.iter().map(|p| p.generation()).collect(),
         };
@@ -105,6 +125,12 @@ impl Kernel {
                         && r.pattern.any_resource(action)
                 })
         })
+    }
+
+    /// The policy that makes the run's policies grant nothing, and why
+    /// ([`refusal`]).
+    fn broken(&self, policies: &[Policy]) -> Option<(String, String)> {
+        broken(policies, &self.ceiling)
     }
 
     /// The verdict on one capability. A command line (`proc:spawn`) is
@@ -466,21 +492,24 @@ impl Kernel {
         for p in policies.iter_mut() {
             p.refresh();
         }
-        for p in policies.iter() {
-            if let Some(e) = p.load_error() {
-                return verdict(
-                    Decision::Deny,
-                    p.name(),
-                    format!("the policy failed, so nothing is granted: {e}"),
-                );
-            }
+        if let Some((by, e)) = self.broken(&policies) {
+            return verdict(
+                Decision::Deny,
+                by,
+                format!("the policy failed, so nothing is granted: {e}"),
+            );
         }
         if cap.action == Action::FsWrite {
-            if let Some(p) = policies.iter().find(|p| p.guards(Path::new(&cap.resource))) {
+            let path = Path::new(&cap.resource);
+            if let Some((p, what)) = policies.iter().find_map(|p| p.guards(path).map(|w| (p, w))) {
                 return verdict(
                     Decision::Deny,
                     "the kernel".into(),
-                    format!("{} is where the policy {} comes from, and a run may not rewrite its own policy", cap.resource, p.name()),
+                    format!(
+                        "{} is {what} of the policy {}, and a run may not rewrite its own policy",
+                        cap.resource,
+                        p.name()
+                    ),
                 );
             }
         }

@@ -5,8 +5,11 @@
 //! A policy never fails open. A file that does not load, a hook that raises,
 //! loops, runs out of memory or time, or returns something that is not a
 //! decision: each denies the call and says which file, which line and why. A
-//! policy file is re-read when it changes on disk, between calls, so an edit
-//! takes effect without restarting a long run.
+//! policy file is re-read when it, or a module it loaded, changes on disk,
+//! between calls, so an edit takes effect without restarting a long run.
+//! Its `require` loads modules only while it loads (see
+//! [`luastate::install_policy_require`]); the files it loaded are the
+//! kernel's to protect ([`super::policy_files`]).
 //!
 //! The limits (instructions, time, memory) hold for everything a policy's
 //! Lua runs, because nothing in a policy state can run outside them: no
@@ -21,6 +24,7 @@
 //! added later never runs).
 
 use super::pattern::{Pattern, Vars};
+use super::policy_files::{self, LoadedFile, Stamp};
 use super::{Action, Capability};
 use crate::call::Tier;
 use crate::luastate;
@@ -33,7 +37,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Lua instructions one load or one hook call may run.
 pub const INSTRUCTION_LIMIT: u64 = 1_000_000;
@@ -185,8 +189,9 @@ pub fn shipped(name: &str) -> Option<Source> {
 /// A policy file, loaded or failed to load.
 pub struct Policy {
     source: Source,
-    /// The file's canonical path, which no run may write.
-    canonical: Option<PathBuf>,
+    /// The files it loaded (its own, then its modules'), which no run may
+    /// write.
+    files: Vec<LoadedFile>,
     vars: Vars,
     /// The file's modification time and length when it was loaded.
     stamp: Option<Stamp>,
@@ -309,13 +314,22 @@ impl Policy {
             .ok()
             .map(|t| crate::digest::sha256_hex(t.as_bytes()));
         let loaded = text.and_then(|text| load_text(&source, &text, &vars));
-        let canonical = match &source {
-            Source::File(p) => crate::fsops::path::canonical_lenient(&absolute(p)).ok(),
-            Source::Embedded { .. } => None,
+        let files = match &source {
+            Source::File(p) => {
+                let modules = loaded
+                    .as_ref()
+                    .map_or_else(|_| Vec::new(), |l| luastate::policy_modules(&l._lua));
+                policy_files::of(&absolute(p), modules)
+            }
+            Source::Embedded { .. } => Vec::new(),
         };
+        let loaded = loaded.and_then(|l| match policy_files::shared(&files) {
+            Some(e) => Err(format!("policy {}: {e}", source.name())),
+            None => Ok(l),
+        });
         Policy {
             source,
-            canonical,
+            files,
             vars,
             stamp,
             sha256,
@@ -335,9 +349,18 @@ impl Policy {
         self.sha256.as_deref()
     }
 
-    /// The policy's file, canonical, when it is one.
-    pub fn file(&self) -> Option<&Path> {
-        self.canonical.as_deref()
+    /// The files the policy loaded, canonical: its own, when it is one,
+    /// and each module its `require` loaded from its folder.
+    pub fn files(&self) -> impl Iterator<Item = &Path> + '_ {
+        self.files.iter().map(LoadedFile::real)
+    }
+
+    /// The symlinks on the way to each file the policy loaded, as it named
+    /// them (each where it lies: its folder canonical), with how messages
+    /// name the file: a command that can write where a link lies can
+    /// replace it, and the policy would load what it put there next.
+    pub fn links(&self) -> impl Iterator<Item = (&str, &Path)> + '_ {
+        self.files.iter().flat_map(LoadedFile::links)
     }
 
     pub fn source(&self) -> &Source {
@@ -353,15 +376,23 @@ impl Policy {
         self.loaded.as_ref().err().map(String::as_str)
     }
 
-    /// Whether writing `path` would rewrite this policy's own file.
-    pub fn guards(&self, path: &Path) -> bool {
-        self.canonical.as_deref() == Some(path)
+    /// Which of this policy's files writing `path` would rewrite, as
+    /// messages name it (`its file`, `its module "helpers" (PATH)`).
+    pub fn guards(&self, path: &Path) -> Option<&str> {
+        self.files
+            .iter()
+            .find(|f| f.real() == path)
+            .map(LoadedFile::what)
     }
 
-    /// Re-reads the file if it changed on disk since it was loaded.
+    /// Loads the policy again if its file or a module's changed on disk
+    /// since it was loaded.
     pub fn refresh(&mut self) {
         let stamp = stamp_of(&self.source);
-        if stamp != self.stamp {
+        // (The policy's own file is judged by the stamp taken before it
+        // was read.)
+        let modules_changed = self.files.iter().skip(1).any(LoadedFile::changed);
+        if stamp != self.stamp || modules_changed {
             *self = Policy::load(self.source.clone(), self.vars.clone());
         }
     }
@@ -474,22 +505,9 @@ fn absolute(p: &Path) -> PathBuf {
     std::env::current_dir().map_or_else(|_| p.to_path_buf(), |cwd| cwd.join(p))
 }
 
-/// What identifies one version of a policy file: a replaced file (new
-/// inode, new ctime) counts as changed even with the old size and mtime.
-type Stamp = (SystemTime, i64, i64, u64, u64);
-
 fn stamp_of(source: &Source) -> Option<Stamp> {
-    use std::os::unix::fs::MetadataExt;
     match source {
-        Source::File(p) => fs::metadata(p).ok().and_then(|m| {
-            Some((
-                m.modified().ok()?,
-                m.ctime(),
-                m.ctime_nsec(),
-                m.ino(),
-                m.len(),
-            ))
-        }),
+        Source::File(p) => policy_files::stamp_at(p),
         Source::Embedded { .. } => None,
     }
 }
@@ -523,7 +541,7 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         Source::File(p) => p.parent().map(Path::to_path_buf).unwrap_or_default(),
         Source::Embedded { .. } => PathBuf::from("/nonexistent"),
     };
-    luastate::install_require(&lua, dir, &[]).map_err(fail)?;
+    luastate::install_policy_require(&lua, dir).map_err(fail)?;
     let budget = Budget::install(&lua, TIME_LIMIT).map_err(fail)?;
     let chunk_name = match source {
         Source::File(p) => format!("@{}", p.display()),
@@ -535,6 +553,9 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         .set_mode(mlua::ChunkMode::Text)
         .eval()
         .map_err(fail)?;
+    // What the policy requires from now on (in a hook, at call time) is
+    // only what it loaded, and is protected, already.
+    luastate::seal_policy_modules(&lua);
     let LuaValue::Table(table) = returned else {
         return Err(format!(
             "policy {name} returned {}; a policy returns a table: {{rules = {{...}}, decide = fn?, route = fn?}}",

@@ -427,8 +427,8 @@ impl RuntimeBuilder {
             .into_iter()
             .map(|s| Policy::load(s, vars.clone()))
             .collect();
-        if let Some(e) = policies.iter().find_map(|p| p.load_error()) {
-            return Err(BuildError::new(Kind::Policy, e.to_string()));
+        if let Some(e) = crate::kernel::refusal(&policies, &ceiling) {
+            return Err(BuildError::new(Kind::Policy, e));
         }
         let mut registry = Registry::standard();
         extend::add_all(&mut registry, &self.embedded.flows)

@@ -360,7 +360,19 @@ fn cargo_no_target(run: &Run) -> Option<Verdict> {
     (!manifest.is_empty()).then(|| probe("unknown-path", manifest))
 }
 
-/// What the Lua judge and the model see of a run.
+/// The output as the judges see it: every loaded secret cut, as the
+/// result and the record cut it, so a secret a test printed never reaches
+/// the Lua judge or the model judge's provider. The whole output is cut
+/// before a judge's tail is taken from it, so no piece of a secret
+/// survives at the tail's edge.
+pub fn seen(output: &str) -> String {
+    let mut seen = output.to_string();
+    crate::credentials::cut_loaded_text(&mut seen);
+    seen
+}
+
+/// What the Lua judge and the model see of a run, every loaded secret cut
+/// (the selection and the rules' evidence too); `tail` is of [`seen`].
 pub fn described(run: &Run, command: &str, rules: &Verdict, tail: &str) -> Value {
     let failed: Vec<&str> = run
         .report
@@ -385,6 +397,7 @@ pub fn described(run: &Run, command: &str, rules: &Verdict, tail: &str) -> Value
     if let Verdict::Probe(p) = rules {
         v["rules"] = serde_json::to_value(p).expect("a probe serializes");
     }
+    crate::credentials::cut_loaded_value(&mut v);
     v
 }
 

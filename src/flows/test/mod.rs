@@ -5,7 +5,7 @@
 //! = {...}` or the embedder's); a call names only its `selection`, which
 //! reaches the runner as arguments (`"$@"`), never as shell text, and
 //! whether to compare `against` the base revision. A call goes:
-//! 1. (`against = "base"`) check out `baseRef` in a private worktree and
+//! 1. (`against = "base"`) check out `baseRef` in a private folder and
 //!    run the selection there ([`base`]);
 //! 2. run the selection in the workspace, confined or routed like `bash`
 //!    ([`run`]);
@@ -385,12 +385,20 @@ impl Test {
             None => judge::rules(run),
         };
         let by_rules = (rules != Verdict::Open).then_some("rules");
+        let asks = match &self.runner.judge {
+            runner::Judge::Rules => false,
+            runner::Judge::Lua { .. } => true,
+            runner::Judge::Model { .. } => rules == Verdict::Open,
+        };
+        if !asks {
+            return (rules, by_rules, None);
+        }
+        let seen = judge::seen(&ran.output);
         let describe = |bytes: usize| {
-            let tail = run::tail(&ran.output, bytes).0;
+            let tail = run::tail(&seen, bytes).0;
             judge::described(run, &self.line.shown, &rules, tail)
         };
         match &self.runner.judge {
-            runner::Judge::Rules => (rules, by_rules, None),
             runner::Judge::Lua { policy, at } => {
                 let Some(gate) = &ctx.gate else {
                     return (
@@ -412,9 +420,9 @@ impl Test {
                     ),
                 }
             }
-            runner::Judge::Model { .. } if rules != Verdict::Open => (rules, by_rules, None),
+            runner::Judge::Rules => (rules, by_rules, None),
             runner::Judge::Model { provider, model } => {
-                match ask_model(ctx, (provider, model), &describe(MODEL_TAIL), run.output).await {
+                match ask_model(ctx, (provider, model), &describe(MODEL_TAIL), &seen).await {
                     Ok(v) => (v, Some("model"), None),
                     Err(note) => (Verdict::Open, None, Some(note)),
                 }
@@ -449,7 +457,8 @@ const MODEL_TAIL: usize = 8_000;
 /// The model judge: one `model` call through the door (authorized and
 /// recorded as a call of its own), whose answer counts only with a stated
 /// confidence of at least [`judge::MIN_CONFIDENCE`] and evidence that is
-/// a line of the output.
+/// a line of the output as it was shown (`output`: [`judge::seen`], every
+/// loaded secret cut).
 async fn ask_model(
     ctx: &Context,
     (provider, model): (&str, &str),
