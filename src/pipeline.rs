@@ -224,6 +224,23 @@ impl Core {
         self.served.borrow_mut().insert(task.to_string(), served);
     }
 
+    /// Whether any task carries a caller from outside the script.
+    pub fn serves_tasks(&self) -> bool {
+        !self.served.borrow().is_empty()
+    }
+
+    /// Gives task `child`, which task `parent` is starting, what the caller
+    /// that started `parent` brought, so that its calls are the caller's
+    /// after the request that started it has answered too; whether it had
+    /// any ([`Core::release_task`] it once it ends, when so).
+    pub fn adopt(&self, parent: &str, child: &str) -> bool {
+        let Some(served) = self.served(parent) else {
+            return false;
+        };
+        self.served.borrow_mut().insert(child.to_string(), served);
+        true
+    }
+
     /// Forgets a served task once it has ended, and its cancellation.
     pub fn release_task(&self, task: &str) {
         self.served.borrow_mut().remove(task);

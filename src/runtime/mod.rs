@@ -558,7 +558,7 @@ impl RuntimeBuilder {
             (None, Some(_)) => PathBuf::from("."),
             (None, None) => workspace,
         };
-        tasks.install(&lua, &sluice).map_err(BuildError::lua)?;
+        tasks.install(&lua, &sluice, core.clone()).map_err(BuildError::lua)?;
         luastate::install_require(&lua, script_dir, &[("sluice", sluice)])
             .map_err(BuildError::lua)?;
         Ok(Runtime {
