@@ -1177,3 +1177,50 @@ fn stdin_closing_with_calls_in_flight_ends_the_run_sealed_and_nothing_waiting_ru
     assert!(!file.exists());
     assert_eq!(sealed_status(ws.path()), "ok");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 10: a task a Lua tool started keeps its client
+
+/// A Lua tool that starts a task which makes its call after the request
+/// has answered, and one whose call is made while its request runs.
+const LATER: &str = r#"return {name = "later", description = "Lists the workspace a little later.", input = {type = "object"},
+  run = function()
+    sluice.spawn(function() sluice.sleep(300) sluice.ls{path = "."} end)
+    return "started"
+  end}"#;
+const NOW: &str = r#"return {name = "now", description = "Globs, then waits.", input = {type = "object"},
+  run = function()
+    sluice.spawn(function() sluice.glob{pattern = "*"} end):await()
+    sluice.sleep(800)
+    return "done"
+  end}"#;
+
+/// Was a hole at 4a663ca: the calls of a task a Lua tool spawned, made
+/// after its request answered, were recorded with no client.
+#[test]
+fn a_task_a_lua_tool_started_records_its_client_after_the_request_answered() {
+    let ws = workspace();
+    let dir = tools(&[("later.lua", LATER), ("now.lua", NOW)]);
+    let extra = ["--tools", dir.path().to_str().unwrap()];
+    let calls = json!([{"tool": "later"}, {"tool": "now"}]);
+    let seen = attack(
+        "calls",
+        "2026",
+        Server::Stdio(ws.path(), &extra),
+        &json!({"calls": calls}),
+    );
+    assert_eq!(seen["results"][0]["structured"], "started", "{seen}");
+    assert_eq!(seen["results"][1]["structured"], "done", "{seen}");
+    let calls = recorded_calls(ws.path());
+    let clients: Vec<(String, Value)> = calls
+        .iter()
+        .map(|c| (c["flow"].as_str().unwrap().to_string(), c["client"].clone()))
+        .collect();
+    let client = json!("sluice-tests 1.2.3");
+    // The control (glob, while its request runs) and the attack (ls, after).
+    assert_eq!(
+        clients,
+        [("glob".into(), client.clone()), ("ls".into(), client)],
+        "{calls:?}"
+    );
+}
