@@ -1224,3 +1224,67 @@ fn a_task_a_lua_tool_started_records_its_client_after_the_request_answered() {
         "{calls:?}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 4: no secret in progress notifications
+
+/// Was a hole at 4a663ca: a command's output relayed as progress carried
+/// a loaded credential whole, in halves and byte by byte, while the
+/// result said `[redacted]`.
+#[test]
+fn progress_never_carries_a_loaded_secret_whole_split_or_byte_by_byte() {
+    let secret = "sk-live-7Hq2PzW9xK4mN8vR";
+    let dir = tempfile::tempdir().unwrap();
+    let creds = dir.path().join("credentials");
+    std::fs::write(&creds, format!("tok = {secret}\n")).unwrap();
+    std::fs::set_permissions(
+        &creds,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    // Whole; in two writes with a pause between; one byte a write.
+    let script = r#"printf 'before\n'; printf '%s\n' "$TOK"; printf %s "$TOK" | cut -c1-9 | tr -d '\n'; sleep 0.3; printf %s "$TOK" | cut -c10-; printf '%s\n' "$TOK" | fold -w1 | while read -r c; do printf %s "$c"; sleep 0.02; done; printf '\nafter\n'"#;
+    let input = json!({"command": script, "env": {"TOK": {"credential": "tok"}}});
+    let spec = json!({"tool": "bash", "input": input}).to_string();
+    for sandbox in ["bwrap", "landlock"] {
+        let ws = workspace();
+        let extra = [
+            "--sandbox",
+            sandbox,
+            "--credentials",
+            creds.to_str().unwrap(),
+            "--approve",
+            "cred:use:tok@command",
+        ];
+        let seen = mcp::driver(
+            "drive.py",
+            "progress",
+            "2026",
+            Server::Stdio(ws.path(), &extra),
+            &["--arg", &spec],
+        );
+        let notes: Vec<&str> = seen["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["message"].as_str().unwrap())
+            .collect();
+        let joined = notes.concat();
+        assert!(
+            !joined.contains(secret) && !joined.contains(&secret[9..]),
+            "{sandbox}: the secret reached the progress notifications: {notes:?}"
+        );
+        assert_eq!(
+            joined, "before\n[redacted]\n[redacted]\n[redacted]\nafter\n",
+            "{sandbox}: {notes:?}"
+        );
+        // The control: ordinary output streams, piece by piece, before the
+        // result; the result is cut as it always was.
+        assert!(notes.len() >= 3, "{sandbox}: {notes:?}");
+        assert!(notes[0].starts_with("before\n"), "{sandbox}: {notes:?}");
+        assert_eq!(
+            seen["result"]["structured"]["stdout"], joined,
+            "{sandbox}: {seen}"
+        );
+    }
+}
