@@ -44,6 +44,11 @@ pub struct McpArgs {
     /// on stderr). A non-loopback address needs --token.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
+    /// Let every client share the run's background jobs (any client reads, waits for or kills any job) and
+    /// its "for the rest of the run" answers. Without it each client (stdio's, each HTTP session) reaches only
+    /// its own jobs, and its yes for the run covers its own calls alone.
+    #[arg(long)]
+    pub shared_run: bool,
     /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required for a non-loopback
     /// --http. [env: SLUICE_MCP_TOKEN]
     #[arg(long, value_name = "TOKEN")]
@@ -108,7 +113,7 @@ fn serve(runtime: &Runtime, args: &McpArgs) -> ExitCode {
                 .filter(|t| !t.is_empty()),
         },
     };
-    match mcp::start(Server::new(catalog, inbox), transport) {
+    match mcp::start(Server::new(catalog, inbox, args.shared_run), transport) {
         Ok((_thread, Some(addr))) => {
             eprintln!(
                 "sluice mcp: serving http://{addr}{} (run {})",

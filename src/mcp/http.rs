@@ -57,7 +57,7 @@ pub async fn serve(server: Server, listener: tokio::net::TcpListener, token: Opt
         }
     }
     let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.fresh()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
