@@ -1237,11 +1237,7 @@ fn progress_never_carries_a_loaded_secret_whole_split_or_byte_by_byte() {
     let dir = tempfile::tempdir().unwrap();
     let creds = dir.path().join("credentials");
     std::fs::write(&creds, format!("tok = {secret}\n")).unwrap();
-    std::fs::set_permissions(
-        &creds,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .unwrap();
+    std::fs::set_permissions(&creds, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     // Whole; in two writes with a pause between; one byte a write.
     let script = r#"printf 'before\n'; printf '%s\n' "$TOK"; printf %s "$TOK" | cut -c1-9 | tr -d '\n'; sleep 0.3; printf %s "$TOK" | cut -c10-; printf '%s\n' "$TOK" | fold -w1 | while read -r c; do printf %s "$c"; sleep 0.02; done; printf '\nafter\n'"#;
     let input = json!({"command": script, "env": {"TOK": {"credential": "tok"}}});
@@ -1285,6 +1281,126 @@ fn progress_never_carries_a_loaded_secret_whole_split_or_byte_by_byte() {
         assert_eq!(
             seen["result"]["structured"]["stdout"], joined,
             "{sandbox}: {seen}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 5: a run's own commands cannot call its server
+
+/// What a confined command tries against the server it runs under: read
+/// the token's file, call without a token, call with a token that leaked
+/// into the workspace. Prints what each got.
+const SELF_CALL: &str = r#"
+import glob, json, socket, sys
+port, runtime, leaked = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+out = {}
+try:
+    out["read"] = open("%s/sluice/mcp/127.0.0.1-%d.token" % (runtime, port)).read()
+except OSError as e:
+    out["read"] = type(e).__name__
+out["listed"] = glob.glob(runtime + "/sluice/mcp/*")
+def post(token):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "inside", "version": "0"}}})
+    auth = "Authorization: Bearer %s\r\n" % token if token else ""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+               "Accept: application/json, text/event-stream\r\n%sContent-Length: %d\r\n"
+               "Connection: close\r\n\r\n%s" % (port, auth, len(body), body)).encode())
+    return s.recv(12)[9:12].decode()
+out["noToken"] = post(None)
+out["leaked"] = post(open(leaked).read().strip())
+print(json.dumps(out))
+"#;
+
+/// Was a hole at 4a663ca: with the network open and no --token, a
+/// confined command called its own server over loopback and answered its
+/// own asks. Now there is always a token, kept where the run's commands
+/// and flows cannot reach it, and a connection a process of the run holds
+/// is refused whatever token it sends.
+#[test]
+fn a_confined_command_cannot_call_or_answer_the_server_it_runs_under() {
+    for sandbox in ["bwrap", "landlock"] {
+        let ws = workspace();
+        let runtime = tempfile::tempdir().unwrap();
+        let runtime_dir = std::fs::canonicalize(runtime.path()).unwrap();
+        let rt = runtime_dir.to_str().unwrap();
+        // The network open, and even the token's folder granted.
+        let open = common::policy(
+            &ws,
+            "open.lua",
+            &format!(
+                r#"local p = require("sluice.policy")
+return {{ rules = {{ p.programs, p.allow "fs:*:${{workspace}}", p.allow "fs:*:${{workspace}}/**",
+  p.allow "fs:read:{rt}", p.allow "fs:read:{rt}/**",
+  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*" }} }}"#
+            ),
+        );
+        let server = Http::start_env(
+            ws.path(),
+            &["--policy", &open, "--sandbox", sandbox],
+            None,
+            &[("XDG_RUNTIME_DIR", rt)],
+        );
+        let token = server.token.clone().unwrap();
+        let file = server.token_file.clone().unwrap();
+        assert!(file.starts_with(&runtime_dir), "{file:?}");
+        std::fs::write(ws.file("leaked.txt"), &token).unwrap();
+        let calls = json!([
+            {"tool": "bash", "input": {"interpreter": "python3", "script": SELF_CALL,
+                                       "args": [server.port(), rt, "leaked.txt"]}},
+            {"tool": "read", "input": {"path": file}},
+            {"tool": "grep", "input": {"pattern": &token[..16], "path": rt}},
+            {"tool": "read", "input": {"path": "leaked.txt"}},
+        ]);
+        let seen = attack(
+            "calls",
+            "2025-11-25",
+            Server::Http(&server),
+            &json!({"calls": calls, "answer": "accept"}),
+        );
+        let r = &seen["results"];
+        let out: Value =
+            serde_json::from_str(r[0]["structured"]["stdout"].as_str().unwrap_or("null"))
+                .unwrap_or_else(|e| panic!("{sandbox}: {e}: {seen}"));
+        assert_ne!(
+            out["read"],
+            format!("{token}\n"),
+            "{sandbox}: the command read the token: {out}"
+        );
+        assert!(
+            ["FileNotFoundError", "PermissionError", "NotADirectoryError"]
+                .contains(&out["read"].as_str().unwrap()),
+            "{sandbox}: {out}"
+        );
+        // Its connections are refused before the token is looked at.
+        assert_eq!(out["noToken"], "403", "{sandbox}: {out}");
+        assert_eq!(
+            out["leaked"], "403",
+            "{sandbox}: a command of the run called its own server with a token it found: {out}"
+        );
+        // The flows cannot reach the token's file either, whatever the
+        // policy grants.
+        let refused = r[1]["text"].as_str().unwrap();
+        assert!(
+            refused.starts_with("permission_denied:")
+                && refused.contains("holds a secret of sluice's own"),
+            "{sandbox}: {refused}"
+        );
+        assert!(
+            !r[2]["text"].as_str().unwrap().contains(&token),
+            "{sandbox}: grep found the token: {seen}"
+        );
+        // The control: the client with the token is served, and a leaked
+        // file is read as any file is.
+        assert_eq!(r[3]["text"], token, "{sandbox}: {seen}");
+        let calls = recorded_calls(ws.path());
+        assert_eq!(
+            flows_of(&calls),
+            ["bash", "read", "grep", "read"],
+            "{sandbox}"
         );
     }
 }

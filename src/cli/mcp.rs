@@ -28,7 +28,7 @@ version. The run ends (sealed ok) when stdin closes, or on SIGINT/SIGTERM (inter
 #[derive(Debug, Args)]
 #[command(
     long_about = ABOUT,
-    after_help = "Examples:\n  sluice mcp --workspace ~/src/app\n  sluice mcp --workspace ~/src/app --policy readonly --flows read,grep,glob,ls\n  sluice mcp --workspace ~/src/app --tools ./mcp-tools\n  sluice mcp --workspace ~/src/app --http 127.0.0.1:8765\n  SLUICE_MCP_TOKEN=... sluice mcp --workspace /srv/app --http 0.0.0.0:8765\n\nClaude Code: claude mcp add sluice -- sluice mcp --workspace \"$PWD\"\nCodex (~/.codex/config.toml): [mcp_servers.sluice] command = \"sluice\", args = [\"mcp\", \"--workspace\", \"/path/to/app\"]\nCursor (.cursor/mcp.json): {\"mcpServers\": {\"sluice\": {\"command\": \"sluice\", \"args\": [\"mcp\", \"--workspace\", \"/path/to/app\"]}}}"
+    after_help = "Examples:\n  sluice mcp --workspace ~/src/app\n  sluice mcp --workspace ~/src/app --policy readonly --flows read,grep,glob,ls\n  sluice mcp --workspace ~/src/app --tools ./mcp-tools\n  sluice mcp --workspace ~/src/app --http 127.0.0.1:8765   # prints the token it generated\n  SLUICE_MCP_TOKEN=... sluice mcp --workspace /srv/app --http 0.0.0.0:8765\n\nClaude Code: claude mcp add sluice -- sluice mcp --workspace \"$PWD\"\nCodex (~/.codex/config.toml): [mcp_servers.sluice] command = \"sluice\", args = [\"mcp\", \"--workspace\", \"/path/to/app\"]\nCursor (.cursor/mcp.json): {\"mcpServers\": {\"sluice\": {\"command\": \"sluice\", \"args\": [\"mcp\", \"--workspace\", \"/path/to/app\"]}}}"
 )]
 pub struct McpArgs {
     #[command(flatten)]
@@ -41,7 +41,9 @@ pub struct McpArgs {
     #[arg(long, value_name = "DIR")]
     pub tools: Option<PathBuf>,
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio: 127.0.0.1:PORT (port 0 picks one, printed
-    /// on stderr). A non-loopback address needs --token.
+    /// on stderr). Every request needs `Authorization: Bearer TOKEN`: --token's, else one generated at start,
+    /// shown once on stderr and written to $XDG_RUNTIME_DIR/sluice/mcp/ADDR-PORT.token (else
+    /// ~/.local/state/sluice/mcp/), mode 0600, a folder no command or flow of the run can reach.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// Let every client share the run's background jobs (any client reads, waits for or kills any job) and
@@ -49,8 +51,8 @@ pub struct McpArgs {
     /// its own jobs, and its yes for the run covers its own calls alone.
     #[arg(long)]
     pub shared_run: bool,
-    /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required for a non-loopback
-    /// --http. [env: SLUICE_MCP_TOKEN]
+    /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`) instead of a generated one.
+    /// Prefer SLUICE_MCP_TOKEN: a command line is visible to every process of the machine. [env: SLUICE_MCP_TOKEN]
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
 }
@@ -65,9 +67,13 @@ pub fn mcp(args: McpArgs) -> ExitCode {
     }
 }
 
-/// The run every call of the server belongs to.
+/// The run every call of the server belongs to. Over HTTP, the folder of
+/// generated tokens is withheld from its commands and flows.
 fn setup(args: &McpArgs) -> Result<Runtime, String> {
     let mut builder = options(&args.options)?.serving().name(mcp::RUN_NAME);
+    if args.http.is_some() {
+        builder = builder.withheld(mcp::token::prepare()?);
+    }
     if let Some(dir) = &args.tools {
         builder = builder.modules(dir);
     }
@@ -102,27 +108,51 @@ fn serve(runtime: &Runtime, args: &McpArgs) -> ExitCode {
         );
     }
     let (inbox, requests) = tokio::sync::mpsc::unbounded_channel();
+    let given = args
+        .token
+        .clone()
+        .or_else(|| std::env::var("SLUICE_MCP_TOKEN").ok())
+        .filter(|t| !t.is_empty());
+    let token = given.clone().unwrap_or_else(mcp::token::generate);
     let transport = match args.http {
         None => Transport::Stdio,
         Some(addr) => Transport::Http {
             addr,
-            token: args
-                .token
-                .clone()
-                .or_else(|| std::env::var("SLUICE_MCP_TOKEN").ok())
-                .filter(|t| !t.is_empty()),
+            token: token.clone(),
         },
     };
-    match mcp::start(Server::new(catalog, inbox, args.shared_run), transport) {
+    let kept = match mcp::start(Server::new(catalog, inbox, args.shared_run), transport) {
         Ok((_thread, Some(addr))) => {
             eprintln!(
                 "sluice mcp: serving http://{addr}{} (run {})",
                 mcp::PATH,
                 runtime.run_id()
-            )
+            );
+            match given {
+                Some(_) => None,
+                None => match keep_generated(addr, &token) {
+                    Ok(file) => Some(file),
+                    Err(e) => return fail(e),
+                },
+            }
         }
-        Ok((_thread, None)) => {}
+        Ok((_thread, None)) => None,
         Err(e) => return fail(e),
+    };
+    let exit = drive(runtime, runtime.serve(requests)).exit;
+    if let Some(file) = kept {
+        let _ = std::fs::remove_file(file);
     }
-    drive(runtime, runtime.serve(requests)).exit
+    exit
+}
+
+/// Keeps a generated token in its file, and says it once: clients send it.
+fn keep_generated(addr: SocketAddr, token: &str) -> Result<PathBuf, String> {
+    let file = mcp::token::keep(&mcp::token::folder(), addr, token)?;
+    eprintln!(
+        "sluice mcp: token {token} (clients send `Authorization: Bearer TOKEN`; kept in {} for your user alone, \
+         which no command or flow of this run can reach; removed when the server stops)",
+        file.display()
+    );
+    Ok(file)
 }

@@ -943,7 +943,9 @@ mod tests {
             fn put(&self, ask: &Ask) -> Option<Later> {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 self.put.lock().unwrap().push((ask.task.clone(), tx));
-                Some(Box::pin(async move { rx.await.unwrap_or(Answer::No(None)) }))
+                Some(Box::pin(
+                    async move { rx.await.unwrap_or(Answer::No(None)) },
+                ))
             }
             fn shares(&self, task: &str) -> Shared {
                 Shared::Caller(if task.starts_with("0.1") { "a" } else { "b" }.into())
@@ -951,7 +953,10 @@ mod tests {
         }
 
         /// `cap` approved for `task`, as a call about to run approves it.
-        async fn put_aside(f: (Rc<Approvals>, Rc<Kernel>), task: &'static str) -> FlowResult<String> {
+        async fn put_aside(
+            f: (Rc<Approvals>, Rc<Kernel>),
+            task: &'static str,
+        ) -> FlowResult<String> {
             let cap = write("/w/a");
             let input = serde_json::json!({});
             let req = Request {
@@ -982,7 +987,11 @@ mod tests {
                     .map(|_| tokio::task::spawn_local(put_aside(f(), "0.1")))
                     .collect();
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                assert_eq!(putting.put.lock().unwrap().len(), 4, "every ask is open at once");
+                assert_eq!(
+                    putting.put.lock().unwrap().len(),
+                    4,
+                    "every ask is open at once"
+                );
                 let (_, tx) = putting.put.lock().unwrap().remove(0);
                 tx.send(Answer::ForRun).unwrap();
                 let first = open.into_iter().next().unwrap();

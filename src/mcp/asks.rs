@@ -476,7 +476,9 @@ mod tests {
         let (to, mut handler) = mpsc::unbounded_channel();
         let open: Arc<Open> = Arc::default();
         let asker = ClientAsker::new(Some(to), "c 1", open.clone(), Shared::Run);
-        let waiting: Vec<Later> = (0..OPEN_ASKS).map(|_| asker.put(&ask(false)).unwrap()).collect();
+        let waiting: Vec<Later> = (0..OPEN_ASKS)
+            .map(|_| asker.put(&ask(false)).unwrap())
+            .collect();
         let Answer::Unanswered(why) = asker.put(&ask(false)).unwrap().await else {
             panic!("one more than the bound is refused at once");
         };
@@ -497,7 +499,11 @@ mod tests {
         assert_eq!(handler.len(), OPEN_ASKS - 1 + 1);
         drop(waiting);
         drop(handler);
-        assert_eq!(open.0.load(Ordering::SeqCst), 1, "dropped questions free their places");
+        assert_eq!(
+            open.0.load(Ordering::SeqCst),
+            1,
+            "dropped questions free their places"
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]

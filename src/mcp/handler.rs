@@ -5,9 +5,9 @@
 //! passed on.
 
 use super::asks::{self, ClientAsker, Open, Question, Refused, Suspended, INPUT_KEY};
-use crate::kernel::approval::Shared;
 use super::catalog::{Catalog, Entry};
 use super::render;
+use crate::kernel::approval::Shared;
 use crate::runtime::{Caller, Incoming, Outcome, Tool as Runs};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitResult, Implementation,
@@ -160,7 +160,9 @@ impl ServerHandler for Server {
             return self.resume(state, &request, &args, ctx).await;
         }
         let Some(entry) = self.inner.catalog.get(&request.name) else {
-            let names: Vec<String> = self.inner.catalog
+            let names: Vec<String> = self
+                .inner
+                .catalog
                 .tools()
                 .iter()
                 .map(|t| t.name.to_string())
@@ -273,7 +275,8 @@ impl Server {
                 // No answer: the question stands; it is put again.
                 let ask = waiting.question.ask.clone();
                 let token =
-                    self.inner.suspended
+                    self.inner
+                        .suspended
                         .park(waiting.call, waiting.question, &request.name, args);
                 return Ok(input_required(&ask, token).into());
             }
