@@ -1404,3 +1404,107 @@ return {{ rules = {{ p.programs, p.allow "fs:*:${{workspace}}", p.allow "fs:*:${
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 3: asks cannot starve the server
+
+/// Was a hole at 4a663ca: each unanswered ask held a thread of tokio's
+/// blocking pool (512) for up to 605 s, so clients parking 530 asks
+/// stalled every other client's asks and reads for ten minutes. Now an
+/// open question holds no thread, and a client has at most 32 open: the
+/// next is `permission_required` at once, saying why.
+#[test]
+fn clients_parking_more_asks_than_the_blocking_pool_has_threads_hold_no_other_client() {
+    let ws = workspace();
+    std::fs::write(ws.file("a.txt"), "hi\n").unwrap();
+    let (_keep, out) = outside();
+    let server = Http::start(ws.path(), &[], None);
+    // 18 clients, 34 asks each: 576 open questions (more than the pool's
+    // 512 threads) and 36 refused.
+    let spec = json!({"outside": out, "sessions": 18, "asks": 34, "bound": 32, "read": "a.txt"});
+    let seen = attack("park", "2025-11-25", Server::Http(&server), &spec);
+    assert_eq!(seen["parked"], 576, "{seen}");
+    assert_eq!(seen["refused"], 36, "{seen}");
+    let refusal = seen["refusal"].as_str().unwrap();
+    assert!(
+        refusal.starts_with("permission_required: fs:write:")
+            && refusal.contains("has 32 questions open already, the most one client may have"),
+        "{refusal}"
+    );
+    // Another client's read and its own question answer at once.
+    assert_eq!(seen["bRead"]["text"], "hi", "{seen}");
+    assert_eq!(seen["bAsked"], 1, "{seen}");
+    assert_eq!(seen["bWrite"]["isError"], false, "{seen}");
+    assert!(out.join("b.txt").exists());
+}
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 6: jobs and answers belong to the client
+
+/// Was a hole at 4a663ca: client B read and killed client A's background
+/// job, and A's "yes for the run" covered B's identical call.
+#[test]
+fn a_client_reaches_its_own_jobs_and_answers_alone_unless_the_run_is_shared() {
+    for shared in [false, true] {
+        let ws = workspace();
+        let (_keep, out) = outside();
+        let flags: &[&str] = if shared { &["--shared-run"] } else { &[] };
+        let server = Http::start(ws.path(), flags, None);
+        let seen = attack(
+            "owners",
+            "2025-11-25",
+            Server::Http(&server),
+            &json!({"outside": out}),
+        );
+        let text = |k: &str| seen[k]["text"].as_str().unwrap_or_default().to_string();
+        let asked_a = seen["asked"]["a"].as_array().unwrap().len();
+        let asked_b = seen["asked"]["b"].as_array().unwrap().len();
+        // A's own job and answers work either way.
+        assert_eq!(seen["aRead"]["isError"], false, "{seen}");
+        // What B read (shared) A does not read again.
+        let reader = if shared { "bRead" } else { "aRead" };
+        assert!(
+            seen[reader]["structured"]["stdout"]
+                .as_str()
+                .unwrap()
+                .starts_with("tick\n"),
+            "{seen}"
+        );
+        assert_eq!(seen["aWrite1"]["isError"], false, "{seen}");
+        assert_eq!(seen["aWrite2"]["isError"], false, "{seen}");
+        assert_eq!(
+            asked_a, 1,
+            "A's yes for the run covers A's next call: {seen}"
+        );
+        if !shared {
+            for k in ["bRead", "bKill"] {
+                assert!(
+                    text(k)
+                        .starts_with("invalid_input: there is no job 1 of this client in this run"),
+                    "{k}: {seen}"
+                );
+            }
+            assert_eq!(asked_b, 1, "B is asked again for what A approved: {seen}");
+            assert!(text("bWrite").starts_with("permission_denied:"), "{seen}");
+            assert_eq!(
+                seen["aKill"]["structured"],
+                json!({"killed": true}),
+                "{seen}"
+            );
+        } else {
+            assert_eq!(seen["bRead"]["isError"], false, "{seen}");
+            assert_eq!(
+                seen["bKill"]["structured"],
+                json!({"killed": true}),
+                "{seen}"
+            );
+            assert_eq!(asked_b, 0, "--shared-run shares A's yes: {seen}");
+            assert_eq!(seen["bWrite"]["isError"], false, "{seen}");
+            assert_eq!(
+                seen["aKill"]["structured"],
+                json!({"killed": false}),
+                "{seen}"
+            );
+        }
+    }
+}

@@ -10,7 +10,10 @@ use std::process::ExitCode;
 
 const ABOUT: &str = "Serve sluice's flows as MCP tools to an agent (Claude Code, Codex, Cursor, Goose, opencode, ...): \
 every call the agent makes passes the policies, runs confined, and is recorded, as a script's calls are.\n\n\
-Over stdio by default (the client starts `sluice mcp` itself), or streamable HTTP with --http. Clients of the \
+Over stdio by default (the client starts `sluice mcp` itself), or streamable HTTP with --http, where every request \
+carries the token (`Authorization: Bearer TOKEN`: SLUICE_MCP_TOKEN or --token, else one generated, printed once on \
+stderr and kept in $XDG_RUNTIME_DIR/sluice/mcp/ADDR-PORT.token, else ~/.local/state/sluice/mcp/, mode 0600, a folder \
+the run's commands and flows cannot reach), and a connection held by a process of the run is refused. Clients of the \
 2026-07-28 protocol (stateless requests, server/discover) and those that start with `initialize` (2025-11-25, \
 2025-06-18) are both served.\n\n\
 Tools: one per flow the policies could allow (a flow every call of which a policy denies is not listed; --flows narrows \
@@ -19,7 +22,9 @@ the list), job_read, job_wait and job_kill beside bash (for background = true), 
 the door like a script's.\n\n\
 Asks: a call the policy asks about becomes a question to the person behind the client (MCP elicitation), showing the \
 capability, the rule that asked and the justification; a client without elicitation gets permission_required naming \
-the --approve pattern that would grant it. A client's cancellation stops the call's command (TERM, then KILL after \
+the --approve pattern that would grant it; a client has at most 32 questions open. A client's background jobs and \
+its \"yes for the rest of the run\" are its own (--shared-run shares them). Progress carries no loaded secret. A \
+client's cancellation stops the call's command (TERM, then KILL after \
 3 s), recorded as cancelled.\n\n\
 The record: one audit run per server process (`sluice audit show last`), every call with the client's name and \
 version. The run ends (sealed ok) when stdin closes, or on SIGINT/SIGTERM (interrupted).";
