@@ -1508,3 +1508,64 @@ fn a_client_reaches_its_own_jobs_and_answers_alone_unless_the_run_is_shared() {
         }
     }
 }
+
+/// A 2026 client over HTTP has no session: each request is a client of
+/// its own, so a job is reached only by the request that started it, and
+/// a question offers no "rest of the run" (it could not be kept to the
+/// client that gave it); --shared-run shares both.
+#[test]
+fn over_http_each_2026_request_is_a_client_of_its_own_unless_the_run_is_shared() {
+    for shared in [false, true] {
+        let ws = workspace();
+        let (_keep, out) = outside();
+        let flags: &[&str] = if shared { &["--shared-run"] } else { &[] };
+        let server = Http::start(ws.path(), flags, None);
+        let sleep = common::unique_sleep();
+        let calls = json!([
+            {"tool": "bash", "input": {"command": format!("sleep {sleep}"), "background": true}},
+            {"tool": "job_kill", "input": {"jobId": 1}},
+        ]);
+        let seen = attack(
+            "calls",
+            "2026",
+            Server::Http(&server),
+            &json!({"calls": calls}),
+        );
+        let kill = &seen["results"][1];
+        if shared {
+            assert_eq!(kill["structured"], json!({"killed": true}), "{seen}");
+        } else {
+            assert!(
+                kill["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("invalid_input: there is no job 1 of this client"),
+                "{seen}"
+            );
+        }
+        let spec = json!({
+            "tool": "write",
+            "input": {"path": out.join("w.txt"), "content": "w"},
+            "times": 2,
+            "reply": {"action": "accept", "content": {"forRun": true}},
+        });
+        let seen = attack("asks", "2026", Server::Http(&server), &spec);
+        let asked: Vec<&Value> = seen["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| &r["asked"])
+            .collect();
+        let form = &seen["asked"][0]["schema"]["properties"];
+        if shared {
+            assert_eq!(asked, [&json!(1), &json!(0)], "{seen}");
+            assert!(form["forRun"].is_object(), "{seen}");
+        } else {
+            assert_eq!(asked, [&json!(1), &json!(1)], "{seen}");
+            assert_eq!(*form, json!({}), "no box for the run: {seen}");
+        }
+        // The job ends with the server's run.
+        drop(server);
+        assert!(common::survivors_with_arg(&sleep, Duration::from_secs(5)).is_empty());
+    }
+}
