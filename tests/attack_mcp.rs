@@ -1415,27 +1415,30 @@ return {{ rules = {{ p.programs, p.allow "fs:*:${{workspace}}", p.allow "fs:*:${
 /// next is `permission_required` at once, saying why.
 #[test]
 fn clients_parking_more_asks_than_the_blocking_pool_has_threads_hold_no_other_client() {
-    let ws = workspace();
-    std::fs::write(ws.file("a.txt"), "hi\n").unwrap();
-    let (_keep, out) = outside();
-    let server = Http::start(ws.path(), &[], None);
-    // 18 clients, 34 asks each: 576 open questions (more than the pool's
-    // 512 threads) and 36 refused.
-    let spec = json!({"outside": out, "sessions": 18, "asks": 34, "bound": 32, "read": "a.txt"});
-    let seen = attack("park", "2025-11-25", Server::Http(&server), &spec);
-    assert_eq!(seen["parked"], 576, "{seen}");
-    assert_eq!(seen["refused"], 36, "{seen}");
-    let refusal = seen["refusal"].as_str().unwrap();
-    assert!(
-        refusal.starts_with("permission_required: fs:write:")
-            && refusal.contains("has 32 questions open already, the most one client may have"),
-        "{refusal}"
-    );
-    // Another client's read and its own question answer at once.
-    assert_eq!(seen["bRead"]["text"], "hi", "{seen}");
-    assert_eq!(seen["bAsked"], 1, "{seen}");
-    assert_eq!(seen["bWrite"]["isError"], false, "{seen}");
-    assert!(out.join("b.txt").exists());
+    // One client asking 600 times: 32 open, 568 refused at once. 18
+    // clients asking 34 times each: 576 open questions (more than the
+    // pool's 512 threads), 36 refused.
+    for (sessions, asks, parked, refused) in [(1, 600, 32, 568), (18, 34, 576, 36)] {
+        let ws = workspace();
+        std::fs::write(ws.file("a.txt"), "hi\n").unwrap();
+        let (_keep, out) = outside();
+        let server = Http::start(ws.path(), &[], None);
+        let spec = json!({"outside": out, "sessions": sessions, "asks": asks, "bound": 32, "read": "a.txt"});
+        let seen = attack("park", "2025-11-25", Server::Http(&server), &spec);
+        assert_eq!(seen["parked"], parked, "{seen}");
+        assert_eq!(seen["refused"], refused, "{seen}");
+        let refusal = seen["refusal"].as_str().unwrap();
+        assert!(
+            refusal.starts_with("permission_required: fs:write:")
+                && refusal.contains("has 32 questions open already, the most one client may have"),
+            "{refusal}"
+        );
+        // Another client's read and its own question answer at once.
+        assert_eq!(seen["bRead"]["text"], "hi", "{seen}");
+        assert_eq!(seen["bAsked"], 1, "{seen}");
+        assert_eq!(seen["bWrite"]["isError"], false, "{seen}");
+        assert!(out.join("b.txt").exists());
+    }
 }
 
 // ---------------------------------------------------------------------------
