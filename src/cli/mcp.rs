@@ -46,14 +46,14 @@ pub struct McpArgs {
     #[arg(long, value_name = "DIR")]
     pub tools: Option<PathBuf>,
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio: 127.0.0.1:PORT (port 0 picks one, printed
-    /// on stderr). Every request needs `Authorization: Bearer TOKEN`: --token's, else one generated at start,
+    /// on stderr). Every request needs `Authorization: Bearer TOKEN`: SLUICE_MCP_TOKEN's or --token's, else one generated at start,
     /// shown once on stderr and written to $XDG_RUNTIME_DIR/sluice/mcp/ADDR-PORT.token (else
     /// ~/.local/state/sluice/mcp/), mode 0600, a folder no command or flow of the run can reach.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// Let every client share the run's background jobs (any client reads, waits for or kills any job) and
-    /// its "for the rest of the run" answers. Without it each client (stdio's, each HTTP session) reaches only
-    /// its own jobs, and its yes for the run covers its own calls alone.
+    /// its "for the rest of the run" answers. Without it each client (stdio's, each HTTP session, each 2026 request
+    /// over HTTP) reaches only its own jobs, and its yes for the run covers its own calls alone.
     #[arg(long)]
     pub shared_run: bool,
     /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`) instead of a generated one.
