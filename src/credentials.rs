@@ -135,6 +135,81 @@ fn cut_value_spelled(v: &mut serde_json::Value, spelled: &[String]) {
     }
 }
 
+/// Streamed text (a model's reply as it arrives, a command's output relayed
+/// as progress) with secrets cut out, even when one is split across pieces:
+/// the end of the text so far that could be the start of a secret is held
+/// back until the next piece shows whether it is, and
+/// [`StreamCut::finish`] hands over what is left at the stream's end.
+#[derive(Debug, Default)]
+pub struct StreamCut {
+    /// Each secret as it may be spelled ([`spellings`]).
+    spelled: Vec<String>,
+    /// The text held back.
+    pending: String,
+}
+
+impl StreamCut {
+    /// A cut of `secrets`, each as [`spellings`] spells it; with none,
+    /// every piece passes whole at once.
+    pub fn new<S: AsRef<str>>(secrets: &[S]) -> StreamCut {
+        let mut spelled: Vec<String> = Vec::new();
+        for s in secrets.iter().map(AsRef::as_ref).filter(|s| !s.is_empty()) {
+            for one in spellings(s) {
+                if !spelled.contains(&one) {
+                    spelled.push(one);
+                }
+            }
+        }
+        StreamCut {
+            spelled,
+            pending: String::new(),
+        }
+    }
+
+    /// A cut of every secret this process has loaded ([`loaded`]) and
+    /// `also` (a key a flow holds).
+    pub fn loaded_and(also: Option<&str>) -> StreamCut {
+        let mut secrets = loaded();
+        secrets.extend(also.map(str::to_string));
+        StreamCut::new(&secrets)
+    }
+
+    /// What of the text so far can be passed on now.
+    pub fn push(&mut self, piece: &str) -> String {
+        if self.spelled.is_empty() {
+            return piece.to_string();
+        }
+        self.pending.push_str(piece);
+        cut_spelled(&mut self.pending, &self.spelled);
+        let keep = self
+            .spelled
+            .iter()
+            .map(|s| start_at_end(&self.pending, s))
+            .max()
+            .unwrap_or(0);
+        let held = self.pending.split_off(self.pending.len() - keep);
+        std::mem::replace(&mut self.pending, held)
+    }
+
+    /// The text held back, at the stream's end.
+    pub fn finish(&mut self) -> String {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+/// The length of the longest end of `text` that is a start of `secret`
+/// shorter than it (0 when none is), on a character boundary.
+fn start_at_end(text: &str, secret: &str) -> usize {
+    let longest = secret.len().saturating_sub(1).min(text.len());
+    (1..=longest)
+        .rev()
+        .find(|&n| {
+            let at = text.len() - n;
+            text.is_char_boundary(at) && secret.as_bytes().starts_with(&text.as_bytes()[at..])
+        })
+        .unwrap_or(0)
+}
+
 /// A credential's value. It prints as `[redacted]`; [`Secret::expose`] is
 /// the one way to the text, for the header that carries it.
 #[derive(Clone, PartialEq, Eq)]
@@ -831,6 +906,49 @@ fn unquote(value: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pieces through a [`StreamCut`] of `secrets`, as a watcher gets
+    /// them, with what was held back at the end.
+    fn relayed(secrets: &[&str], pieces: &[&str]) -> Vec<String> {
+        let mut u = StreamCut::new(secrets);
+        let mut out: Vec<String> = pieces.iter().map(|p| u.push(p)).collect();
+        out.push(u.finish());
+        out
+    }
+
+    #[test]
+    fn a_secret_split_across_streamed_pieces_reaches_no_piece() {
+        let key = "sk-SECRET-123";
+        let pieces = ["the key is sk-", "SECR", "ET-123 and ", "sk-", "nope"];
+        let got = relayed(&[key], &pieces);
+        assert_eq!(
+            got,
+            ["the key is ", "", "[redacted] and ", "", "sk-nope", ""]
+        );
+        assert!(got.iter().all(|p| !p.contains("SECR")), "{got:?}");
+        // Joined: the text the output carries.
+        assert_eq!(got.concat(), pieces.concat().replace(key, MARK));
+        // Text that starts like the key at its very end is handed over by
+        // `finish`; with no secret, every piece goes at once.
+        assert_eq!(relayed(&[key], &["a sk-SE"]), ["a ", "sk-SE"]);
+        assert_eq!(relayed(&[], &["a", "b"]), ["a", "b", ""]);
+        // A multi-byte character is never split.
+        assert_eq!(relayed(&["ké"], &["aké", "k"]), ["a[redacted]", "", "k"]);
+        assert_eq!(relayed(&["éx"], &["aé"]), ["a", "é"]);
+    }
+
+    #[test]
+    fn several_secrets_byte_by_byte_and_as_json_spells_them_are_cut() {
+        let (a, b) = ("tok-AAAA-1111", "p\\w\"d/9");
+        let text = format!("x {a} y {b} z {} w", spellings(b)[1]);
+        let bytes: Vec<String> = text.chars().map(String::from).collect();
+        let pieces: Vec<&str> = bytes.iter().map(String::as_str).collect();
+        let got = relayed(&[a, b], &pieces);
+        for p in &got {
+            assert!(!p.contains("AAAA") && !p.contains("w\\"), "{got:?}");
+        }
+        assert_eq!(got.concat(), "x [redacted] y [redacted] z [redacted] w");
+    }
 
     #[test]
     fn credential_shaped_arguments_are_kept_redacted_saying_what_they_were() {

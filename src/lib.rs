@@ -84,7 +84,7 @@ pub fn manifest() -> serde_json::Value {
 /// built-in [`Prompt`](policy::Prompt), or an embedder's own
 /// [`Approver`](policy::Approver).
 pub mod policy {
-    pub use crate::kernel::approval::{Answer, Approver, Ask, Prompt};
+    pub use crate::kernel::approval::{Answer, Approver, Ask, Later, Prompt, Shared};
     pub use crate::kernel::policy::Source;
 }
 

@@ -49,6 +49,9 @@ pub struct Core {
     cancel: Cancel,
     /// The tasks callers outside the script started, by task id.
     served: RefCell<HashMap<String, Served>>,
+    /// The background jobs a served task started for an owner
+    /// ([`Served::owner`]), by job id.
+    job_owners: RefCell<HashMap<u64, String>>,
     /// The core itself, once shared ([`Core::shared`]): a flow's inner
     /// calls ([`crate::flows::Inner`]) come back to it.
     me: std::cell::OnceCell<std::rc::Weak<Core>>,
@@ -125,6 +128,10 @@ pub struct Served {
     /// Where the calls' streamed text and commands' output go as they
     /// arrive (progress the caller sees).
     pub relay: Option<TextRelay>,
+    /// Who the background jobs its calls start belong to (an MCP client's
+    /// session): only tasks of the same owner act on them. `None`: the
+    /// run's, any task's.
+    pub owner: Option<String>,
 }
 
 /// A job operation, as the record names it.
@@ -179,6 +186,7 @@ impl Core {
             schedule: Rc::new(Schedule::new(default_max_procs(), DEFAULT_MAX_REQUESTS)),
             cancel: Cancel::default(),
             served: RefCell::default(),
+            job_owners: RefCell::default(),
             me: std::cell::OnceCell::new(),
         }
     }
@@ -222,6 +230,23 @@ impl Core {
     /// [`Core::release_task`].
     pub fn serve_task(&self, task: &str, served: Served) {
         self.served.borrow_mut().insert(task.to_string(), served);
+    }
+
+    /// Whether any task carries a caller from outside the script.
+    pub fn serves_tasks(&self) -> bool {
+        !self.served.borrow().is_empty()
+    }
+
+    /// Gives task `child`, which task `parent` is starting, what the caller
+    /// that started `parent` brought, so that its calls are the caller's
+    /// after the request that started it has answered too; whether it had
+    /// any ([`Core::release_task`] it once it ends, when so).
+    pub fn adopt(&self, parent: &str, child: &str) -> bool {
+        let Some(served) = self.served(parent) else {
+            return false;
+        };
+        self.served.borrow_mut().insert(child.to_string(), served);
+        true
     }
 
     /// Forgets a served task once it has ended, and its cancellation.
@@ -331,6 +356,7 @@ impl Core {
         let (abort, stop) = served.as_ref().map(|_| crate::exec::abort_pair()).unzip();
         let running = Cell::new(false);
         let spec = self.registry.get(name).map(|f| f.spec());
+        let owner = served.as_ref().and_then(|s| s.owner.clone());
         let client = served.and_then(|s| s.client);
         let recorded = self.audit.recorder.as_ref();
         let trail = recorded.map(|_| Trail::new(task, seq, name, spec, client));
@@ -349,6 +375,11 @@ impl Core {
         let result = self
             .unless_cancelled(task, self.live(call), (abort.as_ref(), &running))
             .await;
+        if let (Some(owner), Some(true), Ok(out)) = (owner, spec.map(|s| s.starts_jobs), &result) {
+            if let Some(id) = out.get("jobId").and_then(Value::as_u64) {
+                self.job_owners.borrow_mut().insert(id, owner);
+            }
+        }
         // Like a call still waiting when a stop drops the run: no outcome,
         // so a resume runs it rather than taking it for one cut short.
         let started = !matches!(&result, Err(e) if e.details.contains_key(NOT_STARTED));
@@ -588,6 +619,7 @@ impl Core {
                 format!("there is no job {id} in this run (a job of an interrupted run ended with it; a resume cannot reach it)"),
             )
         })?;
+        self.check_owner(task, id)?;
         let decisions = Rc::new(Decisions::default());
         if op == JobOp::Kill {
             let cap = Capability {
@@ -609,6 +641,23 @@ impl Core {
             job,
             decisions,
         })
+    }
+
+    /// Refuses a job operation of `task` on job `id` that another owner's
+    /// task started ([`Served::owner`]), saying no more than of a job that
+    /// is not there.
+    fn check_owner(&self, task: &str, id: u64) -> FlowResult<()> {
+        let owners = self.job_owners.borrow();
+        let Some(owner) = owners.get(&id) else {
+            return Ok(());
+        };
+        if self.served(task).and_then(|s| s.owner).as_ref() == Some(owner) {
+            return Ok(());
+        }
+        Err(FlowError::invalid_input(
+            "jobId",
+            format!("there is no job {id} of this client in this run (a client reaches the jobs it started; the operator shares every job between clients with sluice mcp --shared-run)"),
+        ))
     }
 
     /// Records job operation `seq` of `task` and what it returned.

@@ -1177,3 +1177,398 @@ fn stdin_closing_with_calls_in_flight_ends_the_run_sealed_and_nothing_waiting_ru
     assert!(!file.exists());
     assert_eq!(sealed_status(ws.path()), "ok");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 10: a task a Lua tool started keeps its client
+
+/// A Lua tool that starts a task which makes its call after the request
+/// has answered, and one whose call is made while its request runs.
+const LATER: &str = r#"return {name = "later", description = "Lists the workspace a little later.", input = {type = "object"},
+  run = function()
+    sluice.spawn(function() sluice.sleep(300) sluice.ls{path = "."} end)
+    return "started"
+  end}"#;
+const NOW: &str = r#"return {name = "now", description = "Globs, then waits.", input = {type = "object"},
+  run = function()
+    sluice.spawn(function() sluice.glob{pattern = "*"} end):await()
+    sluice.sleep(800)
+    return "done"
+  end}"#;
+
+/// Was a hole at 4a663ca: the calls of a task a Lua tool spawned, made
+/// after its request answered, were recorded with no client.
+#[test]
+fn a_task_a_lua_tool_started_records_its_client_after_the_request_answered() {
+    let ws = workspace();
+    let dir = tools(&[("later.lua", LATER), ("now.lua", NOW)]);
+    let extra = ["--tools", dir.path().to_str().unwrap()];
+    let calls = json!([{"tool": "later"}, {"tool": "now"}]);
+    let seen = attack(
+        "calls",
+        "2026",
+        Server::Stdio(ws.path(), &extra),
+        &json!({"calls": calls}),
+    );
+    assert_eq!(seen["results"][0]["structured"], "started", "{seen}");
+    assert_eq!(seen["results"][1]["structured"], "done", "{seen}");
+    let calls = recorded_calls(ws.path());
+    let clients: Vec<(String, Value)> = calls
+        .iter()
+        .map(|c| (c["flow"].as_str().unwrap().to_string(), c["client"].clone()))
+        .collect();
+    let client = json!("sluice-tests 1.2.3");
+    // The control (glob, while its request runs) and the attack (ls, after).
+    assert_eq!(
+        clients,
+        [("glob".into(), client.clone()), ("ls".into(), client)],
+        "{calls:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 4: no secret in progress notifications
+
+/// Was a hole at 4a663ca: a command's output relayed as progress carried
+/// a loaded credential whole, in halves and byte by byte, while the
+/// result said `[redacted]`.
+#[test]
+fn progress_never_carries_a_loaded_secret_whole_split_or_byte_by_byte() {
+    let secret = "sk-live-7Hq2PzW9xK4mN8vR";
+    let dir = tempfile::tempdir().unwrap();
+    let creds = dir.path().join("credentials");
+    std::fs::write(&creds, format!("tok = {secret}\n")).unwrap();
+    std::fs::set_permissions(&creds, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    // Whole; in two writes with a pause between; one byte a write.
+    let script = r#"printf 'before\n'; printf '%s\n' "$TOK"; printf %s "$TOK" | cut -c1-9 | tr -d '\n'; sleep 0.3; printf %s "$TOK" | cut -c10-; printf '%s\n' "$TOK" | fold -w1 | while read -r c; do printf %s "$c"; sleep 0.02; done; printf '\nafter\n'"#;
+    let input = json!({"command": script, "env": {"TOK": {"credential": "tok"}}});
+    let spec = json!({"tool": "bash", "input": input}).to_string();
+    for sandbox in ["bwrap", "landlock"] {
+        let ws = workspace();
+        let extra = [
+            "--sandbox",
+            sandbox,
+            "--credentials",
+            creds.to_str().unwrap(),
+            "--approve",
+            "cred:use:tok@command",
+        ];
+        let seen = mcp::driver(
+            "drive.py",
+            "progress",
+            "2026",
+            Server::Stdio(ws.path(), &extra),
+            &["--arg", &spec],
+        );
+        let notes: Vec<&str> = seen["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["message"].as_str().unwrap())
+            .collect();
+        let joined = notes.concat();
+        assert!(
+            !joined.contains(secret) && !joined.contains(&secret[9..]),
+            "{sandbox}: the secret reached the progress notifications: {notes:?}"
+        );
+        assert_eq!(
+            joined, "before\n[redacted]\n[redacted]\n[redacted]\nafter\n",
+            "{sandbox}: {notes:?}"
+        );
+        // The control: ordinary output streams, piece by piece, before the
+        // result; the result is cut as it always was.
+        assert!(notes.len() >= 3, "{sandbox}: {notes:?}");
+        assert!(notes[0].starts_with("before\n"), "{sandbox}: {notes:?}");
+        assert_eq!(
+            seen["result"]["structured"]["stdout"], joined,
+            "{sandbox}: {seen}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 5: a run's own commands cannot call its server
+
+/// What a confined command tries against the server it runs under: read
+/// the token's file, call without a token, call with a token that leaked
+/// into the workspace. Prints what each got.
+const SELF_CALL: &str = r#"
+import glob, json, socket, sys
+port, runtime, leaked = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+out = {}
+try:
+    out["read"] = open("%s/sluice/mcp/127.0.0.1-%d.token" % (runtime, port)).read()
+except OSError as e:
+    out["read"] = type(e).__name__
+out["listed"] = glob.glob(runtime + "/sluice/mcp/*")
+def post(token):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "inside", "version": "0"}}})
+    auth = "Authorization: Bearer %s\r\n" % token if token else ""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+               "Accept: application/json, text/event-stream\r\n%sContent-Length: %d\r\n"
+               "Connection: close\r\n\r\n%s" % (port, auth, len(body), body)).encode())
+    return s.recv(12)[9:12].decode()
+out["noToken"] = post(None)
+out["leaked"] = post(open(leaked).read().strip())
+print(json.dumps(out))
+"#;
+
+/// Was a hole at 4a663ca: with the network open and no --token, a
+/// confined command called its own server over loopback and answered its
+/// own asks. Now there is always a token, kept where the run's commands
+/// and flows cannot reach it, and a connection a process of the run holds
+/// is refused whatever token it sends.
+#[test]
+fn a_confined_command_cannot_call_or_answer_the_server_it_runs_under() {
+    for sandbox in ["bwrap", "landlock"] {
+        let ws = workspace();
+        let runtime = tempfile::tempdir().unwrap();
+        let runtime_dir = std::fs::canonicalize(runtime.path()).unwrap();
+        let rt = runtime_dir.to_str().unwrap();
+        // The network open, and even the token's folder granted.
+        let open = common::policy(
+            &ws,
+            "open.lua",
+            &format!(
+                r#"local p = require("sluice.policy")
+return {{ rules = {{ p.programs, p.allow "fs:*:${{workspace}}", p.allow "fs:*:${{workspace}}/**",
+  p.allow "fs:read:{rt}", p.allow "fs:read:{rt}/**",
+  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*" }} }}"#
+            ),
+        );
+        let server = Http::start_env(
+            ws.path(),
+            &["--policy", &open, "--sandbox", sandbox],
+            None,
+            &[("XDG_RUNTIME_DIR", rt)],
+        );
+        let token = server.token.clone().unwrap();
+        let file = server.token_file.clone().unwrap();
+        assert!(file.starts_with(&runtime_dir), "{file:?}");
+        std::fs::write(ws.file("leaked.txt"), &token).unwrap();
+        let calls = json!([
+            {"tool": "bash", "input": {"interpreter": "python3", "script": SELF_CALL,
+                                       "args": [server.port(), rt, "leaked.txt"]}},
+            {"tool": "read", "input": {"path": file}},
+            {"tool": "grep", "input": {"pattern": &token[..16], "path": rt}},
+            {"tool": "read", "input": {"path": "leaked.txt"}},
+        ]);
+        let seen = attack(
+            "calls",
+            "2025-11-25",
+            Server::Http(&server),
+            &json!({"calls": calls, "answer": "accept"}),
+        );
+        let r = &seen["results"];
+        let out: Value =
+            serde_json::from_str(r[0]["structured"]["stdout"].as_str().unwrap_or("null"))
+                .unwrap_or_else(|e| panic!("{sandbox}: {e}: {seen}"));
+        assert_ne!(
+            out["read"],
+            format!("{token}\n"),
+            "{sandbox}: the command read the token: {out}"
+        );
+        assert!(
+            ["FileNotFoundError", "PermissionError", "NotADirectoryError"]
+                .contains(&out["read"].as_str().unwrap()),
+            "{sandbox}: {out}"
+        );
+        // Its connections are refused before the token is looked at.
+        assert_eq!(out["noToken"], "403", "{sandbox}: {out}");
+        assert_eq!(
+            out["leaked"], "403",
+            "{sandbox}: a command of the run called its own server with a token it found: {out}"
+        );
+        // The flows cannot reach the token's file either, whatever the
+        // policy grants.
+        let refused = r[1]["text"].as_str().unwrap();
+        assert!(
+            refused.starts_with("permission_denied:")
+                && refused.contains("holds a secret of sluice's own"),
+            "{sandbox}: {refused}"
+        );
+        assert!(
+            !r[2]["text"].as_str().unwrap().contains(&token),
+            "{sandbox}: grep found the token: {seen}"
+        );
+        // The control: the client with the token is served, and a leaked
+        // file is read as any file is.
+        assert_eq!(r[3]["text"], token, "{sandbox}: {seen}");
+        let calls = recorded_calls(ws.path());
+        assert_eq!(
+            flows_of(&calls),
+            ["bash", "read", "grep", "read"],
+            "{sandbox}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 3: asks cannot starve the server
+
+/// Was a hole at 4a663ca: each unanswered ask held a thread of tokio's
+/// blocking pool (512) for up to 605 s, so clients parking 530 asks
+/// stalled every other client's asks and reads for ten minutes. Now an
+/// open question holds no thread, and a client has at most 32 open: the
+/// next is `permission_required` at once, saying why.
+#[test]
+fn clients_parking_more_asks_than_the_blocking_pool_has_threads_hold_no_other_client() {
+    // One client asking 600 times: 32 open, 568 refused at once. 18
+    // clients asking 34 times each: 576 open questions (more than the
+    // pool's 512 threads), 36 refused.
+    for (sessions, asks, parked, refused) in [(1, 600, 32, 568), (18, 34, 576, 36)] {
+        let ws = workspace();
+        std::fs::write(ws.file("a.txt"), "hi\n").unwrap();
+        let (_keep, out) = outside();
+        let server = Http::start(ws.path(), &[], None);
+        let spec = json!({"outside": out, "sessions": sessions, "asks": asks, "bound": 32, "read": "a.txt"});
+        let seen = attack("park", "2025-11-25", Server::Http(&server), &spec);
+        assert_eq!(seen["parked"], parked, "{seen}");
+        assert_eq!(seen["refused"], refused, "{seen}");
+        let refusal = seen["refusal"].as_str().unwrap();
+        assert!(
+            refusal.starts_with("permission_required: fs:write:")
+                && refusal.contains("has 32 questions open already, the most one client may have"),
+            "{refusal}"
+        );
+        // Another client's read and its own question answer at once.
+        assert_eq!(seen["bRead"]["text"], "hi", "{seen}");
+        assert_eq!(seen["bAsked"], 1, "{seen}");
+        assert_eq!(seen["bWrite"]["isError"], false, "{seen}");
+        assert!(out.join("b.txt").exists());
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Issue 36, item 6: jobs and answers belong to the client
+
+/// Was a hole at 4a663ca: client B read and killed client A's background
+/// job, and A's "yes for the run" covered B's identical call.
+#[test]
+fn a_client_reaches_its_own_jobs_and_answers_alone_unless_the_run_is_shared() {
+    for shared in [false, true] {
+        let ws = workspace();
+        let (_keep, out) = outside();
+        let flags: &[&str] = if shared { &["--shared-run"] } else { &[] };
+        let server = Http::start(ws.path(), flags, None);
+        let seen = attack(
+            "owners",
+            "2025-11-25",
+            Server::Http(&server),
+            &json!({"outside": out}),
+        );
+        let text = |k: &str| seen[k]["text"].as_str().unwrap_or_default().to_string();
+        let asked_a = seen["asked"]["a"].as_array().unwrap().len();
+        let asked_b = seen["asked"]["b"].as_array().unwrap().len();
+        // A's own job and answers work either way.
+        assert_eq!(seen["aRead"]["isError"], false, "{seen}");
+        // What B read (shared) A does not read again.
+        let reader = if shared { "bRead" } else { "aRead" };
+        assert!(
+            seen[reader]["structured"]["stdout"]
+                .as_str()
+                .unwrap()
+                .starts_with("tick\n"),
+            "{seen}"
+        );
+        assert_eq!(seen["aWrite1"]["isError"], false, "{seen}");
+        assert_eq!(seen["aWrite2"]["isError"], false, "{seen}");
+        assert_eq!(
+            asked_a, 1,
+            "A's yes for the run covers A's next call: {seen}"
+        );
+        if !shared {
+            for k in ["bRead", "bKill"] {
+                assert!(
+                    text(k)
+                        .starts_with("invalid_input: there is no job 1 of this client in this run"),
+                    "{k}: {seen}"
+                );
+            }
+            assert_eq!(asked_b, 1, "B is asked again for what A approved: {seen}");
+            assert!(text("bWrite").starts_with("permission_denied:"), "{seen}");
+            assert_eq!(
+                seen["aKill"]["structured"],
+                json!({"killed": true}),
+                "{seen}"
+            );
+        } else {
+            assert_eq!(seen["bRead"]["isError"], false, "{seen}");
+            assert_eq!(
+                seen["bKill"]["structured"],
+                json!({"killed": true}),
+                "{seen}"
+            );
+            assert_eq!(asked_b, 0, "--shared-run shares A's yes: {seen}");
+            assert_eq!(seen["bWrite"]["isError"], false, "{seen}");
+            assert_eq!(
+                seen["aKill"]["structured"],
+                json!({"killed": false}),
+                "{seen}"
+            );
+        }
+    }
+}
+
+/// A 2026 client over HTTP has no session: each request is a client of
+/// its own, so a job is reached only by the request that started it, and
+/// a question offers no "rest of the run" (it could not be kept to the
+/// client that gave it); --shared-run shares both.
+#[test]
+fn over_http_each_2026_request_is_a_client_of_its_own_unless_the_run_is_shared() {
+    for shared in [false, true] {
+        let ws = workspace();
+        let (_keep, out) = outside();
+        let flags: &[&str] = if shared { &["--shared-run"] } else { &[] };
+        let server = Http::start(ws.path(), flags, None);
+        let sleep = common::unique_sleep();
+        let calls = json!([
+            {"tool": "bash", "input": {"command": format!("sleep {sleep}"), "background": true}},
+            {"tool": "job_kill", "input": {"jobId": 1}},
+        ]);
+        let seen = attack(
+            "calls",
+            "2026",
+            Server::Http(&server),
+            &json!({"calls": calls}),
+        );
+        let kill = &seen["results"][1];
+        if shared {
+            assert_eq!(kill["structured"], json!({"killed": true}), "{seen}");
+        } else {
+            assert!(
+                kill["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("invalid_input: there is no job 1 of this client"),
+                "{seen}"
+            );
+        }
+        let spec = json!({
+            "tool": "write",
+            "input": {"path": out.join("w.txt"), "content": "w"},
+            "times": 2,
+            "reply": {"action": "accept", "content": {"forRun": true}},
+        });
+        let seen = attack("asks", "2026", Server::Http(&server), &spec);
+        let asked: Vec<&Value> = seen["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| &r["asked"])
+            .collect();
+        let form = &seen["asked"][0]["schema"]["properties"];
+        if shared {
+            assert_eq!(asked, [&json!(1), &json!(0)], "{seen}");
+            assert!(form["forRun"].is_object(), "{seen}");
+        } else {
+            assert_eq!(asked, [&json!(1), &json!(1)], "{seen}");
+            assert_eq!(*form, json!({}), "no box for the run: {seen}");
+        }
+        // The job ends with the server's run.
+        drop(server);
+        assert!(common::survivors_with_arg(&sleep, Duration::from_secs(5)).is_empty());
+    }
+}

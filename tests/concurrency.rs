@@ -445,3 +445,69 @@ fn a_task_that_awaits_itself_or_its_awaiter_raises_rather_than_hanging() {
         out[3]
     );
 }
+
+/// Was a hang at 4a663ca (issue 36, item 10): `check_cycle` took the
+/// running coroutine's id, so a task awaiting itself from a coroutine it
+/// made (`0.1.1`) was not seen as itself, and waited for ever.
+#[test]
+fn a_task_that_awaits_itself_through_a_coroutine_raises_as_the_direct_case_does() {
+    let ws = workspace();
+    let script = format!(
+        "{PRELUDE}{}",
+        r#"
+        local t
+        t = sluice.spawn(function()
+          sluice.sleep(10)
+          return pcall(coroutine.wrap(function() return t:await() end))
+        end)
+        emit({t:await()})
+        -- Two coroutines deep, and through sluice.all.
+        local u
+        u = sluice.spawn(function()
+          sluice.sleep(10)
+          return pcall(coroutine.wrap(function()
+            return coroutine.wrap(function() return sluice.all{u} end)()
+          end))
+        end)
+        emit({u:await()})
+        -- Controls: awaits across coroutines that are no cycle still work.
+        local other = sluice.spawn(function() sluice.sleep(30) return "other" end)
+        local w = sluice.spawn(function()
+          return coroutine.wrap(function() return other:await() end)()
+        end)
+        emit({w:await(), coroutine.wrap(function() return w:await() end)()})
+        local co = coroutine.create(function() return sluice.all{sluice.spawn(function() return 7 end)} end)
+        local ok, got = coroutine.resume(co)
+        emit({ok, got[1]})
+        "#
+    );
+    let mut child = common::spawn_lua_with(ws.path(), &script, &[], &[]);
+    let status = common::exit_within(&mut child, Duration::from_secs(30));
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+    assert!(status.success(), "{status:?}: {stdout}");
+    let out: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(out[0][0], false, "{}", out[0]);
+    assert!(
+        out[0][1]
+            .as_str()
+            .unwrap()
+            .contains("task 0.1 awaits itself, which would never end"),
+        "{}",
+        out[0]
+    );
+    assert_eq!(out[1][0], false, "{}", out[1]);
+    assert!(
+        out[1][1]
+            .as_str()
+            .unwrap()
+            .contains("task 0.2 awaits itself, which would never end"),
+        "{}",
+        out[1]
+    );
+    assert_eq!(out[2], serde_json::json!(["other", "other"]));
+    assert_eq!(out[3], serde_json::json!([true, 7]));
+}

@@ -598,16 +598,53 @@ fn a_bad_tool_file_stops_the_server_naming_the_file_and_the_fix() {
     }
 }
 
+/// Issue 36, item 5: there is always a token; without one given, the
+/// server makes one, says it once and keeps it in a file of the user's.
 #[test]
-fn http_refuses_a_non_loopback_address_without_a_token() {
+fn http_without_a_token_given_generates_one_says_it_once_and_keeps_it_for_the_user() {
+    use std::os::unix::fs::PermissionsExt;
     let ws = workspace();
-    let run = sluice_in(ws.path(), &["mcp", "--http", "0.0.0.0:0"]);
-    assert_eq!(run.code, 2);
+    std::fs::write(ws.file("a.txt"), "hi\n").unwrap();
+    let server = Http::start(ws.path(), &[], None);
+    let token = server.token.clone().unwrap();
+    assert_eq!(token.len(), 64, "{token}");
+    let file = server.token_file.clone().unwrap();
     assert!(
-        run.stderr.contains("is not a loopback address") && run.stderr.contains("--token"),
-        "{}",
-        run.stderr
+        file.ends_with(format!("127.0.0.1-{}.token", server.port())),
+        "{file:?}"
     );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("{token}\n")
+    );
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(file.parent().unwrap()), 0o700);
+    // A client without it is refused; with it, served.
+    let raw = |auth: Option<&str>| {
+        let mut s = std::net::TcpStream::connect(server.addr()).unwrap();
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+        let auth = auth
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        let req = format!("POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}", server.addr(), body.len());
+        std::io::Write::write_all(&mut s, req.as_bytes()).unwrap();
+        let mut status = [0u8; 12];
+        std::io::Read::read_exact(&mut s, &mut status).unwrap();
+        String::from_utf8_lossy(&status[9..12]).to_string()
+    };
+    assert_eq!(raw(None), "401");
+    assert_eq!(raw(Some("0123")), "401");
+    assert_eq!(raw(Some(&token)), "200");
+    let seen = drive(
+        "call",
+        "2026",
+        Server::Http(&server),
+        &["--arg", &call_spec("read", json!({"path": "a.txt"}))],
+    );
+    assert_eq!(seen["results"][0]["text"], "hi");
+    drop(server);
+    assert!(!file.exists(), "the token's file outlived its server");
 }
 
 #[test]

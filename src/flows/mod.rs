@@ -245,17 +245,31 @@ impl Context {
         let run = crate::exec::run(spec.with_tap(crate::exec::Tap(Arc::new(tap))));
         tokio::pin!(run);
         let mut text = shape::TextPieces::default();
-        loop {
+        // What is relayed is cut as the result is: every loaded secret,
+        // also one split across pieces.
+        let mut cut = crate::credentials::StreamCut::loaded_and(None);
+        let mut pass = |piece: &[u8]| {
+            let out = cut.push(&text.push(piece));
+            if !out.is_empty() {
+                relay.send(&out);
+            }
+        };
+        let outcome = loop {
             tokio::select! {
                 outcome = &mut run => {
                     while let Ok(piece) = rx.try_recv() {
-                        relay.send(&text.push(&piece));
+                        pass(&piece);
                     }
-                    return outcome;
+                    break outcome;
                 }
-                Some(piece) = rx.recv() => relay.send(&text.push(&piece)),
+                Some(piece) = rx.recv() => pass(&piece),
             }
+        };
+        let rest = cut.finish();
+        if !rest.is_empty() {
+            relay.send(&rest);
         }
+        outcome
     }
 
     /// Authorizes a capability found while the call runs. Outside a call

@@ -221,7 +221,8 @@ impl Flow for Model {
             deadline: tokio::time::Instant::now() + self.timeout,
         };
         let relay = ctx.on_text.clone();
-        let mut held = Unkeyed::new(secret.as_deref());
+        // Every loaded secret is cut from the streamed text, the key too.
+        let mut held = crate::credentials::StreamCut::loaded_and(secret.as_deref());
         let answer = {
             let mut on_text = |piece: &str| {
                 if let Some(r) = &relay {
@@ -248,57 +249,7 @@ impl Flow for Model {
     }
 }
 
-use crate::credentials::{cut_text, cut_value, MARK as REDACTED};
-
-/// Streamed text on its way to the script with the key cut out, even when
-/// the provider splits the key across pieces: the end of the text that
-/// could be the start of the key is held back until the next piece shows
-/// whether it is, and [`Unkeyed::finish`] hands over what is left.
-struct Unkeyed<'k> {
-    key: Option<&'k str>,
-    pending: String,
-}
-
-impl<'k> Unkeyed<'k> {
-    fn new(key: Option<&'k str>) -> Unkeyed<'k> {
-        Unkeyed {
-            key,
-            pending: String::new(),
-        }
-    }
-
-    /// What of the text so far can go to the script now.
-    fn push(&mut self, piece: &str) -> String {
-        let Some(key) = self.key else {
-            return piece.to_string();
-        };
-        self.pending.push_str(piece);
-        let text = std::mem::take(&mut self.pending).replace(key, REDACTED);
-        let cut = text.len() - key_start_at_end(&text, key);
-        self.pending = text[cut..].to_string();
-        let mut out = text;
-        out.truncate(cut);
-        out
-    }
-
-    /// The text held back.
-    fn finish(&mut self) -> String {
-        std::mem::take(&mut self.pending)
-    }
-}
-
-/// The length of the longest end of `text` that is a start of `key`
-/// shorter than the key (0 when none is).
-fn key_start_at_end(text: &str, key: &str) -> usize {
-    let longest = key.len().saturating_sub(1).min(text.len());
-    (1..=longest)
-        .rev()
-        .find(|&n| {
-            let at = text.len() - n;
-            text.is_char_boundary(at) && key.as_bytes().starts_with(&text.as_bytes()[at..])
-        })
-        .unwrap_or(0)
-}
+use crate::credentials::{cut_text, cut_value};
 
 /// `reply` with every copy of `key` replaced: in its text, the model's
 /// name, and each tool call's id, name and input (its keys and values).
@@ -570,36 +521,6 @@ fn schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Pieces through [`Unkeyed`], as the script's `onText` gets them,
-    /// with what was held back at the end.
-    fn relayed(key: Option<&str>, pieces: &[&str]) -> Vec<String> {
-        let mut u = Unkeyed::new(key);
-        let mut out: Vec<String> = pieces.iter().map(|p| u.push(p)).collect();
-        out.push(u.finish());
-        out
-    }
-
-    #[test]
-    fn a_key_split_across_streamed_pieces_reaches_no_piece() {
-        let key = "sk-SECRET-123";
-        let pieces = ["the key is sk-", "SECR", "ET-123 and ", "sk-", "nope"];
-        let got = relayed(Some(key), &pieces);
-        assert_eq!(
-            got,
-            ["the key is ", "", "[redacted] and ", "", "sk-nope", ""]
-        );
-        assert!(got.iter().all(|p| !p.contains("SECR")), "{got:?}");
-        // Joined: the text the output carries.
-        assert_eq!(got.concat(), pieces.concat().replace(key, REDACTED));
-        // Text that starts like the key at its very end is handed over by
-        // `finish`; with no key, every piece goes at once.
-        assert_eq!(relayed(Some(key), &["a sk-SE"]), ["a ", "sk-SE"]);
-        assert_eq!(relayed(None, &["a", "b"]), ["a", "b", ""]);
-        // A multi-byte character is never split.
-        assert_eq!(relayed(Some("ké"), &["aké", "k"]), ["a[redacted]", "", "k"]);
-        assert_eq!(relayed(Some("éx"), &["aé"]), ["a", "é"]);
-    }
 
     #[test]
     fn a_reply_carrying_the_key_anywhere_gives_none_of_it() {

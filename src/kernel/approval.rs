@@ -109,6 +109,41 @@ pub trait Approver: Send + Sync {
     fn one_at_a_time(&self) -> bool {
         true
     }
+
+    /// Puts `ask` without waiting for its answer, which the returned
+    /// future brings: for an approver whose person answers through another
+    /// channel (an MCP client), so that no thread waits while they decide.
+    /// `None` (the default): [`Approver::ask`] is called on tokio's blocking
+    /// pool instead. Used only by an approver that is not
+    /// [`Approver::one_at_a_time`].
+    fn put(&self, ask: &Ask) -> Option<Later> {
+        let _ = ask;
+        None
+    }
+
+    /// Whose "yes for the rest of the run" answers an ask of `task` shares
+    /// ([`Shared::Run`], the default: every ask of the run).
+    fn shares(&self, task: &str) -> Shared {
+        let _ = task;
+        Shared::Run
+    }
+}
+
+/// An answer [`Approver::put`] will bring.
+pub type Later = std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send>>;
+
+/// Whose "yes for the rest of the run" an ask shares ([`Approver::shares`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Shared {
+    /// Every ask of the run: one person answers them all.
+    Run,
+    /// The asks of one caller alone (an MCP client's session, by an id
+    /// nobody else is given): another caller's yes covers none of them.
+    Caller(String),
+    /// None: the answer counts once, as for [`Ask::once_only`] (a caller
+    /// whose later requests cannot be told from another's).
+    Nobody,
 }
 
 /// The person at the controlling terminal, asked on `/dev/tty`.
@@ -198,19 +233,36 @@ impl Pending {
             }
         }
         let answer = self.approver.ask(&self.ask);
-        if let (Answer::ForRun, Some(key)) = (&answer, &self.key) {
+        self.remember(&answer);
+        Reply::Answered(answer)
+    }
+
+    /// Remembers a "for the run" answer, for the next ask that shares it.
+    fn remember(&self, answer: &Answer) {
+        if let (Answer::ForRun, Some(key)) = (answer, &self.key) {
             lock(&self.turns.remembered).insert(key.clone());
         }
-        Reply::Answered(answer)
     }
 
     /// [`Pending::answer`] on tokio's blocking pool, so the run's other
     /// tasks go on while the approver takes its time; on the caller's
-    /// thread outside a runtime. An approver's panic reaches the caller, as
-    /// it would on the caller's thread.
+    /// thread outside a runtime. An approver that puts its asks
+    /// ([`Approver::put`]) is awaited instead, holding no thread. An
+    /// approver's panic reaches the caller, as it would on the caller's
+    /// thread.
     async fn answer_aside(self) -> Reply {
         if tokio::runtime::Handle::try_current().is_err() {
             return self.answer();
+        }
+        if !self.approver.one_at_a_time() {
+            if self.key.as_ref().is_some_and(|k| self.turns.remembers(k)) {
+                return Reply::Remembered;
+            }
+            if let Some(later) = self.approver.put(&self.ask) {
+                let answer = later.await;
+                self.remember(&answer);
+                return Reply::Answered(answer);
+            }
         }
         match tokio::task::spawn_blocking(move || self.answer()).await {
             Ok(reply) => reply,
@@ -375,15 +427,23 @@ impl Approvals {
             return Err(required(req.capability, verdict));
         };
         // An answer for the rest of the run covers the same command with the
-        // same environment.
-        let key = (how == Use::Run).then(|| remembered_key(req));
+        // same environment, asked by whoever shares the answers.
+        let shared = match how {
+            Use::Once => Shared::Nobody,
+            Use::Run => approver.shares(req.task),
+        };
+        let key = match &shared {
+            Shared::Run => Some(remembered_key(req)),
+            Shared::Caller(who) => Some(format!("{who}\n{}", remembered_key(req))),
+            Shared::Nobody => None,
+        };
         if key.as_deref().is_some_and(|k| self.turns.remembers(k)) {
             return Ok(Ok(for_the_run(approver.as_ref())));
         }
         Ok(Err(Pending {
             approver: approver.clone(),
             turns: self.turns.clone(),
-            ask: shown(req, verdict, how == Use::Once),
+            ask: shown(req, verdict, key.is_none()),
             key,
         }))
     }
@@ -864,6 +924,92 @@ mod tests {
             });
             assert_eq!(f.shown.try_recv().unwrap(), "fs:write:/w/a", "asked again");
             assert!(f.shown.try_recv().is_err());
+        }
+
+        /// Puts each ask (never blocking), keeping the answer's sender
+        /// for the test; shares answers for the run by task: tasks `0.1*`
+        /// are one caller, the others another.
+        struct Putting {
+            put: std::sync::Mutex<Vec<(String, tokio::sync::oneshot::Sender<Answer>)>>,
+        }
+
+        impl Approver for Putting {
+            fn ask(&self, _: &Ask) -> Answer {
+                panic!("a putting approver is never asked on a thread");
+            }
+            fn one_at_a_time(&self) -> bool {
+                false
+            }
+            fn put(&self, ask: &Ask) -> Option<Later> {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                self.put.lock().unwrap().push((ask.task.clone(), tx));
+                Some(Box::pin(
+                    async move { rx.await.unwrap_or(Answer::No(None)) },
+                ))
+            }
+            fn shares(&self, task: &str) -> Shared {
+                Shared::Caller(if task.starts_with("0.1") { "a" } else { "b" }.into())
+            }
+        }
+
+        /// `cap` approved for `task`, as a call about to run approves it.
+        async fn put_aside(
+            f: (Rc<Approvals>, Rc<Kernel>),
+            task: &'static str,
+        ) -> FlowResult<String> {
+            let cap = write("/w/a");
+            let input = serde_json::json!({});
+            let req = Request {
+                task,
+                ..request(&cap, &input)
+            };
+            f.0.approve_aside(&f.1, &req, &asked()).await
+        }
+
+        #[test]
+        fn a_put_ask_holds_no_thread_and_a_yes_for_the_run_covers_its_caller_alone() {
+            let putting = Arc::new(Putting {
+                put: std::sync::Mutex::new(Vec::new()),
+            });
+            let approvals = Rc::new(Approvals::with(Vec::new(), Some(putting.clone())));
+            let kernel = Rc::new(Kernel::new(Vec::new(), Vec::new(), Vars::new("/w".into())));
+            let f = || (approvals.clone(), kernel.clone());
+            // One blocking thread, held all along: an ask waiting on one would
+            // never be answered.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .max_blocking_threads(1)
+                .build()
+                .unwrap();
+            let _busy = rt.spawn_blocking(|| std::thread::sleep(Duration::from_secs(3)));
+            tokio::task::LocalSet::new().block_on(&rt, async {
+                let open: Vec<_> = (0..4)
+                    .map(|_| tokio::task::spawn_local(put_aside(f(), "0.1")))
+                    .collect();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                assert_eq!(
+                    putting.put.lock().unwrap().len(),
+                    4,
+                    "every ask is open at once"
+                );
+                let (_, tx) = putting.put.lock().unwrap().remove(0);
+                tx.send(Answer::ForRun).unwrap();
+                let first = open.into_iter().next().unwrap();
+                assert_eq!(
+                    first.await.unwrap().unwrap(),
+                    format!("{THEIRS}, for the rest of the run")
+                );
+                // The same caller's identical ask rides on its yes; another
+                // caller's is put again.
+                let again = put_aside(f(), "0.1.3").await.unwrap();
+                assert_eq!(again, format!("{THEIRS}, for the rest of the run"));
+                let theirs = tokio::task::spawn_local(put_aside(f(), "0.2"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let (task, tx) = putting.put.lock().unwrap().pop().unwrap();
+                assert_eq!(task, "0.2", "the other caller is asked again");
+                tx.send(Answer::No(None)).unwrap();
+                assert!(theirs.await.unwrap().is_err());
+            });
         }
 
         #[test]

@@ -75,6 +75,9 @@ pub struct Kernel {
     policies: RefCell<Vec<Policy>>,
     /// Where a command's relative redirection targets resolve.
     vars: Vars,
+    /// Files and folders of sluice's own that no flow reads or writes,
+    /// whatever the policies say (the MCP server's token).
+    withheld: Vec<std::path::PathBuf>,
 }
 
 impl Kernel {
@@ -84,7 +87,24 @@ impl Kernel {
             ceiling,
             policies: RefCell::new(policies),
             vars,
+            withheld: Vec::new(),
         }
+    }
+
+    /// The kernel, refusing every `fs:*` capability on `paths` (and what
+    /// is under them), before the ceiling and the policies are asked.
+    pub fn withholding(mut self, paths: Vec<std::path::PathBuf>) -> Self {
+        self.withheld = paths;
+        self
+    }
+
+    /// The withheld path `cap` touches, if it touches one.
+    fn withheld_by(&self, cap: &Capability) -> Option<&std::path::PathBuf> {
+        if !matches!(cap.action, Action::FsRead | Action::FsWrite) {
+            return None;
+        }
+        let path = Path::new(&cap.resource);
+        self.withheld.iter().find(|w| path.starts_with(w))
     }
 
     /// What a sandbox is derived from: the ceiling, every policy's static
@@ -469,6 +489,16 @@ impl Kernel {
 
     fn decide_inner(&self, req: &Request, judged: &Judged) -> Verdict {
         let cap = req.capability;
+        if let Some(w) = self.withheld_by(cap) {
+            return verdict(
+                Decision::Deny,
+                "sluice".into(),
+                format!(
+                    "{} holds a secret of sluice's own, which no flow reads or writes whatever the policies say",
+                    w.display()
+                ),
+            );
+        }
         let control = match cap.action {
             Action::FsWrite => control::control_part(Path::new(&cap.resource)),
             _ => None,

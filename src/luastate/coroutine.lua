@@ -17,6 +17,8 @@ local raw_resume, raw_yield, raw_status, raw_create, raw_running =
 local pack, unpack = table.pack, table.unpack
 local ids = setmetatable({}, { __mode = "k" })
 local made = setmetatable({}, { __mode = "k" })
+-- The coroutine that last resumed each one through coroutine.resume.
+local resumer = setmetatable({}, { __mode = "k" })
 
 -- The id of coroutine `co`, or of the one running now.
 local function task(co)
@@ -47,7 +49,20 @@ local function forward(co, ok, first, ...)
 end
 
 function coroutine.resume(co, ...)
+  resumer[co] = raw_running()
   return forward(co, raw_resume(co, ...))
+end
+
+-- The id of the coroutine that is driving the one running now: following
+-- the coroutines that resumed it while they wait on it (status "normal")
+-- up to the one sluice resumes itself (a task, or the main chunk). A task
+-- blocks only when that one waits, whichever coroutine inside it awaits.
+local function driving()
+  local co = raw_running()
+  while resumer[co] and raw_status(resumer[co]) == "normal" do
+    co = resumer[co]
+  end
+  return ids[co] or "0"
 end
 
 function coroutine.wrap(f)
@@ -68,4 +83,4 @@ local function aside(f, ...)
   return unpack(r, 2, r.n)
 end
 
-return task, aside
+return task, aside, driving

@@ -35,6 +35,11 @@ pub const TASK: &str = "sluice.task";
 /// (a model call's `onText`) without it counting in task ids.
 pub const ASIDE: &str = "sluice.aside";
 
+/// The registry key of the function that names the coroutine sluice
+/// resumed itself (a task, or the main chunk) that drives the one running
+/// now: the task that waits when a coroutine inside it waits.
+pub const DRIVING: &str = "sluice.driving";
+
 /// The id of the task (coroutine) running now: "0" for the main chunk.
 pub fn current_task(lua: &Lua) -> mlua::Result<String> {
     lua.named_registry_value::<Function>(TASK)?.call(())
@@ -73,12 +78,13 @@ pub fn new_state() -> mlua::Result<Lua> {
     )
     .set_name("=sluice")
     .exec()?;
-    let (task, aside): (Function, Function) = lua
+    let (task, aside, driving): (Function, Function, Function) = lua
         .load(include_str!("coroutine.lua"))
         .set_name("=sluice.coroutine")
         .call(Lua::poll_pending())?;
     lua.set_named_registry_value(TASK, task)?;
     lua.set_named_registry_value(ASIDE, aside)?;
+    lua.set_named_registry_value(DRIVING, driving)?;
     Ok(lua)
 }
 

@@ -5,13 +5,14 @@
 //! declared no elicitation, no question at all: the call fails
 //! `permission_required` naming the `--approve` pattern that would grant it.
 
-use crate::kernel::approval::{printable, Answer, Approver, Ask};
+use crate::kernel::approval::{printable, Answer, Approver, Ask, Later, Shared};
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::{mpsc as sync, Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// How long a question waits for the person's answer.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(600);
@@ -19,58 +20,122 @@ pub const ASK_TIMEOUT: Duration = Duration::from_secs(600);
 /// The key of sluice's one input request in an "input required" result.
 pub const INPUT_KEY: &str = "approve";
 
+/// The most questions one client may have open at once; the next ask is
+/// `permission_required` at once, saying so.
+pub const OPEN_ASKS: usize = 32;
+
 /// An ask on its way to the client's handler, with where the answer goes.
 pub struct Question {
     pub ask: Ask,
-    pub answer: sync::SyncSender<Answer>,
+    pub answer: oneshot::Sender<Answer>,
+}
+
+/// The questions a client has open, counted against [`OPEN_ASKS`]: one
+/// count per session, shared by the requests of clients that have none.
+#[derive(Default)]
+pub struct Open(AtomicUsize);
+
+/// A question counted open until it is dropped (answered or given up).
+struct Counted(Arc<Open>);
+
+impl Open {
+    /// A place for one more open question, unless [`OPEN_ASKS`] are open.
+    fn take(self: &Arc<Open>) -> Option<Counted> {
+        let more = |n: usize| (n < OPEN_ASKS).then_some(n + 1);
+        self.0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, more)
+            .ok()
+            .map(|_| Counted(self.clone()))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The approver a call's caller brings: it hands each ask to the handler
-/// of the request that made it, which asks the client, and waits.
+/// of the request that made it, which asks the client; the answer comes
+/// back as a future, so no thread waits for the person.
 pub struct ClientAsker {
     /// The request's handler; `None` for a client that declared no
     /// elicitation.
     to: Option<mpsc::UnboundedSender<Question>>,
     /// The client, as errors name it.
     client: String,
+    /// The questions its client has open.
+    open: Arc<Open>,
+    /// Whose "for the run" answers its asks share.
+    shares: Shared,
 }
 
 impl ClientAsker {
     /// The asker of one request from `client`; `to` is `None` when the
-    /// client cannot be asked.
-    pub fn new(to: Option<mpsc::UnboundedSender<Question>>, client: &str) -> ClientAsker {
+    /// client cannot be asked. `open` counts its client's open questions;
+    /// `shares` says whose answers for the run its asks share.
+    pub fn new(
+        to: Option<mpsc::UnboundedSender<Question>>,
+        client: &str,
+        open: Arc<Open>,
+        shares: Shared,
+    ) -> ClientAsker {
         ClientAsker {
             to,
             client: client.to_string(),
+            open,
+            shares,
         }
     }
-}
 
-impl Approver for ClientAsker {
-    fn ask(&self, ask: &Ask) -> Answer {
+    /// Puts `ask` to the request's handler: the answer's receiver, holding
+    /// the question's place among its client's open ones; or why it could
+    /// not be put.
+    fn question(&self, ask: &Ask) -> Result<(oneshot::Receiver<Answer>, Counted), Answer> {
         let Some(to) = &self.to else {
-            return Answer::Unanswered(format!(
+            return Err(Answer::Unanswered(format!(
                 "the MCP client ({}) declared no elicitation support, so the person behind it cannot be asked",
                 self.client
-            ));
+            )));
         };
-        let (tx, rx) = sync::sync_channel(1);
+        let Some(place) = self.open.take() else {
+            return Err(Answer::Unanswered(format!(
+                "the client ({}) has {OPEN_ASKS} questions open already, the most one client may have; \
+                 answer or cancel some, then call again",
+                self.client
+            )));
+        };
+        let (tx, rx) = oneshot::channel();
         let question = Question {
             ask: ask.clone(),
             answer: tx,
         };
         if to.send(question).is_err() {
-            return Answer::Unanswered(
+            return Err(Answer::Unanswered(
                 "the client's request ended before the question could be put".into(),
-            );
+            ));
         }
-        match rx.recv_timeout(ASK_TIMEOUT + Duration::from_secs(5)) {
-            Ok(answer) => answer,
-            Err(_) => Answer::Unanswered(format!(
-                "the client ({}) gave no answer within {} s",
-                self.client,
-                ASK_TIMEOUT.as_secs()
-            )),
+        Ok((rx, place))
+    }
+}
+
+/// What a question's receiver brings: the answer, or why none came.
+fn received(got: Result<Answer, oneshot::error::RecvError>, client: &str) -> Answer {
+    got.unwrap_or_else(|_| {
+        Answer::Unanswered(format!(
+            "the client ({client}) gave no answer (within {} s, or its request ended)",
+            ASK_TIMEOUT.as_secs()
+        ))
+    })
+}
+
+impl Approver for ClientAsker {
+    /// The blocking way, for a caller off the run's thread that cannot
+    /// await: the question is put as [`Approver::put`] puts it.
+    fn ask(&self, ask: &Ask) -> Answer {
+        match self.question(ask) {
+            Ok((rx, _place)) => received(rx.blocking_recv(), &self.client),
+            Err(answer) => answer,
         }
     }
 
@@ -80,6 +145,25 @@ impl Approver for ClientAsker {
 
     fn one_at_a_time(&self) -> bool {
         false
+    }
+
+    fn put(&self, ask: &Ask) -> Option<Later> {
+        let client = self.client.clone();
+        Some(match self.question(ask) {
+            // Every question is answered, or its sender dropped, within
+            // ASK_TIMEOUT: the handler asks with that timeout, and a parked
+            // 2026 call expires after it.
+            Ok((rx, place)) => Box::pin(async move {
+                let answer = received(rx.await, &client);
+                drop(place);
+                answer
+            }),
+            Err(answer) => Box::pin(std::future::ready(answer)),
+        })
+    }
+
+    fn shares(&self, _task: &str) -> Shared {
+        self.shares.clone()
     }
 }
 
@@ -200,7 +284,7 @@ impl<T: Send + 'static> Suspended<T> {
     /// Parks `call`, waiting on `question`, until a call of `tool` with
     /// `args` brings its answer; the `requestState` to give the client.
     pub fn park(&self, call: T, question: Question, tool: &str, args: &Value) -> String {
-        let token = token();
+        let token = unguessable();
         let waiting = Waiting {
             call,
             question,
@@ -245,8 +329,9 @@ fn digest(args: &Value) -> String {
     crate::digest::sha256_hex(args.to_string().as_bytes())
 }
 
-/// 128 random bits as hex: a `requestState` nobody can guess.
-fn token() -> String {
+/// 128 random bits as hex: a `requestState`, a session's id, nobody can
+/// guess.
+pub fn unguessable() -> String {
     use std::io::Read;
     let mut bytes = [0u8; 16];
     if std::fs::File::open("/dev/urandom")
@@ -376,7 +461,7 @@ mod tests {
 
     #[test]
     fn a_client_without_elicitation_is_never_asked() {
-        let asker = ClientAsker::new(None, "c 1");
+        let asker = ClientAsker::new(None, "c 1", Arc::default(), Shared::Run);
         let Answer::Unanswered(why) = asker.ask(&ask(false)) else {
             panic!("unanswered");
         };
@@ -387,9 +472,44 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
+    async fn a_client_s_open_questions_are_bounded_and_an_answer_frees_a_place() {
+        let (to, mut handler) = mpsc::unbounded_channel();
+        let open: Arc<Open> = Arc::default();
+        let asker = ClientAsker::new(Some(to), "c 1", open.clone(), Shared::Run);
+        let waiting: Vec<Later> = (0..OPEN_ASKS)
+            .map(|_| asker.put(&ask(false)).unwrap())
+            .collect();
+        let Answer::Unanswered(why) = asker.put(&ask(false)).unwrap().await else {
+            panic!("one more than the bound is refused at once");
+        };
+        assert!(
+            why.contains("(c 1) has 32 questions open already, the most one client may have"),
+            "{why}"
+        );
+        // Another client's count is its own.
+        let (other_to, _other) = mpsc::unbounded_channel();
+        let other = ClientAsker::new(Some(other_to), "c 2", Arc::default(), Shared::Run);
+        drop(other.put(&ask(false)).unwrap());
+        // One answered frees its place.
+        let first = handler.recv().await.unwrap();
+        first.answer.send(Answer::Once).unwrap();
+        let mut waiting = waiting.into_iter();
+        assert_eq!(waiting.next().unwrap().await, Answer::Once);
+        let _next = asker.put(&ask(false)).unwrap();
+        assert_eq!(handler.len(), OPEN_ASKS - 1 + 1);
+        drop(waiting);
+        drop(handler);
+        assert_eq!(
+            open.0.load(Ordering::SeqCst),
+            1,
+            "dropped questions free their places"
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
     async fn a_waiting_call_is_taken_once_by_the_same_tool_and_arguments_only() {
         let parked: Suspended<u32> = Suspended::default();
-        let (tx, _rx) = sync::sync_channel(1);
+        let (tx, _rx) = oneshot::channel();
         let q = Question {
             ask: ask(false),
             answer: tx,

@@ -4,9 +4,10 @@
 //! its asks put to the person behind the client, and its cancellation
 //! passed on.
 
-use super::asks::{self, ClientAsker, Question, Refused, Suspended, INPUT_KEY};
+use super::asks::{self, ClientAsker, Open, Question, Refused, Suspended, INPUT_KEY};
 use super::catalog::{Catalog, Entry};
 use super::render;
+use crate::kernel::approval::Shared;
 use crate::runtime::{Caller, Incoming, Outcome, Tool as Runs};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitResult, Implementation,
@@ -28,10 +29,15 @@ a call that needs approval asks the person behind this client, when it can ask."
 /// command's is bounded where it is read; a model's text is bounded here.
 const PROGRESS_BYTES: usize = 30_000;
 
-/// The handler every transport serves: cheap to clone, as the HTTP
-/// transport makes one per session.
+/// The handler every transport serves, one per client session: stdio's
+/// one client, each HTTP session of a client that starts with
+/// `initialize`, and each request of a 2026 client over HTTP (that
+/// protocol has no session).
 #[derive(Clone)]
-pub struct Server(Arc<Inner>);
+pub struct Server {
+    inner: Arc<Inner>,
+    session: Arc<Session>,
+}
 
 struct Inner {
     catalog: Catalog,
@@ -39,17 +45,78 @@ struct Inner {
     run: mpsc::UnboundedSender<Incoming>,
     /// Calls waiting for a 2026 client's answer.
     suspended: Suspended<Live>,
+    /// Whether clients share the run's jobs and answers for the run
+    /// (`--shared-run`).
+    shared_run: bool,
+    /// The open questions of requests that belong to no session (2026
+    /// requests over HTTP), counted together.
+    sessionless: Arc<Open>,
+}
+
+/// One client, as its jobs and answers for the run belong to it.
+struct Session {
+    /// An id nobody is given: what its jobs and answers are kept under.
+    id: String,
+    /// Whether it is one of many over HTTP: then a 2026 request is a
+    /// session of its own, whose answers no later request can be told to
+    /// share.
+    http: bool,
+    /// Its open questions.
+    open: Arc<Open>,
+}
+
+impl Session {
+    fn new(http: bool) -> Arc<Session> {
+        Arc::new(Session {
+            id: asks::unguessable(),
+            http,
+            open: Arc::default(),
+        })
+    }
 }
 
 impl Server {
     /// A server offering `catalog`, whose calls run as requests sent to
-    /// `run`.
-    pub fn new(catalog: Catalog, run: mpsc::UnboundedSender<Incoming>) -> Server {
-        Server(Arc::new(Inner {
-            catalog,
-            run,
-            suspended: Suspended::default(),
-        }))
+    /// `run`; with `shared_run`, clients share the run's jobs and answers
+    /// for the run. Its one session is stdio's client.
+    pub fn new(catalog: Catalog, run: mpsc::UnboundedSender<Incoming>, shared_run: bool) -> Server {
+        Server {
+            inner: Arc::new(Inner {
+                catalog,
+                run,
+                suspended: Suspended::default(),
+                shared_run,
+                sessionless: Arc::default(),
+            }),
+            session: Session::new(false),
+        }
+    }
+
+    /// The handler of a new HTTP session (or 2026 request).
+    pub(super) fn fresh(&self) -> Server {
+        Server {
+            inner: self.inner.clone(),
+            session: Session::new(true),
+        }
+    }
+
+    /// What a request of this session (`modern`: of the 2026 protocol)
+    /// owns: the owner of its jobs (`None`: the run's), whose answers for
+    /// the run its asks share, and the count of its open questions.
+    fn scope(&self, modern: bool) -> (Option<String>, Shared, Arc<Open>) {
+        let sessionless = modern && self.session.http;
+        let open = match sessionless {
+            true => self.inner.sessionless.clone(),
+            false => self.session.open.clone(),
+        };
+        if self.inner.shared_run {
+            return (None, Shared::Run, open);
+        }
+        let shares = match sessionless {
+            true => Shared::Nobody,
+            false => Shared::Caller(self.session.id.clone()),
+        };
+        (Some(self.session.id.clone()), shares, open)
     }
 }
 
@@ -76,11 +143,11 @@ impl ServerHandler for Server {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.0.catalog.tools()))
+        Ok(ListToolsResult::with_all_items(self.inner.catalog.tools()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.0.catalog.get(name).map(|e| e.tool.clone())
+        self.inner.catalog.get(name).map(|e| e.tool.clone())
     }
 
     async fn call_tool(
@@ -92,9 +159,9 @@ impl ServerHandler for Server {
         if let Some(state) = &request.request_state {
             return self.resume(state, &request, &args, ctx).await;
         }
-        let Some(entry) = self.0.catalog.get(&request.name) else {
+        let Some(entry) = self.inner.catalog.get(&request.name) else {
             let names: Vec<String> = self
-                .0
+                .inner
                 .catalog
                 .tools()
                 .iter()
@@ -137,13 +204,20 @@ impl Server {
                 let _ = progress_tx.send(piece.to_string());
             }) as crate::runtime::Progress
         });
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let (owner, shares, open) = self.scope(modern);
         let caller = Caller {
             client: Some(client.clone()),
             approver: Some(Arc::new(ClientAsker::new(
                 can_ask.then_some(ask_tx),
                 &client,
+                open,
+                shares,
             ))),
             progress: relay,
+            owner,
         };
         let incoming = Incoming {
             tool: entry.runs.clone(),
@@ -151,7 +225,7 @@ impl Server {
             caller,
             reply: reply_tx,
         };
-        self.0.run.send(incoming).map_err(|_| {
+        self.inner.run.send(incoming).map_err(|_| {
             ErrorData::internal_error("the server's run has ended; restart sluice mcp", None)
         })?;
         Ok(Live {
@@ -188,7 +262,7 @@ impl Server {
                     None,
                 )
             })?;
-        let waiting = self.0.suspended.take(state, &request.name, args).map_err(|why| {
+        let waiting = self.inner.suspended.take(state, &request.name, args).map_err(|why| {
             let message = match why {
                 Refused::Unknown => "requestState names no call waiting for an answer: it was answered already, expired, or never given; call the tool again without it",
                 Refused::Mismatch => "requestState was given for another tool or other arguments; send the same call again with the answer",
@@ -201,7 +275,7 @@ impl Server {
                 // No answer: the question stands; it is put again.
                 let ask = waiting.question.ask.clone();
                 let token =
-                    self.0
+                    self.inner
                         .suspended
                         .park(waiting.call, waiting.question, &request.name, args);
                 return Ok(input_required(&ask, token).into());
@@ -248,7 +322,7 @@ impl Server {
                 Some(question) = live.asks.recv() => {
                     if modern {
                         let ask = question.ask.clone();
-                        let state = self.0.suspended.park(live, question, tool, args);
+                        let state = self.inner.suspended.park(live, question, tool, args);
                         return Ok(input_required(&ask, state).into());
                     }
                     // A client that cancels while its person decides ends

@@ -1,8 +1,8 @@
 //! Streamable HTTP: rmcp's service behind a small hyper front that serves
-//! `/mcp` alone and checks the bearer token. Loopback by default; any other
-//! address needs a token. `Origin` is checked as the spec requires against
-//! DNS rebinding: a browser page on another origin gets 403, whatever it
-//! resolved the name to.
+//! `/mcp` alone, checks the bearer token (there always is one) and refuses
+//! the connections of the run's own processes. `Origin` is checked as the
+//! spec requires against DNS rebinding: a browser page on another origin
+//! gets 403, whatever it resolved the name to.
 
 use super::handler::Server;
 use http_body_util::{BodyExt, Full};
@@ -18,19 +18,6 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// The one path the server answers on.
 pub const PATH: &str = "/mcp";
 
-/// Why an address may not be served, before anything is bound: a
-/// non-loopback address without a token.
-pub fn refuse(addr: &SocketAddr, token: Option<&str>) -> Option<String> {
-    if addr.ip().is_loopback() || token.is_some_and(|t| !t.is_empty()) {
-        return None;
-    }
-    Some(format!(
-        "--http {addr} is not a loopback address, so anyone who reaches it could call sluice's tools; \
-         serve on 127.0.0.1 (the default), or give --token (or SLUICE_MCP_TOKEN) so that clients must send \
-         `Authorization: Bearer TOKEN`"
-    ))
-}
-
 /// The origins a browser page may call from: this machine's own, on any
 /// port, and the server's own address.
 fn origins(addr: &SocketAddr) -> Vec<String> {
@@ -44,8 +31,9 @@ fn origins(addr: &SocketAddr) -> Vec<String> {
     list
 }
 
-/// Serves `server` on `listener` until the process ends.
-pub async fn serve(server: Server, listener: tokio::net::TcpListener, token: Option<String>) {
+/// Serves `server` on `listener` until the process ends; every request
+/// must carry `token`.
+pub async fn serve(server: Server, listener: tokio::net::TcpListener, token: String) {
     let addr = listener.local_addr().ok();
     let mut config = StreamableHttpServerConfig::default();
     if let Some(addr) = &addr {
@@ -57,21 +45,30 @@ pub async fn serve(server: Server, listener: tokio::net::TcpListener, token: Opt
         }
     }
     let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.fresh()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let token: Arc<Option<String>> = Arc::new(token);
+    let token: Arc<String> = Arc::new(token);
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
         let (mcp, token) = (mcp.clone(), token.clone());
         tokio::spawn(async move {
+            let inside = match stream.local_addr() {
+                Ok(local) => {
+                    tokio::task::spawn_blocking(move || super::peer::of_the_run(peer, local))
+                        .await
+                        .ok()
+                        .flatten()
+                }
+                Err(_) => None,
+            };
             let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                 let (mut mcp, token) = (mcp.clone(), token.clone());
                 async move {
-                    if let Some(refusal) = front(&req, token.as_deref()) {
+                    if let Some(refusal) = front(&req, &token, inside) {
                         return Ok::<_, Infallible>(refusal);
                     }
                     tower_service::Service::call(&mut mcp, req).await
@@ -84,25 +81,39 @@ pub async fn serve(server: Server, listener: tokio::net::TcpListener, token: Opt
     }
 }
 
-/// What the front refuses before rmcp sees a request: another path, a
-/// missing or wrong token.
-fn front(req: &hyper::Request<Incoming>, token: Option<&str>) -> Option<hyper::Response<Body>> {
-    if let Some(expected) = token {
-        // The scheme's name is case-insensitive (RFC 9110); the token is not.
-        let given = req
-            .headers()
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token);
-        if !given.is_some_and(|g| same(g.as_bytes(), expected.as_bytes())) {
-            return Some(reply(
-                401,
-                "this sluice mcp server needs `Authorization: Bearer TOKEN` (the --token it was started with)",
-                Some("Bearer"),
-            ));
-        }
+/// What the front refuses before rmcp sees a request: any request of a
+/// connection one of the run's own processes (`inside`) holds, a missing
+/// or wrong token, another path.
+fn front(
+    req: &hyper::Request<Incoming>,
+    expected: &str,
+    inside: Option<u32>,
+) -> Option<hyper::Response<Body>> {
+    if let Some(pid) = inside {
+        return Some(reply(
+            403,
+            &format!(
+                "this connection comes from a process this sluice mcp run started (pid {pid}): the run's own commands \
+                 cannot call its tools nor answer its questions"
+            ),
+            None,
+        ));
+    }
+    // The scheme's name is case-insensitive (RFC 9110); the token is not.
+    let given = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token);
+    if !given.is_some_and(|g| same(g.as_bytes(), expected.as_bytes())) {
+        return Some(reply(
+            401,
+            "this sluice mcp server needs `Authorization: Bearer TOKEN`: the --token (or SLUICE_MCP_TOKEN) it was \
+             started with, or the one it generated, shown on its standard error and kept in the file it named there",
+            Some("Bearer"),
+        ));
     }
     if req.uri().path() != PATH {
         return Some(reply(404, "sluice mcp serves MCP at /mcp", None));
@@ -134,16 +145,7 @@ fn reply(status: u16, text: &str, challenge: Option<&str>) -> hyper::Response<Bo
 
 #[cfg(test)]
 mod tests {
-    use super::{refuse, same};
-
-    #[test]
-    fn a_non_loopback_address_needs_a_token_and_loopback_does_not() {
-        assert!(refuse(&"0.0.0.0:8080".parse().unwrap(), None).is_some());
-        assert!(refuse(&"192.0.2.1:8080".parse().unwrap(), Some("")).is_some());
-        assert!(refuse(&"0.0.0.0:8080".parse().unwrap(), Some("t0k")).is_none());
-        assert!(refuse(&"127.0.0.1:0".parse().unwrap(), None).is_none());
-        assert!(refuse(&"[::1]:0".parse().unwrap(), None).is_none());
-    }
+    use super::same;
 
     #[test]
     fn tokens_compare_whole() {

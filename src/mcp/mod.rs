@@ -13,13 +13,17 @@
 //! - `handler.rs` the protocol handler: list, call, progress, cancellation;
 //! - `asks.rs` asks as elicitation, for each protocol era;
 //! - `render.rs` an outcome as a tool result;
-//! - `http.rs` the HTTP front: loopback, token, Origin.
+//! - `http.rs` the HTTP front: loopback, token, Origin;
+//! - `peer.rs` whether a connection comes from the run's own processes;
+//! - `token.rs` the HTTP token: given, or generated and kept in a file.
 
 mod asks;
 mod catalog;
 mod handler;
 mod http;
+mod peer;
 mod render;
+pub mod token;
 
 pub use catalog::Catalog;
 pub use handler::Server;
@@ -37,11 +41,8 @@ pub enum Transport {
     /// Newline-delimited JSON on standard input and output.
     Stdio,
     /// Streamable HTTP at `http://ADDR/mcp`; clients send
-    /// `Authorization: Bearer TOKEN` when a token is set.
-    Http {
-        addr: SocketAddr,
-        token: Option<String>,
-    },
+    /// `Authorization: Bearer TOKEN`.
+    Http { addr: SocketAddr, token: String },
 }
 
 /// Starts `server` on `transport`, on a thread of its own: stdio until its
@@ -54,10 +55,7 @@ pub fn start(
 ) -> Result<(std::thread::JoinHandle<()>, Option<SocketAddr>), String> {
     let listener = match &transport {
         Transport::Stdio => None,
-        Transport::Http { addr, token } => {
-            if let Some(why) = http::refuse(addr, token.as_deref()) {
-                return Err(why);
-            }
+        Transport::Http { addr, .. } => {
             let l = std::net::TcpListener::bind(addr)
                 .map_err(|e| format!("--http {addr}: cannot listen there: {e}"))?;
             l.set_nonblocking(true)

@@ -130,6 +130,8 @@ pub struct RuntimeBuilder {
     replay: Option<(Record, Mode)>,
     sandbox: crate::sandbox::Choice,
     secrets: Vec<PathBuf>,
+    /// What no flow reaches and no command sees ([`RuntimeBuilder::withheld`]).
+    withheld: Vec<PathBuf>,
     container_engine: Option<String>,
     sealed: Option<(String, Option<String>)>,
     providers: Vec<String>,
@@ -234,6 +236,17 @@ impl RuntimeBuilder {
     /// file is hidden without asking.
     pub fn secret_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.secrets.push(path.into());
+        self
+    }
+
+    /// A file or folder of sluice's own that the run must never reach
+    /// (`sluice mcp`'s token): hidden from confined commands, and refused
+    /// to every flow whatever the policies say. It should exist when the
+    /// run is built, so that its real path is known.
+    pub fn withheld(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        self.secrets.push(path.clone());
+        self.withheld.push(path);
         self
     }
 
@@ -511,7 +524,12 @@ impl RuntimeBuilder {
         ctx.secrets.extend(self.secrets.iter().cloned());
         let callers = serve::Callers::default();
         let gate = Gate {
-            kernel: Kernel::new(policies, ceiling, vars.clone()),
+            kernel: Kernel::new(policies, ceiling, vars.clone()).withholding(
+                self.withheld
+                    .iter()
+                    .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+                    .collect(),
+            ),
             approver: match self.embedded.approver {
                 _ if self.serving => Approvals::with(approve, Some(Arc::new(callers.clone()))),
                 Some(custom) => Approvals::with(approve, Some(custom)),
@@ -558,7 +576,9 @@ impl RuntimeBuilder {
             (None, Some(_)) => PathBuf::from("."),
             (None, None) => workspace,
         };
-        tasks.install(&lua, &sluice).map_err(BuildError::lua)?;
+        tasks
+            .install(&lua, &sluice, core.clone())
+            .map_err(BuildError::lua)?;
         luastate::install_require(&lua, script_dir, &[("sluice", sluice)])
             .map_err(BuildError::lua)?;
         Ok(Runtime {

@@ -14,7 +14,7 @@ use super::convert::{from_json, to_json_text};
 use super::Runtime;
 use crate::error::{ErrorCode, FlowError};
 use crate::flows::TextRelay;
-use crate::kernel::approval::{Answer, Approver, Ask};
+use crate::kernel::approval::{Answer, Approver, Ask, Later, Shared};
 use crate::luastate::current_task;
 use crate::pipeline::{Core, JobOp, Served};
 use mlua::{Function, Lua, MultiValue, Table, UserData, UserDataMethods, Value as LuaValue};
@@ -62,6 +62,10 @@ pub struct Caller {
     /// Where streamed text and a running command's output go as they
     /// arrive.
     pub progress: Option<Progress>,
+    /// Who the background jobs the request starts belong to (an MCP
+    /// client's session): only requests with the same owner read, wait for
+    /// or kill them. `None`: the run's, any request's.
+    pub owner: Option<String>,
 }
 
 /// Hands a piece of a request's streamed output to its caller, from the
@@ -146,6 +150,26 @@ impl Approver for Callers {
     /// open question does not hold another's.
     fn one_at_a_time(&self) -> bool {
         false
+    }
+
+    /// Put to the caller's approver without a thread waiting for it, when
+    /// that approver can (an MCP client's): before a call runs, so never
+    /// on a blocked run's thread.
+    fn put(&self, ask: &Ask) -> Option<Later> {
+        match self.of(&ask.task) {
+            Some(approver) => approver.put(ask),
+            None => Some(Box::pin(std::future::ready(Answer::Unanswered(
+                "no caller is waiting on the task that asked, so nobody can answer".into(),
+            )))),
+        }
+    }
+
+    /// As the caller's approver says: an MCP client's own answers.
+    fn shares(&self, task: &str) -> Shared {
+        match self.of(task) {
+            Some(approver) => approver.shares(task),
+            None => Shared::Nobody,
+        }
     }
 }
 
@@ -433,6 +457,7 @@ impl Request {
             Served {
                 client: caller.client.clone(),
                 relay,
+                owner: caller.owner.clone(),
             },
         );
         if let Some(approver) = &caller.approver {

@@ -6,7 +6,7 @@
 -- under xpcall, so its outcome is kept here, on the task table, and raised at
 -- the line that awaits it. Tasks nobody awaited are looked at when the script
 -- ends: a failure is reported, and one still running is cancelled.
-local raw_spawn, raw_wait, task_id = ...
+local raw_spawn, raw_wait, task_id, driving = ...
 local pack, unpack = table.pack, table.unpack
 
 local Task = {}
@@ -76,8 +76,10 @@ local function raise(t, level)
   error(e, level + 1)
 end
 
+-- The task that waits when the running code waits: the one driving it, so a
+-- coroutine a task made (or resumed) and awaits in counts as that task.
 local function check_cycle(t)
-  local me = task_id()
+  local me = driving()
   if t.id == me then
     error(("task %s awaits itself, which would never end"):format(me), 3)
   end
@@ -95,7 +97,7 @@ end
 -- Waits, in the calling task, until `ready()` is true.
 local function wait_until(target, ready)
   if ready() then return end
-  local me = task_id()
+  local me = driving()
   awaiting[me] = target
   while not ready() do raw_wait() end
   awaiting[me] = nil

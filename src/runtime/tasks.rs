@@ -6,7 +6,7 @@
 //! task's outcome; this side drives the coroutines, wakes the waiters, and
 //! ends the tasks still running when the script ends.
 
-use crate::luastate::TASK;
+use crate::luastate::{current_task, DRIVING, TASK};
 use crate::pipeline::Core;
 use mlua::{Function, Lua, MultiValue, Table, Thread};
 use std::cell::{Cell, RefCell};
@@ -63,8 +63,10 @@ impl Tasks {
         Others(self.live.clone())
     }
 
-    /// Installs `spawn`, `all` and `map` in the `sluice` module `m`.
-    pub fn install(&self, lua: &Lua, m: &Table) -> mlua::Result<()> {
+    /// Installs `spawn`, `all` and `map` in the `sluice` module `m`. A
+    /// task a served request starts keeps its caller ([`Core::adopt`]) for
+    /// as long as it runs, after the request has answered too.
+    pub fn install(&self, lua: &Lua, m: &Table, core: Rc<Core>) -> mlua::Result<()> {
         let running = self.running.clone();
         let settled = self.settled.clone();
         let live = self.live.clone();
@@ -75,13 +77,18 @@ impl Tasks {
                 ));
             }
             let settled = settled.clone();
-            let lua = lua.clone();
             let live = live.clone();
             live.set(live.get() + 1);
             let own = co.to_pointer();
+            let adopted = match core.serves_tasks() {
+                true => Adopted::new(&core, &current_task(lua)?, t.get("id")?),
+                false => Adopted(None),
+            };
+            let lua = lua.clone();
             tokio::task::spawn_local(async move {
                 // Counted down however the task ends, dropped ones too.
                 let _ended = Ended(live);
+                let _adopted = adopted;
                 let _known = crate::interrupt::task_thread(own);
                 if let Err(e) = co.into_async::<()>(args).await {
                     // Only what xpcall cannot catch (memory) gets here.
@@ -100,10 +107,11 @@ impl Tasks {
             }
         })?;
         let task: Function = lua.named_registry_value(TASK)?;
+        let driving: Function = lua.named_registry_value(DRIVING)?;
         let api: Table = lua
             .load(include_str!("tasks.lua"))
             .set_name("=sluice.tasks")
-            .call((spawn, wait, task))?;
+            .call((spawn, wait, task, driving))?;
         for name in ["spawn", "all", "map"] {
             m.set(name, api.get::<Function>(name)?)?;
         }
@@ -168,6 +176,24 @@ impl Tasks {
         };
         let _ = tokio::time::timeout(CANCEL_GRACE, stopped).await;
         ids
+    }
+}
+
+/// A task started by a served request's task, carrying its caller until
+/// it ends, however it ends.
+struct Adopted(Option<(Rc<Core>, String)>);
+
+impl Adopted {
+    fn new(core: &Rc<Core>, parent: &str, child: String) -> Adopted {
+        Adopted(core.adopt(parent, &child).then(|| (core.clone(), child)))
+    }
+}
+
+impl Drop for Adopted {
+    fn drop(&mut self) {
+        if let Some((core, task)) = self.0.take() {
+            core.release_task(&task);
+        }
     }
 }
 

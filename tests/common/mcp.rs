@@ -85,7 +85,14 @@ pub fn recorded_calls(ws: &Path) -> Vec<Value> {
 pub struct Http {
     child: Child,
     pub url: String,
+    /// The token clients send: the one given, or the one the server
+    /// generated and said.
     pub token: Option<String>,
+    /// The file a generated token is kept in.
+    pub token_file: Option<std::path::PathBuf>,
+    /// Whether raw requests carry the token without being told: for a
+    /// server whose token the test did not choose.
+    auto_auth: bool,
 }
 
 /// An `initialize` request, the first thing any 2025 client sends.
@@ -93,9 +100,16 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 
 impl Http {
     /// `sluice mcp --workspace WS --http 127.0.0.1:0 FLAGS`, its token in
-    /// `SLUICE_MCP_TOKEN`, once it says where it listens.
+    /// `SLUICE_MCP_TOKEN` (or, with none, the one it generates), once it
+    /// says where it listens.
     pub fn start(ws: &Path, flags: &[&str], token: Option<&str>) -> Http {
+        Http::start_env(ws, flags, token, &[])
+    }
+
+    /// [`Http::start`] with `env` set for the server.
+    pub fn start_env(ws: &Path, flags: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Http {
         let mut cmd = Command::new(sluice_bin());
+        cmd.envs(env.iter().copied());
         cmd.args(["mcp", "--workspace"])
             .arg(ws)
             .args(["--http", "127.0.0.1:0"])
@@ -103,9 +117,10 @@ impl Http {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        if let Some(t) = token {
-            cmd.env("SLUICE_MCP_TOKEN", t);
-        }
+        match token {
+            Some(t) => cmd.env("SLUICE_MCP_TOKEN", t),
+            None => cmd.env_remove("SLUICE_MCP_TOKEN"),
+        };
         let mut child = cmd.spawn().expect("spawn sluice mcp --http");
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
@@ -115,6 +130,22 @@ impl Http {
             .find(|w| w.starts_with("http://"))
             .unwrap_or_else(|| panic!("sluice mcp --http said: {line}"))
             .to_string();
+        // Without a token given, the next line says the generated one.
+        let (generated, token_file) = match token {
+            Some(_) => (None, None),
+            None => {
+                let mut said = String::new();
+                err.read_line(&mut said).unwrap();
+                let words: Vec<&str> = said.split_whitespace().collect();
+                let at = |w: &str| words.iter().position(|x| *x == w).map(|i| words[i + 1]);
+                let token = at("token").unwrap_or_else(|| panic!("no token in: {said}"));
+                let file = at("in").unwrap_or_else(|| panic!("no file in: {said}"));
+                (
+                    Some(token.to_string()),
+                    Some(std::path::PathBuf::from(file)),
+                )
+            }
+        };
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || {
             let mut rest = String::new();
@@ -123,7 +154,9 @@ impl Http {
         Http {
             child,
             url,
-            token: token.map(str::to_string),
+            auto_auth: token.is_none(),
+            token: token.map(str::to_string).or(generated),
+            token_file,
         }
     }
 
@@ -162,6 +195,9 @@ impl Http {
         );
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if let (true, Some(t)) = (self.auto_auth, &self.token) {
+            req.push_str(&format!("Authorization: Bearer {t}\r\n"));
         }
         req.push_str("\r\n");
         req.push_str(body);

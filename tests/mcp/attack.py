@@ -426,5 +426,100 @@ async def scenario_foreign_answer(a):
     return r
 
 
+# ---------------------------------------------------------------------------
+# Issue 36: jobs and answers belong to their client; asks cannot starve
+
+
+async def scenario_owners(a):
+    """Clients A and B on one server: A starts a background job, which B
+    reads and kills; A answers a write's question "yes for the run" and
+    makes the same call again; B makes it too (B's person declines)."""
+    out = a.spec["outside"]
+    w = {"path": f"{out}/owned.txt", "content": "x"}
+    asked = {"a": [], "b": []}
+
+    def answerer(who, reply):
+        async def answer(ctx, params):
+            asked[who].append(params.message.split("\n")[0])
+            return reply
+        return answer
+
+    r = {}
+    name = lambda n: types.Implementation(name=n, version="1")
+    async with connect(a, elicitation_callback=answerer("a", ACCEPT_RUN), client_info=name("client-a")) as ca:
+        async with connect(a, elicitation_callback=answerer("b", DECLINE), client_info=name("client-b")) as cb:
+            tick = {"command": "while true; do echo tick; sleep 0.1; done", "background": True}
+            started = await call(ca, "bash", tick, timeout=30)
+            job = started["structured"]["jobId"]
+            await anyio.sleep(0.4)
+            r["bRead"] = await call(cb, "job_read", {"jobId": job})
+            r["bKill"] = await call(cb, "job_kill", {"jobId": job})
+            r["aRead"] = await call(ca, "job_read", {"jobId": job})
+            r["aWrite1"] = await call(ca, "write", w, timeout=30)
+            r["aWrite2"] = await call(ca, "write", w, timeout=30)
+            r["bWrite"] = await call(cb, "write", w, timeout=30)
+            r["aKill"] = await call(ca, "job_kill", {"jobId": job})
+    r["asked"] = asked
+    return r
+
+
+async def scenario_park(a):
+    """spec.sessions clients each leave spec.asks writes' questions open
+    (their person never answers) and count the calls refused at once; then
+    another client reads a file and has its own write asked and answered:
+    how long each took."""
+    out = a.spec["outside"]
+    parked, refused, held = [], [], anyio.Event()
+
+    async def never(ctx, params):
+        parked.append(1)
+        await held.wait()
+        return DECLINE
+
+    async def one_session(i, tg_ready):
+        async with connect(a, elicitation_callback=never,
+                           client_info=types.Implementation(name=f"parker-{i}", version="1")) as c:
+            async def one(j):
+                r = await call(c, "write", {"path": f"{out}/p{i}-{j}.txt", "content": "x"}, timeout=120)
+                if r.get("isError") and "questions open already" in r.get("text", ""):
+                    refused.append(r["text"])
+            async with anyio.create_task_group() as tg:
+                for j in range(a.spec["asks"]):
+                    tg.start_soon(one, j)
+                tg_ready.append(1)
+                await held.wait()
+                tg.cancel_scope.cancel()
+
+    r = {}
+    ready = []
+    want = a.spec["sessions"] * min(a.spec["asks"], a.spec["bound"])
+    async with anyio.create_task_group() as tg:
+        for i in range(a.spec["sessions"]):
+            tg.start_soon(one_session, i, ready)
+        want_refused = a.spec["sessions"] * max(0, a.spec["asks"] - a.spec["bound"])
+        with anyio.move_on_after(90):
+            while len(parked) < want or len(refused) < want_refused:
+                await anyio.sleep(0.1)
+        r["parked"], r["refused"] = len(parked), len(refused)
+        r["refusal"] = refused[0] if refused else None
+        b_asked = []
+
+        async def answer_b(ctx, params):
+            b_asked.append(1)
+            return ACCEPT
+
+        async with connect(a, elicitation_callback=answer_b,
+                           client_info=types.Implementation(name="client-b", version="1")) as cb:
+            t = time.monotonic()
+            r["bRead"] = await call(cb, "read", {"path": a.spec["read"]}, timeout=QUICK_S)
+            r["bReadS"] = round(time.monotonic() - t, 2)
+            t = time.monotonic()
+            r["bWrite"] = await call(cb, "write", {"path": f"{out}/b.txt", "content": "b"}, timeout=QUICK_S)
+            r["bWriteS"] = round(time.monotonic() - t, 2)
+            r["bAsked"] = len(b_asked)
+        held.set()
+    return r
+
+
 if __name__ == "__main__":
     anyio.run(drive.run_scenario, parse(), globals())
