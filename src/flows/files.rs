@@ -80,7 +80,7 @@ impl Files {
         match ctx.files_in() {
             None => Ok(Files::Host),
             Some(name) => Ok(Files::Container(ContainerFiles::new(
-                ctx.containers.transport(name).await?,
+                ctx.container(name).await?,
             ))),
         }
     }

@@ -190,6 +190,20 @@ pub struct Facts {
     pub runner_failed: bool,
 }
 
+/// What the policies keep from commands in folders a container brings in
+/// ([`Sandbox::withheld`]): host paths, none inside another of its list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Withheld {
+    pub read_only: Vec<PathBuf>,
+    pub hidden: Vec<PathBuf>,
+    /// Every repository found there (`.git` folders and files, folders
+    /// laid out as git's own).
+    pub repos: Vec<PathBuf>,
+    /// What the derivation could not express (a scan cut short, an
+    /// `except` no mount can carve out).
+    pub partial: Vec<String>,
+}
+
 /// Which runner confines commands: `sluice run --sandbox`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Choice {
@@ -412,6 +426,43 @@ impl Sandbox {
         // it learned of changing trees is asked again.
         look.begin();
         derive::widen(view, workspace, profile, mode, &mut look);
+    }
+
+    /// What the policies keep from commands in the host folders `mounted`
+    /// (canonical) that a container the run starts brings in, expanded as
+    /// for a confined command at spawn: the paths to keep read-only (the
+    /// fixed list, the policies' files, what deny rules keep from writes),
+    /// those to hide (what deny rules keep from reads, deny globs matched
+    /// in those folders), every repository there, and why that is partial.
+    pub fn withheld(
+        &self,
+        view: &crate::kernel::StaticView,
+        workspace: &Path,
+        mounted: &[PathBuf],
+    ) -> Withheld {
+        let mut profile = {
+            let mut look = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
+            look.begin();
+            derive::for_mounts(view, workspace, mounted, &mut look)
+        };
+        let repos = self.expand(&mut profile, mounted);
+        // A scan takes its roots as given; a mount may bring in what a
+        // deny glob names itself (`${workspace}/sub/.env`).
+        for root in mounted {
+            let dir = root.is_dir();
+            let globs = &profile.hide_globs;
+            if index::matches(globs, root, dir, crate::kernel::Action::FsRead) {
+                profile.hidden.push(root.clone());
+            } else if index::matches(globs, root, dir, crate::kernel::Action::FsWrite) {
+                profile.read_only.push(root.clone());
+            }
+        }
+        Withheld {
+            read_only: profile.read_only,
+            hidden: profile.hidden,
+            repos,
+            partial: profile.partial,
+        }
     }
 
     /// The runner this run uses, or why there is none.

@@ -20,7 +20,7 @@ const ENGINE_FAILED: i32 = 125;
 impl Bash {
     /// Runs the planned command in container `name`.
     pub(super) async fn in_container(self, ctx: &Context, name: &str) -> FlowResult<Output> {
-        let transport = ctx.containers.transport(name).await?;
+        let transport = ctx.container(name).await?;
         let exec = &ctx.exec;
         let mut req = ctx.command(self.launch.clone());
         req.env = self.declared_env(ctx)?;

@@ -143,7 +143,7 @@ fn request(ctx: &Context, target: &Target) -> exec::Request {
 /// container is an answer (the probe's `unknown-environment`), not an
 /// error: the command named an environment that does not exist.
 async fn in_container(ctx: &Context, target: &Target<'_>, name: &str) -> FlowResult<Ran> {
-    let transport = ctx.containers.transport(name).await?;
+    let transport = ctx.container(name).await?;
     let mut req = request(ctx, target);
     let cwd = ctx.containers.folder(name, target.runner.cwd.as_deref());
     req.wrap = Some(transport.call(req.env.keys().cloned(), cwd));
