@@ -92,7 +92,11 @@ try{command = "rm -rf .git/hooks"}
 try{command = "touch .sluice/injected"}
 try{command = "ls -A .sluice"}
 try{command = "cat .env sub/.env"}
-try{command = "grep -r top-secret . ; true"}"#,
+try{command = "grep -r top-secret . ; true"}
+try{command = "mkdir -p sub/.git/hooks && printf 'echo pwned\\n' | tee sub/.git/hooks/pre-commit"}
+local job = sluice.bash{command = "mkdir -p bg/.git/hooks && touch bg/.git/hooks/post-checkout", background = true}
+job:wait(30000)
+emit({status = job.status, sandbox = job.sandbox})"#,
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     for (i, l) in lines.iter().enumerate().take(4) {
@@ -107,7 +111,7 @@ try{command = "grep -r top-secret . ; true"}"#,
         lines[0]
     );
     assert_eq!(lines[4]["stdout"], "", "the audit store was visible");
-    for l in &lines[5..] {
+    for l in &lines[5..7] {
         assert!(
             !l["stdout"].as_str().unwrap().contains("top-secret"),
             "a hidden file was read: {l}"
@@ -123,6 +127,24 @@ try{command = "grep -r top-secret . ; true"}"#,
     assert_eq!(
         std::fs::read_to_string(ws.file(".env")).unwrap(),
         "TOKEN=top-secret-1\n"
+    );
+    // A repository the command made where there was none is removed when
+    // it ends, as on the host, and the result says so.
+    assert_eq!(lines[7]["exitCode"], 0, "{}", lines[7]);
+    assert!(!ws.file("sub/.git").exists());
+    assert_eq!(
+        lines[7]["sandbox"]["reverted"],
+        json!([ws.file("sub/.git").display().to_string()])
+    );
+    assert_eq!(lines[7]["sandbox"]["denied"], true);
+    assert_eq!(lines[0]["sandbox"]["denied"], true, "{}", lines[0]);
+    // A background job's too, when it ends.
+    assert!(!ws.file("bg/.git").exists());
+    assert_eq!(
+        lines[8]["sandbox"]["reverted"],
+        json!([ws.file("bg/.git").display().to_string()]),
+        "{}",
+        lines[8]
     );
     // The result says what was protected.
     let facts = &lines[0]["sandbox"];

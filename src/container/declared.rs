@@ -76,6 +76,9 @@ pub struct Applied {
     pub read_only: Vec<String>,
     pub hidden: Vec<String>,
     pub partial: Vec<String>,
+    /// The host folders its mounts let commands write: where a repository
+    /// a command makes is looked for when it ends, and removed.
+    pub writable: Vec<PathBuf>,
 }
 
 /// One mount of a declaration: `HOST:CONTAINER[:OPTIONS]`.
@@ -219,6 +222,10 @@ impl Declaration {
                 continue;
             }
             args.extend(["-v".into(), text.into()]);
+            let ro = m.options.is_some_and(|o| o.split(',').any(|o| o == "ro"));
+            if !ro && source.is_dir() {
+                applied.writable.push(source.clone());
+            }
             for r in p.read_only.iter().filter(|r| r.starts_with(&source)) {
                 let dest = inside(m.dest, &source, r)?;
                 let arg = format!("{}:{dest}:ro", plain(r)?);

@@ -14,7 +14,8 @@
 //! touches, and its result says so (`enforcement = "partial"`). A container
 //! the run starts gets the protections a confined host command gets over
 //! its mounts ([`declared::Protections`]: repositories read-only, the audit
-//! store and what the policy hides masked), and its result lists them; one
+//! store and what the policy hides masked, a repository a command makes
+//! removed when it ends), and its result lists them; one
 //! the run only reaches keeps the mounts it was made with, which its
 //! result says too. The transport process runs on the host, but no
 //! confined host command can reach the engine's socket or storage.
@@ -101,6 +102,11 @@ pub struct Facts {
     /// credentials, what deny rules keep from reads.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<String>,
+    /// Repositories and git control files the command made in the host
+    /// folders the container's mounts bring in, removed when it ended (a
+    /// container the run started).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reverted: Vec<std::path::PathBuf>,
 }
 
 impl Facts {
@@ -131,6 +137,25 @@ impl Facts {
         }
     }
 
+    /// The facts of a command that ended in `t` with `exit_code` and
+    /// `stderr`, whose repositories `reverted` were removed: a command
+    /// that met the run's read-only mounts, or made a repository, was
+    /// refused a file operation (`denied`).
+    pub fn ended(
+        t: &Transport,
+        reverted: Vec<std::path::PathBuf>,
+        exit_code: i32,
+        stderr: &str,
+    ) -> Facts {
+        let facts = Facts::of(t);
+        let refused = facts.protected && exit_code != 0 && stderr.contains("Read-only file system");
+        Facts {
+            denied: refused || !reverted.is_empty(),
+            reverted,
+            ..facts
+        }
+    }
+
     fn bare(t: &Transport, protected: bool) -> Facts {
         Facts {
             mode: "container",
@@ -142,6 +167,7 @@ impl Facts {
             protected,
             read_only: Vec::new(),
             hidden: Vec::new(),
+            reverted: Vec::new(),
         }
     }
 }

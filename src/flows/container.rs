@@ -4,12 +4,15 @@
 //! ([`crate::sandbox::Sandbox::withheld`]) and laid over the mounts that
 //! bring them in ([`crate::container::declared`]): repositories and the
 //! policies' files read-only; the audit store, sluice's credentials and
-//! what the policy hides from commands masked.
+//! what the policy hides from commands masked. A command there gets the
+//! host's guard over the folders its mounts let it write
+//! ([`Context::container_guard`]): a repository it makes is removed when it
+//! ends.
 
 use super::Context;
 use crate::container::{Protections, Transport};
 use crate::error::FlowResult;
-use crate::sandbox::outermost;
+use crate::sandbox::{outermost, Guard};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,6 +23,22 @@ impl Context {
         self.containers
             .transport(name, |sources| self.protections(sources))
             .await
+    }
+
+    /// What removes the repositories a command in `t` makes in the host
+    /// folders its mounts let it write, when it ends, as on the host: for
+    /// a container the run started; `None` for one it only reaches.
+    pub fn container_guard(&self, t: &Transport) -> FlowResult<Option<Arc<Guard>>> {
+        let Some(writable) = t.protections.as_ref().map(|p| &p.writable) else {
+            return Ok(None);
+        };
+        if writable.is_empty() {
+            return Ok(None);
+        }
+        let kernel = self.call_gate()?.kernel();
+        let guard =
+            kernel.with_static(|view| self.sandbox.guard_mounts(view, &self.workspace, writable));
+        Ok(Some(Arc::new(guard)))
     }
 
     /// What a container whose mounts bring in the host paths `sources`

@@ -21,6 +21,7 @@ mod lookup;
 mod shared;
 mod supervise;
 
+pub use guard::Guard;
 pub use shared::serve_if_asked;
 
 pub use derive::{derive, hints};
@@ -440,12 +441,7 @@ impl Sandbox {
         workspace: &Path,
         mounted: &[PathBuf],
     ) -> Withheld {
-        let mut profile = {
-            let mut look = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
-            look.begin();
-            derive::for_mounts(view, workspace, mounted, &mut look)
-        };
-        let repos = self.expand(&mut profile, mounted);
+        let (mut profile, repos) = self.for_mounts(view, workspace, mounted);
         // A scan takes its roots as given; a mount may bring in what a
         // deny glob names itself (`${workspace}/sub/.env`).
         for root in mounted {
@@ -463,6 +459,44 @@ impl Sandbox {
             repos,
             partial: profile.partial,
         }
+    }
+
+    /// What undoes the repositories and git control files a command in a
+    /// container the run started makes in the host folders `writable` its
+    /// mounts let it write: made when the command starts, settled when it
+    /// ends, as for a confined command ([`Guard`]).
+    pub fn guard_mounts(
+        &self,
+        view: &crate::kernel::StaticView,
+        workspace: &Path,
+        writable: &[PathBuf],
+    ) -> Guard {
+        let (profile, repos) = self.for_mounts(view, workspace, writable);
+        Guard::new(
+            writable.to_vec(),
+            repos,
+            profile.hide_globs,
+            profile.hidden,
+            self.index.clone(),
+        )
+    }
+
+    /// The profile of a command that may write and see all of `mounted`
+    /// ([`derive::for_mounts`]), its deny globs expanded there, and the
+    /// repositories found there.
+    fn for_mounts(
+        &self,
+        view: &crate::kernel::StaticView,
+        workspace: &Path,
+        mounted: &[PathBuf],
+    ) -> (Profile, Vec<PathBuf>) {
+        let mut profile = {
+            let mut look = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
+            look.begin();
+            derive::for_mounts(view, workspace, mounted, &mut look)
+        };
+        let repos = self.expand(&mut profile, mounted);
+        (profile, repos)
     }
 
     /// The runner this run uses, or why there is none.

@@ -308,6 +308,7 @@ impl Flow for Bash {
                     protected: true,
                     read_only: vec!["/srv/.git".into()],
                     hidden: vec!["/srv/.sluice".into()],
+                    reverted: vec!["/w/sub/.git".into()],
                 })),
             ),
             finished(false, None),

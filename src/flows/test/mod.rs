@@ -637,6 +637,7 @@ fn samples() -> Vec<Output> {
                     protected: true,
                     read_only: vec!["/srv/.git".into()],
                     hidden: vec!["/srv/.sluice".into()],
+                    reverted: vec!["/w/sub/.git".into()],
                 })
                 .unwrap(),
             ),
