@@ -142,7 +142,8 @@ reach() {
 
 /// What `$1` is when it cannot be opened: `REAL\0ENTRY\0missing|NEAREST`,
 /// resolving the longest existing prefix through `readlink -f`, the rest
-/// kept; or, when something is there, `REAL\0ENTRY\0KIND|SIZE|MODE`.
+/// kept; or, when something is there, `REAL\0ENTRY\0KIND|SIZE|MODE`. What
+/// goes away while it is looked at is missing.
 macro_rules! probe {
     () => {
         r#"p=$1; tail=
@@ -153,8 +154,8 @@ done
 case "$r" in /) real=${tail:-/};; *) real=$r$tail;; esac
 entry=$real
 if [ -L "$1" ]; then d=${1%/*}; d=$(readlink -f -- "${d:-/}") && entry=${d%/}/${1##*/}; fi
-if [ -e "$real" ]; then
-  printf '%s\0%s\0%s' "$real" "$entry" "$(stat -L -c '%F|%s|%a' -- "$real")"
+if info=$(stat -L -c '%F|%s|%a' -- "$real" 2>/dev/null); then
+  printf '%s\0%s\0%s' "$real" "$entry" "$info"
 else
   d=$real
   while [ "$d" != / ] && [ ! -d "$d" ]; do d=${d%/*}; [ -n "$d" ] || d=/; done
