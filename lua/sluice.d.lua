@@ -184,8 +184,11 @@
 ---@field enforcement "full"|"partial" partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.
 ---@field container? string The container the command ran in (mode container).
 ---@field engine? "podman"|"docker" The engine that reached it (mode container).
+---@field hidden? string[] Mode container: the container's paths masked (the audit store, what the policy hides from commands).
 ---@field network? "open"|"closed" Whether the command could open network sockets (closed: a connection fails; it opens only with net:get:*, net:post:* and net:private:* allowed). Absent in mode container, where the container decides.
 ---@field partial? string[] What the sandbox could not express, when enforcement is partial.
+---@field protected? boolean Mode container: whether the run started the container, with repositories read-only and the audit store and what the policy hides masked over its mounts (false: a container it only reached, which has none of these).
+---@field readOnly? string[] Mode container: the container's paths its mounts keep read-only (repositories, the policies' files).
 ---@field reverted? string[] Repositories and git control files the command made, removed when it ended.
 ---@field runnerFailed? boolean Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).
 

@@ -11,16 +11,21 @@
 //!
 //! A command routed into a container runs outside sluice's own sandbox:
 //! the container's mounts, not the policy's fs rules, bound what it
-//! touches, and its result says so (`enforcement = "partial"`). The
-//! transport process runs on the host, but no confined host command can
-//! reach the engine's socket or storage.
+//! touches, and its result says so (`enforcement = "partial"`). A container
+//! the run starts gets the protections a confined host command gets over
+//! its mounts ([`declared::Protections`]: repositories read-only, the audit
+//! store and what the policy hides masked, a repository a command makes
+//! removed when it ends), and its result lists them; one
+//! the run only reaches keeps the mounts it was made with, which its
+//! result says too. The transport process runs on the host, but no
+//! confined host command can reach the engine's socket or storage.
 
 pub mod declared;
 pub mod engine;
 pub mod files;
 pub mod transport;
 
-pub use declared::Declaration;
+pub use declared::{Declaration, Protections};
 pub use engine::Engine;
 pub use files::ContainerFiles;
 pub use transport::Transport;
@@ -85,21 +90,84 @@ pub struct Facts {
     /// Always `"partial"`: sluice's fs rules do not reach inside.
     pub enforcement: &'static str,
     pub partial: Vec<String>,
+    /// Whether the run started the container, with the policy's
+    /// protections over its mounts (`readOnly`, `hidden`); false for a
+    /// container it only reached, which has none of them.
+    pub protected: bool,
+    /// The container's paths its mounts keep read-only: repositories, the
+    /// policies' files, what deny rules keep from writes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<String>,
+    /// The container's paths masked: the audit store, sluice's
+    /// credentials, what deny rules keep from reads.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<String>,
+    /// Repositories and git control files the command made in the host
+    /// folders the container's mounts bring in, removed when it ended (a
+    /// container the run started).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reverted: Vec<std::path::PathBuf>,
 }
 
 impl Facts {
     /// The facts of a command that ran through `t`.
     pub fn of(t: &Transport) -> Facts {
+        let mounts = format!(
+            "the command ran in container {}: its mounts and user, not the policy's fs and network rules, bound what it could touch",
+            t.name
+        );
+        let Some(applied) = &t.protections else {
+            return Facts {
+                partial: vec![format!(
+                    "{mounts}; the run did not start container {0}, so none of the policy's protections apply in it (the workspace's .git, the audit store and what the policy hides are as its own mounts leave them)",
+                    t.name
+                )],
+                ..Facts::bare(t, false)
+            };
+        };
+        let mut partial = vec![format!(
+            "{mounts}; the run started it with repositories and the policies' files read-only (readOnly) and the audit store and what the policy hides masked (hidden), as they were when it started"
+        )];
+        partial.extend(applied.partial.iter().cloned());
+        Facts {
+            partial,
+            read_only: applied.read_only.clone(),
+            hidden: applied.hidden.clone(),
+            ..Facts::bare(t, true)
+        }
+    }
+
+    /// The facts of a command that ended in `t` with `exit_code` and
+    /// `stderr`, whose repositories `reverted` were removed: a command
+    /// that met the run's read-only mounts, or made a repository, was
+    /// refused a file operation (`denied`).
+    pub fn ended(
+        t: &Transport,
+        reverted: Vec<std::path::PathBuf>,
+        exit_code: i32,
+        stderr: &str,
+    ) -> Facts {
+        let facts = Facts::of(t);
+        let refused = facts.protected && exit_code != 0 && stderr.contains("Read-only file system");
+        Facts {
+            denied: refused || !reverted.is_empty(),
+            reverted,
+            ..facts
+        }
+    }
+
+    fn bare(t: &Transport, protected: bool) -> Facts {
         Facts {
             mode: "container",
             container: t.name.clone(),
             engine: t.engine.kind.clone(),
             denied: false,
             enforcement: "partial",
-            partial: vec![format!(
-                "the command ran in container {}: its mounts and user, not the policy's fs and network rules, bound what it could touch",
-                t.name
-            )],
+            partial: Vec::new(),
+            protected,
+            read_only: Vec::new(),
+            hidden: Vec::new(),
+            reverted: Vec::new(),
         }
     }
 }
@@ -206,8 +274,14 @@ impl Containers {
     }
 
     /// The transport into `name`, starting it on first use when the policy
-    /// declared it. A run with no route there is `provider_unavailable`.
-    pub async fn transport(&self, name: &str) -> FlowResult<Arc<Transport>> {
+    /// declared it, with what `protect` says to keep from its commands in
+    /// the host paths its mounts bring in. A run with no route there is
+    /// `provider_unavailable`.
+    pub async fn transport(
+        &self,
+        name: &str,
+        protect: impl FnOnce(&[std::path::PathBuf]) -> FlowResult<Protections>,
+    ) -> FlowResult<Arc<Transport>> {
         if let Some(t) = lock(&self.reached).get(name) {
             return Ok(t.clone());
         }
@@ -223,8 +297,9 @@ impl Containers {
             let engine = engine(kind).map_err(|e| {
                 unavailable(format!("container {name}: {e}; the command did not run"))
             })?;
+            let protections = protect(&d.sources())?;
             let t = Arc::new(
-                d.start(name, engine, &self.run_id)
+                d.start(name, engine, &self.run_id, &protections)
                     .await
                     .map_err(|e| unavailable(format!("{e}; the command did not run")))?,
             );
@@ -240,6 +315,7 @@ impl Containers {
                 name: name.to_string(),
                 target: name.to_string(),
                 engine,
+                protections: None,
             })
         } else {
             return Err(no_route(name));

@@ -49,6 +49,9 @@ pub struct Transport {
     /// The engine's name for it (a declared container's carries the run).
     pub target: String,
     pub engine: Engine,
+    /// What the run laid over its mounts when it started it; `None` for a
+    /// container it only reached, whose mounts it did not choose.
+    pub protections: Option<super::declared::Applied>,
 }
 
 impl Transport {
@@ -205,6 +208,7 @@ mod tests {
                 kind: "podman".into(),
                 program: "/usr/bin/podman".into(),
             },
+            protections: None,
         })
     }
 

@@ -83,7 +83,7 @@ impl Files {
         match ctx.files_in() {
             None => Ok(Files::Host(Held::default())),
             Some(name) => Ok(Files::Container(ContainerFiles::new(
-                ctx.containers.transport(name).await?,
+                ctx.container(name).await?,
             ))),
         }
     }
@@ -127,10 +127,7 @@ impl Files {
                 .await
             }
             Files::Container(c) => {
-                let (t, probe) = self.settle(ctx, t, &[Action::FsRead]).await?;
-                let probe = probe.expect("a container settles with a probe");
-                check_text(&t, &probe)?;
-                let bytes = c.read(&probe.real).await?;
+                let (t, bytes) = open_in(c, ctx, t, &[Action::FsRead]).await?;
                 off_thread(bytes.len() as u64, move || {
                     let chunk = text::CHUNK_BYTES;
                     text::stream_from(&t, &bytes[..], chunk, |part| feed(&mut state, part))?;
@@ -156,10 +153,7 @@ impl Files {
                 Ok((t.clone(), file.text, Existing::Host(file.meta)))
             }
             Files::Container(c) => {
-                let (t, probe) = self.settle(ctx, t, actions).await?;
-                let probe = probe.expect("a container settles with a probe");
-                check_text(&t, &probe)?;
-                let bytes = c.read(&probe.real).await?;
+                let (t, bytes) = open_in(c, ctx, t, actions).await?;
                 let text = decode(&t, bytes).await?;
                 Ok((t, text, Existing::Container))
             }
@@ -375,6 +369,35 @@ pub async fn settle_in(
     Ok((Target { real, ..t.clone() }, probe))
 }
 
+/// Opens the text file `t` in container `c` once, and authorizes the
+/// path of what was opened for `actions` when it is not the one the call
+/// was granted (a link on the way), with the text flows' checks, before a
+/// byte is used: a swap in the container between the check and the read
+/// can only make the call fail. The settled target and the bytes.
+pub async fn open_in(
+    c: &ContainerFiles,
+    ctx: &Context,
+    t: &Target,
+    actions: &[Action],
+) -> FlowResult<(Target, Vec<u8>)> {
+    let opened = c
+        .open(&t.real.to_string_lossy(), fsops::MAX_FILE_BYTES)
+        .await?;
+    let real = PathBuf::from(&opened.probe.real);
+    if real != t.real {
+        for &action in actions {
+            ctx.authorize(&Capability::fs(action, &ctx.fs_name(&real)))?;
+        }
+    }
+    let t = Target { real, ..t.clone() };
+    check_text(&t, &opened.probe)?;
+    let bytes = opened.bytes.unwrap_or_default();
+    if bytes.len() as u64 > fsops::MAX_FILE_BYTES {
+        return Err(text::too_large(&t, bytes.len() as u64));
+    }
+    Ok((t, bytes))
+}
+
 /// Refuses what the text flows refuse of a host path by its metadata,
 /// before a lock is taken on it: nothing there, a file named as a folder,
 /// a folder or an irregular file.
@@ -415,9 +438,17 @@ pub struct Stat {
 }
 
 /// A container's refusal as an I/O error, so the patch words it as it
-/// words the host's (`Failed to write file ...`, with the reason).
+/// words the host's (`Failed to write file ...`, with the reason), of the
+/// kind its code names (a path that moved stays `permission_denied`).
 fn io_of(e: crate::error::FlowError) -> io::Error {
-    io::Error::other(e.message)
+    use crate::error::ErrorCode;
+    let kind = match e.code {
+        ErrorCode::PermissionDenied => io::ErrorKind::PermissionDenied,
+        ErrorCode::NotFound => io::ErrorKind::NotFound,
+        ErrorCode::NotADirectory => io::ErrorKind::NotADirectory,
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, e.message)
 }
 
 fn text_of(p: &Path) -> String {

@@ -7,6 +7,7 @@
 
 pub mod apply_patch;
 pub mod bash;
+pub mod container;
 pub mod deadline;
 pub mod edit;
 #[cfg(test)]

@@ -309,6 +309,27 @@ pub(crate) fn sandbox_schema(routable: bool) -> Value {
                 "The engine that reached it (mode container).",
             ),
         ));
+        optional.push((
+            "protected",
+            field(
+                "boolean",
+                "Mode container: whether the run started the container, with repositories read-only and the audit store and what the policy hides masked over its mounts (false: a container it only reached, which has none of these).",
+            ),
+        ));
+        optional.push((
+            "readOnly",
+            list(
+                json!({"type": "string"}),
+                "Mode container: the container's paths its mounts keep read-only (repositories, the policies' files).",
+            ),
+        ));
+        optional.push((
+            "hidden",
+            list(
+                json!({"type": "string"}),
+                "Mode container: the container's paths masked (the audit store, what the policy hides from commands).",
+            ),
+        ));
     }
     let mut required = vec![
         ("mode", choice(&modes, "What the command could change; container: it ran in a container, which its mounts bound.")),

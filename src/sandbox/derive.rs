@@ -91,6 +91,36 @@ pub(super) fn derive_with(view: &StaticView, workspace: &Path, look: &mut Lookup
     profile
 }
 
+/// What the policies keep from commands in `mounted` (host folders a
+/// container the run starts brings in, canonical), where a mount cannot
+/// follow the grants but only keep and hide: the profile of a command that
+/// may write and see all of them, narrowed as every profile is (the fixed
+/// read-only list under the workspace and each tree, the policies' files,
+/// what deny rules name, the deny globs left for expansion).
+pub(super) fn for_mounts(
+    view: &StaticView,
+    workspace: &Path,
+    mounted: &[PathBuf],
+    look: &mut Lookups,
+) -> Profile {
+    let mut profile = Profile {
+        mode: Mode::WorkspaceWrite,
+        writable: mounted.to_vec(),
+        read_only: Vec::new(),
+        readable: mounted.to_vec(),
+        links: Vec::new(),
+        hidden: Vec::new(),
+        hide_globs: Vec::new(),
+        env: Vec::new(),
+        network: false,
+        tmp: PathBuf::new(),
+        partial: Vec::new(),
+    };
+    look.writable(mounted);
+    narrow(view, workspace, &mut profile, look);
+    profile
+}
+
 /// What a policy author may not expect of the profile `view` gives: each
 /// folder an allow rule opens for writing by its contents alone
 /// (`fs:write:X/**`) while no rule opens the folder itself (`fs:write:X`),

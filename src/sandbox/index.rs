@@ -204,6 +204,17 @@ impl Index {
     }
 }
 
+/// Whether one of `globs` matches `path` for `action`, or, for a folder
+/// (`dir`), all it holds: what a scan asks of each entry, and a caller of a
+/// tree's root, which a scan takes as given.
+pub fn matches(globs: &[Pattern], path: &Path, dir: bool, action: Action) -> bool {
+    let hit = |p: &Path| {
+        let cap = Capability::fs(action, p);
+        globs.iter().any(|g| g.matches(&cap))
+    };
+    hit(path) || (dir && hit(&path.join(PROBE)))
+}
+
 /// Whether a folder holding `entries` is laid out as a git directory.
 fn bare(entries: &[Entry]) -> bool {
     let has = |name: &str, kind: Kind| entries.iter().any(|e| e.name == name && e.kind == kind);
@@ -241,11 +252,7 @@ impl Walk<'_> {
     /// Whether a glob matches `path` for `action`, or, for a folder, all
     /// it holds.
     fn matches(&self, path: &Path, kind: Kind, action: Action) -> bool {
-        let hit = |p: &Path| {
-            let cap = Capability::fs(action, p);
-            self.globs.iter().any(|g| g.matches(&cap))
-        };
-        hit(path) || (kind == Kind::Dir && hit(&path.join(PROBE)))
+        matches(self.globs, path, kind == Kind::Dir, action)
     }
 
     fn racy(&self, (secs, nanos): (i64, i64)) -> bool {

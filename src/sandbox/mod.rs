@@ -21,6 +21,7 @@ mod lookup;
 mod shared;
 mod supervise;
 
+pub use guard::Guard;
 pub use shared::serve_if_asked;
 
 pub use derive::{derive, hints};
@@ -188,6 +189,20 @@ pub struct Facts {
     /// The runner broke before the command ran.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub runner_failed: bool,
+}
+
+/// What the policies keep from commands in folders a container brings in
+/// ([`Sandbox::withheld`]): host paths, none inside another of its list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Withheld {
+    pub read_only: Vec<PathBuf>,
+    pub hidden: Vec<PathBuf>,
+    /// Every repository found there (`.git` folders and files, folders
+    /// laid out as git's own).
+    pub repos: Vec<PathBuf>,
+    /// What the derivation could not express (a scan cut short, an
+    /// `except` no mount can carve out).
+    pub partial: Vec<String>,
 }
 
 /// Which runner confines commands: `sluice run --sandbox`.
@@ -412,6 +427,76 @@ impl Sandbox {
         // it learned of changing trees is asked again.
         look.begin();
         derive::widen(view, workspace, profile, mode, &mut look);
+    }
+
+    /// What the policies keep from commands in the host folders `mounted`
+    /// (canonical) that a container the run starts brings in, expanded as
+    /// for a confined command at spawn: the paths to keep read-only (the
+    /// fixed list, the policies' files, what deny rules keep from writes),
+    /// those to hide (what deny rules keep from reads, deny globs matched
+    /// in those folders), every repository there, and why that is partial.
+    pub fn withheld(
+        &self,
+        view: &crate::kernel::StaticView,
+        workspace: &Path,
+        mounted: &[PathBuf],
+    ) -> Withheld {
+        let (mut profile, repos) = self.for_mounts(view, workspace, mounted);
+        // A scan takes its roots as given; a mount may bring in what a
+        // deny glob names itself (`${workspace}/sub/.env`).
+        for root in mounted {
+            let dir = root.is_dir();
+            let globs = &profile.hide_globs;
+            if index::matches(globs, root, dir, crate::kernel::Action::FsRead) {
+                profile.hidden.push(root.clone());
+            } else if index::matches(globs, root, dir, crate::kernel::Action::FsWrite) {
+                profile.read_only.push(root.clone());
+            }
+        }
+        Withheld {
+            read_only: profile.read_only,
+            hidden: profile.hidden,
+            repos,
+            partial: profile.partial,
+        }
+    }
+
+    /// What undoes the repositories and git control files a command in a
+    /// container the run started makes in the host folders `writable` its
+    /// mounts let it write: made when the command starts, settled when it
+    /// ends, as for a confined command ([`Guard`]).
+    pub fn guard_mounts(
+        &self,
+        view: &crate::kernel::StaticView,
+        workspace: &Path,
+        writable: &[PathBuf],
+    ) -> Guard {
+        let (profile, repos) = self.for_mounts(view, workspace, writable);
+        Guard::new(
+            writable.to_vec(),
+            repos,
+            profile.hide_globs,
+            profile.hidden,
+            self.index.clone(),
+        )
+    }
+
+    /// The profile of a command that may write and see all of `mounted`
+    /// ([`derive::for_mounts`]), its deny globs expanded there, and the
+    /// repositories found there.
+    fn for_mounts(
+        &self,
+        view: &crate::kernel::StaticView,
+        workspace: &Path,
+        mounted: &[PathBuf],
+    ) -> (Profile, Vec<PathBuf>) {
+        let mut profile = {
+            let mut look = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
+            look.begin();
+            derive::for_mounts(view, workspace, mounted, &mut look)
+        };
+        let repos = self.expand(&mut profile, mounted);
+        (profile, repos)
     }
 
     /// The runner this run uses, or why there is none.

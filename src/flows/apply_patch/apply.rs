@@ -475,6 +475,8 @@ fn write_failed(to: &Named, e: io::Error) -> FlowError {
     }
     let code = match e.kind() {
         io::ErrorKind::NotADirectory | io::ErrorKind::AlreadyExists => ErrorCode::NotADirectory,
+        // A checked folder that no longer leads where it did (a container's).
+        io::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
         _ => ErrorCode::CommandFailed,
     };
     FlowError::new(code, format!("Failed to write file {}", to.abs))
@@ -658,12 +660,13 @@ async fn make(disk: &Files, change: Change, done: &mut Vec<Done>) -> FlowResult<
                 if checked::changed(&e) {
                     return path::changed(&file.target);
                 }
-                FlowError::new(
-                    ErrorCode::CommandFailed,
-                    format!("Failed to delete file {}", file.abs),
-                )
-                .with("path", file.abs.clone())
-                .with("reason", e.to_string())
+                let code = match e.kind() {
+                    io::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+                    _ => ErrorCode::CommandFailed,
+                };
+                FlowError::new(code, format!("Failed to delete file {}", file.abs))
+                    .with("path", file.abs.clone())
+                    .with("reason", e.to_string())
             })?;
             done.push(Done::SetAside {
                 entry: file.entry,

@@ -239,12 +239,16 @@ impl ApplyPatch {
             for (named, actions) in op.named_mut() {
                 let probe = c.probe(&named.target.real.to_string_lossy()).await?;
                 let real = PathBuf::from(&probe.real);
-                if real != named.target.real {
-                    for &action in actions {
-                        ctx.authorize(&Capability::fs(action, &ctx.fs_name(&real)))?;
+                let entry = PathBuf::from(&probe.entry);
+                for path in [&real, &entry] {
+                    if *path != named.target.real && *path != named.entry {
+                        for &action in actions {
+                            ctx.authorize(&Capability::fs(action, &ctx.fs_name(path)))?;
+                        }
                     }
-                    named.target.real = real;
                 }
+                named.target.real = real;
+                named.entry = entry;
             }
         }
         check_one_section_per_file(&self.ops, &self.lines)

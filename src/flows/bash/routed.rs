@@ -12,6 +12,7 @@ use crate::exec::{self, CommandLine, Outcome};
 use crate::flows::probe;
 use crate::flows::shape::bounded;
 use crate::flows::Context;
+use crate::sandbox::Guard;
 use std::sync::Arc;
 
 /// Engines exit 125 when they, not the command, failed.
@@ -20,7 +21,7 @@ const ENGINE_FAILED: i32 = 125;
 impl Bash {
     /// Runs the planned command in container `name`.
     pub(super) async fn in_container(self, ctx: &Context, name: &str) -> FlowResult<Output> {
-        let transport = ctx.containers.transport(name).await?;
+        let transport = ctx.container(name).await?;
         let exec = &ctx.exec;
         let mut req = ctx.command(self.launch.clone());
         req.env = self.declared_env(ctx)?;
@@ -30,11 +31,12 @@ impl Bash {
         let cwd = ctx.containers.folder(name, self.given_cwd.as_deref());
         req.wrap = Some(transport.call(req.env.keys().cloned(), cwd.clone()));
         let spec = exec::resolve(req, &exec.limits)?;
+        let guard = ctx.container_guard(&transport)?;
         if self.background {
-            return self.start_routed(ctx, spec, &transport);
+            return self.start_routed(ctx, spec, &transport, guard);
         }
         let outcome = ctx.run_command(spec).await;
-        self.finish_routed(outcome, &transport, cwd.as_deref())
+        self.finish_routed(outcome, &transport, cwd.as_deref(), guard)
     }
 
     fn start_routed(
@@ -42,9 +44,14 @@ impl Bash {
         ctx: &Context,
         spec: exec::Spec,
         t: &Arc<Transport>,
+        guard: Option<Arc<Guard>>,
     ) -> FlowResult<Output> {
-        let facts = serde_json::to_value(Facts::of(t)).expect("facts serialize");
-        let facts: exec::job::Facts = Arc::new(move |_, _| facts.clone());
+        let t = t.clone();
+        let facts: exec::job::Facts = Arc::new(move |code, stderr| {
+            let reverted = guard.as_ref().map(|g| g.settle()).unwrap_or_default();
+            let facts = Facts::ended(&t, reverted, code.unwrap_or(-1), stderr);
+            serde_json::to_value(facts).expect("facts serialize")
+        });
         match ctx
             .exec
             .jobs
@@ -59,7 +66,13 @@ impl Bash {
         }
     }
 
-    fn finish_routed(self, out: Outcome, t: &Transport, cwd: Option<&str>) -> FlowResult<Output> {
+    fn finish_routed(
+        self,
+        out: Outcome,
+        t: &Transport,
+        cwd: Option<&str>,
+        guard: Option<Arc<Guard>>,
+    ) -> FlowResult<Output> {
         if let Some(f) = &out.spawn_failure {
             return Err(t
                 .failed(&f.message, "the command")
@@ -89,9 +102,12 @@ impl Bash {
             _ => None,
         };
         let finished = Finished::ran(&out, exit_code, (stdout, stderr), out.signal.clone());
+        let reverted = guard.map(|g| g.settle()).unwrap_or_default();
         Ok(Output::Finished(Box::new(Finished {
             invalid_probe,
-            sandbox: Some(Place::Container(Facts::of(t))),
+            sandbox: Some(Place::Container(Facts::ended(
+                t, reverted, exit_code, &said,
+            ))),
             ..finished
         })))
     }

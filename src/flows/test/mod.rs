@@ -643,6 +643,10 @@ fn samples() -> Vec<Output> {
                     denied: false,
                     enforcement: "partial",
                     partial: vec!["the command ran in container box".into()],
+                    protected: true,
+                    read_only: vec!["/srv/.git".into()],
+                    hidden: vec!["/srv/.sluice".into()],
+                    reverted: vec!["/w/sub/.git".into()],
                 })
                 .unwrap(),
             ),

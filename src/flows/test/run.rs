@@ -143,11 +143,12 @@ fn request(ctx: &Context, target: &Target) -> exec::Request {
 /// container is an answer (the probe's `unknown-environment`), not an
 /// error: the command named an environment that does not exist.
 async fn in_container(ctx: &Context, target: &Target<'_>, name: &str) -> FlowResult<Ran> {
-    let transport = ctx.containers.transport(name).await?;
+    let transport = ctx.container(name).await?;
     let mut req = request(ctx, target);
     let cwd = ctx.containers.folder(name, target.runner.cwd.as_deref());
     req.wrap = Some(transport.call(req.env.keys().cloned(), cwd));
     let spec = exec::resolve(req, &ctx.exec.limits)?;
+    let guard = ctx.container_guard(&transport)?;
     let out = ctx.run_command(spec).await;
     if let Some(f) = &out.spawn_failure {
         return Err(transport
@@ -158,7 +159,9 @@ async fn in_container(ctx: &Context, target: &Target<'_>, name: &str) -> FlowRes
     let exit_code = out.shell_status().unwrap_or(-1);
     let mut ran = ran(&out, exit_code);
     ran.container = Some(name.to_string());
-    ran.place = serde_json::to_value(crate::container::Facts::of(&transport)).ok();
+    let reverted = guard.map(|g| g.settle()).unwrap_or_default();
+    let facts = crate::container::Facts::ended(&transport, reverted, exit_code, &ran.output);
+    ran.place = serde_json::to_value(facts).ok();
     let missing = ran.output.lines().any(|l| {
         let l = l.to_ascii_lowercase();
         l.contains("no such container") || l.contains("no container with name or id")

@@ -1,0 +1,242 @@
+//! Containers the run starts get the policy's protections over their
+//! mounts, through the real `sluice` binary and real podman containers: a
+//! routed command in a declared container cannot write the workspace's
+//! `.git` (its hooks run at the user's next `git`, outside any sandbox) or
+//! the audit store, nor read what the policy hides (`**/.env`), and its
+//! result lists what was protected; beside the control, a declared
+//! container that builds and tests a project in the workspace and reads
+//! `.git`. A container the run only reaches says it has none of them.
+
+mod common;
+#[path = "common/containers.rs"]
+mod containers;
+
+use common::{policy, sluice_run, workspace, Run, Workspace, EMIT};
+use serde_json::{json, Value};
+use std::process::Command;
+
+/// A policy that allows every command and the workspace but hides `.env`
+/// files, with `extra` fields in its table.
+fn guarded(extra: &str) -> String {
+    format!(
+        r#"local p = require("sluice.policy")
+return {{
+  rules = {{ p.programs, p.allow "proc:spawn:*", p.allow "fs:*:${{workspace}}/**",
+    p.deny("fs:*:**/.env", "secrets stay out of agents' reach") }},
+  {extra}
+}}"#
+    )
+}
+
+/// [`guarded`] with container `box` declared on the workspace (`mounts`)
+/// and every command routed there.
+fn declared(mounts: &str) -> String {
+    guarded(&format!(
+        r#"containers = {{ box = {{ image = "{}", engine = "podman", mounts = {{{mounts}}}, workdir = "/srv" }} }},
+  route = function(req) return "box" end,"#,
+        containers::image()
+    ))
+}
+
+/// Runs `body` (with `emit` and `try(input)`, which emits a bash result
+/// or its error) under policy text `pol` and `flags`; each stdout line.
+fn run(ws: &Workspace, pol: &str, flags: &[&str], body: &str) -> (Run, Vec<Value>) {
+    let pol = policy(ws, "p.lua", pol);
+    let mut all = vec!["--policy", pol.as_str()];
+    all.extend_from_slice(flags);
+    let body = format!(
+        "{EMIT}local function try(input) local r, e = sluice.bash(input) emit(r or e) end\n{body}"
+    );
+    let script = common::script_file(ws.path(), &body);
+    let out: Run = sluice_run(ws.path(), &script, &all, &[])
+        .envs(containers::env())
+        .output()
+        .expect("spawn sluice")
+        .into();
+    let lines = out
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}\n{}", out.stderr))
+        })
+        .collect();
+    (out, lines)
+}
+
+/// A workspace that is a git repository, with secrets in `.env` files.
+fn repository() -> Workspace {
+    let ws = workspace();
+    let git = Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .current_dir(ws.path())
+        .output()
+        .expect("git is installed (apt-get install -y git)");
+    assert!(git.status.success(), "{git:?}");
+    std::fs::write(ws.file(".env"), "TOKEN=top-secret-1\n").unwrap();
+    std::fs::create_dir_all(ws.file("sub")).unwrap();
+    std::fs::write(ws.file("sub/.env"), "TOKEN=top-secret-2\n").unwrap();
+    ws
+}
+
+#[test]
+fn a_declared_containers_commands_cannot_write_git_or_the_audit_store_nor_read_env() {
+    let ws = repository();
+    let (out, lines) = run(
+        &ws,
+        &declared(r#""${workspace}:/srv""#),
+        &[],
+        r#"try{command = "printf 'echo pwned\\n' | tee .git/hooks/pre-commit"}
+try{command = "mv .git moved-git"}
+try{command = "rm -rf .git/hooks"}
+try{command = "touch .sluice/injected"}
+try{command = "ls -A .sluice"}
+try{command = "cat .env sub/.env"}
+try{command = "grep -r top-secret . ; true"}
+try{command = "mkdir -p sub/.git/hooks && printf 'echo pwned\\n' | tee sub/.git/hooks/pre-commit"}
+local job = sluice.bash{command = "mkdir -p bg/.git/hooks && touch bg/.git/hooks/post-checkout", background = true}
+job:wait(30000)
+emit({status = job.status, sandbox = job.sandbox})"#,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for (i, l) in lines.iter().enumerate().take(4) {
+        assert_ne!(l["exitCode"], 0, "attack {i} succeeded: {l}");
+    }
+    assert!(
+        lines[0]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(lines[4]["stdout"], "", "the audit store was visible");
+    for l in &lines[5..7] {
+        assert!(
+            !l["stdout"].as_str().unwrap().contains("top-secret"),
+            "a hidden file was read: {l}"
+        );
+    }
+    // On the host: no hook, the repository where it was, the record
+    // untouched by the container.
+    assert!(!ws.file(".git/hooks/pre-commit").exists());
+    assert!(ws.file(".git/HEAD").is_file() && ws.file(".git/hooks").is_dir());
+    assert!(!ws.file("moved-git").exists());
+    assert!(!ws.file(".sluice/injected").exists());
+    assert!(ws.file(".sluice").is_dir());
+    assert_eq!(
+        std::fs::read_to_string(ws.file(".env")).unwrap(),
+        "TOKEN=top-secret-1\n"
+    );
+    // A repository the command made where there was none is removed when
+    // it ends, as on the host, and the result says so.
+    assert_eq!(lines[7]["exitCode"], 0, "{}", lines[7]);
+    assert!(!ws.file("sub/.git").exists());
+    assert_eq!(
+        lines[7]["sandbox"]["reverted"],
+        json!([ws.file("sub/.git").display().to_string()])
+    );
+    assert_eq!(lines[7]["sandbox"]["denied"], true);
+    assert_eq!(lines[0]["sandbox"]["denied"], true, "{}", lines[0]);
+    // A background job's too, when it ends.
+    assert!(!ws.file("bg/.git").exists());
+    assert_eq!(
+        lines[8]["sandbox"]["reverted"],
+        json!([ws.file("bg/.git").display().to_string()]),
+        "{}",
+        lines[8]
+    );
+    // The result says what was protected.
+    let facts = &lines[0]["sandbox"];
+    assert_eq!(facts["mode"], "container");
+    assert_eq!(facts["protected"], true, "{facts}");
+    assert_eq!(facts["enforcement"], "partial");
+    assert_eq!(facts["readOnly"], json!(["/srv/.git"]), "{facts}");
+    assert_eq!(
+        facts["hidden"],
+        json!(["/srv/.env", "/srv/.sluice", "/srv/sub/.env"]),
+        "{facts}"
+    );
+}
+
+#[test]
+fn a_declared_container_still_builds_and_tests_a_project_in_the_workspace() {
+    let ws = repository();
+    std::fs::create_dir_all(ws.file("proj/src")).unwrap();
+    std::fs::write(ws.file("proj/src/a.txt"), "hello\n").unwrap();
+    std::fs::write(ws.file("proj/src/b.txt"), "world\n").unwrap();
+    std::fs::write(
+        ws.file("proj/build.sh"),
+        "set -e\nmkdir -p out\ncat src/*.txt > out/all.txt\necho built\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.file("proj/test.sh"),
+        "grep -q hello out/all.txt && grep -q world out/all.txt && echo PASS\n",
+    )
+    .unwrap();
+    let (out, lines) = run(
+        &ws,
+        &declared(r#""${workspace}:/srv""#),
+        &[],
+        r#"try{command = "sh build.sh && sh test.sh", cwd = "proj"}
+try{command = "cat .git/HEAD; ls .git/hooks | head -1"}"#,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(lines[0]["exitCode"], 0, "{}", lines[0]);
+    assert_eq!(lines[0]["stdout"], "built\nPASS\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.file("proj/out/all.txt")).unwrap(),
+        "hello\nworld\n"
+    );
+    assert_eq!(lines[1]["exitCode"], 0, "{}", lines[1]);
+    let said = lines[1]["stdout"].as_str().unwrap();
+    assert!(said.starts_with("ref: refs/heads/main\n"), "{said}");
+    assert_eq!(lines[1]["sandbox"]["protected"], true);
+}
+
+#[test]
+fn a_mount_that_brings_in_a_hidden_path_whole_is_refused() {
+    let ws = repository();
+    let (out, lines) = run(
+        &ws,
+        &declared(r#""${workspace}/sub/.env:/secrets.env""#),
+        &[],
+        r#"try{command = "cat /secrets.env"}"#,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(lines[0]["code"], "provider_unavailable", "{}", lines[0]);
+    let message = lines[0]["message"].as_str().unwrap();
+    let env = ws.file("sub/.env").display().to_string();
+    assert!(
+        message.contains(&format!(
+            "containers.box.mounts[1] brings in {env}, which commands may not see"
+        )),
+        "{message}"
+    );
+    assert!(message.ends_with("the command did not run"), "{message}");
+}
+
+#[test]
+fn a_container_the_run_only_reaches_says_it_has_none_of_the_protections() {
+    let c = containers::Container::start();
+    let ws = repository();
+    let route = format!(r#"route = function(req) return "{}" end,"#, c.name);
+    let (out, lines) = run(
+        &ws,
+        &guarded(&route),
+        &["--container-engine", "podman"],
+        r#"try{command = "true"}"#,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let facts = &lines[0]["sandbox"];
+    assert_eq!(facts["protected"], false, "{facts}");
+    assert!(facts.get("readOnly").is_none() && facts.get("hidden").is_none());
+    assert!(
+        facts["partial"][0].as_str().unwrap().contains(&format!(
+            "the run did not start container {}, so none of the policy's protections apply in it",
+            c.name
+        )),
+        "{facts}"
+    );
+}
