@@ -182,7 +182,9 @@ impl Flow for ShellCommand {
         req.output_budget = Some(CODEX_CAPTURE_BUDGET);
         req.merge_output = true;
         let confined = ctx.confine(&self.command, None).await?;
-        req.wrap = confined.as_ref().map(|c| c.wrap.clone());
+        if let Some(c) = &confined {
+            c.attach(&mut req);
+        }
         let spec = exec::resolve(req, &exec.limits)?;
         let out = ctx.run_command(spec).await;
         if let Some(f) = out.spawn_failure {
@@ -221,7 +223,7 @@ impl Flow for ShellCommand {
             )
             .with("runnerFailed", true));
         }
-        let sandbox = confined.map(|c| c.facts(exit_code, &text));
+        let sandbox = confined.map(|c| c.facts(exit_code, &text, out.limits.as_ref()));
         Ok(Output {
             output: codex_output(exit_code, out.elapsed, out.timed_out, &out.stdout),
             exit_code,

@@ -47,6 +47,8 @@ pub struct StaticView<'a> {
     /// The policies' loads ([`policy::Policy::generation`]): a view with
     /// the same ones, under the same kernel, says the same.
     pub generations: Vec<u64>,
+    /// Each policy's `limits` that sets any, with the policy's name.
+    pub limits: Vec<(String, crate::exec::resources::ResourceLimits)>,
 }
 
 /// Decides whether a run may use a capability.
@@ -86,6 +88,11 @@ impl Kernel {
                 .filter_map(|p| p.file().map(Path::to_path_buf))
                 .collect(),
             generations: policies.iter().map(|p| p.generation()).collect(),
+            limits: policies
+                .iter()
+                .filter(|p| !p.limits().is_empty())
+                .map(|p| (p.name(), p.limits()))
+                .collect(),
         };
         f(&view)
     }

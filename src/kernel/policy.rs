@@ -23,6 +23,7 @@
 use super::pattern::{Pattern, Vars};
 use super::{Action, Capability};
 use crate::call::Tier;
+use crate::exec::resources::{Kind, ResourceLimits};
 use crate::luastate;
 use mlua::{Function, HookTriggers, Lua, LuaSerdeExt, Table, Value as LuaValue, VmState};
 use serde::Serialize;
@@ -217,6 +218,8 @@ struct Loaded {
     test: Option<Value>,
     judge: Option<Function>,
     otherwise: Decision,
+    /// `limits`: the resources each command may use.
+    limits: ResourceLimits,
     budget: Budget,
 }
 
@@ -373,6 +376,12 @@ impl Policy {
 
     pub fn rules(&self) -> &[Rule] {
         self.loaded.as_ref().map_or(&[], |l| &l.rules)
+    }
+
+    /// The policy's `limits` (none when it failed to load: it then
+    /// denies every command anyway).
+    pub fn limits(&self) -> ResourceLimits {
+        self.loaded.as_ref().map(|l| l.limits).unwrap_or_default()
     }
 
     /// The policy's answer when nothing matched.
@@ -559,6 +568,7 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         .map_err(|e| format!("policy {name}: {e}"))?,
         test: test.0,
         judge: test.1,
+        limits: parse_limits(&table).map_err(|e| format!("policy {name}: {e}"))?,
         _lua: lua,
         budget,
     })
@@ -641,11 +651,18 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
         };
         let known = matches!(
             name.as_str(),
-            "rules" | "decide" | "route" | "containers" | "providers" | "test" | "otherwise"
+            "rules"
+                | "decide"
+                | "route"
+                | "containers"
+                | "providers"
+                | "test"
+                | "otherwise"
+                | "limits"
         );
         if !known {
             return Err(format!(
-                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, otherwise = \"ask\"|\"deny\"}}",
+                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, otherwise = \"ask\"|\"deny\"}}",
                 key.to_string().unwrap_or_else(|_| key.type_name().to_string())
             ));
         }
@@ -721,6 +738,50 @@ fn parse_declarations(
             .from_value(value)
             .map_err(|e| format!("{key}.{name}: {e}"))?;
         out.insert(name, json);
+    }
+    Ok(out)
+}
+
+/// The `limits` table: each key a limit's name, each value a whole number
+/// no smaller than that limit's floor.
+fn parse_limits(table: &Table) -> Result<ResourceLimits, String> {
+    let example = "limits = {memoryMb = 8192, pids = 1024, cpuSeconds = 3600, fileSizeMb = 4096}";
+    let list = match table.get::<LuaValue>("limits").map_err(|e| e.to_string())? {
+        LuaValue::Nil => return Ok(ResourceLimits::default()),
+        LuaValue::Table(t) => t,
+        other => {
+            return Err(format!(
+                "`limits` is {}; it is a table of resource limits for each command: {example}",
+                a(other.type_name())
+            ))
+        }
+    };
+    let mut out = ResourceLimits::default();
+    for pair in list.pairs::<LuaValue, LuaValue>() {
+        let (key, value) = pair.map_err(|e| e.to_string())?;
+        let name = match &key {
+            LuaValue::String(s) => s.to_string_lossy(),
+            other => other.to_string().unwrap_or_else(|_| other.type_name().into()),
+        };
+        let kind = Kind::parse(&name).ok_or_else(|| {
+            format!("limits has an unknown key {name:?}; the keys are memoryMb, pids, cpuSeconds and fileSizeMb: {example}")
+        })?;
+        let whole = match value {
+            LuaValue::Integer(n) => Some(n),
+            LuaValue::Number(f) if f.fract() == 0.0 && f.abs() < 9e15 => Some(f as i64),
+            _ => None,
+        };
+        match whole {
+            Some(n) if n >= kind.floor() as i64 => out.set(kind, n as u64),
+            _ => {
+                return Err(format!(
+                    "limits.{name} is {}; it is a whole number of {}, at least {} (leave it out for no limit)",
+                    value.to_string().unwrap_or_else(|_| value.type_name().into()),
+                    kind.unit(),
+                    kind.floor()
+                ))
+            }
+        }
     }
     Ok(out)
 }

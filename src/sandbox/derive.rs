@@ -68,6 +68,7 @@ pub(super) fn derive_with(view: &StaticView, workspace: &Path, look: &mut Lookup
         network: false,
         tmp: PathBuf::new(),
         partial: Vec::new(),
+        limits: super::limits::Limits::of(&view.limits),
     };
     if view.failed {
         return profile;

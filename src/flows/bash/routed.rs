@@ -44,7 +44,7 @@ impl Bash {
         t: &Arc<Transport>,
     ) -> FlowResult<Output> {
         let facts = serde_json::to_value(Facts::of(t)).expect("facts serialize");
-        let facts: exec::job::Facts = Arc::new(move |_, _| facts.clone());
+        let facts: exec::job::Facts = Arc::new(move |_, _, _| facts.clone());
         match ctx
             .exec
             .jobs

@@ -1,0 +1,732 @@
+//! cgroups for commands' memory and pids limits: where this machine lets
+//! sluice make them, a pool of them, and what they counted.
+//!
+//! Where (found once per process, [`detect`]):
+//!
+//! - the unified hierarchy (v2), when a cgroup delegated to sluice offers
+//!   the controller to its children: sluice's own cgroup (when it is the
+//!   hierarchy's root, or children's controllers are enabled there), else
+//!   its parent (sluice's siblings: a systemd slice, as root or within a
+//!   user's delegated `user@.service`). sluice never moves itself;
+//! - else the controller's own v1 hierarchy, under sluice's cgroup there
+//!   (as root on a hybrid machine);
+//! - else none: the limit falls back to an rlimit.
+//!
+//! `SLUICE_CGROUPS=off` in sluice's environment turns cgroups off.
+//!
+//! Each command gets a set of fresh-looking cgroups (one v2 cgroup with
+//! both controllers, or one per v1 hierarchy), named
+//! `sluice-<pid>-<n>`. Making and removing them costs more than starting
+//! a small command, so a set whose command left nothing behind (no
+//! process, under 16 MiB still charged) goes back to a pool for the next
+//! command, its counters read as differences; any other is removed, on a
+//! thread of its own. Sets left behind by a sluice that was killed are
+//! removed by the next one that looks for cgroups.
+
+use super::{Kind, Mechanism, ResourceLimits};
+use std::io::{ErrorKind, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// Which hierarchy a cgroup belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
+
+impl Version {
+    fn mechanism(self) -> Mechanism {
+        match self {
+            Version::V1 => Mechanism::CgroupV1,
+            Version::V2 => Mechanism::CgroupV2,
+        }
+    }
+}
+
+/// Where one controller's cgroups for commands are made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Parent {
+    dir: PathBuf,
+    version: Version,
+}
+
+/// The two controllers sluice uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Controller {
+    Memory,
+    Pids,
+}
+
+impl Controller {
+    fn name(self) -> &'static str {
+        match self {
+            Controller::Memory => "memory",
+            Controller::Pids => "pids",
+        }
+    }
+
+    fn kind(self) -> Kind {
+        match self {
+            Controller::Memory => Kind::MemoryMb,
+            Controller::Pids => Kind::Pids,
+        }
+    }
+
+    /// A file a cgroup of this controller has in `version`: its presence
+    /// in a new cgroup shows the controller is enabled there.
+    fn limit_file(self, version: Version) -> &'static str {
+        match (self, version) {
+            (Controller::Memory, Version::V1) => "memory.limit_in_bytes",
+            (Controller::Memory, Version::V2) => "memory.max",
+            (Controller::Pids, _) => "pids.max",
+        }
+    }
+}
+
+/// What this machine offers for each controller, or why nothing.
+#[derive(Debug)]
+struct Found {
+    memory: Result<Parent, String>,
+    pids: Result<Parent, String>,
+}
+
+impl Found {
+    fn of(&self, c: Controller) -> &Result<Parent, String> {
+        match c {
+            Controller::Memory => &self.memory,
+            Controller::Pids => &self.pids,
+        }
+    }
+}
+
+/// What detection reads: the process's cgroups and mounts, and the root
+/// the paths they name are under (`/`, or a test's fake tree).
+struct Host {
+    cgroups: String,
+    mountinfo: String,
+    root: PathBuf,
+}
+
+impl Host {
+    fn this_process() -> Host {
+        let read = |p| std::fs::read_to_string(p).unwrap_or_default();
+        Host {
+            cgroups: read("/proc/self/cgroup"),
+            mountinfo: read("/proc/self/mountinfo"),
+            root: PathBuf::from("/"),
+        }
+    }
+
+    fn at(&self, path: &Path) -> PathBuf {
+        self.root
+            .join(path.strip_prefix("/").unwrap_or(path))
+    }
+}
+
+/// One mount of a cgroup filesystem.
+#[derive(Debug)]
+struct Mount {
+    /// The cgroup the mount shows at its mount point.
+    root: PathBuf,
+    point: PathBuf,
+    v2: bool,
+    /// The v1 controllers it holds (its super options).
+    options: Vec<String>,
+}
+
+fn mounts(mountinfo: &str) -> Vec<Mount> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let left: Vec<&str> = left.split(' ').collect();
+            let mut right = right.split(' ');
+            let fstype = right.next()?;
+            let _source = right.next();
+            let options = right.next().unwrap_or_default();
+            if fstype != "cgroup" && fstype != "cgroup2" {
+                return None;
+            }
+            Some(Mount {
+                root: PathBuf::from(unescape(left.get(3)?)),
+                point: PathBuf::from(unescape(left.get(4)?)),
+                v2: fstype == "cgroup2",
+                options: options.split(',').map(String::from).collect(),
+            })
+        })
+        .collect()
+}
+
+/// A mountinfo field with its octal escapes (`\040` for a space) undone.
+fn unescape(field: &str) -> String {
+    let mut out = Vec::new();
+    let bytes = field.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 3 < bytes.len() {
+            if let Ok(n) = u8::from_str_radix(&field[i + 1..i + 4], 8) {
+                out.push(n);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Every mount point of a cgroup filesystem this process sees: what a
+/// bounded command must never be able to write (it could move itself out
+/// of its cgroups, or raise their limits).
+pub fn mount_points() -> Vec<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts(&mountinfo).into_iter().map(|m| m.point).collect()
+}
+
+/// The folder of the cgroup `path` (as /proc/self/cgroup names it) under
+/// `mount`, when the mount shows it.
+fn folder(host: &Host, mount: &Mount, path: &str) -> Option<PathBuf> {
+    let rel = Path::new(path).strip_prefix(&mount.root).ok()?;
+    Some(host.at(&mount.point).join(rel))
+}
+
+/// The words a cgroup file holds, split on white space.
+fn words(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+fn writable(dir: &Path) -> bool {
+    use nix::unistd::{access, AccessFlags};
+    access(dir, AccessFlags::W_OK).is_ok()
+        && access(&dir.join("cgroup.procs"), AccessFlags::W_OK).is_ok()
+}
+
+/// Where `controller` can be had in the unified hierarchy.
+fn unified(host: &Host, controller: Controller) -> Result<Parent, String> {
+    let mount = mounts(&host.mountinfo)
+        .into_iter()
+        .find(|m| m.v2)
+        .ok_or("no cgroup v2 hierarchy is mounted")?;
+    let path = host
+        .cgroups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or("sluice is in no cgroup v2")?;
+    let own = folder(host, &mount, path).ok_or("sluice's cgroup v2 is outside the mount")?;
+    let name = controller.name();
+    let offers = |dir: &Path| words(&dir.join("cgroup.subtree_control")).iter().any(|w| w == name);
+    let parent = own
+        .parent()
+        .filter(|p| p.starts_with(host.at(&mount.point)));
+    for dir in std::iter::once(own.as_path()).chain(parent) {
+        if offers(dir) && writable(dir) {
+            return Ok(Parent {
+                dir: dir.to_path_buf(),
+                version: Version::V2,
+            });
+        }
+    }
+    Err(format!(
+        "cgroup v2: neither sluice's cgroup {} nor its parent gives its children the {name} controller where \
+         sluice may write (it is delegated to sluice when `cgroup.subtree_control` there lists it and sluice \
+         may write the folder: run sluice in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes sluice ...`)",
+        own.display()
+    ))
+}
+
+/// Where `controller` can be had in its v1 hierarchy.
+fn legacy(host: &Host, controller: Controller) -> Result<Parent, String> {
+    let name = controller.name();
+    let mount = mounts(&host.mountinfo)
+        .into_iter()
+        .find(|m| !m.v2 && m.options.iter().any(|o| o == name))
+        .ok_or(format!("no cgroup v1 {name} hierarchy is mounted"))?;
+    let path = host
+        .cgroups
+        .lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers.split(',').any(|c| c == name).then_some(path)
+        })
+        .ok_or(format!("sluice is in no cgroup v1 {name} hierarchy"))?;
+    let dir = folder(host, &mount, path)
+        .ok_or(format!("sluice's cgroup v1 {name} is outside the mount"))?;
+    if !writable(&dir) {
+        return Err(format!(
+            "cgroup v1 {name}: sluice may not make cgroups under {} (it needs root there)",
+            dir.display()
+        ));
+    }
+    Ok(Parent {
+        dir,
+        version: Version::V1,
+    })
+}
+
+/// Where `controller`'s cgroups can be made: v2, else v1, each checked by
+/// making (and removing) a cgroup there that has the controller's files.
+fn place(host: &Host, controller: Controller) -> Result<Parent, String> {
+    let v2 = unified(host, controller).and_then(|p| probe(p, controller));
+    v2.or_else(|v2_why| {
+        legacy(host, controller)
+            .and_then(|p| probe(p, controller))
+            .map_err(|v1_why| format!("{v2_why}; {v1_why}"))
+    })
+}
+
+/// `parent` if a cgroup made there has `controller`'s files.
+fn probe(parent: Parent, controller: Controller) -> Result<Parent, String> {
+    let dir = parent
+        .dir
+        .join(format!("sluice-{}-probe-{}", std::process::id(), controller.name()));
+    std::fs::create_dir(&dir)
+        .or_else(|e| match e.kind() {
+            ErrorKind::AlreadyExists => Ok(()),
+            _ => Err(e),
+        })
+        .map_err(|e| format!("cannot make a cgroup under {}: {e}", parent.dir.display()))?;
+    let has = dir.join(controller.limit_file(parent.version)).exists();
+    let _ = std::fs::remove_dir(&dir);
+    if !has {
+        return Err(format!(
+            "a cgroup made under {} has no {} controller",
+            parent.dir.display(),
+            controller.name()
+        ));
+    }
+    Ok(parent)
+}
+
+/// The environment variable that turns cgroups off.
+const SWITCH: &str = "SLUICE_CGROUPS";
+
+fn detect(host: &Host) -> Found {
+    if std::env::var_os(SWITCH).is_some_and(|v| v == "off") {
+        let off = || Err(format!("{SWITCH}=off in sluice's environment"));
+        return Found {
+            memory: off(),
+            pids: off(),
+        };
+    }
+    let found = Found {
+        memory: place(host, Controller::Memory),
+        pids: place(host, Controller::Pids),
+    };
+    for parent in [&found.memory, &found.pids].into_iter().flatten() {
+        sweep(&parent.dir);
+    }
+    found
+}
+
+/// Removes the sets a sluice that is gone left under `dir` (killed before
+/// it could remove them); a set still holding a process stays.
+fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("sluice-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
+static FOUND: OnceLock<Found> = OnceLock::new();
+
+fn found() -> &'static Found {
+    FOUND.get_or_init(|| detect(&Host::this_process()))
+}
+
+/// What enforces each limit on this machine, and where or why, for
+/// `sluice doctor`: memory and pids by the cgroups found, the others by
+/// rlimits.
+pub fn describe() -> Vec<(Kind, Mechanism, String)> {
+    let found = found();
+    let mut out = Vec::new();
+    for c in [Controller::Memory, Controller::Pids] {
+        out.push(match found.of(c) {
+            Ok(p) => (c.kind(), p.version.mechanism(), p.dir.display().to_string()),
+            Err(why) if c == Controller::Pids && nix::unistd::getuid().is_root() => (
+                c.kind(),
+                Mechanism::None,
+                format!("no pids cgroup ({why}), and root is exempt from RLIMIT_NPROC"),
+            ),
+            Err(why) => (c.kind(), Mechanism::Rlimit, format!("no cgroup: {why}")),
+        });
+    }
+    for kind in [Kind::CpuSeconds, Kind::FileSizeMb] {
+        out.push((kind, Mechanism::Rlimit, "per process".into()));
+    }
+    out
+}
+
+/// A cgroup of a set: its folder, what it enforces, its `cgroup.procs`
+/// open for the child to join, the limits last written, and what its
+/// counters said when the set was last settled.
+#[derive(Debug)]
+struct Member {
+    dir: PathBuf,
+    version: Version,
+    controllers: Vec<Controller>,
+    procs: OwnedFd,
+    written: [Option<Option<u64>>; 2],
+    baseline: Counts,
+}
+
+/// What a set's cgroups counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub oom_kills: u64,
+    pub fork_failures: u64,
+}
+
+/// One command's cgroups.
+#[derive(Debug)]
+struct Set {
+    members: Vec<Member>,
+}
+
+/// Sets whose command left nothing behind, for the next command.
+static POOL: Mutex<Vec<Set>> = Mutex::new(Vec::new());
+
+/// Numbers the sets this process makes.
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+fn pool() -> std::sync::MutexGuard<'static, Vec<Set>> {
+    POOL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a set may still hold charged and be used again: a command that
+/// left more (files in a tmpfs, a large page cache) would count against
+/// the next one's memory.
+const REUSE_BELOW: u64 = 16 << 20;
+
+/// A command's cgroups, taken from the pool or made, with its limits
+/// written. One dropped unsettled (its command's call was dropped) is
+/// removed.
+#[derive(Debug)]
+pub struct Lease {
+    set: Option<Set>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(set) = self.set.take() {
+            retire(set);
+        }
+    }
+}
+
+/// The cgroups `limits` needs, where this machine has them; `None` when
+/// it needs none or none can be had, with why in `partial`.
+pub(super) fn lease(limits: &ResourceLimits, partial: &mut Vec<String>) -> Option<Lease> {
+    lease_in(found(), limits, partial)
+}
+
+fn lease_in(found: &Found, limits: &ResourceLimits, partial: &mut Vec<String>) -> Option<Lease> {
+    let mut wanted = false;
+    for c in [Controller::Memory, Controller::Pids] {
+        if limits.get(c.kind()).is_none() {
+            continue;
+        }
+        match found.of(c) {
+            Ok(_) => wanted = true,
+            Err(why) => partial.push(format!(
+                "{}: no {} cgroup could be used ({why})",
+                c.kind().name(),
+                c.name()
+            )),
+        }
+    }
+    if !wanted {
+        return None;
+    }
+    let taken = pool().pop();
+    let mut set = match taken {
+        Some(set) => set,
+        None => match make(found) {
+            Ok(set) => set,
+            Err(why) => {
+                partial.push(format!("cgroups: {why}; rlimits instead"));
+                return None;
+            }
+        },
+    };
+    if let Err(why) = set.write(limits) {
+        retire(set);
+        partial.push(format!("cgroups: {why}; rlimits instead"));
+        return None;
+    }
+    Some(Lease { set: Some(set) })
+}
+
+/// A new set: a cgroup per distinct parent, holding every controller
+/// found there.
+fn make(found: &Found) -> Result<Set, String> {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut members: Vec<Member> = Vec::new();
+    for c in [Controller::Memory, Controller::Pids] {
+        let Ok(parent) = found.of(c) else { continue };
+        if let Some(m) = members
+            .iter_mut()
+            .find(|m| m.dir.parent() == Some(parent.dir.as_path()))
+        {
+            m.controllers.push(c);
+            continue;
+        }
+        let dir = parent.dir.join(format!("sluice-{}-{n}", std::process::id()));
+        let made = make_member(&dir, parent.version, c);
+        match made {
+            Ok(m) => members.push(m),
+            Err(e) => {
+                retire(Set { members });
+                return Err(format!("cannot make cgroup {}: {e}", dir.display()));
+            }
+        }
+    }
+    Ok(Set { members })
+}
+
+fn make_member(dir: &Path, version: Version, c: Controller) -> std::io::Result<Member> {
+    std::fs::create_dir(dir)?;
+    let procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"));
+    let procs = match procs {
+        Ok(f) => OwnedFd::from(f),
+        Err(e) => {
+            let _ = std::fs::remove_dir(dir);
+            return Err(e);
+        }
+    };
+    Ok(Member {
+        dir: dir.to_path_buf(),
+        version,
+        controllers: vec![c],
+        procs,
+        written: [None, None],
+        baseline: Counts::default(),
+    })
+}
+
+fn put(dir: &Path, file: &str, value: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(file))?;
+    f.write_all(value.as_bytes())
+}
+
+impl Member {
+    fn has(&self, c: Controller) -> bool {
+        self.controllers.contains(&c)
+    }
+
+    /// Writes `limit` (`None`: no limit) for `c`, unless written already.
+    fn write(&mut self, c: Controller, limit: Option<u64>) -> Result<(), String> {
+        let slot = &mut self.written[c as usize];
+        if *slot == Some(limit) {
+            return Ok(());
+        }
+        let fail = |file: &str, e: std::io::Error| {
+            format!("cannot write {}: {e}", self.dir.join(file).display())
+        };
+        match (c, self.version) {
+            (Controller::Memory, Version::V1) => {
+                let bytes = limit.map_or("-1".to_string(), |mb| (mb << 20).to_string());
+                write_v1_memory(&self.dir, &bytes).map_err(|(f, e)| fail(f, e))?;
+            }
+            (Controller::Memory, Version::V2) => {
+                let bytes = limit.map_or("max".to_string(), |mb| (mb << 20).to_string());
+                put(&self.dir, "memory.max", &bytes).map_err(|e| fail("memory.max", e))?;
+                // Swap would let a command hold more than its limit.
+                if self.dir.join("memory.swap.max").exists() {
+                    let swap = if limit.is_some() { "0" } else { "max" };
+                    put(&self.dir, "memory.swap.max", swap)
+                        .map_err(|e| fail("memory.swap.max", e))?;
+                }
+            }
+            (Controller::Pids, _) => {
+                let n = limit.map_or("max".to_string(), |n| n.to_string());
+                put(&self.dir, "pids.max", &n).map_err(|e| fail("pids.max", e))?;
+            }
+        }
+        *slot = Some(limit);
+        Ok(())
+    }
+
+    /// What the counters say now.
+    fn counts(&self) -> Counts {
+        let read = |file: &str, key: &str| -> u64 {
+            let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let mut counts = Counts::default();
+        if self.has(Controller::Memory) {
+            counts.oom_kills = match self.version {
+                Version::V1 => read("memory.oom_control", "oom_kill "),
+                Version::V2 => read("memory.events", "oom_kill "),
+            };
+        }
+        if self.has(Controller::Pids) {
+            counts.fork_failures = read("pids.events", "max ");
+        }
+        counts
+    }
+
+    /// Whether the command left nothing here: no process (nor a zombie
+    /// nobody reaped, which `pids.current` still counts, though
+    /// `cgroup.procs` no longer lists it), and little memory charged.
+    fn clean(&self) -> bool {
+        let read = |file: &str| std::fs::read_to_string(self.dir.join(file));
+        let empty = read("cgroup.procs").is_ok_and(|t| t.trim().is_empty())
+            && (!self.has(Controller::Pids) || read("pids.current").is_ok_and(|t| t.trim() == "0"));
+        let charged = || {
+            let file = match self.version {
+                Version::V1 => "memory.usage_in_bytes",
+                Version::V2 => "memory.current",
+            };
+            std::fs::read_to_string(self.dir.join(file))
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+        };
+        empty && (!self.has(Controller::Memory) || charged().is_some_and(|b| b < REUSE_BELOW))
+    }
+}
+
+/// v1's memory limit with its memory+swap twin (which must never be below
+/// it): the order that keeps that true whether the limit rises or falls.
+fn write_v1_memory(dir: &Path, bytes: &str) -> Result<(), (&'static str, std::io::Error)> {
+    let both = dir.join("memory.memsw.limit_in_bytes").exists();
+    let limit = |v: &str| put(dir, "memory.limit_in_bytes", v).map_err(|e| ("memory.limit_in_bytes", e));
+    let swap = |v: &str| {
+        put(dir, "memory.memsw.limit_in_bytes", v).map_err(|e| ("memory.memsw.limit_in_bytes", e))
+    };
+    if !both {
+        return limit(bytes);
+    }
+    // Lowering: the limit first; raising: memory+swap first.
+    if limit(bytes).is_ok() {
+        return swap(bytes);
+    }
+    swap(bytes)?;
+    limit(bytes)
+}
+
+impl Set {
+    fn write(&mut self, limits: &ResourceLimits) -> Result<(), String> {
+        for m in &mut self.members {
+            for c in m.controllers.clone() {
+                m.write(c, limits.get(c.kind()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Lease {
+    /// The cgroup mechanism enforcing `kind`, if one does.
+    pub fn mechanism(&self, kind: Kind) -> Option<Mechanism> {
+        let c = [Controller::Memory, Controller::Pids]
+            .into_iter()
+            .find(|c| c.kind() == kind)?;
+        let m = self.members().iter().find(|m| m.has(c))?;
+        matches!(m.written[c as usize], Some(Some(_))).then_some(m.version.mechanism())
+    }
+
+    /// The `cgroup.procs` of each cgroup, for the child to join.
+    pub fn procs(&self) -> impl Iterator<Item = RawFd> + '_ {
+        self.members().iter().map(|m| m.procs.as_raw_fd())
+    }
+
+    fn members(&self) -> &[Member] {
+        self.set.as_ref().map_or(&[], |s| s.members.as_slice())
+    }
+
+    /// Once the command has ended: what its cgroups counted while it ran,
+    /// and the set back in the pool, or removed.
+    pub fn settle(mut self) -> Counts {
+        let Some(mut set) = self.set.take() else {
+            return Counts::default();
+        };
+        let mut counted = Counts::default();
+        for m in &mut set.members {
+            let now = m.counts();
+            counted.oom_kills += now.oom_kills.saturating_sub(m.baseline.oom_kills);
+            counted.fork_failures += now.fork_failures.saturating_sub(m.baseline.fork_failures);
+            m.baseline = now;
+        }
+        if set.members.iter().all(Member::clean) {
+            pool().push(set);
+        } else {
+            retire(set);
+        }
+        counted
+    }
+}
+
+/// Removes a set on a thread of its own: a cgroup goes once the last of
+/// its processes has been reaped, which may take a moment after its
+/// command's end.
+fn retire(set: Set) {
+    if set.members.is_empty() {
+        return;
+    }
+    let dirs: Vec<PathBuf> = set.members.into_iter().map(|m| m.dir).collect();
+    let removing = std::thread::Builder::new()
+        .name("sluice-cgroup".into())
+        .spawn({
+            let dirs = dirs.clone();
+            move || remove_all(&dirs, Duration::from_secs(10))
+        });
+    if removing.is_err() {
+        remove_all(&dirs, Duration::ZERO);
+    }
+}
+
+fn remove_all(dirs: &[PathBuf], patience: Duration) {
+    let until = std::time::Instant::now() + patience;
+    let mut left: Vec<&PathBuf> = dirs.iter().collect();
+    loop {
+        left.retain(|d| {
+            std::fs::remove_dir(d).is_err_and(|e| e.kind() != ErrorKind::NotFound)
+        });
+        if left.is_empty() || std::time::Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Removes the pooled sets: at the end of a run, so no cgroup outlives the
+/// process that made it.
+pub fn tidy() {
+    let sets: Vec<Set> = pool().drain(..).collect();
+    for set in sets {
+        let dirs: Vec<PathBuf> = set.members.into_iter().map(|m| m.dir).collect();
+        remove_all(&dirs, Duration::ZERO);
+    }
+}
+
+#[cfg(test)]
+mod tests;
