@@ -110,10 +110,11 @@ impl Flow for ShellCommand {
             exit_code: 0,
             sandbox,
         };
-        use super::shape::sandbox_sample;
+        use super::shape::{sandbox_sample, sandbox_sample_limited};
         vec![
             ran(Some(sandbox_sample(true))),
             ran(Some(sandbox_sample(false))),
+            ran(Some(sandbox_sample_limited())),
             ran(None),
         ]
     }

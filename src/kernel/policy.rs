@@ -745,7 +745,7 @@ fn parse_declarations(
 /// The `limits` table: each key a limit's name, each value a whole number
 /// no smaller than that limit's floor.
 fn parse_limits(table: &Table) -> Result<ResourceLimits, String> {
-    let example = "limits = {memoryMb = 8192, pids = 1024, cpuSeconds = 3600, fileSizeMb = 4096}";
+    let example = "limits = {memoryMb = 8192, pids = 2048, cpuSeconds = 7200, fileSizeMb = 4096}";
     let list = match table.get::<LuaValue>("limits").map_err(|e| e.to_string())? {
         LuaValue::Nil => return Ok(ResourceLimits::default()),
         LuaValue::Table(t) => t,
@@ -1163,5 +1163,66 @@ fn lua_error(e: &mlua::Error) -> String {
             .next()
             .unwrap_or_default()
             .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod limits_tests {
+    use super::*;
+
+    fn load(text: &'static str) -> Policy {
+        let source = Source::Embedded {
+            name: "limits.lua",
+            text,
+        };
+        Policy::load(source, Vars::new(PathBuf::from("/w")))
+    }
+
+    #[test]
+    fn a_policys_limits_are_read_and_absent_ones_are_none() {
+        let p = load("return {limits = {memoryMb = 2048, pids = 64.0}}");
+        assert_eq!(p.load_error(), None);
+        let l = p.limits();
+        assert_eq!(l.get(Kind::MemoryMb), Some(2048));
+        assert_eq!(l.get(Kind::Pids), Some(64));
+        assert_eq!(l.get(Kind::CpuSeconds), None);
+        assert!(load("return {rules = {}}").limits().is_empty());
+    }
+
+    #[test]
+    fn a_bad_limit_fails_the_policy_naming_the_field_and_its_range() {
+        for (text, words) in [
+            ("return {limits = {memMb = 1}}", "unknown key \"memMb\""),
+            ("return {limits = {pids = 2}}", "limits.pids is 2; it is a whole number of processes and threads of the command at once, at least 8"),
+            ("return {limits = {cpuSeconds = 1.5}}", "limits.cpuSeconds is 1.5"),
+            ("return {limits = {fileSizeMb = '10'}}", "limits.fileSizeMb is 10"),
+            ("return {limits = 4096}", "`limits` is an integer; it is a table"),
+        ] {
+            let p = load(text);
+            let why = p.load_error().unwrap_or_else(|| panic!("{text} loaded"));
+            assert!(why.contains(words), "{text}: {why}");
+            assert!(p.limits().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_shipped_default_and_ci_policies_bound_commands_and_the_others_do_not() {
+        let vars = Vars::new(PathBuf::from("/w"));
+        let limits = |name| Policy::load(shipped(name).unwrap(), vars.clone()).limits();
+        for name in ["default", "ci"] {
+            let l = limits(name);
+            assert_eq!(
+                l.iter().collect::<Vec<_>>(),
+                [
+                    (Kind::MemoryMb, 8192),
+                    (Kind::Pids, 2048),
+                    (Kind::CpuSeconds, 7200),
+                    (Kind::FileSizeMb, 4096)
+                ],
+                "{name}"
+            );
+        }
+        assert!(limits("readonly").is_empty());
+        assert!(limits("unconfined").is_empty());
     }
 }

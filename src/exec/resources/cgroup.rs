@@ -192,7 +192,12 @@ pub fn mount_points() -> Vec<PathBuf> {
 /// `mount`, when the mount shows it.
 fn folder(host: &Host, mount: &Mount, path: &str) -> Option<PathBuf> {
     let rel = Path::new(path).strip_prefix(&mount.root).ok()?;
-    Some(host.at(&mount.point).join(rel))
+    let point = host.at(&mount.point);
+    Some(if rel.as_os_str().is_empty() {
+        point
+    } else {
+        point.join(rel)
+    })
 }
 
 /// The words a cgroup file holds, split on white space.

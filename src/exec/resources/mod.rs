@@ -320,6 +320,32 @@ pub struct Report {
     pub notice: Option<String>,
 }
 
+impl Report {
+    /// A report with every field, or the fewest, for schema tests.
+    #[cfg(test)]
+    pub fn sample(full: bool) -> Report {
+        if !full {
+            return Report {
+                values: BTreeMap::new(),
+                enforcement: BTreeMap::new(),
+                partial: Vec::new(),
+                hit: Vec::new(),
+                notice: None,
+            };
+        }
+        Report {
+            values: Kind::ALL.iter().map(|k| (k.name(), 64)).collect(),
+            enforcement: Kind::ALL.iter().map(|k| (k.name(), Mechanism::Rlimit)).collect(),
+            partial: vec!["memoryMb: per process".into()],
+            hit: vec![Hit {
+                limit: "pids",
+                how: "a fork failed".into(),
+            }],
+            notice: Some("the command hit limits.pids".into()),
+        }
+    }
+}
+
 impl Settled {
     fn mechanism(&self, kind: Kind) -> Option<Mechanism> {
         self.mechanisms[kind.index()]

@@ -298,6 +298,10 @@ impl Flow for Bash {
             ),
             finished(
                 false,
+                Some(Place::Host(super::shape::sandbox_sample_limited())),
+            ),
+            finished(
+                false,
                 Some(Place::Container(crate::container::Facts {
                     mode: "container",
                     container: "box".into(),
