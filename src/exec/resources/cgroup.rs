@@ -39,6 +39,20 @@ enum Version {
 }
 
 impl Version {
+    /// The file a child writes `0` to, to join a cgroup. In v1, `tasks`:
+    /// it moves the writing thread alone, which the kernel does without
+    /// its global lock on every process's thread group (`cgroup.procs`
+    /// takes that lock, and waits for an RCU grace period when no move
+    /// came in the last few milliseconds: ~3 ms a command here); the child
+    /// has one thread, so that is the whole process. In v2, where a thread
+    /// cannot move between domain cgroups alone, `cgroup.procs`.
+    fn join_file(self) -> &'static str {
+        match self {
+            Version::V1 => "tasks",
+            Version::V2 => "cgroup.procs",
+        }
+    }
+
     fn mechanism(self) -> Mechanism {
         match self {
             Version::V1 => Mechanism::CgroupV1,
@@ -180,12 +194,17 @@ fn unescape(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Every mount point of a cgroup filesystem this process sees: what a
-/// bounded command must never be able to write (it could move itself out
-/// of its cgroups, or raise their limits).
+/// Every mount point of a cgroup filesystem this process sees (read
+/// once): what a bounded command must never be able to write (it could
+/// move itself out of its cgroups, or raise their limits).
 pub fn mount_points() -> Vec<PathBuf> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    mounts(&mountinfo).into_iter().map(|m| m.point).collect()
+    static POINTS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    POINTS
+        .get_or_init(|| {
+            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+            mounts(&mountinfo).into_iter().map(|m| m.point).collect()
+        })
+        .clone()
 }
 
 /// The folder of the cgroup `path` (as /proc/self/cgroup names it) under
@@ -384,9 +403,10 @@ pub fn describe() -> Vec<(Kind, Mechanism, String)> {
     out
 }
 
-/// A cgroup of a set: its folder, what it enforces, its `cgroup.procs`
-/// open for the child to join, the limits last written, and what its
-/// counters said when the set was last settled.
+/// A cgroup of a set: its folder, what it enforces, the file a child
+/// joins it through ([`Version::join_file`]) open for writing, the limits
+/// last written, and what its counters said when the set was last
+/// settled.
 #[derive(Debug)]
 struct Member {
     dir: PathBuf,
@@ -515,7 +535,7 @@ fn make_member(dir: &Path, version: Version, c: Controller) -> std::io::Result<M
     std::fs::create_dir(dir)?;
     let procs = std::fs::OpenOptions::new()
         .write(true)
-        .open(dir.join("cgroup.procs"));
+        .open(dir.join(version.join_file()));
     let procs = match procs {
         Ok(f) => OwnedFd::from(f),
         Err(e) => {
@@ -599,23 +619,40 @@ impl Member {
         counts
     }
 
-    /// Whether the command left nothing here: no process (nor a zombie
-    /// nobody reaped, which `pids.current` still counts, though
-    /// `cgroup.procs` no longer lists it), and little memory charged.
-    fn clean(&self) -> bool {
-        let read = |file: &str| std::fs::read_to_string(self.dir.join(file));
-        let empty = read("cgroup.procs").is_ok_and(|t| t.trim().is_empty())
-            && (!self.has(Controller::Pids) || read("pids.current").is_ok_and(|t| t.trim() == "0"));
-        let charged = || {
-            let file = match self.version {
-                Version::V1 => "memory.usage_in_bytes",
-                Version::V2 => "memory.current",
-            };
-            std::fs::read_to_string(self.dir.join(file))
-                .ok()
-                .and_then(|t| t.trim().parse::<u64>().ok())
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.dir.join(file)).unwrap_or_default()
+    }
+
+    /// The bytes of memory still charged here.
+    fn charged(&self) -> Option<u64> {
+        let file = match self.version {
+            Version::V1 => "memory.usage_in_bytes",
+            Version::V2 => "memory.current",
         };
-        empty && (!self.has(Controller::Memory) || charged().is_some_and(|b| b < REUSE_BELOW))
+        self.read(file).trim().parse().ok()
+    }
+}
+
+impl Set {
+    /// Whether the command left nothing in the set: no process (nor a
+    /// zombie nobody reaped, which `pids.current` still counts though
+    /// `cgroup.procs` no longer lists it: the processes of the command
+    /// are in every cgroup of the set, so one count is enough), and
+    /// little memory charged.
+    fn clean(&self) -> bool {
+        let empty = match self.members.iter().find(|m| m.has(Controller::Pids)) {
+            Some(m) => m.read("pids.current").trim() == "0",
+            None => self
+                .members
+                .iter()
+                .all(|m| m.read("cgroup.procs").trim().is_empty()),
+        };
+        empty
+            && self
+                .members
+                .iter()
+                .filter(|m| m.has(Controller::Memory))
+                .all(|m| m.charged().is_some_and(|b| b < REUSE_BELOW))
     }
 }
 
@@ -659,7 +696,7 @@ impl Lease {
         matches!(m.written[c as usize], Some(Some(_))).then_some(m.version.mechanism())
     }
 
-    /// The `cgroup.procs` of each cgroup, for the child to join.
+    /// The file each cgroup is joined through, for the child.
     pub fn procs(&self) -> impl Iterator<Item = RawFd> + '_ {
         self.members().iter().map(|m| m.procs.as_raw_fd())
     }
@@ -681,7 +718,7 @@ impl Lease {
             counted.fork_failures += now.fork_failures.saturating_sub(m.baseline.fork_failures);
             m.baseline = now;
         }
-        if set.members.iter().all(Member::clean) {
+        if set.clean() {
             pool().push(set);
         } else {
             retire(set);

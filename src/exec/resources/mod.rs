@@ -209,7 +209,8 @@ impl Bounds {
 }
 
 /// What the child of a bounded command does between fork and exec: write
-/// `0` (itself) into each cgroup's `cgroup.procs`, then set each rlimit.
+/// `0` (itself) into each cgroup's join file (v1's `tasks`, v2's
+/// `cgroup.procs`), then set each rlimit. The child has one thread.
 /// Only raw system calls on what was prepared: no allocation. A shared
 /// sandbox's helper builds its own from the descriptors and the rlimits it
 /// was sent ([`ChildStep::with_rlimits`]).
@@ -221,8 +222,8 @@ pub struct ChildStep {
 }
 
 impl ChildStep {
-    /// The step that joins the cgroups `fds` (their `cgroup.procs`, open
-    /// for writing; at most two) and sets the rlimits `encoded` holds
+    /// The step that joins the cgroups `fds` (their join files, open for
+    /// writing; at most two) and sets the rlimits `encoded` holds
     /// ([`ChildStep::encoded_rlimits`]); `None` when `encoded` is not one.
     pub fn with_rlimits(fds: &[RawFd], encoded: &[u8]) -> Option<ChildStep> {
         if fds.len() > 2 {

@@ -8,7 +8,7 @@
 //! frame   = length:u32 kind:u8 fds:u8 id:u64 body    (little-endian; length counts what follows it)
 //! command = 'C' fds=3+n id list(argv) list(env "K=V") list(cwd) list(rlimits)
 //!                                                               sluice -> helper: stdin, stdout, stderr, then the
-//!                                                               cgroup.procs of each cgroup the command joins (n <= 2);
+//!                                                               file each cgroup the command joins is joined through (n <= 2);
 //!                                                               rlimits: none, or one item (exec::resources::ChildStep)
 //! ready   = 'R' fds=1 id=0 apart:u8                             helper -> sluice, once, when it serves: its pidfd; 1 when commands are kept apart
 //! started = 'S' fds=1 id  pid:i32                                the command runs: its pidfd
