@@ -367,3 +367,41 @@ fn a_cargo_build_and_a_node_test_run_fit_the_default_limits() {
         assert!(hits(&out).is_empty(), "{runner}: {out}");
     }
 }
+
+#[test]
+fn a_command_in_a_bubblewrap_of_its_own_is_bounded_too_bubblewraps_processes_counted() {
+    // A command handed a credential never shares the run's sandbox: it is
+    // forked into a bubblewrap of its own, which joins the cgroups first.
+    need_bwrap();
+    let ws = workspace();
+    let tight = limits_policy(&ws, "memoryMb = 64, pids = 16");
+    let script = format!(
+        "local function run(line)\n  local r, e = sluice.bash{{command = line, env = {{TOKEN = sluice.credential('gh')}}}}\n  \
+         print(sluice.json.encode(r or e))\nend\nrun({})\nrun({})\n",
+        lua_str(ALLOCATE),
+        lua_str(FORKS)
+    );
+    let flags = [
+        "--sandbox",
+        "bwrap",
+        "--policy",
+        "default",
+        "--policy",
+        &tight,
+        "--no-audit",
+        "--approve",
+        "cred:use:gh@command",
+    ];
+    let run = run_lua_env(ws.path(), &script, &flags, &[], &[("SLUICE_CREDENTIAL_GH", "s3cret")]).ok();
+    let outs: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(outs[0]["exitCode"], 137, "{}", outs[0]);
+    assert_hit("bwrap", &outs[0], "memoryMb", 64);
+    // bubblewrap's own two processes (outside and as the namespace's
+    // init) count toward the 16.
+    assert!(started(&outs[1]) <= 13, "{}", outs[1]);
+    assert_hit("bwrap", &outs[1], "pids", 16);
+}
