@@ -108,8 +108,14 @@ fn main() {
 
 /// The default policy's text with its `limits` table cut out.
 fn without_limits(text: &str) -> String {
-    let start = text.find("  limits = {").expect("the default policy sets limits");
-    let end = start + text[start..].find("\n  },\n").expect("its limits table ends") + 5;
+    let start = text
+        .find("  limits = {")
+        .expect("the default policy sets limits");
+    let end = start
+        + text[start..]
+            .find("\n  },\n")
+            .expect("its limits table ends")
+        + 5;
     let cut = format!("{}{}", &text[..start], &text[end..]);
     assert!(!cut.contains("limits ="), "{cut}");
     cut
@@ -157,7 +163,10 @@ fn sandbox_limits() {
     )
     .unwrap();
     let text = include_str!("../policies/default.lua");
-    let (on, off) = (scripts.path().join("on.lua"), scripts.path().join("off.lua"));
+    let (on, off) = (
+        scripts.path().join("on.lua"),
+        scripts.path().join("off.lua"),
+    );
     std::fs::write(&on, text).unwrap();
     std::fs::write(&off, without_limits(text)).unwrap();
     const NONE: &[(&str, &str)] = &[];
@@ -170,7 +179,10 @@ fn sandbox_limits() {
             true_calls_under(&ws, &lua, runner, &off, NONE),
             true_calls_under(&ws, &lua, runner, &on, RLIMITS),
         ];
-        let shown = sides[0]().stdout(std::process::Stdio::piped()).output().unwrap();
+        let shown = sides[0]()
+            .stdout(std::process::Stdio::piped())
+            .output()
+            .unwrap();
         println!(
             "sandbox-limits: {runner}: the limits a call reports: {}",
             String::from_utf8_lossy(&shown.stdout).trim()

@@ -16,7 +16,11 @@ const RUNNERS: [&str; 2] = ["bwrap", "landlock"];
 
 /// A policy beside the default one that sets `limits` (a Lua table body).
 fn limits_policy(ws: &Workspace, limits: &str) -> String {
-    policy(ws, "tight.lua", &format!("return {{limits = {{{limits}}}}}\n"))
+    policy(
+        ws,
+        "tight.lua",
+        &format!("return {{limits = {{{limits}}}}}\n"),
+    )
 }
 
 /// Runs `line` with bash under `runner`, the default policy and `extra`,
@@ -49,7 +53,11 @@ fn limits(out: &Value) -> &Value {
 fn hits(out: &Value) -> Vec<String> {
     limits(out)["hit"]
         .as_array()
-        .map(|a| a.iter().map(|h| h["limit"].as_str().unwrap().to_string()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|h| h["limit"].as_str().unwrap().to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -175,14 +183,24 @@ fn forks_past_pids_fail_and_the_result_says_the_pids_limit_refused_them() {
         let ws = workspace();
         let tight = limits_policy(&ws, "pids = 16");
         let out = bash(&ws, runner, &tight, &[], FORKS);
-        assert!(by_cgroup(&limits(&out)["enforcement"]["pids"]), "{runner}: {out}");
+        assert!(
+            by_cgroup(&limits(&out)["enforcement"]["pids"]),
+            "{runner}: {out}"
+        );
         assert!(started(&out) < 16, "{runner}: {} started", started(&out));
-        assert!(out["stderr"].as_str().unwrap().contains("fork"), "{runner}: {out}");
+        assert!(
+            out["stderr"].as_str().unwrap().contains("fork"),
+            "{runner}: {out}"
+        );
         assert_hit(runner, &out, "pids", 16);
         // The control: the same loop fits a larger limit.
         let roomy = limits_policy(&ws, "pids = 128");
         let out = bash(&ws, runner, &roomy, &[], FORKS);
-        assert_eq!((out["exitCode"].clone(), started(&out)), (0.into(), 60), "{runner}: {out}");
+        assert_eq!(
+            (out["exitCode"].clone(), started(&out)),
+            (0.into(), 60),
+            "{runner}: {out}"
+        );
         assert!(hits(&out).is_empty(), "{runner}: {out}");
     }
 }
@@ -197,9 +215,16 @@ fn without_cgroups_a_root_sluice_says_pids_is_not_enforced_rather_than_claim_it(
         let ws = workspace();
         let tight = limits_policy(&ws, "pids = 16");
         let out = bash(&ws, runner, &tight, &[("SLUICE_CGROUPS", "off")], FORKS);
-        assert_eq!(limits(&out)["enforcement"]["pids"], "none", "{runner}: {out}");
+        assert_eq!(
+            limits(&out)["enforcement"]["pids"],
+            "none",
+            "{runner}: {out}"
+        );
         let partial = limits(&out)["partial"].to_string();
-        assert!(partial.contains("pids: not enforced"), "{runner}: {partial}");
+        assert!(
+            partial.contains("pids: not enforced"),
+            "{runner}: {partial}"
+        );
         // Nothing held it, and the result claims no hit.
         assert_eq!(started(&out), 60, "{runner}: {out}");
         assert!(hits(&out).is_empty(), "{runner}: {out}");
@@ -213,12 +238,21 @@ fn a_process_spinning_past_cpu_seconds_gets_sigxcpu_and_the_result_says_so() {
         let tight = limits_policy(&ws, "cpuSeconds = 1");
         let started = std::time::Instant::now();
         let out = bash(&ws, runner, &tight, &[], "python3 -c 'while True: pass'");
-        assert!(started.elapsed().as_secs() < 20, "{runner}: not stopped in time");
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "{runner}: not stopped in time"
+        );
         assert_eq!(out["exitCode"], 128 + 24, "{runner}: {out}");
         assert_eq!(limits(&out)["enforcement"]["cpuSeconds"], "rlimit");
         assert_hit(runner, &out, "cpuSeconds", 1);
         // The control: a short computation finishes under the same limit.
-        let out = bash(&ws, runner, &tight, &[], "python3 -c 'print(sum(range(10**5)))'");
+        let out = bash(
+            &ws,
+            runner,
+            &tight,
+            &[],
+            "python3 -c 'print(sum(range(10**5)))'",
+        );
         assert_eq!(out["exitCode"], 0, "{runner}: {out}");
         assert!(hits(&out).is_empty(), "{runner}: {out}");
     }
@@ -263,11 +297,17 @@ fn a_command_with_every_file_writable_cannot_lift_its_own_limits() {
             &[],
             &format!("python3 lift.py; {FORKS}"),
         );
-        assert_eq!(out["sandbox"]["mode"], "danger-full-access", "{runner}: {out}");
+        assert_eq!(
+            out["sandbox"]["mode"], "danger-full-access",
+            "{runner}: {out}"
+        );
         let said = out["stdout"].as_str().unwrap();
         assert!(!said.contains("WROTE"), "{runner}: {said}");
         assert_eq!(said.matches("refused").count(), 4, "{runner}: {said}");
-        assert!(said.contains("still in ['8:pids:/sluice-") || said.contains("still in ['0::"), "{runner}: {said}");
+        assert!(
+            said.contains("still in ['8:pids:/sluice-") || said.contains("still in ['0::"),
+            "{runner}: {said}"
+        );
         // The limit still holds after the attempt.
         assert!(started(&out) < 16, "{runner}: {said}");
         assert_hit(runner, &out, "pids", 16);
@@ -284,7 +324,15 @@ fn a_background_job_that_hits_a_limit_says_so_when_it_settles() {
              print(sluice.json.encode({{status = j.status, exitCode = j.exitCode, sandbox = j.sandbox}}))",
             lua_str(ALLOCATE)
         );
-        let flags = ["--sandbox", runner, "--policy", "default", "--policy", &tight, "--no-audit"];
+        let flags = [
+            "--sandbox",
+            runner,
+            "--policy",
+            "default",
+            "--policy",
+            &tight,
+            "--no-audit",
+        ];
         let run = run_lua_with(ws.path(), &script, &flags, &[]).ok();
         let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
         assert_eq!(out["status"], "exited", "{runner}: {out}");
@@ -303,7 +351,8 @@ fn a_policy_without_limits_claims_none() {
             "local p = require('sluice.policy')\nreturn {rules = {p.programs, p.allow 'fs:read:${workspace}/**', \
              p.allow 'fs:read:${workspace}', p.allow 'proc:spawn:*'}}\n",
         );
-        let script = "local r, e = sluice.bash{command = 'echo hi'}\nprint(sluice.json.encode(r or e))";
+        let script =
+            "local r, e = sluice.bash{command = 'echo hi'}\nprint(sluice.json.encode(r or e))";
         let flags = ["--sandbox", runner, "--policy", &plain, "--no-audit"];
         let run = run_lua_with(ws.path(), script, &flags, &[]).ok();
         let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
@@ -342,12 +391,21 @@ fn a_cargo_build_and_a_node_test_run_fit_the_default_limits() {
             "fn main() {\n    let v: Vec<u64> = (0..1000).collect();\n    println!(\"{}\", v.iter().sum::<u64>());\n}\n",
         )
         .unwrap();
-        let out = default_bash(&ws, runner, "cd proj && cargo build --offline -q && ./target/debug/fits");
+        let out = default_bash(
+            &ws,
+            runner,
+            "cd proj && cargo build --offline -q && ./target/debug/fits",
+        );
         assert_eq!(out["exitCode"], 0, "{runner}: {out}");
         assert_eq!(out["stdout"], "499500\n", "{runner}: {out}");
         let l = limits(&out);
         assert_eq!(
-            (l["memoryMb"].clone(), l["pids"].clone(), l["cpuSeconds"].clone(), l["fileSizeMb"].clone()),
+            (
+                l["memoryMb"].clone(),
+                l["pids"].clone(),
+                l["cpuSeconds"].clone(),
+                l["fileSizeMb"].clone()
+            ),
             (8192.into(), 2048.into(), 7200.into(), 4096.into()),
             "{runner}: {out}"
         );
@@ -363,7 +421,10 @@ fn a_cargo_build_and_a_node_test_run_fit_the_default_limits() {
         .unwrap();
         let out = default_bash(&ws, runner, "cd proj && node --test sum.test.mjs");
         assert_eq!(out["exitCode"], 0, "{runner}: {out}");
-        assert!(out["stdout"].as_str().unwrap().contains("# pass 1"), "{runner}: {out}");
+        assert!(
+            out["stdout"].as_str().unwrap().contains("# pass 1"),
+            "{runner}: {out}"
+        );
         assert!(hits(&out).is_empty(), "{runner}: {out}");
     }
 }
@@ -392,7 +453,14 @@ fn a_command_in_a_bubblewrap_of_its_own_is_bounded_too_bubblewraps_processes_cou
         "--approve",
         "cred:use:gh@command",
     ];
-    let run = run_lua_env(ws.path(), &script, &flags, &[], &[("SLUICE_CREDENTIAL_GH", "s3cret")]).ok();
+    let run = run_lua_env(
+        ws.path(),
+        &script,
+        &flags,
+        &[],
+        &[("SLUICE_CREDENTIAL_GH", "s3cret")],
+    )
+    .ok();
     let outs: Vec<Value> = run
         .stdout
         .lines()

@@ -101,7 +101,12 @@ fn shell_command_renders_exit_code_wall_time_and_output_as_codex_does() {
         sandbox,
         json!({"mode": "workspace-write", "network": "closed", "denied": false, "enforcement": "full"})
     );
-    for (name, value) in [("memoryMb", 8192), ("pids", 2048), ("cpuSeconds", 7200), ("fileSizeMb", 4096)] {
+    for (name, value) in [
+        ("memoryMb", 8192),
+        ("pids", 2048),
+        ("cpuSeconds", 7200),
+        ("fileSizeMb", 4096),
+    ] {
         assert_eq!(limits[name], value, "{limits}");
         assert!(limits["enforcement"][name].is_string(), "{limits}");
     }

@@ -343,7 +343,13 @@ fn limits_schema() -> Value {
         .iter()
         .map(|k| (k.name(), field("integer", k.unit())))
         .collect();
-    optional.push(("partial", list(json!({"type": "string"}), "What a mechanism could not express of its limit.")));
+    optional.push((
+        "partial",
+        list(
+            json!({"type": "string"}),
+            "What a mechanism could not express of its limit.",
+        ),
+    ));
     optional.push(("hit", list(
         nested("LimitHit", "A limit the command hit.", closed(&[
             ("limit", choice(&names, "Which limit.")),
@@ -351,10 +357,20 @@ fn limits_schema() -> Value {
         ], &[])),
         "The limits the command hit: it was stopped or refused by them, not crashed.",
     )));
-    optional.push(("notice", field("string", "Which limit the command hit and where to raise it; present when it hit one.")));
+    optional.push((
+        "notice",
+        field(
+            "string",
+            "Which limit the command hit and where to raise it; present when it hit one.",
+        ),
+    ));
     let required = [(
         "enforcement",
-        nested("LimitsEnforcement", "What enforced each limit set.", closed(&[], &by)),
+        nested(
+            "LimitsEnforcement",
+            "What enforced each limit set.",
+            closed(&[], &by),
+        ),
     )];
     nested(
         "Limits",

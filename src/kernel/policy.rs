@@ -761,7 +761,9 @@ fn parse_limits(table: &Table) -> Result<ResourceLimits, String> {
         let (key, value) = pair.map_err(|e| e.to_string())?;
         let name = match &key {
             LuaValue::String(s) => s.to_string_lossy(),
-            other => other.to_string().unwrap_or_else(|_| other.type_name().into()),
+            other => other
+                .to_string()
+                .unwrap_or_else(|_| other.type_name().into()),
         };
         let kind = Kind::parse(&name).ok_or_else(|| {
             format!("limits has an unknown key {name:?}; the keys are memoryMb, pids, cpuSeconds and fileSizeMb: {example}")

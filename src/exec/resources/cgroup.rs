@@ -136,8 +136,7 @@ impl Host {
     }
 
     fn at(&self, path: &Path) -> PathBuf {
-        self.root
-            .join(path.strip_prefix("/").unwrap_or(path))
+        self.root.join(path.strip_prefix("/").unwrap_or(path))
     }
 }
 
@@ -247,7 +246,11 @@ fn unified(host: &Host, controller: Controller) -> Result<Parent, String> {
         .ok_or("sluice is in no cgroup v2")?;
     let own = folder(host, &mount, path).ok_or("sluice's cgroup v2 is outside the mount")?;
     let name = controller.name();
-    let offers = |dir: &Path| words(&dir.join("cgroup.subtree_control")).iter().any(|w| w == name);
+    let offers = |dir: &Path| {
+        words(&dir.join("cgroup.subtree_control"))
+            .iter()
+            .any(|w| w == name)
+    };
     let parent = own
         .parent()
         .filter(|p| p.starts_with(host.at(&mount.point)));
@@ -310,9 +313,11 @@ fn place(host: &Host, controller: Controller) -> Result<Parent, String> {
 
 /// `parent` if a cgroup made there has `controller`'s files.
 fn probe(parent: Parent, controller: Controller) -> Result<Parent, String> {
-    let dir = parent
-        .dir
-        .join(format!("sluice-{}-probe-{}", std::process::id(), controller.name()));
+    let dir = parent.dir.join(format!(
+        "sluice-{}-probe-{}",
+        std::process::id(),
+        controller.name()
+    ));
     std::fs::create_dir(&dir)
         .or_else(|e| match e.kind() {
             ErrorKind::AlreadyExists => Ok(()),
@@ -518,7 +523,9 @@ fn make(found: &Found) -> Result<Set, String> {
             m.controllers.push(c);
             continue;
         }
-        let dir = parent.dir.join(format!("sluice-{}-{n}", std::process::id()));
+        let dir = parent
+            .dir
+            .join(format!("sluice-{}-{n}", std::process::id()));
         let made = make_member(&dir, parent.version, c);
         match made {
             Ok(m) => members.push(m),
@@ -660,7 +667,8 @@ impl Set {
 /// it): the order that keeps that true whether the limit rises or falls.
 fn write_v1_memory(dir: &Path, bytes: &str) -> Result<(), (&'static str, std::io::Error)> {
     let both = dir.join("memory.memsw.limit_in_bytes").exists();
-    let limit = |v: &str| put(dir, "memory.limit_in_bytes", v).map_err(|e| ("memory.limit_in_bytes", e));
+    let limit =
+        |v: &str| put(dir, "memory.limit_in_bytes", v).map_err(|e| ("memory.limit_in_bytes", e));
     let swap = |v: &str| {
         put(dir, "memory.memsw.limit_in_bytes", v).map_err(|e| ("memory.memsw.limit_in_bytes", e))
     };
@@ -750,9 +758,7 @@ fn remove_all(dirs: &[PathBuf], patience: Duration) {
     let until = std::time::Instant::now() + patience;
     let mut left: Vec<&PathBuf> = dirs.iter().collect();
     loop {
-        left.retain(|d| {
-            std::fs::remove_dir(d).is_err_and(|e| e.kind() != ErrorKind::NotFound)
-        });
+        left.retain(|d| std::fs::remove_dir(d).is_err_and(|e| e.kind() != ErrorKind::NotFound));
         if left.is_empty() || std::time::Instant::now() >= until {
             return;
         }

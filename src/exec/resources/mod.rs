@@ -45,7 +45,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every limit, in the order results list them.
-    pub const ALL: [Kind; 4] = [Kind::MemoryMb, Kind::Pids, Kind::CpuSeconds, Kind::FileSizeMb];
+    pub const ALL: [Kind; 4] = [
+        Kind::MemoryMb,
+        Kind::Pids,
+        Kind::CpuSeconds,
+        Kind::FileSizeMb,
+    ];
 
     /// The name a policy and a result give it (`memoryMb`).
     pub fn name(self) -> &'static str {
@@ -336,7 +341,10 @@ impl Report {
         }
         Report {
             values: Kind::ALL.iter().map(|k| (k.name(), 64)).collect(),
-            enforcement: Kind::ALL.iter().map(|k| (k.name(), Mechanism::Rlimit)).collect(),
+            enforcement: Kind::ALL
+                .iter()
+                .map(|k| (k.name(), Mechanism::Rlimit))
+                .collect(),
             partial: vec!["memoryMb: per process".into()],
             hit: vec![Hit {
                 limit: "pids",
@@ -404,27 +412,39 @@ impl Settled {
             }
         }
         if by_cgroup(Kind::Pids) && self.fork_failures > 0 {
-            hit(Kind::Pids, format!(
-                "the pids cgroup refused {} fork(s) (EAGAIN) at {} processes and threads",
-                self.fork_failures,
-                value(Kind::Pids)
-            ));
+            hit(
+                Kind::Pids,
+                format!(
+                    "the pids cgroup refused {} fork(s) (EAGAIN) at {} processes and threads",
+                    self.fork_failures,
+                    value(Kind::Pids)
+                ),
+            );
         }
-        if self.mechanism(Kind::Pids) == Some(Mechanism::Rlimit) && status != 0 && rlimit::fork_words(said) {
+        if self.mechanism(Kind::Pids) == Some(Mechanism::Rlimit)
+            && status != 0
+            && rlimit::fork_words(said)
+        {
             hit(Kind::Pids, format!(
                 "a fork failed (EAGAIN) under RLIMIT_NPROC of {}, which counts every process of the user",
                 value(Kind::Pids)
             ));
         }
         if self.limits.get(Kind::CpuSeconds).is_some() && rlimit::cpu_signalled(status, said) {
-            hit(Kind::CpuSeconds, format!(
-                "a process reached {} s of CPU time and got SIGXCPU (RLIMIT_CPU)",
-                value(Kind::CpuSeconds)
-            ));
+            hit(
+                Kind::CpuSeconds,
+                format!(
+                    "a process reached {} s of CPU time and got SIGXCPU (RLIMIT_CPU)",
+                    value(Kind::CpuSeconds)
+                ),
+            );
         }
         if self.limits.get(Kind::FileSizeMb).is_some() {
             if let Some(how) = rlimit::file_size_hit(status, said) {
-                hit(Kind::FileSizeMb, format!("{how} at {} MiB (RLIMIT_FSIZE)", value(Kind::FileSizeMb)));
+                hit(
+                    Kind::FileSizeMb,
+                    format!("{how} at {} MiB (RLIMIT_FSIZE)", value(Kind::FileSizeMb)),
+                );
             }
         }
         out

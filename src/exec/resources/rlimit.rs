@@ -1,6 +1,10 @@
 //! The per-process side: the rlimits a command's child sets before exec,
 //! and how a failure they cause shows (a signal, the system's words).
 
+// libc's resource numbers are `u32` with glibc and `i32` with musl: the
+// casts are needed on one of them.
+#![allow(clippy::unnecessary_cast)]
+
 use super::{Kind, Mechanism};
 use nix::libc;
 
@@ -47,7 +51,7 @@ impl Set {
     /// The set `bytes` encodes; `None` for anything else (a resource
     /// sluice never sets among them).
     pub(super) fn decode(bytes: &[u8]) -> Option<Set> {
-        if bytes.len() % ENCODED != 0 || bytes.len() / ENCODED > 4 {
+        if !bytes.len().is_multiple_of(ENCODED) || bytes.len() / ENCODED > 4 {
             return None;
         }
         let mut set = Set::default();
@@ -156,9 +160,13 @@ pub(super) fn memory_words(said: &str) -> Option<&'static str> {
 /// Whether `said` tells a fork failed for want of processes (EAGAIN, in
 /// libc's words, a shell's, Python's).
 pub(super) fn fork_words(said: &str) -> bool {
-    ["Resource temporarily unavailable", "Cannot fork", "can't fork"]
-        .iter()
-        .any(|w| said.contains(w))
+    [
+        "Resource temporarily unavailable",
+        "Cannot fork",
+        "can't fork",
+    ]
+    .iter()
+    .any(|w| said.contains(w))
 }
 
 /// Whether the command ended by SIGXCPU (its status 128 + 24), or a shell

@@ -34,7 +34,11 @@ fn the_strictest_value_of_each_limit_wins() {
     let both = a.strictest(b);
     assert_eq!(
         both.iter().collect::<Vec<_>>(),
-        [(Kind::MemoryMb, 64), (Kind::Pids, 100), (Kind::CpuSeconds, 9)]
+        [
+            (Kind::MemoryMb, 64),
+            (Kind::Pids, 100),
+            (Kind::CpuSeconds, 9)
+        ]
     );
     assert!(ResourceLimits::default().is_empty());
     assert_eq!(ResourceLimits::default().strictest(a), a);
@@ -50,10 +54,13 @@ fn rlimits_cross_to_a_helper_and_back_and_nothing_else_does() {
     let step = ChildStep::with_rlimits(&[5, 6], &bytes).unwrap();
     assert_eq!(step.fds(), [5, 6]);
     assert_eq!(step.encoded_rlimits(), bytes);
-    assert!(ChildStep::with_rlimits(&[], &[]).is_some(), "no rlimits at all");
+    assert!(
+        ChildStep::with_rlimits(&[], &[]).is_some(),
+        "no rlimits at all"
+    );
     // A resource sluice never sets, a torn item, too many descriptors.
     let mut other = bytes.clone();
-    other[..4].copy_from_slice(&(nix::libc::RLIMIT_NOFILE as u32).to_le_bytes());
+    other[..4].copy_from_slice(&7u32.to_le_bytes()); // RLIMIT_NOFILE
     assert!(ChildStep::with_rlimits(&[], &other).is_none());
     assert!(ChildStep::with_rlimits(&[], &bytes[..bytes.len() - 1]).is_none());
     assert!(ChildStep::with_rlimits(&[1, 2, 3], &bytes).is_none());
@@ -91,8 +98,14 @@ fn a_child_that_applies_the_step_runs_under_its_rlimits_and_cannot_raise_them() 
 
 #[test]
 fn a_memory_cgroup_that_killed_is_a_hit_of_memory_naming_the_policy_to_raise() {
-    let mut s = settled(&[(Kind::MemoryMb, 64)], &[(Kind::MemoryMb, Mechanism::CgroupV1)]);
-    assert!(s.report(137, "Killed", &named).hit.is_empty(), "no kill counted");
+    let mut s = settled(
+        &[(Kind::MemoryMb, 64)],
+        &[(Kind::MemoryMb, Mechanism::CgroupV1)],
+    );
+    assert!(
+        s.report(137, "Killed", &named).hit.is_empty(),
+        "no kill counted"
+    );
     s.oom_kills = 1;
     let r = s.report(137, "Killed", &named);
     assert_eq!(r.hit.len(), 1);
@@ -109,7 +122,10 @@ fn a_memory_cgroup_that_killed_is_a_hit_of_memory_naming_the_policy_to_raise() {
 
 #[test]
 fn an_allocation_failure_under_rlimit_data_is_a_hit_only_when_the_command_failed() {
-    let s = settled(&[(Kind::MemoryMb, 64)], &[(Kind::MemoryMb, Mechanism::Rlimit)]);
+    let s = settled(
+        &[(Kind::MemoryMb, 64)],
+        &[(Kind::MemoryMb, Mechanism::Rlimit)],
+    );
     let hit = s.report(1, "Traceback...\nMemoryError\n", &named).hit;
     assert_eq!(hit[0].limit, "memoryMb");
     assert!(hit[0].how.contains("MemoryError"), "{hit:?}");
@@ -148,8 +164,14 @@ fn sigxcpu_and_sigxfsz_and_efbig_are_hits_of_their_limits() {
     };
     assert_eq!(names(128 + 24, ""), ["cpuSeconds"]);
     assert_eq!(names(128 + 25, ""), ["fileSizeMb"]);
-    assert_eq!(names(1, "OSError: [Errno 27] File too large"), ["fileSizeMb"]);
-    assert_eq!(names(0, "File size limit exceeded (core dumped)"), ["fileSizeMb"]);
+    assert_eq!(
+        names(1, "OSError: [Errno 27] File too large"),
+        ["fileSizeMb"]
+    );
+    assert_eq!(
+        names(0, "File size limit exceeded (core dumped)"),
+        ["fileSizeMb"]
+    );
     assert!(names(0, "").is_empty());
     assert!(names(1, "error").is_empty());
     // A limit not set is never hit.

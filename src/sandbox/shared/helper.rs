@@ -626,8 +626,12 @@ unsafe fn become_command(
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
 ) -> ! {
-    let (command, streams, filters, report) =
-        (launch.command, &launch.streams, launch.filters, launch.report);
+    let (command, streams, filters, report) = (
+        launch.command,
+        &launch.streams,
+        launch.filters,
+        launch.report,
+    );
     let fail_with = |report: RawFd, errno: i32, stage: u8| -> ! {
         let e = errno.to_ne_bytes();
         let said = [e[0], e[1], e[2], e[3], stage];

@@ -77,7 +77,10 @@ fn on_a_hybrid_machine_v2_offers_nothing_and_v1_gives_sluices_own_cgroups() {
         .put("/sys/fs/cgroup/pids/cgroup.procs", "");
     let host = tree.host(HYBRID, HYBRID_CGROUPS);
     let why = unified(&host, Controller::Memory).unwrap_err();
-    assert!(why.contains("memory controller") && why.contains("Delegate=yes"), "{why}");
+    assert!(
+        why.contains("memory controller") && why.contains("Delegate=yes"),
+        "{why}"
+    );
     assert_eq!(
         legacy(&host, Controller::Memory).unwrap(),
         Parent {
@@ -95,10 +98,13 @@ fn on_a_hybrid_machine_v2_offers_nothing_and_v1_gives_sluices_own_cgroups() {
 fn a_delegated_v2_parent_offering_both_controllers_is_where_commands_cgroups_go() {
     let tree = Tree::new();
     let slice = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice";
-    tree.put(&format!("{slice}/cgroup.subtree_control"), "cpu memory pids\n")
-        .put(&format!("{slice}/cgroup.procs"), "")
-        .put(&format!("/sys/fs/cgroup{SCOPE}/cgroup.subtree_control"), "")
-        .put(&format!("/sys/fs/cgroup{SCOPE}/cgroup.procs"), "42\n");
+    tree.put(
+        &format!("{slice}/cgroup.subtree_control"),
+        "cpu memory pids\n",
+    )
+    .put(&format!("{slice}/cgroup.procs"), "")
+    .put(&format!("/sys/fs/cgroup{SCOPE}/cgroup.subtree_control"), "")
+    .put(&format!("/sys/fs/cgroup{SCOPE}/cgroup.procs"), "42\n");
     let host = tree.host(UNIFIED, &format!("0::{SCOPE}\n"));
     for c in [Controller::Memory, Controller::Pids] {
         assert_eq!(
@@ -138,7 +144,7 @@ fn a_parent_sluice_may_not_write_or_that_offers_nothing_is_not_used() {
     let tree = Tree::new();
     let slice = "/sys/fs/cgroup/app.slice";
     tree.put(&format!("{slice}/cgroup.subtree_control"), "memory pids")
-        .put(&format!("{slice}/cgroup.procs", ), "")
+        .put(&format!("{slice}/cgroup.procs",), "")
         .put(&format!("{slice}/term.scope/cgroup.subtree_control"), "")
         .put(&format!("{slice}/term.scope/cgroup.procs"), "");
     let host = tree.host(UNIFIED, "0::/app.slice/term.scope\n");
@@ -177,7 +183,10 @@ fn this_machine() -> &'static Found {
 }
 
 fn read(dir: &Path, file: &str) -> String {
-    std::fs::read_to_string(dir.join(file)).unwrap().trim().to_string()
+    std::fs::read_to_string(dir.join(file))
+        .unwrap()
+        .trim()
+        .to_string()
 }
 
 #[test]
@@ -193,8 +202,16 @@ fn a_lease_writes_its_limits_counts_from_zero_and_goes_back_to_the_pool() {
     assert!(lease.mechanism(Kind::Pids).is_some());
     assert_eq!(lease.mechanism(Kind::CpuSeconds), None);
     let dirs: Vec<PathBuf> = lease.members().iter().map(|m| m.dir.clone()).collect();
-    let memory = lease.members().iter().find(|m| m.has(Controller::Memory)).unwrap();
-    let pids = lease.members().iter().find(|m| m.has(Controller::Pids)).unwrap();
+    let memory = lease
+        .members()
+        .iter()
+        .find(|m| m.has(Controller::Memory))
+        .unwrap();
+    let pids = lease
+        .members()
+        .iter()
+        .find(|m| m.has(Controller::Pids))
+        .unwrap();
     let (mfile, pfile) = (
         Controller::Memory.limit_file(memory.version),
         Controller::Pids.limit_file(pids.version),
@@ -219,8 +236,16 @@ fn a_limit_left_out_is_written_as_none_when_a_pooled_set_is_reused() {
     tight.set(Kind::Pids, 9);
     let mut partial = Vec::new();
     let lease = lease_in(found, &tight, &mut partial).unwrap();
-    assert_eq!(lease.mechanism(Kind::MemoryMb), None, "no memory limit asked");
-    let pids = lease.members().iter().find(|m| m.has(Controller::Pids)).unwrap();
+    assert_eq!(
+        lease.mechanism(Kind::MemoryMb),
+        None,
+        "no memory limit asked"
+    );
+    let pids = lease
+        .members()
+        .iter()
+        .find(|m| m.has(Controller::Pids))
+        .unwrap();
     let dir = pids.dir.clone();
     assert_eq!(read(&dir, "pids.max"), "9");
     lease.settle();
@@ -228,7 +253,11 @@ fn a_limit_left_out_is_written_as_none_when_a_pooled_set_is_reused() {
     none.set(Kind::MemoryMb, 128);
     // Another test's lease may take this set first; ours is then fresh.
     let lease = lease_in(found, &none, &mut partial).unwrap();
-    let pids = lease.members().iter().find(|m| m.has(Controller::Pids)).unwrap();
+    let pids = lease
+        .members()
+        .iter()
+        .find(|m| m.has(Controller::Pids))
+        .unwrap();
     assert_eq!(read(&pids.dir, "pids.max"), "max");
     drop(lease);
     remove_all(&[dir], Duration::from_secs(2));
