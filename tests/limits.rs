@@ -473,3 +473,34 @@ fn a_command_in_a_bubblewrap_of_its_own_is_bounded_too_bubblewraps_processes_cou
     assert!(started(&outs[1]) <= 13, "{}", outs[1]);
     assert_hit("bwrap", &outs[1], "pids", 16);
 }
+
+/// `sluice doctor --json`'s `limits`, with `env` for sluice.
+fn doctor_limits(env: &[(&str, &str)]) -> Value {
+    let out = std::process::Command::new(sluice_bin())
+        .args(["doctor", "--json"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["limits"].clone()
+}
+
+#[test]
+fn doctor_says_what_enforces_each_limit_here_and_without_cgroups() {
+    let here = doctor_limits(&[]);
+    for name in ["memoryMb", "pids"] {
+        assert!(by_cgroup(&here[name]["enforcement"]), "{here}");
+        let dir = here[name]["detail"].as_str().unwrap();
+        assert!(std::path::Path::new(dir).is_dir(), "{here}");
+    }
+    for name in ["cpuSeconds", "fileSizeMb"] {
+        assert_eq!(here[name]["enforcement"], "rlimit", "{here}");
+    }
+    let off = doctor_limits(&[("SLUICE_CGROUPS", "off")]);
+    assert_eq!(off["memoryMb"]["enforcement"], "rlimit", "{off}");
+    assert_eq!(off["pids"]["enforcement"], "none", "{off}");
+    assert!(off["pids"]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("root is exempt"));
+}

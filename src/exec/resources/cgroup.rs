@@ -608,8 +608,8 @@ impl Member {
     /// What the counters say now.
     fn counts(&self) -> Counts {
         let read = |file: &str, key: &str| -> u64 {
-            let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
-            text.lines()
+            self.read(file)
+                .lines()
                 .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
                 .unwrap_or(0)
         };
@@ -626,8 +626,16 @@ impl Member {
         counts
     }
 
+    /// A small cgroup file (a count, a few lines): one read, where
+    /// `read_to_string` would ask its size and read twice; every command
+    /// settles several.
     fn read(&self, file: &str) -> String {
-        std::fs::read_to_string(self.dir.join(file)).unwrap_or_default()
+        use std::io::Read;
+        let mut buf = [0u8; 1024];
+        let n = std::fs::File::open(self.dir.join(file))
+            .and_then(|mut f| f.read(&mut buf))
+            .unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
     }
 
     /// The bytes of memory still charged here.
