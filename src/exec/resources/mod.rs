@@ -383,71 +383,44 @@ impl Settled {
     /// ended the command, or by the words the system gives the failure an
     /// rlimit causes.
     fn hits(&self, status: i32, said: &str) -> Vec<Hit> {
-        let mut out = Vec::new();
-        let by_cgroup = |k| {
-            matches!(
-                self.mechanism(k),
-                Some(Mechanism::CgroupV1 | Mechanism::CgroupV2)
-            )
-        };
-        let value = |k: Kind| self.limits.get(k).unwrap_or_default();
-        let mut hit = |kind: Kind, how: String| {
-            out.push(Hit {
-                limit: kind.name(),
-                how,
+        Kind::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let how = self.how_hit(kind, self.limits.get(kind)?, status, said)?;
+                Some(Hit {
+                    limit: kind.name(),
+                    how,
+                })
             })
-        };
-        if by_cgroup(Kind::MemoryMb) && self.oom_kills > 0 {
-            hit(Kind::MemoryMb, format!(
-                "the memory cgroup's OOM killer ended {} process(es) of the command (SIGKILL) at {} MiB",
-                self.oom_kills, value(Kind::MemoryMb)
-            ));
+            .collect()
+    }
+
+    /// How the command hit `kind`, set to `value`, if it did.
+    fn how_hit(&self, kind: Kind, value: u64, status: i32, said: &str) -> Option<String> {
+        let by = self.mechanism(kind)?;
+        let counted = matches!(by, Mechanism::CgroupV1 | Mechanism::CgroupV2);
+        let failed = status != 0;
+        match kind {
+            Kind::MemoryMb if counted => (self.oom_kills > 0).then(|| format!(
+                "the memory cgroup's OOM killer ended {} process(es) of the command (SIGKILL) at {value} MiB",
+                self.oom_kills
+            )),
+            Kind::MemoryMb => rlimit::memory_words(said).filter(|_| failed).map(|words| format!(
+                "an allocation failed at the per-process RLIMIT_DATA of {value} MiB (the command said {words:?})"
+            )),
+            Kind::Pids if counted => (self.fork_failures > 0).then(|| format!(
+                "the pids cgroup refused {} fork(s) (EAGAIN) at {value} processes and threads",
+                self.fork_failures
+            )),
+            Kind::Pids => (by == Mechanism::Rlimit && failed && rlimit::fork_words(said)).then(|| format!(
+                "a fork failed (EAGAIN) under RLIMIT_NPROC of {value}, which counts every process of the user"
+            )),
+            Kind::CpuSeconds => rlimit::cpu_signalled(status, said).then(|| {
+                format!("a process reached {value} s of CPU time and got SIGXCPU (RLIMIT_CPU)")
+            }),
+            Kind::FileSizeMb => rlimit::file_size_hit(status, said)
+                .map(|how| format!("{how} at {value} MiB (RLIMIT_FSIZE)")),
         }
-        if self.mechanism(Kind::MemoryMb) == Some(Mechanism::Rlimit) && status != 0 {
-            if let Some(words) = rlimit::memory_words(said) {
-                hit(Kind::MemoryMb, format!(
-                    "an allocation failed at the per-process RLIMIT_DATA of {} MiB (the command said {words:?})",
-                    value(Kind::MemoryMb)
-                ));
-            }
-        }
-        if by_cgroup(Kind::Pids) && self.fork_failures > 0 {
-            hit(
-                Kind::Pids,
-                format!(
-                    "the pids cgroup refused {} fork(s) (EAGAIN) at {} processes and threads",
-                    self.fork_failures,
-                    value(Kind::Pids)
-                ),
-            );
-        }
-        if self.mechanism(Kind::Pids) == Some(Mechanism::Rlimit)
-            && status != 0
-            && rlimit::fork_words(said)
-        {
-            hit(Kind::Pids, format!(
-                "a fork failed (EAGAIN) under RLIMIT_NPROC of {}, which counts every process of the user",
-                value(Kind::Pids)
-            ));
-        }
-        if self.limits.get(Kind::CpuSeconds).is_some() && rlimit::cpu_signalled(status, said) {
-            hit(
-                Kind::CpuSeconds,
-                format!(
-                    "a process reached {} s of CPU time and got SIGXCPU (RLIMIT_CPU)",
-                    value(Kind::CpuSeconds)
-                ),
-            );
-        }
-        if self.limits.get(Kind::FileSizeMb).is_some() {
-            if let Some(how) = rlimit::file_size_hit(status, said) {
-                hit(
-                    Kind::FileSizeMb,
-                    format!("{how} at {} MiB (RLIMIT_FSIZE)", value(Kind::FileSizeMb)),
-                );
-            }
-        }
-        out
     }
 
     fn notice(&self, hits: &[Hit], set_by: &dyn Fn(Kind) -> String) -> String {

@@ -2,6 +2,7 @@
 //! delegated among them, which this machine cannot show), and on this
 //! machine for real: made, limited, counted, pooled, removed.
 
+use super::find::*;
 use super::*;
 
 /// This machine's layout: v1 controllers, a v2 hierarchy with none of
