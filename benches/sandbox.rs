@@ -20,6 +20,14 @@
 //! policy's `**/.env` deny over a 20,000-file workspace adds to a command
 //! (target: under 20 ms, or reused while the tree is unchanged).
 //!
+//! A third, `sandbox-limits`, measures what a policy's resource limits
+//! cost a confined command (issue 36): the same `CALLS` confined `true`
+//! calls under the default policy as a file, with its `limits` (on: memory
+//! and pids cgroups where the machine allows them, rlimits) and with its
+//! `limits` table cut out (off), under each runner, in 9 interleaved
+//! turns. Target: on/off at most 1.1x. With cgroups turned off (`SLUICE_CGROUPS=off`, rlimits alone) as
+//! information.
+//!
 //! Not a criterion bench: each sample is a process tree of seconds.
 
 #[path = "support/peers.rs"]
@@ -92,6 +100,128 @@ fn main() {
     }
     if wanted("sandbox-env") {
         sandbox_env();
+    }
+    if wanted("sandbox-limits") {
+        sandbox_limits();
+    }
+}
+
+/// The default policy's text with its `limits` table cut out.
+fn without_limits(text: &str) -> String {
+    let start = text
+        .find("  limits = {")
+        .expect("the default policy sets limits");
+    let end = start
+        + text[start..]
+            .find("\n  },\n")
+            .expect("its limits table ends")
+        + 5;
+    let cut = format!("{}{}", &text[..start], &text[end..]);
+    assert!(!cut.contains("limits ="), "{cut}");
+    cut
+}
+
+/// `CALLS` confined `true` calls in `ws` under `runner` and the policy
+/// file `policy`, with `env` for sluice.
+fn true_calls_under(
+    ws: &Path,
+    lua: &Path,
+    runner: &'static str,
+    policy: &Path,
+    env: &'static [(&'static str, &'static str)],
+) -> impl Fn() -> Command {
+    let (ws, lua, policy) = (ws.to_path_buf(), lua.to_path_buf(), policy.to_path_buf());
+    move || {
+        let mut c = Command::new(SLUICE);
+        c.arg("run")
+            .arg(&lua)
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--sandbox", runner, "--no-audit", "--policy"])
+            .arg(&policy)
+            .env("SLUICE_CACHE_DIR", lua.with_file_name("caches"))
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::null());
+        c
+    }
+}
+
+/// Confined `true` with the default policy's limits on against off, under
+/// bubblewrap and landlock.
+fn sandbox_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let scripts = tempfile::tempdir().unwrap();
+    let lua = scripts.path().join("true.lua");
+    std::fs::write(
+        &lua,
+        format!(
+            "for i = 1, {CALLS} do\n  local r, err = sluice.bash{{command = \"true\"}}\n  \
+             assert(r and r.exitCode == 0 and r.sandbox, tostring(err))\nend\n\
+             local r = sluice.bash{{command = \"true\"}}\nprint(sluice.json.encode(r.sandbox.limits or {{}}))\n"
+        ),
+    )
+    .unwrap();
+    let text = include_str!("../policies/default.lua");
+    let (on, off) = (
+        scripts.path().join("on.lua"),
+        scripts.path().join("off.lua"),
+    );
+    std::fs::write(&on, text).unwrap();
+    std::fs::write(&off, without_limits(text)).unwrap();
+    const NONE: &[(&str, &str)] = &[];
+    const RLIMITS: &[(&str, &str)] = &[("SLUICE_CGROUPS", "off")];
+    // What is measured is a fraction of a millisecond a call, on a machine
+    // other work shares: more turns than the other parts.
+    let turns = 9;
+    let mut lines = Vec::new();
+    for runner in ["bwrap", "landlock"] {
+        let sides = [
+            true_calls_under(&ws, &lua, runner, &on, NONE),
+            true_calls_under(&ws, &lua, runner, &off, NONE),
+            true_calls_under(&ws, &lua, runner, &on, RLIMITS),
+        ];
+        let shown = sides[0]()
+            .stdout(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        println!(
+            "sandbox-limits: {runner}: the limits a call reports: {}",
+            String::from_utf8_lossy(&shown.stdout).trim()
+        );
+        for side in &sides {
+            measure(&mut side());
+        }
+        let mut t: [Vec<Duration>; 3] = Default::default();
+        for _ in 0..turns {
+            for (i, side) in sides.iter().enumerate() {
+                t[i].push(measure(&mut side()).0);
+            }
+        }
+        let [on_t, off_t, rl_t] = t.map(|mut v| median(&mut v));
+        let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+        let ratio = r(on_t, off_t);
+        println!(
+            "sandbox-limits: {runner}: {CALLS} calls: limits on {on_t:.2?} ({:.2?} each) / off {off_t:.2?} ({:.2?}) / \
+             rlimits alone {rl_t:.2?} ({:.2?})",
+            on_t / CALLS as u32,
+            off_t / CALLS as u32,
+            rl_t / CALLS as u32
+        );
+        lines.push(format!(
+            "ratio sandbox-limits {runner} on/off = {ratio:.2}x (target <= 1.1x): {} \
+             [medians of {turns} interleaved turns of {CALLS} calls: {on_t:.2?} / {off_t:.2?}]",
+            verdict(ratio <= 1.1)
+        ));
+        lines.push(format!(
+            "ratio sandbox-limits {runner} rlimits-alone/off = {:.2}x (no target, information: SLUICE_CGROUPS=off) \
+             [{rl_t:.2?} / {off_t:.2?}]",
+            r(rl_t, off_t)
+        ));
+    }
+    println!();
+    for line in lines {
+        println!("{line}");
     }
 }
 

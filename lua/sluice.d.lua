@@ -185,12 +185,33 @@
 ---@field container? string The container the command ran in (mode container).
 ---@field engine? "podman"|"docker" The engine that reached it (mode container).
 ---@field hidden? string[] Mode container: the container's paths masked (the audit store, what the policy hides from commands).
+---@field limits? sluice.Limits The policies' resource limits for the command (the strictest value of each), how each was enforced, and what it hit; absent when no policy sets limits.
 ---@field network? "open"|"closed" Whether the command could open network sockets (closed: a connection fails; it opens only with net:get:*, net:post:* and net:private:* allowed). Absent in mode container, where the container decides.
 ---@field partial? string[] What the sandbox could not express, when enforcement is partial.
 ---@field protected? boolean Mode container: whether the run started the container, with repositories read-only and the audit store and what the policy hides masked over its mounts (false: a container it only reached, which has none of these).
 ---@field readOnly? string[] Mode container: the container's paths its mounts keep read-only (repositories, the policies' files).
 ---@field reverted? string[] Repositories and git control files the command made, removed when it ended.
 ---@field runnerFailed? boolean Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).
+
+---@class sluice.Limits
+---@field enforcement sluice.LimitsEnforcement What enforced each limit set.
+---@field cpuSeconds? integer seconds of CPU time for each process
+---@field fileSizeMb? integer MiB for any one file a process writes
+---@field hit? sluice.LimitHit[] The limits the command hit: it was stopped or refused by them, not crashed.
+---@field memoryMb? integer MiB of memory for the whole command
+---@field notice? string Which limit the command hit and where to raise it; present when it hit one.
+---@field partial? string[] What a mechanism could not express of its limit.
+---@field pids? integer processes and threads of the command at once
+
+---@class sluice.LimitsEnforcement
+---@field cpuSeconds? "cgroup-v2"|"cgroup-v1"|"rlimit"|"none" What enforced this limit: a cgroup (v2, v1), a per-process rlimit, or nothing.
+---@field fileSizeMb? "cgroup-v2"|"cgroup-v1"|"rlimit"|"none" What enforced this limit: a cgroup (v2, v1), a per-process rlimit, or nothing.
+---@field memoryMb? "cgroup-v2"|"cgroup-v1"|"rlimit"|"none" What enforced this limit: a cgroup (v2, v1), a per-process rlimit, or nothing.
+---@field pids? "cgroup-v2"|"cgroup-v1"|"rlimit"|"none" What enforced this limit: a cgroup (v2, v1), a per-process rlimit, or nothing.
+
+---@class sluice.LimitHit
+---@field limit "memoryMb"|"pids"|"cpuSeconds"|"fileSizeMb" Which limit.
+---@field how string What happened, and what says so (a cgroup's count, a signal, the system's words).
 
 ---@class sluice.ShellCommandInput
 ---@field command string The shell command to execute.
@@ -207,6 +228,7 @@
 ---@field denied boolean Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).
 ---@field enforcement "full"|"partial" partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.
 ---@field network "open"|"closed" Whether the command could open network sockets (closed: a connection fails; it opens only with net:get:*, net:post:* and net:private:* allowed). Absent in mode container, where the container decides.
+---@field limits? sluice.Limits The policies' resource limits for the command (the strictest value of each), how each was enforced, and what it hit; absent when no policy sets limits.
 ---@field partial? string[] What the sandbox could not express, when enforcement is partial.
 ---@field reverted? string[] Repositories and git control files the command made, removed when it ended.
 ---@field runnerFailed? boolean Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).

@@ -1,5 +1,7 @@
 -- Unattended runs (CI): an explicit allow-list and no asks. Whatever the
 -- list does not name is denied, so a run never stalls waiting for a person.
+-- Commands get the default policy's limits: a runaway test must not take
+-- the runner (and the jobs beside it) down.
 local p = require("sluice.policy")
 
 return {
@@ -23,5 +25,6 @@ return {
     p.allow "proc:spawn:git log *",
     p.allow "proc:spawn:make *",
   },
+  limits = {memoryMb = 8192, pids = 2048, cpuSeconds = 7200, fileSizeMb = 4096},
   otherwise = "deny",
 }

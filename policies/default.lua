@@ -7,7 +7,8 @@
 -- toolchains programs need (p.programs), never the credential stores
 -- denied below. GET requests to public hosts. Everything else, POSTs,
 -- private addresses and anything outside the workspace, asks the person at
--- the terminal first.
+-- the terminal first. Each command is bounded (`limits`) so a runaway one
+-- cannot take the machine: far above what a build or a test suite uses.
 local p = require("sluice.policy")
 
 local secret = "credentials stay out of agents' reach"
@@ -59,5 +60,11 @@ return {
 
     p.ask "net:post:*",
     p.ask("fs:*", "it is outside the workspace, so a person decides"),
+  },
+  limits = {
+    memoryMb = 8192,    -- the whole command, every process together
+    pids = 2048,        -- its processes and threads at once
+    cpuSeconds = 7200,  -- each process's CPU time (a long-lived job's too)
+    fileSizeMb = 4096,  -- any one file a process writes
   },
 }

@@ -1,6 +1,7 @@
 -- A read-only seat: the workspace may be read, nothing else happens.
 -- Writes, commands, the network and model calls are denied outright, and
--- reads outside the workspace are denied too rather than asked.
+-- reads outside the workspace are denied too rather than asked. No
+-- `limits`: no command ever runs here.
 local p = require("sluice.policy")
 
 return {

@@ -93,11 +93,23 @@ fn shell_command_renders_exit_code_wall_time_and_output_as_codex_does() {
     );
     // The sandbox facts of the default policy: the workspace writable, and
     // enforcement full, its `**/.env` and `**/.git/**` denies expanded in
-    // the workspace at spawn.
+    // the workspace at spawn; and its resource limits, each enforced by a
+    // mechanism of this machine (tests/limits.rs pins which).
+    let mut sandbox = out["sandbox"].clone();
+    let limits = sandbox.as_object_mut().unwrap().remove("limits").unwrap();
     assert_eq!(
-        out["sandbox"],
+        sandbox,
         json!({"mode": "workspace-write", "network": "closed", "denied": false, "enforcement": "full"})
     );
+    for (name, value) in [
+        ("memoryMb", 8192),
+        ("pids", 2048),
+        ("cpuSeconds", 7200),
+        ("fileSizeMb", 4096),
+    ] {
+        assert_eq!(limits[name], value, "{limits}");
+        assert!(limits["enforcement"][name].is_string(), "{limits}");
+    }
 }
 
 #[test]

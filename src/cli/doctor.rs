@@ -11,7 +11,8 @@ use std::process::ExitCode;
     long_about = "Check which sandbox runners work on this machine. Commands (bash, shell_command) run confined: \
 in bubblewrap when it is installed and can create namespaces, else under landlock with a seccomp filter. With \
 neither, every command is refused (provider_unavailable), never run unconfined. Also lists the container \
-engines (podman, docker) that answer here, for routed commands (--container-engine, a policy's `containers`). \
+engines (podman, docker) that answer here, for routed commands (--container-engine, a policy's `containers`), \
+and what enforces each of a policy's resource `limits` here (a cgroup v2 or v1, an rlimit, or nothing). \
 Exits 0 when a sandbox runner works, 1 when none does; an engine that does not work changes nothing.",
     after_help = "Examples:\n  sluice doctor\n  sluice doctor --json"
 )]
@@ -28,6 +29,8 @@ pub fn doctor(args: DoctorArgs) -> ExitCode {
         .iter()
         .map(|k| (*k, crate::container::engine::probe(k)))
         .collect();
+    // How a policy's `limits` would be enforced for this process.
+    let limits = crate::exec::resources::describe_cgroups();
     let chosen = match (&bwrap, &landlock) {
         (Ok(_), _) => Some("bwrap"),
         (Err(_), Ok(_)) => Some("landlock"),
@@ -48,6 +51,9 @@ pub fn doctor(args: DoctorArgs) -> ExitCode {
                 Ok(what) => json!({"works": true, "program": what}),
                 Err(why) => json!({"works": false, "why": why}),
             })).collect::<serde_json::Map<_, _>>(),
+            "limits": limits.iter().map(|(k, m, detail)| (k.name().to_string(), json!({
+                "enforcement": m, "detail": detail,
+            }))).collect::<serde_json::Map<_, _>>(),
         });
         format!("{report:#}\n")
     } else {
@@ -72,6 +78,14 @@ pub fn doctor(args: DoctorArgs) -> ExitCode {
                 Err(why) => Err(why),
             };
             t += &line(kind, r);
+        }
+        for (kind, mechanism, detail) in &limits {
+            let by = serde_json::to_value(mechanism).unwrap_or_default();
+            t += &format!(
+                "limits.{} enforced by {}: {detail}\n",
+                kind.name(),
+                by.as_str().unwrap_or_default()
+            );
         }
         t
     };

@@ -75,9 +75,14 @@ pub struct Snapshot {
     pub sandbox: Option<serde_json::Value>,
 }
 
-/// How a wrapper describes a settled job, from its exit code and the start
-/// of its stderr.
-pub type Facts = Arc<dyn Fn(Option<i32>, &str) -> serde_json::Value + Send + Sync>;
+/// How a wrapper describes a settled job, from its status (its exit code,
+/// or 128 plus the signal that ended it), the start of its stderr, and its
+/// resource limits as they settled.
+pub type Facts = Arc<
+    dyn Fn(Option<i32>, &str, Option<&super::resources::Settled>) -> serde_json::Value
+        + Send
+        + Sync,
+>;
 
 /// Bytes of stderr kept for [`Facts`] (a runner's own messages come first).
 const FACTS_STDERR: usize = 16 * 1024;
@@ -415,6 +420,7 @@ async fn settle(
         stderr,
         stdin_task,
         guard: wrapper,
+        bounds,
         ..
     } = launched;
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -451,16 +457,23 @@ async fn settle(
     }
     stopper.abort();
     end_group(pgid, grace_deadline, false).await;
-    // Nothing of the command is left: what watched over it can stop.
+    // Nothing of the command is left: what watched over it can stop, and
+    // what its cgroups counted is final.
     drop(wrapper);
+    let limits = bounds.map(super::resources::Bounds::settle);
     if let Some(t) = stdin_task {
         t.abort();
     }
     let (exit_code, signal) = exit_facts(status);
+    let shell_status = exit_code.or_else(|| {
+        let sig = signal.as_deref()?.parse::<Signal>().ok()?;
+        Some(128 + sig as i32)
+    });
     {
         let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
         st.ended = true;
-        let sandbox = facts.map(|f| f(exit_code, &String::from_utf8_lossy(&st.stderr_head)));
+        let said = String::from_utf8_lossy(&st.stderr_head).into_owned();
+        let sandbox = facts.map(|f| f(shell_status, &said, limits.as_ref()));
         st.snapshot = Snapshot {
             status: if st.kill_requested {
                 Status::Killed

@@ -37,6 +37,7 @@ mod executor;
 pub mod job;
 pub mod output;
 mod process;
+pub mod resources;
 
 pub use env::Managed;
 pub use executor::{bash_or_sh, Executor, STREAM_BUDGET};
@@ -150,6 +151,9 @@ pub struct Start {
     pub stdout: std::os::fd::OwnedFd,
     /// The same pipe as `stdout` when output is merged.
     pub stderr: std::os::fd::OwnedFd,
+    /// What the child does before it executes the program: join the
+    /// command's cgroups, set its rlimits ([`resources::ChildStep`]).
+    pub bounds: Option<resources::ChildStep>,
 }
 
 /// A command a [`Starter`] started.
@@ -323,6 +327,8 @@ pub struct Request {
     /// Sees the output as it arrives ([`Tap`]); the capture is the same
     /// with or without it.
     pub tap: Option<Tap>,
+    /// The policy's resource limits for the command ([`resources`]).
+    pub limits: resources::ResourceLimits,
 }
 
 impl Request {
@@ -340,6 +346,7 @@ impl Request {
             wrap: None,
             merge_output: false,
             tap: None,
+            limits: resources::ResourceLimits::default(),
         }
     }
 
@@ -412,6 +419,7 @@ pub struct Spec {
     wrap: Option<Arc<dyn Wrap>>,
     merge_output: bool,
     tap: Option<Tap>,
+    limits: resources::ResourceLimits,
 }
 
 impl Spec {
@@ -501,6 +509,7 @@ pub fn resolve_with_ambient(
         wrap: request.wrap,
         merge_output: request.merge_output,
         tap: request.tap,
+        limits: request.limits,
     })
 }
 

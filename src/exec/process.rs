@@ -87,6 +87,9 @@ pub struct Outcome {
     pub pid: Option<u32>,
     /// Set when the command never ran; every other field is then empty.
     pub spawn_failure: Option<SpawnFailure>,
+    /// How the command's resource limits were enforced and what its
+    /// cgroups counted; `None` when it had none (or never ran).
+    pub limits: Option<super::resources::Settled>,
 }
 
 impl Outcome {
@@ -103,6 +106,7 @@ impl Outcome {
             elapsed: started.elapsed(),
             pid: None,
             spawn_failure: None,
+            limits: None,
         }
     }
 
@@ -587,6 +591,9 @@ pub(crate) struct Launched {
     /// What the wrapper keeps alive beside the command (a supervisor):
     /// dropped once every process of the command has ended.
     pub guard: Option<super::Guard>,
+    /// The command's resource limits, settled once every process of it
+    /// has ended.
+    pub bounds: Option<super::resources::Bounds>,
 }
 
 /// A launched command's own process: a child of ours, or one a
@@ -655,8 +662,14 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
             return Err(SpawnFailure { kind, message });
         }
     }
+    // A command carried elsewhere is bounded there, if at all: these
+    // limits are the host's.
+    let bounds = (remote.is_none() && !spec.limits.is_empty())
+        .then(|| super::resources::Bounds::prepare(spec.limits));
     if let Some(starter) = spec.wrap.as_ref().and_then(|w| w.starter()) {
-        if let Some(launched) = launch_started(spec, starter)? {
+        let step = bounds.as_ref().map(|b| b.step());
+        if let Some(mut launched) = launch_started(spec, starter, step)? {
+            launched.bounds = bounds;
             return Ok(launched);
         }
     }
@@ -707,6 +720,13 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
     }
     if let Some(w) = &spec.wrap {
         cmd.envs(w.env());
+    }
+    if let Some(step) = bounds.as_ref().map(|b| b.step()) {
+        // First: nothing the wrapper's step starts may be outside them.
+        // SAFETY: the step makes raw system calls on prepared values.
+        unsafe {
+            cmd.pre_exec(move || step.apply().map_err(std::io::Error::from_raw_os_error));
+        }
     }
     if let Some(step) = hooks.pre_exec {
         // SAFETY: the step makes only async-signal-safe calls (see
@@ -779,6 +799,7 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         stderr,
         stdin_task,
         guard,
+        bounds,
     })
 }
 
@@ -789,6 +810,7 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
 fn launch_started(
     spec: &Spec,
     starter: &dyn super::Starter,
+    bounds: Option<super::resources::ChildStep>,
 ) -> Result<Option<Launched>, SpawnFailure> {
     let program = spec.argv.first().cloned().unwrap_or_default();
     let failed = |e: std::io::Error| spawn_failure(&program, e);
@@ -820,6 +842,7 @@ fn launch_started(
         stdin,
         stdout: out_writer.into(),
         stderr: err_writer.into(),
+        bounds,
     });
     let running = match started {
         Ok(running) => running,
@@ -861,6 +884,7 @@ fn launch_started(
         stderr,
         stdin_task,
         guard: Some(running.keep),
+        bounds: None,
     }))
 }
 
@@ -903,6 +927,7 @@ pub async fn run(spec: Spec) -> Outcome {
         stderr,
         stdin_task,
         guard: wrapper,
+        bounds,
     } = match launch(&spec) {
         Ok(l) => l,
         Err(f) => return failure(&spec, started, f.kind, f.message),
@@ -1009,8 +1034,10 @@ pub async fn run(spec: Spec) -> Outcome {
         end_group(pgid, grace_deadline, true).await;
     }
     guard.armed = false;
-    // Nothing of the command is left: what watched over it can stop.
+    // Nothing of the command is left: what watched over it can stop, and
+    // what its cgroups counted is final.
     drop(wrapper);
+    let limits = bounds.map(super::resources::Bounds::settle);
     if let Some(t) = stdin_task {
         t.abort();
     }
@@ -1031,6 +1058,7 @@ pub async fn run(spec: Spec) -> Outcome {
         elapsed: started.elapsed(),
         pid: Some(pid),
         spawn_failure: None,
+        limits,
     }
 }
 

@@ -285,6 +285,7 @@ pub(crate) fn sandbox_schema(routable: bool) -> Value {
         ("reverted", list(json!({"type": "string"}), "Repositories and git control files the command made, removed when it ended.")),
         ("partial", list(json!({"type": "string"}), "What the sandbox could not express, when enforcement is partial.")),
         ("runnerFailed", field("boolean", "Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).")),
+        ("limits", limits_schema()),
     ];
     let network = ("network", choice(&["open", "closed"], "Whether the command could open network sockets (closed: a connection fails; it opens only with net:get:*, net:post:* and net:private:* allowed). Absent in mode container, where the container decides."));
     let mut always = vec![];
@@ -350,6 +351,55 @@ pub(crate) fn sandbox_schema(routable: bool) -> Value {
     )
 }
 
+/// A result's `limits` (see `exec::resources::Report`).
+fn limits_schema() -> Value {
+    use crate::exec::resources::Kind;
+    let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+    let mechanisms = ["cgroup-v2", "cgroup-v1", "rlimit", "none"];
+    let by: Vec<(&str, Value)> = names
+        .iter()
+        .map(|n| (*n, choice(&mechanisms, "What enforced this limit: a cgroup (v2, v1), a per-process rlimit, or nothing.")))
+        .collect();
+    let mut optional: Vec<(&str, Value)> = Kind::ALL
+        .iter()
+        .map(|k| (k.name(), field("integer", k.unit())))
+        .collect();
+    optional.push((
+        "partial",
+        list(
+            json!({"type": "string"}),
+            "What a mechanism could not express of its limit.",
+        ),
+    ));
+    optional.push(("hit", list(
+        nested("LimitHit", "A limit the command hit.", closed(&[
+            ("limit", choice(&names, "Which limit.")),
+            ("how", field("string", "What happened, and what says so (a cgroup's count, a signal, the system's words).")),
+        ], &[])),
+        "The limits the command hit: it was stopped or refused by them, not crashed.",
+    )));
+    optional.push((
+        "notice",
+        field(
+            "string",
+            "Which limit the command hit and where to raise it; present when it hit one.",
+        ),
+    ));
+    let required = [(
+        "enforcement",
+        nested(
+            "LimitsEnforcement",
+            "What enforced each limit set.",
+            closed(&[], &by),
+        ),
+    )];
+    nested(
+        "Limits",
+        "The policies' resource limits for the command (the strictest value of each), how each was enforced, and what it hit; absent when no policy sets limits.",
+        closed(&required, &optional),
+    )
+}
+
 /// Sandbox facts for the schema tests: every field, or the fewest.
 #[cfg(test)]
 pub(crate) fn sandbox_sample(full: bool) -> crate::sandbox::Facts {
@@ -373,7 +423,18 @@ pub(crate) fn sandbox_sample(full: bool) -> crate::sandbox::Facts {
         } else {
             vec![]
         },
+        limits: full.then(|| crate::exec::resources::Report::sample(true)),
         runner_failed: full,
+    }
+}
+
+/// The fewest sandbox facts with the fewest `limits`, for the schema
+/// tests: every field of `limits` but `enforcement` is optional.
+#[cfg(test)]
+pub(crate) fn sandbox_sample_limited() -> crate::sandbox::Facts {
+    crate::sandbox::Facts {
+        limits: Some(crate::exec::resources::Report::sample(false)),
+        ..sandbox_sample(false)
     }
 }
 

@@ -110,10 +110,11 @@ impl Flow for ShellCommand {
             exit_code: 0,
             sandbox,
         };
-        use super::shape::sandbox_sample;
+        use super::shape::{sandbox_sample, sandbox_sample_limited};
         vec![
             ran(Some(sandbox_sample(true))),
             ran(Some(sandbox_sample(false))),
+            ran(Some(sandbox_sample_limited())),
             ran(None),
         ]
     }
@@ -182,7 +183,9 @@ impl Flow for ShellCommand {
         req.output_budget = Some(CODEX_CAPTURE_BUDGET);
         req.merge_output = true;
         let confined = ctx.confine(&self.command, None).await?;
-        req.wrap = confined.as_ref().map(|c| c.wrap.clone());
+        if let Some(c) = &confined {
+            c.attach(&mut req);
+        }
         let spec = exec::resolve(req, &exec.limits)?;
         let out = ctx.run_command(spec).await;
         if let Some(f) = out.spawn_failure {
@@ -221,7 +224,7 @@ impl Flow for ShellCommand {
             )
             .with("runnerFailed", true));
         }
-        let sandbox = confined.map(|c| c.facts(exit_code, &text));
+        let sandbox = confined.map(|c| c.facts(exit_code, &text, out.limits.as_ref()));
         Ok(Output {
             output: codex_output(exit_code, out.elapsed, out.timed_out, &out.stdout),
             exit_code,

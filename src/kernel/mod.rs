@@ -50,6 +50,8 @@ pub struct StaticView<'a> {
     /// The policies' loads ([`policy::Policy::generation`]): a view with
     /// the same ones, under the same kernel, says the same.
     pub generations: Vec<u64>,
+    /// Each policy's `limits` that sets any, with the policy's name.
+    pub limits: Vec<(String, crate::exec::resources::ResourceLimits)>,
 }
 
 /// Why `policies` under `ceiling` grant nothing, if they do not: a policy
@@ -126,6 +128,11 @@ impl Kernel {
                 .flat_map(|p| p.files().map(Path::to_path_buf))
                 .collect(),
             generations: policies.iter().map(|p| p.generation()).collect(),
+            limits: policies
+                .iter()
+                .filter(|p| !p.limits().is_empty())
+                .map(|p| (p.name(), p.limits()))
+                .collect(),
         };
         f(&view)
     }

@@ -27,6 +27,7 @@ use super::pattern::{Pattern, Vars};
 use super::policy_files::{self, LoadedFile, Stamp};
 use super::{Action, Capability};
 use crate::call::Tier;
+use crate::exec::resources::{Kind, ResourceLimits};
 use crate::luastate;
 use mlua::{Function, HookTriggers, Lua, LuaSerdeExt, Table, Value as LuaValue, VmState};
 use serde::Serialize;
@@ -222,6 +223,8 @@ struct Loaded {
     test: Option<Value>,
     judge: Option<Function>,
     otherwise: Decision,
+    /// `limits`: the resources each command may use.
+    limits: ResourceLimits,
     budget: Budget,
 }
 
@@ -406,6 +409,12 @@ impl Policy {
         self.loaded.as_ref().map_or(&[], |l| &l.rules)
     }
 
+    /// The policy's `limits` (none when it failed to load: it then
+    /// denies every command anyway).
+    pub fn limits(&self) -> ResourceLimits {
+        self.loaded.as_ref().map(|l| l.limits).unwrap_or_default()
+    }
+
     /// The policy's answer when nothing matched.
     pub fn otherwise(&self) -> Decision {
         self.loaded.as_ref().map_or(Decision::Deny, |l| l.otherwise)
@@ -580,6 +589,7 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         .map_err(|e| format!("policy {name}: {e}"))?,
         test: test.0,
         judge: test.1,
+        limits: parse_limits(&table).map_err(|e| format!("policy {name}: {e}"))?,
         _lua: lua,
         budget,
     })
@@ -662,11 +672,18 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
         };
         let known = matches!(
             name.as_str(),
-            "rules" | "decide" | "route" | "containers" | "providers" | "test" | "otherwise"
+            "rules"
+                | "decide"
+                | "route"
+                | "containers"
+                | "providers"
+                | "test"
+                | "otherwise"
+                | "limits"
         );
         if !known {
             return Err(format!(
-                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, otherwise = \"ask\"|\"deny\"}}",
+                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, otherwise = \"ask\"|\"deny\"}}",
                 key.to_string().unwrap_or_else(|_| key.type_name().to_string())
             ));
         }
@@ -742,6 +759,52 @@ fn parse_declarations(
             .from_value(value)
             .map_err(|e| format!("{key}.{name}: {e}"))?;
         out.insert(name, json);
+    }
+    Ok(out)
+}
+
+/// The `limits` table: each key a limit's name, each value a whole number
+/// no smaller than that limit's floor.
+fn parse_limits(table: &Table) -> Result<ResourceLimits, String> {
+    let example = "limits = {memoryMb = 8192, pids = 2048, cpuSeconds = 7200, fileSizeMb = 4096}";
+    let list = match table.get::<LuaValue>("limits").map_err(|e| e.to_string())? {
+        LuaValue::Nil => return Ok(ResourceLimits::default()),
+        LuaValue::Table(t) => t,
+        other => {
+            return Err(format!(
+                "`limits` is {}; it is a table of resource limits for each command: {example}",
+                a(other.type_name())
+            ))
+        }
+    };
+    let mut out = ResourceLimits::default();
+    for pair in list.pairs::<LuaValue, LuaValue>() {
+        let (key, value) = pair.map_err(|e| e.to_string())?;
+        let name = match &key {
+            LuaValue::String(s) => s.to_string_lossy(),
+            other => other
+                .to_string()
+                .unwrap_or_else(|_| other.type_name().into()),
+        };
+        let kind = Kind::parse(&name).ok_or_else(|| {
+            format!("limits has an unknown key {name:?}; the keys are memoryMb, pids, cpuSeconds and fileSizeMb: {example}")
+        })?;
+        let whole = match value {
+            LuaValue::Integer(n) => Some(n),
+            LuaValue::Number(f) if f.fract() == 0.0 && f.abs() < 9e15 => Some(f as i64),
+            _ => None,
+        };
+        match whole {
+            Some(n) if n >= kind.floor() as i64 => out.set(kind, n as u64),
+            _ => {
+                return Err(format!(
+                    "limits.{name} is {}; it is a whole number of {}, at least {} (leave it out for no limit)",
+                    value.to_string().unwrap_or_else(|_| value.type_name().into()),
+                    kind.unit(),
+                    kind.floor()
+                ))
+            }
+        }
     }
     Ok(out)
 }
@@ -1123,5 +1186,66 @@ fn lua_error(e: &mlua::Error) -> String {
             .next()
             .unwrap_or_default()
             .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod limits_tests {
+    use super::*;
+
+    fn load(text: &'static str) -> Policy {
+        let source = Source::Embedded {
+            name: "limits.lua",
+            text,
+        };
+        Policy::load(source, Vars::new(PathBuf::from("/w")))
+    }
+
+    #[test]
+    fn a_policys_limits_are_read_and_absent_ones_are_none() {
+        let p = load("return {limits = {memoryMb = 2048, pids = 64.0}}");
+        assert_eq!(p.load_error(), None);
+        let l = p.limits();
+        assert_eq!(l.get(Kind::MemoryMb), Some(2048));
+        assert_eq!(l.get(Kind::Pids), Some(64));
+        assert_eq!(l.get(Kind::CpuSeconds), None);
+        assert!(load("return {rules = {}}").limits().is_empty());
+    }
+
+    #[test]
+    fn a_bad_limit_fails_the_policy_naming_the_field_and_its_range() {
+        for (text, words) in [
+            ("return {limits = {memMb = 1}}", "unknown key \"memMb\""),
+            ("return {limits = {pids = 2}}", "limits.pids is 2; it is a whole number of processes and threads of the command at once, at least 8"),
+            ("return {limits = {cpuSeconds = 1.5}}", "limits.cpuSeconds is 1.5"),
+            ("return {limits = {fileSizeMb = '10'}}", "limits.fileSizeMb is 10"),
+            ("return {limits = 4096}", "`limits` is an integer; it is a table"),
+        ] {
+            let p = load(text);
+            let why = p.load_error().unwrap_or_else(|| panic!("{text} loaded"));
+            assert!(why.contains(words), "{text}: {why}");
+            assert!(p.limits().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_shipped_default_and_ci_policies_bound_commands_and_the_others_do_not() {
+        let vars = Vars::new(PathBuf::from("/w"));
+        let limits = |name| Policy::load(shipped(name).unwrap(), vars.clone()).limits();
+        for name in ["default", "ci"] {
+            let l = limits(name);
+            assert_eq!(
+                l.iter().collect::<Vec<_>>(),
+                [
+                    (Kind::MemoryMb, 8192),
+                    (Kind::Pids, 2048),
+                    (Kind::CpuSeconds, 7200),
+                    (Kind::FileSizeMb, 4096)
+                ],
+                "{name}"
+            );
+        }
+        assert!(limits("readonly").is_empty());
+        assert!(limits("unconfined").is_empty());
     }
 }

@@ -68,6 +68,7 @@ pub(super) fn derive_with(view: &StaticView, workspace: &Path, look: &mut Lookup
         network: false,
         tmp: PathBuf::new(),
         partial: Vec::new(),
+        limits: super::limits::Limits::of(&view.limits),
     };
     if view.failed {
         return profile;
@@ -115,6 +116,8 @@ pub(super) fn for_mounts(
         network: false,
         tmp: PathBuf::new(),
         partial: Vec::new(),
+        // A container's commands are not sluice's to limit (README).
+        limits: Default::default(),
     };
     look.writable(mounted);
     narrow(view, workspace, &mut profile, look);

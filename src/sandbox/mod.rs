@@ -17,6 +17,7 @@ mod derive;
 mod guard;
 mod index;
 pub mod landlock;
+pub mod limits;
 mod lookup;
 mod shared;
 mod supervise;
@@ -114,6 +115,8 @@ pub struct Profile {
     /// Why enforcement can only be partial, if it can (results then say
     /// `enforcement = "partial"`).
     pub partial: Vec<String>,
+    /// The resources the command may use (the policies' `limits`).
+    pub limits: limits::Limits,
 }
 
 impl Profile {
@@ -124,11 +127,12 @@ impl Profile {
     }
 
     /// Whether the profile confines nothing, so a command runs without a
-    /// sandbox: every file writable (so visible), the network open, and
-    /// nothing to keep read-only or hidden.
+    /// sandbox: every file writable (so visible), the network open,
+    /// nothing to keep read-only or hidden, and no resource limits (whose
+    /// cgroups a command with every file writable could leave).
     pub fn confines_nothing(&self) -> bool {
         let guarded = self.read_only.iter().any(|p| p.exists()) || !self.hidden.is_empty();
-        self.mode == Mode::DangerFullAccess && self.network && !guarded
+        self.mode == Mode::DangerFullAccess && self.network && !guarded && self.limits.is_empty()
     }
 }
 
@@ -186,6 +190,10 @@ pub struct Facts {
     /// Why enforcement is partial: what the sandbox could not express.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partial: Vec<String>,
+    /// The command's resource limits: each value, what enforced it, and
+    /// what the command hit; absent when the policies set none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::exec::resources::Report>,
     /// The runner broke before the command ran.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub runner_failed: bool,
@@ -367,6 +375,9 @@ pub struct Confined {
     guard: Option<Arc<guard::Guard>>,
     /// The wrap that starts the command in the run's shared sandbox.
     shared: Option<Arc<shared::InShared>>,
+    /// The resources the command may use: the executor enforces them
+    /// (give them to its request), the result reports them.
+    pub limits: limits::Limits,
 }
 
 impl Sandbox {
@@ -580,6 +591,13 @@ impl Sandbox {
         mut profile: Profile,
         workspace: &Path,
     ) -> Result<Option<Confined>, String> {
+        if !profile.limits.is_empty() {
+            // Where a writable tree holds them (every file writable), the
+            // command could leave its cgroups or raise their limits.
+            profile
+                .read_only
+                .extend(crate::exec::resources::cgroup_mounts());
+        }
         let roots = workspace_trees(&profile, workspace);
         let repos = self.expand(&mut profile, &roots);
         self.expand_elsewhere(&mut profile, &roots);
@@ -663,6 +681,7 @@ impl Sandbox {
             sees: [profile.readable.as_slice(), profile.writable.as_slice()].concat(),
             guard,
             shared: in_shared,
+            limits: profile.limits,
         }))
     }
 
@@ -745,6 +764,8 @@ fn workspace_trees(profile: &Profile, workspace: &Path) -> Vec<PathBuf> {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.tmp_root);
+        // The cgroups kept for the run's next commands.
+        crate::exec::resources::tidy();
     }
 }
 
@@ -772,11 +793,24 @@ fn detect(choice: Choice) -> Result<Runner, String> {
 }
 
 impl Confined {
+    /// Puts `req` under this confinement: its wrapper, and its resource
+    /// limits for the executor to enforce.
+    pub fn attach(&self, req: &mut crate::exec::Request) {
+        req.wrap = Some(self.wrap.clone());
+        req.limits = self.limits.values;
+    }
+
     /// The facts of a command that ran: whether the sandbox refused a file
     /// operation, judged from its exit and what it printed, in this
-    /// runner's words, and what of the command's making was undone. Called
-    /// once, when the command has ended.
-    pub fn facts(&self, exit_code: i32, stderr: &str) -> Facts {
+    /// runner's words, what of the command's making was undone, and how its
+    /// resource limits (`limits`, as the executor settled them) held.
+    /// Called once, when the command has ended.
+    pub fn facts(
+        &self,
+        exit_code: i32,
+        stderr: &str,
+        limits: Option<&crate::exec::resources::Settled>,
+    ) -> Facts {
         let words: &[&str] = match self.runner {
             "bwrap" => &["Read-only file system"],
             _ => &["Permission denied", "Operation not permitted"],
@@ -790,6 +824,7 @@ impl Confined {
             enforcement: self.enforcement,
             reverted,
             partial: self.partial.clone(),
+            limits: limits.map(|s| self.limits.report(s, exit_code, stderr)),
             runner_failed: false,
         }
     }

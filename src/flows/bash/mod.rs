@@ -298,6 +298,10 @@ impl Flow for Bash {
             ),
             finished(
                 false,
+                Some(Place::Host(super::shape::sandbox_sample_limited())),
+            ),
+            finished(
+                false,
                 Some(Place::Container(crate::container::Facts {
                     mode: "container",
                     container: "box".into(),
@@ -343,7 +347,9 @@ impl Flow for Bash {
         if !self.secrets.is_empty() {
             confined = confined.map(crate::sandbox::Confined::alone);
         }
-        req.wrap = confined.as_ref().map(|c| c.wrap.clone());
+        if let Some(c) = &confined {
+            c.attach(&mut req);
+        }
         let spec = exec::resolve(req, &exec.limits)?;
         if self.background {
             return self.start(ctx, spec, confined);
@@ -606,9 +612,9 @@ impl Bash {
         // A background job's sandbox facts, runnerFailed included, are
         // known only once it settles: they go on the job.
         let facts = confined.map(|c| -> exec::job::Facts {
-            std::sync::Arc::new(move |exit, stderr| {
+            std::sync::Arc::new(move |exit, stderr, limits| {
                 let exit = exit.unwrap_or(-1);
-                let mut facts = c.facts(exit, stderr);
+                let mut facts = c.facts(exit, stderr, limits);
                 facts.runner_failed = c.runner_failed(exit, stderr);
                 serde_json::to_value(facts).expect("facts serialize")
             })
@@ -718,7 +724,8 @@ impl Bash {
             .with("command", self.label.clone())
             .with("runnerFailed", true));
         }
-        let sandbox = confined.map(|c| Place::Host(c.facts(exit_code, &stderr.text)));
+        let sandbox =
+            confined.map(|c| Place::Host(c.facts(exit_code, &stderr.text, out.limits.as_ref())));
         let signal = out
             .signal
             .clone()

@@ -47,7 +47,7 @@ impl Bash {
         guard: Option<Arc<Guard>>,
     ) -> FlowResult<Output> {
         let t = t.clone();
-        let facts: exec::job::Facts = Arc::new(move |code, stderr| {
+        let facts: exec::job::Facts = Arc::new(move |code, stderr, _| {
             let reverted = guard.as_ref().map(|g| g.settle()).unwrap_or_default();
             let facts = Facts::ended(&t, reverted, code.unwrap_or(-1), stderr);
             serde_json::to_value(facts).expect("facts serialize")

@@ -659,10 +659,15 @@ fn samples() -> Vec<Output> {
             fixed: vec!["b".into()],
         }),
     };
+    let limited = Output {
+        sandbox: serde_json::to_value(super::shape::sandbox_sample_limited()).ok(),
+        ..output(false, false)
+    };
     vec![
         output(true, false),
         output(true, true),
         output(false, false),
         output(false, true),
+        limited,
     ]
 }

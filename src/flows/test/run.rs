@@ -87,7 +87,9 @@ pub async fn run(ctx: &Context, target: &Target<'_>) -> FlowResult<Ran> {
         Some(copy) => ctx.confine_copy(&target.line.shown, copy).await?,
         None => ctx.confine(&target.line.shown, None).await?,
     };
-    req.wrap = confined.as_ref().map(|c| c.wrap.clone());
+    if let Some(c) = &confined {
+        c.attach(&mut req);
+    }
     let spec = exec::resolve(req, &ctx.exec.limits)?;
     let mut out = ctx.run_command(spec).await;
     if let Some(c) = &confined {
@@ -114,7 +116,8 @@ pub async fn run(ctx: &Context, target: &Target<'_>) -> FlowResult<Ran> {
             .with("command", target.line.shown.clone())
             .with("runnerFailed", true));
         }
-        ran.place = serde_json::to_value(c.facts(exit_code, &ran.output)).ok();
+        let facts = c.facts(exit_code, &ran.output, out.limits.as_ref());
+        ran.place = serde_json::to_value(facts).ok();
     }
     if exit_code == 127 {
         let path = target

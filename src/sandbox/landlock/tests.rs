@@ -23,6 +23,7 @@ fn profile(mode: Mode, writable: &[&Path], network: bool, tmp: &Path) -> Profile
         network,
         tmp: tmp.to_path_buf(),
         partial: Vec::new(),
+        limits: Default::default(),
     }
 }
 

@@ -11,6 +11,7 @@
 //! allocate nothing: everything it needs is built before it starts.
 
 use super::wire;
+use crate::exec::resources::ChildStep;
 use nix::libc;
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -331,6 +332,8 @@ struct Command {
     argv: Vec<CString>,
     env: Vec<CString>,
     cwd: CString,
+    /// Its rlimits, encoded ([`crate::exec::resources::ChildStep`]).
+    rlimits: Vec<u8>,
 }
 
 /// Starts the command `frame` asks for and answers `started` or `failed`.
@@ -340,7 +343,7 @@ fn command(
     filter: &[Vec<libc::sock_filter>; 2],
     children: &mut Vec<Child>,
 ) {
-    if frame.kind != b'C' || frame.fds.len() != 3 {
+    if frame.kind != b'C' || !(3..=5).contains(&frame.fds.len()) {
         let _ = wire::send(sock, b'F', frame.id, &failure(libc::EINVAL, EXEC), &[]);
         return;
     }
@@ -409,6 +412,7 @@ fn begin_connect(addr: std::net::SocketAddr) -> Result<OwnedFd, i32> {
 /// The stages a start fails at (see [`wire`]).
 const EXEC: u8 = 0;
 const FOLDER: u8 = 1;
+const LIMITS: u8 = 2;
 
 /// A `failed` frame's body.
 fn failure(errno: i32, stage: u8) -> Vec<u8> {
@@ -424,8 +428,9 @@ fn parse(body: &[u8]) -> Result<Command, i32> {
         wire::take_list(&mut input),
         wire::take_list(&mut input),
         wire::take_list(&mut input),
+        wire::take_list(&mut input),
     );
-    let (Some(argv), Some(env), Some(cwd)) = lists else {
+    let (Some(argv), Some(env), Some(cwd), Some(rlimits)) = lists else {
         return Err(libc::EINVAL);
     };
     let c = |bytes: Vec<u8>| CString::new(bytes).map_err(|_| libc::EINVAL);
@@ -439,6 +444,7 @@ fn parse(body: &[u8]) -> Result<Command, i32> {
         argv: argv.into_iter().map(c).collect::<Result<_, _>>()?,
         env: env.into_iter().map(c).collect::<Result<_, _>>()?,
         cwd: c(cwd.into_iter().next().ok_or(libc::EINVAL)?)?,
+        rlimits: rlimits.concat(),
     })
 }
 
@@ -478,6 +484,8 @@ const CHILD_STACK: usize = 64 << 10;
 struct Launch<'a> {
     command: &'a Command,
     streams: [RawFd; 3],
+    /// Joins the command's cgroups and sets its rlimits.
+    bounds: ChildStep,
     filters: &'a [libc::sock_fprog; 2],
     argv: &'a [*const libc::c_char],
     envp: &'a [*const libc::c_char],
@@ -518,6 +526,9 @@ fn spawn(
             OwnedFd::from_raw_fd(report[1]),
         )
     };
+    let cgroups: Vec<RawFd> = fds[3..].iter().map(|f| f.as_raw_fd()).collect();
+    let bounds =
+        ChildStep::with_rlimits(&cgroups, &command.rlimits).ok_or((libc::EINVAL, LIMITS))?;
     let filters = filter.each_ref().map(|f| libc::sock_fprog {
         len: f.len() as libc::c_ushort,
         filter: f.as_ptr() as *mut libc::sock_filter,
@@ -525,6 +536,7 @@ fn spawn(
     let launch = Launch {
         command,
         streams: [fds[0].as_raw_fd(), fds[1].as_raw_fd(), fds[2].as_raw_fd()],
+        bounds,
         filters: &filters,
         argv: &argv,
         envp: &envp,
@@ -569,7 +581,7 @@ fn clone_vfork(launch: &Launch) -> Result<libc::pid_t, (i32, u8)> {
         // while the helper waits for this child's exec.
         let l = unsafe { &*(arg as *const Launch) };
         // SAFETY: a child sharing memory with a helper that waits.
-        unsafe { become_command(l.command, &l.streams, l.filters, l.argv, l.envp, l.report) }
+        unsafe { become_command(l, l.argv, l.envp) }
     }
     let mut stack = vec![0u8; CHILD_STACK];
     // SAFETY: one past the end of the stack buffer, rounded down to 16.
@@ -602,26 +614,34 @@ fn clone_vfork(launch: &Launch) -> Result<libc::pid_t, (i32, u8)> {
 }
 
 /// The child's side of [`spawn`]: never returns. Only raw system calls:
-/// a session of its own first (the filter then forbids another), the
-/// streams, the folder, default signal handling, no new privileges, the
-/// filter, then the program; on any failure the errno goes to `report`.
+/// its cgroups and rlimits first (nothing of it is ever outside them), a
+/// session of its own (the filter then forbids another), the streams, the
+/// folder, default signal handling, no new privileges, the filter, then
+/// the program; on any failure the errno goes to `report`.
 ///
 /// # Safety
 /// Called in the child of [`clone_vfork`], whose parent waits.
 unsafe fn become_command(
-    command: &Command,
-    streams: &[RawFd; 3],
-    filters: &[libc::sock_fprog; 2],
+    launch: &Launch,
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
-    report: RawFd,
 ) -> ! {
-    let fail = |report: RawFd, stage: u8| -> ! {
-        let e = errno().to_ne_bytes();
+    let (command, streams, filters, report) = (
+        launch.command,
+        &launch.streams,
+        launch.filters,
+        launch.report,
+    );
+    let fail_with = |report: RawFd, errno: i32, stage: u8| -> ! {
+        let e = errno.to_ne_bytes();
         let said = [e[0], e[1], e[2], e[3], stage];
         libc::write(report, said.as_ptr().cast(), 5);
         libc::_exit(127)
     };
+    let fail = |report: RawFd, stage: u8| -> ! { fail_with(report, errno(), stage) };
+    if let Err(e) = launch.bounds.apply() {
+        fail_with(report, e, LIMITS);
+    }
     if libc::setsid() < 0 {
         fail(report, EXEC);
     }

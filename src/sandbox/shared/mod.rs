@@ -283,7 +283,10 @@ impl Link {
         }
         let sent = {
             let _one = self.send.lock().unwrap_or_else(|e| e.into_inner());
-            let fds = [&command.stdin, &command.stdout, &command.stderr].map(|f| f.as_raw_fd());
+            let mut fds: Vec<i32> = [&command.stdin, &command.stdout, &command.stderr]
+                .map(|f| f.as_raw_fd())
+                .to_vec();
+            fds.extend(command.bounds.iter().flat_map(|b| b.fds().to_vec()));
             wire::send(self.sock.as_raw_fd(), b'C', id, &body, &fds)
         };
         // Our copies of the pipes' ends close now: the command holds its own.
@@ -498,6 +501,8 @@ fn body(command: &Start) -> Vec<u8> {
         .collect();
     wire::put_list(&mut out, &env);
     wire::put_list(&mut out, &[command.cwd.as_os_str().as_bytes()]);
+    let rlimits: Vec<Vec<u8>> = command.bounds.iter().map(|b| b.encoded_rlimits()).collect();
+    wire::put_list(&mut out, &rlimits);
     out
 }
 
@@ -716,6 +721,11 @@ fn sort(table: &Replies, frame: wire::Frame) -> Option<OwnedFd> {
             // says so in its words, as it would have without the helper.
             let failure = match frame.body.get(4) {
                 Some(1) => StartFailure::Elsewhere,
+                Some(2) => StartFailure::Broken(format!(
+                    "the run's sandbox could not put the command under its resource limits (join its cgroups, \
+                     set its rlimits): {}",
+                    nix::errno::Errno::from_raw(number).desc()
+                )),
                 _ => StartFailure::Exec(os_error(number)),
             };
             if let Some(tx) = waiter.started.take() {

@@ -6,10 +6,14 @@
 //!
 //! ```text
 //! frame   = length:u32 kind:u8 fds:u8 id:u64 body    (little-endian; length counts what follows it)
-//! command = 'C' fds=3 id  list(argv) list(env "K=V") list(cwd)   sluice -> helper: stdin, stdout, stderr
+//! command = 'C' fds=3+n id list(argv) list(env "K=V") list(cwd) list(rlimits)
+//!                                                               sluice -> helper: stdin, stdout, stderr, then the
+//!                                                               file each cgroup the command joins is joined through (n <= 2);
+//!                                                               rlimits: none, or one item (exec::resources::ChildStep)
 //! ready   = 'R' fds=1 id=0 apart:u8                             helper -> sluice, once, when it serves: its pidfd; 1 when commands are kept apart
 //! started = 'S' fds=1 id  pid:i32                                the command runs: its pidfd
-//! failed  = 'F' fds=0 id  errno:i32 stage:u8                     it could not be executed (0), its folder entered (1)
+//! failed  = 'F' fds=0 id  errno:i32 stage:u8                     it could not be executed (0), its folder entered (1),
+//!                                                               its cgroups joined or rlimits set (2)
 //! ack     = 'A' fds=0 id                                         sluice -> helper: the pid is known
 //! exited  = 'X' fds=0 id  status:i32 over:u8                    its raw wait status; 1 when nothing of its session is left
 //! connect = 'N' fds=0 id  address                               sluice -> helper: open a TCP connection inside to a loopback address
