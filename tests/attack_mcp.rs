@@ -1405,6 +1405,133 @@ return {{ rules = {{ p.programs, p.allow "fs:*:${{workspace}}", p.allow "fs:*:${
     }
 }
 
+/// What a confined command does to pass for someone else: it connects to
+/// its own server from the server's own port (`127.0.0.K:PORT`), so the
+/// connection's two sockets have the same two ports, and the lookup by
+/// ports in `/proc/net/tcp` may find the server's end (held by the server,
+/// no descendant) before the command's. With a token that leaked into the
+/// workspace it asks for a write outside the workspace (2026, sessionless)
+/// and answers its own question. Prints what a plain connection got (the
+/// control: 403), how many tries were refused, and each answer.
+const SELF_CALL_SAME_PORT: &str = r#"
+import json, socket, sys
+port, token, target = int(sys.argv[1]), open(sys.argv[2]).read().strip(), sys.argv[3]
+meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "inside", "version": "0"}}
+def once(body, source):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if source:
+        s.bind(source)
+    s.settimeout(20)
+    s.connect(("127.0.0.1", port))
+    b = json.dumps(body)
+    s.sendall(("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+               "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+               "Mcp-Method: tools/call\r\nMcp-Name: %s\r\nAuthorization: Bearer %s\r\n"
+               "Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+               % (port, body["params"]["name"], token, len(b), b)).encode())
+    got = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    s.close()
+    return got.decode(errors="replace")
+def status(reply):
+    return reply.split(" ", 2)[1] if " " in reply else reply
+def event(reply):
+    for line in reply.splitlines():
+        if line.startswith("data: "):
+            return json.loads(line[6:])
+    return reply
+out = {"refused": 0}
+args = {"path": target, "content": "written by a command of the run\n"}
+first = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": "write", "arguments": args, "_meta": meta}}
+out["plain"] = status(once(first, None))
+def post(body):
+    for k in range(2, 120):
+        reply = once(body, ("127.0.0.%d" % k, port))
+        if status(reply) != "403":
+            return event(reply)
+        out["refused"] += 1
+    return "every try refused"
+out["first"] = post(first)
+try:
+    state = out["first"]["result"]["requestState"]
+    again = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "write", "arguments": args, "_meta": meta, "requestState": state,
+                        "inputResponses": {"approve": {"action": "accept", "content": {}}}}}
+    out["second"] = post(again)
+except Exception as e:
+    out["second"] = repr(e)
+print(json.dumps(out))
+"#;
+
+// HOLE: the check that refuses the run's own processes (src/mcp/peer.rs)
+// finds the caller's socket in /proc/net/tcp by its two ports alone, and
+// takes the first line that has them. A confined command that connects
+// from the server's own port on another loopback address (127.0.0.K:PORT)
+// makes a connection whose two ends have the same two ports: the lookup
+// often finds the server's own accepted socket (held by the server, not a
+// descendant) and lets the connection through. With a token that leaked
+// into the workspace, the command calls `write` outside the workspace and
+// answers its own question: item 5's attack, under bwrap and landlock.
+// Expected to fail until peer.rs matches the whole 4-tuple (addresses too)
+// and refuses when what it finds is not one socket held by one process.
+#[test]
+fn a_confined_command_connecting_from_the_servers_own_port_cannot_answer_its_own_asks() {
+    let mut holes = Vec::new();
+    for sandbox in ["bwrap", "landlock"] {
+        let ws = workspace();
+        let (_keep, out) = outside();
+        let target = out.join("pwned.txt");
+        let open = common::policy(
+            &ws,
+            "open.lua",
+            r#"local p = require("sluice.policy")
+return { rules = { p.programs, p.allow "fs:*:${workspace}", p.allow "fs:*:${workspace}/**",
+  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
+  p.ask "fs:*" } }"#,
+        );
+        let server = Http::start(ws.path(), &["--policy", &open, "--sandbox", sandbox], None);
+        let token = server.token.clone().unwrap();
+        std::fs::write(ws.file("leaked.txt"), &token).unwrap();
+        // In the background, so the write it asks for is not queued behind
+        // the command's own call; job_wait holds the session meanwhile.
+        let calls = json!([
+            {"tool": "bash", "input": {"interpreter": "python3", "script": SELF_CALL_SAME_PORT,
+                                       "args": [server.port(), "leaked.txt", target], "background": true}},
+            {"tool": "job_wait", "input": {"jobId": 1, "timeoutMs": 25000}},
+            {"tool": "job_read", "input": {"jobId": 1}},
+        ]);
+        let seen = attack(
+            "calls",
+            "2025-11-25",
+            Server::Http(&server),
+            &json!({"calls": calls, "answer": "none"}),
+        );
+        let stdout = seen["results"][2]["structured"]["stdout"]
+            .as_str()
+            .unwrap_or_default();
+        let got: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("{sandbox}: {e}: {seen}"));
+        // The control: a plain connection of the command is refused.
+        assert_eq!(got["plain"], "403", "{sandbox}: {got}");
+        if target.exists() || got["first"] != "every try refused" {
+            holes.push(format!(
+                "{sandbox}: a command of the run got past the check ({} tries refused first){}: {got}",
+                got["refused"],
+                if target.exists() { ", answered its own question and wrote outside the workspace" } else { "" }
+            ));
+        }
+    }
+    assert!(holes.is_empty(), "{}", holes.join("\n"));
+}
+
 // ---------------------------------------------------------------------------
 // Issue 36, item 3: asks cannot starve the server
 
