@@ -1405,17 +1405,32 @@ return {{ rules = {{ p.programs, p.allow "fs:*:${{workspace}}", p.allow "fs:*:${
     }
 }
 
-/// What a confined command does to pass for someone else: it connects to
-/// its own server from the server's own port (`127.0.0.K:PORT`), so the
-/// connection's two sockets have the same two ports, and the lookup by
-/// ports in `/proc/net/tcp` may find the server's end (held by the server,
-/// no descendant) before the command's. With a token that leaked into the
-/// workspace it asks for a write outside the workspace (2026, sessionless)
-/// and answers its own question. Prints what a plain connection got (the
-/// control: 403), how many tries were refused, and each answer.
+/// What a confined command does to pass for someone else, by `mode`:
+/// `port` connects to its own server from the server's own port
+/// (`127.0.0.K:PORT`), so the connection's two sockets have the same two
+/// ports, and the lookup by ports in `/proc/net/tcp` may find the server's
+/// end (held by the server, no descendant) before the command's; `host`
+/// connects to 127.0.0.1 from one of the machine's other addresses
+/// (`192.0.2.2`), which the check takes for a remote peer and never looks
+/// up. With a token that leaked into the workspace it asks for a write
+/// outside the workspace (2026, sessionless) and answers its own question.
+/// Prints what a plain connection got (the control: 403), how many tries
+/// were refused, and each answer.
 const SELF_CALL_SAME_PORT: &str = r#"
 import json, socket, sys
-port, token, target = int(sys.argv[1]), open(sys.argv[2]).read().strip(), sys.argv[3]
+port, token, target, mode = int(sys.argv[1]), open(sys.argv[2]).read().strip(), sys.argv[3], sys.argv[4]
+def host_address():
+    # This machine's first address that is not loopback, from the kernel's
+    # table of local addresses.
+    lines = open("/proc/net/fib_trie").read().splitlines()
+    for before, line in zip(lines, lines[1:]):
+        if "/32 host LOCAL" in line:
+            addr = before.split()[-1]
+            if not addr.startswith("127."):
+                return addr
+    sys.exit("this machine has no address but loopback: the `host` attack needs one")
+def source(k):
+    return ("127.0.0.%d" % k, port) if mode == "port" else (host_address(), 0)
 meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
         "io.modelcontextprotocol/clientInfo": {"name": "inside", "version": "0"}}
@@ -1454,7 +1469,7 @@ first = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
 out["plain"] = status(once(first, None))
 def post(body):
     for k in range(2, 120):
-        reply = once(body, ("127.0.0.%d" % k, port))
+        reply = once(body, source(k))
         if status(reply) != "403":
             return event(reply)
         out["refused"] += 1
@@ -1471,19 +1486,10 @@ except Exception as e:
 print(json.dumps(out))
 "#;
 
-// HOLE: the check that refuses the run's own processes (src/mcp/peer.rs)
-// finds the caller's socket in /proc/net/tcp by its two ports alone, and
-// takes the first line that has them. A confined command that connects
-// from the server's own port on another loopback address (127.0.0.K:PORT)
-// makes a connection whose two ends have the same two ports: the lookup
-// often finds the server's own accepted socket (held by the server, not a
-// descendant) and lets the connection through. With a token that leaked
-// into the workspace, the command calls `write` outside the workspace and
-// answers its own question: item 5's attack, under bwrap and landlock.
-// Expected to fail until peer.rs matches the whole 4-tuple (addresses too)
-// and refuses when what it finds is not one socket held by one process.
-#[test]
-fn a_confined_command_connecting_from_the_servers_own_port_cannot_answer_its_own_asks() {
+/// A command of the run, with a token that leaked into the workspace,
+/// tries `mode` of [`SELF_CALL_SAME_PORT`] under bwrap and landlock: it
+/// must be refused every time and write nothing outside the workspace.
+fn own_command_passing_for_another(mode: &str) {
     let mut holes = Vec::new();
     for sandbox in ["bwrap", "landlock"] {
         let ws = workspace();
@@ -1504,7 +1510,7 @@ return { rules = { p.programs, p.allow "fs:*:${workspace}", p.allow "fs:*:${work
         // the command's own call; job_wait holds the session meanwhile.
         let calls = json!([
             {"tool": "bash", "input": {"interpreter": "python3", "script": SELF_CALL_SAME_PORT,
-                                       "args": [server.port(), "leaked.txt", target], "background": true}},
+                                       "args": [server.port(), "leaked.txt", target, mode], "background": true}},
             {"tool": "job_wait", "input": {"jobId": 1, "timeoutMs": 25000}},
             {"tool": "job_read", "input": {"jobId": 1}},
         ]);
@@ -1530,6 +1536,35 @@ return { rules = { p.programs, p.allow "fs:*:${workspace}", p.allow "fs:*:${work
         }
     }
     assert!(holes.is_empty(), "{}", holes.join("\n"));
+}
+
+// HOLE: the check that refuses the run's own processes (src/mcp/peer.rs)
+// finds the caller's socket in /proc/net/tcp by its two ports alone, and
+// takes the first line that has them. A confined command that connects
+// from the server's own port on another loopback address (127.0.0.K:PORT)
+// makes a connection whose two ends have the same two ports: the lookup
+// often finds the server's own accepted socket (held by the server, not a
+// descendant) and lets the connection through. With a token that leaked
+// into the workspace, the command calls `write` outside the workspace and
+// answers its own question: item 5's attack, under bwrap and landlock.
+// Suggested fix: match the whole 4-tuple (addresses too), and refuse when
+// what is found is not exactly one socket held by a known process.
+#[test]
+fn a_confined_command_connecting_from_the_servers_own_port_cannot_answer_its_own_asks() {
+    own_command_passing_for_another("port");
+}
+
+// HOLE: peer.rs's `of_the_run` returns "not of the run" without looking
+// when the peer's address is not loopback and differs from the server's:
+// a confined command (network open: the host's network namespace) binds
+// its socket to the machine's own non-loopback address (192.0.2.2 here)
+// and connects to 127.0.0.1:PORT; the server sees a "remote" peer and
+// never looks it up, so the command calls `write` outside the workspace
+// and answers its own question. Suggested fix: look up every peer whose
+// address is one of this machine's (or every peer), never skip by address.
+#[test]
+fn a_confined_command_connecting_from_the_machines_own_address_cannot_answer_its_own_asks() {
+    own_command_passing_for_another("host");
 }
 
 // ---------------------------------------------------------------------------
