@@ -968,6 +968,49 @@ fn one_clients_open_question_does_not_hold_another_clients_question() {
     }
 }
 
+// HOLE: a call takes its place in the run's issue order before its ask is
+// put (pipeline.rs: `schedule.enter` comes before `authorize`), and every
+// client shares the run's schedule. So one client's unanswered question
+// about a path that lies above the workspace (a write to the workspace's
+// parent folder, or to `/`) holds every later call of every other client
+// that names a path (reads, writes, greps, commands) for up to the ten
+// minutes a question waits: item 3's "other clients are unaffected" does
+// not hold. One open question is enough; the per-client bound of 32 does
+// not help. Suggested fix: take the place in the issue order once the
+// capabilities are granted (or let a call waiting for an answer hold no
+// place), so an open question holds only its own call.
+#[test]
+fn one_clients_open_question_on_a_folder_above_the_workspace_holds_no_other_clients_calls() {
+    let ws = workspace();
+    let (_keep, out) = outside();
+    std::fs::write(ws.file("b.txt"), "old").unwrap();
+    let server = Http::start(ws.path(), &[], None);
+    let above = ws.path().parent().unwrap().to_path_buf();
+    // The control: A's question on a file outside the workspace holds no
+    // write of B's inside it. Then the attack: A's question on the folder
+    // above the workspace.
+    for (what, a_path) in [("control", out.join("a.txt")), ("above", above)] {
+        let a = json!({"path": a_path, "content": "a"});
+        let b = json!({"path": ws.file("b.txt"), "content": format!("b {what}")});
+        let seen = attack(
+            "two-clients",
+            "2026",
+            Server::Http(&server),
+            &json!({"formB": "2025-11-25", "a": a, "b": b}),
+        );
+        assert_eq!(seen["a"], true, "{what}: A was not asked: {seen}");
+        assert!(
+            seen["b"].get(HELD).is_none(),
+            "{what}: client B's write inside the workspace waited behind client A's open question: {seen}"
+        );
+        assert_eq!(seen["b"]["isError"], false, "{what}: {seen}");
+        assert_eq!(
+            std::fs::read_to_string(ws.file("b.txt")).unwrap(),
+            format!("b {what}")
+        );
+    }
+}
+
 #[test]
 fn an_answer_posted_from_another_session_or_none_cannot_answer_a_clients_question() {
     let ws = workspace();
