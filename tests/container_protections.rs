@@ -317,3 +317,46 @@ emit(read())"#,
         lines[3]
     );
 }
+
+// HOLE: the same rename, of the folder holding a nested repository
+// (`sub/.git`): the read-only mount of `sub/.git` moves away with `sub`,
+// and a copy made by the old name (`cp -a sub-old sub`) is the command's
+// to write. A hook put there runs at the user's next `git` in `sub`,
+// outside any sandbox. Worse, the guard that removes a repository made
+// "where there was none" takes the copy at `sub/.git` for the one it knew
+// and removes the user's real one, moved to `sub-old/.git` (the result
+// lists it in `reverted`). The host's runners refuse the rename (bwrap:
+// EBUSY, landlock: EACCES). Suggested fix: as above (pin the folders
+// above each protected path, or check that each is still the same file),
+// and have the guard know repositories by (device, inode), not by path.
+#[test]
+fn a_declared_containers_command_cannot_rename_a_nested_repository_away_and_write_its_hooks() {
+    let ws = repository();
+    std::fs::create_dir_all(ws.file("sub")).unwrap();
+    let git = Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .current_dir(ws.file("sub"))
+        .output()
+        .unwrap();
+    assert!(git.status.success(), "{git:?}");
+    let (out, lines) = run(
+        &ws,
+        &declared(r#""${workspace}:/srv""#),
+        &[],
+        r##"assert(sluice.write{path = "work/hook", content = "#!/bin/sh\necho pwned\n"})
+-- The control: the nested repository's hooks are read-only.
+try{command = "d=sub; cp work/hook $d/.git/hooks/post-checkout"}
+try{command = "d=sub; mv $d sub-old && cp -a sub-old $d && cp work/hook $d/.git/hooks/post-checkout && chmod +x $d/.git/hooks/post-checkout && echo planted"}"##,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_ne!(lines[0]["exitCode"], 0, "{}", lines[0]);
+    let hook = ws.file("sub/.git/hooks/post-checkout");
+    assert!(
+        !hook.exists(),
+        "a routed command planted {} (said {}; sandbox {}); sub-old/.git exists: {}",
+        hook.display(),
+        lines[1]["stdout"],
+        lines[1]["sandbox"],
+        ws.file("sub-old/.git").exists()
+    );
+}
