@@ -1011,6 +1011,47 @@ fn one_clients_open_question_on_a_folder_above_the_workspace_holds_no_other_clie
     }
 }
 
+// HOLE: the same for a question asked while a call runs: a `bash` call
+// with `sandboxPermissions` is asked once its turn came (it holds its
+// place in the issue order and, as a command, a place among the
+// `--max-procs` commands in flight) and, being a command, it overlaps
+// every call that names a path. So one client's unanswered question for a
+// wider sandbox holds every other client's commands and file flows (a
+// plain `echo`, a read of a workspace file) for up to ten minutes. The
+// existing test (a_once_only_question_left_open_holds_no_other_call)
+// checks only calls that name no path and run no command. Suggested fix:
+// ask for a wider sandbox before the call takes its turn and its place
+// among the commands, as other asks are.
+#[test]
+fn one_clients_open_question_for_a_wider_sandbox_holds_no_other_clients_commands_or_reads() {
+    let ws = workspace();
+    std::fs::write(ws.file("notes.txt"), "notes\n").unwrap();
+    let server = Http::start(ws.path(), &[], None);
+    let wide = json!({"command": "echo wide", "sandboxPermissions": "danger-full-access",
+                      "justification": "j"});
+    let mut held = Vec::new();
+    for (tool, b) in [
+        ("read", json!({"path": ws.file("notes.txt")})),
+        ("bash", json!({"command": "echo plain"})),
+    ] {
+        let seen = attack(
+            "two-clients",
+            "2026",
+            Server::Http(&server),
+            &json!({"formB": "2025-11-25", "aTool": "bash", "a": wide, "bTool": tool, "b": b}),
+        );
+        assert_eq!(seen["a"], true, "{tool}: A was not asked: {seen}");
+        if seen["b"].get(HELD).is_some() {
+            held.push(format!(
+                "client B's {tool} waited behind client A's open question for a wider sandbox: {seen}"
+            ));
+        } else {
+            assert_eq!(seen["b"]["isError"], false, "{tool}: {seen}");
+        }
+    }
+    assert!(held.is_empty(), "{}", held.join("\n"));
+}
+
 #[test]
 fn an_answer_posted_from_another_session_or_none_cannot_answer_a_clients_question() {
     let ws = workspace();
