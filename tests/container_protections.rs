@@ -240,3 +240,123 @@ fn a_container_the_run_only_reaches_says_it_has_none_of_the_protections() {
         "{facts}"
     );
 }
+
+/// A policy kept in the workspace (`policy/p.lua`) that declares `box` on
+/// the workspace, routes every command there and keeps `secret.txt` from
+/// the flows.
+fn kept_in_workspace() -> String {
+    guarded(&format!(
+        r#"containers = {{ box = {{ image = "{}", engine = "podman", mounts = {{"${{workspace}}:/srv"}}, workdir = "/srv" }} }},
+  route = function(req) return "box" end,"#,
+        containers::image()
+    ))
+    .replace(
+        "p.deny(\"fs:*:**/.env\"",
+        "p.deny(\"fs:read:${workspace}/secret.txt\", \"the policy's own deny\"), p.deny(\"fs:*:**/.env\"",
+    )
+}
+
+/// What an agent puts in the policy's place: everything allowed.
+const EVIL_POLICY: &str = "local p = require('sluice.policy') return { rules = { p.allow 'fs:*', p.allow 'proc:spawn:*' } }";
+
+// HOLE: a declared container gets the policy's files mounted read-only,
+// but not the folders above them (on the host, bubblewrap and landlock
+// keep those from being renamed: README, "nor can the folders above it be
+// renamed away"). A routed command renames the policy's folder aside
+// (`mv /srv/policy /srv/old`; the read-only mount moves with it), makes a
+// new folder by the old name and writes a policy of its own there. On the
+// host the policy's path now holds the agent's file; it is "edited", so
+// the run reloads it at the next call, and every rule is the agent's: the
+// read of `secret.txt` the policy denied succeeds. The same holds for a
+// module a policy loads, and (renaming the folder holding a nested
+// repository) for `.git`. Suggested fix: mount each folder on the way from
+// the mount's root to a protected path over itself (so it cannot be
+// renamed, as on the host), or check after each routed command that each
+// protected path is still the file (device, inode) that was protected,
+// failing the run otherwise.
+#[test]
+fn a_declared_containers_command_cannot_rename_a_policy_kept_in_the_workspace_away_and_replace_it()
+{
+    let ws = repository();
+    std::fs::create_dir_all(ws.file("policy")).unwrap();
+    std::fs::create_dir_all(ws.file("work")).unwrap();
+    std::fs::write(ws.file("policy/p.lua"), kept_in_workspace()).unwrap();
+    std::fs::write(ws.file("secret.txt"), "the secret\n").unwrap();
+    let pol = ws.file("policy/p.lua").display().to_string();
+    let body = format!(
+        r#"{EMIT}local function read() local r, e = sluice.read{{path = "secret.txt"}} return r and r.content or e.code end
+emit(read())
+-- The control: the policy's file itself is read-only in the container.
+local function sh(input) local r, e = sluice.bash(input) return r and r.exitCode or e.message end
+assert(sluice.write{{path = "work/evil.lua", content = {evil:?}}})
+emit(sh{{command = "d=pol; d=${{d}}icy; cp work/evil.lua $d/p.lua"}})
+emit(sh{{command = "d=pol; d=${{d}}icy; mv $d old-policy && mkdir $d && cp work/evil.lua $d/p.lua"}})
+emit(read())"#,
+        evil = EVIL_POLICY
+    );
+    let script = common::script_file(ws.path(), &body);
+    let out: Run = sluice_run(ws.path(), &script, &["--policy", &pol], &[])
+        .envs(containers::env())
+        .output()
+        .expect("spawn sluice")
+        .into();
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0], "permission_denied", "{lines:?}");
+    assert_ne!(lines[1], 0, "the policy's file was writable: {lines:?}");
+    assert_eq!(lines[2], 0, "the rename and copy did not run: {lines:?}");
+    let now = std::fs::read_to_string(ws.file("policy/p.lua")).unwrap();
+    assert!(
+        now != EVIL_POLICY && lines[3] == "permission_denied",
+        "a routed command replaced the policy kept in the workspace ({}) and the run took it: the read it denied gave {}",
+        lines[2],
+        lines[3]
+    );
+}
+
+// HOLE: the same rename, of the folder holding a nested repository
+// (`sub/.git`): the read-only mount of `sub/.git` moves away with `sub`,
+// and a copy made by the old name (`cp -a sub-old sub`) is the command's
+// to write. A hook put there runs at the user's next `git` in `sub`,
+// outside any sandbox. Worse, the guard that removes a repository made
+// "where there was none" takes the copy at `sub/.git` for the one it knew
+// and removes the user's real one, moved to `sub-old/.git` (the result
+// lists it in `reverted`). The host's runners refuse the rename (bwrap:
+// EBUSY, landlock: EACCES). Suggested fix: as above (pin the folders
+// above each protected path, or check that each is still the same file),
+// and have the guard know repositories by (device, inode), not by path.
+#[test]
+fn a_declared_containers_command_cannot_rename_a_nested_repository_away_and_write_its_hooks() {
+    let ws = repository();
+    std::fs::create_dir_all(ws.file("sub")).unwrap();
+    let git = Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .current_dir(ws.file("sub"))
+        .output()
+        .unwrap();
+    assert!(git.status.success(), "{git:?}");
+    let (out, lines) = run(
+        &ws,
+        &declared(r#""${workspace}:/srv""#),
+        &[],
+        r##"assert(sluice.write{path = "work/hook", content = "#!/bin/sh\necho pwned\n"})
+-- The control: the nested repository's hooks are read-only.
+try{command = "d=sub; cp work/hook $d/.git/hooks/post-checkout"}
+try{command = "d=sub; mv $d sub-old && cp -a sub-old $d && cp work/hook $d/.git/hooks/post-checkout && chmod +x $d/.git/hooks/post-checkout && echo planted"}"##,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_ne!(lines[0]["exitCode"], 0, "{}", lines[0]);
+    let hook = ws.file("sub/.git/hooks/post-checkout");
+    assert!(
+        !hook.exists(),
+        "a routed command planted {} (said {}; sandbox {}); sub-old/.git exists: {}",
+        hook.display(),
+        lines[1]["stdout"],
+        lines[1]["sandbox"],
+        ws.file("sub-old/.git").exists()
+    );
+}

@@ -331,6 +331,46 @@ fn metadata_outside_the_writable_trees_and_on_protected_paths_stays_unchanged() 
     }
 }
 
+// HOLE: under bubblewrap a command may set the set-user-id and
+// set-group-id bits on a file it made (chmod needs no capability on one's
+// own file), so a command of a sluice running as root leaves a setuid-root
+// copy of /bin/sh in the workspace, and any user who can reach the
+// workspace runs it as root after the run. Landlock refuses it (README:
+// "set-id bits on files (a setuid-root binary left behind) are refused");
+// bubblewrap does not, and nothing reverts it when the command ends.
+// Suggested fix: the same seccomp refusal of chmod/fchmod/fchmodat with
+// S_ISUID/S_ISGID on files under bubblewrap, or a scan at the end that
+// clears set-id bits the command set.
+#[test]
+fn a_command_leaves_no_set_id_file_behind_under_either_runner() {
+    need_tools();
+    let mut holes = Vec::new();
+    for runner in runners() {
+        let runner = runner.as_str();
+        let ws = workspace();
+        std::fs::create_dir(ws.file("src")).unwrap();
+        let tries = [
+            ("copy", "import shutil; shutil.copy('/bin/sh', 'src/sh')"),
+            // The control: an ordinary mode change on its own file.
+            ("chmod plain", "os.chmod('src/sh', 0o755)"),
+            ("chmod setuid", "os.chmod('src/sh', 0o4755)"),
+            ("chmod setgid", "os.chmod('src/sh', 0o2755)"),
+        ];
+        let out = confined_python(ws.path(), runner, &[], &[], &attempts("", &tries));
+        let said = text(&out, "stdout");
+        assert_done(&said, "copy");
+        assert_done(&said, "chmod plain");
+        let mode = std::fs::metadata(ws.file("src/sh")).unwrap().mode() & 0o7777;
+        if mode & 0o6000 != 0 {
+            holes.push(format!(
+                "{runner}: the command left src/sh with mode {mode:o} (owner uid {}): {said}",
+                std::fs::metadata(ws.file("src/sh")).unwrap().uid()
+            ));
+        }
+    }
+    assert!(holes.is_empty(), "{}", holes.join("\n"));
+}
+
 /// `bash` commands that start something meant to outlive the call: a new
 /// session (`setsid -f`, and a fork that ignores setsid's refusal), a
 /// subshell's background child, `nohup`, a process group of its own.

@@ -344,12 +344,14 @@ async def scenario_held(a):
 async def scenario_two_clients(a):
     """Client A (2026) leaves a question unanswered; client B, of
     spec.form_b, makes a call that asks and answers it at once: B's call
-    runs, or is held behind A's question. Then A answers."""
+    runs, or is held behind A's question. Then A answers. The calls are
+    writes unless spec.aTool / spec.bTool name other tools."""
     r = {}
     a_form = argparse.Namespace(**{**vars(a), "form": "2026"})
     b_form = argparse.Namespace(**{**vars(a), "form": a.spec["formB"]})
     async with connect(a_form, elicitation_callback=accept_all, **client_kw(a)) as ca:
-        first = await call(ca, "write", a.spec["a"])
+        a_tool, b_tool = a.spec.get("aTool", "write"), a.spec.get("bTool", "write")
+        first = await call(ca, a_tool, a.spec["a"])
         r["a"] = "inputRequired" in first
         asked_b = []
 
@@ -362,13 +364,13 @@ async def scenario_two_clients(a):
             t = time.monotonic()
             try:
                 with anyio.fail_after(QUICK_S):
-                    rb = await cb.call_tool("write", a.spec["b"])
+                    rb = await cb.call_tool(b_tool, a.spec["b"])
                 r["b"] = seen(rb)
             except TimeoutError:
                 r["b"] = {"heldS": round(time.monotonic() - t, 1)}
             r["bAsked"] = asked_b
         if "requestState" in first:
-            r["aAnswered"] = await call(ca, "write", a.spec["a"], timeout=60,
+            r["aAnswered"] = await call(ca, a_tool, a.spec["a"], timeout=60,
                                         request_state=first["requestState"], input_responses={"approve": ACCEPT})
     return r
 
