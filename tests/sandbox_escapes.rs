@@ -331,44 +331,80 @@ fn metadata_outside_the_writable_trees_and_on_protected_paths_stays_unchanged() 
     }
 }
 
-// HOLE: under bubblewrap a command may set the set-user-id and
-// set-group-id bits on a file it made (chmod needs no capability on one's
-// own file), so a command of a sluice running as root leaves a setuid-root
-// copy of /bin/sh in the workspace, and any user who can reach the
-// workspace runs it as root after the run. Landlock refuses it (README:
-// "set-id bits on files (a setuid-root binary left behind) are refused");
-// bubblewrap does not, and nothing reverts it when the command ends.
-// Suggested fix: the same seccomp refusal of chmod/fchmod/fchmodat with
-// S_ISUID/S_ISGID on files under bubblewrap, or a scan at the end that
-// clears set-id bits the command set.
+/// A command cannot leave a set-id file behind (a setuid-root copy of
+/// `/bin/sh` in the workspace would give root, after the run, to whoever
+/// reaches it), under either runner and, under bubblewrap, in a sandbox of
+/// its own too (a command handed a credential gets one): neither `chmod`
+/// nor creating a file with set-id bits works, while an ordinary `chmod`
+/// does.
 #[test]
 fn a_command_leaves_no_set_id_file_behind_under_either_runner() {
     need_tools();
+    let tries = [
+        ("copy", "import shutil; shutil.copy('/bin/sh', 'src/sh')"),
+        // The control: an ordinary mode change on its own file.
+        ("chmod plain", "os.chmod('src/sh', 0o755)"),
+        ("chmod setuid", "os.chmod('src/sh', 0o4755)"),
+        ("chmod setgid", "os.chmod('src/sh', 0o2755)"),
+        (
+            "create setuid",
+            "os.close(os.open('src/new', os.O_CREAT | os.O_WRONLY, 0o4755))",
+        ),
+    ];
+    let program = attempts("", &tries);
     let mut holes = Vec::new();
     for runner in runners() {
-        let runner = runner.as_str();
-        let ws = workspace();
-        std::fs::create_dir(ws.file("src")).unwrap();
-        let tries = [
-            ("copy", "import shutil; shutil.copy('/bin/sh', 'src/sh')"),
-            // The control: an ordinary mode change on its own file.
-            ("chmod plain", "os.chmod('src/sh', 0o755)"),
-            ("chmod setuid", "os.chmod('src/sh', 0o4755)"),
-            ("chmod setgid", "os.chmod('src/sh', 0o2755)"),
-        ];
-        let out = confined_python(ws.path(), runner, &[], &[], &attempts("", &tries));
-        let said = text(&out, "stdout");
-        assert_done(&said, "copy");
-        assert_done(&said, "chmod plain");
-        let mode = std::fs::metadata(ws.file("src/sh")).unwrap().mode() & 0o7777;
-        if mode & 0o6000 != 0 {
-            holes.push(format!(
-                "{runner}: the command left src/sh with mode {mode:o} (owner uid {}): {said}",
-                std::fs::metadata(ws.file("src/sh")).unwrap().uid()
-            ));
+        for own in [false, true] {
+            if own && runner != "bwrap" {
+                continue;
+            }
+            let ws = workspace();
+            std::fs::create_dir(ws.file("src")).unwrap();
+            let said = if own {
+                in_a_sandbox_of_its_own(ws.path(), &program)
+            } else {
+                text(
+                    &confined_python(ws.path(), &runner, &[], &[], &program),
+                    "stdout",
+                )
+            };
+            let case = format!("{runner}{}", if own { " (own sandbox)" } else { "" });
+            assert_done(&said, "copy");
+            assert_done(&said, "chmod plain");
+            for file in ["src/sh", "src/new"] {
+                let Ok(meta) = std::fs::metadata(ws.file(file)) else {
+                    continue;
+                };
+                if meta.mode() & 0o6000 != 0 {
+                    holes.push(format!(
+                        "{case}: {file} has mode {:o}: {said}",
+                        meta.mode() & 0o7777
+                    ));
+                }
+            }
         }
     }
     assert!(holes.is_empty(), "{}", holes.join("\n"));
+}
+
+/// Runs `program` with python3 under bubblewrap in a sandbox of the
+/// command's own (it is handed a credential); its stdout.
+fn in_a_sandbox_of_its_own(ws: &std::path::Path, program: &str) -> String {
+    let script = format!(
+        "local r, e = sluice.bash{{script = {}, interpreter = 'python3', env = {{T = sluice.credential('probe')}}}}\n\
+         print(sluice.json.encode(r or e))",
+        lua_str(program)
+    );
+    let run = run_lua_env(
+        ws,
+        &script,
+        &["--sandbox", "bwrap", "--approve", "cred:use:probe@command"],
+        &[],
+        &[("SLUICE_CREDENTIAL_PROBE", "not-a-real-secret-1234")],
+    )
+    .ok();
+    let out: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    text(&out, "stdout")
 }
 
 /// `bash` commands that start something meant to outlive the call: a new

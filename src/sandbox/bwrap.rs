@@ -52,6 +52,26 @@ impl Wrap for Bwrap {
         Ok(out)
     }
 
+    /// The filter that keeps the command from leaving a set-id file
+    /// behind ([`super::landlock::set_id_filter`]), installed before bwrap
+    /// starts so that it holds for everything inside; bubblewrap makes no
+    /// set-id file of its own.
+    fn pre_exec(&self) -> Option<crate::exec::PreExec> {
+        let program = std::sync::Arc::new(super::landlock::set_id_filter());
+        let privileged = nix::unistd::geteuid().is_root();
+        if !privileged && setuid_program(&self.program) {
+            // no_new_privs would stop a set-uid bubblewrap from working;
+            // its commands then run as the user, whose set-id files give
+            // nothing the user has not.
+            return None;
+        }
+        Some(std::sync::Arc::new(move || {
+            // SAFETY: prctl and seccomp with prepared values, between fork
+            // and exec.
+            unsafe { install(&program, !privileged) }
+        }))
+    }
+
     // The command runs in bwrap's own session and PID namespace: TERM to
     // our group reaches bwrap alone, and a bwrap killed while setting up
     // can leave its namespace's first process running unparented.
@@ -71,6 +91,32 @@ impl Wrap for Bwrap {
         }
         env
     }
+}
+
+/// Whether `program` is installed set-uid (some systems' bubblewrap).
+fn setuid_program(program: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(program).is_ok_and(|m| m.permissions().mode() & 0o4000 != 0)
+}
+
+/// Installs `program` as the process's seccomp filter, setting
+/// no_new_privs first when `unprivileged` (seccomp needs one or the other).
+///
+/// # Safety
+/// Raw system calls only: for the child between fork and exec.
+unsafe fn install(program: &[nix::libc::sock_filter], unprivileged: bool) -> std::io::Result<()> {
+    use nix::libc;
+    if unprivileged && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let fprog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    if libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, &fprog) < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// One mount (or link) of the new root; the order of the variants is the

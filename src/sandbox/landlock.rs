@@ -693,29 +693,7 @@ fn filter(needs: &Needs) -> Vec<libc::sock_filter> {
         blocks.push((libc::SYS_socket, socket_tests(), allow));
         blocks.push((libc::SYS_socketpair, socket_tests(), allow));
     }
-    // Set-id bits on a new file (by open, creat or mknod): a setuid-root
-    // binary left in a writable tree would give root to whoever runs it
-    // later. `openat2` hides its mode in a struct: ENOSYS, and libc's open
-    // never uses it. Folders may have them (setgid is group inheritance).
-    let set_id = libc::S_ISUID | libc::S_ISGID;
-    let creating = libc::O_CREAT as u32 | O_TMPFILE_BIT;
-    let new_file = |flags: Option<u32>, mode: u32| {
-        let mut tests = Vec::new();
-        if let Some(flags) = flags {
-            tests.push(test(flags, creating, true, 0, allow));
-        }
-        tests.push(test(mode, set_id, false, 0, errno(libc::EPERM)));
-        tests
-    };
-    #[cfg(target_arch = "x86_64")]
-    {
-        blocks.push((libc::SYS_open, new_file(Some(1), 2), allow));
-        blocks.push((libc::SYS_creat, new_file(None, 1), allow));
-        blocks.push((libc::SYS_mknod, new_file(None, 1), allow));
-    }
-    blocks.push((libc::SYS_openat, new_file(Some(2), 3), allow));
-    blocks.push((libc::SYS_mknodat, new_file(None, 2), allow));
-    blocks.push((libc::SYS_openat2, vec![], errno(libc::ENOSYS)));
+    blocks.extend(new_set_id_blocks());
     let ioctls = INODE_FLAG_IOCTLS
         .iter()
         .map(|&cmd| test(1, !0, true, cmd as i32, errno(libc::EPERM)))
@@ -748,6 +726,77 @@ fn session_blocks() -> Vec<(i64, Vec<Test>, u32)> {
         (libc::SYS_clone3, vec![], errno(libc::ENOSYS)),
         (libc::SYS_io_uring_setup, vec![], errno(libc::EACCES)),
     ]
+}
+
+/// Set-id bits on a new file (by open, creat or mknod) refused (EPERM): a
+/// setuid-root binary left in a writable tree would give root to whoever
+/// runs it later. `openat2` hides its mode in a struct: ENOSYS, and libc's
+/// open never uses it. Folders may have them (setgid is group inheritance):
+/// `mkdir` is not filtered.
+fn new_set_id_blocks() -> Vec<(i64, Vec<Test>, u32)> {
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    let allow = libc::SECCOMP_RET_ALLOW;
+    let set_id = libc::S_ISUID | libc::S_ISGID;
+    let creating = libc::O_CREAT as u32 | O_TMPFILE_BIT;
+    let new_file = |flags: Option<u32>, mode: u32| {
+        let mut tests = Vec::new();
+        if let Some(arg) = flags {
+            // Not creating: allowed whatever the mode argument holds.
+            tests.push(Test {
+                arg,
+                mask: creating,
+                equal: true,
+                value: 0,
+                ret: allow,
+            });
+        }
+        tests.push(Test {
+            arg: mode,
+            mask: set_id,
+            equal: false,
+            value: 0,
+            ret: errno(libc::EPERM),
+        });
+        tests
+    };
+    let mut blocks = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        blocks.push((libc::SYS_open, new_file(Some(1), 2), allow));
+        blocks.push((libc::SYS_creat, new_file(None, 1), allow));
+        blocks.push((libc::SYS_mknod, new_file(None, 1), allow));
+    }
+    blocks.push((libc::SYS_openat, new_file(Some(2), 3), allow));
+    blocks.push((libc::SYS_mknodat, new_file(None, 2), allow));
+    blocks.push((libc::SYS_openat2, vec![], errno(libc::ENOSYS)));
+    blocks
+}
+
+/// The seccomp program that keeps a command under bubblewrap from leaving
+/// a set-id file behind: set-id bits on a new file, and any `chmod` that
+/// sets one (EPERM). The landlock runner's supervisor looks at what a
+/// `chmod` names and lets a folder have them; seccomp alone cannot tell,
+/// so under bubblewrap `chmod g+s` on a folder is refused too (a folder
+/// made inside a setgid one still inherits the bit).
+pub(super) fn set_id_filter() -> Vec<libc::sock_filter> {
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    let allow = libc::SECCOMP_RET_ALLOW;
+    let setting = |mode: u32| {
+        vec![Test {
+            arg: mode,
+            mask: libc::S_ISUID | libc::S_ISGID,
+            equal: false,
+            value: 0,
+            ret: errno(libc::EPERM),
+        }]
+    };
+    let mut blocks = new_set_id_blocks();
+    #[cfg(target_arch = "x86_64")]
+    blocks.push((libc::SYS_chmod, setting(1), allow));
+    blocks.push((libc::SYS_fchmod, setting(1), allow));
+    blocks.push((libc::SYS_fchmodat, setting(2), allow));
+    blocks.push((libc::SYS_fchmodat2, setting(2), allow));
+    assemble(&blocks)
 }
 
 /// The seccomp program of [`session_blocks`] alone.

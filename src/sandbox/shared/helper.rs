@@ -169,11 +169,13 @@ fn serve(sock: RawFd) -> i32 {
     // Its name in `ps` would be the descriptor it was started through.
     // SAFETY: PR_SET_NAME reads a NUL-terminated name.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"sluice-sandbox".as_ptr(), 0, 0, 0) };
-    // The session filter, and the filter that keeps a command's hands off
-    // the helper's limits (which every later command would inherit).
+    // The session filter, the filter that keeps a command's hands off the
+    // helper's limits (which every later command would inherit), and the
+    // one that keeps it from leaving a set-id file behind.
     let filter = [
         super::super::landlock::session_filter(),
         super::super::landlock::limits_filter(),
+        super::super::landlock::set_id_filter(),
     ];
     let fd = sock.as_raw_fd();
     // sluice watches the helper through this: a command that stops it
@@ -340,7 +342,7 @@ struct Command {
 fn command(
     sock: RawFd,
     frame: wire::Frame,
-    filter: &[Vec<libc::sock_filter>; 2],
+    filter: &[Vec<libc::sock_filter>; 3],
     children: &mut Vec<Child>,
 ) {
     if frame.kind != b'C' || !(3..=5).contains(&frame.fds.len()) {
@@ -486,7 +488,7 @@ struct Launch<'a> {
     streams: [RawFd; 3],
     /// Joins the command's cgroups and sets its rlimits.
     bounds: ChildStep,
-    filters: &'a [libc::sock_fprog; 2],
+    filters: &'a [libc::sock_fprog; 3],
     argv: &'a [*const libc::c_char],
     envp: &'a [*const libc::c_char],
     report: RawFd,
@@ -505,7 +507,7 @@ struct Launch<'a> {
 fn spawn(
     command: &Command,
     fds: &[OwnedFd],
-    filter: &[Vec<libc::sock_filter>; 2],
+    filter: &[Vec<libc::sock_filter>; 3],
 ) -> Result<(i32, OwnedFd), (i32, u8)> {
     let pointers = |list: &[CString]| -> Vec<*const libc::c_char> {
         list.iter()
