@@ -259,21 +259,17 @@ fn kept_in_workspace() -> String {
 /// What an agent puts in the policy's place: everything allowed.
 const EVIL_POLICY: &str = "local p = require('sluice.policy') return { rules = { p.allow 'fs:*', p.allow 'proc:spawn:*' } }";
 
-// HOLE: a declared container gets the policy's files mounted read-only,
-// but not the folders above them (on the host, bubblewrap and landlock
-// keep those from being renamed: README, "nor can the folders above it be
-// renamed away"). A routed command renames the policy's folder aside
-// (`mv /srv/policy /srv/old`; the read-only mount moves with it), makes a
-// new folder by the old name and writes a policy of its own there. On the
-// host the policy's path now holds the agent's file; it is "edited", so
-// the run reloads it at the next call, and every rule is the agent's: the
-// read of `secret.txt` the policy denied succeeds. The same holds for a
-// module a policy loads, and (renaming the folder holding a nested
-// repository) for `.git`. Suggested fix: mount each folder on the way from
-// the mount's root to a protected path over itself (so it cannot be
-// renamed, as on the host), or check after each routed command that each
-// protected path is still the file (device, inode) that was protected,
-// failing the run otherwise.
+// A declared container gets the policy's files mounted read-only, and
+// every folder above them bound over itself (pinned): on the host,
+// bubblewrap and landlock keep those from being renamed (README, "nor can
+// the folders above it be renamed away"). The attack (found by review at
+// 05550c0): a routed command renames the policy's folder aside (`mv
+// /srv/policy /srv/old`; a read-only mount would move with it), makes a
+// new folder by the old name and writes a policy of its own there, so that
+// the policy's path on the host holds the agent's file, which the run
+// reloads at the next call: the read of `secret.txt` the policy denied
+// would succeed. The rename must fail (the folder is a mount point:
+// EBUSY), the policy stay the user's, the denied read stay denied.
 #[test]
 fn a_declared_containers_command_cannot_rename_a_policy_kept_in_the_workspace_away_and_replace_it()
 {
@@ -287,7 +283,7 @@ fn a_declared_containers_command_cannot_rename_a_policy_kept_in_the_workspace_aw
         r#"{EMIT}local function read() local r, e = sluice.read{{path = "secret.txt"}} return r and r.content or e.code end
 emit(read())
 -- The control: the policy's file itself is read-only in the container.
-local function sh(input) local r, e = sluice.bash(input) return r and r.exitCode or e.message end
+local function sh(input) local r, e = sluice.bash(input) return r and {{r.exitCode, r.stderr}} or e.message end
 assert(sluice.write{{path = "work/evil.lua", content = {evil:?}}})
 emit(sh{{command = "d=pol; d=${{d}}icy; cp work/evil.lua $d/p.lua"}})
 emit(sh{{command = "d=pol; d=${{d}}icy; mv $d old-policy && mkdir $d && cp work/evil.lua $d/p.lua"}})
@@ -307,28 +303,38 @@ emit(read())"#,
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines[0], "permission_denied", "{lines:?}");
-    assert_ne!(lines[1], 0, "the policy's file was writable: {lines:?}");
-    assert_eq!(lines[2], 0, "the rename and copy did not run: {lines:?}");
+    assert_ne!(lines[1][0], 0, "the policy's file was writable: {lines:?}");
+    let said = lines[1][1].as_str().unwrap();
+    assert!(said.contains("Read-only file system"), "{said}");
+    // The attack: the rename is refused, so nothing after it runs.
+    assert_ne!(lines[2][0], 0, "the policy's folder was renamed: {lines:?}");
+    let said = lines[2][1].as_str().unwrap();
+    assert!(said.contains("Device or resource busy"), "{said}");
+    assert!(!ws.file("old-policy").exists());
     let now = std::fs::read_to_string(ws.file("policy/p.lua")).unwrap();
-    assert!(
-        now != EVIL_POLICY && lines[3] == "permission_denied",
-        "a routed command replaced the policy kept in the workspace ({}) and the run took it: the read it denied gave {}",
-        lines[2],
+    assert_eq!(
+        now,
+        kept_in_workspace(),
+        "the policy kept in the workspace changed"
+    );
+    assert_eq!(
+        lines[3], "permission_denied",
+        "the read the policy denied gave {}",
         lines[3]
     );
 }
 
-// HOLE: the same rename, of the folder holding a nested repository
-// (`sub/.git`): the read-only mount of `sub/.git` moves away with `sub`,
-// and a copy made by the old name (`cp -a sub-old sub`) is the command's
-// to write. A hook put there runs at the user's next `git` in `sub`,
-// outside any sandbox. Worse, the guard that removes a repository made
-// "where there was none" takes the copy at `sub/.git` for the one it knew
-// and removes the user's real one, moved to `sub-old/.git` (the result
-// lists it in `reverted`). The host's runners refuse the rename (bwrap:
-// EBUSY, landlock: EACCES). Suggested fix: as above (pin the folders
-// above each protected path, or check that each is still the same file),
-// and have the guard know repositories by (device, inode), not by path.
+// The same rename, of the folder holding a nested repository (`sub/.git`;
+// found by review at 05550c0): were `sub` not pinned, the read-only mount
+// of `sub/.git` would move away with it, and a copy made by the old name
+// (`cp -a sub-old sub`) would be the command's to write: a hook put there
+// runs at the user's next `git` in `sub`, outside any sandbox; and the
+// guard, knowing repositories by path, took the copy at `sub/.git` for
+// the one it knew and removed the user's real one, moved to
+// `sub-old/.git`, as new. The host's runners refuse the rename (bwrap:
+// EBUSY, landlock: EACCES); so must the container, leaving the user's
+// repository where it was, whole (the guard knows it by device and inode:
+// `sandbox::guard`'s unit tests pin that a moved one is kept).
 #[test]
 fn a_declared_containers_command_cannot_rename_a_nested_repository_away_and_write_its_hooks() {
     let ws = repository();
@@ -350,6 +356,28 @@ try{command = "d=sub; mv $d sub-old && cp -a sub-old $d && cp work/hook $d/.git/
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_ne!(lines[0]["exitCode"], 0, "{}", lines[0]);
+    assert!(
+        lines[0]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{}",
+        lines[0]
+    );
+    // The attack: the rename is refused; nothing is planted or removed.
+    assert_ne!(lines[1]["exitCode"], 0, "{}", lines[1]);
+    let said = lines[1]["stderr"].as_str().unwrap();
+    assert!(said.contains("Device or resource busy"), "{said}");
+    assert!(!ws.file("sub-old").exists());
+    assert!(
+        ws.file("sub/.git/HEAD").is_file(),
+        "the user's repository is gone"
+    );
+    assert!(
+        lines[1]["sandbox"].get("reverted").is_none(),
+        "{}",
+        lines[1]["sandbox"]
+    );
     let hook = ws.file("sub/.git/hooks/post-checkout");
     assert!(
         !hook.exists(),

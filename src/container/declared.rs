@@ -15,9 +15,13 @@
 //! policies): over each mount that brings them in, repositories and the
 //! policies' files are mounted again read-only, and the audit store,
 //! sluice's credentials and what the policy hides from commands are masked
-//! (an empty read-only folder, or `/dev/null` over a file). The container
-//! is checked from inside before its first command runs: a protection that
-//! is not a mount where it was laid removes it again.
+//! (an empty read-only folder, or `/dev/null` over a file). Every folder
+//! between a writable mount's root and a protected path is bound over
+//! itself (pinned), as bubblewrap does on the host: a mount point cannot be
+//! renamed (`EBUSY`), so no command can move a protected path away with
+//! its folder and put a writable copy by its name. The container is checked
+//! from inside before its first command runs: a protection or pin that is
+//! not a mount where it was laid removes it again.
 
 use super::engine::Engine;
 use super::transport::Transport;
@@ -75,6 +79,9 @@ pub struct Protections {
 pub struct Applied {
     pub read_only: Vec<String>,
     pub hidden: Vec<String>,
+    /// The folders above protected paths bound over themselves, so that
+    /// none can be renamed away.
+    pub pinned: Vec<String>,
     pub partial: Vec<String>,
     /// The host folders its mounts let commands write: where a repository
     /// a command makes is looked for when it ends, and removed.
@@ -118,6 +125,32 @@ impl<'a> Mount<'a> {
             options.push("ro");
         }
         format!("{}:{}:{}", self.host, self.dest, options.join(","))
+    }
+
+    /// Whether commands may write through it.
+    fn writable(&self) -> bool {
+        !self
+            .options
+            .is_some_and(|o| o.split(',').any(|o| o == "ro"))
+    }
+
+    /// Folder `host` of this mount bound over itself at `dest`, with the
+    /// mount's own options but those that act once on the host source
+    /// (relabelling, `z`/`Z`; changing owners, `U`).
+    fn pin(&self, host: &str, dest: &str) -> String {
+        let options: Vec<&str> = self
+            .options
+            .map(|o| {
+                o.split(',')
+                    .filter(|o| !["", "z", "Z", "U"].contains(o))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if options.is_empty() {
+            format!("{host}:{dest}")
+        } else {
+            format!("{host}:{dest}:{}", options.join(","))
+        }
     }
 }
 
@@ -222,9 +255,20 @@ impl Declaration {
                 continue;
             }
             args.extend(["-v".into(), text.into()]);
-            let ro = m.options.is_some_and(|o| o.split(',').any(|o| o == "ro"));
-            if !ro && source.is_dir() {
+            if m.writable() && source.is_dir() {
                 applied.writable.push(source.clone());
+                for dir in pins(&source, p) {
+                    let dest = inside(m.dest, &source, &dir)?;
+                    let taken = |d: &str| {
+                        self.mounts.iter().any(|o| Mount::of(o).dest == d)
+                            || applied.pinned.iter().any(|p| p == d)
+                    };
+                    if !taken(&dest) {
+                        let arg = m.pin(&plain(&dir)?, &dest);
+                        laid.push((dest.clone(), vec!["-v".into(), arg.into()]));
+                        applied.pinned.push(dest);
+                    }
+                }
             }
             for r in p.read_only.iter().filter(|r| r.starts_with(&source)) {
                 let dest = inside(m.dest, &source, r)?;
@@ -315,6 +359,22 @@ fn inside(dest: &str, source: &Path, path: &Path) -> Result<String, String> {
     plain(&at)
 }
 
+/// The folders of writable mount `source` to pin: each one between its root
+/// and a protected path it brings in, but those inside a protected path
+/// (read-only or masked already: nothing there can be renamed).
+fn pins(source: &Path, p: &Protections) -> Vec<PathBuf> {
+    let protected: Vec<&PathBuf> = p.read_only.iter().chain(&p.hidden).collect();
+    let mut out: Vec<PathBuf> = protected
+        .iter()
+        .filter(|x| x.starts_with(source))
+        .flat_map(|x| crate::fsops::path::between(source, x))
+        .filter(|d| !protected.iter().any(|x| d.starts_with(x)))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// `path` as one word of a mount's syntax: no `:` or `,`, which it would
 /// split at.
 fn plain(path: &Path) -> Result<String, String> {
@@ -343,8 +403,9 @@ fn mask(host: &Path, dest: &str, engine: &str) -> Vec<OsString> {
     }
 }
 
-/// Whether each protection of `t` is a mount where it was laid, read-only
-/// ones read-only, as the container's own `/proc/self/mountinfo` says.
+/// Whether each protection and pin of `t` is a mount where it was laid,
+/// read-only ones read-only, as the container's own `/proc/self/mountinfo`
+/// says.
 async fn check(t: &Transport) -> Result<(), String> {
     let Some(applied) = &t.protections else {
         return Ok(());
@@ -374,6 +435,11 @@ async fn check(t: &Transport) -> Result<(), String> {
     for dest in &applied.hidden {
         if !mounts.contains_key(dest.as_str()) {
             return Err(format!("{dest} is not masked"));
+        }
+    }
+    for dest in &applied.pinned {
+        if !mounts.contains_key(dest.as_str()) {
+            return Err(format!("{dest} is not pinned (a mount point of its own)"));
         }
     }
     Ok(())
@@ -514,6 +580,8 @@ mod tests {
                 "-v".into(),
                 "/nowhere:/x".into(),
                 "-v".into(),
+                format!("{w}/sub:/srv/sub"),
+                "-v".into(),
                 format!("{w}/.git:/srv/.git:ro"),
                 "--tmpfs".into(),
                 "/srv/.sluice:ro,notmpcopyup,size=4k".into(),
@@ -523,9 +591,73 @@ mod tests {
         );
         assert_eq!(applied.read_only, ["/srv/.git"]);
         assert_eq!(applied.hidden, ["/srv/.sluice", "/srv/sub/.env"]);
+        assert_eq!(applied.pinned, ["/srv/sub"]);
         // docker copies nothing into a tmpfs, and knows no notmpcopyup.
         let (args, _) = d.mounts_with("box", &p, "docker").unwrap();
         assert!(words(&args).contains(&"/srv/.sluice:ro,size=4k".to_string()));
+    }
+
+    #[test]
+    fn every_folder_above_a_protected_path_in_a_writable_mount_is_pinned() {
+        let (_dir, ws, mut p) = protected_workspace();
+        let w = ws.display();
+        std::fs::create_dir_all(ws.join("policy/lib/sluice")).unwrap();
+        std::fs::create_dir_all(ws.join(".git/modules/m")).unwrap();
+        std::fs::create_dir_all(ws.join("sub/.git")).unwrap();
+        for f in [
+            "policy/p.lua",
+            "policy/lib/sluice/x.lua",
+            ".git/modules/m/.env",
+        ] {
+            std::fs::write(ws.join(f), "").unwrap();
+        }
+        p.read_only.extend([
+            ws.join("policy/p.lua"),
+            ws.join("policy/lib/sluice/x.lua"),
+            ws.join("sub/.git"),
+        ]);
+        // Masked inside what is read-only: nothing there can be renamed.
+        p.hidden.push(ws.join(".git/modules/m/.env"));
+        let d =
+            parse(json!({"image": "img", "mounts": [format!("{w}:/srv:rw,z,nosuid")]})).unwrap();
+        let (args, applied) = d.mounts_with("box", &p, "podman").unwrap();
+        let expected = [
+            "/srv/policy",
+            "/srv/policy/lib",
+            "/srv/policy/lib/sluice",
+            "/srv/sub",
+        ];
+        assert_eq!(applied.pinned, expected);
+        let args = words(&args);
+        for dest in expected {
+            let host = dest.replacen("/srv", &w.to_string(), 1);
+            assert!(
+                args.contains(&format!("{host}:{dest}:rw,nosuid")),
+                "{args:?}"
+            );
+        }
+        // Each pin is made before what it holds.
+        let at = |a: &str| args.iter().position(|x| x.contains(a)).unwrap();
+        assert!(at(":/srv/policy:") < at(":/srv/policy/lib:"));
+        assert!(at(":/srv/policy/lib/sluice:") < at(":/srv/policy/lib/sluice/x.lua:"));
+        // A read-only mount needs none: nothing in it can be renamed.
+        let d = parse(json!({"image": "img", "mounts": [format!("{w}:/srv:ro")]})).unwrap();
+        let (_, applied) = d.mounts_with("box", &p, "podman").unwrap();
+        assert!(applied.pinned.is_empty());
+        // Nor a folder another declared mount already puts there.
+        let d = parse(
+            json!({"image": "img", "mounts": [format!("{w}:/srv"), format!("{w}/sub:/srv/sub")]}),
+        )
+        .unwrap();
+        let (args, applied) = d.mounts_with("box", &p, "podman").unwrap();
+        assert!(!applied.pinned.contains(&"/srv/sub".to_string()));
+        assert_eq!(
+            words(&args)
+                .iter()
+                .filter(|a| a.ends_with(":/srv/sub"))
+                .count(),
+            1
+        );
     }
 
     #[test]

@@ -138,17 +138,19 @@ impl Facts {
     }
 
     /// The facts of a command that ended in `t` with `exit_code` and
-    /// `stderr`, whose repositories `reverted` were removed: a command
-    /// that met the run's read-only mounts, or made a repository, was
-    /// refused a file operation (`denied`).
+    /// `stderr`, whose repositories `reverted` were removed and `kept`
+    /// kept though changed (each saying why): a command that met the
+    /// run's read-only mounts, or made a repository, was refused a file
+    /// operation (`denied`).
     pub fn ended(
         t: &Transport,
-        reverted: Vec<std::path::PathBuf>,
+        (reverted, kept): (Vec<std::path::PathBuf>, Vec<String>),
         exit_code: i32,
         stderr: &str,
     ) -> Facts {
-        let facts = Facts::of(t);
+        let mut facts = Facts::of(t);
         let refused = facts.protected && exit_code != 0 && stderr.contains("Read-only file system");
+        facts.partial.extend(kept);
         Facts {
             denied: refused || !reverted.is_empty(),
             reverted,

@@ -179,6 +179,20 @@ pub fn nearest_existing_folder(path: &Path) -> PathBuf {
     PathBuf::from("/")
 }
 
+/// The folders strictly between `root` and `path` (inside it), outermost
+/// first: where a mount over `path` must be pinned so that no folder above
+/// it can be renamed away (a mount point cannot be: `EBUSY`).
+pub fn between(root: &Path, path: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|d| *d != root && d.starts_with(root))
+        .map(Path::to_path_buf)
+        .collect();
+    out.reverse();
+    out
+}
+
 /// `not_found` for `target`, naming the nearest existing folder.
 pub fn not_found(target: &Target) -> FlowError {
     // From the resolved path, so `a/../b` and links name a real folder.
@@ -256,6 +270,18 @@ pub fn io_error(target: &Target, doing: &str, e: io::Error) -> FlowError {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn the_folders_between_a_root_and_a_path_are_listed_outermost_first() {
+        let between = |r: &str, p: &str| between(Path::new(r), Path::new(p));
+        assert_eq!(
+            between("/w", "/w/a/b/c.lua"),
+            [PathBuf::from("/w/a"), PathBuf::from("/w/a/b")]
+        );
+        assert!(between("/w", "/w/.git").is_empty());
+        assert!(between("/w", "/other/a/b").is_empty());
+        assert!(between("/w", "/w").is_empty());
+    }
 
     #[test]
     fn relative_paths_join_the_root_and_resolve_links() {

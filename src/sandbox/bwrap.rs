@@ -202,7 +202,11 @@ fn plan(profile: &Profile, visible: &[PathBuf]) -> Vec<(PathBuf, Op)> {
         // Every folder between the writable tree and the path becomes a
         // mount point of its own, which cannot be renamed away to put a
         // writable copy in the path's place.
-        ops.extend(between(root, &path).into_iter().map(|d| (d, Op::Writable)));
+        ops.extend(
+            crate::fsops::path::between(root, &path)
+                .into_iter()
+                .map(|d| (d, Op::Writable)),
+        );
         ops.push((path, Op::ReadOnly));
     }
     ops.extend(profile.hidden.iter().map(|p| (p.clone(), Op::Hidden)));
@@ -232,16 +236,4 @@ fn push(a: &mut Vec<OsString>, path: &Path, op: &Op, masks: &Masks) {
         a.push(source.as_os_str().to_os_string());
     }
     a.push(path.as_os_str().to_os_string());
-}
-
-/// The folders strictly between `root` and `path`, outermost first.
-fn between(root: &Path, path: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = path
-        .ancestors()
-        .skip(1)
-        .take_while(|d| *d != root && d.starts_with(root))
-        .map(Path::to_path_buf)
-        .collect();
-    out.reverse();
-    out
 }

@@ -815,7 +815,8 @@ impl Confined {
             "bwrap" => &["Read-only file system"],
             _ => &["Permission denied", "Operation not permitted"],
         };
-        let reverted = self.guard.as_ref().map(|g| g.settle()).unwrap_or_default();
+        let settled = self.guard.as_ref().map(|g| g.settle()).unwrap_or_default();
+        let reverted = settled.reverted;
         Facts {
             mode: self.mode,
             network: Network::of(self.network),
@@ -823,7 +824,7 @@ impl Confined {
                 || (exit_code != 0 && words.iter().any(|w| stderr.contains(w))),
             enforcement: self.enforcement,
             reverted,
-            partial: self.partial.clone(),
+            partial: [self.partial.clone(), settled.kept].concat(),
             limits: limits.map(|s| self.limits.report(s, exit_code, stderr)),
             runner_failed: false,
         }

@@ -48,8 +48,8 @@ impl Bash {
     ) -> FlowResult<Output> {
         let t = t.clone();
         let facts: exec::job::Facts = Arc::new(move |code, stderr, _| {
-            let reverted = guard.as_ref().map(|g| g.settle()).unwrap_or_default();
-            let facts = Facts::ended(&t, reverted, code.unwrap_or(-1), stderr);
+            let settled = guard.as_ref().map(|g| g.settle()).unwrap_or_default();
+            let facts = Facts::ended(&t, settled.parts(), code.unwrap_or(-1), stderr);
             serde_json::to_value(facts).expect("facts serialize")
         });
         match ctx
@@ -102,11 +102,14 @@ impl Bash {
             _ => None,
         };
         let finished = Finished::ran(&out, exit_code, (stdout, stderr), out.signal.clone());
-        let reverted = guard.map(|g| g.settle()).unwrap_or_default();
+        let settled = guard.map(|g| g.settle()).unwrap_or_default();
         Ok(Output::Finished(Box::new(Finished {
             invalid_probe,
             sandbox: Some(Place::Container(Facts::ended(
-                t, reverted, exit_code, &said,
+                t,
+                settled.parts(),
+                exit_code,
+                &said,
             ))),
             ..finished
         })))

@@ -162,8 +162,8 @@ async fn in_container(ctx: &Context, target: &Target<'_>, name: &str) -> FlowRes
     let exit_code = out.shell_status().unwrap_or(-1);
     let mut ran = ran(&out, exit_code);
     ran.container = Some(name.to_string());
-    let reverted = guard.map(|g| g.settle()).unwrap_or_default();
-    let facts = crate::container::Facts::ended(&transport, reverted, exit_code, &ran.output);
+    let settled = guard.map(|g| g.settle()).unwrap_or_default();
+    let facts = crate::container::Facts::ended(&transport, settled.parts(), exit_code, &ran.output);
     ran.place = serde_json::to_value(facts).ok();
     let missing = ran.output.lines().any(|l| {
         let l = l.to_ascii_lowercase();
