@@ -424,8 +424,9 @@ fn a_yes_for_the_run_never_covers_a_once_only_ask_for_a_wider_sandbox() {
                 "{form}: no box for the run"
             );
         }
-        // Who granted each call: its decisions before it ran, and the
-        // sandboxPermissions ask it made while it ran.
+        // Who granted each call: its decisions before it ran, the
+        // sandboxPermissions ask among them (asked before its turn), and
+        // none while it ran.
         let by = |list: &Value| -> Vec<String> {
             list.as_array()
                 .unwrap()
@@ -443,8 +444,8 @@ fn a_yes_for_the_run_never_covers_a_once_only_ask_for_a_wider_sandbox() {
         let expected: Vec<(Vec<String>, Vec<String>)> = vec![
             (vec![run.into()], vec![]),
             (vec![run.into()], vec![]),
-            (vec![run.into()], vec![once.into()]),
-            (vec![run.into()], vec![once.into()]),
+            (vec![run.into(), once.into()], vec![]),
+            (vec![run.into(), once.into()], vec![]),
         ];
         assert_eq!(granted, expected, "{form}: {calls:?}");
     }
@@ -968,17 +969,14 @@ fn one_clients_open_question_does_not_hold_another_clients_question() {
     }
 }
 
-// HOLE: a call takes its place in the run's issue order before its ask is
-// put (pipeline.rs: `schedule.enter` comes before `authorize`), and every
-// client shares the run's schedule. So one client's unanswered question
-// about a path that lies above the workspace (a write to the workspace's
-// parent folder, or to `/`) holds every later call of every other client
-// that names a path (reads, writes, greps, commands) for up to the ten
-// minutes a question waits: item 3's "other clients are unaffected" does
-// not hold. One open question is enough; the per-client bound of 32 does
-// not help. Suggested fix: take the place in the issue order once the
-// capabilities are granted (or let a call waiting for an answer hold no
-// place), so an open question holds only its own call.
+/// Was a hole at 05550c0: a call took its place in the run's issue order
+/// before its ask was put (pipeline.rs: `schedule.enter` came before
+/// `authorize`), and every client shares the run's schedule. So one
+/// client's unanswered question about a path above the workspace (a write
+/// to the workspace's parent folder) held every later call of every other
+/// client that names a path for up to the ten minutes a question waits.
+/// Now a served request's call takes its place in the run's order only
+/// once it is authorized.
 #[test]
 fn one_clients_open_question_on_a_folder_above_the_workspace_holds_no_other_clients_calls() {
     let ws = workspace();
@@ -1011,17 +1009,13 @@ fn one_clients_open_question_on_a_folder_above_the_workspace_holds_no_other_clie
     }
 }
 
-// HOLE: the same for a question asked while a call runs: a `bash` call
-// with `sandboxPermissions` is asked once its turn came (it holds its
-// place in the issue order and, as a command, a place among the
-// `--max-procs` commands in flight) and, being a command, it overlaps
-// every call that names a path. So one client's unanswered question for a
-// wider sandbox holds every other client's commands and file flows (a
-// plain `echo`, a read of a workspace file) for up to ten minutes. The
-// existing test (a_once_only_question_left_open_holds_no_other_call)
-// checks only calls that name no path and run no command. Suggested fix:
-// ask for a wider sandbox before the call takes its turn and its place
-// among the commands, as other asks are.
+/// Was a hole at 05550c0: the same for a question asked while a call
+/// ran: a `bash` call with `sandboxPermissions` was asked once its turn
+/// came (holding its place in the issue order and, as a command, a place
+/// among the `--max-procs` commands in flight), and a command overlaps
+/// every call that names a path: one client's unanswered question for a
+/// wider sandbox held every other client's commands and reads. Now it is
+/// asked before the call waits for its turn or a place.
 #[test]
 fn one_clients_open_question_for_a_wider_sandbox_holds_no_other_clients_commands_or_reads() {
     let ws = workspace();
