@@ -115,7 +115,7 @@ pub struct Context {
     pub gate: Option<CallGate>,
     /// The run's container routes.
     pub containers: Arc<crate::container::Containers>,
-    /// Where this call runs, as the pipeline's step 5 decided.
+    /// Where this call runs, as the pipeline's step 4½ decided.
     pub route: crate::container::Route,
     /// The model providers the operator declared.
     pub models: Arc<crate::model::Providers>,
