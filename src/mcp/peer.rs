@@ -13,8 +13,10 @@
 //! before the server looked: what it sent would otherwise be served), a
 //! holder no process this server can read is. A process that left this
 //! process's tree (under landlock, a double fork reparents it to init) is
-//! taken for an outside one; under bubblewrap every process a command
-//! starts stays in the sandbox's PID namespace, below this one.
+//! taken for an outside one, and so is an outside process a process of
+//! the run handed the connection to (passing its descriptor) before the
+//! server looked; under bubblewrap every process a command starts stays in
+//! the sandbox's PID namespace, below this one.
 
 mod diag;
 
