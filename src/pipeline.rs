@@ -48,7 +48,10 @@ pub struct Core {
     /// cancelled; or when a caller cancels the task it started.
     cancel: Cancel,
     /// The tasks callers outside the script started, by task id.
-    served: RefCell<HashMap<String, Served>>,
+    served: RefCell<HashMap<String, ServedTask>>,
+    /// The issue order of each client session with a request in flight
+    /// ([`Served::session`]), kept while its calls hold it.
+    orders: RefCell<HashMap<String, std::rc::Weak<Schedule>>>,
     /// The background jobs a served task started for an owner
     /// ([`Served::owner`]), by job id.
     job_owners: RefCell<HashMap<u64, String>>,
@@ -132,6 +135,19 @@ pub struct Served {
     /// session): only tasks of the same owner act on them. `None`: the
     /// run's, any task's.
     pub owner: Option<String>,
+    /// The client session it comes from: the session's requests share an
+    /// issue order ([`Schedule::order`]). `None`: the request has one of
+    /// its own.
+    pub session: Option<String>,
+}
+
+/// A served task: what its caller brought, and the issue order its calls
+/// keep ([`Schedule::order`]): its client session's, which the tasks it
+/// starts share.
+#[derive(Clone)]
+struct ServedTask {
+    served: Served,
+    order: Rc<Schedule>,
 }
 
 /// A job operation, as the record names it.
@@ -186,6 +202,7 @@ impl Core {
             schedule: Rc::new(Schedule::new(default_max_procs(), DEFAULT_MAX_REQUESTS)),
             cancel: Cancel::default(),
             served: RefCell::default(),
+            orders: RefCell::default(),
             job_owners: RefCell::default(),
             me: std::cell::OnceCell::new(),
         }
@@ -229,7 +246,26 @@ impl Core {
     /// request), with what it brought ([`Served`]), until
     /// [`Core::release_task`].
     pub fn serve_task(&self, task: &str, served: Served) {
-        self.served.borrow_mut().insert(task.to_string(), served);
+        let order = match &served.session {
+            Some(session) => self.order_of(session),
+            None => Rc::new(Schedule::order()),
+        };
+        self.served
+            .borrow_mut()
+            .insert(task.to_string(), ServedTask { served, order });
+    }
+
+    /// The issue order of client session `session`: the one its requests
+    /// in flight hold, or a new one.
+    fn order_of(&self, session: &str) -> Rc<Schedule> {
+        let mut orders = self.orders.borrow_mut();
+        orders.retain(|_, order| order.strong_count() > 0);
+        if let Some(order) = orders.get(session).and_then(std::rc::Weak::upgrade) {
+            return order;
+        }
+        let order = Rc::new(Schedule::order());
+        orders.insert(session.to_string(), Rc::downgrade(&order));
+        order
     }
 
     /// Whether any task carries a caller from outside the script.
@@ -242,7 +278,7 @@ impl Core {
     /// after the request that started it has answered too; whether it had
     /// any ([`Core::release_task`] it once it ends, when so).
     pub fn adopt(&self, parent: &str, child: &str) -> bool {
-        let Some(served) = self.served(parent) else {
+        let Some(served) = self.served_task(parent) else {
             return false;
         };
         self.served.borrow_mut().insert(child.to_string(), served);
@@ -258,11 +294,27 @@ impl Core {
 
     /// What the caller that started `task` (or a task above it) brought.
     fn served(&self, task: &str) -> Option<Served> {
+        self.served_task(task).map(|t| t.served)
+    }
+
+    /// The served task `task` is, or is below.
+    fn served_task(&self, task: &str) -> Option<ServedTask> {
         let served = self.served.borrow();
         if served.is_empty() {
             return None;
         }
         lineage(task).find_map(|t| served.get(t).cloned())
+    }
+
+    /// A call's place in the issue order, taken before anything can wait:
+    /// a script's call in the run's; a served request's in its client
+    /// session's, and in the run's only once it is authorized
+    /// ([`Schedule::enter_served`]).
+    fn enter(&self, task: &str, envelope: &Envelope) -> schedule::Turn {
+        match self.served_task(task) {
+            Some(request) => self.schedule.enter_served(&request.order, envelope),
+            None => self.schedule.enter(envelope),
+        }
     }
 
     /// Whether `task`'s calls are cancelled: the script has ended (for
@@ -477,20 +529,25 @@ impl Core {
             call.envelope.cwd.as_deref(),
             trail.map(|t| t.decisions.clone()),
         );
-        // Its place in the issue order, taken before anything can wait; an
-        // inner call runs in its parent's turn, which it would otherwise
-        // wait for.
-        let mut turn = (!nested).then(|| self.schedule.enter(&call.envelope));
+        // 3½. Its place in the issue order ([`Core::enter`]); an inner call
+        // runs in its parent's turn, which it would otherwise wait for.
+        let mut turn = (!nested).then(|| self.enter(task, &call.envelope));
         // 4. authorize every capability the envelope needs.
         guard_record(&self.audit, &call.envelope)?;
         let door = authorize(&gate, &call.envelope, &capabilities).await?;
-        // Its turn: the earlier calls it overlaps are done.
-        wait_turn(turn.as_mut(), trail).await?;
-        // 5. route: where a command runs.
+        // 4½. route: where a command runs; then a wider sandbox asked for
+        // this once, before the call waits for its turn or a place.
         let place = route(&gate, flow.spec(), &call.envelope, &ctx.containers)?;
+        ctx.gate = Some(gate);
+        ctx.route = place;
+        if let Some(wider) = &call.wider {
+            ctx.ask_wider(wider).await?;
+        }
+        // 5. Its turn: the earlier calls it overlaps are done.
+        wait_turn(turn.as_mut(), trail).await?;
         // 6. record intent: an irreversible call is on disk before it runs.
         if let Some(t) = trail {
-            *t.route.borrow_mut() = recorded(&call.envelope, &place, &ctx.containers);
+            *t.route.borrow_mut() = recorded(&call.envelope, &ctx.route, &ctx.containers);
             if tier == Tier::Irreversible {
                 t.intent(
                     self.audit.recorder.as_ref().expect("a trail records"),
@@ -501,8 +558,6 @@ impl Core {
             t.decisions.running.set(true);
         }
         // 7-8. execute and hand the outcome back (the caller records it).
-        ctx.gate = Some(gate);
-        ctx.route = place;
         ctx.on_text = relay;
         ctx.abort = abort;
         ctx.inner = self.inner_door(task, seq);
@@ -838,7 +893,7 @@ async fn authorize(
     gate.admit(capabilities).await
 }
 
-/// Step 5: where a command runs. The policy's `route` has the first word
+/// Step 4½: where a command runs. The policy's `route` has the first word
 /// (a container, the host, or a refusal); with no opinion the caller's own
 /// `container` stands, else the host. A host sealed to one container runs
 /// commands there or not at all, and a container this run cannot reach is

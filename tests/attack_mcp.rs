@@ -424,8 +424,9 @@ fn a_yes_for_the_run_never_covers_a_once_only_ask_for_a_wider_sandbox() {
                 "{form}: no box for the run"
             );
         }
-        // Who granted each call: its decisions before it ran, and the
-        // sandboxPermissions ask it made while it ran.
+        // Who granted each call: its decisions before it ran, the
+        // sandboxPermissions ask among them (asked before its turn), and
+        // none while it ran.
         let by = |list: &Value| -> Vec<String> {
             list.as_array()
                 .unwrap()
@@ -443,8 +444,8 @@ fn a_yes_for_the_run_never_covers_a_once_only_ask_for_a_wider_sandbox() {
         let expected: Vec<(Vec<String>, Vec<String>)> = vec![
             (vec![run.into()], vec![]),
             (vec![run.into()], vec![]),
-            (vec![run.into()], vec![once.into()]),
-            (vec![run.into()], vec![once.into()]),
+            (vec![run.into(), once.into()], vec![]),
+            (vec![run.into(), once.into()], vec![]),
         ];
         assert_eq!(granted, expected, "{form}: {calls:?}");
     }
@@ -968,17 +969,14 @@ fn one_clients_open_question_does_not_hold_another_clients_question() {
     }
 }
 
-// HOLE: a call takes its place in the run's issue order before its ask is
-// put (pipeline.rs: `schedule.enter` comes before `authorize`), and every
-// client shares the run's schedule. So one client's unanswered question
-// about a path that lies above the workspace (a write to the workspace's
-// parent folder, or to `/`) holds every later call of every other client
-// that names a path (reads, writes, greps, commands) for up to the ten
-// minutes a question waits: item 3's "other clients are unaffected" does
-// not hold. One open question is enough; the per-client bound of 32 does
-// not help. Suggested fix: take the place in the issue order once the
-// capabilities are granted (or let a call waiting for an answer hold no
-// place), so an open question holds only its own call.
+/// Was a hole at 05550c0: a call took its place in the run's issue order
+/// before its ask was put (pipeline.rs: `schedule.enter` came before
+/// `authorize`), and every client shares the run's schedule. So one
+/// client's unanswered question about a path above the workspace (a write
+/// to the workspace's parent folder) held every later call of every other
+/// client that names a path for up to the ten minutes a question waits.
+/// Now a served request's call takes its place in the run's order only
+/// once it is authorized.
 #[test]
 fn one_clients_open_question_on_a_folder_above_the_workspace_holds_no_other_clients_calls() {
     let ws = workspace();
@@ -1011,17 +1009,13 @@ fn one_clients_open_question_on_a_folder_above_the_workspace_holds_no_other_clie
     }
 }
 
-// HOLE: the same for a question asked while a call runs: a `bash` call
-// with `sandboxPermissions` is asked once its turn came (it holds its
-// place in the issue order and, as a command, a place among the
-// `--max-procs` commands in flight) and, being a command, it overlaps
-// every call that names a path. So one client's unanswered question for a
-// wider sandbox holds every other client's commands and file flows (a
-// plain `echo`, a read of a workspace file) for up to ten minutes. The
-// existing test (a_once_only_question_left_open_holds_no_other_call)
-// checks only calls that name no path and run no command. Suggested fix:
-// ask for a wider sandbox before the call takes its turn and its place
-// among the commands, as other asks are.
+/// Was a hole at 05550c0: the same for a question asked while a call
+/// ran: a `bash` call with `sandboxPermissions` was asked once its turn
+/// came (holding its place in the issue order and, as a command, a place
+/// among the `--max-procs` commands in flight), and a command overlaps
+/// every call that names a path: one client's unanswered question for a
+/// wider sandbox held every other client's commands and reads. Now it is
+/// asked before the call waits for its turn or a place.
 #[test]
 fn one_clients_open_question_for_a_wider_sandbox_holds_no_other_clients_commands_or_reads() {
     let ws = workspace();
@@ -1622,33 +1616,80 @@ return { rules = { p.programs, p.allow "fs:*:${workspace}", p.allow "fs:*:${work
     assert!(holes.is_empty(), "{}", holes.join("\n"));
 }
 
-// HOLE: the check that refuses the run's own processes (src/mcp/peer.rs)
-// finds the caller's socket in /proc/net/tcp by its two ports alone, and
-// takes the first line that has them. A confined command that connects
-// from the server's own port on another loopback address (127.0.0.K:PORT)
-// makes a connection whose two ends have the same two ports: the lookup
-// often finds the server's own accepted socket (held by the server, not a
-// descendant) and lets the connection through. With a token that leaked
-// into the workspace, the command calls `write` outside the workspace and
-// answers its own question: item 5's attack, under bwrap and landlock.
-// Suggested fix: match the whole 4-tuple (addresses too), and refuse when
-// what is found is not exactly one socket held by a known process.
+/// Was a hole at 05550c0: the check that refuses the run's own processes
+/// (src/mcp/peer.rs) found the caller's socket in /proc/net/tcp by its two
+/// ports alone, and took the first line that had them. A confined command
+/// that connects from the server's own port on another loopback address
+/// (127.0.0.K:PORT) makes a connection whose two ends have the same two
+/// ports: the lookup often found the server's own accepted socket (held by
+/// the server, not a descendant) and let the connection through; with a
+/// token that leaked into the workspace, the command called `write`
+/// outside the workspace and answered its own question. Now the kernel
+/// names the socket by the whole 4-tuple (sock_diag).
 #[test]
 fn a_confined_command_connecting_from_the_servers_own_port_cannot_answer_its_own_asks() {
     own_command_passing_for_another("port");
 }
 
-// HOLE: peer.rs's `of_the_run` returns "not of the run" without looking
-// when the peer's address is not loopback and differs from the server's:
-// a confined command (network open: the host's network namespace) binds
-// its socket to the machine's own non-loopback address (192.0.2.2 here)
-// and connects to 127.0.0.1:PORT; the server sees a "remote" peer and
-// never looks it up, so the command calls `write` outside the workspace
-// and answers its own question. Suggested fix: look up every peer whose
-// address is one of this machine's (or every peer), never skip by address.
+/// Was a hole at 05550c0: peer.rs's `of_the_run` returned "not of the
+/// run" without looking when the peer's address was not loopback and
+/// differed from the server's: a confined command (network open: the
+/// host's network namespace) bound its socket to the machine's own
+/// non-loopback address (192.0.2.2 here) and connected to 127.0.0.1:PORT;
+/// the server saw a "remote" peer and never looked it up. Now every peer is
+/// looked up.
 #[test]
 fn a_confined_command_connecting_from_the_machines_own_address_cannot_answer_its_own_asks() {
     own_command_passing_for_another("host");
+}
+
+/// Was a hole at 05550c0: the server's own process was no descendant of
+/// itself, so a flow of the run (`http-post`, which the server sends) that
+/// posts to its own server with a token that leaked into the workspace was
+/// served. The control: the same request from outside the run is.
+#[test]
+fn a_flow_of_the_run_posting_to_its_own_server_is_refused_whatever_token_it_sends() {
+    let ws = workspace();
+    let rules = |origin: &str| {
+        format!(
+            r#"local p = require("sluice.policy")
+return {{ rules = {{ p.allow "fs:*:${{workspace}}", p.allow "fs:*:${{workspace}}/**",
+  p.allow "net:post:*", p.allow "net:private:{origin}" }} }}"#
+        )
+    };
+    let open = common::policy(&ws, "open.lua", &rules("http://127.0.0.1:1"));
+    let server = Http::start(ws.path(), &["--policy", &open], None);
+    // The server's own origin, once it chose its port: each call is judged
+    // by the policy as it is then.
+    std::fs::write(&open, rules(&format!("http://{}", server.addr()))).unwrap();
+    let token = server.token.clone().unwrap();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "inside", "version": "0"}}});
+    let calls = json!([{"tool": "http-post", "input": {
+        "url": server.url,
+        "headers": {"Authorization": format!("Bearer {token}"),
+                    "Accept": "application/json, text/event-stream"},
+        "body": initialize.to_string(),
+    }}]);
+    let seen = attack(
+        "calls",
+        "2025-11-25",
+        Server::Http(&server),
+        &json!({"calls": calls, "answer": "none"}),
+    );
+    let out = &seen["results"][0]["structured"];
+    assert_eq!(out["status"], 403, "{seen}");
+    assert!(
+        out["body"]
+            .as_str()
+            .unwrap()
+            .contains("this connection comes from a process this sluice mcp run started"),
+        "{seen}"
+    );
+    // The control: from outside the run, with the token, it is served.
+    let (status, reply) = server.post(&[]);
+    assert_eq!(status, 200, "{reply}");
 }
 
 // ---------------------------------------------------------------------------

@@ -355,6 +355,79 @@ fn an_ask_that_counts_once_is_asked_again_whatever_was_answered_for_the_run() {
     assert_eq!(approved, [once.clone(), once]);
 }
 
+/// A command's question for a wider sandbox is put before the call waits
+/// for a place among `--max-procs`: with one place, another task's command
+/// that overlaps it in nothing runs while the question is open (it was
+/// asked once the call held the place, so the other command waited for the
+/// answer, and the person, waiting for that command, never gave one).
+#[test]
+fn a_question_for_a_wider_sandbox_holds_no_place_among_the_commands_in_flight() {
+    let ws = workspace();
+    let log = Log::default();
+    let waits = log.clone();
+    let person = Person::new(&log, move |_| {
+        if waits.wait_for("B done") {
+            Answer::Once
+        } else {
+            Answer::No(Some("B never ran while the question was open".into()))
+        }
+    });
+    let rt = Runtime::builder()
+        .workspace(ws.path())
+        .audit(ws.path().join("audit.db"))
+        .approver(person.clone())
+        .flow(Mark(log.clone()))
+        .max_procs(1)
+        .build()
+        .unwrap();
+    run(
+        &rt,
+        r#"
+        local quiet = {mode = "hermetic", reads = {}, writes = {}}
+        local function bash(input)
+          for k, v in pairs(quiet) do input[k] = v end
+          return sluice.bash(input)
+        end
+        local a = sluice.spawn(function()
+          local r, err = bash{command = "echo a", sandboxPermissions = "danger-full-access",
+                              justification = "the test"}
+          sluice.mark{tag = r and ("A " .. r.stdout) or ("A " .. err.code .. ": " .. err.message)}
+        end)
+        local b = sluice.spawn(function()
+          local r = assert(bash{command = "echo b"})
+          sluice.mark{tag = "B done: " .. r.stdout}
+        end)
+        sluice.all{a, b}
+        "#,
+    );
+    assert_eq!(
+        log.lines(),
+        [
+            "asked proc:spawn:echo a".to_string(),
+            "B done: b\n".to_string(),
+            "answered proc:spawn:echo a".to_string(),
+            "A a\n".to_string(),
+        ]
+    );
+    // Asked before it ran: among the decisions the call was admitted by,
+    // none made while it ran.
+    let conn = sluice::record::open_existing(&ws.path().join("audit.db")).unwrap();
+    let (before, during): (String, Option<String>) = conn
+        .query_row(
+            "SELECT decisions, late_decisions FROM calls WHERE flow = 'bash' AND input LIKE '%echo a%'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let by: Vec<Value> = serde_json::from_str::<Vec<Value>>(&before)
+        .unwrap()
+        .iter()
+        .map(|d| d["approvedBy"].clone())
+        .collect();
+    assert_eq!(by, [json!(null), json!("the test's person, once")]);
+    assert!(during.as_deref().is_none_or(|d| d == "[]"), "{during:?}");
+}
+
 #[test]
 fn an_unattended_run_fails_each_task_s_ask_permission_required_while_the_others_go_on() {
     let ws = workspace();

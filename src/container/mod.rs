@@ -36,7 +36,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-/// Where one call runs, as step 5 of the pipeline decided.
+/// Where one call runs, as step 4½ of the pipeline decided.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Route {
     /// On the host, confined as the run's grants say.

@@ -115,7 +115,7 @@ pub struct Context {
     pub gate: Option<CallGate>,
     /// The run's container routes.
     pub containers: Arc<crate::container::Containers>,
-    /// Where this call runs, as the pipeline's step 5 decided.
+    /// Where this call runs, as the pipeline's step 4½ decided.
     pub route: crate::container::Route,
     /// The model providers the operator declared.
     pub models: Arc<crate::model::Providers>,
@@ -134,6 +134,31 @@ pub struct Context {
     pub inner: Option<Inner>,
     /// The test flow's runner, as the policy (or the embedder) declared it.
     pub tests: Option<Arc<test::Runner>>,
+    /// The wider sandbox the person granted this call's command this once
+    /// ([`Context::ask_wider`]); `None` for every other call.
+    pub widened: Option<Widened>,
+}
+
+/// A sandbox mode strictly wider than the policy gives, which a call's
+/// command asks for this once (bash's `sandboxPermissions`, with its
+/// `justification`). The pipeline asks for it once the call is authorized
+/// and routed, before it waits for its turn ([`Context::ask_wider`]).
+#[derive(Debug, Clone)]
+pub struct Wider {
+    /// The command line, as the policy judges it (`proc:spawn:COMMAND`).
+    pub command: String,
+    pub mode: crate::sandbox::Mode,
+    /// Why, shown when asking.
+    pub justification: String,
+}
+
+/// A wider sandbox granted to one command of one call: made by
+/// [`Context::ask_wider`] alone, once the person (or an exact
+/// pre-approval) agreed.
+#[derive(Debug, Clone)]
+pub struct Widened {
+    command: String,
+    mode: crate::sandbox::Mode,
 }
 
 /// A call a running flow makes through the door (the test flow's model
@@ -214,6 +239,7 @@ impl Context {
             abort: None,
             inner: None,
             tests: None,
+            widened: None,
         }
     }
 
@@ -297,29 +323,70 @@ impl Context {
     }
 
     /// How a command of this call is confined: the profile the run's
-    /// static grants give it, widened to `wider` for this call alone when
-    /// the person asked agrees (`sandboxPermissions` with its
-    /// `justification`). `None`: the grants confine nothing. No working
-    /// runner is `provider_unavailable`: the command does not run.
-    pub async fn confine(
-        &self,
-        command: &str,
-        wider: Option<(crate::sandbox::Mode, &str)>,
-    ) -> FlowResult<Option<crate::sandbox::Confined>> {
-        let profile = self.profile(command, wider).await?;
+    /// static grants give it, widened for this call alone when the person
+    /// agreed before it ran ([`Context::ask_wider`]). `None`: the grants
+    /// confine nothing. No working runner is `provider_unavailable`: the
+    /// command does not run.
+    pub fn confine(&self, command: &str) -> FlowResult<Option<crate::sandbox::Confined>> {
+        let mut profile = self.profile()?;
+        if let Some(w) = self.widened.as_ref().filter(|w| w.command == command) {
+            self.call_gate()?.kernel().with_static(|view| {
+                self.sandbox
+                    .widen(view, &self.workspace, &mut profile, w.mode)
+            });
+        }
         self.confine_profile(profile, &self.workspace)
+    }
+
+    /// Asks the person whether this call's command may run with `wider`'s
+    /// mode this once (`sandboxPermissions`), before the call waits for its
+    /// turn: then [`Context::confine`] widens its profile. Refused with
+    /// nobody asked (`invalid_input`) for a command routed into a
+    /// container, whose mounts bound it, and for a mode the policy already
+    /// gives. Only an exact pre-approval or the person grants it, for this
+    /// call alone ([`CallGate::ask_once`]).
+    pub async fn ask_wider(&mut self, wider: &Wider) -> FlowResult<()> {
+        if let Some(name) = self.route.container() {
+            return Err(FlowError::invalid_input("sandboxPermissions", format!("sandboxPermissions widens the host's sandbox, but this command runs in container {name}, which its mounts bound; drop sandboxPermissions")));
+        }
+        let given = self.profile()?.mode;
+        if wider.mode <= given {
+            return Err(FlowError::invalid_input(
+                "sandboxPermissions",
+                format!(
+                    "the policy already gives this command {}; sandboxPermissions asks for a strictly wider mode ({})",
+                    given.as_str(),
+                    wider_than(given)
+                ),
+            ));
+        }
+        let cap = Capability {
+            action: Action::ProcSpawn,
+            resource: wider.command.clone(),
+        };
+        let reason = format!(
+            "the command asks to run with {} this once: {}",
+            wider.mode.as_str(),
+            wider.justification
+        );
+        let gate = self.call_gate()?;
+        gate.ask_once(&cap, "sandboxPermissions", reason).await?;
+        self.widened = Some(Widened {
+            command: wider.command.clone(),
+            mode: wider.mode,
+        });
+        Ok(())
     }
 
     /// How a command of this call that runs in `copy`, a checkout of the
     /// workspace sluice made (the test flow's base worktree), is confined:
     /// the workspace's profile, with each of its grants and masks inside
     /// the workspace given to the same path inside `copy` as well.
-    pub async fn confine_copy(
+    pub fn confine_copy(
         &self,
-        command: &str,
         copy: &std::path::Path,
     ) -> FlowResult<Option<crate::sandbox::Confined>> {
-        let mut profile = self.profile(command, None).await?;
+        let mut profile = self.profile()?;
         let ws = &self.workspace;
         // The copy's files are the base revision's, links included: a grant
         // goes to a mirrored path only where no link is on the way (a link
@@ -345,42 +412,10 @@ impl Context {
         self.confine_profile(profile, copy)
     }
 
-    /// The profile the run's static grants give a command of this call,
-    /// widened to `wider` when the person asked agrees.
-    async fn profile(
-        &self,
-        command: &str,
-        wider: Option<(crate::sandbox::Mode, &str)>,
-    ) -> FlowResult<crate::sandbox::Profile> {
-        let gate = self.call_gate()?;
-        let kernel = gate.kernel();
-        let mut profile = kernel.with_static(|view| self.sandbox.derive(view, &self.workspace));
-        if let Some((mode, why)) = wider {
-            if mode <= profile.mode {
-                return Err(FlowError::invalid_input(
-                    "sandboxPermissions",
-                    format!(
-                        "the policy already gives this command {}; sandboxPermissions asks for a strictly wider mode ({})",
-                        profile.mode.as_str(),
-                        wider_than(profile.mode)
-                    ),
-                ));
-            }
-            let cap = Capability {
-                action: Action::ProcSpawn,
-                resource: command.to_string(),
-            };
-            let reason = format!(
-                "the command asks to run with {} this once: {why}",
-                mode.as_str()
-            );
-            gate.ask_once(&cap, "sandboxPermissions", reason).await?;
-            kernel.with_static(|view| {
-                self.sandbox
-                    .widen(view, &self.workspace, &mut profile, mode)
-            });
-        }
-        Ok(profile)
+    /// The profile the run's static grants give a command of this call.
+    fn profile(&self) -> FlowResult<crate::sandbox::Profile> {
+        let kernel = self.call_gate()?.kernel();
+        Ok(kernel.with_static(|view| self.sandbox.derive(view, &self.workspace)))
     }
 
     /// Confines a command under `profile`, with the audit store read-only
@@ -466,6 +501,13 @@ pub trait Flow: Sized + 'static {
     /// Resolves the input and declares the call's envelope.
     fn plan(ctx: &Context, input: Self::Input) -> FlowResult<(Self, Envelope)>;
 
+    /// A wider sandbox this planned call's command asks for this once
+    /// (bash's `sandboxPermissions`), which the pipeline asks for before
+    /// the call waits for its turn.
+    fn wider(&self) -> Option<Wider> {
+        None
+    }
+
     /// Does the work. Runs only with the proof that the envelope was
     /// authorized, which only the gate makes.
     fn execute(
@@ -481,6 +523,8 @@ type Run = Box<dyn for<'a> FnOnce(&'a Context, Authorized) -> LocalFuture<'a, Fl
 /// A call that passed decode, validate and envelope, waiting to be authorized.
 pub struct Prepared {
     pub envelope: Envelope,
+    /// The wider sandbox its command asks for this once ([`Flow::wider`]).
+    pub wider: Option<Wider>,
     run: Run,
 }
 
@@ -496,6 +540,7 @@ impl Prepared {
     ) -> Prepared {
         Prepared {
             envelope,
+            wider: None,
             run: Box::new(run),
         }
     }
@@ -563,6 +608,7 @@ impl<F: Flow> DynFlow for Entry<F> {
         let input: F::Input = decode(F::SPEC.name, input)?;
         F::validate(&input)?;
         let (call, envelope) = F::plan(ctx, input)?;
+        let wider = call.wider();
         let run: Run = Box::new(move |ctx, door| {
             Box::pin(async move {
                 let out = call.execute(ctx, door).await?;
@@ -574,7 +620,11 @@ impl<F: Flow> DynFlow for Entry<F> {
                 })
             })
         });
-        Ok(Prepared { envelope, run })
+        Ok(Prepared {
+            envelope,
+            wider,
+            run,
+        })
     }
 }
 

@@ -182,7 +182,7 @@ impl Flow for ShellCommand {
         req.timeout = Some(self.timeout);
         req.output_budget = Some(CODEX_CAPTURE_BUDGET);
         req.merge_output = true;
-        let confined = ctx.confine(&self.command, None).await?;
+        let confined = ctx.confine(&self.command)?;
         if let Some(c) = &confined {
             c.attach(&mut req);
         }

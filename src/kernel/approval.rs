@@ -325,9 +325,9 @@ impl Approvals {
     /// earlier yes, like running a command less confined. Blocks the
     /// caller's thread while it waits for the prompt and the answer.
     ///
-    /// Asked while a call runs, the approver is asked on tokio's blocking
-    /// pool while the call's task waits, as before a call runs: the run's
-    /// other tasks (a served run's other requests) go on meanwhile.
+    /// The approver is asked as at step 4 (put, or on tokio's blocking
+    /// pool) while the call's task waits: the run's other tasks (a served
+    /// run's other requests) go on meanwhile.
     pub async fn approve_once(&self, req: &Request<'_>, verdict: &Verdict) -> FlowResult<String> {
         if let Some(p) = self
             .preapproved

@@ -210,8 +210,9 @@ impl CallGate {
 
     /// Asks the person (or a pre-approval) whether `cap` may be used this
     /// once, whatever the rules say: an ask by `by` for `reason`. Made
-    /// while a call runs (bash's `sandboxPermissions`); the call's task
-    /// waits for the answer, the run's other tasks go on.
+    /// once a call is authorized and routed, before it waits for its turn
+    /// (bash's `sandboxPermissions`, `flows::Context::ask_wider`); the
+    /// call's task waits for the answer, the run's other tasks go on.
     pub async fn ask_once(&self, cap: &Capability, by: &str, reason: String) -> FlowResult<()> {
         let verdict = Judgement {
             decision: Verdict::Ask,

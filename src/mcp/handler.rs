@@ -218,6 +218,7 @@ impl Server {
             ))),
             progress: relay,
             owner,
+            session: Some(self.session.id.clone()),
         };
         let incoming = Incoming {
             tool: entry.runs.clone(),

@@ -5,6 +5,7 @@
 //! gets 403, whatever it resolved the name to.
 
 use super::handler::Server;
+use super::peer::{of_the_run, Holder};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -56,19 +57,16 @@ pub async fn serve(server: Server, listener: tokio::net::TcpListener, token: Str
         };
         let (mcp, token) = (mcp.clone(), token.clone());
         tokio::spawn(async move {
-            let inside = match stream.local_addr() {
-                Ok(local) => {
-                    tokio::task::spawn_blocking(move || super::peer::of_the_run(peer, local))
-                        .await
-                        .ok()
-                        .flatten()
-                }
-                Err(_) => None,
+            let holder = match stream.local_addr() {
+                Ok(local) => tokio::task::spawn_blocking(move || of_the_run(peer, local))
+                    .await
+                    .unwrap_or_else(|e| Holder::Unknown(format!("its check failed ({e})"))),
+                Err(e) => Holder::Unknown(format!("its address is not known ({e})")),
             };
             let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                let (mut mcp, token) = (mcp.clone(), token.clone());
+                let (mut mcp, token, holder) = (mcp.clone(), token.clone(), holder.clone());
                 async move {
-                    if let Some(refusal) = front(&req, &token, inside) {
+                    if let Some(refusal) = front(&req, &token, &holder) {
                         return Ok::<_, Infallible>(refusal);
                     }
                     tower_service::Service::call(&mut mcp, req).await
@@ -82,22 +80,36 @@ pub async fn serve(server: Server, listener: tokio::net::TcpListener, token: Str
 }
 
 /// What the front refuses before rmcp sees a request: any request of a
-/// connection one of the run's own processes (`inside`) holds, a missing
-/// or wrong token, another path.
+/// connection one of the run's own processes holds, or whose holder
+/// nobody can tell ([`Holder`]), a missing or wrong token, another path.
 fn front(
     req: &hyper::Request<Incoming>,
     expected: &str,
-    inside: Option<u32>,
+    holder: &Holder,
 ) -> Option<hyper::Response<Body>> {
-    if let Some(pid) = inside {
-        return Some(reply(
-            403,
-            &format!(
-                "this connection comes from a process this sluice mcp run started (pid {pid}): the run's own commands \
-                 cannot call its tools nor answer its questions"
-            ),
-            None,
-        ));
+    match holder {
+        Holder::Outside => {}
+        Holder::Run(pid) => {
+            return Some(reply(
+                403,
+                &format!(
+                    "this connection comes from a process this sluice mcp run started (pid {pid}): the run's own \
+                     commands cannot call its tools nor answer its questions"
+                ),
+                None,
+            ))
+        }
+        Holder::Unknown(why) => {
+            return Some(reply(
+                403,
+                &format!(
+                    "sluice mcp cannot tell whether this connection comes from a process its run started, so it \
+                     refuses it: {why}. Connect from a process of the user the server runs as, outside the run, \
+                     and keep the connection open until it is answered"
+                ),
+                None,
+            ))
+        }
     }
     // The scheme's name is case-insensitive (RFC 9110); the token is not.
     let given = req

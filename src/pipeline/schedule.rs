@@ -15,6 +15,16 @@
 //! sends at most `max_requests` requests at once; a call waits for a place
 //! only once the calls it overlaps are done, so a place is never held by a
 //! call that cannot run.
+//!
+//! A script's calls take their place in the run's order when they are
+//! issued, before they are authorized. A served client session (an MCP
+//! client's) has an order of its own ([`Schedule::order`]), which the
+//! calls of its requests and of the tasks they start (a Lua tool's) keep
+//! as a script's do; such a call takes its place in the run's order only
+//! once it is authorized and the session's earlier calls it overlaps are
+//! done ([`Schedule::enter_served`]). Calls of different sessions have no
+//! issue order between them: they are ordered by when they are ready to
+//! run, so one waiting for a person's answer holds no other client's.
 
 use crate::call::Envelope;
 use std::cell::{Cell, RefCell};
@@ -101,12 +111,34 @@ impl Schedule {
         }
     }
 
+    /// An issue order of its own, a client session's: its turns take their
+    /// places among the commands and requests in flight in the run's
+    /// schedule ([`Schedule::enter_served`]), never in this one.
+    pub fn order() -> Schedule {
+        Schedule::new(1, 1)
+    }
+
     /// Takes a call's place in the issue order, at once: every call issued
     /// later that overlaps it waits until the [`Turn`] is dropped.
     pub fn enter(self: &Rc<Self>, envelope: &Envelope) -> Turn {
+        self.enter_footprint(Rc::new(Footprint::of(envelope)), None)
+    }
+
+    /// Takes a served call's place in its client session's issue order
+    /// (`session`, a [`Schedule::order`]), at once; its place in this (the
+    /// run's) schedule is taken by [`Turn::ready`], once the session's
+    /// earlier calls it overlaps are done.
+    pub fn enter_served(self: &Rc<Self>, session: &Rc<Schedule>, envelope: &Envelope) -> Turn {
+        session.enter_footprint(Rc::new(Footprint::of(envelope)), Some(self.clone()))
+    }
+
+    fn enter_footprint(
+        self: &Rc<Self>,
+        footprint: Rc<Footprint>,
+        run: Option<Rc<Schedule>>,
+    ) -> Turn {
         let id = self.next.get();
         self.next.set(id + 1);
-        let footprint = Rc::new(Footprint::of(envelope));
         let before: Vec<u64> = self
             .active
             .borrow()
@@ -124,6 +156,8 @@ impl Schedule {
             before,
             footprint,
             permits: Vec::new(),
+            run,
+            in_run: None,
         }
     }
 
@@ -141,12 +175,37 @@ pub struct Turn {
     before: Vec<u64>,
     footprint: Rc<Footprint>,
     permits: Vec<OwnedSemaphorePermit>,
+    /// The run's schedule, for a turn in a client session's order: where
+    /// it takes its place once the session's earlier calls are done.
+    run: Option<Rc<Schedule>>,
+    /// Its place in the run's schedule, once taken (dropped after the
+    /// place in the session's order: fields drop after `Drop::drop`).
+    in_run: Option<Box<Turn>>,
 }
 
 impl Turn {
     /// Waits until every earlier call this one overlaps is done, then for
-    /// a place among the commands or requests in flight, as it needs.
+    /// a place among the commands or requests in flight, as it needs. A
+    /// served call waits for its session's earlier calls, then takes its
+    /// place in the run's order and waits there.
     pub async fn ready(&mut self) {
+        self.ordered().await;
+        let Some(run) = &self.run else {
+            return self.placed().await;
+        };
+        let footprint = self.footprint.clone();
+        // Kept before it waits, so a wait dropped and begun again keeps
+        // the place it took.
+        let turn = self
+            .in_run
+            .get_or_insert_with(|| Box::new(run.enter_footprint(footprint, None)));
+        turn.ordered().await;
+        turn.placed().await;
+    }
+
+    /// Waits until every earlier call of its schedule that it overlaps is
+    /// done.
+    async fn ordered(&mut self) {
         loop {
             let done = self.schedule.done.clone();
             let notified = done.notified();
@@ -160,6 +219,11 @@ impl Turn {
             }
             notified.await;
         }
+    }
+
+    /// Waits for a place among the commands or requests in flight, as the
+    /// call needs.
+    async fn placed(&mut self) {
         for (needed, places) in [
             (self.footprint.procs, &self.schedule.procs),
             (self.footprint.requests, &self.schedule.requests),
@@ -271,6 +335,49 @@ mod tests {
                 went.await.is_ok(),
                 "the read still waits after the write is done"
             );
+        });
+    }
+
+    #[test]
+    fn schedule_a_served_call_keeps_its_sessions_order_and_holds_no_place_in_the_runs_until_ready()
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let s = Rc::new(Schedule::new(1, 1));
+            let (one, two) = (Rc::new(Schedule::order()), Rc::new(Schedule::order()));
+            // A call of session one, issued and not yet ready (its ask waits).
+            let mut asking = s.enter_served(&one, &env(&[], &["/w"]));
+            // Another session's call, and a script's, do not wait for it...
+            let mut other = s.enter_served(&two, &env(&[], &["/w/a"]));
+            assert_eq!(s.enter(&env(&["/w/a"], &[])).waiting_for(), 0);
+            let went = tokio::time::timeout(std::time::Duration::from_millis(50), other.ready());
+            assert!(
+                went.await.is_ok(),
+                "another session's call waited for an ask"
+            );
+            // ...but a later call of its own session does.
+            let mut own = s.enter_served(&one, &env(&["/w/b"], &[]));
+            assert_eq!(own.waiting_for(), 1);
+            // Once it is ready, it waits in the run's order for what took
+            // its place there first, and holds back what comes after.
+            let waited = tokio::time::timeout(std::time::Duration::from_millis(50), asking.ready());
+            assert!(
+                waited.await.is_err(),
+                "it ran beside an overlapping call ready before it"
+            );
+            drop(other);
+            asking.ready().await;
+            assert_eq!(s.enter(&env(&["/w/c"], &[])).waiting_for(), 1);
+            let own_waits = tokio::time::timeout(std::time::Duration::from_millis(50), own.ready());
+            assert!(
+                own_waits.await.is_err(),
+                "its session's later call ran beside it"
+            );
+            drop(asking);
+            own.ready().await;
         });
     }
 

@@ -66,6 +66,11 @@ pub struct Caller {
     /// client's session): only requests with the same owner read, wait for
     /// or kill them. `None`: the run's, any request's.
     pub owner: Option<String>,
+    /// The client session it comes from (an MCP client's): the session's
+    /// requests keep the order they came in among themselves, where their
+    /// calls overlap, and take their place among other sessions' calls
+    /// once authorized. `None`: a session of its own.
+    pub session: Option<String>,
 }
 
 /// Hands a piece of a request's streamed output to its caller, from the
@@ -458,6 +463,7 @@ impl Request {
                 client: caller.client.clone(),
                 relay,
                 owner: caller.owner.clone(),
+                session: caller.session.clone(),
             },
         );
         if let Some(approver) = &caller.approver {

@@ -328,11 +328,19 @@ impl Flow for Bash {
         plan(ctx, input)
     }
 
+    fn wider(&self) -> Option<super::Wider> {
+        let (mode, justification) = self.wider.clone()?;
+        Some(super::Wider {
+            command: self.label.clone(),
+            mode,
+            justification,
+        })
+    }
+
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        // A wider sandbox was refused for a routed command before it ran
+        // (`Context::ask_wider`).
         if let Some(name) = ctx.route.container() {
-            if self.wider.is_some() {
-                return Err(FlowError::invalid_input("sandboxPermissions", format!("sandboxPermissions widens the host's sandbox, but this command runs in container {name}, which its mounts bound; drop sandboxPermissions")));
-            }
             return self.in_container(ctx, name).await;
         }
         let exec = &ctx.exec;
@@ -342,8 +350,7 @@ impl Flow for Bash {
         req.stdin = self.stdin.clone();
         req.timeout = Some(self.timeout);
         req.output_budget = Some(exec::STREAM_BUDGET);
-        let wider = self.wider.as_ref().map(|(m, why)| (*m, why.as_str()));
-        let mut confined = ctx.confine(&self.label, wider).await?;
+        let mut confined = ctx.confine(&self.label)?;
         if !self.secrets.is_empty() {
             confined = confined.map(crate::sandbox::Confined::alone);
         }

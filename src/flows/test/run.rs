@@ -84,8 +84,8 @@ pub async fn run(ctx: &Context, target: &Target<'_>) -> FlowResult<Ran> {
     let mut req = request(ctx, target);
     req.cwd = Some(target.cwd.clone());
     let confined = match target.copy {
-        Some(copy) => ctx.confine_copy(&target.line.shown, copy).await?,
-        None => ctx.confine(&target.line.shown, None).await?,
+        Some(copy) => ctx.confine_copy(copy)?,
+        None => ctx.confine(&target.line.shown)?,
     };
     if let Some(c) = &confined {
         c.attach(&mut req);
