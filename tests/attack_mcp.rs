@@ -893,7 +893,7 @@ fn a_2025_call_cancelled_while_its_question_is_open_does_not_run_on_a_late_yes()
 const PONG: &str = r#"return {name = "pong", description = "Answers pong.", input = {type = "object"},
   run = function() return "pong" end}"#;
 
-/// HOLE (found at f7cf56e): bash's `sandboxPermissions` ask is put while
+/// Was a hole at f7cf56e, closed since: bash's `sandboxPermissions` ask is put while
 /// the call runs (`CallGate::ask_once`, blocking), and the MCP asker waits
 /// on the run's one thread for the answer, so until the person answers (up
 /// to 10 minutes) no other call of any client runs.
@@ -939,7 +939,7 @@ fn a_once_only_question_left_open_holds_no_other_call() {
     }
 }
 
-/// HOLE (found at f7cf56e): the served run's approver (`serve::Callers`)
+/// Was a hole at f7cf56e, closed since: the served run's approver (`serve::Callers`)
 /// keeps the default `one_at_a_time() == true`, so every ask takes the
 /// run-wide prompt lock: one client's open question holds every other
 /// client's, against the README's promise.
@@ -1091,7 +1091,7 @@ const MAKE: &str = r#"return {
   end,
 }"#;
 
-/// HOLE (found at f7cf56e): a Lua tool's `input` schema is shown to the
+/// Was a hole at f7cf56e, closed since: a Lua tool's `input` schema is shown to the
 /// client but never checked: a model sends what the schema excludes (an
 /// enum bypassed into a command line, a required field missing, an extra
 /// one) and the vetted tool runs with it.
@@ -1134,7 +1134,7 @@ fn a_lua_tools_input_outside_its_declared_schema_is_refused_before_it_runs() {
     );
 }
 
-/// HOLE (found at f7cf56e): the elicitation message carries the command,
+/// Was a hole at f7cf56e, closed since: the elicitation message carries the command,
 /// path and justification raw, where the terminal's prompt escapes control
 /// characters: a model's call hides text from the person with ANSI escapes
 /// and writes "Asked by" and "Call" lines of its own into the question.
