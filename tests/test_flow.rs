@@ -504,29 +504,8 @@ fn against_base_reports_introduced_preexisting_and_fixed_failures_and_removes_th
             if fixed { "True" } else { "False, 'was broken'" }
         )
     };
-    put(&ws, "tests/test_s.py", &suite(false, false));
-    git(ws.path(), &["add", "."]);
-    git(ws.path(), &["commit", "-q", "-m", "base"]);
-    put(&ws, "tests/test_s.py", &suite(true, true));
-    let runner = format!("{}, baseRef = \"main\"", pytest_runner());
-    let out = test_call(&ws, &runner, "{against = \"base\"}");
-    assert_eq!(
-        out["introduced"],
-        json!(["tests/test_s.py::test_regresses"]),
-        "{out}"
-    );
-    assert_eq!(
-        out["preexisting"],
-        json!(["tests/test_s.py::test_old_bug"]),
-        "{out}"
-    );
-    assert_eq!(
-        out["fixed"],
-        json!(["tests/test_s.py::test_fixed_later"]),
-        "{out}"
-    );
-    assert_eq!(out["base"]["passed"], 2, "{out}");
-    assert_eq!(out["passed"], 2, "{out}");
+    let out = compare_with_base(&ws, &suite(false, false), &suite(true, true));
+    assert_each_kind_of_failure(&out);
     // The worktree is gone, and git no longer knows it.
     let list = Command::new("git")
         .args(["worktree", "list"])

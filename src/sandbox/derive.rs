@@ -57,18 +57,8 @@ pub fn derive(view: &StaticView, workspace: &Path) -> Profile {
 /// answers), which learns the trees this profile lets commands write.
 pub(super) fn derive_with(view: &StaticView, workspace: &Path, look: &mut Lookups) -> Profile {
     let mut profile = Profile {
-        mode: Mode::ReadOnly,
-        writable: Vec::new(),
-        read_only: Vec::new(),
-        readable: Vec::new(),
-        links: Vec::new(),
-        hidden: Vec::new(),
-        hide_globs: Vec::new(),
-        env: Vec::new(),
-        network: false,
-        tmp: PathBuf::new(),
-        partial: Vec::new(),
         limits: super::limits::Limits::of(&view.limits),
+        ..Profile::nothing(Mode::ReadOnly)
     };
     if view.failed {
         return profile;
@@ -104,20 +94,11 @@ pub(super) fn for_mounts(
     mounted: &[PathBuf],
     look: &mut Lookups,
 ) -> Profile {
+    // A container's commands are not sluice's to limit (README).
     let mut profile = Profile {
-        mode: Mode::WorkspaceWrite,
         writable: mounted.to_vec(),
-        read_only: Vec::new(),
         readable: mounted.to_vec(),
-        links: Vec::new(),
-        hidden: Vec::new(),
-        hide_globs: Vec::new(),
-        env: Vec::new(),
-        network: false,
-        tmp: PathBuf::new(),
-        partial: Vec::new(),
-        // A container's commands are not sluice's to limit (README).
-        limits: Default::default(),
+        ..Profile::nothing(Mode::WorkspaceWrite)
     };
     look.writable(mounted);
     narrow(view, workspace, &mut profile, look);

@@ -120,6 +120,25 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// A profile in `mode` that opens, keeps and hides nothing yet, with
+    /// the network closed and no limits: what a derivation starts from.
+    pub(crate) fn nothing(mode: Mode) -> Profile {
+        Profile {
+            mode,
+            writable: Vec::new(),
+            read_only: Vec::new(),
+            readable: Vec::new(),
+            links: Vec::new(),
+            hidden: Vec::new(),
+            hide_globs: Vec::new(),
+            env: Vec::new(),
+            network: false,
+            tmp: PathBuf::new(),
+            partial: Vec::new(),
+            limits: limits::Limits::default(),
+        }
+    }
+
     /// Whether `path` lies in a tree the command can see.
     pub fn sees(&self, path: &Path) -> bool {
         let visible = |roots: &[PathBuf]| roots.iter().any(|r| path.starts_with(r));

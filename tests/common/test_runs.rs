@@ -129,3 +129,39 @@ pub fn git(dir: &Path, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Commits `tests/test_s.py` as `base` on `main` in `ws` (a repository),
+/// puts `now` in its place and runs `sluice.test{against = "base"}` with
+/// pytest: the output.
+pub fn compare_with_base(ws: &Workspace, base: &str, now: &str) -> Value {
+    put(ws, "tests/test_s.py", base);
+    git(ws.path(), &["add", "."]);
+    git(ws.path(), &["commit", "-q", "-m", "base"]);
+    put(ws, "tests/test_s.py", now);
+    let runner = format!("{}, baseRef = \"main\"", pytest_runner());
+    test_call(ws, &runner, "{against = \"base\"}")
+}
+
+/// Asserts what a comparison with the base says of a suite whose
+/// `test_old_bug` fails in both, `test_regresses` fails now alone and
+/// `test_fixed_later` failed in the base alone, two more passing in both.
+pub fn assert_each_kind_of_failure(out: &Value) {
+    use serde_json::json;
+    assert_eq!(
+        out["introduced"],
+        json!(["tests/test_s.py::test_regresses"]),
+        "{out}"
+    );
+    assert_eq!(
+        out["preexisting"],
+        json!(["tests/test_s.py::test_old_bug"]),
+        "{out}"
+    );
+    assert_eq!(
+        out["fixed"],
+        json!(["tests/test_s.py::test_fixed_later"]),
+        "{out}"
+    );
+    assert_eq!(out["base"]["passed"], 2, "{out}");
+    assert_eq!(out["passed"], 2, "{out}");
+}
