@@ -148,15 +148,29 @@ fn the_binary_runs_the_example_from_outside_the_checkout() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hello.lua");
     std::fs::copy(example, &script).unwrap();
     let ws = workspace();
-    let out = Command::new(&bin)
-        .current_dir(elsewhere.path())
-        .arg("run")
-        .arg(&script)
-        .arg("--workspace")
-        .arg(ws.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let run = || {
+        Command::new(&bin)
+            .current_dir(elsewhere.path())
+            .arg("run")
+            .arg(&script)
+            .arg("--workspace")
+            .arg(ws.path())
+            .stdin(Stdio::null())
+            .output()
+    };
+    // Another test's child forked while the copy was open for writing holds
+    // that descriptor until it execs: the binary is busy for that moment.
+    let mut out = run();
+    for _ in 0..100 {
+        match &out {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                out = run();
+            }
+            _ => break,
+        }
+    }
+    let out = out.unwrap();
     assert!(
         out.status.success(),
         "stdout:\n{}\nstderr:\n{}",

@@ -23,6 +23,7 @@
 
 pub mod anchor;
 pub mod chain;
+pub mod db;
 pub mod export;
 pub mod list;
 mod parts;
@@ -33,6 +34,7 @@ pub mod replay;
 mod rows;
 pub mod session;
 pub mod show;
+mod sqlite;
 pub mod store;
 pub mod verify;
 

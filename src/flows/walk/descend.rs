@@ -272,35 +272,8 @@ impl<F: Fn(Vec<Found>) + Sync> Walk<'_, F> {
     /// Lists one folder: hands on what it holds that is not a folder, and
     /// returns the folders to list next.
     fn list(&self, p: Pending, mine: &mut Local<'_, F>) -> Vec<Pending> {
-        let dir = match p.open {
-            Opening::Held(dir) => dir,
-            Opening::Inside(parent, name) => match parent.folder(&name) {
-                Ok(dir) => dir,
-                Err(e) => {
-                    mine.skipped
-                        .unreadable_path(self.tree.unreadable(&p.path, &e));
-                    return vec![];
-                }
-            },
-        };
-        let entries = match dir.entries() {
-            Ok(entries) => entries,
-            Err(e) => {
-                mine.skipped
-                    .unreadable_path(self.tree.unreadable(&p.path, &e));
-                return vec![];
-            }
-        };
-        let layer = if self.rules.use_ignores {
-            match Layer::of(&p.layer, &dir, &p.path, &entries) {
-                Ok(layer) => layer,
-                Err(Hostile(file)) => {
-                    mine.skipped.unreadable_path(self.tree.hostile_note(&file));
-                    return vec![];
-                }
-            }
-        } else {
-            p.layer
+        let Some((dir, entries, layer)) = self.open(p.open, &p.path, p.layer, mine) else {
+            return vec![];
         };
         let mut below = Vec::new();
         for entry in entries {
@@ -308,44 +281,103 @@ impl<F: Fn(Vec<Found>) + Sync> Walk<'_, F> {
                 break;
             }
             let path = p.path.join(&entry.name);
-            let is_dir = entry.kind == checked::Kind::Dir;
-            if self.rules.leave_out(&layer, &path, &entry.name, is_dir) {
-                continue;
+            if let Some(folder) = self.take(entry, path, &dir, &layer, mine) {
+                below.push(folder);
             }
-            // The repository's internals and sluice's audit store are never
-            // part of a listing or a search.
-            if entry.name == ".git" || entry.name == ".sluice" {
-                continue;
-            }
-            if !fair_name(&entry.name) {
-                mine.skipped.names += 1;
-                continue;
-            }
-            if is_dir {
-                below.push(Pending {
-                    open: Opening::Inside(dir.clone(), entry.name),
-                    path,
-                    layer: layer.clone(),
-                });
-                continue;
-            }
-            let Some(shown) = self.tree.show(&path) else {
-                mine.skipped.names += 1;
-                continue;
-            };
-            let kind = match entry.kind {
-                checked::Kind::File => Kind::File,
-                checked::Kind::Symlink => Kind::Symlink,
-                _ => Kind::Other,
-            };
-            mine.push(Found {
-                path,
-                shown,
-                kind,
-                folder: Some(dir.clone()),
-            });
         }
         below
+    }
+
+    /// A waiting folder opened (inside the one that listed it, never
+    /// through a link), its entries and the ignore files in force in it;
+    /// `None`, counted, when it cannot be read or holds a hostile ignore
+    /// file.
+    fn open(
+        &self,
+        open: Opening,
+        path: &Path,
+        above: Arc<Layer>,
+        mine: &mut Local<'_, F>,
+    ) -> Option<(Folder, Vec<checked::Entry>, Arc<Layer>)> {
+        let unreadable = |mine: &mut Local<'_, F>, e: &io::Error| {
+            mine.skipped.unreadable_path(self.tree.unreadable(path, e));
+        };
+        let dir = match open {
+            Opening::Held(dir) => dir,
+            Opening::Inside(parent, name) => match parent.folder(&name) {
+                Ok(dir) => dir,
+                Err(e) => {
+                    unreadable(mine, &e);
+                    return None;
+                }
+            },
+        };
+        let entries = match dir.entries() {
+            Ok(entries) => entries,
+            Err(e) => {
+                unreadable(mine, &e);
+                return None;
+            }
+        };
+        if !self.rules.use_ignores {
+            return Some((dir, entries, above));
+        }
+        match Layer::of(&above, &dir, path, &entries) {
+            Ok(layer) => Some((dir, entries, layer)),
+            Err(Hostile(file)) => {
+                mine.skipped.unreadable_path(self.tree.hostile_note(&file));
+                None
+            }
+        }
+    }
+
+    /// One entry of a folder being listed: left out (by a rule, as `.git`
+    /// and `.sluice` always are, or by its name, counted), handed on, or,
+    /// a folder, returned to be listed next.
+    fn take(
+        &self,
+        entry: checked::Entry,
+        path: PathBuf,
+        dir: &Folder,
+        layer: &Arc<Layer>,
+        mine: &mut Local<'_, F>,
+    ) -> Option<Pending> {
+        let is_dir = entry.kind == checked::Kind::Dir;
+        if self.rules.leave_out(layer, &path, &entry.name, is_dir) {
+            return None;
+        }
+        // The repository's internals and sluice's audit store are never
+        // part of a listing or a search.
+        if entry.name == ".git" || entry.name == ".sluice" {
+            return None;
+        }
+        if !fair_name(&entry.name) {
+            mine.skipped.names += 1;
+            return None;
+        }
+        if is_dir {
+            return Some(Pending {
+                open: Opening::Inside(dir.clone(), entry.name),
+                path,
+                layer: layer.clone(),
+            });
+        }
+        let Some(shown) = self.tree.show(&path) else {
+            mine.skipped.names += 1;
+            return None;
+        };
+        let kind = match entry.kind {
+            checked::Kind::File => Kind::File,
+            checked::Kind::Symlink => Kind::Symlink,
+            _ => Kind::Other,
+        };
+        mine.push(Found {
+            path,
+            shown,
+            kind,
+            folder: Some(dir.clone()),
+        });
+        None
     }
 }
 
