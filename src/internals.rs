@@ -13,7 +13,7 @@ pub mod kernel {
 
 /// The record's hash chain and store.
 pub mod audit {
-    pub use crate::audit::{chain, store};
+    pub use crate::audit::{chain, db, location, postgres, store};
 }
 
 /// How commands are confined.

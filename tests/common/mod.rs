@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod mcp;
+pub mod postgres;
 pub mod test_runs;
 
 use std::path::{Path, PathBuf};

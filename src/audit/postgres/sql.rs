@@ -1,0 +1,103 @@
+//! The portable dialect's parameters in PostgreSQL's spelling: `?N`
+//! becomes `$N`, outside string literals, quoted names and comments, where
+//! a `?` is text.
+
+use crate::audit::db::{Error, Result};
+
+/// `sql` with each `?N` written `$N`. A `?` without a number is refused:
+/// the dialect numbers every parameter, and PostgreSQL has no bare `?`.
+pub fn numbered(sql: &str) -> Result<String> {
+    let bytes = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' | b'"' => i = closing(bytes, i + 1, bytes[i]),
+            b'-' if bytes.get(i + 1) == Some(&b'-') => i = line_end(bytes, i),
+            b'/' if bytes.get(i + 1) == Some(&b'*') => i = comment_end(bytes, i + 2),
+            b'?' => {
+                let digits = bytes[i + 1..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .count();
+                if digits == 0 {
+                    return Err(Error::other(format!(
+                        "the query has a `?` without a number at byte {i}: number every parameter \
+                         (?1, ?2...): {}",
+                        head(sql)
+                    )));
+                }
+                out.push_str(&sql[copied..i]);
+                out.push('$');
+                copied = i + 1;
+                i += 1 + digits;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push_str(&sql[copied..]);
+    Ok(out)
+}
+
+/// The index after the quote closing one opened before `from`. A doubled
+/// quote (`''`) is a quote inside: it closes and opens again, the same.
+fn closing(bytes: &[u8], from: usize, quote: u8) -> usize {
+    bytes[from..]
+        .iter()
+        .position(|&b| b == quote)
+        .map_or(bytes.len(), |p| from + p + 1)
+}
+
+fn line_end(bytes: &[u8], from: usize) -> usize {
+    bytes[from..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(bytes.len(), |p| from + p + 1)
+}
+
+fn comment_end(bytes: &[u8], from: usize) -> usize {
+    bytes[from..]
+        .windows(2)
+        .position(|w| w == b"*/")
+        .map_or(bytes.len(), |p| from + p + 2)
+}
+
+/// The query's start, for an error that names it.
+pub fn head(sql: &str) -> String {
+    let flat: String = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(80) {
+        Some((at, _)) => format!("{}...", &flat[..at]),
+        None => flat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_numbered_parameter_is_renumbered_repeated_or_out_of_order() {
+        assert_eq!(
+            numbered("SELECT a FROM t WHERE b = ?2 AND c = ?1 OR d = ?2 LIMIT ?10").unwrap(),
+            "SELECT a FROM t WHERE b = $2 AND c = $1 OR d = $2 LIMIT $10"
+        );
+        assert_eq!(numbered("?1").unwrap(), "$1");
+    }
+
+    #[test]
+    fn a_question_mark_in_text_or_a_comment_is_left_alone() {
+        let sql = "SELECT 'a?1 ''?2''' AS \"q?3\", x -- ?4\n FROM t /* ?5 */ WHERE y = ?6";
+        assert_eq!(
+            numbered(sql).unwrap(),
+            "SELECT 'a?1 ''?2''' AS \"q?3\", x -- ?4\n FROM t /* ?5 */ WHERE y = $6"
+        );
+    }
+
+    #[test]
+    fn a_bare_question_mark_is_refused_naming_where() {
+        let e = numbered("SELECT a FROM t WHERE b = ?").unwrap_err();
+        assert!(e.message.contains("at byte 26"), "{e}");
+        assert!(e.message.contains("SELECT a FROM t"), "{e}");
+    }
+}
