@@ -87,10 +87,12 @@ impl SslMode {
             "prefer" => SslMode::Prefer,
             "require" => SslMode::Require,
             "verify-full" => SslMode::VerifyFull,
-            "allow" | "verify-ca" => return Err(format!(
+            "allow" | "verify-ca" => {
+                return Err(format!(
                 "sslmode={s} is not one sluice takes: use disable, prefer, require or verify-full \
                      (verify-full checks the certificate and the server's name)"
-            )),
+            ))
+            }
             other => {
                 return Err(format!(
                     "sslmode={other} is not an sslmode: use disable, prefer, require or verify-full"

@@ -41,6 +41,13 @@ pub struct Postgres {
     shown: String,
 }
 
+// The writer's thread owns its connection: it moves there, and is used
+// by one thread at a time (not `Sync`, as a SQLite `Connection`).
+const _: fn() = || {
+    fn moves<T: Send>() {}
+    moves::<Postgres>();
+};
+
 /// What one server session holds.
 struct Session {
     client: Option<Client>,
