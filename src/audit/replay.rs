@@ -1035,6 +1035,13 @@ mod tests {
 
     /// Records `rows` as run `r1` and loads its record back.
     fn recorded(rows: Vec<Row>) -> (tempfile::TempDir, Record) {
+        let (dir, conn) = record(rows);
+        let record = Record::load(&conn, "r1").expect("load");
+        (dir, record)
+    }
+
+    /// Records `rows` as run `r1`.
+    fn record(rows: Vec<Row>) -> (tempfile::TempDir, rusqlite::Connection) {
         let (dir, conn) = db();
         let path = dir.path().join("audit.db");
         let start = run_start("r1");
@@ -1052,8 +1059,7 @@ mod tests {
                 .expect("record a call");
         }
         recorder.end("interrupted", None).expect("seal");
-        let record = Record::load(&conn, "r1").expect("load");
-        (dir, record)
+        (dir, conn)
     }
 
     fn resume(record: Record, retry_unknown: bool) -> Replay {
@@ -1070,6 +1076,55 @@ mod tests {
             Answer::Live => "live",
             Answer::Halt(_) => "halt",
         }
+    }
+
+    /// A store whose record's connections are counted as they are opened.
+    struct Counted(Opener, Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Reopen for Counted {
+        fn opener(&self) -> Result<Opener, String> {
+            let (open, count) = (self.0.clone(), self.1.clone());
+            Ok(Arc::new(move || {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                open()
+            }))
+        }
+    }
+
+    #[test]
+    fn a_record_reads_through_a_connection_of_its_own_and_its_reader_through_another() {
+        let calls = (1..=3).map(|seq| {
+            let path = format!("{seq}.txt");
+            Row(
+                "0",
+                seq,
+                "read",
+                read(&path),
+                0,
+                Ok(json!({"content": path})),
+            )
+        });
+        let (_d, conn) = record(calls.collect());
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let store = Counted(conn.opener().unwrap(), count.clone());
+        let opened = || count.load(std::sync::atomic::Ordering::SeqCst);
+        let replay = Replay::new(Record::load(&store, "r1").unwrap(), Mode::Replay);
+        assert_eq!(opened(), 1, "loading opens the record's own connection");
+        for seq in 1..=3 {
+            let path = format!("{seq}.txt");
+            let Answer::Recorded(Ok(out), _) = replay.answer("0", seq, "read", &read(&path)) else {
+                panic!("call {seq} was not answered from the record");
+            };
+            assert_eq!(out, json!({"content": path}));
+        }
+        assert_eq!(opened(), 2, "the reader thread opened one more, once");
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_opened_again_is_refused_naming_why() {
+        let memory = rusqlite::Connection::open_in_memory().unwrap();
+        let e = Record::load(&memory, "r1").unwrap_err();
+        assert_eq!(e, "the audit database has no file to read a replay from");
     }
 
     #[test]

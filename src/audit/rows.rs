@@ -1134,3 +1134,7 @@ pub fn begin_snapshot(db: &dyn Db) -> db::Result<()> {
     };
     db.execute(sql, &[]).map(|_| ())
 }
+
+#[cfg(test)]
+#[path = "rows_tests.rs"]
+mod tests;
