@@ -96,6 +96,20 @@ pub trait Reopen {
     fn opener(&self) -> Result<Opener, String>;
 }
 
+/// An opener is a store a record can be loaded from as it is.
+impl Reopen for Opener {
+    fn opener(&self) -> Result<Opener, String> {
+        Ok(self.clone())
+    }
+}
+
+// A record goes where its run goes: an embedder may build the run on one
+// thread and run it on another, so the record's connection is `Send`.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Record>();
+};
+
 /// A recorded run, read call by call as the script makes its calls: it
 /// holds the run's row, a connection of its own, and a few outputs, never
 /// the run's calls, so a replay of a long run takes no more memory than a
