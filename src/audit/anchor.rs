@@ -17,7 +17,8 @@
 //! Text form: `sluice-anchor:v1:RUNS:HEX` (HEX: 64 lowercase hex digits).
 
 use super::chain;
-use rusqlite::{Connection, OptionalExtension};
+use super::db::{self, vals, Db};
+use super::rows;
 use serde::Serialize;
 use std::fmt;
 
@@ -96,75 +97,62 @@ pub struct Head {
     pub rows: i64,
 }
 
-/// A run's place and its hashes, oldest first: its head, each row
-/// by `n`, then its seal if it has one.
+/// A run's place and the hashes it begins and ends with.
 struct Hashes {
     n: i64,
     id: String,
     status: String,
-    hashes: Vec<String>,
-    sealed: bool,
+    head: String,
+    seal: Option<String>,
 }
 
-fn db(e: rusqlite::Error) -> String {
-    format!("reading the audit database: {e}")
-}
-
-/// Run #`n` (the newest when `None`) and its hashes.
-fn run_at(conn: &Connection, n: Option<i64>) -> Result<Option<Hashes>, String> {
-    let found = conn
-        .query_row(
-            "SELECT n, id, status, head, seal FROM runs WHERE n = coalesce(?1, (SELECT max(n) FROM runs))",
-            [n],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, Option<String>>(4)?,
-                ))
-            },
-        )
-        .optional()
-        .map_err(db)?;
-    let Some((n, id, status, head, seal)) = found else {
+/// Run #`n` (the newest when `None`), its head and seal.
+fn run_at(db: &dyn Db, n: Option<i64>) -> Result<Option<Hashes>, String> {
+    let select = "SELECT n, id, status, head, seal FROM runs";
+    let found = match n {
+        Some(n) => db.first(&format!("{select} WHERE n = ?1"), vals![n]),
+        None => db.first(
+            &format!("{select} WHERE n = (SELECT max(n) FROM runs)"),
+            &[],
+        ),
+    };
+    let Some(r) = found.map_err(rows::db)? else {
         return Ok(None);
     };
-    let mut stmt = conn
-        .prepare("SELECT hash FROM calls WHERE run = ?1 ORDER BY n")
-        .map_err(db)?;
-    let mut hashes = vec![head];
-    for h in stmt.query_map([&id], |r| r.get(0)).map_err(db)? {
-        hashes.push(h.map_err(db)?);
-    }
-    let sealed = seal.is_some();
-    hashes.extend(seal);
-    Ok(Some(Hashes {
-        n,
-        id,
-        status,
-        hashes,
-        sealed,
-    }))
+    let read = || -> db::Result<Hashes> {
+        Ok(Hashes {
+            n: r.get(0)?,
+            id: r.get(1)?,
+            status: r.get(2)?,
+            head: r.get(3)?,
+            seal: r.get(4)?,
+        })
+    };
+    read().map(Some).map_err(rows::db)
 }
 
 /// The anchor of the record as it stands; an error when it holds no run.
-pub fn head(conn: &Connection) -> Result<Head, String> {
-    let newest = run_at(conn, None)?.ok_or_else(|| {
+pub fn head(db: &dyn Db) -> Result<Head, String> {
+    let newest = run_at(db, None)?.ok_or_else(|| {
         "the audit database holds no runs yet: there is nothing to anchor; `sluice run` records one"
             .to_string()
     })?;
-    let tip = newest.hashes.last().expect("a run has its head");
-    let rows = newest.hashes.len() as i64 - 1 - i64::from(newest.sealed);
-    let covers = match (newest.sealed, rows) {
+    let rows = rows::call_count(db, &newest.id).map_err(rows::db)?;
+    // Its seal, else its last row, else its head: the newest of its hashes.
+    let tip = match &newest.seal {
+        Some(seal) => seal.clone(),
+        None => rows::last_row_hash(db, &newest.id)
+            .map_err(rows::db)?
+            .unwrap_or_else(|| newest.head.clone()),
+    };
+    let covers = match (newest.seal.is_some(), rows) {
         (true, _) => Covers::Seal,
         (false, 0) => Covers::Head,
         (false, _) => Covers::Row,
     };
     let anchor = Anchor {
         runs: newest.n,
-        hash: chain::anchor(newest.n, tip),
+        hash: chain::anchor(newest.n, &tip),
     };
     Ok(Head {
         anchor: anchor.to_string(),
@@ -174,6 +162,35 @@ pub fn head(conn: &Connection) -> Result<Head, String> {
         covers,
         rows,
     })
+}
+
+/// Which of run `run`'s hashes `anchor` hashes, counting its head as 0,
+/// its rows in chain order from 1, then its seal; the first that does.
+fn anchored_at(db: &dyn Db, run: &Hashes, anchor: &Anchor) -> Result<Option<Found>, String> {
+    let holds = |h: &str| chain::anchor(anchor.runs, h) == anchor.hash;
+    if holds(&run.head) {
+        return Ok(Some(Found::Head));
+    }
+    let (mut i, mut found) = (0, None);
+    rows::each_row_hash(db, &run.id, |h| {
+        i += 1;
+        if found.is_none() && holds(&h) {
+            found = Some(Found::Row(i));
+        }
+        Ok(())
+    })
+    .map_err(rows::db)?;
+    if found.is_none() && run.seal.as_deref().is_some_and(holds) {
+        found = Some(Found::Seal);
+    }
+    Ok(found)
+}
+
+/// Where a run holds an anchor.
+enum Found {
+    Head,
+    Row(i64),
+    Seal,
 }
 
 /// Why a record does not hold an anchor.
@@ -206,10 +223,11 @@ pub struct Check {
 
 /// Checks that the record still holds `anchor`: its run #`runs` has the
 /// seal or a row the anchor hashes.
-pub fn check(conn: &Connection, anchor: &Anchor) -> Result<Check, String> {
-    let now: i64 = conn
-        .query_row("SELECT coalesce(max(n), 0) FROM runs", [], |r| r.get(0))
-        .map_err(db)?;
+pub fn check(db: &dyn Db, anchor: &Anchor) -> Result<Check, String> {
+    let now: i64 = db
+        .value("SELECT coalesce(max(n), 0) FROM runs", &[])
+        .map_err(rows::db)?
+        .unwrap_or(0);
     let a = anchor.runs;
     let verdict = |failure: Option<Failure>, message: String| Check {
         anchor: anchor.to_string(),
@@ -231,17 +249,13 @@ the newest {} deleted, or the file was replaced by an older copy of itself",
             ),
         ));
     }
-    let Some(run) = run_at(conn, Some(a))? else {
+    let Some(run) = run_at(db, Some(a))? else {
         return Ok(verdict(
             Some(Failure::RunMissing),
             format!("run #{a}, the newest when the anchor was taken, is gone from the record: it was deleted"),
         ));
     };
-    let found = run
-        .hashes
-        .iter()
-        .position(|h| chain::anchor(a, h) == anchor.hash);
-    let Some(at) = found else {
+    let Some(at) = anchored_at(db, &run, anchor)? else {
         return Ok(verdict(
             Some(Failure::Forked),
             format!(
@@ -253,9 +267,9 @@ rewritten",
         ));
     };
     let what = match at {
-        0 => "its head".to_string(),
-        i if run.sealed && i == run.hashes.len() - 1 => "its seal".to_string(),
-        i => format!("its row #{i}"),
+        Found::Head => "its head".to_string(),
+        Found::Seal => "its seal".to_string(),
+        Found::Row(i) => format!("its row #{i}"),
     };
     let after = match now - a {
         0 => "no run after it".to_string(),

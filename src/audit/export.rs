@@ -1,8 +1,8 @@
 //! `sluice audit export`: a run's record as JSON lines or CSV, streamed.
 
+use super::db::{self, Db};
 use super::rows::{self, Output, StoredCall};
 use super::show::{Call, Outcome, Run};
-use rusqlite::Connection;
 use serde::Serialize;
 
 /// An export format.
@@ -46,24 +46,24 @@ impl std::fmt::Display for ExportError {
 
 /// Writes run `run_id` to `out` in `format`, streaming its calls.
 pub fn export(
-    conn: &Connection,
+    store: &dyn Db,
     run_id: &str,
     format: Format,
     out: &mut dyn std::io::Write,
 ) -> Result<(), ExportError> {
-    let run = rows::load_run(conn, run_id)?;
+    let run = rows::load_run(store, run_id)?;
     let live = run.running();
-    let db = |e: rusqlite::Error| ExportError::Db(rows::db(e));
+    let db = |e: db::Error| ExportError::Db(rows::db(e));
     match format {
         Format::Jsonl => {
             writeln!(out, "{}", tagged("run", &Run::of(&run)))?;
-            rows::each_call(conn, run_id, Output::Resolved, db, |c| {
+            rows::each_call(store, run_id, Output::Resolved, db, |c| {
                 Ok(writeln!(out, "{}", tagged("call", &Call::of(&c, live)))?)
             })
         }
         Format::Csv => {
             out.write_all(csv_line(CSV_HEADER.iter().map(|h| Some(*h))).as_bytes())?;
-            rows::each_call(conn, run_id, Output::Resolved, db, |c| {
+            rows::each_call(store, run_id, Output::Resolved, db, |c| {
                 Ok(out.write_all(csv_row(&c, live).as_bytes())?)
             })
         }

@@ -1,8 +1,8 @@
 //! `sluice audit list`: the newest runs, each with its counts (what
 //! `--json` prints; [`super::render`] makes the table).
 
+use super::db::Db;
 use super::rows::{self, RunTally};
-use rusqlite::Connection;
 use serde::Serialize;
 
 /// A line of `sluice audit list`.
@@ -53,10 +53,10 @@ impl RunSummary {
 }
 
 /// The newest `limit` runs (0: all), newest first, with their counts.
-pub fn list(conn: &Connection, limit: usize) -> Result<Listing, String> {
+pub fn list(db: &dyn Db, limit: usize) -> Result<Listing, String> {
     let limit = if limit == 0 { -1 } else { limit as i64 };
-    let tallies = rows::tallies(conn, limit).map_err(rows::db)?;
-    let total = rows::run_count(conn).map_err(rows::db)?;
+    let tallies = rows::tallies(db, limit).map_err(rows::db)?;
+    let total = rows::run_count(db).map_err(rows::db)?;
     Ok(Listing {
         total,
         runs: tallies.into_iter().map(RunSummary::of).collect(),

@@ -23,16 +23,17 @@
 //! recorded run went on without that call's effect, and they may have seen
 //! it missing.
 
+use super::db::{self, vals, Db, Val};
 use super::redact::Redaction;
 use super::render::plural;
 use super::rows::{self, Kept, StoredCall, StoredRun};
 use super::FlowFacts;
 use crate::error::{ErrorCode, FlowError};
-use rusqlite::Connection;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
 
 /// The run a replay or resume starts from.
 #[derive(Debug, Clone)]
@@ -80,16 +81,46 @@ type Place = (usize, i64);
 /// (a script that reads one file again and again parses it once).
 pub(super) const CACHED_OUTPUTS: usize = 8;
 
+/// Opens a connection of a record's own to the store it reads, each time
+/// it is called, on any thread: the record reads through one, and its
+/// reader thread through another, beside the run's own writer. SQLite
+/// opens the file again (read-only); PostgreSQL opens a new session on
+/// the same database.
+pub type Opener = Arc<dyn Fn() -> Result<Box<dyn Db + Send>, String> + Send + Sync>;
+
+/// A store a [`Record`] can be loaded from: one that can be opened again,
+/// for the record to read on its own as the script goes.
+pub trait Reopen {
+    /// What opens connections of the record's own to this store; an
+    /// error when it cannot be opened again (a SQLite database in memory).
+    fn opener(&self) -> Result<Opener, String>;
+}
+
+/// An opener is a store a record can be loaded from as it is.
+impl Reopen for Opener {
+    fn opener(&self) -> Result<Opener, String> {
+        Ok(self.clone())
+    }
+}
+
+// A record goes where its run goes: an embedder may build the run on one
+// thread and run it on another, so the record's connection is `Send`.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Record>();
+};
+
 /// A recorded run, read call by call as the script makes its calls: it
 /// holds the run's row, a connection of its own, and a few outputs, never
 /// the run's calls, so a replay of a long run takes no more memory than a
 /// short one's.
-#[derive(Debug)]
 pub struct Record {
     /// The recorded run's own row: its id, script, arguments, workspace,
     /// how it ended, its random seed and its ceiling.
     pub run: RunRecord,
-    conn: Connection,
+    db: Box<dyn Db + Send>,
+    /// Opens the reader thread's connection.
+    open: Opener,
     /// The run, then each run it continued, down the chain of resumed
     /// runs: a call's depth is the index of its run. A resumed run's
     /// record holds only what it reached; the rows it lacks come from the
@@ -114,7 +145,7 @@ pub(super) const AHEAD_WINDOW: usize = 1024;
 /// What the reader sends: a page of the run's own rows (those running
 /// calls made left out), or why it stopped. Pages, not rows: a hand-over
 /// wakes a thread, which costs more than reading a row.
-type Fed = rusqlite::Result<Vec<StoredCall>>;
+type Fed = db::Result<Vec<StoredCall>>;
 
 /// A window on the run's own rows, in chain order, fed by a reader thread
 /// with a connection of its own: rows are read and decoded on another
@@ -137,28 +168,40 @@ enum Feed {
     Done,
 }
 
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("run", &self.run)
+            .field("chain", &self.chain)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Record {
-    /// Run `id`'s record, with what the runs it resumed recorded beyond
-    /// it. A record whose inputs lost an item kept by content cannot be
-    /// compared, so it is refused here.
-    pub fn load(conn: &Connection, id: &str) -> Result<Record, String> {
-        Record::open(conn, id, false)
+    /// Run `id`'s record in `store`, with what the runs it resumed
+    /// recorded beyond it, read through connections of the record's own
+    /// ([`Reopen`]). A record whose inputs lost an item kept by content
+    /// cannot be compared, so it is refused here.
+    pub fn load(store: &dyn Reopen, id: &str) -> Result<Record, String> {
+        Record::open(store.opener()?, id, false)
     }
 
     /// [`Record::load`] of a run `sluice audit verify` found intact, or
     /// is verifying beside the replay, which checks its items kept by
     /// content: only the runs it continued, which verify does not look
     /// at, are checked here.
-    pub fn load_verified(conn: &Connection, id: &str) -> Result<Record, String> {
-        Record::open(conn, id, true)
+    pub fn load_verified(store: &dyn Reopen, id: &str) -> Result<Record, String> {
+        Record::open(store.opener()?, id, true)
     }
 
-    fn open(conn: &Connection, id: &str, verified: bool) -> Result<Record, String> {
-        let stored = stored_run(conn, id)?;
-        let chain = chain_of(conn, &stored)?;
+    fn open(open: Opener, id: &str, verified: bool) -> Result<Record, String> {
+        let db = open()?;
+        let stored = stored_run(&*db, id)?;
+        let chain = chain_of(&*db, &stored)?;
         let record = Record {
             run: RunRecord::of(&stored),
-            conn: reopen(conn)?,
+            db,
+            open,
             chain,
             outputs: RefCell::default(),
             kept: RefCell::default(),
@@ -173,9 +216,9 @@ impl Record {
     /// Refuses run `run`'s record when an input lost an item kept by
     /// content, reading only the rows that keep some.
     fn check_items(&self, run: &str) -> Result<(), String> {
-        let mut bodies = rows::Bodies::new(&self.conn);
+        let mut bodies = rows::Bodies::new(self.db());
         rows::each_call_with_parts(
-            &self.conn,
+            self.db(),
             run,
             |e| e,
             |mut c| {
@@ -191,12 +234,12 @@ impl Record {
 
     /// Recorded call `seq` of `task`: the run's own, else the nearest run
     /// down the chain that holds it; its input whole.
-    fn call(&self, task: &str, seq: u64) -> rusqlite::Result<Option<StoredCall>> {
+    fn call(&self, task: &str, seq: u64) -> db::Result<Option<StoredCall>> {
         if let Some(c) = self.read_ahead(task, seq as i64)? {
             return self.assembled(c).map(Some);
         }
         for run in &self.chain {
-            if let Some(c) = rows::call_at(&self.conn, run, task, seq as i64)? {
+            if let Some(c) = rows::call_at(self.db(), run, task, seq as i64)? {
                 return self.assembled(c).map(Some);
             }
         }
@@ -210,7 +253,7 @@ impl Record {
     /// oldest rows when full (a call asked for later is looked up by its
     /// key); the reader skips the calls running calls made, which come
     /// with their parent's answer. `None`: not within the window.
-    fn read_ahead(&self, task: &str, seq: i64) -> rusqlite::Result<Option<StoredCall>> {
+    fn read_ahead(&self, task: &str, seq: i64) -> db::Result<Option<StoredCall>> {
         let mut ahead = self.ahead.borrow_mut();
         let at = ahead
             .rows
@@ -233,7 +276,7 @@ impl Record {
 
     /// The reader's next row, starting it first if need be; `None` once
     /// the run's rows are all read.
-    fn next_ahead(&self, ahead: &mut Ahead) -> rusqlite::Result<Option<StoredCall>> {
+    fn next_ahead(&self, ahead: &mut Ahead) -> db::Result<Option<StoredCall>> {
         if matches!(ahead.feed, Feed::NotStarted) {
             ahead.feed = Feed::Reading(self.start_reader()?);
         }
@@ -255,22 +298,32 @@ impl Record {
         }
     }
 
-    fn start_reader(&self) -> rusqlite::Result<Receiver<Fed>> {
-        let conn = reopen(&self.conn).map_err(failure)?;
+    /// Starts the reader thread, which opens its own connection first.
+    fn start_reader(&self) -> db::Result<Receiver<Fed>> {
         let (sender, feed) = std::sync::mpsc::sync_channel(AHEAD_PAGES);
-        let run = self.run.id.clone();
+        let (open, run) = (self.open.clone(), self.run.id.clone());
         std::thread::Builder::new()
             .name("sluice-replay-rows".into())
-            .spawn(move || read_rows(&conn, &run, &sender))
-            .map_err(|e| failure(format!("cannot start the replay's reader: {e}")))?;
+            .spawn(move || match open() {
+                Ok(db) => read_rows(&*db, &run, &sender),
+                Err(e) => {
+                    let _ = sender.send(Err(db::Error::other(e)));
+                }
+            })
+            .map_err(|e| db::Error::other(format!("cannot start the replay's reader: {e}")))?;
         Ok(feed)
+    }
+
+    /// The record's own connection.
+    fn db(&self) -> &dyn Db {
+        &*self.db
     }
 
     /// `c` with its input put back together; an item gone since the load
     /// is an error.
-    fn assembled(&self, mut c: StoredCall) -> rusqlite::Result<StoredCall> {
+    fn assembled(&self, mut c: StoredCall) -> db::Result<StoredCall> {
         let kept = self.kept.take();
-        let mut bodies = rows::Bodies::with(&self.conn, kept);
+        let mut bodies = rows::Bodies::with(self.db(), kept);
         let done = bodies.assemble(&mut c);
         *self.kept.borrow_mut() = bodies.kept();
         done?;
@@ -288,7 +341,7 @@ impl Record {
             cache.push_front(hit);
             return cache[0].1.clone();
         }
-        let body = rows::body(&self.conn, sha).ok().flatten();
+        let body = rows::body(self.db(), sha).ok().flatten();
         let value = body.map_or(Value::Null, |b| {
             serde_json::from_str(&b).unwrap_or(Value::Null)
         });
@@ -301,51 +354,36 @@ impl Record {
 
     /// The recorded value of clock reading `seq` of `task`.
     fn reading(&self, task: &str, seq: u64) -> Option<f64> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT value FROM readings WHERE run = ?1 AND task = ?2 AND seq = ?3")
-            .ok()?;
-        self.chain.iter().find_map(|run| {
-            stmt.query_row(rusqlite::params![run, task, seq as i64], |r| r.get(0))
-                .ok()
-        })
-    }
-
-    /// The chain's runs as a JSON list, for `json_each`.
-    fn runs_json(&self) -> String {
-        serde_json::to_string(&self.chain).expect("ids serialize")
+        let sql = "SELECT value FROM readings WHERE run = ?1 AND task = ?2 AND seq = ?3";
+        self.chain
+            .iter()
+            .find_map(|run| self.db().value(sql, vals![run, task, seq]).ok().flatten())
     }
 
     /// The highest background job id the recorded run handed out, in the
-    /// output of a call of a flow that starts jobs.
+    /// output of a call of a flow that starts jobs. Only the calls of such
+    /// flows are read (most runs have none).
     pub fn last_job_id(&self, facts: &dyn FlowFacts) -> u64 {
         let job_id = |v: &Value| v.get("jobId").and_then(Value::as_u64);
-        let sql = "SELECT flow, output, output_ref FROM calls
-                   WHERE run IN (SELECT value FROM json_each(?1)) AND status = 'ok'";
-        let Ok(mut stmt) = self.conn.prepare(sql) else {
-            return 0;
-        };
-        let found = stmt.query_map([self.runs_json()], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<String>>(1)?,
-                r.get::<_, Option<String>>(2)?,
-            ))
-        });
-        let Ok(found) = found else { return 0 };
-        found
-            .flatten()
-            .filter(|(flow, _, _)| facts.starts_jobs(flow))
-            .filter_map(|(_, output, output_ref)| match (output, output_ref) {
-                (Some(text), _) => serde_json::from_str::<Value>(&text)
-                    .ok()
-                    .as_ref()
-                    .and_then(job_id),
-                (None, Some(key)) => job_id(&self.output(&key)),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(0)
+        let mut highest = None;
+        for run in &self.chain {
+            let flows = rows::ok_flows(self.db(), run).unwrap_or_default();
+            for flow in flows.iter().filter(|f| facts.starts_jobs(f)) {
+                // A page that cannot be read counts as none, as before.
+                let _ = rows::each_ok_output(self.db(), run, flow, |output, output_ref| {
+                    let id = match (output, output_ref) {
+                        (Some(text), _) => serde_json::from_str::<Value>(&text)
+                            .ok()
+                            .as_ref()
+                            .and_then(job_id),
+                        (None, Some(key)) => job_id(&self.output(&key)),
+                        _ => None,
+                    };
+                    highest = highest.max(id);
+                });
+            }
+        }
+        highest.unwrap_or(0)
     }
 
     /// Calls per task the record answers, over the chain (a call the run
@@ -353,19 +391,23 @@ impl Record {
     fn tasks(&self) -> Vec<(String, usize)> {
         // A run that resumed none is counted from its key's index alone.
         let sql = if self.chain.len() == 1 {
-            "SELECT task, count(*) FROM calls WHERE run = json_extract(?1, '$[0]') GROUP BY task"
+            "SELECT task, count(*) FROM calls WHERE run = ?1 GROUP BY task".to_string()
         } else {
-            "SELECT task, count(*) FROM
-               (SELECT DISTINCT task, seq FROM calls WHERE run IN (SELECT value FROM json_each(?1)))
-             GROUP BY task"
+            let runs: Vec<String> = (1..=self.chain.len()).map(|i| format!("?{i}")).collect();
+            format!(
+                "SELECT task, count(*) FROM
+                   (SELECT DISTINCT task, seq FROM calls WHERE run IN ({})) AS d
+                 GROUP BY task",
+                runs.join(", ")
+            )
         };
-        let Ok(mut stmt) = self.conn.prepare(sql) else {
-            return Vec::new();
-        };
-        let found = stmt.query_map([self.runs_json()], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as usize))
+        let runs: Vec<Val> = self.chain.iter().map(Val::from).collect();
+        let mut found = Vec::new();
+        let read = self.db().each(&sql, &runs, &mut |r| {
+            found.push((r.get::<String>(0)?, r.get::<usize>(1)?));
+            Ok(())
         });
-        found.map(|f| f.flatten().collect()).unwrap_or_default()
+        read.map(|()| found).unwrap_or_default()
     }
 
     /// How many calls the record holds that a replay answers: those a
@@ -390,7 +432,7 @@ impl Record {
     /// How many calls the run recorded itself (the calls `sluice audit
     /// show` numbers), without those of the runs it continued.
     pub fn own_len(&self) -> usize {
-        rows::call_count(&self.conn, &self.run.id).unwrap_or(0) as usize
+        rows::call_count(self.db(), &self.run.id).unwrap_or(0) as usize
     }
 
     /// Whether the record holds no calls.
@@ -422,10 +464,10 @@ impl Record {
 /// query (no read outlives a page, so a resume's writer checkpoints as
 /// usual), each page sent as it is read. It ends after the last row, at the
 /// first failure (which it sends), or when the record is dropped.
-fn read_rows(conn: &Connection, run: &str, feed: &SyncSender<Fed>) {
+fn read_rows(db: &dyn Db, run: &str, feed: &SyncSender<Fed>) {
     let mut after = 0;
     loop {
-        let page = match rows::calls_after(conn, run, after, AHEAD_PAGE) {
+        let page = match rows::calls_after(db, run, after, AHEAD_PAGE) {
             Ok(page) => page,
             Err(e) => {
                 let _ = feed.send(Err(e));
@@ -442,14 +484,14 @@ fn read_rows(conn: &Connection, run: &str, feed: &SyncSender<Fed>) {
 }
 
 /// Run `id`'s row, or why it cannot be read.
-fn stored_run(conn: &Connection, id: &str) -> Result<StoredRun, String> {
-    rows::run(conn, id)
-        .and_then(|r| r.ok_or(rusqlite::Error::QueryReturnedNoRows))
+fn stored_run(db: &dyn Db, id: &str) -> Result<StoredRun, String> {
+    rows::run(db, id)
+        .and_then(|r| r.ok_or_else(|| db::Error::other("it holds no such run")))
         .map_err(|e| format!("cannot read run {id} from the audit database: {e}"))
 }
 
 /// Run `run`, then each run it resumed, down the chain.
-fn chain_of(conn: &Connection, run: &StoredRun) -> Result<Vec<String>, String> {
+fn chain_of(db: &dyn Db, run: &StoredRun) -> Result<Vec<String>, String> {
     let mut chain = vec![run.id.clone()];
     let mut from = run.resumed_from.clone();
     while let Some(id) = from {
@@ -459,29 +501,13 @@ fn chain_of(conn: &Connection, run: &StoredRun) -> Result<Vec<String>, String> {
                 run.id
             ));
         }
-        from = stored_run(conn, &id)?.resumed_from;
+        from = stored_run(db, &id)?.resumed_from;
         chain.push(id);
     }
     Ok(chain)
 }
 
-/// A connection of the record's own to `conn`'s database, read-only: the
-/// replay reads it as the script goes, beside the run's own writer.
-fn reopen(conn: &Connection) -> Result<Connection, String> {
-    let path = conn
-        .path()
-        .filter(|p| !p.is_empty())
-        .ok_or("the audit database has no file to read a replay from")?;
-    let flags =
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let own = Connection::open_with_flags(path, flags)
-        .map_err(|e| format!("audit database {path}: {e}"))?;
-    own.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| format!("audit database {path}: {e}"))?;
-    Ok(own)
-}
-
-fn lost_item(c: &StoredCall, p: &rows::Parts) -> rusqlite::Error {
+fn lost_item(c: &StoredCall, p: &rows::Parts) -> db::Error {
     let message = format!(
         "call #{} ({}): {}[{}] of its input is gone from the record; `sluice audit verify` checks it",
         c.n,
@@ -489,12 +515,7 @@ fn lost_item(c: &StoredCall, p: &rows::Parts) -> rusqlite::Error {
         p.field().unwrap_or("?"),
         p.missing.unwrap_or(0)
     );
-    failure(message)
-}
-
-/// A failure of the replay's own, as the reading of rows reports one.
-fn failure(message: String) -> rusqlite::Error {
-    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
+    db::Error::other(message)
 }
 
 /// Replay or resume.
@@ -772,7 +793,7 @@ impl Record {
         // The run's own row of a call first, then the runs it continued.
         let mut found: Vec<StoredCall> = Vec::new();
         for run in &self.chain {
-            for rec in rows::calls_under(&self.conn, run, &prefix).unwrap_or_default() {
+            for rec in rows::calls_under(self.db(), run, &prefix).unwrap_or_default() {
                 if !found.iter().any(|f| f.task == rec.task && f.seq == rec.seq) {
                     found.extend(self.assembled(rec).ok());
                 }
@@ -824,7 +845,7 @@ impl Record {
 }
 
 /// Why the record could not answer a call: it could not be read.
-fn unreadable(task: &str, seq: u64, e: &rusqlite::Error) -> FlowError {
+fn unreadable(task: &str, seq: u64, e: &db::Error) -> FlowError {
     FlowError::new(
         ErrorCode::ReplayDiverged,
         format!(
@@ -1028,6 +1049,13 @@ mod tests {
 
     /// Records `rows` as run `r1` and loads its record back.
     fn recorded(rows: Vec<Row>) -> (tempfile::TempDir, Record) {
+        let (dir, conn) = record(rows);
+        let record = Record::load(&conn, "r1").expect("load");
+        (dir, record)
+    }
+
+    /// Records `rows` as run `r1`.
+    fn record(rows: Vec<Row>) -> (tempfile::TempDir, rusqlite::Connection) {
         let (dir, conn) = db();
         let path = dir.path().join("audit.db");
         let start = run_start("r1");
@@ -1045,8 +1073,7 @@ mod tests {
                 .expect("record a call");
         }
         recorder.end("interrupted", None).expect("seal");
-        let record = Record::load(&conn, "r1").expect("load");
-        (dir, record)
+        (dir, conn)
     }
 
     fn resume(record: Record, retry_unknown: bool) -> Replay {
@@ -1063,6 +1090,55 @@ mod tests {
             Answer::Live => "live",
             Answer::Halt(_) => "halt",
         }
+    }
+
+    /// A store whose record's connections are counted as they are opened.
+    struct Counted(Opener, Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Reopen for Counted {
+        fn opener(&self) -> Result<Opener, String> {
+            let (open, count) = (self.0.clone(), self.1.clone());
+            Ok(Arc::new(move || {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                open()
+            }))
+        }
+    }
+
+    #[test]
+    fn a_record_reads_through_a_connection_of_its_own_and_its_reader_through_another() {
+        let calls = (1..=3).map(|seq| {
+            let path = format!("{seq}.txt");
+            Row(
+                "0",
+                seq,
+                "read",
+                read(&path),
+                0,
+                Ok(json!({"content": path})),
+            )
+        });
+        let (_d, conn) = record(calls.collect());
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let store = Counted(conn.opener().unwrap(), count.clone());
+        let opened = || count.load(std::sync::atomic::Ordering::SeqCst);
+        let replay = Replay::new(Record::load(&store, "r1").unwrap(), Mode::Replay);
+        assert_eq!(opened(), 1, "loading opens the record's own connection");
+        for seq in 1..=3 {
+            let path = format!("{seq}.txt");
+            let Answer::Recorded(Ok(out), _) = replay.answer("0", seq, "read", &read(&path)) else {
+                panic!("call {seq} was not answered from the record");
+            };
+            assert_eq!(out, json!({"content": path}));
+        }
+        assert_eq!(opened(), 2, "the reader thread opened one more, once");
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_opened_again_is_refused_naming_why() {
+        let memory = rusqlite::Connection::open_in_memory().unwrap();
+        let e = Record::load(&memory, "r1").unwrap_err();
+        assert_eq!(e, "the audit database has no file to read a replay from");
     }
 
     #[test]

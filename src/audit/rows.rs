@@ -5,12 +5,17 @@
 //! JSON columns are kept as their text: the hashes cover those bytes, and
 //! each view parses what it shows. An input whose list items are kept by
 //! content is put back together here, so every reader but `verify` sees
-//! the input whole. Functions return rusqlite's errors, so each caller
-//! words a failure as it always has.
+//! the input whole. Functions return the store's errors ([`db::Error`]),
+//! so each caller words a failure as it always has.
+//!
+//! Every query is in the dialect both stores speak (see [`super::db`]). A
+//! reader that walks a whole run reads it a page of rows a query (see
+//! [`PAGE`]): SQLite streams each page, and PostgreSQL, which holds a
+//! query's rows, holds one page at a time.
 
 use super::chain::{CallIntent, CallOutcome, RunHead, RunLink};
+use super::db::{self, vals, Backend, Db, FromVal, Row, Val};
 use super::parts::{self, Listed};
-use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -80,28 +85,29 @@ pub struct StoredRun {
 }
 
 impl StoredRun {
-    fn read(r: &rusqlite::Row) -> rusqlite::Result<StoredRun> {
+    fn of(r: Row) -> db::Result<StoredRun> {
+        let mut r = Take(r);
         Ok(StoredRun {
-            id: r.get(0)?,
-            script: r.get(1)?,
-            script_sha256: r.get(2)?,
-            policies: r.get(3)?,
-            args: r.get(4)?,
-            workspace: r.get(5)?,
+            id: r.text(0)?,
+            script: r.text(1)?,
+            script_sha256: r.opt_text(2)?,
+            policies: r.text(3)?,
+            args: r.text(4)?,
+            workspace: r.text(5)?,
             started_ms: r.get(6)?,
             ended_ms: r.get(7)?,
-            status: r.get(8)?,
-            error: r.get(9)?,
-            version: r.get(10)?,
+            status: r.text(8)?,
+            error: r.opt_text(9)?,
+            version: r.text(10)?,
             random_seed: r.get(11)?,
-            resumed_from: r.get(12)?,
+            resumed_from: r.opt_text(12)?,
             pid: r.get(13)?,
             pid_start: r.get(14)?,
-            head: r.get(15)?,
-            seal: r.get(16)?,
-            ceiling: r.get(17)?,
+            head: r.text(15)?,
+            seal: r.opt_text(16)?,
+            ceiling: r.text(17)?,
             n: r.get(18)?,
-            prior: r.get(19)?,
+            prior: r.opt_text(19)?,
             prior_rows: r.get(20)?,
         })
     }
@@ -231,34 +237,37 @@ impl Parts {
 }
 
 impl StoredCall {
-    pub(super) fn read(r: &rusqlite::Row) -> rusqlite::Result<StoredCall> {
-        let input: String = r.get(6)?;
+    /// The call row `r` holds, its columns those of [`CALL_COLUMNS`] (or
+    /// of the other lists of the same columns), each moved out of it.
+    pub(super) fn of(r: Row) -> db::Result<StoredCall> {
+        let mut r = Take(r);
+        let input = r.text(6)?;
         Ok(StoredCall {
-            parts: Parts::of(r.get(23)?, &input),
-            run: r.get(0)?,
-            task: r.get(1)?,
+            parts: Parts::of(r.opt_text(23)?, &input),
+            run: r.text(0)?,
+            task: r.text(1)?,
             seq: r.get(2)?,
             n: r.get(3)?,
-            flow: r.get(4)?,
-            tier: r.get(5)?,
+            flow: r.text(4)?,
+            tier: r.text(5)?,
             input,
-            capabilities: r.get(7)?,
-            decisions: r.get(8)?,
-            route: r.get(9)?,
-            redacted: r.get(10)?,
-            replayed_from: r.get(11)?,
+            capabilities: r.text(7)?,
+            decisions: r.text(8)?,
+            route: r.opt_text(9)?,
+            redacted: r.text(10)?,
+            replayed_from: r.opt_text(11)?,
             started_ms: r.get(12)?,
-            prev: r.get(13)?,
-            hash: r.get(14)?,
-            status: r.get(15)?,
-            output: r.get(16)?,
-            error: r.get(17)?,
-            capped: r.get::<_, i64>(18)? != 0,
+            prev: r.text(13)?,
+            hash: r.text(14)?,
+            status: r.opt_text(15)?,
+            output: r.opt_text(16)?,
+            error: r.opt_text(17)?,
+            capped: r.get(18)?,
             duration_us: r.get(19)?,
-            late_decisions: r.get(20)?,
-            outcome_hash: r.get(21)?,
-            output_ref: r.get(22)?,
-            client: r.get(24)?,
+            late_decisions: r.opt_text(20)?,
+            outcome_hash: r.opt_text(21)?,
+            output_ref: r.opt_text(22)?,
+            client: r.opt_text(24)?,
         })
     }
 
@@ -330,109 +339,254 @@ pub struct Predecessor {
 }
 
 /// How the views word a failed read.
-pub fn db(e: rusqlite::Error) -> String {
+pub fn db(e: db::Error) -> String {
     format!("reading the audit database: {e}")
 }
 
+/// Call rows a paged read of a run takes in one query. SQLite hands a
+/// query's rows over one at a time either way; PostgreSQL reads all of a
+/// query's rows before it hands over the first, so a page is what a
+/// reader holds at once there, whatever the run's length.
+const PAGE: usize = 512;
+
+/// Pages of rows whose output is resolved are smaller: an output kept by
+/// content may be as large as the cap (1 MiB).
+const RESOLVED_PAGE: usize = 128;
+
+/// Bodies of `outputs` a paged read takes in one query (each up to the
+/// cap): PostgreSQL's pages only, see [`each_output`].
+const BODY_PAGE: usize = 256;
+
+/// A row's columns taken out one at a time, each moved, not copied.
+struct Take(Row);
+
+impl Take {
+    /// Column `i` as text; NULL or another kind is an error naming it.
+    fn text(&mut self, i: usize) -> db::Result<String> {
+        match self.0.take(i) {
+            Val::Text(s) => Ok(s),
+            other => Err(kind_error(i, &other, "text")),
+        }
+    }
+
+    /// Column `i` as text or NULL.
+    fn opt_text(&mut self, i: usize) -> db::Result<Option<String>> {
+        match self.0.take(i) {
+            Val::Text(s) => Ok(Some(s)),
+            Val::Null => Ok(None),
+            other => Err(kind_error(i, &other, "text")),
+        }
+    }
+
+    /// Column `i` as a `T` (a number: nothing to move).
+    fn get<T: FromVal>(&self, i: usize) -> db::Result<T> {
+        self.0.get(i)
+    }
+}
+
+fn kind_error(i: usize, found: &Val, wanted: &str) -> db::Error {
+    db::Error::other(format!(
+        "column {}: {found:?} where {wanted} belongs",
+        i + 1
+    ))
+}
+
+/// Hands `f` each row `sql` returns; an error of `f`'s stops the query and
+/// is returned as it is, one of the store's is worded by `err`.
+fn each_until<E>(
+    db: &dyn Db,
+    sql: &str,
+    params: &[Val],
+    err: &impl Fn(db::Error) -> E,
+    mut f: impl FnMut(Row) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut stopped = None;
+    let read = db.each(sql, params, &mut |row| {
+        f(row).map_err(|e| {
+            stopped = Some(e);
+            db::Error::other("the reader stopped")
+        })
+    });
+    match stopped {
+        Some(e) => Err(e),
+        None => read.map_err(err),
+    }
+}
+
+/// Which call rows of a run a paged read takes, and how many a query.
+struct Pages<'a> {
+    /// The columns selected: they begin `run, task, seq, n`, which the
+    /// next page starts after.
+    columns: &'a str,
+    /// An SQL condition on the rows; its parameters are `?2`, `?3`...
+    filter: &'a str,
+    /// Those parameters.
+    args: Vec<Val>,
+    /// Rows a query.
+    size: usize,
+}
+
+/// Hands `f` each call row of `run` that `pages` selects, in chain order
+/// (`n`; task and sequence after it, so that even rows of a damaged
+/// record sharing a place are each read once), a page a query: each page
+/// starts after the last row of the one before it, an indexed seek.
+fn each_page<E>(
+    db: &dyn Db,
+    run: &str,
+    pages: Pages,
+    err: impl Fn(db::Error) -> E,
+    mut f: impl FnMut(Row) -> Result<(), E>,
+) -> Result<(), E> {
+    let Pages {
+        columns,
+        filter,
+        args,
+        size,
+    } = pages;
+    let k = args.len() + 2;
+    let (n, task, seq) = (k, k + 1, k + 2);
+    let order = format!("ORDER BY n, task, seq LIMIT {size}");
+    let first = format!("SELECT {columns} FROM calls WHERE run = ?1 AND ({filter}) {order}");
+    let next = format!(
+        "SELECT {columns} FROM calls WHERE run = ?1 AND ({filter})
+           AND n >= ?{n} AND (n > ?{n} OR task > ?{task} OR (task = ?{task} AND seq > ?{seq})) {order}"
+    );
+    let mut params: Vec<Val> = Vec::with_capacity(k + 2);
+    params.push(Val::from(run));
+    params.extend(args);
+    let fixed = params.len();
+    let mut last: (i64, String, i64) = (0, String::new(), 0);
+    let mut sql = &first;
+    loop {
+        let mut got = 0;
+        each_until(db, sql, &params, &err, |row| {
+            got += 1;
+            last.0 = row.get(3).map_err(&err)?;
+            last.1.clear();
+            last.1
+                .push_str(row.text(1).map_err(&err)?.unwrap_or_default());
+            last.2 = row.get(2).map_err(&err)?;
+            f(row)
+        })?;
+        if got < size {
+            return Ok(());
+        }
+        params.truncate(fixed);
+        params.extend([
+            Val::Int(last.0),
+            Val::Text(last.1.clone()),
+            Val::Int(last.2),
+        ]);
+        sql = &next;
+    }
+}
+
 /// Run `id`, if the record holds it.
-pub fn run(conn: &Connection, id: &str) -> rusqlite::Result<Option<StoredRun>> {
-    conn.query_row(
+pub fn run(db: &dyn Db, id: &str) -> db::Result<Option<StoredRun>> {
+    db.first(
         &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
-        [id],
-        StoredRun::read,
-    )
-    .optional()
+        vals![id],
+    )?
+    .map(StoredRun::of)
+    .transpose()
 }
 
 /// Run `id`, or what to do when there is no such run: as the views say it.
-pub fn load_run(conn: &Connection, id: &str) -> Result<StoredRun, String> {
-    run(conn, id).map_err(db)?.ok_or_else(|| {
+pub fn load_run(db: &dyn Db, id: &str) -> Result<StoredRun, String> {
+    run(db, id).map_err(self::db)?.ok_or_else(|| {
         format!("no run {id:?} in the audit database; `sluice audit list` shows the runs")
     })
 }
 
 /// Call `#n` of run `run`, its output resolved and its input whole.
-pub fn call(conn: &Connection, run: &str, n: i64) -> rusqlite::Result<Option<StoredCall>> {
-    let found = conn
-        .query_row(
-            &format!("SELECT {CALL_COLUMNS} FROM calls WHERE run = ?1 AND n = ?2"),
-            rusqlite::params![run, n],
-            StoredCall::read,
-        )
-        .optional()?;
-    let Some(mut c) = found else {
+pub fn call(db: &dyn Db, run: &str, n: i64) -> db::Result<Option<StoredCall>> {
+    let found = db.first(
+        &format!("SELECT {CALL_COLUMNS} FROM calls WHERE run = ?1 AND n = ?2"),
+        vals![run, n],
+    )?;
+    let Some(row) = found else {
         return Ok(None);
     };
-    Bodies::new(conn).assemble(&mut c)?;
+    let mut c = StoredCall::of(row)?;
+    Bodies::new(db).assemble(&mut c)?;
     Ok(Some(c))
 }
 
 /// Call (`task`, `seq`) of run `run` as a replay reads it
 /// ([`REPLAY_COLUMNS`]), its input as stored: an indexed look-up, for a
 /// call the replay's read-ahead did not find.
-pub fn call_at(
-    conn: &Connection,
-    run: &str,
-    task: &str,
-    seq: i64,
-) -> rusqlite::Result<Option<StoredCall>> {
-    conn.prepare_cached(&format!(
-        "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3"
-    ))?
-    .query_row(rusqlite::params![run, task, seq], StoredCall::read)
-    .optional()
+pub fn call_at(db: &dyn Db, run: &str, task: &str, seq: i64) -> db::Result<Option<StoredCall>> {
+    db.first(
+        &format!("SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3"),
+        vals![run, task, seq],
+    )?
+    .map(StoredCall::of)
+    .transpose()
 }
 
 /// Up to `limit` calls of run `run` after chain position `after`, in chain
 /// order, as a replay reads them, input as stored: a page of a replay's
 /// read-ahead.
 pub fn calls_after(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
     after: i64,
     limit: usize,
-) -> rusqlite::Result<Vec<StoredCall>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND n > ?2 ORDER BY n LIMIT ?3"
-    ))?;
-    let found = stmt.query_map(
-        rusqlite::params![run, after, limit as i64],
-        StoredCall::read,
+) -> db::Result<Vec<StoredCall>> {
+    let mut found = Vec::with_capacity(limit);
+    db.each(
+        &format!(
+            "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND n > ?2 ORDER BY n LIMIT ?3"
+        ),
+        vals![run, after, limit],
+        &mut |row| {
+            found.push(StoredCall::of(row)?);
+            Ok(())
+        },
     )?;
-    found.collect()
+    Ok(found)
 }
 
 /// The calls of run `run` whose task is `task` or one of its descendants
 /// (`task.…`) and whose outcome is known, as a replay reads them, input as
 /// stored.
-pub fn calls_under(conn: &Connection, run: &str, task: &str) -> rusqlite::Result<Vec<StoredCall>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND status IS NOT NULL
-           AND (task = ?2 OR substr(task, 1, length(?2) + 1) = ?2 || '.')"
-    ))?;
-    let found = stmt.query_map(rusqlite::params![run, task], StoredCall::read)?;
-    found.collect()
+pub fn calls_under(db: &dyn Db, run: &str, task: &str) -> db::Result<Vec<StoredCall>> {
+    // The prefix is given whole: PostgreSQL infers no type for a
+    // parameter inside `length()` or `||`.
+    let prefix = format!("{task}.");
+    let mut found = Vec::new();
+    db.each(
+        &format!(
+            "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND status IS NOT NULL
+               AND (task = ?2 OR substr(task, 1, length(CAST(?3 AS TEXT))) = ?3)"
+        ),
+        vals![run, task, prefix],
+        &mut |row| {
+            found.push(StoredCall::of(row)?);
+            Ok(())
+        },
+    )?;
+    Ok(found)
 }
 
 /// How many calls run `run` holds.
-pub fn call_count(conn: &Connection, run: &str) -> rusqlite::Result<i64> {
-    conn.query_row("SELECT count(*) FROM calls WHERE run = ?1", [run], |r| {
-        r.get(0)
-    })
+pub fn call_count(db: &dyn Db, run: &str) -> db::Result<i64> {
+    let n = db.value("SELECT count(*) FROM calls WHERE run = ?1", vals![run])?;
+    Ok(n.unwrap_or(0))
 }
 
 /// Hands each call row of `run` to `f` in chain order, its input whole,
 /// without holding them all (a run may hold thousands of calls with large
 /// outputs); `err` words a failed read in the caller's error.
 pub fn each_call<E>(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
     output: Output,
-    err: impl Fn(rusqlite::Error) -> E,
+    err: impl Fn(db::Error) -> E,
     mut f: impl FnMut(StoredCall) -> Result<(), E>,
 ) -> Result<(), E> {
-    let mut bodies = Bodies::new(conn);
-    each_stored_call(conn, run, output, &err, |mut c| {
+    let mut bodies = Bodies::new(db);
+    each_stored_call(db, run, output, &err, |mut c| {
         bodies.assemble(&mut c).map_err(&err)?;
         f(c)
     })
@@ -441,63 +595,125 @@ pub fn each_call<E>(
 /// [`each_call`] with each input as its column stores it: what `verify`
 /// hashes.
 pub fn each_stored_call<E>(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
     output: Output,
-    err: impl Fn(rusqlite::Error) -> E,
+    err: impl Fn(db::Error) -> E,
     f: impl FnMut(StoredCall) -> Result<(), E>,
 ) -> Result<(), E> {
-    each_stored_where(conn, run, output, "TRUE", err, f)
+    each_stored_where(db, run, output, "TRUE", err, f)
 }
 
-/// Hands `f` each row of `run` as SQLite holds it, in chain order, its
-/// columns those of [`StoredCall`] with the output inline only: a reader
-/// that needs no copy of them (verify's hashes) borrows them instead.
+/// Hands `f` each row of `run` as the store returns it, in chain order,
+/// its columns those of [`StoredCall`] with the output inline only: a
+/// reader that needs no copy of them (verify's hashes) borrows them from
+/// the row instead.
 pub fn each_stored_row<E>(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
-    err: impl Fn(rusqlite::Error) -> E,
-    mut f: impl FnMut(&rusqlite::Row) -> Result<(), E>,
+    err: impl Fn(db::Error) -> E,
+    f: impl FnMut(Row) -> Result<(), E>,
 ) -> Result<(), E> {
-    let sql = format!("SELECT {INLINE_COLUMNS} FROM calls WHERE run = ?1 ORDER BY n");
-    let mut stmt = conn.prepare(&sql).map_err(&err)?;
-    let mut rows = stmt.query([run]).map_err(&err)?;
-    while let Some(row) = rows.next().map_err(&err)? {
-        f(row)?;
-    }
-    Ok(())
+    let pages = Pages {
+        columns: INLINE_COLUMNS,
+        filter: "TRUE",
+        args: Vec::new(),
+        size: PAGE,
+    };
+    each_page(db, run, pages, err, f)
 }
 
 /// [`each_stored_call`] of the rows that keep input items by content only.
 pub fn each_call_with_parts<E>(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
-    err: impl Fn(rusqlite::Error) -> E,
+    err: impl Fn(db::Error) -> E,
     f: impl FnMut(StoredCall) -> Result<(), E>,
 ) -> Result<(), E> {
-    each_stored_where(conn, run, Output::Inline, "parts IS NOT NULL", err, f)
+    each_stored_where(db, run, Output::Inline, "parts IS NOT NULL", err, f)
 }
 
 /// [`each_stored_call`] of the rows `filter` (an SQL condition) holds for.
 fn each_stored_where<E>(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
     output: Output,
     filter: &str,
-    err: impl Fn(rusqlite::Error) -> E,
+    err: impl Fn(db::Error) -> E,
     mut f: impl FnMut(StoredCall) -> Result<(), E>,
 ) -> Result<(), E> {
-    let columns = match output {
-        Output::Resolved => CALL_COLUMNS,
-        Output::Inline => INLINE_COLUMNS,
+    let (columns, size) = match output {
+        Output::Resolved => (CALL_COLUMNS, RESOLVED_PAGE),
+        Output::Inline => (INLINE_COLUMNS, PAGE),
     };
-    let sql = format!("SELECT {columns} FROM calls WHERE run = ?1 AND ({filter}) ORDER BY n");
-    let mut stmt = conn.prepare(&sql).map_err(&err)?;
-    let mut rows = stmt.query([run]).map_err(&err)?;
-    while let Some(row) = rows.next().map_err(&err)? {
-        f(StoredCall::read(row).map_err(&err)?)?;
-    }
-    Ok(())
+    let pages = Pages {
+        columns,
+        filter,
+        args: Vec::new(),
+        size,
+    };
+    each_page(db, run, pages, &err, |row| {
+        f(StoredCall::of(row).map_err(&err)?)
+    })
+}
+
+/// Hands `f` the output (inline, and the key of one kept by content) of
+/// each call of `flow` in run `run` that ended `ok`, in chain order.
+pub fn each_ok_output(
+    db: &dyn Db,
+    run: &str,
+    flow: &str,
+    mut f: impl FnMut(Option<String>, Option<String>),
+) -> db::Result<()> {
+    let pages = Pages {
+        columns: "run, task, seq, n, output, output_ref",
+        filter: "status = 'ok' AND flow = ?2",
+        args: vec![Val::from(flow)],
+        size: PAGE,
+    };
+    each_page(
+        db,
+        run,
+        pages,
+        |e| e,
+        |row| {
+            let mut r = Take(row);
+            f(r.opt_text(4)?, r.opt_text(5)?);
+            Ok(())
+        },
+    )
+}
+
+/// The flows of run `run`'s calls that ended `ok`, each once.
+pub fn ok_flows(db: &dyn Db, run: &str) -> db::Result<Vec<String>> {
+    db.column(
+        "SELECT DISTINCT flow FROM calls WHERE run = ?1 AND status = 'ok'",
+        vals![run],
+    )
+}
+
+/// Hands `f` each hash of run `run`'s rows, in chain order.
+pub fn each_row_hash(
+    db: &dyn Db,
+    run: &str,
+    mut f: impl FnMut(String) -> db::Result<()>,
+) -> db::Result<()> {
+    let pages = Pages {
+        columns: "run, task, seq, n, hash",
+        filter: "TRUE",
+        args: Vec::new(),
+        size: PAGE,
+    };
+    each_page(db, run, pages, |e| e, |row| f(Take(row).text(4)?))
+}
+
+/// The hash of run `run`'s last row in chain order (the order of
+/// [`each_row_hash`]); `None` for a run without rows.
+pub fn last_row_hash(db: &dyn Db, run: &str) -> db::Result<Option<String>> {
+    db.value(
+        "SELECT hash FROM calls WHERE run = ?1 ORDER BY n DESC, task DESC, seq DESC LIMIT 1",
+        vals![run],
+    )
 }
 
 /// The bodies of inputs' items read so far, parsed: every later call of a
@@ -505,7 +721,7 @@ fn each_stored_where<E>(
 /// The lists of keys of the last rows are kept too, for the rows that
 /// continue them.
 pub struct Bodies<'c> {
-    conn: &'c Connection,
+    db: &'c dyn Db,
     kept: Kept,
 }
 
@@ -531,13 +747,13 @@ const KEPT_LISTS: usize = 16;
 
 impl<'c> Bodies<'c> {
     /// None read yet.
-    pub fn new(conn: &'c Connection) -> Bodies<'c> {
-        Bodies::with(conn, Kept::default())
+    pub fn new(db: &'c dyn Db) -> Bodies<'c> {
+        Bodies::with(db, Kept::default())
     }
 
     /// Reads with what an earlier reader kept at hand.
-    pub fn with(conn: &'c Connection, kept: Kept) -> Bodies<'c> {
-        Bodies { conn, kept }
+    pub fn with(db: &'c dyn Db, kept: Kept) -> Bodies<'c> {
+        Bodies { db, kept }
     }
 
     /// What it keeps at hand, for a later reader.
@@ -546,11 +762,11 @@ impl<'c> Bodies<'c> {
     }
 
     /// The item kept as `key`, parsed; `None` when `outputs` lacks it.
-    fn get(&mut self, key: &str) -> rusqlite::Result<Option<Value>> {
+    fn get(&mut self, key: &str) -> db::Result<Option<Value>> {
         if let Some(v) = self.kept.seen.get(key) {
             return Ok(v.clone());
         }
-        let v = body(self.conn, key)?.map(|b| parts::parse_body(&b));
+        let v = body(self.db, key)?.map(|b| parts::parse_body(&b));
         if self.kept.seen.len() >= KEPT_BODIES {
             self.kept.seen.clear();
         }
@@ -562,7 +778,7 @@ impl<'c> Bodies<'c> {
     /// row's; leaves them unknown when that row or that many keys is not
     /// in the record, or the continuation does not lead back through ever
     /// earlier rows to a list written whole.
-    pub fn resolve(&mut self, c: &mut StoredCall) -> rusqlite::Result<()> {
+    pub fn resolve(&mut self, c: &mut StoredCall) -> db::Result<()> {
         let Some(p) = c.parts.as_mut() else {
             return Ok(());
         };
@@ -608,7 +824,7 @@ impl<'c> Bodies<'c> {
         task: &str,
         seq: i64,
         below: i64,
-    ) -> rusqlite::Result<Option<Vec<String>>> {
+    ) -> db::Result<Option<Vec<String>>> {
         let (mut task, mut seq, mut below) = (task.to_string(), seq, below);
         // The continuations met on the way back, newest first.
         let mut steps: Vec<(usize, Vec<String>)> = Vec::new();
@@ -620,22 +836,21 @@ impl<'c> Bodies<'c> {
                 }
                 break keys.clone();
             }
-            let row: Option<(i64, Option<String>)> = self
-                .conn
-                .prepare_cached(
-                    "SELECT n, parts FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3",
-                )?
-                .query_row(rusqlite::params![run, task, seq], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .optional()?;
-            let Some((n, Some(column))) = row else {
+            let row = self.db.first(
+                "SELECT n, parts FROM calls WHERE run = ?1 AND task = ?2 AND seq = ?3",
+                vals![run, &task, seq],
+            )?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let n: i64 = row.get(0)?;
+            let Some(column) = row.text(1)? else {
                 return Ok(None);
             };
             if n >= below {
                 return Ok(None);
             }
-            let Some((_, listed)) = parts::listed(&column) else {
+            let Some((_, listed)) = parts::listed(column) else {
                 return Ok(None);
             };
             match listed {
@@ -663,7 +878,7 @@ impl<'c> Bodies<'c> {
 
     /// Puts `c`'s input back together when its items are kept by content;
     /// an item gone from `outputs` stands as `null`, and `missing` says so.
-    pub fn assemble(&mut self, c: &mut StoredCall) -> rusqlite::Result<()> {
+    pub fn assemble(&mut self, c: &mut StoredCall) -> db::Result<()> {
         self.resolve(c)?;
         let Some(p) = c.parts.as_mut() else {
             return Ok(());
@@ -688,117 +903,238 @@ impl<'c> Bodies<'c> {
 }
 
 /// The body `outputs` keeps as `key`, if it is there.
-pub fn body(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
-    conn.prepare_cached("SELECT body FROM outputs WHERE sha256 = ?1")?
-        .query_row([key], |r| r.get(0))
-        .optional()
+pub fn body(db: &dyn Db, key: &str) -> db::Result<Option<String>> {
+    db.value("SELECT body FROM outputs WHERE sha256 = ?1", vals![key])
 }
 
 /// Hands `f` each output run `run` keeps by content, as (SHA-256 key,
 /// body), until `f` says to stop; each is read once, however many rows
-/// return it.
+/// return it, in the order of their keys.
 pub fn each_output(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
+    f: impl FnMut(String, String) -> bool,
+) -> db::Result<()> {
+    // Each page of keys costs a pass over the run's rows (no index leads
+    // from a row's key to its run): SQLite, which streams, reads them in
+    // one query; PostgreSQL, which holds a query's rows, in pages.
+    let size = match db.backend() {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(BODY_PAGE),
+    };
+    each_output_paged(db, run, size, f)
+}
+
+/// [`each_output`], a page of `size` bodies a query (all in one: `None`).
+fn each_output_paged(
+    db: &dyn Db,
+    run: &str,
+    size: Option<usize>,
     mut f: impl FnMut(String, String) -> bool,
-) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare(
-        "SELECT sha256, body FROM outputs WHERE sha256 IN (SELECT output_ref FROM calls WHERE run = ?1)",
-    )?;
-    let mut rows = stmt.query([run])?;
-    while let Some(r) = rows.next()? {
-        if !f(r.get(0)?, r.get(1)?) {
-            break;
+) -> db::Result<()> {
+    let select = "SELECT sha256, body FROM outputs
+        WHERE sha256 IN (SELECT output_ref FROM calls WHERE run = ?1)";
+    let limit = size.map_or(String::new(), |n| format!(" LIMIT {n}"));
+    let first = format!("{select} ORDER BY sha256{limit}");
+    let next = format!("{select} AND sha256 > ?2 ORDER BY sha256{limit}");
+    let mut params = vec![Val::from(run)];
+    let mut sql = &first;
+    // The last key handed over: the next page starts after it.
+    let mut last = String::new();
+    loop {
+        let (mut got, mut stop) = (0, false);
+        each_until(db, sql, &params, &|e| e, |row| {
+            got += 1;
+            let mut r = Take(row);
+            let key = r.text(0)?;
+            if size.is_some() {
+                last.clear();
+                last.push_str(&key);
+            }
+            stop = !f(key, r.text(1)?);
+            match stop {
+                true => Err(db::Error::other("the reader stopped")),
+                false => Ok(()),
+            }
+        })
+        .or_else(|e| if stop { Ok(()) } else { Err(e) })?;
+        if stop || size.is_none_or(|n| got < n) {
+            return Ok(());
         }
+        params = vec![Val::from(run), Val::from(&last)];
+        sql = &next;
     }
-    Ok(())
 }
 
 /// Hands `f` each clock reading of run `run` in (task, seq) order, the
-/// order the seal covers them in, without holding them all.
-pub fn each_reading(
-    conn: &Connection,
-    run: &str,
-    mut f: impl FnMut(StoredReading),
-) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT task, seq, kind, value FROM readings WHERE run = ?1 ORDER BY task, seq",
-    )?;
-    let mut rows = stmt.query([run])?;
-    while let Some(r) = rows.next()? {
-        f(StoredReading {
-            task: r.get(0)?,
-            seq: r.get(1)?,
-            kind: r.get(2)?,
-            value: r.get(3)?,
-        });
+/// order the seal covers them in, without holding them all: a page a
+/// query, each starting after the last reading of the one before.
+pub fn each_reading(db: &dyn Db, run: &str, mut f: impl FnMut(StoredReading)) -> db::Result<()> {
+    let select = "SELECT task, seq, kind, value FROM readings WHERE run = ?1";
+    let order = format!("ORDER BY task, seq LIMIT {PAGE}");
+    let first = format!("{select} {order}");
+    let next = format!("{select} AND task >= ?2 AND (task > ?2 OR seq > ?3) {order}");
+    let mut params = vec![Val::from(run)];
+    let mut sql = &first;
+    // The last reading handed over: the next page starts after it.
+    let (mut task, mut seq) = (String::new(), 0);
+    loop {
+        let mut got = 0;
+        db.each(sql, &params, &mut |row| {
+            got += 1;
+            let mut r = Take(row);
+            let reading = StoredReading {
+                task: r.text(0)?,
+                seq: r.get(1)?,
+                kind: r.text(2)?,
+                value: r.get(3)?,
+            };
+            task.clear();
+            task.push_str(&reading.task);
+            seq = reading.seq;
+            f(reading);
+            Ok(())
+        })?;
+        if got < PAGE {
+            return Ok(());
+        }
+        params = vec![Val::from(run), Val::from(&task), Val::Int(seq)];
+        sql = &next;
     }
-    Ok(())
+}
+
+/// Whether an error column's JSON is a refusal: its `code` is
+/// `permission_denied` or `permission_required`. A damaged column (not
+/// JSON) is none.
+fn refusal(error: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<Value>(error) else {
+        return false;
+    };
+    matches!(
+        v.get("code").and_then(Value::as_str),
+        Some("permission_denied" | "permission_required")
+    )
+}
+
+/// How many calls of run `run` were refused ([`refusal`]).
+fn denials(db: &dyn Db, run: &str) -> db::Result<i64> {
+    let pages = Pages {
+        columns: "run, task, seq, n, error",
+        filter: "error IS NOT NULL",
+        args: Vec::new(),
+        size: PAGE,
+    };
+    let mut n = 0;
+    each_page(
+        db,
+        run,
+        pages,
+        |e| e,
+        |row| {
+            n += i64::from(row.text(4)?.is_some_and(refusal));
+            Ok(())
+        },
+    )?;
+    Ok(n)
 }
 
 /// The newest `limit` runs (all for a negative one), newest first by place
 /// in the chain of runs (the order `last~N` counts in), each
 /// with its counts.
-pub fn tallies(conn: &Connection, limit: i64) -> rusqlite::Result<Vec<RunTally>> {
+pub fn tallies(db: &dyn Db, limit: i64) -> db::Result<Vec<RunTally>> {
     // The limit applies before the join, so only the runs shown are counted.
-    // A damaged error column must not fail the listing: json_extract
-    // raises on malformed JSON, so it is only reached through json_valid.
+    // Refusals are told by the error's JSON, read here, not by the store's
+    // JSON functions.
     let sql = "SELECT r.id, r.script, r.status, r.started_ms, r.ended_ms, count(c.run),
-        coalesce(sum(c.tier = 'irreversible'), 0),
-        coalesce(sum(CASE WHEN json_valid(c.error) THEN json_extract(c.error, '$.code') END
-                     IN ('permission_denied', 'permission_required')), 0),
-        coalesce(sum(c.run IS NOT NULL AND c.status IS NULL), 0)
-      FROM (SELECT rowid AS rid, * FROM runs ORDER BY n DESC LIMIT ?1) r
+        CAST(coalesce(sum(CASE WHEN c.tier = 'irreversible' THEN 1 ELSE 0 END), 0) AS BIGINT),
+        CAST(coalesce(sum(CASE WHEN c.run IS NOT NULL AND c.status IS NULL THEN 1 ELSE 0 END), 0)
+             AS BIGINT)
+      FROM (SELECT id, script, status, started_ms, ended_ms, n FROM runs
+            ORDER BY n DESC NULLS LAST, started_ms DESC, id DESC LIMIT ?1) r
       LEFT JOIN calls c ON c.run = r.id
-      GROUP BY r.rid ORDER BY r.n DESC";
-    let mut stmt = conn.prepare(sql)?;
-    let rows = stmt.query_map([limit], |r| {
-        Ok(RunTally {
-            id: r.get(0)?,
-            script: r.get(1)?,
-            status: r.get(2)?,
+      GROUP BY r.id, r.script, r.status, r.started_ms, r.ended_ms, r.n
+      ORDER BY r.n DESC NULLS LAST, r.started_ms DESC, r.id DESC";
+    let limit = if limit < 0 { i64::MAX } else { limit };
+    let mut tallies = Vec::new();
+    db.each(sql, vals![limit], &mut |row| {
+        let mut r = Take(row);
+        tallies.push(RunTally {
+            id: r.text(0)?,
+            script: r.text(1)?,
+            status: r.text(2)?,
             started_ms: r.get(3)?,
             ended_ms: r.get(4)?,
             calls: r.get(5)?,
             irreversible: r.get(6)?,
-            denials: r.get(7)?,
-            unfinished: r.get(8)?,
-        })
+            denials: 0,
+            unfinished: r.get(7)?,
+        });
+        Ok(())
     })?;
-    rows.collect()
+    for t in tallies.iter_mut().filter(|t| t.calls > 0) {
+        t.denials = denials(db, &t.id)?;
+    }
+    Ok(tallies)
 }
 
 /// How many runs the record holds.
-pub fn run_count(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+pub fn run_count(db: &dyn Db) -> db::Result<i64> {
+    Ok(db.value("SELECT count(*) FROM runs", &[])?.unwrap_or(0))
 }
 
 /// Every run's id, newest first by place in the chain of runs.
-pub fn run_ids(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut stmt =
-        conn.prepare("SELECT id FROM runs ORDER BY n DESC, started_ms DESC, rowid DESC")?;
-    let ids = stmt.query_map([], |r| r.get::<_, String>(0))?;
-    ids.collect()
+pub fn run_ids(db: &dyn Db) -> db::Result<Vec<String>> {
+    db.column(
+        "SELECT id FROM runs ORDER BY n DESC NULLS LAST, started_ms DESC, id DESC",
+        &[],
+    )
 }
 
 /// The run at place `n` in the chain of runs, if it is still there.
-pub fn predecessor(conn: &Connection, n: i64) -> rusqlite::Result<Option<Predecessor>> {
-    conn.query_row("SELECT id, head, seal FROM runs WHERE n = ?1", [n], |r| {
-        Ok(Predecessor {
-            id: r.get(0)?,
-            head: r.get(1)?,
-            seal: r.get(2)?,
+pub fn predecessor(db: &dyn Db, n: i64) -> db::Result<Option<Predecessor>> {
+    let found = db.first("SELECT id, head, seal FROM runs WHERE n = ?1", vals![n])?;
+    found
+        .map(|row| {
+            let mut r = Take(row);
+            Ok(Predecessor {
+                id: r.text(0)?,
+                head: r.text(1)?,
+                seal: r.opt_text(2)?,
+            })
         })
-    })
-    .optional()
+        .transpose()
 }
 
 /// The hash of call `#n` of run `run`, if the row is there.
-pub fn row_hash(conn: &Connection, run: &str, n: i64) -> rusqlite::Result<Option<String>> {
-    conn.query_row(
+pub fn row_hash(db: &dyn Db, run: &str, n: i64) -> db::Result<Option<String>> {
+    db.value(
         "SELECT hash FROM calls WHERE run = ?1 AND n = ?2",
-        rusqlite::params![run, n],
-        |r| r.get(0),
+        vals![run, n],
     )
-    .optional()
 }
+
+/// How many runs were recorded before runs were chained to each other:
+/// [`super::store::unchained_runs`] as a reader holding only a store
+/// reads it. TODO(i37): store.rs owns this; it goes once that takes a
+/// `&dyn Db`.
+pub fn unchained_runs(db: &dyn Db) -> db::Result<i64> {
+    let n = db.value("SELECT value FROM meta WHERE key = 'unchained_runs'", &[])?;
+    Ok(n.unwrap_or(0))
+}
+
+/// Begins a read of one snapshot: what a run writing meanwhile adds or
+/// changes is not seen by the reads until [`Db::rollback`] (or the
+/// connection's end). SQLite's deferred transaction; PostgreSQL's
+/// repeatable read. TODO(i37): belongs in `Db` (a `Begin::Read`); db.rs
+/// is another change's.
+pub fn begin_snapshot(db: &dyn Db) -> db::Result<()> {
+    let sql = match db.backend() {
+        Backend::Sqlite => "BEGIN",
+        Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    };
+    db.execute(sql, &[]).map(|_| ())
+}
+
+#[cfg(test)]
+#[path = "rows_tests.rs"]
+mod tests;

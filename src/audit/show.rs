@@ -9,9 +9,9 @@
 //! each call's start and duration ([`Span`]), not stored: the record
 //! already holds both.
 
+use super::db::Db;
 use super::render::plural;
 use super::rows::{self, Output, StoredCall, StoredRun};
-use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -386,8 +386,8 @@ fn json(text: &str) -> Value {
 /// A run and all its calls, held whole (for a run of any size, a view
 /// reads them through [`Recorded`] instead, one at a time).
 #[cfg(test)]
-pub fn show(conn: &Connection, run_id: &str) -> Result<RunView, String> {
-    let (run, recorded) = Recorded::open(conn, run_id)?;
+pub fn show(db: &dyn Db, run_id: &str) -> Result<RunView, String> {
+    let (run, recorded) = Recorded::open(db, run_id)?;
     let mut calls = Vec::new();
     recorded.each(&mut |c| {
         calls.push(c);
@@ -458,7 +458,7 @@ impl Calls for HeldCalls<'_> {
 /// A run's calls read from the record on each pass, each with the calls
 /// it overlapped (found once, from every call's span).
 pub struct Recorded<'a> {
-    conn: &'a Connection,
+    db: &'a dyn Db,
     run_id: String,
     live: bool,
     overlaps: HashMap<i64, Vec<i64>>,
@@ -466,14 +466,14 @@ pub struct Recorded<'a> {
 
 impl<'a> Recorded<'a> {
     /// Run `run_id` and its calls in the record.
-    pub fn open(conn: &'a Connection, run_id: &str) -> Result<(Run, Recorded<'a>), String> {
-        let run = rows::load_run(conn, run_id)?;
+    pub fn open(db: &'a dyn Db, run_id: &str) -> Result<(Run, Recorded<'a>), String> {
+        let run = rows::load_run(db, run_id)?;
         let live = run.running();
         let recorded = Recorded {
-            conn,
+            db,
             run_id: run_id.to_string(),
             live,
-            overlaps: overlaps_in(conn, &run)?,
+            overlaps: overlaps_in(db, &run)?,
         };
         Ok((Run::of(&run), recorded))
     }
@@ -481,7 +481,7 @@ impl<'a> Recorded<'a> {
 
 impl Calls for Recorded<'_> {
     fn each(&self, f: &mut dyn FnMut(Call) -> Result<(), String>) -> Result<(), String> {
-        rows::each_call(self.conn, &self.run_id, Output::Resolved, rows::db, |c| {
+        rows::each_call(self.db, &self.run_id, Output::Resolved, rows::db, |c| {
             let mut call = Call::of(&c, self.live);
             call.overlaps = self.overlaps.get(&call.n).cloned().unwrap_or_default();
             f(call)
@@ -490,16 +490,16 @@ impl Calls for Recorded<'_> {
 }
 
 /// Call `#n` of a run, with its run.
-pub fn call(conn: &Connection, run_id: &str, n: i64) -> Result<(Run, Call), String> {
-    let run = rows::load_run(conn, run_id)?;
-    match rows::call(conn, run_id, n).map_err(rows::db)? {
+pub fn call(db: &dyn Db, run_id: &str, n: i64) -> Result<(Run, Call), String> {
+    let run = rows::load_run(db, run_id)?;
+    match rows::call(db, run_id, n).map_err(rows::db)? {
         Some(c) => {
             let mut call = Call::of(&c, run.running());
-            call.overlaps = overlaps_of(conn, &run, n)?;
+            call.overlaps = overlaps_of(db, &run, n)?;
             Ok((Run::of(&run), call))
         }
         None => {
-            let count = rows::call_count(conn, run_id).map_err(rows::db)?;
+            let count = rows::call_count(db, run_id).map_err(rows::db)?;
             Err(format!(
                 "run {run_id} has no call #{n} (it has {}); `sluice audit show {run_id}` lists them",
                 plural(count, "call", "calls")
@@ -509,15 +509,15 @@ pub fn call(conn: &Connection, run_id: &str, n: i64) -> Result<(Run, Call), Stri
 }
 
 /// The calls of run `run` that overlapped its call `#n`.
-fn overlaps_of(conn: &Connection, run: &StoredRun, n: i64) -> Result<Vec<i64>, String> {
-    Ok(overlaps_in(conn, run)?.remove(&n).unwrap_or_default())
+fn overlaps_of(db: &dyn Db, run: &StoredRun, n: i64) -> Result<Vec<i64>, String> {
+    Ok(overlaps_in(db, run)?.remove(&n).unwrap_or_default())
 }
 
 /// Which calls of run `run` each call overlapped, from every call's span.
-fn overlaps_in(conn: &Connection, run: &StoredRun) -> Result<HashMap<i64, Vec<i64>>, String> {
+fn overlaps_in(db: &dyn Db, run: &StoredRun) -> Result<HashMap<i64, Vec<i64>>, String> {
     let live = run.running();
     let mut spans = Vec::new();
-    rows::each_stored_call(conn, &run.id, Output::Inline, rows::db, |c| {
+    rows::each_stored_call(db, &run.id, Output::Inline, rows::db, |c| {
         spans.extend(Span::of(&c, live));
         Ok(())
     })?;
@@ -533,6 +533,7 @@ mod overlap_tests {
     use super::*;
     use crate::audit::fixtures::*;
     use crate::audit::render::{render_call, render_show};
+    use rusqlite::Connection;
 
     fn span(n: i64, start_ms: i64, duration_us: i64) -> Span {
         Span {

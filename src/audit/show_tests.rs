@@ -5,6 +5,7 @@ use crate::audit::fixtures::*;
 use crate::audit::list::list;
 use crate::audit::render::{render_call, render_list, render_show, WIDTH};
 use crate::audit::verify::verify;
+use rusqlite::Connection;
 
 #[test]
 fn list_counts_calls_irreversible_calls_and_denials() {

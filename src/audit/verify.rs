@@ -4,9 +4,8 @@
 //! thing that does not match is named.
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, Seal};
+use super::db::{self, vals, Db, Row, Val};
 use super::rows::{self, StoredCall, StoredRun};
-use super::store;
-use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -73,26 +72,26 @@ pub struct Verdict {
 /// Recomputes run `run_id`'s chain and seal, and checks its link to the
 /// run before it. The run's rows are read one at a time, in passes, never
 /// held together: a run of any length verifies in the same memory.
-pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
-    let run = rows::load_run(conn, run_id)?;
-    let unchained = store::unchained_runs(conn).map_err(rows::db)?;
+pub fn verify(db: &dyn Db, run_id: &str) -> Result<Verdict, String> {
+    let run = rows::load_run(db, run_id)?;
+    let unchained = rows::unchained_runs(db).map_err(rows::db)?;
     // A run without a place is judged as chained: every run since has one.
     let chained = run.n.is_none_or(|n| n > unchained);
-    let (mut verdict, items) = judge(conn, &run, chained)?;
+    let (mut verdict, items) = judge(db, &run, chained)?;
     if verdict.intact && chained {
-        verdict.problem = check_prior(conn, &run)?;
+        verdict.problem = check_prior(db, &run)?;
         verdict.intact = verdict.problem.is_none();
     }
     if verdict.intact {
         // Only rows that keep input items by content need their items
         // checked: most runs have none, and need no pass for them.
         let parts = if items {
-            check_parts(conn, run_id)?
+            check_parts(db, run_id)?
         } else {
             None
         };
         let found = match parts {
-            None => check_outputs(conn, run_id)?,
+            None => check_outputs(db, run_id)?,
             some => some,
         };
         verdict.intact = found.is_none();
@@ -105,17 +104,17 @@ pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
 /// be in `outputs` and hash to its key (the row's hash covers the keys);
 /// the first row, by `n`, whose item was edited or deleted is named, with
 /// the item's place in its field.
-fn check_parts(conn: &Connection, run_id: &str) -> Result<Option<Problem>, String> {
+fn check_parts(db: &dyn Db, run_id: &str) -> Result<Option<Problem>, String> {
     // A conversation's messages recur in every later call: each key is
     // checked once.
     let mut judged: HashMap<String, Option<&'static str>> = HashMap::new();
-    let mut lists = rows::Bodies::new(conn);
+    let mut lists = rows::Bodies::new(db);
     let mut found = None;
-    rows::each_call_with_parts(conn, run_id, rows::db, |mut c| {
+    rows::each_call_with_parts(db, run_id, rows::db, |mut c| {
         // A row may list its keys as the continuation of an earlier row's.
         lists.resolve(&mut c).map_err(rows::db)?;
         if found.is_none() {
-            found = parts_problem(conn, &c, &mut judged)?;
+            found = parts_problem(db, &c, &mut judged)?;
         }
         Ok(())
     })?;
@@ -124,7 +123,7 @@ fn check_parts(conn: &Connection, run_id: &str) -> Result<Option<Problem>, Strin
 
 /// What is wrong with the items row `c` keeps by content, if anything.
 fn parts_problem(
-    conn: &Connection,
+    db: &dyn Db,
     c: &StoredCall,
     judged: &mut HashMap<String, Option<&'static str>>,
 ) -> Result<Option<Problem>, String> {
@@ -142,7 +141,7 @@ fn parts_problem(
         let fault = match judged.get(key.as_str()) {
             Some(fault) => *fault,
             None => {
-                let fault = body_fault(conn, key)?;
+                let fault = body_fault(db, key)?;
                 judged.insert(key.clone(), fault);
                 fault
             }
@@ -156,8 +155,8 @@ fn parts_problem(
 }
 
 /// What is wrong with the body kept as `key`, if anything.
-fn body_fault(conn: &Connection, key: &str) -> Result<Option<&'static str>, String> {
-    Ok(match rows::body(conn, key).map_err(rows::db)? {
+fn body_fault(db: &dyn Db, key: &str) -> Result<Option<&'static str>, String> {
+    Ok(match rows::body(db, key).map_err(rows::db)? {
         None => Some("is gone from the record"),
         Some(b) if crate::digest::sha256_hex(b.as_bytes()) != key => {
             Some("was changed: its body no longer hashes to its key")
@@ -168,7 +167,7 @@ fn body_fault(conn: &Connection, key: &str) -> Result<Option<&'static str>, Stri
 
 /// Whether the run before `run` still holds the hash `run` committed to
 /// when it started; when not, what is wrong.
-fn check_prior(conn: &Connection, run: &StoredRun) -> Result<Option<Problem>, String> {
+fn check_prior(db: &dyn Db, run: &StoredRun) -> Result<Option<Problem>, String> {
     let n = run.n.unwrap_or(0);
     if n <= 1 {
         return Ok(run.prior.is_some().then(|| {
@@ -180,7 +179,7 @@ record: the runs before it were deleted",
         }));
     }
     let p = n - 1;
-    let pred = rows::predecessor(conn, p).map_err(rows::db)?;
+    let pred = rows::predecessor(db, p).map_err(rows::db)?;
     let Some(pred) = pred else {
         let m = format!(
             "predecessor missing: run #{p}, the run before it (#{n}), is gone from the record: a whole \
@@ -201,7 +200,7 @@ before it",
         Some(0) => ("the head".to_string(), Some(pred.head.clone())),
         Some(k) => (
             format!("row #{k}"),
-            rows::row_hash(conn, &pred.id, k).map_err(rows::db)?,
+            rows::row_hash(db, &pred.id, k).map_err(rows::db)?,
         ),
     };
     if now.as_deref() == Some(prior) {
@@ -231,9 +230,9 @@ one (#{n}): this run commits to {what} of run #{p} as it was when this run start
 /// Each output the run keeps by content must still hash to its key (rows
 /// hold the key, and their outcome hashes cover it); the first row whose
 /// output was edited, or is gone, is named.
-fn check_outputs(conn: &Connection, run_id: &str) -> Result<Option<Problem>, String> {
+fn check_outputs(db: &dyn Db, run_id: &str) -> Result<Option<Problem>, String> {
     let mut edited = None;
-    rows::each_output(conn, run_id, |key, body| {
+    rows::each_output(db, run_id, |key, body| {
         if crate::digest::sha256_hex(body.as_bytes()) != key {
             edited = Some(key);
             return false;
@@ -241,20 +240,20 @@ fn check_outputs(conn: &Connection, run_id: &str) -> Result<Option<Problem>, Str
         true
     })
     .map_err(rows::db)?;
-    let (filter, key, message) = match &edited {
+    let (filter, args, message) = match &edited {
         Some(key) => (
             "output_ref = ?2",
-            key.as_str(),
+            vals![run_id, key],
             "outcome edited: the output it keeps by content was changed",
         ),
         None => (
-            "output_ref IS NOT NULL AND ?2 = ?2
+            "output_ref IS NOT NULL
                AND NOT EXISTS (SELECT 1 FROM outputs WHERE sha256 = calls.output_ref)",
-            "",
+            vals![run_id],
             "outcome edited: the output it keeps by content is gone",
         ),
     };
-    let first = first_row(conn, run_id, filter, key).map_err(rows::db)?;
+    let first = first_row(db, filter, args).map_err(rows::db)?;
     Ok(first.map(|at| at.problem(Failure::OutcomeEdited, message.to_string())))
 }
 
@@ -279,38 +278,41 @@ impl At {
     }
 }
 
-/// The first row of run `run_id` (by `n`) that `filter` holds for, given
-/// `?2` as `arg`.
-fn first_row(
-    conn: &Connection,
-    run_id: &str,
-    filter: &str,
-    arg: &str,
-) -> rusqlite::Result<Option<At>> {
+/// The first row of run `?1` of `args` (by `n`) that `filter` holds for,
+/// its other parameters the rest of `args`.
+fn first_row(db: &dyn Db, filter: &str, args: &[Val]) -> db::Result<Option<At>> {
     let sql = format!(
         "SELECT n, task, seq, flow FROM calls WHERE run = ?1 AND {filter} ORDER BY n LIMIT 1"
     );
-    conn.query_row(&sql, rusqlite::params![run_id, arg], |r| {
-        Ok(At {
-            n: r.get(0)?,
-            task: r.get(1)?,
-            seq: r.get(2)?,
-            flow: r.get(3)?,
+    db.first(&sql, args)?
+        .map(|r| {
+            Ok(At {
+                n: r.get(0)?,
+                task: r.get(1)?,
+                seq: r.get(2)?,
+                flow: r.get(3)?,
+            })
         })
-    })
-    .optional()
+        .transpose()
+}
+
+/// Begins reading one snapshot of the record: a run writing while
+/// `verify` (or `anchor`) reads does not tear what is read. It lasts until
+/// the connection closes.
+pub fn snapshot(db: &dyn Db) -> Result<(), String> {
+    rows::begin_snapshot(db).map_err(rows::db)
 }
 
 /// Verifies every run, newest first (by place in the chain of runs).
-pub fn verify_all(conn: &Connection) -> Result<Vec<Verdict>, String> {
-    let ids = rows::run_ids(conn).map_err(rows::db)?;
-    ids.iter().map(|id| verify(conn, id)).collect()
+pub fn verify_all(db: &dyn Db) -> Result<Vec<Verdict>, String> {
+    let ids = rows::run_ids(db).map_err(rows::db)?;
+    ids.iter().map(|id| verify(db, id)).collect()
 }
 
 /// The run's head, then its rows one at a time (their links, hashes and
 /// outcomes), then its seal: the first mismatch found, and whether any row
 /// keeps input items by content.
-fn judge(conn: &Connection, run: &StoredRun, chained: bool) -> Result<(Verdict, bool), String> {
+fn judge(db: &dyn Db, run: &StoredRun, chained: bool) -> Result<(Verdict, bool), String> {
     let mut verdict = Verdict {
         run: run.id.clone(),
         status: run.status.clone(),
@@ -323,7 +325,7 @@ fn judge(conn: &Connection, run: &StoredRun, chained: bool) -> Result<(Verdict, 
     };
     let head = chain::head(&run.head_fields(chained));
     if head != run.head {
-        verdict.calls = rows::call_count(conn, &run.id).map_err(rows::db)? as usize;
+        verdict.calls = rows::call_count(db, &run.id).map_err(rows::db)? as usize;
         verdict.intact = false;
         verdict.problem = Some(run_problem(
             Failure::RunEdited,
@@ -332,14 +334,14 @@ among the runs and its link to the run before it) do not hash to its head",
         ));
         return Ok((verdict, false));
     }
-    let mut walk = Walk::new(conn, &run.id, &head);
+    let mut walk = Walk::new(db, &run.id, &head);
     // As stored: the hashes cover an input without its items kept by
     // content, and those items' keys.
-    rows::each_stored_row(conn, &run.id, rows::db, |r| walk.row(r).map_err(rows::db))?;
+    rows::each_stored_row(db, &run.id, rows::db, |r| walk.row(r).map_err(rows::db))?;
     verdict.calls = walk.rows;
     let problem = match walk.problem {
         Some(p) => Some(p),
-        None => check_seal(conn, run, walk.seal, &mut verdict)?,
+        None => check_seal(db, run, walk.seal, &mut verdict)?,
     };
     verdict.intact = problem.is_none();
     verdict.problem = problem;
@@ -349,7 +351,7 @@ among the runs and its link to the run before it) do not hash to its head",
 /// One pass over a run's rows in chain order: what the next row must link
 /// to, the seal so far, and the first problem.
 struct Walk<'a> {
-    conn: &'a Connection,
+    db: &'a dyn Db,
     run: &'a str,
     head: &'a str,
     prev: String,
@@ -361,9 +363,9 @@ struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
-    fn new(conn: &'a Connection, run: &'a str, head: &'a str) -> Walk<'a> {
+    fn new(db: &'a dyn Db, run: &'a str, head: &'a str) -> Walk<'a> {
         Walk {
-            conn,
+            db,
             run,
             head,
             prev: head.to_string(),
@@ -375,38 +377,38 @@ impl<'a> Walk<'a> {
     }
 
     /// Checks row `r`, found at the next chain position; after a problem
-    /// the rows are only counted. A row that holds is hashed from the
-    /// columns as SQLite holds them, copying nothing; one that does not is
-    /// read whole to say why.
-    fn row(&mut self, r: &rusqlite::Row) -> rusqlite::Result<()> {
+    /// the rows are only counted. A row that holds is hashed from its
+    /// columns as the store returned them, copying nothing; one that does
+    /// not is read whole to say why.
+    fn row(&mut self, r: Row) -> db::Result<()> {
         self.rows += 1;
-        self.items |= !matches!(r.get_ref(23)?, rusqlite::types::ValueRef::Null);
+        self.items |= !matches!(r.0.get(23), Some(Val::Null) | None);
         if self.problem.is_some() {
             return Ok(());
         }
-        let (hash, outcome_hash) = (text(r, 14)?, opt(r, 21)?);
-        if !self.holds(r, hash, outcome_hash)? {
-            self.problem = self.check(&StoredCall::read(r)?)?;
+        let (hash, outcome_hash) = (text(&r, 14)?, r.text(21)?);
+        if self.holds(&r, hash, outcome_hash)? {
+            self.seal.row(hash, outcome_hash);
+            self.prev.clear();
+            self.prev.push_str(hash);
+            return Ok(());
         }
-        self.seal.row(hash, outcome_hash);
+        let c = StoredCall::of(r)?;
+        self.problem = self.check(&c)?;
+        self.seal.row(&c.hash, c.outcome_hash.as_deref());
         self.prev.clear();
-        self.prev.push_str(hash);
+        self.prev.push_str(&c.hash);
         Ok(())
     }
 
     /// Whether row `r` (hash `hash`) is numbered and linked as the next
     /// position requires and hashes to its hash and outcome hash.
-    fn holds(
-        &self,
-        r: &rusqlite::Row,
-        hash: &str,
-        outcome_hash: Option<&str>,
-    ) -> rusqlite::Result<bool> {
+    fn holds(&self, r: &Row, hash: &str, outcome_hash: Option<&str>) -> db::Result<bool> {
         let (prev, n): (&str, i64) = (text(r, 13)?, r.get(3)?);
         if n != self.rows as i64 || prev != self.prev {
             return Ok(false);
         }
-        let parts = opt(r, 23)?;
+        let parts = r.text(23)?;
         let intent = CallIntent {
             task: text(r, 1)?,
             seq: r.get(2)?,
@@ -416,11 +418,11 @@ impl<'a> Walk<'a> {
             input: text(r, 6)?,
             capabilities: text(r, 7)?,
             decisions: text(r, 8)?,
-            route: opt(r, 9)?,
-            replayed_from: opt(r, 11)?,
+            route: r.text(9)?,
+            replayed_from: r.text(11)?,
             started_ms: r.get(12)?,
             parts,
-            client: opt(r, 24)?,
+            client: r.text(24)?,
         };
         if chain::call(prev, &intent) != hash {
             return Ok(false);
@@ -430,9 +432,9 @@ impl<'a> Walk<'a> {
 
     /// Whether row `c` is numbered, linked and hashed as its place
     /// requires, and its outcome too; when not, why.
-    fn check(&self, c: &StoredCall) -> rusqlite::Result<Option<Problem>> {
+    fn check(&self, c: &StoredCall) -> db::Result<Option<Problem>> {
         if let Some(p) = check_link(c, self.rows as i64, &self.prev, self.head, |hash| {
-            position(self.conn, self.run, hash)
+            position(self.db, self.run, hash)
         })? {
             return Ok(Some(p));
         }
@@ -447,26 +449,22 @@ impl<'a> Walk<'a> {
 /// Whether row `r`'s outcome hashes to its outcome hash, or it has none
 /// and holds no outcome fields; `false` sends the row to [`check_outcome`],
 /// which says what is wrong.
-fn outcome_holds(
-    r: &rusqlite::Row,
-    hash: &str,
-    outcome_hash: Option<&str>,
-) -> rusqlite::Result<bool> {
-    let (status, output, error) = (opt(r, 15)?, opt(r, 16)?, opt(r, 17)?);
+fn outcome_holds(r: &Row, hash: &str, outcome_hash: Option<&str>) -> db::Result<bool> {
+    let (status, output, error) = (r.text(15)?, r.text(16)?, r.text(17)?);
     let duration: Option<i64> = r.get(19)?;
-    let late = opt(r, 20)?;
+    let late = r.text(20)?;
     let (Some(status), Some(duration_us), Some(late), Some(expected)) =
         (status, duration, late, outcome_hash)
     else {
         let empty = status.is_none() && output.is_none() && error.is_none() && duration.is_none();
         return Ok(empty && outcome_hash.is_none());
     };
-    let output_ref = opt(r, 22)?;
+    let output_ref = r.text(22)?;
     let o = CallOutcome {
         status,
         output,
         error,
-        capped: r.get::<_, i64>(18)? != 0,
+        capped: r.get(18)?,
         duration_us,
         late_decisions: late,
         redacted: text(r, 10)?,
@@ -478,29 +476,19 @@ fn outcome_holds(
     Ok(chain::outcome_of(hash, &o, digest.as_deref()) == expected)
 }
 
-/// Column `i` of `r` as text, borrowed.
-fn text<'r>(r: &'r rusqlite::Row, i: usize) -> rusqlite::Result<&'r str> {
-    let v = r.get_ref(i)?;
-    v.as_str()
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e)))
-}
-
-/// Column `i` of `r` as text or NULL, borrowed.
-fn opt<'r>(r: &'r rusqlite::Row, i: usize) -> rusqlite::Result<Option<&'r str>> {
-    let v = r.get_ref(i)?;
-    v.as_str_or_null()
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e)))
+/// Column `i` of `r` as text, borrowed; NULL is an error naming it.
+fn text(r: &Row, i: usize) -> db::Result<&str> {
+    r.text(i)?
+        .ok_or_else(|| db::Error::other(format!("column {}: NULL where text belongs", i + 1)))
 }
 
 /// The position of the row of run `run` whose hash is `hash`, if any (the
 /// last, should two share one).
-fn position(conn: &Connection, run: &str, hash: &str) -> rusqlite::Result<Option<i64>> {
-    conn.query_row(
+fn position(db: &dyn Db, run: &str, hash: &str) -> db::Result<Option<i64>> {
+    db.value(
         "SELECT n FROM calls WHERE run = ?1 AND hash = ?2 ORDER BY n DESC LIMIT 1",
-        rusqlite::params![run, hash],
-        |r| r.get(0),
+        vals![run, hash],
     )
-    .optional()
 }
 
 fn run_problem(failure: Failure, message: &str) -> Problem {
@@ -532,8 +520,8 @@ fn check_link(
     expected: i64,
     prev: &str,
     head: &str,
-    position: impl FnOnce(&str) -> rusqlite::Result<Option<i64>>,
-) -> rusqlite::Result<Option<Problem>> {
+    position: impl FnOnce(&str) -> db::Result<Option<i64>>,
+) -> db::Result<Option<Problem>> {
     if c.n > expected {
         let gap = if c.n - 1 == expected {
             format!("#{expected} is")
@@ -603,7 +591,7 @@ redactions do not hash to its outcome hash"
 /// The seal's check; an unsealed run is a mismatch unless it is still
 /// running or was killed (which cannot seal: a warning).
 fn check_seal(
-    conn: &Connection,
+    db: &dyn Db,
     run: &StoredRun,
     rows_sealed: Seal,
     verdict: &mut Verdict,
@@ -632,7 +620,7 @@ removed from its end would not show"
         )));
     };
     let mut s = rows_sealed;
-    rows::each_reading(conn, &run.id, |r| {
+    rows::each_reading(db, &run.id, |r| {
         s.reading(&Reading {
             task: &r.task,
             seq: r.seq,

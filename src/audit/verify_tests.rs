@@ -3,6 +3,7 @@
 use super::*;
 use crate::audit::fixtures::*;
 use crate::audit::render::render_verify;
+use rusqlite::Connection;
 
 fn problem(conn: &Connection, id: &str) -> Problem {
     let v = verify(conn, id).expect("verify");

@@ -3,10 +3,10 @@
 
 use super::print;
 use crate::audit::anchor::{self, Anchor};
+use crate::audit::db::Db as Store;
 use crate::audit::{export, list, locate, render, show, store, verify};
 use crate::flows::Registry;
 use clap::{Args, Subcommand, ValueEnum};
-use rusqlite::Connection;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -217,14 +217,14 @@ pub fn audit(args: AuditArgs) -> ExitCode {
     })
 }
 
-/// Opens the database `db` names, for reading.
-fn open(db: &Db) -> Result<Connection, String> {
+/// The database `db` names, to open for reading.
+fn located(db: &Db) -> Result<PathBuf, String> {
     let workspace = match &db.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
             .map_err(|e| format!("cannot tell the current folder ({e}); give --workspace DIR"))?,
     };
-    store::open_existing(&locate(db.audit.as_deref(), &workspace))
+    Ok(locate(db.audit.as_deref(), &workspace))
 }
 
 /// `value` as JSON, or `text` of it.
@@ -239,13 +239,13 @@ fn emit<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) ->
 }
 
 fn list(a: ListArgs) -> Result<ExitCode, String> {
-    let conn = open(&a.db)?;
+    let conn = store::open_existing(&located(&a.db)?)?;
     let listing = list::list(&conn, a.limit)?;
     Ok(emit(a.db.json, &listing, render::render_list))
 }
 
 fn show(a: ShowArgs) -> Result<ExitCode, String> {
-    let conn = open(&a.db)?;
+    let conn = store::open_existing(&located(&a.db)?)?;
     let id = store::find_run(&conn, &a.run)?;
     match a.call {
         Some(n) => {
@@ -283,7 +283,7 @@ fn export(a: ExportArgs) -> Result<ExitCode, String> {
         (ExportFormat::Csv, false) => export::Format::Csv,
         (ExportFormat::Jsonl, _) => export::Format::Jsonl,
     };
-    let conn = open(&a.db)?;
+    let conn = store::open_existing(&located(&a.db)?)?;
     let id = store::find_run(&conn, &a.run)?;
     match &a.output {
         Some(path) => export_to_file(&conn, &id, format, path),
@@ -292,7 +292,7 @@ fn export(a: ExportArgs) -> Result<ExitCode, String> {
 }
 
 fn export_to_file(
-    conn: &Connection,
+    conn: &dyn Store,
     id: &str,
     format: export::Format,
     path: &std::path::Path,
@@ -316,7 +316,7 @@ fn export_to_file(
 /// Streams to stdout rather than through `print`: a run's export can be
 /// far larger than is worth holding in memory. A reader that went away
 /// (`| head`) is not an error.
-fn export_to_stdout(conn: &Connection, id: &str, format: export::Format) -> ExitCode {
+fn export_to_stdout(conn: &dyn Store, id: &str, format: export::Format) -> ExitCode {
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let written = export::export(conn, id, format, &mut out)
@@ -352,9 +352,9 @@ struct Verification {
 
 fn verify(a: VerifyArgs) -> Result<ExitCode, String> {
     let given = a.anchor.as_deref().map(Anchor::parse).transpose()?;
-    let conn = open(&a.db)?;
+    let conn = store::open_existing(&located(&a.db)?)?;
     // One snapshot: a run writing meanwhile does not tear what is read.
-    conn.execute_batch("BEGIN").map_err(|e| e.to_string())?;
+    verify::snapshot(&conn)?;
     let runs = match &a.run {
         Some(given) => vec![verify::verify(&conn, &store::find_run(&conn, given)?)?],
         None => verify::verify_all(&conn)?,
@@ -388,8 +388,8 @@ fn render_verification(r: &Verification) -> String {
 }
 
 fn anchor(a: AnchorArgs) -> Result<ExitCode, String> {
-    let conn = open(&a.db)?;
-    conn.execute_batch("BEGIN").map_err(|e| e.to_string())?;
+    let conn = store::open_existing(&located(&a.db)?)?;
+    verify::snapshot(&conn)?;
     let head = anchor::head(&conn)?;
     Ok(emit(a.db.json, &head, |h| format!("{}\n", h.anchor)))
 }

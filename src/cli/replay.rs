@@ -2,6 +2,7 @@
 //! record, or continue an interrupted run from where its record ends.
 
 use super::run::{drive, Grants, RunArgs, RunOptions};
+use crate::audit::db::{vals, Db};
 use crate::audit::replay::{calls, Mode, Record};
 use crate::audit::{locate, store};
 use crate::kernel::approval::Prompt;
@@ -456,12 +457,14 @@ fn claim(db: &Path, id: &str) -> Result<nix::fcntl::Flock<std::fs::File>, String
 /// The newest run that resumed run `id`, if any.
 fn successor(db: &Path, id: &str) -> Option<String> {
     let conn = store::open_existing(db).ok()?;
-    conn.query_row(
-        "SELECT id FROM runs WHERE resumed_from = ?1 ORDER BY started_ms DESC LIMIT 1",
-        [id],
-        |r| r.get(0),
-    )
-    .ok()
+    let store: &dyn Db = &conn;
+    store
+        .value(
+            "SELECT id FROM runs WHERE resumed_from = ?1 ORDER BY started_ms DESC LIMIT 1",
+            vals![id],
+        )
+        .ok()
+        .flatten()
 }
 
 /// The recorded script file, refused when it changed since the run.
@@ -504,10 +507,11 @@ fn recorded_script(record: &Record) -> Result<PathBuf, String> {
 /// The policies the run used, by the name they were given.
 fn recorded_policies(db: &Path, id: &str) -> Vec<String> {
     let names = store::open_existing(db).ok().and_then(|conn| {
-        conn.query_row("SELECT policies FROM runs WHERE id = ?1", [id], |r| {
-            r.get::<_, String>(0)
-        })
-        .ok()
+        let store: &dyn Db = &conn;
+        store
+            .value::<String>("SELECT policies FROM runs WHERE id = ?1", vals![id])
+            .ok()
+            .flatten()
     });
     let files: Vec<crate::audit::recorder::PolicyFile> = names
         .and_then(|text| serde_json::from_str(&text).ok())
