@@ -9,6 +9,7 @@ use crate::audit::replay::{
 use crate::audit::session::{Begin, Session};
 use crate::audit::verify::{verify, Failure};
 use crate::audit::{rows, show};
+use rusqlite::Connection;
 use serde_json::json;
 
 /// Run `id` at `path`: two model calls of a conversation, the first made

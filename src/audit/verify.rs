@@ -75,7 +75,8 @@ pub struct Verdict {
 /// held together: a run of any length verifies in the same memory.
 pub fn verify(conn: &Connection, run_id: &str) -> Result<Verdict, String> {
     let run = rows::load_run(conn, run_id)?;
-    let unchained = store::unchained_runs(conn).map_err(rows::db)?;
+    let unchained =
+        store::unchained_runs(conn).map_err(|e| format!("reading the audit database: {e}"))?;
     // A run without a place is judged as chained: every run since has one.
     let chained = run.n.is_none_or(|n| n > unchained);
     let (mut verdict, items) = judge(conn, &run, chained)?;
