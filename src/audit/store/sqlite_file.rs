@@ -508,4 +508,27 @@ mod tests {
         );
         assert_eq!(clients, 2);
     }
+
+    #[test]
+    fn a_database_of_a_newer_schema_is_refused_by_name_and_left_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        drop(open(&path).unwrap());
+        let newer = SCHEMA_VERSION + 1;
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", newer).unwrap();
+        let e = open(&path).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "audit database {}: schema version {newer} is newer than this sluice knows \
+                 ({SCHEMA_VERSION}); use a newer sluice",
+                path.display()
+            )
+        );
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, newer);
+    }
 }
