@@ -68,7 +68,7 @@
 use super::db::{self, vals, Db};
 use std::path::{Path, PathBuf};
 
-mod sqlite_file;
+pub mod sqlite_file;
 
 pub use sqlite_file::{open, open_existing, APPLICATION_ID};
 
