@@ -296,6 +296,10 @@ pub enum Begin {
     /// chain of runs, a migration. SQLite's `BEGIN IMMEDIATE` (waited for
     /// up to a minute), PostgreSQL's transaction-scoped advisory lock.
     Store,
+    /// A read of one snapshot, writing nothing: what a run writing
+    /// meanwhile adds is not seen until the rollback. SQLite's deferred
+    /// `BEGIN`, PostgreSQL's `REPEATABLE READ READ ONLY`.
+    Read,
 }
 
 /// The record's store: SQLite or PostgreSQL. Every query of `audit/` goes

@@ -2,11 +2,11 @@
 //! `chain` exactly as the writer does, so a test can then tamper with them.
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
+use super::db::{vals, Db};
 use super::recorder::{CallRow, Outcome, Recorder, RunStart};
-use super::rows;
 use super::{store, FlowFacts};
 use crate::call::Tier;
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use serde_json::Value;
 use std::path::Path;
 
@@ -51,12 +51,12 @@ pub fn failed(mut s: Spec, error: serde_json::Value) -> Spec {
 
 /// Inserts run `id` as `sluice run` would, and returns its head. A
 /// `running` run carries this process's pid, so the sweep leaves it live.
-pub fn insert_run(conn: &Connection, id: &str, script: &str, started_ms: i64) -> String {
+pub fn insert_run(db: &dyn Db, id: &str, script: &str, started_ms: i64) -> String {
     let policies = r#"[{"name":"default","sha256":"ab12cd34ef56ab12cd34"}]"#;
     let args = r#"["src/main.rs"]"#;
     let pid = std::process::id();
     let pid_start = store::process_start(pid).unwrap_or(0);
-    let link = store::next_link(conn).expect("next link");
+    let link = store::next_link(db).expect("next link");
     let head = chain::head(&RunHead {
         id,
         script,
@@ -77,12 +77,12 @@ pub fn insert_run(conn: &Connection, id: &str, script: &str, started_ms: i64) ->
             prior_rows: link.prior_rows,
         }),
     });
-    conn.execute(
+    db.execute(
         "INSERT INTO runs (id, script, script_sha256, policies, args, workspace, started_ms, status,
            version, random_seed, pid, pid_start, head, ceiling, n, prior, prior_rows)
          VALUES (?1, ?2, '3f2a9c1b0e4d5f6a', ?3, ?4, '/w', ?5, 'running', '0.1.0', 42, ?6, ?7, ?8, '[]',
            ?9, ?10, ?11)",
-        params![
+        vals![
             id,
             script,
             policies,
@@ -90,7 +90,7 @@ pub fn insert_run(conn: &Connection, id: &str, script: &str, started_ms: i64) ->
             started_ms,
             pid,
             pid_start,
-            head,
+            &head,
             link.n,
             link.prior,
             link.prior_rows
@@ -101,7 +101,7 @@ pub fn insert_run(conn: &Connection, id: &str, script: &str, started_ms: i64) ->
 }
 
 /// Inserts call `n` (task "0", seq n) linked to `prev`; returns its hash.
-pub fn insert_call(conn: &Connection, run: &str, prev: &str, n: i64, s: &Spec) -> String {
+pub fn insert_call(db: &dyn Db, run: &str, prev: &str, n: i64, s: &Spec) -> String {
     let started_ms = T0 + n * 100;
     let intent = CallIntent {
         task: "0",
@@ -119,36 +119,36 @@ pub fn insert_call(conn: &Connection, run: &str, prev: &str, n: i64, s: &Spec) -
         client: s.client,
     };
     let hash = chain::call(prev, &intent);
-    conn.execute(
+    db.execute(
         "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route,
            redacted, started_ms, prev, hash)
          VALUES (?1, '0', ?2, ?2, ?3, ?4, ?5, '[\"fs:read:/w/x\"]', ?6, ?7, '[]', ?8, ?9, ?10)",
-        params![
+        vals![
             run,
             n,
             s.flow,
             s.tier,
-            s.input,
-            s.decisions,
+            &s.input,
+            &s.decisions,
             s.route,
             started_ms,
             prev,
-            hash
+            &hash
         ],
     )
     .expect("insert call");
     // Set apart, so a database of a schema before the column takes the
     // script's own calls.
     if let Some(client) = s.client {
-        conn.execute(
+        db.execute(
             "UPDATE calls SET client = ?3 WHERE run = ?1 AND n = ?2",
-            params![run, n, client],
+            vals![run, n, client],
         )
         .expect("set the client");
     }
     if let Some((status, output, error, capped)) = &s.outcome {
         complete(
-            conn,
+            db,
             run,
             n,
             &hash,
@@ -163,7 +163,7 @@ pub fn insert_call(conn: &Connection, run: &str, prev: &str, n: i64, s: &Spec) -
 
 #[allow(clippy::too_many_arguments)]
 fn complete(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
     n: i64,
     hash: &str,
@@ -181,10 +181,10 @@ fn complete(
         late_decisions: "[]",
         redacted: "[]",
     };
-    conn.execute(
+    db.execute(
         "UPDATE calls SET status = ?3, output = ?4, error = ?5, capped = ?6, duration_us = 1500,
            late_decisions = '[]', outcome_hash = ?7 WHERE run = ?1 AND n = ?2",
-        params![
+        vals![
             run,
             n,
             status,
@@ -198,53 +198,57 @@ fn complete(
 }
 
 /// Ends run `id` with `status` and seals it as the writer does.
-pub fn seal(conn: &Connection, id: &str, status: &str) {
-    let (head, ended_ms) = (head_of(conn, id), T0 + 4_200);
+pub fn seal(db: &dyn Db, id: &str, status: &str) {
+    let (head, ended_ms) = (head_of(db, id), T0 + 4_200);
     let mut s = Seal::new(&head);
     // Read by hand, so a database of an older schema is sealed too.
-    let mut stmt = conn
-        .prepare("SELECT hash, outcome_hash FROM calls WHERE run = ?1 ORDER BY n")
-        .expect("calls");
-    let hashes = stmt
-        .query_map([id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
-        })
-        .expect("calls");
-    for h in hashes {
-        let (hash, outcome) = h.expect("a call");
-        s.row(&hash, outcome.as_deref());
-    }
-    rows::each_reading(conn, id, |r| {
-        s.reading(&Reading {
-            task: &r.task,
-            seq: r.seq,
-            kind: &r.kind,
-            value: r.value,
-        });
-    })
+    db.each(
+        "SELECT hash, outcome_hash FROM calls WHERE run = ?1 ORDER BY n",
+        vals![id],
+        &mut |r| {
+            s.row(&r.get::<String>(0)?, r.get::<Option<String>>(1)?.as_deref());
+            Ok(())
+        },
+    )
+    .expect("calls");
+    // In (task, seq) order, as the writer and `verify` read them.
+    db.each(
+        "SELECT task, seq, kind, value FROM readings WHERE run = ?1 ORDER BY task, seq",
+        vals![id],
+        &mut |r| {
+            s.reading(&Reading {
+                task: &r.get::<String>(0)?,
+                seq: r.get(1)?,
+                kind: &r.get::<String>(2)?,
+                value: r.get(3)?,
+            });
+            Ok(())
+        },
+    )
     .expect("readings");
     let seal = s.finish(&RunEnd {
         status,
         error: None,
         ended_ms,
     });
-    conn.execute(
+    db.execute(
         "UPDATE runs SET status = ?2, ended_ms = ?3, seal = ?4 WHERE id = ?1",
-        params![id, status, ended_ms, seal],
+        vals![id, status, ended_ms, seal],
     )
     .expect("seal");
 }
 
-pub fn head_of(conn: &Connection, id: &str) -> String {
-    conn.query_row("SELECT head FROM runs WHERE id = ?1", [id], |r| r.get(0))
+pub fn head_of(db: &dyn Db, id: &str) -> String {
+    db.value("SELECT head FROM runs WHERE id = ?1", vals![id])
         .expect("head")
+        .expect("the run is there")
 }
 
 /// Run `id`: five calls (a read, an approved irreversible bash, a denied
 /// write, an irreversible post nobody approved, a read of a missing file),
 /// two clock readings, sealed `ok`.
-pub fn standard(conn: &Connection, id: &str) {
-    let mut prev = insert_run(conn, id, "/w/fix.lua", T0);
+pub fn standard(db: &dyn Db, id: &str) {
+    let mut prev = insert_run(db, id, "/w/fix.lua", T0);
     let mut bash = spec(
         "bash",
         "irreversible",
@@ -281,16 +285,16 @@ pub fn standard(conn: &Connection, id: &str) {
         ),
     ];
     for (i, s) in specs.iter().enumerate() {
-        prev = insert_call(conn, id, &prev, i as i64 + 1, s);
+        prev = insert_call(db, id, &prev, i as i64 + 1, s);
     }
-    for (seq, v) in [(1, 1.5e9), (2, 1.75e9)] {
-        conn.execute(
+    for (seq, v) in [(1i64, 1.5e9), (2, 1.75e9)] {
+        db.execute(
             "INSERT INTO readings (run, task, seq, kind, value) VALUES (?1, '0', ?2, 'clock', ?3)",
-            params![id, seq, v],
+            vals![id, seq, v],
         )
         .expect("reading");
     }
-    seal(conn, id, "ok");
+    seal(db, id, "ok");
 }
 
 /// The MCP client of [`mcp`]'s calls.
@@ -299,8 +303,8 @@ pub const CLIENT: &str = "claude-code 1.2.3";
 /// Run `id` as an MCP server records it: a read and a write an MCP client
 /// made ([`CLIENT`]), then a job operation, which names no client; sealed
 /// `ok`.
-pub fn mcp(conn: &Connection, id: &str) {
-    let mut prev = insert_run(conn, id, "sluice mcp", T0);
+pub fn mcp(db: &dyn Db, id: &str) {
+    let mut prev = insert_run(db, id, "sluice mcp", T0);
     let mut read = spec("read", "sealed", serde_json::json!({"path": "src/a.rs"}));
     read.client = Some(CLIENT);
     let mut write = spec(
@@ -311,9 +315,9 @@ pub fn mcp(conn: &Connection, id: &str) {
     write.client = Some(CLIENT);
     let job = spec("job.read", "sealed", serde_json::json!({"id": 1}));
     for (i, s) in [read, write, job].iter().enumerate() {
-        prev = insert_call(conn, id, &prev, i as i64 + 1, s);
+        prev = insert_call(db, id, &prev, i as i64 + 1, s);
     }
-    seal(conn, id, "ok");
+    seal(db, id, "ok");
 }
 
 pub fn sql(conn: &Connection, statement: &str) {

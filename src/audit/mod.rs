@@ -25,7 +25,6 @@ pub mod anchor;
 pub mod chain;
 pub mod db;
 pub mod export;
-mod interim;
 pub mod list;
 pub mod location;
 mod parts;

@@ -17,13 +17,13 @@
 //! cannot await (a resume's stop) and for callers off that thread.
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
+use super::db::{self, vals, Begin, Db};
 use super::parts::{self, Split};
 use super::redact::{cap_output, Redaction, DEFAULT_OUTPUT_CAP};
 use super::rows::StoredCall;
 use super::store;
 use crate::call::Tier;
 use crate::error::FlowResult;
-use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -43,9 +43,6 @@ const QUEUE: usize = 256;
 /// Queued rows from which a sender wakes the writer instead of letting it
 /// find them at its next look: a full queue would block the run.
 const NUDGE: usize = QUEUE / 4;
-/// Pages of write-ahead log after which a commit copies it into the
-/// database (SQLite's default is 1,000).
-const WAL_PAGES: i64 = 256;
 /// Messages committed in one transaction at most.
 const BATCH: usize = 512;
 /// Outputs whose JSON is longer are kept once by content in `outputs`.
@@ -53,9 +50,9 @@ const INLINE: usize = 1024;
 /// How long the writer sleeps when its queue is empty: rows nobody waits
 /// for are committed within about this long.
 const QUIET: Duration = Duration::from_millis(1);
-/// Content keys the writer remembers as stored, to skip an `INSERT OR
-/// IGNORE` it knows would do nothing; past this many it forgets them all,
-/// so a run of many distinct outputs keeps no key per call.
+/// Content keys the writer remembers as stored, to skip an INSERT it knows
+/// would do nothing (`ON CONFLICT DO NOTHING`); past this many it forgets
+/// them all, so a run of many distinct outputs keeps no key per call.
 const STORED_KEYS: usize = 4096;
 /// Recent outputs the writer remembers with their stored form, so an
 /// output equal to one of them (a file read again) is neither serialized
@@ -350,22 +347,35 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    /// Opens the database at `path`, writes the run's row (status
-    /// `running`) and starts the writer.
+    /// Opens (creating when missing) the SQLite database at `path`, writes
+    /// the run's row (status `running`) and starts the writer: the
+    /// embedded default, [`Recorder::start_in`] on [`store::open`].
     pub fn start(path: &Path, run: RunStart) -> Result<Recorder, String> {
         let conn = store::open(path)?;
-        let head = insert_run(&conn, &run)
-            .map_err(|e| format!("audit database {}: {e}", path.display()))?;
-        // The log is copied into the database as the run goes, on the
-        // writer's thread, rather than mostly when the run ends and waits.
-        conn.pragma_update(None, "wal_autocheckpoint", WAL_PAGES)
-            .map_err(|e| format!("audit database {}: {e}", path.display()))?;
+        Recorder::start_in(Box::new(conn), &path.display().to_string(), run)
+    }
+
+    /// Writes the run's row (status `running`) into `store`, already
+    /// opened at the current schema, of either backend, and starts the
+    /// writer, which owns the store from then on. `name` is how errors
+    /// name the store (a path, or a URL without its password).
+    pub fn start_in(
+        store: Box<dyn Db + Send>,
+        name: &str,
+        run: RunStart,
+    ) -> Result<Recorder, String> {
+        let head = insert_run(&*store, &run)
+            // Rows of sealed calls are committed unsynced until a batch
+            // asks for more: the writer's cached setting is made so on
+            // every backend, whatever its default.
+            .and_then(|head| store.durable(false).map(|()| head))
+            .map_err(|e| format!("audit database {name}: {e}"))?;
         let (tx, rx) = sync_channel(QUEUE);
         let failure = Arc::new(Mutex::new(None));
         let queued = Arc::new(AtomicUsize::new(0));
         let footprint = Arc::new(Mutex::new(Footprint::default()));
         let writer = Writer {
-            conn,
+            db: store,
             run: run.id,
             seal: Seal::new(&head),
             last: head,
@@ -552,22 +562,14 @@ fn gone() -> String {
 /// Writes the run's row, joined to the chain of runs after the newest one
 /// (under the write lock, so concurrent runs each get their own place), and
 /// returns its head.
-fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<String> {
-    store::begin_immediate(conn)?;
-    let inserted = store::next_link(conn).and_then(|link| insert_linked(conn, run, &link));
-    conn.execute_batch(if inserted.is_ok() {
-        "COMMIT"
-    } else {
-        "ROLLBACK"
-    })?;
-    inserted
+fn insert_run(db: &dyn Db, run: &RunStart) -> db::Result<String> {
+    db.transaction(Begin::Store, || {
+        let link = store::next_link(db)?;
+        insert_linked(db, run, &link)
+    })
 }
 
-fn insert_linked(
-    conn: &Connection,
-    run: &RunStart,
-    link: &store::NextLink,
-) -> rusqlite::Result<String> {
+fn insert_linked(db: &dyn Db, run: &RunStart, link: &store::NextLink) -> db::Result<String> {
     let policies = serde_json::to_string(&run.policies).expect("policies serialize");
     let (mut cutter, _) = Redaction::input(&Value::Null, &crate::credentials::loaded());
     let args = cutter.cut(
@@ -598,27 +600,27 @@ fn insert_linked(
             prior_rows: link.prior_rows,
         }),
     });
-    conn.execute(
+    db.execute(
         "INSERT INTO runs (id, script, script_sha256, policies, args, workspace, started_ms, status, version,
            random_seed, resumed_from, pid, pid_start, head, ceiling, n, prior, prior_rows)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-        params![
-            run.id,
-            run.script,
-            run.script_sha256,
+        vals![
+            &run.id,
+            &run.script,
+            &run.script_sha256,
             policies,
             args,
-            run.workspace,
+            &run.workspace,
             run.started_ms,
             version,
             run.random_seed,
-            run.resumed_from,
+            &run.resumed_from,
             pid,
             pid_start as i64,
-            head,
+            &head,
             ceiling,
             link.n,
-            link.prior,
+            &link.prior,
             link.prior_rows,
         ],
     )?;
@@ -629,7 +631,8 @@ fn insert_linked(
 /// the seal is hashed as rows settle, the readings it covers are read back
 /// from the database when it is written, and the caches are bounded.
 struct Writer {
-    conn: Connection,
+    /// The store, of either backend: the writer's alone.
+    db: Box<dyn Db + Send>,
     run: String,
     /// The seal so far: the head, then each row in chain order as far as
     /// every row's outcome is settled.
@@ -660,7 +663,7 @@ struct Writer {
     queued: Arc<AtomicUsize>,
     /// What it holds, published after each batch.
     footprint: Arc<Mutex<Footprint>>,
-    /// The `synchronous` setting in force.
+    /// Whether commits are durable now ([`Db::durable`]), as last set.
     synced: bool,
     /// The last rows' lists of keys kept by content, as (task, seq, keys):
     /// a later row names the one it continues instead of repeating it.
@@ -781,13 +784,9 @@ impl Writer {
         let mut end: Option<(String, Ack)> = None;
         let before = self.mark();
         self.added.clear();
-        let result = (|| -> rusqlite::Result<()> {
+        let result = (|| -> db::Result<()> {
             if sync != self.synced {
-                self.conn.pragma_update(
-                    None,
-                    "synchronous",
-                    if sync { "FULL" } else { "NORMAL" },
-                )?;
+                self.db.durable(sync)?;
                 self.synced = sync;
             }
             self.begin()?;
@@ -816,12 +815,10 @@ impl Writer {
                     }
                 }
             }
-            self.conn.execute_batch("COMMIT")
+            self.db.commit()
         })();
         if result.is_err() {
-            if !self.conn.is_autocommit() {
-                let _ = self.conn.execute_batch("ROLLBACK");
-            }
+            let _ = self.db.rollback();
             // What the batch linked was rolled back: the chain goes on from
             // where the database is.
             self.restore(before);
@@ -838,7 +835,7 @@ impl Writer {
             let sealed = self
                 .begin()
                 .and_then(|()| self.seal("failed", Some(&incomplete)))
-                .and_then(|()| self.conn.execute_batch("COMMIT"))
+                .and_then(|()| self.db.commit())
                 .map_err(|e| format!("{incomplete}; sealing failed too: {e}"));
             let _ = ack.send(sealed.and(Err(incomplete)));
             return true;
@@ -861,9 +858,11 @@ impl Writer {
         };
     }
 
-    /// Takes the write lock, waiting while another writer holds it.
-    fn begin(&self) -> rusqlite::Result<()> {
-        store::begin_immediate(&self.conn)
+    /// Begins a batch's transaction: rows of this run only, which writers
+    /// of other runs need not wait for (SQLite has one writer at a time,
+    /// and waits for the lock).
+    fn begin(&self) -> db::Result<()> {
+        self.db.begin(Begin::Rows)
     }
 
     /// Where the chain stands, to go back to if a batch is rolled back.
@@ -910,12 +909,15 @@ impl Writer {
         // holds a secret.
         let (mut redaction, input) = Redaction::input(&row.input, &self.known());
         self.secrets.extend(redaction.learned.iter().cloned());
-        let split = row.shared.as_deref().and_then(|f| {
+        let mut split = row.shared.as_deref().and_then(|f| {
             let mut split = parts::split(&input, f)?;
             self.continue_list(f, row, &mut split);
             Some(split)
         });
-        let input = split.as_ref().map_or(input, |s| s.input.clone());
+        // The split's input is not needed again: taken, not copied.
+        let input = split
+            .as_mut()
+            .map_or(input, |s| std::mem::take(&mut s.input));
         // Capabilities and decisions repeat the input (a command line, a
         // path): the same secrets are cut from them.
         let capabilities = redaction.cut("capabilities", &strings(&row.capabilities));
@@ -990,91 +992,99 @@ impl Writer {
 
     /// Writes an irreversible call's intent: its outcome stays NULL until
     /// [`Writer::complete`].
-    fn intent(&mut self, row: &CallRow) -> rusqlite::Result<()> {
-        let l = self.link(row);
+    fn intent(&mut self, row: &CallRow) -> db::Result<()> {
+        let mut l = self.link(row);
         let redacted = strings(&l.redaction.redacted);
-        self.keep_items(&l)?;
-        self.insert(row, &l, &redacted, None)?;
+        self.keep_items(&mut l)?;
+        let hash = l.hash.clone();
+        let redaction = self.insert(row, l, redacted, None)?;
         self.intents
-            .insert((row.task.clone(), row.seq), (self.n, l.hash, l.redaction));
+            .insert((row.task.clone(), row.seq), (self.n, hash, redaction));
         Ok(())
     }
 
     /// Writes a whole call, intent and outcome, in one row.
-    fn done(&mut self, row: &CallRow, outcome: Outcome) -> rusqlite::Result<()> {
+    fn done(&mut self, row: &CallRow, outcome: Outcome) -> db::Result<()> {
         let mut l = self.link(row);
-        let o = self.settle(&l.hash, &mut l.redaction, &outcome)?;
-        self.keep_items(&l)?;
-        self.insert(row, &l, &o.redacted, Some((&o, outcome.duration_us)))?;
-        self.settled(self.n, o.hash);
+        let mut o = self.settle(&l.hash, &mut l.redaction, &outcome)?;
+        self.keep_items(&mut l)?;
+        let (redacted, hash) = (std::mem::take(&mut o.redacted), o.hash.clone());
+        self.insert(row, l, redacted, Some((o, outcome.duration_us)))?;
+        self.settled(self.n, hash);
         Ok(())
     }
 
-    /// One INSERT of a linked row, its outcome columns NULL without `done`.
+    /// One INSERT of a linked row, its outcome columns NULL without
+    /// `done`. The row's text moves into the statement's values, uncopied;
+    /// what the intent's outcome still needs, its redaction, comes back.
     fn insert(
         &self,
         row: &CallRow,
-        l: &Linked,
-        redacted: &str,
-        done: Option<(&Settled, i64)>,
-    ) -> rusqlite::Result<()> {
-        let o = done.map(|(o, _)| o);
-        self.conn
-            .prepare_cached(
-                "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
-                   replayed_from, started_ms, prev, hash, status, output, output_ref, error, capped, duration_us,
-                   late_decisions, outcome_hash, parts, client)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                   ?20, ?21, ?22, ?23, ?24, ?25)",
-            )?
-            .execute(params![
-                self.run,
-                row.task,
-                row.seq as i64,
+        l: Linked,
+        redacted: String,
+        done: Option<(Settled, i64)>,
+    ) -> db::Result<Redaction> {
+        let (o, duration_us) = done.map_or((None, None), |(o, d)| (Some(o), Some(d)));
+        let status = o.as_ref().map(|o| o.status);
+        let capped = o.as_ref().is_some_and(|o| o.capped);
+        let (output, output_ref, error, late, outcome_hash) = match o {
+            Some(o) => (o.output, o.output_ref, o.error, Some(o.late), Some(o.hash)),
+            None => (None, None, None, None, None),
+        };
+        self.db.execute(
+            "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
+               replayed_from, started_ms, prev, hash, status, output, output_ref, error, capped, duration_us,
+               late_decisions, outcome_hash, parts, client)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+               ?20, ?21, ?22, ?23, ?24, ?25)",
+            vals![
+                &self.run,
+                &row.task,
+                row.seq,
                 self.n,
-                row.flow,
+                &row.flow,
                 row.tier,
                 l.input,
                 l.capabilities,
                 l.decisions,
                 l.route,
                 redacted,
-                row.replayed_from,
+                &row.replayed_from,
                 row.started_ms,
                 l.prev,
                 l.hash,
-                o.map(|o| o.status),
-                o.and_then(|o| o.output.as_deref()),
-                o.and_then(|o| o.output_ref.as_deref()),
-                o.and_then(|o| o.error.as_deref()),
-                o.is_some_and(|o| o.capped),
-                done.map(|(_, d)| d),
-                o.map(|o| o.late.as_str()),
-                o.map(|o| o.hash.as_str()),
-                l.split.as_ref().map(|s| s.column.as_str()),
+                status,
+                output,
+                output_ref,
+                error,
+                capped,
+                duration_us,
+                late,
+                outcome_hash,
+                l.split.map(|s| s.column),
                 l.client,
-            ])?;
-        Ok(())
+            ],
+        )?;
+        Ok(l.redaction)
     }
 
     /// Completes a call whose intent was written.
-    fn complete(&mut self, task: String, seq: u64, outcome: Outcome) -> rusqlite::Result<()> {
+    fn complete(&mut self, task: String, seq: u64, outcome: Outcome) -> db::Result<()> {
         let Some((n, hash, mut redaction)) = self.intents.remove(&(task.clone(), seq)) else {
-            return Err(failure(format!(
+            return Err(db::Error::other(format!(
                 "no intent was written for call {task}/{seq}"
             )));
         };
         let o = self.settle(&hash, &mut redaction, &outcome)?;
-        self.conn
-            .prepare_cached(
-                "UPDATE calls SET status = ?4, output = ?5, output_ref = ?6, error = ?7, capped = ?8,
-                   duration_us = ?9, late_decisions = ?10, redacted = ?11, outcome_hash = ?12
-                 WHERE run = ?1 AND task = ?2 AND seq = ?3",
-            )?
-            .execute(params![
-                self.run,
+        let outcome_hash = o.hash.clone();
+        self.db.execute(
+            "UPDATE calls SET status = ?4, output = ?5, output_ref = ?6, error = ?7, capped = ?8,
+               duration_us = ?9, late_decisions = ?10, redacted = ?11, outcome_hash = ?12
+             WHERE run = ?1 AND task = ?2 AND seq = ?3",
+            vals![
+                &self.run,
                 task,
-                seq as i64,
+                seq,
                 o.status,
                 o.output,
                 o.output_ref,
@@ -1084,8 +1094,9 @@ impl Writer {
                 o.late,
                 o.redacted,
                 o.hash,
-            ])?;
-        self.settled(n, o.hash);
+            ],
+        )?;
+        self.settled(n, outcome_hash);
         Ok(())
     }
 
@@ -1095,7 +1106,7 @@ impl Writer {
         hash: &str,
         redaction: &mut Redaction,
         outcome: &Outcome,
-    ) -> rusqlite::Result<Settled> {
+    ) -> db::Result<Settled> {
         let (status, output, error, capped) = match &outcome.result {
             Ok(out) => {
                 let (stored, capped) = self.output(redaction, out)?;
@@ -1146,11 +1157,7 @@ impl Writer {
     /// here); and whether it was capped. An output equal to a recent one,
     /// redacted against the same secrets, takes that one's form without
     /// being serialized or hashed again: a file read again costs a compare.
-    fn output(
-        &mut self,
-        redaction: &mut Redaction,
-        out: &Value,
-    ) -> rusqlite::Result<(Stored, bool)> {
+    fn output(&mut self, redaction: &mut Redaction, out: &Value) -> db::Result<(Stored, bool)> {
         let secrets = redaction.secrets();
         if let Some(r) = self
             .recent
@@ -1194,24 +1201,27 @@ impl Writer {
         });
     }
 
-    /// Stores the items of a row's shared field, each once by its content.
-    fn keep_items(&mut self, l: &Linked) -> rusqlite::Result<()> {
-        for (sha, text) in l.split.iter().flat_map(|s| &s.items) {
-            if !self.stored.contains(sha) {
-                self.keep(sha.clone(), text.clone())?;
+    /// Stores the items of a row's shared field, each once by its content
+    /// (taken out of `l`, which needs them no more).
+    fn keep_items(&mut self, l: &mut Linked) -> db::Result<()> {
+        let items = l.split.as_mut().map(|s| std::mem::take(&mut s.items));
+        for (sha, text) in items.into_iter().flatten() {
+            if !self.stored.contains(&sha) {
+                self.keep(sha, text)?;
             }
         }
         Ok(())
     }
 
     /// Stores a large output once by its content (`sha`); returns that.
-    fn keep(&mut self, sha: String, text: String) -> rusqlite::Result<String> {
+    fn keep(&mut self, sha: String, text: String) -> db::Result<String> {
         if !self.stored.contains(&sha) {
-            self.conn
-                .prepare_cached("INSERT OR IGNORE INTO outputs (sha256, body) VALUES (?1, ?2)")?
-                .execute(params![sha, text])?;
+            self.db.execute(
+                "INSERT INTO outputs (sha256, body) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
+                vals![&sha, text],
+            )?;
             if self.stored.len() >= STORED_KEYS {
-                // Forgetting costs a redundant INSERT OR IGNORE, not a row.
+                // Forgetting costs a redundant INSERT, not a row.
                 self.stored.clear();
             }
             self.stored.insert(sha.clone());
@@ -1220,22 +1230,15 @@ impl Writer {
         Ok(sha)
     }
 
-    fn reading(
-        &mut self,
-        task: &str,
-        seq: u64,
-        kind: &'static str,
-        value: f64,
-    ) -> rusqlite::Result<()> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO readings (run, task, seq, kind, value) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![self.run, task, seq as i64, kind, value])?;
+    fn reading(&mut self, task: &str, seq: u64, kind: &'static str, value: f64) -> db::Result<()> {
+        self.db.execute(
+            "INSERT INTO readings (run, task, seq, kind, value) VALUES (?1, ?2, ?3, ?4, ?5)",
+            vals![&self.run, task, seq, kind, value],
+        )?;
         Ok(())
     }
 
-    fn seal(&mut self, status: &str, error: Option<&str>) -> rusqlite::Result<()> {
+    fn seal(&mut self, status: &str, error: Option<&str>) -> db::Result<()> {
         let ended_ms = super::now_ms();
         // A script's error may quote what it saw: the run's secrets go.
         let (mut cutter, _) = Redaction::input(&Value::Null, &self.known());
@@ -1249,30 +1252,25 @@ impl Writer {
         }
         // Readings in (task, seq) order, as `sluice audit verify` reads
         // them: from this transaction, which holds every one written.
-        super::rows::each_reading(&self.conn, &self.run, |r| {
+        super::rows::each_reading(&*self.db, &self.run, |r| {
             seal.reading(&Reading {
                 task: &r.task,
                 seq: r.seq,
                 kind: &r.kind,
                 value: r.value,
-            });
+            })
         })?;
         let seal = seal.finish(&RunEnd {
             status,
             error,
             ended_ms,
         });
-        self.conn.execute(
+        self.db.execute(
             "UPDATE runs SET status = ?2, error = ?3, ended_ms = ?4, seal = ?5 WHERE id = ?1",
-            params![self.run, status, error, ended_ms, seal],
+            vals![&self.run, status, error, ended_ms, seal],
         )?;
         Ok(())
     }
-}
-
-/// An error of ours in rusqlite's type, so it travels with the database's.
-fn failure(message: String) -> rusqlite::Error {
-    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(1), Some(message))
 }
 
 #[cfg(test)]

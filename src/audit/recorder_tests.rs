@@ -9,6 +9,7 @@ use crate::audit::replay::{
 use crate::audit::session::{Begin, Session};
 use crate::audit::verify::{verify, Failure};
 use crate::audit::{rows, show};
+use rusqlite::Connection;
 use serde_json::json;
 
 /// Run `id` at `path`: two model calls of a conversation, the first made
@@ -322,4 +323,141 @@ fn a_served_task_that_ended_leaves_no_counter_behind_but_its_running_children_ke
     // A task whose name only starts alike is another task.
     assert_eq!(session.next_call("0.50"), 2);
     assert_eq!(session.counted(), 2);
+}
+
+// --- the writer through the store interface ------------------------------
+
+/// A store over a SQLite connection that notes what the writer asks of it
+/// beyond queries: transactions, durability, and each statement's first
+/// words. A writer driving it uses nothing but [`Db`], as it must for the
+/// PostgreSQL backend.
+struct Noted {
+    inner: Connection,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Noted {
+    fn note(&self, what: String) {
+        self.log.lock().unwrap().push(what);
+    }
+}
+
+impl Db for Noted {
+    fn backend(&self) -> db::Backend {
+        self.inner.backend()
+    }
+
+    fn query(&self, sql: &str, params: &[db::Val]) -> db::Result<Vec<db::Row>> {
+        self.inner.query(sql, params)
+    }
+
+    fn each(
+        &self,
+        sql: &str,
+        params: &[db::Val],
+        each: &mut dyn FnMut(db::Row) -> db::Result<()>,
+    ) -> db::Result<()> {
+        self.inner.each(sql, params, each)
+    }
+
+    fn first(&self, sql: &str, params: &[db::Val]) -> db::Result<Option<db::Row>> {
+        self.inner.first(sql, params)
+    }
+
+    fn execute(&self, sql: &str, params: &[db::Val]) -> db::Result<u64> {
+        self.note(sql.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+        Db::execute(&self.inner, sql, params)
+    }
+
+    fn begin(&self, how: db::Begin) -> db::Result<()> {
+        self.note(format!("begin {how:?}"));
+        self.inner.begin(how)
+    }
+
+    fn commit(&self) -> db::Result<()> {
+        self.note("commit".into());
+        self.inner.commit()
+    }
+
+    fn rollback(&self) -> db::Result<()> {
+        self.note("rollback".into());
+        self.inner.rollback()
+    }
+
+    fn durable(&self, on: bool) -> db::Result<()> {
+        self.note(format!("durable {on}"));
+        self.inner.durable(on)
+    }
+}
+
+/// A store at `path` that notes into `log`.
+fn noted(path: &Path, log: &Arc<Mutex<Vec<String>>>) -> Box<dyn Db + Send> {
+    Box::new(Noted {
+        inner: store::open(path).unwrap(),
+        log: log.clone(),
+    })
+}
+
+/// What `log` noted since the last look.
+fn taken(log: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+    std::mem::take(&mut *log.lock().unwrap())
+}
+
+fn small_read(seq: u64) -> (CallRow, Outcome) {
+    let ok = Outcome::new(Ok(json!({"content": "hi"})), 10, Vec::new());
+    (read_row(seq, 0), ok)
+}
+
+#[test]
+fn the_writer_joins_the_chain_under_the_store_lock_and_syncs_intents_not_sealed_rows() {
+    let (dir, conn) = db();
+    let path = dir.path().join("audit.db");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let recorder = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap();
+    // The run's row and its place in the chain of runs, in one transaction
+    // under the store-wide lock; then sealed rows' commits go unsynced.
+    let joined = ["begin Store", "INSERT INTO runs", "commit", "durable false"];
+    assert_eq!(taken(&log), joined);
+    let (row, ok) = small_read(1);
+    recorder.call(row, ok, true).unwrap();
+    let sealed = ["begin Rows", "INSERT INTO calls", "commit"];
+    assert_eq!(taken(&log), sealed, "the setting is cached, not set again");
+    let deploy = CallRow::new(
+        "0",
+        2,
+        "bash",
+        Tier::Irreversible,
+        json!({"command": "deploy"}),
+        1,
+    );
+    recorder.intent(deploy).unwrap();
+    let intent = ["durable true", "begin Rows", "INSERT INTO calls", "commit"];
+    assert_eq!(taken(&log), intent);
+    let (row, ok) = small_read(3);
+    recorder.call(row, ok, true).unwrap();
+    let after = ["durable false", "begin Rows", "INSERT INTO calls", "commit"];
+    assert_eq!(taken(&log), after);
+    recorder.end("ok", None).unwrap();
+    let end = ["durable true", "begin Rows", "UPDATE runs SET", "commit"];
+    assert_eq!(taken(&log), end);
+    let v = verify(&conn, "r1").unwrap();
+    assert!(v.intact && v.sealed && v.calls == 3, "{v:?}");
+}
+
+#[test]
+fn a_run_the_store_refuses_is_an_error_naming_the_store_and_leaves_no_row() {
+    let (dir, conn) = db();
+    let path = dir.path().join("audit.db");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    record_run(&path, "r1", Vec::new());
+    let again = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap_err();
+    assert_eq!(
+        again,
+        "audit database noted: UNIQUE constraint failed: runs.id"
+    );
+    assert_eq!(taken(&log), ["begin Store", "INSERT INTO runs", "rollback"]);
+    let runs: i64 = conn
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(runs, 1);
 }

@@ -1113,28 +1113,6 @@ pub fn row_hash(db: &dyn Db, run: &str, n: i64) -> db::Result<Option<String>> {
     )
 }
 
-/// How many runs were recorded before runs were chained to each other:
-/// [`super::store::unchained_runs`] as a reader holding only a store
-/// reads it. TODO(i37): store.rs owns this; it goes once that takes a
-/// `&dyn Db`.
-pub fn unchained_runs(db: &dyn Db) -> db::Result<i64> {
-    let n = db.value("SELECT value FROM meta WHERE key = 'unchained_runs'", &[])?;
-    Ok(n.unwrap_or(0))
-}
-
-/// Begins a read of one snapshot: what a run writing meanwhile adds or
-/// changes is not seen by the reads until [`Db::rollback`] (or the
-/// connection's end). SQLite's deferred transaction; PostgreSQL's
-/// repeatable read. TODO(i37): belongs in `Db` (a `Begin::Read`); db.rs
-/// is another change's.
-pub fn begin_snapshot(db: &dyn Db) -> db::Result<()> {
-    let sql = match db.backend() {
-        Backend::Sqlite => "BEGIN",
-        Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-    };
-    db.execute(sql, &[]).map(|_| ())
-}
-
 #[cfg(test)]
 #[path = "rows_tests.rs"]
 mod tests;

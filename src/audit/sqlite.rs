@@ -3,8 +3,10 @@
 //! WAL) stays in [`super::store`]; this is the query surface.
 
 use super::db::{Backend, Begin, Db, Error, ErrorKind, Result, Row, Val};
+use super::replay::{Opener, Reopen};
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a writer waits for SQLite's write lock (SQLite's own wait is
@@ -98,9 +100,13 @@ impl Db for Connection {
         Ok(changed as u64)
     }
 
-    /// SQLite has one writer at a time: both kinds of transaction take the
-    /// write lock, up front, so two writers never deadlock upgrading.
-    fn begin(&self, _how: Begin) -> Result<()> {
+    /// SQLite has one writer at a time: both kinds of write transaction
+    /// take the write lock, up front, so two writers never deadlock
+    /// upgrading; a read takes none.
+    fn begin(&self, how: Begin) -> Result<()> {
+        if how == Begin::Read {
+            return self.execute_batch("BEGIN").map_err(error);
+        }
         let started = Instant::now();
         loop {
             match self.execute_batch("BEGIN IMMEDIATE").map_err(error) {
@@ -126,6 +132,26 @@ impl Db for Connection {
     fn durable(&self, on: bool) -> Result<()> {
         self.pragma_update(None, "synchronous", if on { "FULL" } else { "NORMAL" })
             .map_err(error)
+    }
+}
+
+/// A SQLite record is opened again from its file, read-only: a replay
+/// reads it as the script goes, beside the run's own writer.
+impl Reopen for Connection {
+    fn opener(&self) -> std::result::Result<Opener, String> {
+        let path = self
+            .path()
+            .filter(|p| !p.is_empty())
+            .ok_or("the audit database has no file to read a replay from")?
+            .to_string();
+        Ok(Arc::new(move || {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let own = Connection::open_with_flags(&path, flags)
+                .map_err(|e| format!("audit database {path}: {e}"))?;
+            own.busy_timeout(Duration::from_secs(5))
+                .map_err(|e| format!("audit database {path}: {e}"))?;
+            Ok(Box::new(own) as Box<dyn Db + Send>)
+        }))
     }
 }
 

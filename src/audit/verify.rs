@@ -6,6 +6,7 @@
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, Seal};
 use super::db::{self, vals, Db, Row, Val};
 use super::rows::{self, StoredCall, StoredRun};
+use super::store;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -74,7 +75,7 @@ pub struct Verdict {
 /// held together: a run of any length verifies in the same memory.
 pub fn verify(db: &dyn Db, run_id: &str) -> Result<Verdict, String> {
     let run = rows::load_run(db, run_id)?;
-    let unchained = rows::unchained_runs(db).map_err(rows::db)?;
+    let unchained = store::unchained_runs(db).map_err(rows::db)?;
     // A run without a place is judged as chained: every run since has one.
     let chained = run.n.is_none_or(|n| n > unchained);
     let (mut verdict, items) = judge(db, &run, chained)?;
@@ -300,7 +301,7 @@ fn first_row(db: &dyn Db, filter: &str, args: &[Val]) -> db::Result<Option<At>> 
 /// `verify` (or `anchor`) reads does not tear what is read. It lasts until
 /// the connection closes.
 pub fn snapshot(db: &dyn Db) -> Result<(), String> {
-    rows::begin_snapshot(db).map_err(rows::db)
+    db.begin(db::Begin::Read).map_err(rows::db)
 }
 
 /// Verifies every run, newest first (by place in the chain of runs).

@@ -313,6 +313,7 @@ impl Db for Postgres {
         let sql = match how {
             Begin::Rows => "BEGIN".to_string(),
             Begin::Store => format!("BEGIN; SELECT pg_advisory_xact_lock({STORE_LOCK})"),
+            Begin::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_string(),
         };
         let attempt = || {
             self.with(|s| {
