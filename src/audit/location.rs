@@ -102,6 +102,38 @@ impl SslMode {
     }
 }
 
+impl From<PathBuf> for Location {
+    fn from(path: PathBuf) -> Location {
+        Location::Sqlite(path)
+    }
+}
+
+impl From<&PathBuf> for Location {
+    fn from(path: &PathBuf) -> Location {
+        Location::Sqlite(path.clone())
+    }
+}
+
+impl From<&Path> for Location {
+    fn from(path: &Path) -> Location {
+        Location::Sqlite(path.to_path_buf())
+    }
+}
+
+impl From<PgLocation> for Location {
+    fn from(pg: PgLocation) -> Location {
+        Location::Postgres(pg)
+    }
+}
+
+impl std::str::FromStr for Location {
+    type Err = String;
+
+    fn from_str(given: &str) -> Result<Location, String> {
+        Location::parse(given)
+    }
+}
+
 impl Location {
     /// The location `given` names. A path, or `sqlite:PATH`, is SQLite;
     /// `postgres://` or `postgresql://` is PostgreSQL; another `SCHEME://`

@@ -26,6 +26,7 @@ pub mod chain;
 pub mod db;
 pub mod export;
 pub mod list;
+pub mod open;
 pub mod location;
 mod parts;
 pub mod postgres;
@@ -48,7 +49,7 @@ mod conversation_tests;
 mod fixtures;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What the record needs to know of the flows, which sit above it: the
 /// flows' registry answers, so the audit names no flow itself.
@@ -66,15 +67,18 @@ pub trait FlowFacts {
 /// The environment variable that names the audit database.
 pub const ENV_AUDIT: &str = "SLUICE_AUDIT";
 
-/// The database a command uses: `--audit PATH`, else `$SLUICE_AUDIT`, else
-/// the workspace's `.sluice/audit.db`.
-pub fn locate(flag: Option<&Path>, workspace: &Path) -> PathBuf {
-    if let Some(path) = flag {
-        return path.to_path_buf();
+/// The record a command uses: `--audit PATH|URL`, else `$SLUICE_AUDIT`,
+/// else the workspace's `.sluice/audit.db`. A path or `sqlite:PATH` is a
+/// SQLite file, `postgres://user@host:port/db` a PostgreSQL database.
+pub fn locate(flag: Option<&str>, workspace: &Path) -> Result<location::Location, String> {
+    if let Some(given) = flag {
+        return location::Location::parse(given).map_err(|e| format!("--audit: {e}"));
     }
-    match std::env::var_os(ENV_AUDIT) {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => store::default_path(workspace),
+    match std::env::var(ENV_AUDIT) {
+        Ok(v) if !v.is_empty() => {
+            location::Location::parse(&v).map_err(|e| format!("{ENV_AUDIT}: {e}"))
+        }
+        _ => Ok(location::Location::Sqlite(store::default_path(workspace))),
     }
 }
 

@@ -28,7 +28,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -349,8 +348,11 @@ impl std::fmt::Debug for Recorder {
 impl Recorder {
     /// Opens (creating when missing) the SQLite database at `path`, writes
     /// the run's row (status `running`) and starts the writer: the
-    /// embedded default, [`Recorder::start_in`] on [`store::open`].
-    pub fn start(path: &Path, run: RunStart) -> Result<Recorder, String> {
+    /// embedded default, [`Recorder::start_in`] on [`store::open`]. The
+    /// tests' shorthand: a run opens its record by location
+    /// (`audit::open::for_writing`).
+    #[cfg(test)]
+    pub fn start(path: &std::path::Path, run: RunStart) -> Result<Recorder, String> {
         let conn = store::open(path)?;
         Recorder::start_in(Box::new(conn), &path.display().to_string(), run)
     }

@@ -142,17 +142,21 @@ impl Reopen for Connection {
         let path = self
             .path()
             .filter(|p| !p.is_empty())
-            .ok_or("the audit database has no file to read a replay from")?
-            .to_string();
-        Ok(Arc::new(move || {
-            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            let own = Connection::open_with_flags(&path, flags)
-                .map_err(|e| format!("audit database {path}: {e}"))?;
-            own.busy_timeout(Duration::from_secs(5))
-                .map_err(|e| format!("audit database {path}: {e}"))?;
-            Ok(Box::new(own) as Box<dyn Db + Send>)
-        }))
+            .ok_or("the audit database has no file to read a replay from")?;
+        Ok(reader(path.to_string()))
     }
+}
+
+/// What opens the SQLite record at `path` again, read-only.
+pub fn reader(path: String) -> Opener {
+    Arc::new(move || {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let own = Connection::open_with_flags(&path, flags)
+            .map_err(|e| format!("audit database {path}: {e}"))?;
+        own.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| format!("audit database {path}: {e}"))?;
+        Ok(Box::new(own) as Box<dyn Db + Send>)
+    })
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use super::print;
 use crate::audit::anchor::{self, Anchor};
 use crate::audit::db::Db as Store;
+use crate::audit::open::{self, Opened};
 use crate::audit::{export, list, locate, render, show, store, verify};
 use crate::flows::Registry;
 use clap::{Args, Subcommand, ValueEnum};
@@ -47,9 +48,15 @@ pub enum AuditCommand {
 /// Where the record is, and how to print it: shared by every subcommand.
 #[derive(Debug, Args)]
 pub struct Db {
-    /// The audit database [default: $SLUICE_AUDIT, else DIR/.sluice/audit.db of --workspace].
-    #[arg(long, value_name = "PATH")]
-    pub audit: Option<PathBuf>,
+    /// The record: a SQLite file's path (or sqlite:PATH), or postgres://USER@HOST:PORT/DB
+    /// [default: $SLUICE_AUDIT, else DIR/.sluice/audit.db of --workspace]. A PostgreSQL
+    /// password comes from the credential named `audit`, PGPASSWORD or ~/.pgpass, never the URL.
+    #[arg(long, value_name = "PATH|URL")]
+    pub audit: Option<String>,
+    /// The credentials file that may hold the PostgreSQL record's password as `audit`
+    /// [default: SLUICE_CREDENTIAL_AUDIT, PGPASSWORD, ~/.pgpass].
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
     /// The workspace whose record to read [default: the current folder].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
@@ -217,14 +224,16 @@ pub fn audit(args: AuditArgs) -> ExitCode {
     })
 }
 
-/// The database `db` names, to open for reading.
-fn located(db: &Db) -> Result<PathBuf, String> {
+/// The record `db` names, opened to read.
+fn opened(db: &Db) -> Result<Opened, String> {
     let workspace = match &db.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
             .map_err(|e| format!("cannot tell the current folder ({e}); give --workspace DIR"))?,
     };
-    Ok(locate(db.audit.as_deref(), &workspace))
+    let at = locate(db.audit.as_deref(), &workspace)?;
+    let password = open::password(&at, db.credentials.as_deref());
+    open::for_reading(&at, password.as_deref())
 }
 
 /// `value` as JSON, or `text` of it.
@@ -239,23 +248,25 @@ fn emit<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) ->
 }
 
 fn list(a: ListArgs) -> Result<ExitCode, String> {
-    let conn = store::open_existing(&located(&a.db)?)?;
-    let listing = list::list(&conn, a.limit)?;
+    let opened = opened(&a.db)?;
+    let conn = &*opened.db;
+    let listing = list::list(conn, a.limit)?;
     Ok(emit(a.db.json, &listing, render::render_list))
 }
 
 fn show(a: ShowArgs) -> Result<ExitCode, String> {
-    let conn = store::open_existing(&located(&a.db)?)?;
-    let id = store::find_run(&conn, &a.run)?;
+    let opened = opened(&a.db)?;
+    let conn = &*opened.db;
+    let id = store::find_run(conn, &a.run)?;
     match a.call {
         Some(n) => {
-            let (run, call) = show::call(&conn, &id, n)?;
+            let (run, call) = show::call(conn, &id, n)?;
             Ok(emit(a.db.json, &call, |c| render::render_call(&run, c)))
         }
         None => {
             // Read one call at a time: a run may hold hundreds of
             // thousands (an MCP server's lives for days).
-            let (run, calls) = show::Recorded::open(&conn, &id)?;
+            let (run, calls) = show::Recorded::open(conn, &id)?;
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             let written = if a.db.json {
@@ -283,11 +294,12 @@ fn export(a: ExportArgs) -> Result<ExitCode, String> {
         (ExportFormat::Csv, false) => export::Format::Csv,
         (ExportFormat::Jsonl, _) => export::Format::Jsonl,
     };
-    let conn = store::open_existing(&located(&a.db)?)?;
-    let id = store::find_run(&conn, &a.run)?;
+    let opened = opened(&a.db)?;
+    let conn = &*opened.db;
+    let id = store::find_run(conn, &a.run)?;
     match &a.output {
-        Some(path) => export_to_file(&conn, &id, format, path),
-        None => Ok(export_to_stdout(&conn, &id, format)),
+        Some(path) => export_to_file(conn, &id, format, path),
+        None => Ok(export_to_stdout(conn, &id, format)),
     }
 }
 
@@ -352,15 +364,16 @@ struct Verification {
 
 fn verify(a: VerifyArgs) -> Result<ExitCode, String> {
     let given = a.anchor.as_deref().map(Anchor::parse).transpose()?;
-    let conn = store::open_existing(&located(&a.db)?)?;
+    let opened = opened(&a.db)?;
+    let conn = &*opened.db;
     // One snapshot: a run writing meanwhile does not tear what is read.
-    verify::snapshot(&conn)?;
+    verify::snapshot(conn)?;
     let runs = match &a.run {
-        Some(given) => vec![verify::verify(&conn, &store::find_run(&conn, given)?)?],
-        None => verify::verify_all(&conn)?,
+        Some(given) => vec![verify::verify(conn, &store::find_run(conn, given)?)?],
+        None => verify::verify_all(conn)?,
     };
-    let anchor = given.map(|g| anchor::check(&conn, &g)).transpose()?;
-    let unchained_runs = store::unchained_runs(&conn).map_err(|e| e.to_string())?;
+    let anchor = given.map(|g| anchor::check(conn, &g)).transpose()?;
+    let unchained_runs = store::unchained_runs(conn).map_err(|e| e.to_string())?;
     let report = Verification {
         intact: runs.iter().all(|v| v.intact) && anchor.as_ref().is_none_or(|c| c.held),
         runs,
@@ -388,9 +401,10 @@ fn render_verification(r: &Verification) -> String {
 }
 
 fn anchor(a: AnchorArgs) -> Result<ExitCode, String> {
-    let conn = store::open_existing(&located(&a.db)?)?;
-    verify::snapshot(&conn)?;
-    let head = anchor::head(&conn)?;
+    let opened = opened(&a.db)?;
+    let conn = &*opened.db;
+    verify::snapshot(conn)?;
+    let head = anchor::head(conn)?;
     Ok(emit(a.db.json, &head, |h| format!("{}\n", h.anchor)))
 }
 

@@ -3,7 +3,8 @@
 
 use super::run::{drive, Grants, RunArgs, RunOptions};
 use crate::audit::db::{vals, Db};
-use crate::audit::replay::{calls, Mode, Record};
+use crate::audit::open::{self, Opened};
+use crate::audit::replay::{calls, Mode, Opener, Record};
 use crate::audit::{locate, store};
 use crate::kernel::approval::Prompt;
 use crate::runtime::Runtime;
@@ -31,6 +32,9 @@ another (to see where an edited script departs from the record).",
 pub struct ReplayArgs {
     #[command(flatten)]
     pub recorded: RecordedRun,
+    /// The credentials file that may hold a PostgreSQL record's password as `audit`.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
 }
 
 /// Which recorded run, where its record is, and what script to run.
@@ -41,9 +45,12 @@ pub struct RecordedRun {
     /// Run this script instead of the recorded file.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
-    /// The audit database [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db].
-    #[arg(long, value_name = "PATH")]
-    pub audit: Option<PathBuf>,
+    /// The record: a SQLite file's path (or sqlite:PATH), or postgres://USER@HOST:PORT/DB
+    /// [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db]. A PostgreSQL password comes
+    /// from the credential named `audit` (--credentials, SLUICE_CREDENTIAL_AUDIT), PGPASSWORD or
+    /// ~/.pgpass.
+    #[arg(long, value_name = "PATH|URL")]
+    pub audit: Option<String>,
     /// The workspace whose database holds the run [default: the current folder].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
@@ -104,7 +111,13 @@ pub struct ResumeArgs {
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
-    let (_, record, script, verifying) = match prepare(&args.recorded, Verify::Beside) {
+    let creds = args.credentials.as_deref();
+    let Found {
+        record,
+        script,
+        verifying,
+        ..
+    } = match prepare(&args.recorded, creds, Verify::Beside) {
         Ok(found) => found,
         Err(e) => return fail(e),
     };
@@ -191,7 +204,12 @@ fn verdict(
 }
 
 pub fn resume(args: ResumeArgs) -> ExitCode {
-    let (db, record, script, _) = match prepare(&args.recorded, Verify::First) {
+    let Found {
+        store,
+        record,
+        script,
+        ..
+    } = match prepare(&args.recorded, args.credentials.as_deref(), Verify::First) {
         Ok(found) => found,
         Err(e) => return fail(e),
     };
@@ -202,11 +220,11 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
     };
     // Held until the resume ends: a second resume started meanwhile would
     // pass the check below too, and run the same calls live.
-    let _claim = match claim(&db, &record.run.id) {
+    let _claim = match open::claim_resume(&store, &record.run.id) {
         Ok(claim) => claim,
         Err(e) => return fail(e),
     };
-    if let Some(next) = successor(&db, &record.run.id) {
+    if let Some(next) = successor(&*store.db, &record.run.id) {
         return fail(format!(
             "run {} was already resumed as run {next}; resume that one instead (sluice resume {next}), \
              so no call runs twice",
@@ -257,12 +275,13 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             search: None,
             credentials: args.credentials,
             provider: args.provider,
-            audit: Some(db.clone()),
+            // The record is given to the builder below, as opened.
+            audit: None,
             no_audit: false,
         },
     };
     if run.options.grants.policy.is_empty() {
-        run.options.grants.policy = recorded_policies(&db, &record.run.id);
+        run.options.grants.policy = recorded_policies(&*store.db, &record.run.id);
     }
     let id = record.run.id.clone();
     let mode = Mode::Resume {
@@ -270,7 +289,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         live_from,
     };
     let builder = match super::run::configure(&run) {
-        Ok(b) => b.audit(db).replay(record, mode),
+        Ok(b) => b.audit(store.at.clone()).replay(record, mode),
         Err(e) => return fail(e),
     };
     let runtime = match builder.build() {
@@ -330,13 +349,12 @@ enum Verify {
 struct Verifying(Rc<RefCell<Option<std::thread::JoinHandle<()>>>>);
 
 impl Verifying {
-    /// Verifies run `id` of the database at `db` on a thread of its own.
-    fn start(db: PathBuf, id: String) -> std::io::Result<Verifying> {
+    /// Verifies run `id` of the record `again` opens, on a thread of its own.
+    fn start(again: Opener, id: String) -> std::io::Result<Verifying> {
         let handle = std::thread::Builder::new()
             .name("sluice-verify".into())
             .spawn(move || {
-                let verdict = store::open_existing(&db)
-                    .and_then(|conn| crate::audit::verify::verify(&conn, &id));
+                let verdict = again().and_then(|db| crate::audit::verify::verify(&*db, &id));
                 if let Err(refusal) = verdict.and_then(|v| refuse_unless_intact(&id, v)) {
                     // Nothing was shown yet: all of it waits for this thread.
                     eprintln!("sluice: {refusal}");
@@ -369,41 +387,52 @@ fn refuse_unless_intact(id: &str, verdict: crate::audit::verify::Verdict) -> Res
     ))
 }
 
-/// The database, the run's record, the script to run, and the record's
-/// verdict when it is reached `Beside` the replay.
-fn prepare(
-    given: &RecordedRun,
-    when: Verify,
-) -> Result<(PathBuf, Record, PathBuf, Verifying), String> {
+/// What a replay or a resume starts from.
+struct Found {
+    /// The record, opened.
+    store: Opened,
+    /// The run's record.
+    record: Record,
+    /// The script to run.
+    script: PathBuf,
+    /// The record's verdict, when it is reached `Beside` the replay.
+    verifying: Verifying,
+}
+
+/// The record, the run's record in it, the script to run, and the
+/// record's verdict when it is reached `Beside` the replay.
+fn prepare(given: &RecordedRun, creds: Option<&Path>, when: Verify) -> Result<Found, String> {
     let ws = match &given.workspace {
         Some(ws) => ws.clone(),
         None => {
             std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?
         }
     };
-    let db = locate(given.audit.as_deref(), &ws);
-    let conn = store::open_existing(&db)?;
-    let id = store::find_run(&conn, &given.run)?;
+    let at = locate(given.audit.as_deref(), &ws)?;
+    let password = open::password(&at, creds);
+    let store = open::for_reading(&at, password.as_deref())?;
+    let conn = &*store.db;
+    let id = store::find_run(conn, &given.run)?;
     // --force reads a record that may not verify: it is judged first, to
     // know how to read it.
     let beside = (when == Verify::Beside && !given.force)
-        .then(|| Verifying::start(db.clone(), id.clone()).ok())
+        .then(|| Verifying::start(store.again.clone(), id.clone()).ok())
         .flatten();
     let (record, verifying) = match beside {
         // The verification beside it checks its items kept by content (a
         // replay that meets a lost one stops there): loading does not
         // read every row for them first.
-        Some(verifying) => (Record::load_verified(&conn, &id), verifying),
+        Some(verifying) => (Record::load_verified(&store, &id), verifying),
         None => {
-            let verdict = crate::audit::verify::verify(&conn, &id)?;
+            let verdict = crate::audit::verify::verify(conn, &id)?;
             let intact = verdict.intact;
             if !given.force {
                 refuse_unless_intact(&id, verdict)?;
             }
             let record = if intact {
-                Record::load_verified(&conn, &id)
+                Record::load_verified(&store, &id)
             } else {
-                Record::load(&conn, &id)
+                Record::load(&store, &id)
             };
             (record, Verifying::default())
         }
@@ -413,51 +442,24 @@ fn prepare(
             Some(file) => file.clone(),
             None => recorded_script(&record)?,
         };
-        Ok((db, record, script, verifying.clone()))
+        Ok((record, script))
     });
-    if found.is_err() {
-        verifying.settle();
-    }
-    found
-}
-
-/// The claim on resuming run `id`: an exclusive lock on a file beside the
-/// database, held while the returned value lives (the kernel drops it when
-/// the process ends, however it ends). Refused while another resume of
-/// that run holds it.
-fn claim(db: &Path, id: &str) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
-    let name = db
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let path = db.with_file_name(format!("{name}.resume-{id}.lock"));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| {
-            format!(
-                "cannot open {} to claim run {id}'s resume: {e}",
-                path.display()
-            )
-        })?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
-        if e == nix::errno::Errno::EWOULDBLOCK {
-            format!(
-                "run {id} is being resumed right now by another sluice; wait for that resume to end, then resume \
-                 the run it records instead (`sluice audit list` shows it), so no call runs twice"
-            )
-        } else {
-            format!("cannot lock {} to claim run {id}'s resume: {e}", path.display())
+    match found {
+        Ok((record, script)) => Ok(Found {
+            store,
+            record,
+            script,
+            verifying,
+        }),
+        Err(e) => {
+            verifying.settle();
+            Err(e)
         }
-    })
+    }
 }
 
 /// The newest run that resumed run `id`, if any.
-fn successor(db: &Path, id: &str) -> Option<String> {
-    let conn = store::open_existing(db).ok()?;
-    let store: &dyn Db = &conn;
+fn successor(store: &dyn Db, id: &str) -> Option<String> {
     store
         .value(
             "SELECT id FROM runs WHERE resumed_from = ?1 ORDER BY started_ms DESC LIMIT 1",
@@ -505,14 +507,11 @@ fn recorded_script(record: &Record) -> Result<PathBuf, String> {
 }
 
 /// The policies the run used, by the name they were given.
-fn recorded_policies(db: &Path, id: &str) -> Vec<String> {
-    let names = store::open_existing(db).ok().and_then(|conn| {
-        let store: &dyn Db = &conn;
-        store
-            .value::<String>("SELECT policies FROM runs WHERE id = ?1", vals![id])
-            .ok()
-            .flatten()
-    });
+fn recorded_policies(store: &dyn Db, id: &str) -> Vec<String> {
+    let names = store
+        .value::<String>("SELECT policies FROM runs WHERE id = ?1", vals![id])
+        .ok()
+        .flatten();
     let files: Vec<crate::audit::recorder::PolicyFile> = names
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_default();

@@ -1,6 +1,7 @@
 //! `sluice run`: run a workflow script.
 
 use super::policy_source;
+use crate::audit::location::Location;
 use crate::credentials::Credentials;
 use crate::flows::{lua_name, Registry};
 use crate::interrupt;
@@ -105,10 +106,12 @@ pub struct RunOptions {
     /// URL also needs its exact net:private:ORIGIN grant.
     #[arg(long, value_name = "NAME=API:URL")]
     pub provider: Vec<String>,
-    /// Record the run in this audit database [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db].
-    /// `sluice audit list` shows the runs; `sluice replay RUN` re-runs one against its record.
-    #[arg(long, value_name = "PATH", conflicts_with = "no_audit")]
-    pub audit: Option<PathBuf>,
+    /// Record the run here: a SQLite file's path (or sqlite:PATH), or postgres://USER@HOST:PORT/DB
+    /// [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db]. A PostgreSQL password comes from
+    /// the credential named `audit` (--credentials, SLUICE_CREDENTIAL_AUDIT), PGPASSWORD or
+    /// ~/.pgpass, never the URL. `sluice audit list` shows the runs; `sluice replay RUN` re-runs one.
+    #[arg(long, value_name = "PATH|URL", conflicts_with = "no_audit")]
+    pub audit: Option<String>,
     /// Do not record the run (it cannot then be audited, replayed or resumed).
     #[arg(long)]
     pub no_audit: bool,
@@ -178,12 +181,12 @@ pub(crate) fn recorded(
     })
 }
 
-/// The database a run records to, or `None` with `--no-audit`.
+/// The record a run records to, or `None` with `--no-audit`.
 pub(crate) fn audit_target(
-    flag: Option<&Path>,
+    flag: Option<&str>,
     off: bool,
     workspace: Option<&Path>,
-) -> Result<Option<PathBuf>, String> {
+) -> Result<Option<Location>, String> {
     if off {
         return Ok(None);
     }
@@ -193,7 +196,7 @@ pub(crate) fn audit_target(
             std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?
         }
     };
-    Ok(Some(crate::audit::locate(flag, &ws)))
+    crate::audit::locate(flag, &ws).map(Some)
 }
 
 /// A runtime builder for a script from the run options (everything but

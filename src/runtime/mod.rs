@@ -13,6 +13,7 @@ mod tasks;
 
 pub use serve::{Caller, Incoming, LuaTool, Outcome, Progress, Tool};
 
+use crate::audit::location::Location;
 use crate::audit::recorder::{PolicyFile, Recorder, RunStart};
 use crate::audit::replay::{Mode, Record, Replay};
 use crate::audit::session::Session;
@@ -126,7 +127,7 @@ pub struct RuntimeBuilder {
     max_requests: Option<usize>,
     dns: Option<Arc<dyn Dns>>,
     search: Option<Arc<dyn Provider>>,
-    audit: Option<PathBuf>,
+    audit: Option<Location>,
     replay: Option<(Record, Mode)>,
     sandbox: crate::sandbox::Choice,
     secrets: Vec<PathBuf>,
@@ -178,11 +179,14 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Records the run in the audit database at `path` (created when
-    /// missing; `crate::audit::store::default_path` is the workspace's).
-    /// Default: not recorded.
-    pub fn audit(mut self, path: impl Into<PathBuf>) -> Self {
-        self.audit = Some(path.into());
+    /// Records the run in the record at `at`: a SQLite file's path
+    /// (created when missing; `crate::audit::store::default_path` is the
+    /// workspace's), or a `Location` parsed from `sqlite:PATH` or
+    /// `postgres://user@host:port/db` (its password: the credential named
+    /// `audit`, else `PGPASSWORD`, else `~/.pgpass`). Default: not
+    /// recorded.
+    pub fn audit(mut self, at: impl Into<Location>) -> Self {
+        self.audit = Some(at.into());
         self
     }
 
@@ -469,10 +473,10 @@ impl RuntimeBuilder {
         cut.iter()
             .for_each(|s| crate::credentials::remember_secret(s));
         let recorder = match &self.audit {
-            Some(path) => Some(
-                Recorder::start(
-                    path,
-                    RunStart {
+            Some(at) => Some(start_recorder(
+                at,
+                self.credentials.as_deref(),
+                RunStart {
                         id: ctx.run_id.clone(),
                         script,
                         script_sha256: script_path.as_deref().and_then(file_sha256),
@@ -486,16 +490,17 @@ impl RuntimeBuilder {
                         resumed_from: self.replay.as_ref().map(|(r, _)| r.run.id.clone()),
                         ceiling: self.ceiling.clone(),
                     },
-                )
-                .map_err(|e| BuildError::new(Kind::Audit, e))?,
-            ),
+            )?),
             None => None,
         };
         let mut audit = Session::new(
             recorder,
             self.replay.map(|(record, mode)| Replay::new(record, mode)),
         );
-        audit.protected = self.audit.as_deref().map(store_paths).unwrap_or_default();
+        audit.protected = match &self.audit {
+            Some(Location::Sqlite(db)) => store_paths(db),
+            _ => Vec::new(),
+        };
         if let Some(max) = self.max_jobs {
             let exec = Executor::new(&workspace, &ctx.run_id).with_max_jobs(max);
             ctx.exec = Arc::new(exec);
@@ -886,6 +891,18 @@ fn policy_files(policies: &[Policy]) -> Vec<PolicyFile> {
 /// What no flow or command may write: a `.sluice` folder holding the
 /// database whole, else the database file and the files SQLite keeps beside
 /// it (a `--audit` file in a shared folder must not close the folder).
+/// Opens the record at `at` and starts the run's writer on it.
+fn start_recorder(
+    at: &Location,
+    credentials: Option<&Path>,
+    run: RunStart,
+) -> Result<Recorder, BuildError> {
+    let password = crate::audit::open::password(at, credentials);
+    crate::audit::open::for_writing(at, password.as_deref())
+        .and_then(|opened| Recorder::start_in(opened.db, &opened.name, run))
+        .map_err(|e| BuildError::new(BuildErrorKind::Audit, e))
+}
+
 fn store_paths(db: &Path) -> Vec<PathBuf> {
     let Some(dir) = db.parent().and_then(|d| std::fs::canonicalize(d).ok()) else {
         return Vec::new();
