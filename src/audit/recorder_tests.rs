@@ -1,6 +1,7 @@
 //! Tests of the writer: what it stores of a call that came from outside the
 //! script (an MCP client), as the readers and `verify` then see it.
 
+use std::path::Path;
 use super::*;
 use crate::audit::fixtures::*;
 use crate::audit::replay::{
