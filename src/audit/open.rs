@@ -115,7 +115,10 @@ pub fn claim_resume(store: &Opened, id: &str) -> Result<Claim, String> {
             let key = crate::digest::sha256_hex(format!("sluice-resume:{id}").as_bytes());
             let key = i64::from_str_radix(&key[..15], 16).unwrap_or(0);
             let held = (&*session as &dyn Db)
-                .value::<bool>("SELECT pg_try_advisory_lock(CAST(?1 AS BIGINT))", super::db::vals![key])
+                .value::<bool>(
+                    "SELECT pg_try_advisory_lock(CAST(?1 AS BIGINT))",
+                    super::db::vals![key],
+                )
                 .map_err(|e| format!("cannot claim run {id}'s resume in {}: {e}", store.name))?;
             if held != Some(true) {
                 return Err(busy(id));
@@ -153,7 +156,10 @@ fn claim_file(db: &Path, id: &str) -> Result<nix::fcntl::Flock<std::fs::File>, S
         if e == nix::errno::Errno::EWOULDBLOCK {
             busy(id)
         } else {
-            format!("cannot lock {} to claim run {id}'s resume: {e}", path.display())
+            format!(
+                "cannot lock {} to claim run {id}'s resume: {e}",
+                path.display()
+            )
         }
     })
 }

@@ -1,7 +1,6 @@
 //! Tests of the writer: what it stores of a call that came from outside the
 //! script (an MCP client), as the readers and `verify` then see it.
 
-use std::path::Path;
 use super::*;
 use crate::audit::fixtures::*;
 use crate::audit::replay::{
@@ -12,6 +11,7 @@ use crate::audit::verify::{verify, Failure};
 use crate::audit::{rows, show};
 use rusqlite::Connection;
 use serde_json::json;
+use std::path::Path;
 
 /// Run `id` at `path`: two model calls of a conversation, the first made
 /// by `first`'s client, the second by [`CLIENT`]. Returns their inputs.

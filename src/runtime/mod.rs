@@ -477,19 +477,19 @@ impl RuntimeBuilder {
                 at,
                 self.credentials.as_deref(),
                 RunStart {
-                        id: ctx.run_id.clone(),
-                        script,
-                        script_sha256: script_path.as_deref().and_then(file_sha256),
-                        policies: policy_files,
-                        // A key passed as an argument stays out of the
-                        // record; a replay is given it again.
-                        args: stored_args,
-                        workspace: workspace.display().to_string(),
-                        started_ms: crate::audit::now_ms(),
-                        random_seed: seed,
-                        resumed_from: self.replay.as_ref().map(|(r, _)| r.run.id.clone()),
-                        ceiling: self.ceiling.clone(),
-                    },
+                    id: ctx.run_id.clone(),
+                    script,
+                    script_sha256: script_path.as_deref().and_then(file_sha256),
+                    policies: policy_files,
+                    // A key passed as an argument stays out of the
+                    // record; a replay is given it again.
+                    args: stored_args,
+                    workspace: workspace.display().to_string(),
+                    started_ms: crate::audit::now_ms(),
+                    random_seed: seed,
+                    resumed_from: self.replay.as_ref().map(|(r, _)| r.run.id.clone()),
+                    ceiling: self.ceiling.clone(),
+                },
             )?),
             None => None,
         };

@@ -110,6 +110,7 @@ impl Http {
     pub fn start_env(ws: &Path, flags: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Http {
         let mut cmd = Command::new(sluice_bin());
         cmd.envs(env.iter().copied());
+        cmd.envs(super::stores::current_env());
         cmd.args(["mcp", "--workspace"])
             .arg(ws)
             .args(["--http", "127.0.0.1:0"])

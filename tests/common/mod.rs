@@ -4,6 +4,7 @@
 
 pub mod mcp;
 pub mod postgres;
+pub mod stores;
 pub mod test_runs;
 
 use std::path::{Path, PathBuf};
@@ -77,6 +78,7 @@ pub fn sluice_in(ws: &Path, args: &[&str]) -> Run {
         .args(args)
         .arg("--workspace")
         .arg(ws)
+        .envs(stores::current_env())
         .stdin(Stdio::null())
         .output()
         .expect("spawn sluice")
@@ -214,7 +216,8 @@ pub fn sluice_run(ws: &Path, path: &Path, flags: &[&str], args: &[&str]) -> Comm
         .args(args)
         .stdin(Stdio::null())
         // Commands' private caches go beside the workspace, with it.
-        .env("SLUICE_CACHE_DIR", caches_of(ws));
+        .env("SLUICE_CACHE_DIR", caches_of(ws))
+        .envs(stores::current_env());
     cmd
 }
 
