@@ -25,6 +25,7 @@ pub mod anchor;
 pub mod chain;
 pub mod db;
 pub mod export;
+pub mod lease;
 pub mod list;
 pub mod location;
 pub mod open;

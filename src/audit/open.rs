@@ -57,7 +57,7 @@ pub fn password(loc: &Location, credentials: Option<&Path>) -> Option<String> {
 pub fn for_writing(loc: &Location, password: Option<&str>) -> Result<Opened, String> {
     let db: Box<dyn Db + Send> = match loc {
         Location::Sqlite(path) => Box::new(store::open(path)?),
-        Location::Postgres(pg) => Box::new(super::postgres::open(pg, password)?),
+        Location::Postgres(pg) => postgres(pg, password)?,
     };
     Ok(Opened {
         db,
@@ -72,7 +72,7 @@ pub fn for_writing(loc: &Location, password: Option<&str>) -> Result<Opened, Str
 pub fn for_reading(loc: &Location, password: Option<&str>) -> Result<Opened, String> {
     let db: Box<dyn Db + Send> = match loc {
         Location::Sqlite(path) => Box::new(store::open_existing(path)?),
-        Location::Postgres(pg) => Box::new(super::postgres::open(pg, password)?),
+        Location::Postgres(pg) => postgres(pg, password)?,
     };
     Ok(Opened {
         db,
@@ -80,6 +80,17 @@ pub fn for_reading(loc: &Location, password: Option<&str>) -> Result<Opened, Str
         name: loc.to_string(),
         again: reader(loc, password),
     })
+}
+
+/// Opens a PostgreSQL record, and marks its runs whose process on this
+/// machine is gone as interrupted (the SQLite store does so as it opens).
+fn postgres(
+    pg: &super::location::PgLocation,
+    password: Option<&str>,
+) -> Result<Box<dyn Db + Send>, String> {
+    let db = super::postgres::open(pg, password)?;
+    store::sweep(&db).map_err(|e| format!("audit store {pg}: {e}"))?;
+    Ok(Box::new(db))
 }
 
 /// What opens more connections to read the record at `loc`.
@@ -108,10 +119,26 @@ pub enum Claim {
 /// Claims the resume of run `id` in `store`: refused while another resume
 /// of that run, on this machine or another sharing the record, holds it.
 pub fn claim_resume(store: &Opened, id: &str) -> Result<Claim, String> {
+    claim(store, id).map_err(|e| match e {
+        Busy => busy(store, id),
+        Failed(why) => why,
+    })
+}
+
+/// Why a claim was not had.
+enum Refused {
+    /// Another resume holds it.
+    Busy,
+    /// The claim could not be tried.
+    Failed(String),
+}
+use Refused::{Busy, Failed};
+
+fn claim(store: &Opened, id: &str) -> Result<Claim, Refused> {
     match &store.at {
         Location::Sqlite(path) => claim_file(path, id).map(Claim::File),
         Location::Postgres(_) => {
-            let session = (store.again)()?;
+            let session = (store.again)().map_err(Failed)?;
             let key = crate::digest::sha256_hex(format!("sluice-resume:{id}").as_bytes());
             let key = i64::from_str_radix(&key[..15], 16).unwrap_or(0);
             let held = (&*session as &dyn Db)
@@ -119,23 +146,55 @@ pub fn claim_resume(store: &Opened, id: &str) -> Result<Claim, String> {
                     "SELECT pg_try_advisory_lock(CAST(?1 AS BIGINT))",
                     super::db::vals![key],
                 )
-                .map_err(|e| format!("cannot claim run {id}'s resume in {}: {e}", store.name))?;
+                .map_err(|e| {
+                    Failed(format!(
+                        "cannot claim run {id}'s resume in {}: {e}",
+                        store.name
+                    ))
+                })?;
             if held != Some(true) {
-                return Err(busy(id));
+                return Err(Busy);
             }
             Ok(Claim::Session(session))
         }
     }
 }
 
-fn busy(id: &str) -> String {
+/// Who holds run `id`'s lease now: its owner as the record says, while
+/// the lease is fresh and the owner not a process of this machine that is
+/// gone (a killed run's lease outlives it by up to the lease's length).
+fn holder(store: &Opened, id: &str) -> Option<String> {
+    let db: &dyn Db = &*store.db;
+    let row = db
+        .first(
+            "SELECT owner, lease_ms FROM runs WHERE id = ?1",
+            super::db::vals![id],
+        )
+        .ok()??;
+    let (owner, until): (Option<String>, Option<i64>) = (row.get(0).ok()?, row.get(1).ok()?);
+    let owner = owner?;
+    let fresh = until.is_some_and(|t| t > super::now_ms());
+    (fresh && !super::lease::owner_gone_here(&owner)).then_some(owner)
+}
+
+/// The refusal of a second resume, naming the process that resumes the
+/// run: the winner takes the run's lease right after its claim, so its
+/// name is waited for, briefly.
+fn busy(store: &Opened, id: &str) -> String {
+    let started = std::time::Instant::now();
+    let mut now = holder(store, id);
+    while now.is_none() && started.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        now = holder(store, id);
+    }
+    let who = now.map_or_else(|| "by another sluice".to_string(), |o| format!("by {o}"));
     format!(
-        "run {id} is being resumed right now by another sluice; wait for that resume to end, then resume \
-         the run it records instead (`sluice audit list` shows it), so no call runs twice"
+        "run {id} is being resumed right now {who}; only one resume of a run proceeds: wait for that one \
+         to end, then resume the run it records instead (`sluice audit list` shows it), so no call runs twice"
     )
 }
 
-fn claim_file(db: &Path, id: &str) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
+fn claim_file(db: &Path, id: &str) -> Result<nix::fcntl::Flock<std::fs::File>, Refused> {
     let name = db
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -147,19 +206,19 @@ fn claim_file(db: &Path, id: &str) -> Result<nix::fcntl::Flock<std::fs::File>, S
         .write(true)
         .open(&path)
         .map_err(|e| {
-            format!(
+            Failed(format!(
                 "cannot open {} to claim run {id}'s resume: {e}",
                 path.display()
-            )
+            ))
         })?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
         if e == nix::errno::Errno::EWOULDBLOCK {
-            busy(id)
+            Busy
         } else {
-            format!(
+            Failed(format!(
                 "cannot lock {} to claim run {id}'s resume: {e}",
                 path.display()
-            )
+            ))
         }
     })
 }

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -292,6 +292,9 @@ enum Msg {
         error: Option<String>,
         ack: SyncSender<Result<(), String>>,
     },
+    /// Renews the run's lease (and, by the batch's check, learns whether
+    /// it is still this writer's); a waiter when the script waits for it.
+    Renew(Option<Waiter>),
 }
 
 impl Msg {
@@ -303,7 +306,7 @@ impl Msg {
     fn awaited(&self) -> bool {
         matches!(
             self,
-            Msg::Intent(..) | Msg::End { .. } | Msg::Done(_, _, Some(_))
+            Msg::Intent(..) | Msg::End { .. } | Msg::Done(_, _, Some(_)) | Msg::Renew(Some(_))
         )
     }
 }
@@ -318,6 +321,8 @@ pub struct Recorder {
     queued: Arc<AtomicUsize>,
     /// The first write that failed; every later intent is refused with it.
     failure: Arc<Mutex<Option<String>>>,
+    fenced: Arc<AtomicBool>,
+    lease_until: Arc<AtomicI64>,
     /// What the writer holds, as of its last batch.
     #[cfg_attr(not(test), allow(dead_code))]
     footprint: Arc<Mutex<Footprint>>,
@@ -366,7 +371,8 @@ impl Recorder {
         name: &str,
         run: RunStart,
     ) -> Result<Recorder, String> {
-        let head = insert_run(&*store, &run)
+        let until = super::lease::until_from_now();
+        let head = insert_run(&*store, &run, until)
             // Rows of sealed calls are committed unsynced until a batch
             // asks for more: the writer's cached setting is made so on
             // every backend, whatever its default.
@@ -374,11 +380,18 @@ impl Recorder {
             .map_err(|e| format!("audit database {name}: {e}"))?;
         let (tx, rx) = sync_channel(QUEUE);
         let failure = Arc::new(Mutex::new(None));
+        let fenced = Arc::new(AtomicBool::new(false));
+        let lease_until = Arc::new(AtomicI64::new(until));
         let queued = Arc::new(AtomicUsize::new(0));
         let footprint = Arc::new(Mutex::new(Footprint::default()));
         let writer = Writer {
             db: store,
             run: run.id,
+            attempt: 1,
+            renewed: Instant::now(),
+            renewing: None,
+            lease_until: lease_until.clone(),
+            fenced: fenced.clone(),
             seal: Seal::new(&head),
             last: head,
             n: 0,
@@ -404,9 +417,29 @@ impl Recorder {
             writer: thread.thread().clone(),
             thread: Mutex::new(Some(thread)),
             failure,
+            fenced,
+            lease_until,
             queued,
             footprint,
         })
+    }
+
+    /// Whether a write was refused because another process took the run
+    /// over: the run starts no call after it.
+    pub fn fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// Makes sure the run's lease is still this process's before a call
+    /// starts: past its renewal (the process was stopped, or the store
+    /// unreachable), it is renewed first, and a run taken over meanwhile
+    /// is refused ([`Recorder::fenced`] then holds).
+    pub fn hold_lease(&self) -> Result<(), String> {
+        let margin = super::lease::MARGIN.as_millis() as i64;
+        if super::now_ms() + margin < self.lease_until.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.blocking(|ack| Msg::Renew(Some(ack)))
     }
 
     /// Why the record stopped taking writes, if it did.
@@ -564,14 +597,19 @@ fn gone() -> String {
 /// Writes the run's row, joined to the chain of runs after the newest one
 /// (under the write lock, so concurrent runs each get their own place), and
 /// returns its head.
-fn insert_run(db: &dyn Db, run: &RunStart) -> db::Result<String> {
+fn insert_run(db: &dyn Db, run: &RunStart, lease_until: i64) -> db::Result<String> {
     db.transaction(Begin::Store, || {
         let link = store::next_link(db)?;
-        insert_linked(db, run, &link)
+        insert_linked(db, run, &link, lease_until)
     })
 }
 
-fn insert_linked(db: &dyn Db, run: &RunStart, link: &store::NextLink) -> db::Result<String> {
+fn insert_linked(
+    db: &dyn Db,
+    run: &RunStart,
+    link: &store::NextLink,
+    lease_until: i64,
+) -> db::Result<String> {
     let policies = serde_json::to_string(&run.policies).expect("policies serialize");
     let (mut cutter, _) = Redaction::input(&Value::Null, &crate::credentials::loaded());
     let args = cutter.cut(
@@ -604,8 +642,10 @@ fn insert_linked(db: &dyn Db, run: &RunStart, link: &store::NextLink) -> db::Res
     });
     db.execute(
         "INSERT INTO runs (id, script, script_sha256, policies, args, workspace, started_ms, status, version,
-           random_seed, resumed_from, pid, pid_start, head, ceiling, n, prior, prior_rows)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+           random_seed, resumed_from, pid, pid_start, head, ceiling, n, prior, prior_rows, owner, attempt,
+           lease_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+           ?18, 1, ?19)",
         vals![
             &run.id,
             &run.script,
@@ -624,6 +664,8 @@ fn insert_linked(db: &dyn Db, run: &RunStart, link: &store::NextLink) -> db::Res
             link.n,
             &link.prior,
             link.prior_rows,
+            super::lease::me(),
+            lease_until,
         ],
     )?;
     Ok(head)
@@ -636,6 +678,17 @@ struct Writer {
     /// The store, of either backend: the writer's alone.
     db: Box<dyn Db + Send>,
     run: String,
+    /// The run's lease this writer holds (see [`super::lease`]).
+    attempt: i64,
+    /// When the lease was last renewed, as committed.
+    renewed: Instant,
+    /// A renewal in the open batch: when, and until when it holds.
+    renewing: Option<(Instant, i64)>,
+    /// Until when the lease holds, as far as this process knows (ms since
+    /// the epoch): shared with the recorder, which starts no call past it.
+    lease_until: Arc<AtomicI64>,
+    /// Set when a batch was refused because the run was taken over.
+    fenced: Arc<AtomicBool>,
     /// The seal so far: the head, then each row in chain order as far as
     /// every row's outcome is settled.
     seal: Seal,
@@ -761,6 +814,10 @@ impl Writer {
                     }
                 }
             }
+            if batch.is_empty() && !closed && self.renewed.elapsed() >= super::lease::RENEW {
+                batch.push(Msg::Renew(None));
+                urgent = true;
+            }
             let waited = oldest.map_or(Duration::ZERO, |t| t.elapsed());
             if batch.is_empty() && closed {
                 return;
@@ -809,6 +866,7 @@ impl Writer {
                         kind,
                         value,
                     } => self.reading(&task, seq, kind, value)?,
+                    Msg::Renew(ack) => acks.extend(ack),
                     Msg::End { status, error, ack } => {
                         end = Some((status.clone(), ack.clone()));
                         self.seal(&status, error.as_deref())?;
@@ -819,6 +877,13 @@ impl Writer {
             }
             self.db.commit()
         })();
+        match (result.is_ok(), self.renewing.take()) {
+            (true, Some((at, until))) => {
+                self.renewed = at;
+                self.lease_until.store(until, Ordering::SeqCst);
+            }
+            _ => {}
+        }
         if result.is_err() {
             let _ = self.db.rollback();
             // What the batch linked was rolled back: the chain goes on from
@@ -826,11 +891,14 @@ impl Writer {
             self.restore(before);
         }
         let answer = result.map_err(|e| {
+            if super::lease::is_fenced(&e) {
+                self.fenced.store(true, Ordering::SeqCst);
+            }
             let why = format!("the audit database could not record the call: {e}");
             *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
             why
         });
-        if let (Err(why), Some((_, ack))) = (&answer, end) {
+        if let (Err(why), Some((_, ack))) = (&answer, end.filter(|_| !self.is_fenced())) {
             // The run ends with rows lost: seal it failed, saying so, so the
             // seal itself covers the loss.
             let incomplete = format!("the audit record is incomplete: {why}");
@@ -863,8 +931,21 @@ impl Writer {
     /// Begins a batch's transaction: rows of this run only, which writers
     /// of other runs need not wait for (SQLite has one writer at a time,
     /// and waits for the lock).
-    fn begin(&self) -> db::Result<()> {
-        self.db.begin(Begin::Rows)
+    fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// Begins a batch: a transaction whose first act is to check that the
+    /// run's lease is still this writer's.
+    fn begin(&mut self) -> db::Result<()> {
+        self.db.begin(Begin::Rows)?;
+        super::lease::check(&*self.db, &self.run, self.attempt)?;
+        if self.renewed.elapsed() >= super::lease::RENEW {
+            let until = super::lease::until_from_now();
+            super::lease::renew(&*self.db, &self.run, self.attempt, until)?;
+            self.renewing = Some((Instant::now(), until));
+        }
+        Ok(())
     }
 
     /// Where the chain stands, to go back to if a batch is rolled back.
@@ -1036,9 +1117,9 @@ impl Writer {
         self.db.execute(
             "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
                replayed_from, started_ms, prev, hash, status, output, output_ref, error, capped, duration_us,
-               late_decisions, outcome_hash, parts, client)
+               late_decisions, outcome_hash, parts, client, attempt)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-               ?20, ?21, ?22, ?23, ?24, ?25)",
+               ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
             vals![
                 &self.run,
                 &row.task,
@@ -1065,6 +1146,7 @@ impl Writer {
                 outcome_hash,
                 l.split.map(|s| s.column),
                 l.client,
+                self.attempt,
             ],
         )?;
         Ok(l.redaction)

@@ -83,6 +83,25 @@ impl Session {
         self.calls.borrow().len() + self.readings.borrow().len()
     }
 
+    /// The run's stop once another process took it over (its record
+    /// refused a write): every later call fails with it, none starts.
+    fn fenced(&self) -> Option<FlowError> {
+        let recorder = self.recorder.as_ref()?;
+        // A refusal to renew other than a takeover (the store unreachable)
+        // is the writer's failure, which the run's end reports.
+        let _ = recorder.hold_lease();
+        if !recorder.fenced() {
+            return None;
+        }
+        let why = recorder.failure().unwrap_or_default();
+        // The record's store is what refused: as an intent the store cannot
+        // take, the call did not run.
+        Some(self.halt(FlowError::new(
+            crate::error::ErrorCode::ProviderUnavailable,
+            format!("{why}; the call did not run"),
+        )))
+    }
+
     pub fn halted(&self) -> Option<FlowError> {
         self.halted.borrow().clone()
     }
@@ -186,7 +205,7 @@ impl Session {
     /// part of the task's sequence like a flow call, and a replay answers
     /// both from the record.
     pub fn begin(&self, task: &str, name: &str, input: &Value) -> Begin {
-        if let Some(e) = self.halted() {
+        if let Some(e) = self.halted().or_else(|| self.fenced()) {
             return Begin::Answered(Err(e));
         }
         let seq = self.next_call(task);

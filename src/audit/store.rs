@@ -8,7 +8,7 @@
 //! whole, its pragmas, the schema's SQLite text and migrations) is in
 //! [`sqlite_file`], whose `open` and `open_existing` are re-exported here.
 //!
-//! Schema (version 4). Times are milliseconds since the Unix epoch; JSON
+//! Schema (version 5). Times are milliseconds since the Unix epoch; JSON
 //! columns hold compact JSON, exactly the bytes the hashes cover (object
 //! keys sorted, except `decisions`, whose objects keep their field order).
 //!
@@ -21,7 +21,12 @@
 //!        n (place among the runs, from 1; unique), prior? (the hash of the
 //!        run before it that this run commits to), prior_rows? (NULL when
 //!        `prior` is that run's seal; k when it is its row #k's hash, 0 its
-//!        head: it had no seal yet when this run started)
+//!        head: it had no seal yet when this run started), owner? (schema 5:
+//!        the process holding the run's lease, `HOST:PID:START`), attempt
+//!        (schema 5: the lease's number, from 1, raised by each takeover;
+//!        a writer whose number is no longer the run's is refused),
+//!        lease_ms? (schema 5: until when the owner holds the lease,
+//!        renewed as it writes; a takeover of a live run waits for it)
 //! calls  (run, task, seq) PK, n (chain position, 1-based, unique per run),
 //!        flow, tier, input (JSON, redacted), capabilities (JSON [string]),
 //!        decisions (JSON [{capability, decision, by, reason, approvedBy?}]),
@@ -42,7 +47,10 @@
 //!        client (schema 4)?: who made the call when it came from outside
 //!        the script, an MCP client's name and version as one string
 //!        (`claude-code 1.2.3`, redacted); NULL for the script's own calls
-//!        and every row written before schema 4
+//!        and every row written before schema 4,
+//!        attempt (schema 5)?: the run's lease the row was written under
+//!        (not covered by the row's hash: the runs row's `attempt` is what
+//!        fences; this says which writer wrote what)
 //! outputs sha256 PK, body: larger outputs, and the items of inputs' list
 //!        fields, by their content, each kept once however many calls
 //!        returned or sent it (agents re-read the same files and re-run the
@@ -65,7 +73,7 @@
 //! as stored, and each body must hash to its key. A row's hash covers its
 //! `client` too, when it has one.
 
-use super::db::{self, vals, Db};
+use super::db::{self, vals, Backend, Db};
 use std::path::{Path, PathBuf};
 
 pub mod sqlite_file;
@@ -73,7 +81,18 @@ pub mod sqlite_file;
 pub use sqlite_file::{open, open_existing, APPLICATION_ID};
 
 /// The schema version this build writes; older databases are migrated.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
+
+/// Schema 5, the same text on both backends: the lease of the process
+/// writing a run (`runs.owner`, `runs.attempt`, an attempt number that
+/// only grows), and the attempt each row was written under
+/// (`calls.attempt`; NULL for rows written before schema 5).
+pub const LEASE_COLUMNS: &str = "
+ALTER TABLE runs ADD COLUMN owner TEXT;
+ALTER TABLE runs ADD COLUMN attempt BIGINT NOT NULL DEFAULT 1;
+ALTER TABLE runs ADD COLUMN lease_ms BIGINT;
+ALTER TABLE calls ADD COLUMN attempt BIGINT;
+";
 
 /// A call's output as the database gives it back, stored inline or by
 /// content: use it where a query selects `output` (a macro, so `concat!`
@@ -161,13 +180,19 @@ pub fn unchained_runs(db: &dyn Db) -> db::Result<i64> {
 /// A process is looked for on this machine: a store that runs on other
 /// machines also write holds runs whose process this one cannot see, so
 /// only a store of one machine (SQLite's file) is swept as it opens.
-fn sweep(db: &dyn Db) -> db::Result<()> {
+pub fn sweep(db: &dyn Db) -> db::Result<()> {
     let running = db.query(
-        "SELECT id, pid, pid_start FROM runs WHERE status = 'running'",
+        "SELECT id, pid, pid_start, owner FROM runs WHERE status = 'running'",
         &[],
     )?;
     for run in running {
-        if !process_alive(run.get(1)?, run.get(2)?) {
+        // A lease names its machine: only this machine's dead processes
+        // are judged here. A run from before leases is a local file's.
+        let gone = match run.get::<Option<String>>(3)? {
+            Some(owner) => super::lease::owner_gone_here(&owner),
+            None => db.backend() == Backend::Sqlite && !process_alive(run.get(1)?, run.get(2)?),
+        };
+        if gone {
             db.execute(
                 "UPDATE runs SET status = 'interrupted', error = ?2 WHERE id = ?1 AND status = 'running'",
                 vals![

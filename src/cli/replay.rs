@@ -3,6 +3,7 @@
 
 use super::run::{drive, Grants, RunArgs, RunOptions};
 use crate::audit::db::{vals, Db};
+use crate::audit::lease;
 use crate::audit::open::{self, Opened};
 use crate::audit::replay::{calls, Mode, Opener, Record};
 use crate::audit::{locate, store};
@@ -95,6 +96,11 @@ pub struct ResumeArgs {
     /// (recorded STOPPED), instead of stopping there.
     #[arg(long)]
     pub retry_unknown: bool,
+    /// Take over a run that still says `running` because its process is stopped, stuck or on a
+    /// machine that is gone: its lease moves to this process, so its old writer's next write is
+    /// refused and it starts no further call; then the run resumes here.
+    #[arg(long)]
+    pub take_over: bool,
     /// Replay the calls before call #N and run live from #N on, N as `sluice audit show RUN`
     /// numbers the run's calls (its timeline's #N); for a script fixed since, with --script.
     #[arg(long, value_name = "N")]
@@ -232,7 +238,8 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         ));
     }
     let finished = record.run.status == "ok" && live_from.is_none();
-    if finished || record.run.status == "running" {
+    let running = record.run.status == "running" && !args.take_over;
+    if finished || running {
         return fail(format!(
             "run {} is {}; resume continues a run that was interrupted or failed{}",
             record.run.id,
@@ -240,9 +247,15 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             if finished {
                 " (or, with --live-from N, runs a finished one live from its call #N)"
             } else {
-                ""
+                " (if its process is stopped, stuck or on a machine that is gone, --take-over fences it \
+                 and resumes the run here)"
             }
         ));
+    }
+    // The run's lease moves here: a writer of it still alive somewhere
+    // (stopped, partitioned) is refused at its next write.
+    if let Err(e) = lease::take_over(&*store.db, &record.run.id, &lease::me()) {
+        return fail(e);
     }
     let given = &args.recorded.args;
     let script_args =

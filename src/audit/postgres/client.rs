@@ -142,53 +142,79 @@ impl Postgres {
     }
 
     /// Runs `f` on a live session: connected first when none is, or when
-    /// the last was lost between transactions.
-    fn with<T>(&self, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
+    /// the last was lost between transactions. The blocking client runs a
+    /// runtime of its own, which cannot start on a thread already driving
+    /// one (a script's thread reading its replay): there, `f` runs on a
+    /// thread of its own while the caller waits, as it would for the call.
+    fn with<T: Send>(&self, f: impl FnOnce(&mut Session) -> Result<T> + Send) -> Result<T> {
         let mut s = self.session.borrow_mut();
-        let lost = s.client.as_ref().is_none_or(Client::is_closed);
-        if lost {
-            if s.in_tx {
-                s.client = None;
-                return Err(Error::new(
-                    ErrorKind::Unreachable,
-                    format!(
-                        "the connection to the audit store {} was lost inside a transaction, which \
-                         the server rolled back: roll back and begin it again",
-                        self.shown
-                    ),
-                ));
-            }
-            self.reconnect(&mut s)?;
+        let (config, tls, shown) = (&self.config, &self.tls, self.shown.as_str());
+        let go = move |s: &mut Session| -> Result<T> {
+            live(s, config, tls, shown)?;
+            f(s)
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return go(&mut s);
         }
-        f(&mut s)
+        let s: &mut Session = &mut s;
+        std::thread::scope(|scope| {
+            scope
+                .spawn(move || go(s))
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
     }
+}
 
-    fn reconnect(&self, s: &mut Session) -> Result<()> {
+/// Makes `s` connected: again when its connection was lost between
+/// transactions; an error when it was lost inside one.
+fn live(
+    s: &mut Session,
+    config: &postgres::Config,
+    tls: &MakeRustlsConnect,
+    shown: &str,
+) -> Result<()> {
+    let lost = s.client.as_ref().is_none_or(Client::is_closed);
+    if !lost {
+        return Ok(());
+    }
+    if s.in_tx {
         s.client = None;
-        s.statements.clear();
-        s.durable_now = None;
-        s.durable_in_tx = false;
-        s.failed = None;
-        let mut client = self
-            .config
-            .connect(self.tls.clone())
-            .map_err(|e| error(&e))?;
-        let settings = format!(
-            "SET synchronous_commit = {}; SET lock_timeout = '{LOCK_WAIT}'; \
-             SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION}'",
-            if s.durable_wanted { "on" } else { "off" }
-        );
-        client.batch_execute(&settings).map_err(|e| error(&e))?;
-        s.durable_now = Some(s.durable_wanted);
-        s.client = Some(client);
-        Ok(())
+        return Err(Error::new(
+            ErrorKind::Unreachable,
+            format!(
+                "the connection to the audit store {shown} was lost inside a transaction, which \
+                 the server rolled back: roll back and begin it again"
+            ),
+        ));
     }
+    reconnect(s, config, tls)
+}
 
+fn reconnect(s: &mut Session, config: &postgres::Config, tls: &MakeRustlsConnect) -> Result<()> {
+    s.client = None;
+    s.statements.clear();
+    s.durable_now = None;
+    s.durable_in_tx = false;
+    s.failed = None;
+    let mut client = config.connect(tls.clone()).map_err(|e| error(&e))?;
+    let settings = format!(
+        "SET synchronous_commit = {}; SET lock_timeout = '{LOCK_WAIT}'; \
+         SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION}'",
+        if s.durable_wanted { "on" } else { "off" }
+    );
+    client.batch_execute(&settings).map_err(|e| error(&e))?;
+    s.durable_now = Some(s.durable_wanted);
+    s.client = Some(client);
+    Ok(())
+}
+
+impl Postgres {
     /// Prepares `sql` (or takes it from the cache) and runs `f` with it.
-    fn run<T>(
+    fn run<T: Send>(
         &self,
         sql: &str,
-        f: impl FnOnce(&mut Client, &Statement) -> std::result::Result<T, postgres::Error>,
+        f: impl FnOnce(&mut Client, &Statement) -> std::result::Result<T, postgres::Error> + Send,
     ) -> Result<T> {
         self.with(|s| {
             let stmt = s.statement(sql)?;

@@ -28,7 +28,7 @@ const CREATED: i64 = 4;
 /// Each step takes the schema from version `CREATED + index` to the next:
 /// none yet. A new SQLite migration needs its step here too (the
 /// assertion below holds the two together).
-const STEPS: &[&str] = &[];
+const STEPS: &[&str] = &[store::LEASE_COLUMNS];
 
 const _: () = assert!(
     CREATED + STEPS.len() as i64 == store::SCHEMA_VERSION,

@@ -125,6 +125,7 @@ ALTER TABLE contents RENAME TO outputs;
     r#"
 ALTER TABLE calls ADD COLUMN client TEXT;
 "#,
+    super::LEASE_COLUMNS,
 ];
 
 /// Opens (creating when missing) the database at `path`, in WAL mode, at
