@@ -35,6 +35,12 @@ const MAX_STATEMENTS: usize = 512;
 /// A PostgreSQL audit store's connection.
 pub struct Postgres {
     session: RefCell<Session>,
+    link: Link,
+}
+
+/// What (re)connecting takes: shared with the thread a session's work may
+/// run on ([`off_runtime`]).
+struct Link {
     config: postgres::Config,
     tls: MakeRustlsConnect,
     /// The location, as errors show it (no password).
@@ -77,7 +83,7 @@ impl fmt::Debug for Postgres {
             .try_borrow()
             .map(|s| s.client.as_ref().is_some_and(|c| !c.is_closed()));
         f.debug_struct("Postgres")
-            .field("location", &self.shown)
+            .field("location", &self.link.shown)
             .field("connected", &connected.ok())
             .finish()
     }
@@ -119,9 +125,11 @@ impl Postgres {
                 durable_wanted: true,
                 durable_in_tx: false,
             }),
-            config,
-            tls,
-            shown: loc.to_string(),
+            link: Link {
+                config,
+                tls,
+                shown: loc.to_string(),
+            },
         };
         pg.with(|_| Ok(()))?;
         Ok(pg)
@@ -129,7 +137,7 @@ impl Postgres {
 
     /// The location this connects to, as errors show it.
     pub fn location(&self) -> &str {
-        &self.shown
+        &self.link.shown
     }
 
     /// Runs `sql`, any number of statements without parameters, in one
@@ -143,26 +151,70 @@ impl Postgres {
 
     /// Runs `f` on a live session: connected first when none is, or when
     /// the last was lost between transactions.
-    fn with<T>(&self, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
+    fn with<T: Send>(&self, f: impl FnOnce(&mut Session) -> Result<T> + Send) -> Result<T> {
         let mut s = self.session.borrow_mut();
-        let lost = s.client.as_ref().is_none_or(Client::is_closed);
-        if lost {
-            if s.in_tx {
-                s.client = None;
-                return Err(Error::new(
-                    ErrorKind::Unreachable,
-                    format!(
-                        "the connection to the audit store {} was lost inside a transaction, which \
-                         the server rolled back: roll back and begin it again",
-                        self.shown
-                    ),
-                ));
+        let s: &mut Session = &mut s;
+        let link = &self.link;
+        off_runtime(move || {
+            let lost = s.client.as_ref().is_none_or(Client::is_closed);
+            if lost {
+                if s.in_tx {
+                    s.client = None;
+                    return Err(Error::new(
+                        ErrorKind::Unreachable,
+                        format!(
+                            "the connection to the audit store {} was lost inside a transaction, \
+                             which the server rolled back: roll back and begin it again",
+                            link.shown
+                        ),
+                    ));
+                }
+                link.reconnect(s)?;
             }
-            self.reconnect(&mut s)?;
-        }
-        f(&mut s)
+            f(s)
+        })
     }
 
+    /// Prepares `sql` (or takes it from the cache) and runs `f` with it.
+    fn run<T: Send>(
+        &self,
+        sql: &str,
+        f: impl FnOnce(&mut Client, &Statement) -> std::result::Result<T, postgres::Error> + Send,
+    ) -> Result<T> {
+        self.with(|s| {
+            let stmt = s.statement(sql)?;
+            let done = f(s.client(), &stmt);
+            s.settle(done)
+        })
+    }
+}
+
+/// Runs `work` where the blocking client may run. The client drives a
+/// tokio runtime of its own, which tokio refuses to start on a thread
+/// that is running another (a replay's record is read from the script's
+/// thread, as a SQLite one is): there, `work` runs on a thread beside it,
+/// which the caller waits for, as it would for the query itself.
+fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return work();
+    }
+    std::thread::scope(|scope| match scope.spawn(work).join() {
+        Ok(done) => done,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+impl Drop for Postgres {
+    /// Closing the client runs its runtime too: off a runtime's thread.
+    fn drop(&mut self) {
+        let client = self.session.get_mut().client.take();
+        if client.is_some() {
+            off_runtime(move || drop(client));
+        }
+    }
+}
+
+impl Link {
     fn reconnect(&self, s: &mut Session) -> Result<()> {
         s.client = None;
         s.statements.clear();
@@ -184,18 +236,6 @@ impl Postgres {
         Ok(())
     }
 
-    /// Prepares `sql` (or takes it from the cache) and runs `f` with it.
-    fn run<T>(
-        &self,
-        sql: &str,
-        f: impl FnOnce(&mut Client, &Statement) -> std::result::Result<T, postgres::Error>,
-    ) -> Result<T> {
-        self.with(|s| {
-            let stmt = s.statement(sql)?;
-            let done = f(s.client(), &stmt);
-            s.settle(done)
-        })
-    }
 }
 
 impl Session {
@@ -378,7 +418,8 @@ impl Db for Postgres {
             s.durable_in_tx = false;
             return Ok(());
         }
-        match s.end("ROLLBACK") {
+        let s: &mut Session = &mut s;
+        match off_runtime(move || s.end("ROLLBACK")) {
             Err(e) if e.kind == ErrorKind::Unreachable => Ok(()),
             done => done,
         }
