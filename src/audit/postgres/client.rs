@@ -235,7 +235,6 @@ impl Link {
         s.client = Some(client);
         Ok(())
     }
-
 }
 
 impl Session {
