@@ -242,6 +242,23 @@ fn no_audit_records_nothing_and_audit_path_and_env_choose_the_database() {
     assert_eq!(n, 1);
 }
 
+both_stores! {
+    /// `--no-audit` beside a store the environment names: nothing is
+    /// recorded there, and no `.sluice` folder is made.
+    fn no_audit_records_nothing_in_the_store_the_environment_names(store) {
+        let ws = workspace();
+        run_lua_with(ws.path(), "sluice.ls{path = '.'}", &["--no-audit"], &[]).ok();
+        assert!(!ws.file(".sluice").exists());
+        if store.kind == common::stores::Kind::Postgres {
+            let runs: i64 = one(&*store.db(ws.path()), "SELECT count(*) FROM runs", &[]);
+            assert_eq!(runs, 0);
+        }
+        run_lua(ws.path(), "sluice.ls{path = '.'}", &[]).ok();
+        let runs: i64 = one(&*store.db(ws.path()), "SELECT count(*) FROM runs", &[]);
+        assert_eq!(runs, 1, "the same run without --no-audit is recorded there");
+    }
+}
+
 #[test]
 fn flows_cannot_write_into_the_audit_store() {
     let ws = workspace();
@@ -357,6 +374,9 @@ assert(sluice.fetch{{url = "{url}", headers = {{authorization = "Bearer h3ader-s
             contains(&bytes, "text/plain"),
             "non-secret headers are kept"
         );
+        if let Some(password) = store.password() {
+            assert!(!contains(&bytes, password), "the store's own password is in it");
+        }
         let db = store.db(ws.path());
         let rows = calls(&*db, &last_run(&*db));
         assert_eq!(rows[0]["input"]["env"]["GITHUB_TOKEN"], "[redacted]");

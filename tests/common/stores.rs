@@ -94,6 +94,12 @@ impl Store {
         }
     }
 
+    /// The PostgreSQL role's password, which sluice is given as the
+    /// credential named `audit` (none for SQLite).
+    pub fn password(&self) -> Option<&str> {
+        self.pg.as_ref().map(|(_, pw)| pw.as_str())
+    }
+
     /// The PostgreSQL database's name (none for SQLite).
     fn database(&self) -> Option<&str> {
         let (url, _) = self.pg.as_ref()?;
