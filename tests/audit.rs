@@ -1,7 +1,10 @@
 //! The audit trail through the real binary: what a run records for each
 //! tier, what never reaches the database, the hash chain against edits,
-//! deletions and reordering, a SIGKILL in the middle of an irreversible call,
-//! replay against a world that changed, divergence, and resume.
+//! deletions, reordering and inserted rows, a SIGKILL in the middle of an
+//! irreversible call, replay against a world that changed, divergence, and
+//! resume. Each test runs on both stores (`both_stores!`: the workspace's
+//! SQLite file and a PostgreSQL database); those about the SQLite file
+//! itself run on SQLite alone.
 
 mod common;
 
@@ -502,6 +505,134 @@ both_stores! {
         let bad = verify(ws.path());
         assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
         assert!(format!("{}{}", bad.stdout, bad.stderr).contains("#2"));
+    }
+}
+
+/// Copies call row `from` of run `id` into the record as row `n`, sequence
+/// `seq`, chained after `prev`, with its hashes made again as the writer
+/// would: a forged row that verifies on its own, as an attacker who knows
+/// the chain's hashing writes it. Every other column is the copied row's
+/// (a temporary table keeps the copy's columns whatever the schema holds).
+fn forge_row(db: &dyn Db, id: &str, from: i64, n: i64, seq: i64, prev: &str) {
+    exec(db, "DROP TABLE IF EXISTS forged", &[]);
+    exec(
+        db,
+        "CREATE TEMPORARY TABLE forged AS SELECT * FROM calls WHERE run = ?1 AND n = ?2",
+        &[Val::from(id), Val::from(from)],
+    );
+    exec(
+        db,
+        "UPDATE forged SET n = ?1, seq = ?2, prev = ?3",
+        &[Val::from(n), Val::from(seq), Val::from(prev)],
+    );
+    let (hash, outcome) = hashes_of(db, "forged");
+    exec(
+        db,
+        "UPDATE forged SET hash = ?1, outcome_hash = ?2",
+        &[Val::from(hash), Val::from(outcome)],
+    );
+    assert_eq!(exec(db, "INSERT INTO calls SELECT * FROM forged", &[]), 1);
+}
+
+/// The call hash and outcome hash the one row of `table` (a finished call)
+/// would have, from its columns, by sluice's own chain functions.
+fn hashes_of(db: &dyn Db, table: &str) -> (String, String) {
+    use sluice::internals::audit::chain::{self, CallIntent, CallOutcome};
+    let r = common::stores::row(
+        db,
+        &format!(
+            "SELECT task, seq, n, flow, tier, input, capabilities, decisions, route, replayed_from,
+                    started_ms, parts, client, prev, status, output, output_ref, error, capped,
+                    duration_us, late_decisions, redacted FROM {table}"
+        ),
+        &[],
+    );
+    let int = |i: usize| r.get::<i64>(i).unwrap();
+    let s = |i: usize| r.text(i).unwrap();
+    let intent = CallIntent {
+        task: s(0).unwrap(),
+        seq: int(1),
+        n: int(2),
+        flow: s(3).unwrap(),
+        tier: s(4).unwrap(),
+        input: s(5).unwrap(),
+        capabilities: s(6).unwrap(),
+        decisions: s(7).unwrap(),
+        route: s(8),
+        replayed_from: s(9),
+        started_ms: int(10),
+        parts: s(11),
+        client: s(12),
+    };
+    let hash = chain::call(s(13).unwrap(), &intent);
+    let output_sha = s(15)
+        .map(|o| sha256(o.as_bytes()))
+        .or_else(|| s(16).map(String::from));
+    let outcome = chain::outcome_of(
+        &hash,
+        &CallOutcome {
+            status: s(14).unwrap(),
+            output: None,
+            error: s(17),
+            capped: int(18) != 0,
+            duration_us: int(19),
+            late_decisions: s(20).unwrap_or("[]"),
+            redacted: s(21).unwrap(),
+        },
+        output_sha.as_deref(),
+    );
+    (hash, outcome)
+}
+
+fn hash_of(db: &dyn Db, id: &str, n: i64) -> String {
+    one(
+        db,
+        "SELECT hash FROM calls WHERE run = ?1 AND n = ?2",
+        &[Val::from(id), Val::from(n)],
+    )
+}
+
+both_stores! {
+    /// A well-formed row slipped in between rows #2 and #3 (those after
+    /// it moved down one place), chained to row #2: it verifies on its
+    /// own, and the row after it, chained to row #2 too, shows it.
+    fn verify_detects_a_row_inserted_between_two(store) {
+        let (ws, id) = recorded_run(store);
+        let db = store.db(ws.path());
+        for n in [4_i64, 3] {
+            exec(
+                &*db,
+                "UPDATE calls SET n = ?2 WHERE run = ?1 AND n = ?3",
+                &[Val::from(&id), Val::from(n + 1), Val::from(n)],
+            );
+        }
+        forge_row(&*db, &id, 2, 3, 5, &hash_of(&*db, &id, 2));
+        let bad = verify(ws.path());
+        assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+        assert_eq!(
+            bad.stdout,
+            format!(
+                "{id}  NOT INTACT at #4 (task 0, seq 3, ls): rows out of order: it links to #2, not to the \
+row before it\n"
+            )
+        );
+    }
+
+    /// A well-formed row added after the last of a sealed run, chained to
+    /// it: the seal covers the rows the run ended with, so verify fails.
+    fn verify_detects_a_row_appended_to_a_sealed_run(store) {
+        let (ws, id) = recorded_run(store);
+        let db = store.db(ws.path());
+        forge_row(&*db, &id, 4, 5, 5, &hash_of(&*db, &id, 4));
+        let bad = verify(ws.path());
+        assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+        assert_eq!(
+            bad.stdout,
+            format!(
+                "{id}  NOT INTACT: seal mismatch: the run's status, error or end time, a clock reading, or \
+rows at its end changed after it was sealed\n"
+            )
+        );
     }
 }
 

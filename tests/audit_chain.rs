@@ -1,9 +1,11 @@
 //! Runs chained to each other, the anchor, and the files refused as audit
-//! databases (issue 13, item 11), through the real binary and real SQLite
-//! files: a whole run deleted, edited or reordered; the newest run deleted
-//! and the file rolled back, against an anchor; a truncated, foreign or
-//! random file; an interrupted predecessor; concurrent runs; a schema 1
-//! database migrated. Each attack beside a control that must still pass.
+//! databases (issue 13, item 11), through the real binary: a whole run
+//! deleted, edited or reordered; the newest run deleted, the store cut
+//! short and the store rolled back, against an anchor; an interrupted
+//! predecessor; concurrent runs (each on both stores, `both_stores!`); and,
+//! of the SQLite file alone, a file rolled back to a copy, a truncated,
+//! foreign or random file, a schema 1 database migrated. Each attack beside
+//! a control that must still pass.
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! `sluice resume RUN --script FILE --live-from N`: after fixing a script,
 //! the calls before #N replay (touching nothing) and #N on run live,
-//! recorded as a new run linked to the old one.
+//! recorded as a new run linked to the old one; on both stores.
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Naming a run: ids whose first characters differ between runs, and
 //! `last` / `last~N` wherever a command takes a RUN (`audit show`,
-//! `export`, `verify`, `replay`, `resume`, and their `--json` forms).
+//! `export`, `verify`, `replay`, `resume`, and their `--json` forms), on
+//! both stores.
 
 mod common;
 
