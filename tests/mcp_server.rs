@@ -148,30 +148,31 @@ fn assert_calls(seen: &Value, ws: &Path, form: &str) {
     );
 }
 
-#[test]
-fn each_flow_kind_runs_through_the_door_over_stdio_in_every_protocol_form() {
-    for (form, protocol) in FORMS {
-        let ws = workspace();
-        let seen = drive("calls", form, Server::Stdio(ws.path(), &[]), &[]);
-        assert_eq!(seen["protocol"], protocol);
-        assert_calls(&seen, ws.path(), form);
-        let calls = recorded_calls(ws.path());
-        let flows: Vec<&str> = calls.iter().map(|c| c["flow"].as_str().unwrap()).collect();
-        assert_eq!(
-            flows,
-            [
-                "write",
-                "read",
-                "edit",
-                "grep",
-                "glob",
-                "ls",
-                "bash",
-                "shell_command"
-            ]
-        );
-        assert!(calls.iter().all(|c| c["client"] == CLIENT), "{calls:?}");
-        sluice_in(ws.path(), &["audit", "verify"]).ok();
+both_stores! {
+    fn each_flow_kind_runs_through_the_door_over_stdio_in_every_protocol_form(store) {
+        for (form, protocol) in FORMS {
+            let ws = workspace();
+            let seen = drive("calls", form, Server::Stdio(ws.path(), &[]), &[]);
+            assert_eq!(seen["protocol"], protocol);
+            assert_calls(&seen, ws.path(), form);
+            let calls = recorded_calls(ws.path());
+            let flows: Vec<&str> = calls.iter().map(|c| c["flow"].as_str().unwrap()).collect();
+            assert_eq!(
+                flows,
+                [
+                    "write",
+                    "read",
+                    "edit",
+                    "grep",
+                    "glob",
+                    "ls",
+                    "bash",
+                    "shell_command"
+                ]
+            );
+            assert!(calls.iter().all(|c| c["client"] == CLIENT), "{calls:?}");
+            sluice_in(ws.path(), &["audit", "verify"]).ok();
+        }
     }
 }
 
@@ -689,38 +690,39 @@ fn http_refuses_a_page_of_another_origin_and_serves_this_machines_own() {
     );
 }
 
-#[test]
-fn stdin_closing_ends_the_server_and_seals_its_one_run() {
-    let ws = workspace();
-    std::fs::write(ws.file("a.txt"), "hi\n").unwrap();
-    for _ in 0..2 {
-        drive(
-            "call",
-            "2026",
-            Server::Stdio(ws.path(), &[]),
-            &["--arg", &call_spec("read", json!({"path": "a.txt"}))],
+both_stores! {
+    fn stdin_closing_ends_the_server_and_seals_its_one_run(store) {
+        let ws = workspace();
+        std::fs::write(ws.file("a.txt"), "hi\n").unwrap();
+        for _ in 0..2 {
+            drive(
+                "call",
+                "2026",
+                Server::Stdio(ws.path(), &[]),
+                &["--arg", &call_spec("read", json!({"path": "a.txt"}))],
+            );
+        }
+        let list = sluice_in(ws.path(), &["audit", "list", "--json"]).ok();
+        let runs: Value = serde_json::from_str(&list.stdout).unwrap();
+        let runs = runs["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "one run per server process");
+        assert!(
+            runs.iter()
+                .all(|r| r["status"] == "ok" && r["script"] == "sluice mcp"),
+            "{runs:?}"
+        );
+        sluice_in(ws.path(), &["audit", "verify"]).ok();
+        // No script to re-run: replay says so, and where to look instead.
+        let replay = sluice_in(ws.path(), &["replay", "last"]);
+        assert_eq!(replay.code, 2);
+        assert!(
+            replay
+                .stderr
+                .contains("was served by sluice mcp: its calls came from an MCP client"),
+            "{}",
+            replay.stderr
         );
     }
-    let list = sluice_in(ws.path(), &["audit", "list", "--json"]).ok();
-    let runs: Value = serde_json::from_str(&list.stdout).unwrap();
-    let runs = runs["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "one run per server process");
-    assert!(
-        runs.iter()
-            .all(|r| r["status"] == "ok" && r["script"] == "sluice mcp"),
-        "{runs:?}"
-    );
-    sluice_in(ws.path(), &["audit", "verify"]).ok();
-    // No script to re-run: replay says so, and where to look instead.
-    let replay = sluice_in(ws.path(), &["replay", "last"]);
-    assert_eq!(replay.code, 2);
-    assert!(
-        replay
-            .stderr
-            .contains("was served by sluice mcp: its calls came from an MCP client"),
-        "{}",
-        replay.stderr
-    );
 }
 
 /// A loopback HTTP server answering every request with 200 and `hello`.

@@ -16,6 +16,7 @@ mod common;
 #[path = "common/model_server.rs"]
 mod model_server;
 
+use common::stores::{Kind, Store};
 use common::{denied, exported_calls, script_file, sluice_in, workspace, Run, Workspace, EMIT};
 use model_server::*;
 use serde_json::{json, Value};
@@ -1888,7 +1889,7 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-fn the_key_never_reaches_an_error_or_the_record(api: Api) {
+fn the_key_never_reaches_an_error_or_the_record(api: Api, store: &Store) {
     let ws = workspace();
     // A provider that echoes the key it got: in a refusal, in an error
     // status, in its reply's text, and in a stream it then cuts.
@@ -1953,6 +1954,14 @@ emit(e)
     assert_eq!(out[3]["code"], "request_failed", "{}", out[3]);
     assert_eq!(out[3]["text"], "key [redacted]", "{}", out[3]);
 
+    if store.kind == Kind::Postgres {
+        // The record's every row as text: the calls are there, the key not.
+        let bytes = store.bytes(ws.path());
+        let holds = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
+        assert!(holds("model:call:local/m"), "the dump holds no model call");
+        assert!(!holds(KEY), "the PostgreSQL record holds the key");
+        return;
+    }
     let store = ws.file(".sluice");
     let files = files_under(&store);
     assert!(files.iter().any(|f| f.ends_with("audit.db")), "{files:?}");
@@ -1966,14 +1975,14 @@ emit(e)
     }
 }
 
-#[test]
-fn openai_key_never_leaks() {
-    the_key_never_reaches_an_error_or_the_record(OpenAi);
-}
+both_stores! {
+    fn openai_key_never_leaks(store) {
+        the_key_never_reaches_an_error_or_the_record(OpenAi, store);
+    }
 
-#[test]
-fn anthropic_key_never_leaks() {
-    the_key_never_reaches_an_error_or_the_record(Anthropic);
+    fn anthropic_key_never_leaks(store) {
+        the_key_never_reaches_an_error_or_the_record(Anthropic, store);
+    }
 }
 
 // ---- 7. invalid input ----
@@ -2123,12 +2132,93 @@ print(second.text, call.name, call.input.path, table.concat(pieces))
     assert!(replay.stderr.contains("reproduced"), "{}", replay.stderr);
 }
 
-#[test]
-fn openai_run_replays() {
-    a_recorded_run_replays_without_the_server(OpenAi);
+both_stores! {
+    fn openai_run_replays(store) {
+        a_recorded_run_replays_without_the_server(OpenAi);
+    }
+
+    fn anthropic_run_replays(store) {
+        a_recorded_run_replays_without_the_server(Anthropic);
+    }
 }
 
-#[test]
-fn anthropic_run_replays() {
-    a_recorded_run_replays_without_the_server(Anthropic);
+// ---- 9. a conversation's record ----
+
+/// An agent loop of six turns, each sending the whole conversation so far
+/// and appending the reply and the next question: each message is kept
+/// once in the record however many turns send it, every turn's input
+/// reads back whole, an edit of one kept message fails `verify` at the
+/// first call that sent it, and the run replays without the server.
+fn a_conversation_keeps_each_message_once_and_reads_back_whole(api: Api) {
+    let ws = workspace();
+    let replies: Vec<String> = (1..=6).map(|i| format!("Reply {i}.")).collect();
+    let mut server = ModelServer::start(replies.iter().map(|r| api.text(r)).collect());
+    let script = format!(
+        "{EMIT}{}",
+        r#"
+local messages = {{role = "user", content = "Question 1?"}}
+for i = 1, 6 do
+  local r = assert(sluice.model{provider = "local", model = "m", messages = messages})
+  messages[#messages + 1] = {role = "assistant", content = r.text}
+  messages[#messages + 1] = {role = "user", content = "Question " .. (i + 1) .. "?"}
+end
+print(#messages, messages[#messages - 1].content)
+"#
+    );
+    let path = script_file(ws.path(), &script);
+    let mut all = flags(api, &server);
+    all.extend(["--credentials".to_string(), nowhere(&ws)]);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let first = common::run_script_with(ws.path(), &path, &all, &[]).ok();
+    assert_eq!(first.stdout, "13\tReply 6.\n");
+    assert_eq!(server.count(), 6);
+
+    // Turn k sent 2k - 1 messages, and the record gives each back whole.
+    let sent = |k: usize| -> Value {
+        let mut m = vec![json!({"role": "user", "content": "Question 1?"})];
+        for i in 1..k {
+            m.push(json!({"role": "assistant", "content": format!("Reply {i}.")}));
+            m.push(json!({"role": "user", "content": format!("Question {}?", i + 1)}));
+        }
+        Value::Array(m)
+    };
+    let calls = exported_calls(ws.path());
+    assert_eq!(calls.len(), 6, "{calls:?}");
+    for (k, c) in calls.iter().enumerate() {
+        assert_eq!(c["flow"], "model");
+        assert_eq!(c["input"]["messages"], sent(k + 1), "turn {}", k + 1);
+        assert_eq!(c["output"]["text"], replies[k]);
+    }
+    // 11 distinct messages were sent, 36 in all: each is kept once.
+    let db = Store::current().db(ws.path());
+    let kept: i64 = common::stores::one(&*db, "SELECT count(*) FROM outputs", &[]);
+    assert_eq!(kept, 11);
+    let ok = sluice_in(ws.path(), &["audit", "verify"]);
+    assert_eq!(ok.code, 0, "{}{}", ok.stdout, ok.stderr);
+
+    server.stop();
+    let replay = sluice_in(ws.path(), &["replay", "last"]);
+    assert_eq!(replay.code, 0, "{}{}", replay.stdout, replay.stderr);
+    assert_eq!(replay.stdout, first.stdout);
+
+    // The third question, first sent by turn 3, edited where it is kept.
+    let edited = common::stores::exec(
+        &*db,
+        "UPDATE outputs SET body = replace(body, 'Question 3?', 'Question 9?') WHERE body LIKE ?1",
+        &[sluice::internals::audit::db::Val::from("%Question 3?%")],
+    );
+    assert_eq!(edited, 1);
+    let bad = sluice_in(ws.path(), &["audit", "verify"]);
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    assert!(bad.stdout.contains("NOT INTACT at #3 "), "{}", bad.stdout);
+}
+
+both_stores! {
+    fn openai_conversation_record(store) {
+        a_conversation_keeps_each_message_once_and_reads_back_whole(OpenAi);
+    }
+
+    fn anthropic_conversation_record(store) {
+        a_conversation_keeps_each_message_once_and_reads_back_whole(Anthropic);
+    }
 }

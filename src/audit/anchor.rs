@@ -237,11 +237,17 @@ pub fn check(db: &dyn Db, anchor: &Anchor) -> Result<Check, String> {
         message,
     };
     if now < a {
+        // What a rollback of each store is: a file copied over it, a
+        // database restored from a backup.
+        let rolled_back = match db.backend() {
+            db::Backend::Sqlite => "the file was replaced by an older copy of itself",
+            db::Backend::Postgres => "the database was restored to an earlier state of itself",
+        };
         return Ok(verdict(
             Some(Failure::RolledBack),
             format!(
                 "rolled back: the anchor covers {a} runs and the newest run in the record is #{now}: \
-the newest {} deleted, or the file was replaced by an older copy of itself",
+the newest {} deleted, or {rolled_back}",
                 match a - now {
                     1 => "run was".to_string(),
                     k => format!("{k} runs were"),

@@ -34,6 +34,8 @@ pub fn driver(script: &str, scenario: &str, form: &str, server: Server, args: &[
             .join(script),
     )
     .env("PYTHONPATH", peers::mcp_python())
+    // The driver hands SLUICE_* on to a server it starts: the test's store.
+    .envs(super::stores::current_env())
     .stdin(Stdio::null())
     .args([scenario, "--form", form])
     .args(args);

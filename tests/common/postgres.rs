@@ -141,6 +141,54 @@ impl PgServer {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// Everything database `db` holds, as `pg_dump` writes it (plain SQL:
+    /// the schema, then every row's text in `COPY` blocks), taken as the
+    /// superuser over the socket. Panics on an error.
+    pub fn dump(&self, db: &str) -> Vec<u8> {
+        let out = Command::new(self.bin.join("pg_dump"))
+            .args(["-U", "postgres"])
+            .arg("-h")
+            .arg(&self.root)
+            .args(["-p", &self.port.to_string(), "-d", db])
+            .env_remove("PGPASSWORD")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run pg_dump");
+        assert!(
+            out.status.success(),
+            "pg_dump {db} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// Replaces database `db` with the state `dump` ([`PgServer::dump`])
+    /// holds: dropped (its sessions ended), created again for [`USER`],
+    /// and the dump loaded, as an operator restoring a backup would.
+    pub fn restore(&self, db: &str, dump: &[u8]) {
+        self.admin("postgres", &format!("DROP DATABASE {db} WITH (FORCE)"));
+        self.admin("postgres", &format!("CREATE DATABASE {db} OWNER {USER}"));
+        let mut child = Command::new(self.bin.join("psql"))
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", "postgres"])
+            .arg("-h")
+            .arg(&self.root)
+            .args(["-p", &self.port.to_string(), "-d", db])
+            .env_remove("PGPASSWORD")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run psql");
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(dump).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "loading the dump into {db} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     fn psql(&self, db: &str, sql: &str) -> Output {
         Command::new(self.bin.join("psql"))
             .args([

@@ -35,6 +35,12 @@ const MAX_STATEMENTS: usize = 512;
 /// A PostgreSQL audit store's connection.
 pub struct Postgres {
     session: RefCell<Session>,
+    link: Link,
+}
+
+/// What (re)connecting takes: shared with the thread a session's work may
+/// run on ([`off_runtime`]).
+struct Link {
     config: postgres::Config,
     tls: MakeRustlsConnect,
     /// The location, as errors show it (no password).
@@ -77,7 +83,7 @@ impl fmt::Debug for Postgres {
             .try_borrow()
             .map(|s| s.client.as_ref().is_some_and(|c| !c.is_closed()));
         f.debug_struct("Postgres")
-            .field("location", &self.shown)
+            .field("location", &self.link.shown)
             .field("connected", &connected.ok())
             .finish()
     }
@@ -119,9 +125,11 @@ impl Postgres {
                 durable_wanted: true,
                 durable_in_tx: false,
             }),
-            config,
-            tls,
-            shown: loc.to_string(),
+            link: Link {
+                config,
+                tls,
+                shown: loc.to_string(),
+            },
         };
         pg.with(|_| Ok(()))?;
         Ok(pg)
@@ -129,7 +137,7 @@ impl Postgres {
 
     /// The location this connects to, as errors show it.
     pub fn location(&self) -> &str {
-        &self.shown
+        &self.link.shown
     }
 
     /// Runs `sql`, any number of statements without parameters, in one
@@ -142,74 +150,31 @@ impl Postgres {
     }
 
     /// Runs `f` on a live session: connected first when none is, or when
-    /// the last was lost between transactions. The blocking client runs a
-    /// runtime of its own, which cannot start on a thread already driving
-    /// one (a script's thread reading its replay): there, `f` runs on a
-    /// thread of its own while the caller waits, as it would for the call.
+    /// the last was lost between transactions.
     fn with<T: Send>(&self, f: impl FnOnce(&mut Session) -> Result<T> + Send) -> Result<T> {
         let mut s = self.session.borrow_mut();
-        let (config, tls, shown) = (&self.config, &self.tls, self.shown.as_str());
-        let go = move |s: &mut Session| -> Result<T> {
-            live(s, config, tls, shown)?;
-            f(s)
-        };
-        if tokio::runtime::Handle::try_current().is_err() {
-            return go(&mut s);
-        }
         let s: &mut Session = &mut s;
-        std::thread::scope(|scope| {
-            scope
-                .spawn(move || go(s))
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        let link = &self.link;
+        off_runtime(move || {
+            let lost = s.client.as_ref().is_none_or(Client::is_closed);
+            if lost {
+                if s.in_tx {
+                    s.client = None;
+                    return Err(Error::new(
+                        ErrorKind::Unreachable,
+                        format!(
+                            "the connection to the audit store {} was lost inside a transaction, \
+                             which the server rolled back: roll back and begin it again",
+                            link.shown
+                        ),
+                    ));
+                }
+                link.reconnect(s)?;
+            }
+            f(s)
         })
     }
-}
 
-/// Makes `s` connected: again when its connection was lost between
-/// transactions; an error when it was lost inside one.
-fn live(
-    s: &mut Session,
-    config: &postgres::Config,
-    tls: &MakeRustlsConnect,
-    shown: &str,
-) -> Result<()> {
-    let lost = s.client.as_ref().is_none_or(Client::is_closed);
-    if !lost {
-        return Ok(());
-    }
-    if s.in_tx {
-        s.client = None;
-        return Err(Error::new(
-            ErrorKind::Unreachable,
-            format!(
-                "the connection to the audit store {shown} was lost inside a transaction, which \
-                 the server rolled back: roll back and begin it again"
-            ),
-        ));
-    }
-    reconnect(s, config, tls)
-}
-
-fn reconnect(s: &mut Session, config: &postgres::Config, tls: &MakeRustlsConnect) -> Result<()> {
-    s.client = None;
-    s.statements.clear();
-    s.durable_now = None;
-    s.durable_in_tx = false;
-    s.failed = None;
-    let mut client = config.connect(tls.clone()).map_err(|e| error(&e))?;
-    let settings = format!(
-        "SET synchronous_commit = {}; SET lock_timeout = '{LOCK_WAIT}'; \
-         SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION}'",
-        if s.durable_wanted { "on" } else { "off" }
-    );
-    client.batch_execute(&settings).map_err(|e| error(&e))?;
-    s.durable_now = Some(s.durable_wanted);
-    s.client = Some(client);
-    Ok(())
-}
-
-impl Postgres {
     /// Prepares `sql` (or takes it from the cache) and runs `f` with it.
     fn run<T: Send>(
         &self,
@@ -221,6 +186,54 @@ impl Postgres {
             let done = f(s.client(), &stmt);
             s.settle(done)
         })
+    }
+}
+
+/// Runs `work` where the blocking client may run. The client drives a
+/// tokio runtime of its own, which tokio refuses to start on a thread
+/// that is running another (a replay's record is read from the script's
+/// thread, as a SQLite one is): there, `work` runs on a thread beside it,
+/// which the caller waits for, as it would for the query itself.
+fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return work();
+    }
+    std::thread::scope(|scope| match scope.spawn(work).join() {
+        Ok(done) => done,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+impl Drop for Postgres {
+    /// Closing the client runs its runtime too: off a runtime's thread.
+    fn drop(&mut self) {
+        let client = self.session.get_mut().client.take();
+        if client.is_some() {
+            off_runtime(move || drop(client));
+        }
+    }
+}
+
+impl Link {
+    fn reconnect(&self, s: &mut Session) -> Result<()> {
+        s.client = None;
+        s.statements.clear();
+        s.durable_now = None;
+        s.durable_in_tx = false;
+        s.failed = None;
+        let mut client = self
+            .config
+            .connect(self.tls.clone())
+            .map_err(|e| error(&e))?;
+        let settings = format!(
+            "SET synchronous_commit = {}; SET lock_timeout = '{LOCK_WAIT}'; \
+             SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION}'",
+            if s.durable_wanted { "on" } else { "off" }
+        );
+        client.batch_execute(&settings).map_err(|e| error(&e))?;
+        s.durable_now = Some(s.durable_wanted);
+        s.client = Some(client);
+        Ok(())
     }
 }
 
@@ -404,7 +417,8 @@ impl Db for Postgres {
             s.durable_in_tx = false;
             return Ok(());
         }
-        match s.end("ROLLBACK") {
+        let s: &mut Session = &mut s;
+        match off_runtime(move || s.end("ROLLBACK")) {
             Err(e) if e.kind == ErrorKind::Unreachable => Ok(()),
             done => done,
         }

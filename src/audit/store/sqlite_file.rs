@@ -474,6 +474,39 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_4_database_gains_the_lease_and_its_runs_verify_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        schema_at(&path, 4);
+        let conn = open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 5);
+        // Runs from before leases hold lease 1, no owner; their rows none.
+        let old = "SELECT count(*) FROM runs WHERE id = 'old' AND attempt = 1 AND owner IS NULL";
+        assert_eq!(count(&conn, old), 1);
+        let rows = "SELECT count(*) FROM calls WHERE run = 'old' AND attempt IS NULL";
+        assert_eq!(count(&conn, rows), 5);
+        // A run recorded after it carries its owner and lease on each row.
+        let msgs = messages(2);
+        let new = (0..2).map(|k| model_row(k as u64 + 1, model_input(&msgs, k)));
+        record_run(&path, "new", new.collect());
+        let leased = "SELECT count(*) FROM calls WHERE run = 'new' AND attempt = 1";
+        assert_eq!(count(&conn, leased), 2);
+        let owner: String = conn
+            .query_row("SELECT owner FROM runs WHERE id = 'new'", [], |r| r.get(0))
+            .unwrap();
+        assert!(owner.starts_with(&format!(
+            "{}:{}:",
+            crate::audit::lease::host(),
+            std::process::id()
+        )));
+        let verdicts = verify_all(&conn).unwrap();
+        assert!(verdicts.iter().all(|v| v.intact), "{verdicts:?}");
+    }
+
+    #[test]
     fn a_schema_3_database_gains_the_client_column_and_its_runs_verify_as_they_were() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
@@ -482,7 +515,7 @@ mod tests {
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 4);
+        assert_eq!(version, SCHEMA_VERSION);
         // The old rows have no client: NULL, which their hashes never covered.
         let without: i64 = count(
             &conn,
