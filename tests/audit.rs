@@ -674,7 +674,6 @@ both_stores! {
 
 both_stores! {
     fn a_run_killed_during_an_irreversible_call_is_interrupted_with_an_unknown_outcome(store)
-    pending_on_postgres("a killed run stays `running` on PostgreSQL (no sweep, no lease to take over) until the fencing work lets resume take it over")
     {
         let ws = workspace();
         std::fs::write(ws.file("hold"), "").unwrap();
@@ -861,7 +860,6 @@ both_stores! {
 
 both_stores! {
     fn resume_continues_after_a_kill_without_repeating_done_calls(store)
-    pending_on_postgres("a killed run stays `running` on PostgreSQL (no sweep, no lease to take over) until the fencing work lets resume take it over")
     {
         let ws = workspace();
         let script = r#"
@@ -932,7 +930,6 @@ end
 
 both_stores! {
     fn resume_stops_at_an_unknown_outcome_unless_told_to_retry_it(store)
-    pending_on_postgres("a killed run stays `running` on PostgreSQL (no sweep, no lease to take over) until the fencing work lets resume take it over")
     {
         let ws = workspace();
         // The command holds while `hold` exists, so the kill lands inside it.
@@ -1133,7 +1130,6 @@ both_stores! {
 
 both_stores! {
     fn a_resume_keeps_the_run_ceiling_and_judges_recorded_refusals_again(store)
-    pending_on_postgres("a killed run stays `running` on PostgreSQL (no sweep, no lease to take over) until the fencing work lets resume take it over")
     {
         let ws = workspace();
         std::fs::write(ws.file("hold"), "").unwrap();
@@ -1196,7 +1192,6 @@ both_stores! {
 
 both_stores! {
     fn jobs_started_after_a_resume_are_numbered_after_the_recorded_ones(store)
-    pending_on_postgres("a killed run stays `running` on PostgreSQL (no sweep, no lease to take over) until the fencing work lets resume take it over")
     {
         let ws = workspace();
         std::fs::write(ws.file("hold"), "").unwrap();

@@ -523,7 +523,6 @@ both_stores! {
 
 both_stores! {
     fn a_killed_predecessor_is_chained_by_its_last_row_so_rows_cut_from_its_end_show(store)
-    pending_on_postgres("a killed run stays `running` on PostgreSQL (no sweep, no lease to take over) until the fencing work lets resume take it over")
     {
         let ws = workspace();
         std::fs::write(ws.file("hold"), "").unwrap();
