@@ -162,7 +162,6 @@ pub fn open(path: &Path) -> Result<Connection, String> {
 /// Whether a file is at `path` (`false`: none yet), and if one is, that it
 /// can be an audit database: not empty, and SQLite.
 fn check_file(path: &Path) -> Result<bool, String> {
-    use std::io::Read;
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
@@ -177,20 +176,39 @@ fn check_file(path: &Path) -> Result<bool, String> {
             "is empty (0 bytes): it was truncated, or never written by sluice",
         ));
     }
-    let mut start = Vec::with_capacity(SQLITE_MAGIC.len());
-    std::fs::File::open(path)
-        .and_then(|f| f.take(SQLITE_MAGIC.len() as u64).read_to_end(&mut start))
-        .map_err(|e| format!("audit database {}: {e}", path.display()))?;
-    if start != SQLITE_MAGIC {
-        let shown: Vec<String> = start.iter().take(8).map(|b| format!("{b:02x}")).collect();
-        let what = format!(
-            "is not a SQLite database ({} bytes, beginning {})",
-            meta.len(),
-            shown.join(" ")
-        );
-        return Err(refusal(path, &what));
+    // Asked of SQLite, not read through a descriptor of our own: closing a
+    // second descriptor of a file drops every POSIX lock this process holds
+    // on it, a live connection's too, and another process may then delete
+    // the write-ahead log under it.
+    let flags =
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let probe = Connection::open_with_flags(path, flags)
+        .and_then(|c| c.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)));
+    match probe {
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
+            Err(not_sqlite(path, meta.len()))
+        }
+        // Busy or locked: a database another writer holds, read later.
+        _ => Ok(true),
     }
-    Ok(true)
+}
+
+/// The refusal of a file that is not SQLite, naming its first bytes (read
+/// here: no connection of ours holds locks on a file SQLite refused).
+fn not_sqlite(path: &Path, len: u64) -> String {
+    use std::io::Read;
+    let mut start = Vec::with_capacity(SQLITE_MAGIC.len());
+    let read = std::fs::File::open(path)
+        .and_then(|f| f.take(SQLITE_MAGIC.len() as u64).read_to_end(&mut start));
+    if let Err(e) = read {
+        return format!("audit database {}: {e}", path.display());
+    }
+    let shown: Vec<String> = start.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let what = format!(
+        "is not a SQLite database ({len} bytes, beginning {})",
+        shown.join(" ")
+    );
+    refusal(path, &what)
 }
 
 /// That the SQLite database `conn` opened is a sluice audit store: this
@@ -471,6 +489,35 @@ mod tests {
         );
         let kept: i64 = count(&conn, "SELECT count(*) FROM calls WHERE parts IS NOT NULL");
         assert_eq!(kept, 3);
+    }
+
+    #[test]
+    fn opening_a_record_again_keeps_a_live_connections_locks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let live = open(&path).unwrap();
+        standard(&live, "held");
+        let wal = dir.path().join("audit.db-wal");
+        assert!(wal.exists(), "WAL mode keeps a log beside the database");
+        // Opened again (resume reads, then writes): the check of the file
+        // must not drop the live connection's locks.
+        drop(open_existing(&path).unwrap());
+        // Another process that thinks it is the last connection would
+        // checkpoint and delete the log under the live one.
+        let other = std::process::Command::new("python3")
+            .arg("-c")
+            .arg("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM runs').fetchall(); c.close()")
+            .arg(&path)
+            .status()
+            .expect("python3 runs (scripts/test installs it)");
+        assert!(other.success());
+        assert!(
+            wal.exists(),
+            "the live connection's log survives another reader's close"
+        );
+        standard(&live, "after");
+        let runs = count(&live, "SELECT count(*) FROM runs");
+        assert_eq!(runs, 2);
     }
 
     #[test]
