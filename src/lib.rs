@@ -95,8 +95,12 @@ pub mod embed {
     pub use crate::runtime::extend::{CustomFlow, FlowInfo, Granted, Reach};
 }
 
-/// The audit reader: a run's record, loaded to replay or resume it.
+/// The audit reader: a run's record, loaded to replay or resume it, and
+/// where a record is ([`Location`](record::Location): a SQLite file or a
+/// PostgreSQL database, which `RuntimeBuilder::audit` takes).
 pub mod record {
-    pub use crate::audit::replay::{Mode, Record, RunRecord};
+    pub use crate::audit::location::{Location, PgLocation, SslMode};
+    pub use crate::audit::open::{for_reading, password, Opened};
+    pub use crate::audit::replay::{Mode, Opener, Record, Reopen, RunRecord};
     pub use crate::audit::store::{open_existing, SCHEMA_VERSION};
 }
