@@ -877,12 +877,9 @@ impl Writer {
             }
             self.db.commit()
         })();
-        match (result.is_ok(), self.renewing.take()) {
-            (true, Some((at, until))) => {
-                self.renewed = at;
-                self.lease_until.store(until, Ordering::SeqCst);
-            }
-            _ => {}
+        if let (true, Some((at, until))) = (result.is_ok(), self.renewing.take()) {
+            self.renewed = at;
+            self.lease_until.store(until, Ordering::SeqCst);
         }
         if result.is_err() {
             let _ = self.db.rollback();
