@@ -55,23 +55,23 @@ pub fn password(loc: &Location, credentials: Option<&Path>) -> Option<String> {
 /// Opens the record at `loc` to write: a SQLite file is created when
 /// missing, a PostgreSQL database gets its schema on first use.
 pub fn for_writing(loc: &Location, password: Option<&str>) -> Result<Opened, String> {
-    let db: Box<dyn Db + Send> = match loc {
-        Location::Sqlite(path) => Box::new(store::open(path)?),
-        Location::Postgres(pg) => postgres(pg, password)?,
-    };
-    Ok(Opened {
-        db,
-        at: loc.clone(),
-        name: loc.to_string(),
-        again: reader(loc, password),
-    })
+    opened(loc, password, store::open)
 }
 
 /// Opens the record at `loc` to read it: a SQLite file that is missing or
 /// not a record is an error saying so.
 pub fn for_reading(loc: &Location, password: Option<&str>) -> Result<Opened, String> {
+    opened(loc, password, store::open_existing)
+}
+
+/// The record at `loc`, a SQLite file opened by `sqlite`.
+fn opened(
+    loc: &Location,
+    password: Option<&str>,
+    sqlite: fn(&Path) -> Result<rusqlite::Connection, String>,
+) -> Result<Opened, String> {
     let db: Box<dyn Db + Send> = match loc {
-        Location::Sqlite(path) => Box::new(store::open_existing(path)?),
+        Location::Sqlite(path) => Box::new(sqlite(path)?),
         Location::Postgres(pg) => postgres(pg, password)?,
     };
     Ok(Opened {

@@ -18,6 +18,7 @@ use super::location::PgLocation;
 
 /// What a sluice built without the `postgres` feature says when a
 /// `postgres://` location is used.
+#[cfg_attr(feature = "postgres", allow(dead_code))]
 pub const NOT_BUILT: &str =
     "this sluice was built without PostgreSQL support: build with --features postgres";
 
@@ -35,8 +36,11 @@ mod tls;
 mod value;
 
 #[cfg(feature = "postgres")]
-pub use client::{Postgres, STORE_LOCK};
-#[cfg(feature = "postgres")]
+pub use client::Postgres;
+// The lock's key and the schema's marker: the tests see them (internals).
+#[cfg(all(feature = "postgres", feature = "internals"))]
+pub use client::STORE_LOCK;
+#[cfg(all(feature = "postgres", feature = "internals"))]
 pub use schema::APPLICATION;
 
 /// Connects to the store at `loc` with `password` (from

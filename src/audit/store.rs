@@ -78,7 +78,9 @@ use std::path::{Path, PathBuf};
 
 pub mod sqlite_file;
 
-pub use sqlite_file::{open, open_existing, APPLICATION_ID};
+#[cfg(any(test, feature = "internals"))]
+pub use sqlite_file::APPLICATION_ID;
+pub use sqlite_file::{open, open_existing};
 
 /// The schema version this build writes; older databases are migrated.
 pub const SCHEMA_VERSION: i64 = 5;

@@ -135,11 +135,6 @@ impl Postgres {
         Ok(pg)
     }
 
-    /// The location this connects to, as errors show it.
-    pub fn location(&self) -> &str {
-        &self.link.shown
-    }
-
     /// Runs `sql`, any number of statements without parameters, in one
     /// round trip (a schema's creation).
     pub fn batch(&self, sql: &str) -> Result<()> {

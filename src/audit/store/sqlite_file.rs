@@ -454,6 +454,20 @@ mod tests {
         standard(&conn, "old");
     }
 
+    /// A database made at schema `version` holding run `old`, opened (and
+    /// so migrated) as sluice opens one: its folder, path and connection.
+    fn migrated_from(version: usize) -> (tempfile::TempDir, std::path::PathBuf, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        schema_at(&path, version);
+        let conn = open(&path).unwrap();
+        let now: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(now, SCHEMA_VERSION);
+        (dir, path, conn)
+    }
+
     /// The one number a `SELECT count(*) ...` gives.
     fn count(conn: &Connection, sql: &str) -> i64 {
         conn.query_row(sql, [], |r| r.get(0)).unwrap()
@@ -461,14 +475,7 @@ mod tests {
 
     #[test]
     fn a_schema_2_database_migrates_and_its_runs_verify_as_they_were() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.db");
-        schema_at(&path, 2);
-        let conn = open(&path).unwrap();
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
+        let (_dir, path, conn) = migrated_from(2);
         let parts: Option<String> = conn
             .query_row(
                 "SELECT parts FROM calls WHERE run = 'old' AND n = 1",
@@ -522,14 +529,7 @@ mod tests {
 
     #[test]
     fn a_schema_4_database_gains_the_lease_and_its_runs_verify_as_they_were() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.db");
-        schema_at(&path, 4);
-        let conn = open(&path).unwrap();
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, 5);
+        let (_dir, path, conn) = migrated_from(4);
         // Runs from before leases hold lease 1, no owner; their rows none.
         let old = "SELECT count(*) FROM runs WHERE id = 'old' AND attempt = 1 AND owner IS NULL";
         assert_eq!(count(&conn, old), 1);
@@ -555,14 +555,7 @@ mod tests {
 
     #[test]
     fn a_schema_3_database_gains_the_client_column_and_its_runs_verify_as_they_were() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.db");
-        schema_at(&path, 3);
-        let conn = open(&path).unwrap();
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
+        let (_dir, path, conn) = migrated_from(3);
         // The old rows have no client: NULL, which their hashes never covered.
         let without: i64 = count(
             &conn,
