@@ -656,7 +656,8 @@ fn resumes_of_one_run_started_at_once_run_its_calls_once() {
         if out.status.code() == Some(2) {
             assert!(
                 stderr.contains(&format!(
-                    "run {id} is being resumed right now by another sluice"
+                    "run {id} is being resumed right now by {}:",
+                    hostname()
                 )) || stderr.contains(&format!("run {id} was already resumed as run ")),
                 "{stderr}"
             );
@@ -667,6 +668,14 @@ fn resumes_of_one_run_started_at_once_run_its_calls_once() {
     }
     assert_eq!(refused, 3);
     assert_eq!(runs_of(&ws), 1);
+}
+
+/// When process `pid` started, in clock ticks after boot (field 22 of
+/// /proc/PID/stat), as a lease names it.
+fn process_start_of(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
 }
 
 #[test]
@@ -688,11 +697,16 @@ fn a_resume_under_way_holds_off_another_resume_of_the_same_run() {
     }
     let second = on_record(&ws, &["resume", &id, "--approve", &grant]);
     assert_eq!(second.code, 2, "{}", second.stderr);
+    // The refusal names the resume under way: its host, pid and start.
     assert_eq!(
         second.stderr,
         format!(
-            "sluice: run {id} is being resumed right now by another sluice; wait for that resume to end, then resume \
-             the run it records instead (`sluice audit list` shows it), so no call runs twice\n"
+            "sluice: run {id} is being resumed right now by {}:{}:{}; only one resume of a run proceeds: \
+             wait for that one to end, then resume the run it records instead (`sluice audit list` shows it), \
+             so no call runs twice\n",
+            hostname(),
+            first.id(),
+            process_start_of(first.id())
         )
     );
     fs::write(ws.file("go"), "").unwrap();

@@ -10,6 +10,7 @@ use common::postgres::{PgOptions, PgServer};
 use sluice::internals::audit::db::{Begin, Db, ErrorKind, Val};
 use sluice::internals::audit::location::{Location, PgLocation};
 use sluice::internals::audit::postgres::{self, Postgres};
+use sluice::internals::audit::store;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -353,7 +354,7 @@ fn four_connections_opening_a_new_database_at_once_create_the_schema_once() {
             &db,
             "SELECT count(*) || ' ' || max(version) || ' ' || max(application) FROM sluice_schema"
         ),
-        "1 4 sluice audit store"
+        format!("1 {} sluice audit store", store::SCHEMA_VERSION)
     );
     assert_eq!(
         server.admin(&db, "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'"),
@@ -372,7 +373,7 @@ fn shape(server: &PgServer, db: &str) -> String {
 }
 
 #[test]
-fn the_schema_matches_sqlite_s_version_4_column_for_column() {
+fn the_schema_matches_sqlite_s_column_for_column() {
     let (url, _db) = new_store();
     let server = PgServer::shared();
     let columns = shape(server, &dbname(&url));
@@ -442,7 +443,11 @@ fn a_store_of_a_newer_sluice_is_refused_and_left_as_it_was() {
     drop(db);
     let server = PgServer::shared();
     let name = dbname(&url);
-    server.admin(&name, "UPDATE sluice_schema SET version = 5");
+    let newer = store::SCHEMA_VERSION + 1;
+    server.admin(
+        &name,
+        &format!("UPDATE sluice_schema SET version = {newer}"),
+    );
     server.admin(
         &name,
         "INSERT INTO outputs (sha256, body) VALUES ('k', 'v')",
@@ -453,7 +458,10 @@ fn a_store_of_a_newer_sluice_is_refused_and_left_as_it_was() {
     );
     let e = postgres::open(&loc(&url), Some(server.password())).unwrap_err();
     assert!(
-        e.contains("schema version 5, newer than this sluice knows (4)"),
+        e.contains(&format!(
+            "schema version {newer}, newer than this sluice knows ({})",
+            store::SCHEMA_VERSION
+        )),
         "{e}"
     );
     assert!(

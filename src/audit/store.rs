@@ -85,17 +85,6 @@ pub use sqlite_file::{open, open_existing};
 /// The schema version this build writes; older databases are migrated.
 pub const SCHEMA_VERSION: i64 = 5;
 
-/// Schema 5, the same text on both backends: the lease of the process
-/// writing a run (`runs.owner`, `runs.attempt`, an attempt number that
-/// only grows), and the attempt each row was written under
-/// (`calls.attempt`; NULL for rows written before schema 5).
-pub const LEASE_COLUMNS: &str = "
-ALTER TABLE runs ADD COLUMN owner TEXT;
-ALTER TABLE runs ADD COLUMN attempt BIGINT NOT NULL DEFAULT 1;
-ALTER TABLE runs ADD COLUMN lease_ms BIGINT;
-ALTER TABLE calls ADD COLUMN attempt BIGINT;
-";
-
 /// A call's output as the database gives it back, stored inline or by
 /// content: use it where a query selects `output` (a macro, so `concat!`
 /// can build query text with it).

@@ -28,7 +28,14 @@ const CREATED: i64 = 4;
 /// Each step takes the schema from version `CREATED + index` to the next:
 /// none yet. A new SQLite migration needs its step here too (the
 /// assertion below holds the two together).
-const STEPS: &[&str] = &[store::LEASE_COLUMNS];
+const STEPS: &[&str] = &[
+    // Schema 5, as SQLite's: the lease of the process writing a run, and
+    // the lease each row was written under.
+    "ALTER TABLE runs ADD COLUMN owner TEXT COLLATE \"C\";
+     ALTER TABLE runs ADD COLUMN attempt BIGINT NOT NULL DEFAULT 1;
+     ALTER TABLE runs ADD COLUMN lease_ms BIGINT;
+     ALTER TABLE calls ADD COLUMN attempt BIGINT;",
+];
 
 const _: () = assert!(
     CREATED + STEPS.len() as i64 == store::SCHEMA_VERSION,

@@ -125,7 +125,14 @@ ALTER TABLE contents RENAME TO outputs;
     r#"
 ALTER TABLE calls ADD COLUMN client TEXT;
 "#,
-    super::LEASE_COLUMNS,
+    // Schema 5: the lease of the process writing a run (`runs.owner`,
+    // `attempt`, `lease_ms`) and the lease each row was written under.
+    r#"
+ALTER TABLE runs ADD COLUMN owner TEXT;
+ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE runs ADD COLUMN lease_ms INTEGER;
+ALTER TABLE calls ADD COLUMN attempt INTEGER;
+"#,
 ];
 
 /// Opens (creating when missing) the database at `path`, in WAL mode, at
