@@ -73,6 +73,21 @@ fn delete_run(db: &dyn Db, id: &str) {
     );
 }
 
+/// That `verify --anchor A` fails: A covered 2 runs, the record holds 1.
+fn assert_rolled_back_to_one_run(ws: &Path, a: &str, store: &common::stores::Store) {
+    let out = verify(ws, &["--anchor", a]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.ends_with(&format!(
+            "anchor {a}: NOT HELD: rolled back: the anchor covers 2 runs and the newest run in the record \
+is #1: the newest run was deleted, or {}\n",
+            rolled_back(store)
+        )),
+        "{}",
+        out.stdout
+    );
+}
+
 fn verify(ws: &Path, extra: &[&str]) -> Run {
     let mut args = vec!["audit", "verify"];
     args.extend(extra);
@@ -285,17 +300,7 @@ both_stores! {
         delete_run(&*store.db(ws.path()), &second);
         // What a chain alone cannot show: the shorter record is intact.
         assert_eq!(verify(ws.path(), &[]).code, 0);
-        let out = verify(ws.path(), &["--anchor", &a]);
-        assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-        assert!(
-            out.stdout.ends_with(&format!(
-                "anchor {a}: NOT HELD: rolled back: the anchor covers 2 runs and the newest run in the record \
-is #1: the newest run was deleted, or {}\n",
-                rolled_back(store)
-            )),
-            "{}",
-            out.stdout
-        );
+        assert_rolled_back_to_one_run(ws.path(), &a, store);
         let (code, report) = verify_json(ws.path(), &["--anchor", &a]);
         assert_eq!((code, &report["intact"]), (1, &json!(false)));
         assert_eq!(report["anchor"]["failure"], "rolled_back");
@@ -358,17 +363,7 @@ both_stores! {
         assert_eq!(out.code, 0, "the earlier state is intact on its own: {}", out.stdout);
         let listed = sluice_in(ws.path(), &["audit", "list"]);
         assert!(!listed.stdout.contains(&second[..8]), "{}", listed.stdout);
-        let out = verify(ws.path(), &["--anchor", &a]);
-        assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-        assert!(
-            out.stdout.ends_with(&format!(
-                "anchor {a}: NOT HELD: rolled back: the anchor covers 2 runs and the newest run in the record \
-is #1: the newest run was deleted, or {}\n",
-                rolled_back(store)
-            )),
-            "{}",
-            out.stdout
-        );
+        assert_rolled_back_to_one_run(ws.path(), &a, store);
         let other = record(ws.path(), 3);
         let (code, report) = verify_json(ws.path(), &["--anchor", &a]);
         assert_eq!(code, 1, "{report}");
