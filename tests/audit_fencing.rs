@@ -55,10 +55,6 @@ fn signal(child: &Child, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(pid, sig).expect("signal the run");
 }
 
-fn stderr_of_text(s: &str) -> &str {
-    s
-}
-
 fn stderr_of(child: Child) -> (i32, String) {
     let out = child.wait_with_output().expect("wait for sluice");
     (
@@ -109,8 +105,8 @@ both_stores! {
         while !ws.path().join("two").exists() {
             if winner.try_wait().unwrap().is_some() || Instant::now() > deadline {
                 let _ = winner.kill();
-                let (code, err) = stderr_of(winner);
-                panic!("the winner did not proceed (exit {code}): {err}\nthe loser said: {}", stderr_of_text(&err));
+                let (its_code, its_err) = stderr_of(winner);
+                panic!("the winner did not proceed (exit {its_code}): {its_err}\nthe loser said: {err}");
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -533,12 +533,20 @@ pub fn calls_after(
     after: i64,
     limit: usize,
 ) -> db::Result<Vec<StoredCall>> {
-    let mut found = Vec::with_capacity(limit);
-    db.each(
-        &format!(
-            "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND n > ?2 ORDER BY n LIMIT ?3"
-        ),
+    calls_where(
+        "run = ?1 AND n > ?2 ORDER BY n LIMIT ?3",
+        db,
         vals![run, after, limit],
+    )
+}
+
+/// The calls `SELECT`ed with `filter` (what follows `WHERE`), as a replay
+/// reads them.
+fn calls_where(filter: &str, db: &dyn Db, params: &[Val]) -> db::Result<Vec<StoredCall>> {
+    let mut found = Vec::new();
+    db.each(
+        &format!("SELECT {REPLAY_COLUMNS} FROM calls WHERE {filter}"),
+        params,
         &mut |row| {
             found.push(StoredCall::of(row)?);
             Ok(())
@@ -554,19 +562,12 @@ pub fn calls_under(db: &dyn Db, run: &str, task: &str) -> db::Result<Vec<StoredC
     // The prefix is given whole: PostgreSQL infers no type for a
     // parameter inside `length()` or `||`.
     let prefix = format!("{task}.");
-    let mut found = Vec::new();
-    db.each(
-        &format!(
-            "SELECT {REPLAY_COLUMNS} FROM calls WHERE run = ?1 AND status IS NOT NULL
-               AND (task = ?2 OR substr(task, 1, length(CAST(?3 AS TEXT))) = ?3)"
-        ),
+    calls_where(
+        "run = ?1 AND status IS NOT NULL
+           AND (task = ?2 OR substr(task, 1, length(CAST(?3 AS TEXT))) = ?3)",
+        db,
         vals![run, task, prefix],
-        &mut |row| {
-            found.push(StoredCall::of(row)?);
-            Ok(())
-        },
-    )?;
-    Ok(found)
+    )
 }
 
 /// How many calls run `run` holds.
