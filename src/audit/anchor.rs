@@ -103,12 +103,14 @@ struct Hashes {
     id: String,
     status: String,
     head: String,
+    /// Its seal; for a run copied in from another store, its hash of its
+    /// place here, which stands for its seal in this store.
     seal: Option<String>,
 }
 
 /// Run #`n` (the newest when `None`), its head and seal.
 fn run_at(db: &dyn Db, n: Option<i64>) -> Result<Option<Hashes>, String> {
-    let select = "SELECT n, id, status, head, seal FROM runs";
+    let select = "SELECT n, id, status, head, coalesce(joined, seal) FROM runs";
     let found = match n {
         Some(n) => db.first(&format!("{select} WHERE n = ?1"), vals![n]),
         None => db.first(
@@ -137,14 +139,8 @@ pub fn head(db: &dyn Db) -> Result<Head, String> {
         "the audit database holds no runs yet: there is nothing to anchor; `sluice run` records one"
             .to_string()
     })?;
-    let rows = rows::call_count(db, &newest.id).map_err(rows::db)?;
-    // Its seal, else its last row, else its head: the newest of its hashes.
-    let tip = match &newest.seal {
-        Some(seal) => seal.clone(),
-        None => rows::last_row_hash(db, &newest.id)
-            .map_err(rows::db)?
-            .unwrap_or_else(|| newest.head.clone()),
-    };
+    let (tip, rows) =
+        rows::tip(db, &newest.id, &newest.head, newest.seal.as_deref()).map_err(rows::db)?;
     let covers = match (newest.seal.is_some(), rows) {
         (true, _) => Covers::Seal,
         (false, 0) => Covers::Head,

@@ -26,6 +26,13 @@
 //!   every clock reading and the final status, so dropping the last rows or
 //!   an outcome, or rewriting the status, shows too.
 //!
+//! - `joined`, for a run `sluice audit copy` brought in from another store:
+//!   its head keeps covering the link it was recorded with there (kept in
+//!   `origin`), and this hash covers the run's head, its tip (seal, else
+//!   last row, else head) and row count, and its link in this store, so
+//!   the run after it commits to it in place of its seal, and the run
+//!   cannot move, or lose rows, inside this store unseen;
+//!
 //! - the `anchor`, for keeping outside the database: SHA-256 of the number
 //!   of runs and the newest run's seal (or last row, or head), so a record
 //!   rolled back to an older copy, or whose newest run was deleted, no longer
@@ -207,6 +214,20 @@ pub fn anchor(runs: i64, tip: &str) -> String {
     h.finish()
 }
 
+/// The hash of a copied run's place in the store it was copied into: its
+/// `head`, `tip` (its seal, else its last row's hash, else its head) and
+/// `rows` (how many it holds), and `link`, its place and predecessor there.
+pub fn joined(head: &str, tip: &str, rows: i64, link: &RunLink) -> String {
+    let mut h = Hasher::new("joined");
+    h.text(head);
+    h.text(tip);
+    h.int(rows);
+    h.int(link.n);
+    h.opt(link.prior);
+    h.opt(link.prior_rows.map(|k| k.to_string()).as_deref());
+    h.finish()
+}
+
 pub fn call(prev: &str, c: &CallIntent) -> String {
     let mut h = Hasher::new("call");
     h.text(prev);
@@ -373,6 +394,23 @@ mod tests {
             run_head(Some(link(2, Some("a"), Some(1)))),
             run_head(Some(link(2, Some("a"), Some(0))))
         );
+    }
+
+    #[test]
+    fn a_copy_link_covers_the_tip_the_rows_and_the_place() {
+        let link = |n, prior| RunLink {
+            n,
+            prior,
+            prior_rows: None,
+        };
+        let base = joined("h", "t", 3, &link(4, Some("p")));
+        assert_eq!(base, joined("h", "t", 3, &link(4, Some("p"))));
+        assert_ne!(base, joined("g", "t", 3, &link(4, Some("p"))));
+        assert_ne!(base, joined("h", "u", 3, &link(4, Some("p"))));
+        assert_ne!(base, joined("h", "t", 2, &link(4, Some("p"))));
+        assert_ne!(base, joined("h", "t", 3, &link(5, Some("p"))));
+        assert_ne!(base, joined("h", "t", 3, &link(4, Some("q"))));
+        assert_ne!(base, joined("h", "t", 3, &link(4, None)));
     }
 
     #[test]

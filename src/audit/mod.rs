@@ -23,6 +23,7 @@
 
 pub mod anchor;
 pub mod chain;
+pub mod copy;
 pub mod db;
 pub mod export;
 pub mod lease;

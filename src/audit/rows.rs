@@ -21,7 +21,7 @@ use std::collections::HashMap;
 
 const RUN_COLUMNS: &str = "id, script, script_sha256, policies, args, workspace, started_ms, \
 ended_ms, status, error, version, random_seed, resumed_from, pid, pid_start, head, seal, ceiling, \
-n, prior, prior_rows";
+n, prior, prior_rows, origin, joined";
 
 /// A call's columns, `output` resolved: inline, or the body kept by
 /// content. What the views show.
@@ -82,6 +82,82 @@ pub struct StoredRun {
     pub(super) n: Option<i64>,
     pub(super) prior: Option<String>,
     pub(super) prior_rows: Option<i64>,
+    /// The link its head covers when it was copied in from another store.
+    pub(super) origin: Option<Origin>,
+    /// A copied run's hash of its place here ([`super::chain::joined`]).
+    pub(super) joined: Option<String>,
+}
+
+/// The link a copied run's head covers: the one it was recorded with, in
+/// the store it was recorded in (the `origin` column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Recorded before runs were chained: its head covers no link.
+    Unchained,
+    /// Its place and predecessor there.
+    Link {
+        n: i64,
+        prior: Option<String>,
+        prior_rows: Option<i64>,
+    },
+    /// The column holds something else: edited.
+    Unreadable(String),
+}
+
+impl Origin {
+    /// The `origin` column's JSON text for `link` (`None`: unchained).
+    pub fn text(link: Option<&RunLink>) -> String {
+        let value = match link {
+            None => serde_json::json!({"unchained": true}),
+            Some(l) => serde_json::json!({"n": l.n, "prior": l.prior, "priorRows": l.prior_rows}),
+        };
+        value.to_string()
+    }
+
+    /// Reads the `origin` column.
+    pub fn parse(text: &str) -> Origin {
+        let Ok(Value::Object(o)) = serde_json::from_str::<Value>(text) else {
+            return Origin::Unreadable(text.to_string());
+        };
+        if o.get("unchained") == Some(&Value::Bool(true)) && o.len() == 1 {
+            return Origin::Unchained;
+        }
+        let n = o.get("n").and_then(Value::as_i64);
+        let prior = match o.get("prior") {
+            Some(Value::Null) => Some(None),
+            Some(Value::String(p)) => Some(Some(p.clone())),
+            _ => None,
+        };
+        let prior_rows = match o.get("priorRows") {
+            Some(Value::Null) => Some(None),
+            Some(v) => v.as_i64().map(Some),
+            None => None,
+        };
+        match (n, prior, prior_rows, o.len()) {
+            (Some(n), Some(prior), Some(prior_rows), 3) => Origin::Link {
+                n,
+                prior,
+                prior_rows,
+            },
+            _ => Origin::Unreadable(text.to_string()),
+        }
+    }
+
+    /// The link the head covers (`None`: none).
+    fn link(&self) -> Option<RunLink<'_>> {
+        match self {
+            Origin::Link {
+                n,
+                prior,
+                prior_rows,
+            } => Some(RunLink {
+                n: *n,
+                prior: prior.as_deref(),
+                prior_rows: *prior_rows,
+            }),
+            Origin::Unchained | Origin::Unreadable(_) => None,
+        }
+    }
 }
 
 impl StoredRun {
@@ -109,6 +185,8 @@ impl StoredRun {
             n: r.get(18)?,
             prior: r.opt_text(19)?,
             prior_rows: r.get(20)?,
+            origin: r.opt_text(21)?.map(|t| Origin::parse(&t)),
+            joined: r.opt_text(22)?,
         })
     }
 
@@ -129,11 +207,19 @@ impl StoredRun {
             ceiling: &self.ceiling,
             pid: self.pid,
             pid_start: self.pid_start,
-            link: chained.then(|| RunLink {
-                n: self.n.unwrap_or(0),
-                prior: self.prior.as_deref(),
-                prior_rows: self.prior_rows,
-            }),
+            link: match &self.origin {
+                Some(origin) => origin.link(),
+                None => chained.then(|| self.link()),
+            },
+        }
+    }
+
+    /// Its place in this store and the hash it commits to there.
+    pub fn link(&self) -> RunLink<'_> {
+        RunLink {
+            n: self.n.unwrap_or(0),
+            prior: self.prior.as_deref(),
+            prior_rows: self.prior_rows,
         }
     }
 
@@ -335,6 +421,8 @@ pub struct RunTally {
 pub struct Predecessor {
     pub(super) id: String,
     pub(super) head: String,
+    /// What the run after it commits to when it is finished: its seal, or
+    /// for a run copied in, its hash of its place here (`joined`).
     pub(super) seal: Option<String>,
 }
 
@@ -709,6 +797,17 @@ pub fn each_row_hash(
 }
 
 /// The hash of run `run`'s last row in chain order (the order of
+/// A run's tip, the newest of its hashes (its seal, else its last row's,
+/// else its head), and how many rows it holds.
+pub fn tip(db: &dyn Db, run: &str, head: &str, seal: Option<&str>) -> db::Result<(String, i64)> {
+    let rows = call_count(db, run)?;
+    let tip = match seal {
+        Some(seal) => seal.to_string(),
+        None => last_row_hash(db, run)?.unwrap_or_else(|| head.to_string()),
+    };
+    Ok((tip, rows))
+}
+
 /// [`each_row_hash`]); `None` for a run without rows.
 pub fn last_row_hash(db: &dyn Db, run: &str) -> db::Result<Option<String>> {
     db.value(
@@ -1093,7 +1192,10 @@ pub fn run_ids(db: &dyn Db) -> db::Result<Vec<String>> {
 
 /// The run at place `n` in the chain of runs, if it is still there.
 pub fn predecessor(db: &dyn Db, n: i64) -> db::Result<Option<Predecessor>> {
-    let found = db.first("SELECT id, head, seal FROM runs WHERE n = ?1", vals![n])?;
+    let found = db.first(
+        "SELECT id, head, coalesce(joined, seal) FROM runs WHERE n = ?1",
+        vals![n],
+    )?;
     found
         .map(|row| {
             let mut r = Take(row);

@@ -8,7 +8,7 @@
 //! whole, its pragmas, the schema's SQLite text and migrations) is in
 //! [`sqlite_file`], whose `open` and `open_existing` are re-exported here.
 //!
-//! Schema (version 5). Times are milliseconds since the Unix epoch; JSON
+//! Schema (version 6). Times are milliseconds since the Unix epoch; JSON
 //! columns hold compact JSON, exactly the bytes the hashes cover (object
 //! keys sorted, except `decisions`, whose objects keep their field order).
 //!
@@ -26,7 +26,14 @@
 //!        (schema 5: the lease's number, from 1, raised by each takeover;
 //!        a writer whose number is no longer the run's is refused),
 //!        lease_ms? (schema 5: until when the owner holds the lease,
-//!        renewed as it writes; a takeover of a live run waits for it)
+//!        renewed as it writes; a takeover of a live run waits for it),
+//!        origin? (schema 6: set on a run `sluice audit copy` brought in
+//!        from another store: the link its head covers there, JSON
+//!        {"n", "prior", "priorRows"}, or {"unchained": true} for a run
+//!        recorded before runs were chained; `n`, `prior` and
+//!        `prior_rows` are then its place in this store), joined? (schema
+//!        6: a copied run's hash of its place here, [`crate::audit::chain::joined`]; what
+//!        the run after it commits to, in place of its seal)
 //! calls  (run, task, seq) PK, n (chain position, 1-based, unique per run),
 //!        flow, tier, input (JSON, redacted), capabilities (JSON [string]),
 //!        decisions (JSON [{capability, decision, by, reason, approvedBy?}]),
@@ -83,7 +90,7 @@ pub use sqlite_file::APPLICATION_ID;
 pub use sqlite_file::{open, open_existing};
 
 /// The schema version this build writes; older databases are migrated.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// A call's output as the database gives it back, stored inline or by
 /// content: use it where a query selects `output` (a macro, so `concat!`
@@ -125,7 +132,7 @@ pub struct NextLink {
 /// adds later is covered by its own seal, if it gets one.
 pub fn next_link(db: &dyn Db) -> db::Result<NextLink> {
     let newest = db.first(
-        "SELECT id, n, head, seal FROM runs ORDER BY n DESC LIMIT 1",
+        "SELECT id, n, head, coalesce(joined, seal) FROM runs ORDER BY n DESC LIMIT 1",
         &[],
     )?;
     let Some(newest) = newest else {

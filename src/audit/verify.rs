@@ -5,7 +5,7 @@
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, Seal};
 use super::db::{self, vals, Db, Row, Val};
-use super::rows::{self, StoredCall, StoredRun};
+use super::rows::{self, Origin, StoredCall, StoredRun};
 use super::store;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -80,7 +80,10 @@ pub fn verify(db: &dyn Db, run_id: &str) -> Result<Verdict, String> {
     let chained = run.n.is_none_or(|n| n > unchained);
     let (mut verdict, items) = judge(db, &run, chained)?;
     if verdict.intact && chained {
-        verdict.problem = check_prior(db, &run)?;
+        verdict.problem = match check_prior(db, &run)? {
+            None => check_joined(db, &run)?,
+            some => some,
+        };
         verdict.intact = verdict.problem.is_none();
     }
     if verdict.intact {
@@ -226,6 +229,39 @@ one (#{n}): this run commits to {what} of run #{p} as it was when this run start
         pred.id
     );
     Ok(Some(run_problem(Failure::PredecessorMismatch, &m)))
+}
+
+/// A run copied in from another store: whether its hash of its place here
+/// still covers its tip, its rows and its link; when not, what is wrong.
+/// Its head was checked against the link it was recorded with (`origin`).
+fn check_joined(db: &dyn Db, run: &StoredRun) -> Result<Option<Problem>, String> {
+    let edited = |m: &str| Ok(Some(run_problem(Failure::RunEdited, m)));
+    let joined = match (&run.origin, &run.joined) {
+        (None, None) => return Ok(None),
+        (Some(Origin::Unreadable(text)), _) => {
+            return edited(&format!(
+                "run edited: its origin (the link it was recorded with, in the store it was copied from) \
+is not one sluice writes: {text}"
+            ))
+        }
+        (Some(_), Some(joined)) => joined,
+        (Some(_), None) => {
+            return edited("run edited: it was copied in from another store, and its copy link (its hash of \
+its place here) is gone")
+        }
+        (None, Some(_)) => {
+            return edited("run edited: it was recorded here, yet it carries a copy link as if it had been \
+copied in")
+        }
+    };
+    let (tip, rows) = rows::tip(db, &run.id, &run.head, run.seal.as_deref()).map_err(rows::db)?;
+    if chain::joined(&run.head, &tip, rows, &run.link()) == *joined {
+        return Ok(None);
+    }
+    edited(
+        "copy link does not match: the run was copied in from another store, and its place here (#n, the \
+run before it) or what it held when copied (its rows, its seal) is not what it is now",
+    )
 }
 
 /// Each output the run keeps by content must still hash to its key (rows

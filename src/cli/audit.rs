@@ -12,13 +12,14 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Read the audit record: list runs, show a run's calls, export it, verify it, anchor it.
+/// Read the audit record: list runs, show a run's calls, export it, verify it, anchor it, copy it.
 #[derive(Debug, Args)]
 #[command(
     long_about = "Read the audit record. Every `sluice run` records a run (script and its SHA-256, policies, \
 arguments, workspace, status) and one row per flow call (input, capabilities and each decision, route, \
-tier, output or error, timing) in a SQLite database: the workspace's .sluice/audit.db unless --audit PATH \
-or SLUICE_AUDIT names another. Secrets are redacted before they are written, and the record says what was.\n\n\
+tier, output or error, timing) in a record: the workspace's SQLite file .sluice/audit.db unless --audit \
+PATH|URL or SLUICE_AUDIT names another (a SQLite file, or a PostgreSQL database many machines share; \
+`sluice audit copy` moves runs between them, keeping every hash). Secrets are redacted before they are written, and the record says what was.\n\n\
 Rows are hash-chained, each finished run is sealed, and each run commits to the run before it, so `sluice \
 audit verify` shows whether anything was edited, removed or reordered since, a whole run included. Against a \
 rollback of the whole file, or a deleted newest run, keep `sluice audit anchor`'s line elsewhere and check it \
@@ -29,7 +30,8 @@ A RUN is an id, a unique prefix of one, `last` for the newest run, or `last~N` f
     after_help = "Examples:\n  sluice audit list\n  sluice audit show last\n  sluice audit show last --call 4\n  \
 sluice audit export last --format csv --output run.csv\n  sluice audit verify\n  \
 sluice audit anchor >> ~/anchors.txt\n  sluice audit verify --anchor \"$(tail -1 ~/anchors.txt)\"\n  \
-sluice audit list --json --audit /srv/records/audit.db"
+sluice audit list --json --audit /srv/records/audit.db\n  \
+sluice audit copy --to postgres://sluice@db.internal:5432/records"
 )]
 pub struct AuditArgs {
     #[command(subcommand)]
@@ -43,6 +45,7 @@ pub enum AuditCommand {
     Export(ExportArgs),
     Verify(VerifyArgs),
     Anchor(AnchorArgs),
+    Copy(CopyArgs),
 }
 
 /// Where the record is, and how to print it: shared by every subcommand.
@@ -210,6 +213,54 @@ pub struct AnchorArgs {
     pub db: Db,
 }
 
+/// Copy runs from one record to another (SQLite or PostgreSQL), keeping every hash.
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Copy runs from one record to another: a laptop's SQLite file into the team's PostgreSQL, \
+and back. A copied run keeps its head, every row and outcome, its clock readings, every body it keeps by \
+content and its seal, byte for byte: each hash is the one it was recorded with, and `sluice audit verify` \
+checks it whole in the target.\n\n\
+A run's head covers its place among the runs of the record it was recorded in, so in the target it keeps \
+that link (its origin, which verify hashes it with) and takes the next place there, with a hash of that \
+place, its rows and its seal, which the next run recorded there commits to. So a copied run deleted, \
+moved or cut short in the target shows like any other run; copied on again, it keeps its origin.\n\n\
+A run is copied only when it verifies in the source, is not still running, and is not in the target \
+already: one already there with the same head is left as it is (copying twice changes nothing), another \
+run with its id is refused. Each run is written whole in one transaction of the target, so a copy cut \
+short leaves no part of a run behind. Into a SQLite file, other writers of that file wait while a run is \
+written; into PostgreSQL, only runs starting meanwhile wait.\n\n\
+Both records' passwords (for PostgreSQL) come from the credential named `audit` (--credentials, \
+SLUICE_CREDENTIAL_AUDIT), PGPASSWORD or ~/.pgpass, which can hold one line per server.\n\n\
+Prints one line per run (copied as #N, already there, or refused and why); --json prints {runs: [{run, \
+outcome, ...}]}. Exits 0 when every run is in the target, 1 when any was refused, 2 when a record cannot be \
+read or written.",
+    after_help = "Examples:\n  sluice audit copy --to postgres://sluice@db.internal:5432/records?sslmode=verify-full\n  \
+sluice audit copy --to postgres://sluice@127.0.0.1:5432/records last\n  \
+sluice audit copy --from postgres://sluice@db.internal/records --to ./audit-copy.db 3f9c 7a1e\n  \
+sluice audit verify --audit ./audit-copy.db"
+)]
+pub struct CopyArgs {
+    /// The runs to copy: ids, unique prefixes, `last` or `last~N` [default: every run of --from, oldest first].
+    pub runs: Vec<String>,
+    /// The record to copy from: a SQLite file (or sqlite:PATH) or postgres://USER@HOST:PORT/DB
+    /// [default: $SLUICE_AUDIT, else DIR/.sluice/audit.db of --workspace].
+    #[arg(long, value_name = "PATH|URL")]
+    pub from: Option<String>,
+    /// The record to copy into (a SQLite file is created when missing; a PostgreSQL
+    /// database gets its schema on first use).
+    #[arg(long, value_name = "PATH|URL")]
+    pub to: String,
+    /// The credentials file that may hold a PostgreSQL record's password as `audit`.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
+    /// The workspace whose record --from defaults to [default: the current folder].
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Print JSON for programs instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 pub fn audit(args: AuditArgs) -> ExitCode {
     let result = match args.command {
         AuditCommand::List(a) => list(a),
@@ -217,6 +268,7 @@ pub fn audit(args: AuditArgs) -> ExitCode {
         AuditCommand::Export(a) => export(a),
         AuditCommand::Verify(a) => verify(a),
         AuditCommand::Anchor(a) => anchor(a),
+        AuditCommand::Copy(a) => copy(a),
     };
     result.unwrap_or_else(|e| {
         eprintln!("sluice: {e}");
@@ -480,5 +532,69 @@ mod tests {
             .collect();
         assert_eq!(starts, ["bash"]);
         assert!(!facts.starts_jobs("job.read"));
+    }
+}
+
+/// What `audit copy --json` prints.
+#[derive(Serialize)]
+struct Copies {
+    runs: Vec<crate::audit::copy::Copied>,
+}
+
+fn copy(a: CopyArgs) -> Result<ExitCode, String> {
+    use crate::audit::copy::{self, Copied, Outcome};
+    let workspace = match &a.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot tell the current folder ({e}); give --workspace DIR"))?,
+    };
+    let from = locate(a.from.as_deref(), &workspace).map_err(|e| e.replace("--audit", "--from"))?;
+    let to = crate::audit::location::Location::parse(&a.to).map_err(|e| format!("--to: {e}"))?;
+    let source = open::for_reading(
+        &from,
+        open::password(&from, a.credentials.as_deref()).as_deref(),
+    )
+    .map_err(|e| e.replace("--audit PATH", "--from PATH"))?;
+    let target = open::for_writing(
+        &to,
+        open::password(&to, a.credentials.as_deref()).as_deref(),
+    )?;
+    let (src, dst) = (&*source.db, &*target.db);
+    verify::snapshot(src)?;
+    let ids = copy::runs_to_copy(src, &a.runs)?;
+    let mut done = Vec::new();
+    for id in ids {
+        let outcome = copy::copy_run(src, dst, &id)?;
+        if !a.json {
+            print(&render_copy(&id, &outcome, &target.name));
+        }
+        done.push(Copied { run: id, outcome });
+    }
+    let refused = done
+        .iter()
+        .any(|c| matches!(c.outcome, Outcome::Refused { .. }));
+    if a.json {
+        emit(true, &Copies { runs: done }, |_| String::new());
+    } else if done.is_empty() {
+        print(&format!("{}: no runs to copy\n", source.name));
+    }
+    Ok(if refused {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One run's line of `audit copy`.
+fn render_copy(id: &str, outcome: &crate::audit::copy::Outcome, target: &str) -> String {
+    use crate::audit::copy::Outcome;
+    match outcome {
+        Outcome::Copied { n, calls } => {
+            format!("{id}  copied into {target} as run #{n} ({calls} calls)\n")
+        }
+        Outcome::AlreadyThere { n } => {
+            format!("{id}  already in {target} as run #{n}: left as it is\n")
+        }
+        Outcome::Refused { reason } => format!("{id}  NOT COPIED: {reason}\n"),
     }
 }

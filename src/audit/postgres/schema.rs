@@ -35,6 +35,9 @@ const STEPS: &[&str] = &[
      ALTER TABLE runs ADD COLUMN attempt BIGINT NOT NULL DEFAULT 1;
      ALTER TABLE runs ADD COLUMN lease_ms BIGINT;
      ALTER TABLE calls ADD COLUMN attempt BIGINT;",
+    // Schema 6, as SQLite's: a run copied in from another store.
+    "ALTER TABLE runs ADD COLUMN origin TEXT COLLATE \"C\";
+     ALTER TABLE runs ADD COLUMN joined TEXT COLLATE \"C\";",
 ];
 
 const _: () = assert!(

@@ -133,6 +133,13 @@ ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE runs ADD COLUMN lease_ms INTEGER;
 ALTER TABLE calls ADD COLUMN attempt INTEGER;
 "#,
+    // Schema 6: a run copied in from another store (`sluice audit copy`)
+    // keeps the link its head covers (`origin`) and gets a hash of its
+    // place in this one (`joined`).
+    r#"
+ALTER TABLE runs ADD COLUMN origin TEXT;
+ALTER TABLE runs ADD COLUMN joined TEXT;
+"#,
 ];
 
 /// Opens (creating when missing) the database at `path`, in WAL mode, at
