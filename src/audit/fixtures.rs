@@ -56,7 +56,7 @@ pub fn insert_run(db: &dyn Db, id: &str, script: &str, started_ms: i64) -> Strin
     let args = r#"["src/main.rs"]"#;
     let pid = std::process::id();
     let pid_start = store::process_start(pid).unwrap_or(0);
-    let link = store::next_link(db).expect("next link");
+    let link = store::next_link(db).unwrap_or_else(|_| link_before_copies(db));
     let head = chain::head(&RunHead {
         id,
         script,
@@ -98,6 +98,31 @@ pub fn insert_run(db: &dyn Db, id: &str, script: &str, started_ms: i64) -> Strin
     )
     .expect("insert run");
     head
+}
+
+/// [`store::next_link`] in a database made at a schema before 6 (no
+/// `joined`, no copied runs): the newest run's seal, else its head (the
+/// old-schema tests seal each run before the next).
+fn link_before_copies(db: &dyn Db) -> store::NextLink {
+    let newest = db
+        .first(
+            "SELECT n, head, seal FROM runs ORDER BY n DESC LIMIT 1",
+            &[],
+        )
+        .expect("the newest run");
+    let Some(r) = newest else {
+        return store::NextLink {
+            n: 1,
+            prior: None,
+            prior_rows: None,
+        };
+    };
+    let seal: Option<String> = r.get(2).unwrap();
+    store::NextLink {
+        n: r.get::<i64>(0).unwrap() + 1,
+        prior_rows: if seal.is_some() { None } else { Some(0) },
+        prior: Some(seal.unwrap_or_else(|| r.get(1).unwrap())),
+    }
 }
 
 /// Inserts call `n` (task "0", seq n) linked to `prev`; returns its hash.
