@@ -1,9 +1,14 @@
 //! Faults of a PostgreSQL record: the server stopped with `pg_ctl -m
-//! immediate` in the middle of a run, then started again. What a run does
-//! today: its next write fails, an irreversible call whose intent cannot be
-//! committed does not run, and the run ends failed saying so; every row
-//! committed before the stop is there after the restart, and the record
-//! verifies.
+//! immediate` in the middle of a run. Started again within the run's retry
+//! budget (`--audit-retry`), the run waits for it (sealed calls' rows
+//! queued, irreversible calls held until their intent is committed), goes
+//! on, and ends ok with every row in the record and the record verifying.
+//! Left down, the run stops once the budget is spent, within it, saying
+//! which calls the record holds; no command ran without its intent
+//! committed. A budget of 0 stops it at the first failed write.
+//!
+//! (A writer killed inside an irreversible call, resumed from another
+//! process: `tests/audit.rs`, on both stores.)
 
 mod common;
 
@@ -12,7 +17,7 @@ use common::*;
 use sluice::internals::audit::db::{Db, Val};
 use sluice::internals::audit::location::Location;
 use sluice::internals::audit::postgres;
-use std::process::Stdio;
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn marked(ws: &std::path::Path) -> usize {
@@ -21,65 +26,62 @@ fn marked(ws: &std::path::Path) -> usize {
         .unwrap_or(0)
 }
 
-#[test]
-fn a_server_stopped_mid_run_loses_no_committed_row_and_runs_no_unrecorded_command() {
-    let mut server = PgServer::start();
-    let url = server.fresh_database();
-    let ws = workspace();
-    let script = script_file(
-        ws.path(),
-        "for i = 1, 2000 do\n  assert(sluice.bash{command = 'echo ' .. i .. ' >> marker'})\n  \
-         sluice.sleep(20)\nend\n",
-    );
-    let run = sluice_run(ws.path(), &script, &[], &[])
-        .env("SLUICE_AUDIT", &url)
+/// A script whose main task runs `commands` irreversible commands, each
+/// marking a line in `marker` and then sleeping 20 ms, while a second task
+/// reads a file `reads` times (sealed calls, whose rows queue while the
+/// store is down).
+fn script(commands: usize, reads: usize) -> String {
+    format!(
+        "local reader = sluice.spawn(function()\n  for i = 1, {reads} do\n    \
+         assert(sluice.read{{path = 'data.txt'}})\n    sluice.sleep(10)\n  end\nend)\n\
+         for i = 1, {commands} do\n  assert(sluice.bash{{command = 'echo ' .. i .. ' >> marker'}})\n  \
+         sluice.sleep(20)\nend\nreader:await()\n"
+    )
+}
+
+/// `sluice run` of `script` recording into `url`, with `flags`.
+fn spawn_run(server: &PgServer, url: &str, ws: &Workspace, script: &str, flags: &[&str]) -> Child {
+    std::fs::write(ws.file("data.txt"), "read while the store is down\n").unwrap();
+    let path = script_file(ws.path(), script);
+    sluice_run(ws.path(), &path, flags, &[])
+        .env("SLUICE_AUDIT", url)
         .env("SLUICE_CREDENTIAL_AUDIT", server.password())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn sluice run");
+        .expect("spawn sluice run")
+}
+
+/// Waits until the run marked `n` commands.
+fn until_marked(ws: &Workspace, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while marked(ws.path()) < 5 {
+    while marked(ws.path()) < n {
         assert!(
             Instant::now() < deadline,
-            "the run never marked five commands"
+            "the run never marked {n} commands"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    server.stop_immediate();
-    let out = run.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_ne!(out.status.code(), Some(0), "{err}");
-    assert!(
-        err.contains("so it did not run") || err.contains("could not record"),
-        "the run says what was not recorded: {err}"
-    );
-    let commands = marked(ws.path());
-    server.restart();
+}
 
-    let Location::Postgres(at) = Location::parse(&url).unwrap() else {
+/// The store at `url`, opened as a reader of the test's own.
+fn store(server: &PgServer, url: &str) -> postgres::Postgres {
+    let Location::Postgres(at) = Location::parse(url).unwrap() else {
         unreachable!()
     };
-    let pg = postgres::open(&at, Some(server.password())).expect("the store after the restart");
-    let db: &dyn Db = &pg;
-    let run_id: String = db
-        .value("SELECT id FROM runs", &[])
+    postgres::open(&at, Some(server.password())).expect("the store after the restart")
+}
+
+fn count(db: &dyn Db, sql: &str, run: &str) -> i64 {
+    db.value(sql, &[Val::from(run)])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
         .unwrap()
-        .expect("the run's row survived");
-    // Every command that ran had its intent committed first: one row each.
-    let rows: i64 = db
-        .value(
-            "SELECT count(*) FROM calls WHERE run = ?1 AND flow = 'bash'",
-            &[Val::from(&run_id)],
-        )
-        .unwrap()
-        .unwrap();
-    assert!(
-        commands as i64 <= rows,
-        "{commands} commands ran, {rows} intents were committed"
-    );
+}
+
+/// `sluice audit verify` of the store at `url`: passes.
+fn verifies(server: &PgServer, url: &str) {
     let verified = std::process::Command::new(sluice_bin())
-        .args(["audit", "verify", "--audit", &url])
+        .args(["audit", "verify", "--audit", url])
         .env("SLUICE_CREDENTIAL_AUDIT", server.password())
         .output()
         .unwrap();
@@ -89,4 +91,178 @@ fn a_server_stopped_mid_run_loses_no_committed_row_and_runs_no_unrecorded_comman
         String::from_utf8_lossy(&verified.stdout),
         String::from_utf8_lossy(&verified.stderr)
     );
+}
+
+#[test]
+fn a_server_restarted_within_the_retry_budget_costs_the_run_nothing() {
+    let mut server = PgServer::start();
+    let url = server.fresh_database();
+    let ws = workspace();
+    let (commands, reads) = (60, 150);
+    let run = spawn_run(&server, &url, &ws, &script(commands, reads), &[]);
+    until_marked(&ws, 5);
+    server.stop_immediate();
+    std::thread::sleep(Duration::from_secs(2));
+    server.restart();
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(marked(ws.path()), commands, "{err}");
+
+    let pg = store(&server, &url);
+    let db: &dyn Db = &pg;
+    let id: String = db.value("SELECT id FROM runs", &[]).unwrap().unwrap();
+    let status: String = db
+        .value("SELECT status FROM runs WHERE id = ?1", &[Val::from(&id)])
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, "ok");
+    // Every call once, each in its place: n runs 1..=rows without a gap.
+    let rows = count(db, "SELECT count(*) FROM calls WHERE run = ?1", &id);
+    let last = count(db, "SELECT max(n) FROM calls WHERE run = ?1", &id);
+    let places = count(
+        db,
+        "SELECT count(DISTINCT n) FROM calls WHERE run = ?1",
+        &id,
+    );
+    assert_eq!(rows as usize, commands + reads);
+    assert_eq!((last, places), (rows, rows));
+    // Each command that ran is one irreversible row with its outcome.
+    let settled = count(
+        db,
+        "SELECT count(*) FROM calls WHERE run = ?1 AND flow = 'bash' AND tier = 'irreversible' \
+         AND status = 'ok'",
+        &id,
+    );
+    assert_eq!(settled as usize, marked(ws.path()));
+    let reads_ok = count(
+        db,
+        "SELECT count(*) FROM calls WHERE run = ?1 AND flow = 'read' AND status = 'ok'",
+        &id,
+    );
+    assert_eq!(reads_ok as usize, reads);
+    verifies(&server, &url);
+}
+
+/// Stops the server under a run given `--audit-retry retry`, leaves it
+/// down, and returns the run's output and how long after the stop it
+/// ended; then starts the server again for the test's checks.
+fn left_down(server: &mut PgServer, url: &str, ws: &Workspace, retry: &str) -> (Output, Duration) {
+    let run = spawn_run(
+        server,
+        url,
+        ws,
+        &script(2000, 2000),
+        &["--audit-retry", retry],
+    );
+    until_marked(ws, 5);
+    let stopped = Instant::now();
+    server.stop_immediate();
+    let out = run.wait_with_output().unwrap();
+    let took = stopped.elapsed();
+    server.restart();
+    (out, took)
+}
+
+/// The number after `before` in `said`, if `before` is there.
+fn number_after(said: &str, before: &str) -> Option<i64> {
+    let rest = said.split(before).nth(1)?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// What a stopped run said of the record: the calls it holds for sure
+/// and at most, (#1 to this, #1 to that): those committed without a sync
+/// the server's crash may have lost, and a commit whose answer the crash
+/// took may have landed.
+fn recorded(err: &str) -> (i64, i64) {
+    let through = number_after(err, "Recorded: calls #1 to #")
+        .unwrap_or_else(|| panic!("the run says which calls are recorded: {err}"));
+    let sure = number_after(err, &format!("Recorded: calls #1 to #{through} (#"))
+        .map_or(through, |first| first - 1);
+    let most = err
+        .split("and perhaps #")
+        .nth(1)
+        .and_then(|rest| number_after(rest, " to #"))
+        .unwrap_or(through);
+    (sure, most)
+}
+
+/// What the record holds after a run stopped on a store left down: the
+/// calls it said, every command that ran with its intent committed, and
+/// an outcome the run called unknown missing.
+fn holds_what_it_said(server: &PgServer, url: &str, ws: &Workspace, err: &str) {
+    let pg = store(server, url);
+    let db: &dyn Db = &pg;
+    let id: String = db.value("SELECT id FROM runs", &[]).unwrap().unwrap();
+    let rows = count(db, "SELECT count(*) FROM calls WHERE run = ?1", &id);
+    let (sure, most) = recorded(err);
+    assert!(sure <= rows && rows <= most, "{rows} rows: {err}");
+    // Every command that ran had its intent committed first: one row each
+    // (a last intent may have been committed, unanswered, and not run).
+    let commands = marked(ws.path()) as i64;
+    let intents = count(
+        db,
+        "SELECT count(*) FROM calls WHERE run = ?1 AND flow = 'bash'",
+        &id,
+    );
+    assert!(
+        commands <= intents && intents <= commands + 1,
+        "{commands} commands ran, {intents} intents were committed"
+    );
+    if let Some(unknown) = err.split("Outcome unknown: #").nth(1) {
+        let n: String = unknown.chars().take_while(char::is_ascii_digit).collect();
+        let status: Option<String> = db
+            .value(
+                "SELECT status FROM calls WHERE run = ?1 AND n = ?2",
+                &[Val::from(&id), Val::from(n.parse::<i64>().unwrap())],
+            )
+            .unwrap()
+            .flatten();
+        assert_eq!(status, None, "call #{n}'s outcome is not recorded: {err}");
+    }
+    verifies(server, url);
+}
+
+#[test]
+fn a_server_left_down_stops_the_run_once_its_retry_budget_is_spent_saying_what_is_recorded() {
+    let mut server = PgServer::start();
+    let url = server.fresh_database();
+    let ws = workspace();
+    let (out, took) = left_down(&mut server, &url, &ws, "3s");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // The budget counts from the first failed write, which follows the stop.
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(8),
+        "the run ended {took:?} after the stop: {err}"
+    );
+    assert!(
+        err.contains("could not be reached for 3.")
+            && err.contains(
+                "the retry budget (3s, --audit-retry), so the run stops and starts no further call"
+            )
+            && err.contains("No irreversible call ran without its intent recorded"),
+        "{err}"
+    );
+    holds_what_it_said(&server, &url, &ws, &err);
+}
+
+#[test]
+fn an_audit_retry_of_0_stops_the_run_at_the_first_failed_write() {
+    let mut server = PgServer::start();
+    let url = server.fresh_database();
+    let ws = workspace();
+    let (out, took) = left_down(&mut server, &url, &ws, "0");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "the run ended {took:?} after the stop: {err}"
+    );
+    assert!(
+        err.contains("could not be reached for 0.0 s, the retry budget (0, --audit-retry)"),
+        "{err}"
+    );
+    holds_what_it_said(&server, &url, &ws, &err);
 }
