@@ -41,7 +41,8 @@ pub struct Write {
     /// Its parameters, `?1` first.
     pub params: Vec<Val>,
     /// What it leaves that can be looked for; `None` for an output kept by
-    /// content (an idempotent insert, which a row's effect accompanies).
+    /// content (an idempotent insert, which a row's effect accompanies),
+    /// and in a store that is never unreachable (SQLite's file).
     pub effect: Option<Effect>,
 }
 
@@ -170,14 +171,14 @@ impl Unsynced {
     }
 
     /// A commit of `writes` went through, syncing or not; the run's calls
-    /// now reach `n`.
-    pub fn committed(&mut self, writes: Vec<Write>, synced: bool, n: i64) {
+    /// now reach `n`. `writes` is emptied (kept here, or dropped).
+    pub fn committed(&mut self, writes: &mut Vec<Write>, synced: bool, n: i64) {
         if synced || !self.keep {
-            *self = Unsynced {
-                keep: self.keep,
-                synced_through: n,
-                ..Unsynced::default()
-            };
+            writes.clear();
+            if !self.commits.is_empty() {
+                *self = Unsynced::new(self.keep);
+            }
+            self.synced_through = n;
             return;
         }
         if writes.is_empty() {
@@ -186,7 +187,7 @@ impl Unsynced {
         self.statements += writes.len();
         self.bytes += writes.iter().map(Write::bytes).sum::<usize>();
         self.since.get_or_insert_with(Instant::now);
-        self.commits.push(writes);
+        self.commits.push(std::mem::take(writes));
     }
 
     /// Whether the next commit must sync, so that fewer are kept.

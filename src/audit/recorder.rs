@@ -699,6 +699,10 @@ struct Writer {
     name: String,
     /// How long an unreachable store is waited for.
     retry: Duration,
+    /// Whether the store is a server's (PostgreSQL), which can become
+    /// unreachable or crash while this process lives: only then does the
+    /// writer note what each statement leaves ([`Effect`]), to look for it.
+    remote: bool,
     run: String,
     /// The run's lease this writer holds (see [`super::lease`]).
     attempt: i64,
@@ -889,12 +893,13 @@ impl Writer {
         retry: Duration,
         until: i64,
     ) -> Writer {
-        let unsynced = Unsynced::new(store.backend() == db::Backend::Postgres);
+        let remote = store.backend() == db::Backend::Postgres;
         let connection = store.connections();
         Writer {
             db: store,
             name: name.to_string(),
             retry,
+            remote,
             run: id,
             attempt: 1,
             renewed: Instant::now(),
@@ -926,7 +931,7 @@ impl Writer {
             base: None,
             outage: None,
             unknown: None,
-            unsynced,
+            unsynced: Unsynced::new(remote),
             connection,
         }
     }
@@ -1142,14 +1147,14 @@ impl Writer {
         redacted: String,
         done: Option<(Settled, i64)>,
     ) -> Redaction {
-        let effect = Effect::Row {
+        let effect = self.remote.then(|| Effect::Row {
             task: row.task.clone(),
             seq: row.seq,
             n: self.n,
             flow: row.flow.clone(),
             hash: l.hash.clone(),
             intent: done.is_none(),
-        };
+        });
         let (o, duration_us) = done.map_or((None, None), |(o, d)| (Some(o), Some(d)));
         let status = o.as_ref().map(|o| o.status);
         let capped = o.as_ref().is_some_and(|o| o.capped);
@@ -1192,7 +1197,7 @@ impl Writer {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
                ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
             params,
-            Some(effect),
+            effect,
         ));
         l.redaction
     }
@@ -1206,13 +1211,13 @@ impl Writer {
         };
         let o = self.settle(&hash, &mut redaction, outcome);
         let outcome_hash = o.hash.clone();
-        let effect = Effect::Outcome {
+        let effect = self.remote.then(|| Effect::Outcome {
             task: task.clone(),
             seq,
             n,
             flow,
             hash: o.hash.clone(),
-        };
+        });
         let params = params![
             &self.run,
             task,
@@ -1232,7 +1237,7 @@ impl Writer {
                duration_us = ?9, late_decisions = ?10, redacted = ?11, outcome_hash = ?12
              WHERE run = ?1 AND task = ?2 AND seq = ?3",
             params,
-            Some(effect),
+            effect,
         ));
         self.settled(n, outcome_hash);
         Ok(())
@@ -1364,14 +1369,14 @@ impl Writer {
     }
 
     fn reading(&mut self, task: &str, seq: u64, kind: &'static str, value: f64) {
-        let effect = Effect::Reading {
+        let effect = self.remote.then(|| Effect::Reading {
             task: task.to_string(),
             seq,
-        };
+        });
         self.push(Write::new(
             "INSERT INTO readings (run, task, seq, kind, value) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![&self.run, task, seq, kind, value],
-            Some(effect),
+            effect,
         ));
     }
 

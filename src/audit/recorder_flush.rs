@@ -228,8 +228,8 @@ impl Writer {
         };
         let u = self.unknown.take().expect("looked at above");
         if landed {
-            let landed: Vec<_> = self.log.drain(..u.upto).collect();
-            self.unsynced.committed(landed, false, u.after.n);
+            let mut landed: Vec<_> = self.log.drain(..u.upto).collect();
+            self.unsynced.committed(&mut landed, false, u.after.n);
             self.log_bytes = self.log.iter().map(outage::Write::bytes).sum();
             for ack in self.acks.drain(..u.acks) {
                 ack.answer(Ok(()));
@@ -261,8 +261,7 @@ impl Writer {
             self.renewed = at;
             self.lease_until.store(until, Ordering::SeqCst);
         }
-        let writes = std::mem::take(&mut self.log);
-        self.unsynced.committed(writes, self.synced, self.n);
+        self.unsynced.committed(&mut self.log, self.synced, self.n);
         self.connection = self.db.connections();
         self.clear_log();
         self.base = None;
