@@ -3,6 +3,8 @@
 //! budget (`--audit-retry`), the run waits for it (sealed calls' rows
 //! queued, irreversible calls held until their intent is committed), goes
 //! on, and ends ok with every row in the record and the record verifying.
+//! Reads made meanwhile queue their rows up to the queue's bound (10,000),
+//! past which no call starts until the server answers.
 //! Left down, the run stops once the budget is spent, within it, saying
 //! which calls the record holds; no command ran without its intent
 //! committed. A budget of 0 stops it at the first failed write.
@@ -17,8 +19,18 @@ use common::*;
 use sluice::internals::audit::db::{Db, Val};
 use sluice::internals::audit::location::Location;
 use sluice::internals::audit::postgres;
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
 
 fn marked(ws: &std::path::Path) -> usize {
     std::fs::read_to_string(ws.join("marker"))
@@ -46,7 +58,7 @@ fn spawn_run(server: &PgServer, url: &str, ws: &Workspace, script: &str, flags: 
     sluice_run(ws.path(), &path, flags, &[])
         .env("SLUICE_AUDIT", url)
         .env("SLUICE_CREDENTIAL_AUDIT", server.password())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn sluice run")
@@ -98,12 +110,14 @@ fn a_server_restarted_within_the_retry_budget_costs_the_run_nothing() {
     let mut server = PgServer::start();
     let url = server.fresh_database();
     let ws = workspace();
-    let (commands, reads) = (60, 150);
+    let (commands, reads) = (60, 400);
     let run = spawn_run(&server, &url, &ws, &script(commands, reads), &[]);
     until_marked(&ws, 5);
+    let stopped_ms = now_ms();
     server.stop_immediate();
     std::thread::sleep(Duration::from_secs(2));
     server.restart();
+    let restarted_ms = now_ms();
     let out = run.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -141,7 +155,91 @@ fn a_server_restarted_within_the_retry_budget_costs_the_run_nothing() {
         &id,
     );
     assert_eq!(reads_ok as usize, reads);
+    // Reads went on while the server was down: their rows waited in memory.
+    let meanwhile: i64 = db
+        .value(
+            "SELECT count(*) FROM calls WHERE run = ?1 AND flow = 'read' AND started_ms > ?2 \
+             AND started_ms < ?3",
+            &[
+                Val::from(&id),
+                Val::from(stopped_ms),
+                Val::from(restarted_ms),
+            ],
+        )
+        .unwrap()
+        .unwrap();
+    assert!(meanwhile > 0, "no read ran while the server was down");
     verifies(&server, &url);
+}
+
+#[test]
+fn a_full_queue_starts_no_call_until_the_server_answers() {
+    let mut server = PgServer::start();
+    let url = server.fresh_database();
+    let ws = workspace();
+    let total = 30_000;
+    let script = format!(
+        "for i = 1, {total} do\n  assert(sluice.read{{path = 'data.txt'}})\n  print(i)\nend\n"
+    );
+    let mut run = spawn_run(&server, &url, &ws, &script, &[]);
+    // The script prints each read's number as it returns.
+    let progress = Arc::new(AtomicUsize::new(0));
+    let lines = BufReader::new(run.stdout.take().unwrap());
+    let seen = progress.clone();
+    let reader = std::thread::spawn(move || {
+        for line in lines.lines().map_while(Result::ok) {
+            seen.store(line.trim().parse().unwrap_or(0), Ordering::SeqCst);
+        }
+    });
+    let now = || progress.load(Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while now() < 2_000 {
+        assert!(Instant::now() < deadline, "the run never made 2,000 reads");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let at_stop = now();
+    server.stop_immediate();
+    // Reads go on, their rows queued, until the queue holds 10,000; then
+    // no read starts.
+    let stalled = until_still(&now, Duration::from_millis(1500));
+    assert!(stalled < total, "the reads never stopped");
+    let queued = stalled - at_stop;
+    assert!(
+        (9_000..=13_000).contains(&queued),
+        "{queued} reads returned after the stop, the queue holds 10,000 rows"
+    );
+    server.restart();
+    let out = run.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(now(), total);
+    let pg = store(&server, &url);
+    let db: &dyn Db = &pg;
+    let id: String = db.value("SELECT id FROM runs", &[]).unwrap().unwrap();
+    let rows = count(db, "SELECT count(*) FROM calls WHERE run = ?1", &id);
+    let places = count(
+        db,
+        "SELECT count(DISTINCT n) FROM calls WHERE run = ?1",
+        &id,
+    );
+    assert_eq!((rows, places), (total as i64, total as i64));
+    verifies(&server, &url);
+}
+
+/// Waits until `value` stays the same for `still` (at most 20 s); returns it.
+fn until_still(value: &dyn Fn() -> usize, still: Duration) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut last, mut since) = (value(), Instant::now());
+    while since.elapsed() < still {
+        assert!(Instant::now() < deadline, "it never stopped at {last}");
+        std::thread::sleep(Duration::from_millis(50));
+        let v = value();
+        if v != last {
+            (last, since) = (v, Instant::now());
+        }
+    }
+    last
 }
 
 /// Stops the server under a run given `--audit-retry retry`, leaves it
