@@ -9,6 +9,10 @@
 //! which calls the record holds; no command ran without its intent
 //! committed. A budget of 0 stops it at the first failed write.
 //!
+//! A connection cut as it carries a COMMIT, the commit landed or not and
+//! its answer lost either way: the writer reads back which, and writes no
+//! row twice and skips none.
+//!
 //! (A writer killed inside an irreversible call, resumed from another
 //! process: `tests/audit.rs`, on both stores.)
 
@@ -19,9 +23,10 @@ use common::*;
 use sluice::internals::audit::db::{Db, Val};
 use sluice::internals::audit::location::Location;
 use sluice::internals::audit::postgres;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -240,6 +245,137 @@ fn until_still(value: &dyn Fn() -> usize, still: Duration) -> usize {
         }
     }
     last
+}
+
+/// A TCP proxy to a PostgreSQL server that, when armed, cuts the next
+/// connection to carry a COMMIT, the server's answer never passing: after
+/// forwarding it (the commit lands, its answer is lost) or instead of it
+/// (the transaction is rolled back, the client never told).
+struct CommitCutter {
+    port: u16,
+    /// 0: pass everything; [`LANDS`] or [`NEVER_SENT`]: cut the next COMMIT so.
+    armed: Arc<AtomicU8>,
+    cuts: Arc<AtomicUsize>,
+}
+
+/// The COMMIT is forwarded, then the connection cut.
+const LANDS: u8 = 1;
+/// The connection is cut instead of forwarding the COMMIT.
+const NEVER_SENT: u8 = 2;
+
+impl CommitCutter {
+    fn start(server_port: u16) -> CommitCutter {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicU8::new(0));
+        let cuts = Arc::new(AtomicUsize::new(0));
+        let (a, c) = (armed.clone(), cuts.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let Ok(server) = TcpStream::connect(("127.0.0.1", server_port)) else {
+                    continue;
+                };
+                let cutting = Arc::new(AtomicBool::new(false));
+                let back = (server.try_clone().unwrap(), client.try_clone().unwrap());
+                let held = cutting.clone();
+                std::thread::spawn(move || answers(back, &held));
+                let (a, c) = (a.clone(), c.clone());
+                std::thread::spawn(move || queries((client, server), &cutting, &a, &c));
+            }
+        });
+        CommitCutter { port, armed, cuts }
+    }
+
+    /// Cuts the next COMMIT `how`, and waits until it did.
+    fn cut_next(&self, how: u8) {
+        let before = self.cuts.load(Ordering::SeqCst);
+        self.armed.store(how, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.cuts.load(Ordering::SeqCst) == before {
+            assert!(Instant::now() < deadline, "no COMMIT came to cut");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// The server's bytes to the client, until the connection is cut.
+fn answers((mut server, mut client): (TcpStream, TcpStream), cutting: &AtomicBool) {
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = server.read(&mut buf) {
+        if n == 0 || cutting.load(Ordering::SeqCst) || client.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+}
+
+/// The client's bytes to the server; an armed COMMIT cuts the connection.
+fn queries(
+    (mut client, mut server): (TcpStream, TcpStream),
+    cutting: &AtomicBool,
+    armed: &AtomicU8,
+    cuts: &AtomicUsize,
+) {
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = client.read(&mut buf) {
+        let chunk = &buf[..n];
+        let commit = chunk.windows(7).any(|w| w == b"COMMIT\0");
+        let how = if commit {
+            armed.swap(0, Ordering::SeqCst)
+        } else {
+            0
+        };
+        if how != 0 {
+            // Its answer must not pass: the answering side stops first.
+            cutting.store(true, Ordering::SeqCst);
+            if how == LANDS {
+                let _ = server.write_all(chunk);
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            cuts.fetch_add(1, Ordering::SeqCst);
+            break;
+        }
+        if n == 0 || server.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    let _ = server.shutdown(Shutdown::Both);
+    let _ = client.shutdown(Shutdown::Both);
+}
+
+#[test]
+fn a_commit_whose_answer_was_lost_is_read_back_and_no_row_lands_twice_or_goes_missing() {
+    let server = PgServer::start();
+    let direct = server.fresh_database();
+    let cutter = CommitCutter::start(server.port());
+    let url = direct.replace(
+        &format!(":{}/", server.port()),
+        &format!(":{}/", cutter.port),
+    );
+    let ws = workspace();
+    let (commands, reads) = (40, 300);
+    let run = spawn_run(&server, &url, &ws, &script(commands, reads), &[]);
+    until_marked(&ws, 5);
+    cutter.cut_next(LANDS);
+    until_marked(&ws, 15);
+    cutter.cut_next(NEVER_SENT);
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(marked(ws.path()), commands, "{err}");
+    let pg = store(&server, &direct);
+    let db: &dyn Db = &pg;
+    let id: String = db.value("SELECT id FROM runs", &[]).unwrap().unwrap();
+    let rows = count(db, "SELECT count(*) FROM calls WHERE run = ?1", &id);
+    let last = count(db, "SELECT max(n) FROM calls WHERE run = ?1", &id);
+    assert_eq!((rows, last), ((commands + reads) as i64, rows));
+    let settled = count(
+        db,
+        "SELECT count(*) FROM calls WHERE run = ?1 AND flow = 'bash' AND status = 'ok'",
+        &id,
+    );
+    assert_eq!(settled as usize, commands);
+    verifies(&server, &direct);
 }
 
 /// Stops the server under a run given `--audit-retry retry`, leaves it
