@@ -247,15 +247,24 @@ fn until_still(value: &dyn Fn() -> usize, still: Duration) -> usize {
     last
 }
 
-/// A TCP proxy to a PostgreSQL server that, when armed, cuts the next
-/// connection to carry a COMMIT, the server's answer never passing: after
-/// forwarding it (the commit lands, its answer is lost) or instead of it
-/// (the transaction is rolled back, the client never told).
-struct CommitCutter {
+/// A TCP proxy to a PostgreSQL server, for a writer's faults the server
+/// itself does not show: when armed, it cuts the next connection to carry
+/// a COMMIT, the server's answer never passing, after forwarding it (the
+/// commit lands, its answer is lost) or instead of it (the transaction is
+/// rolled back, the client never told); blocked, it cuts every connection
+/// and refuses new ones while the server stays up for others.
+struct Proxy {
     port: u16,
+    state: Arc<ProxyState>,
+}
+
+#[derive(Default)]
+struct ProxyState {
     /// 0: pass everything; [`LANDS`] or [`NEVER_SENT`]: cut the next COMMIT so.
-    armed: Arc<AtomicU8>,
-    cuts: Arc<AtomicUsize>,
+    armed: AtomicU8,
+    /// COMMITs cut so far.
+    cuts: AtomicUsize,
+    blocked: AtomicBool,
 }
 
 /// The COMMIT is forwarded, then the connection cut.
@@ -263,102 +272,166 @@ const LANDS: u8 = 1;
 /// The connection is cut instead of forwarding the COMMIT.
 const NEVER_SENT: u8 = 2;
 
-impl CommitCutter {
-    fn start(server_port: u16) -> CommitCutter {
+impl Proxy {
+    fn start(server_port: u16) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let armed = Arc::new(AtomicU8::new(0));
-        let cuts = Arc::new(AtomicUsize::new(0));
-        let (a, c) = (armed.clone(), cuts.clone());
+        let state = Arc::new(ProxyState::default());
+        let shared = state.clone();
         std::thread::spawn(move || {
             for client in listener.incoming().map_while(Result::ok) {
+                if shared.blocked.load(Ordering::SeqCst) {
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(("127.0.0.1", server_port)) else {
                     continue;
                 };
-                let cutting = Arc::new(AtomicBool::new(false));
+                // Set when this connection is cut: its answers stop too.
+                let cut = Arc::new(AtomicBool::new(false));
                 let back = (server.try_clone().unwrap(), client.try_clone().unwrap());
-                let held = cutting.clone();
-                std::thread::spawn(move || answers(back, &held));
-                let (a, c) = (a.clone(), c.clone());
-                std::thread::spawn(move || queries((client, server), &cutting, &a, &c));
+                let (s, c) = (shared.clone(), cut.clone());
+                std::thread::spawn(move || answers(back, &s, &c));
+                let s = shared.clone();
+                std::thread::spawn(move || queries((client, server), &s, &cut));
             }
         });
-        CommitCutter { port, armed, cuts }
+        Proxy { port, state }
     }
 
     /// Cuts the next COMMIT `how`, and waits until it did.
     fn cut_next(&self, how: u8) {
-        let before = self.cuts.load(Ordering::SeqCst);
-        self.armed.store(how, Ordering::SeqCst);
+        let before = self.state.cuts.load(Ordering::SeqCst);
+        self.state.armed.store(how, Ordering::SeqCst);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.cuts.load(Ordering::SeqCst) == before {
+        while self.state.cuts.load(Ordering::SeqCst) == before {
             assert!(Instant::now() < deadline, "no COMMIT came to cut");
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+
+    /// Cuts every connection (at its next bytes) and refuses new ones
+    /// until [`Proxy::unblock`].
+    fn block(&self) {
+        self.state.blocked.store(true, Ordering::SeqCst);
+    }
+
+    fn unblock(&self) {
+        self.state.blocked.store(false, Ordering::SeqCst);
+    }
 }
 
 /// The server's bytes to the client, until the connection is cut.
-fn answers((mut server, mut client): (TcpStream, TcpStream), cutting: &AtomicBool) {
+fn answers((mut server, mut client): (TcpStream, TcpStream), state: &ProxyState, cut: &AtomicBool) {
     let mut buf = [0u8; 65536];
     while let Ok(n) = server.read(&mut buf) {
-        if n == 0 || cutting.load(Ordering::SeqCst) || client.write_all(&buf[..n]).is_err() {
+        let stop = cut.load(Ordering::SeqCst) || state.blocked.load(Ordering::SeqCst);
+        if n == 0 || stop || client.write_all(&buf[..n]).is_err() {
             break;
         }
     }
     let _ = client.shutdown(Shutdown::Both);
 }
 
-/// The client's bytes to the server; an armed COMMIT cuts the connection.
-fn queries(
-    (mut client, mut server): (TcpStream, TcpStream),
-    cutting: &AtomicBool,
-    armed: &AtomicU8,
-    cuts: &AtomicUsize,
-) {
+/// The client's bytes to the server; an armed COMMIT, or the block, cuts
+/// the connection.
+fn queries((mut client, mut server): (TcpStream, TcpStream), state: &ProxyState, cut: &AtomicBool) {
     let mut buf = [0u8; 65536];
     while let Ok(n) = client.read(&mut buf) {
         let chunk = &buf[..n];
         let commit = chunk.windows(7).any(|w| w == b"COMMIT\0");
         let how = if commit {
-            armed.swap(0, Ordering::SeqCst)
+            state.armed.swap(0, Ordering::SeqCst)
         } else {
             0
         };
         if how != 0 {
             // Its answer must not pass: the answering side stops first.
-            cutting.store(true, Ordering::SeqCst);
+            cut.store(true, Ordering::SeqCst);
             if how == LANDS {
                 let _ = server.write_all(chunk);
                 std::thread::sleep(Duration::from_millis(300));
             }
-            cuts.fetch_add(1, Ordering::SeqCst);
+            state.cuts.fetch_add(1, Ordering::SeqCst);
             break;
         }
-        if n == 0 || server.write_all(chunk).is_err() {
+        let stop = state.blocked.load(Ordering::SeqCst);
+        if n == 0 || stop || server.write_all(chunk).is_err() {
             break;
         }
     }
+    cut.store(true, Ordering::SeqCst);
     let _ = server.shutdown(Shutdown::Both);
     let _ = client.shutdown(Shutdown::Both);
+}
+
+#[test]
+fn a_run_taken_over_while_its_writer_cannot_reach_the_store_is_fenced_when_it_can() {
+    let server = PgServer::start();
+    let direct = server.fresh_database();
+    let proxy = Proxy::start(server.port());
+    let url = direct.replace(
+        &format!(":{}/", server.port()),
+        &format!(":{}/", proxy.port),
+    );
+    let ws = workspace();
+    let run = spawn_run(&server, &url, &ws, &script(2000, 0), &[]);
+    until_marked(&ws, 5);
+    proxy.block();
+    // The writer's next write fails; then the run is taken over, through
+    // the server the proxy does not stand in front of.
+    std::thread::sleep(Duration::from_millis(500));
+    let at_block = marked(ws.path());
+    let pg = store(&server, &direct);
+    let db: &dyn Db = &pg;
+    let id: String = db.value("SELECT id FROM runs", &[]).unwrap().unwrap();
+    let taken = db
+        .execute(
+            "UPDATE runs SET attempt = attempt + 1, owner = 'elsewhere:1:1' WHERE id = ?1",
+            &[Val::from(&id)],
+        )
+        .unwrap();
+    assert_eq!(taken, 1);
+    let rows_then = count(db, "SELECT count(*) FROM calls WHERE run = ?1", &id);
+    proxy.unblock();
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("was taken over by elsewhere:1:1"),
+        "the run says who took it over: {err}"
+    );
+    // No command ran once the store answered, and none of the rows the
+    // writer held landed after the takeover.
+    assert_eq!(marked(ws.path()), at_block, "{err}");
+    let rows = count(db, "SELECT count(*) FROM calls WHERE run = ?1", &id);
+    assert_eq!(rows, rows_then, "{err}");
+    let commands = count(
+        db,
+        "SELECT count(*) FROM calls WHERE run = ?1 AND flow = 'bash'",
+        &id,
+    );
+    assert!(
+        (at_block as i64..=at_block as i64 + 1).contains(&commands),
+        "{at_block} commands ran, {commands} intents are recorded"
+    );
 }
 
 #[test]
 fn a_commit_whose_answer_was_lost_is_read_back_and_no_row_lands_twice_or_goes_missing() {
     let server = PgServer::start();
     let direct = server.fresh_database();
-    let cutter = CommitCutter::start(server.port());
+    let proxy = Proxy::start(server.port());
     let url = direct.replace(
         &format!(":{}/", server.port()),
-        &format!(":{}/", cutter.port),
+        &format!(":{}/", proxy.port),
     );
     let ws = workspace();
     let (commands, reads) = (40, 300);
     let run = spawn_run(&server, &url, &ws, &script(commands, reads), &[]);
     until_marked(&ws, 5);
-    cutter.cut_next(LANDS);
+    proxy.cut_next(LANDS);
     until_marked(&ws, 15);
-    cutter.cut_next(NEVER_SENT);
+    proxy.cut_next(NEVER_SENT);
     let out = run.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{err}");
