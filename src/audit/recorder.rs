@@ -15,6 +15,12 @@
 //! the run's one thread, which every task shares, runs the other tasks
 //! meanwhile. The blocking forms (`intent`, `call`) are for a step that
 //! cannot await (a resume's stop) and for callers off that thread.
+//!
+//! A store that cannot be reached (a PostgreSQL server restarting) is
+//! waited for, within the run's retry budget: what the writer linked waits
+//! in memory, bounded, and is written once the store answers (see
+//! `recorder_flush.rs` and [`super::outage`]); past the budget the run
+//! stops, saying what was recorded.
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
 use super::db::{self, vals, Begin, Db, Val};
