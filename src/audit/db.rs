@@ -341,6 +341,16 @@ pub trait Db {
     /// cut, never corrupted (`false`: rows of sealed calls, which the seal
     /// covers when the run ends).
     fn durable(&self, on: bool) -> Result<()>;
+
+    /// How many connections to the store this handle has made so far. It
+    /// changes when a lost connection was made again, perhaps to a server
+    /// that restarted and lost the commits made without [`Db::durable`]
+    /// (PostgreSQL); the writer then looks for them. An embedded store
+    /// (SQLite) keeps its one connection, whose commits a crash of this
+    /// process never loses: 0.
+    fn connections(&self) -> u64 {
+        0
+    }
 }
 
 impl dyn Db + '_ {

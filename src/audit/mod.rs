@@ -11,6 +11,7 @@
 //! - [`parts`]: inputs whose list items (a model call's `messages`) the
 //!   record keeps once each by content, taken apart and put back together;
 //! - [`recorder`]: the writer a run records through (a thread of its own);
+//!   [`outage`]: what it does while its store cannot be reached;
 //! - [`replay`]: a recorded run's calls, answered back in order;
 //! - [`session`]: what one run's calls share of all this (sequence numbers
 //!   per task, the halt of a diverged replay);
@@ -30,6 +31,7 @@ pub mod lease;
 pub mod list;
 pub mod location;
 pub mod open;
+pub mod outage;
 mod parts;
 pub mod postgres;
 pub mod recorder;

@@ -15,9 +15,16 @@
 //! the run's one thread, which every task shares, runs the other tasks
 //! meanwhile. The blocking forms (`intent`, `call`) are for a step that
 //! cannot await (a resume's stop) and for callers off that thread.
+//!
+//! A store that cannot be reached (a PostgreSQL server restarting) is
+//! waited for, within the run's retry budget: what the writer linked waits
+//! in memory, bounded, and is written once the store answers (see
+//! `recorder_flush.rs` and [`super::outage`]); past the budget the run
+//! stops, saying what was recorded.
 
 use super::chain::{self, CallIntent, CallOutcome, Reading, RunEnd, RunHead, RunLink, Seal};
-use super::db::{self, vals, Begin, Db};
+use super::db::{self, vals, Begin, Db, Val};
+use super::outage::{Effect, Outage, Unsynced, Write};
 use super::parts::{self, Split};
 use super::redact::{cap_output, Redaction, DEFAULT_OUTPUT_CAP};
 use super::rows::StoredCall;
@@ -34,6 +41,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
+
+/// A statement's values, owned: `params![id, n, None::<String>]`.
+macro_rules! params {
+    ($($v:expr),* $(,)?) => {
+        vec![$(Val::from($v)),*]
+    };
+}
 
 /// Rows that may wait in the queue before a call blocks on the writer. Each
 /// holds its call's output until the writer takes it, so the bound is what
@@ -322,6 +336,12 @@ pub struct Recorder {
     /// The first write that failed; every later intent is refused with it.
     failure: Arc<Mutex<Option<String>>>,
     fenced: Arc<AtomicBool>,
+    /// Set when the store stayed unreachable past the retry budget: the
+    /// run starts no call after it.
+    lost: Arc<AtomicBool>,
+    /// Set while the store is unreachable and the writer holds as many
+    /// rows as it may: no call starts until it can write them.
+    backed_up: Arc<AtomicBool>,
     lease_until: Arc<AtomicI64>,
     /// What the writer holds, as of its last batch.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -359,17 +379,27 @@ impl Recorder {
     #[cfg(test)]
     pub fn start(path: &std::path::Path, run: RunStart) -> Result<Recorder, String> {
         let conn = store::open(path)?;
-        Recorder::start_in(Box::new(conn), &path.display().to_string(), run)
+        let name = path.display().to_string();
+        Recorder::start_in(Box::new(conn), &name, run, super::outage::DEFAULT_RETRY)
     }
 
     /// Writes the run's row (status `running`) into `store`, already
     /// opened at the current schema, of either backend, and starts the
     /// writer, which owns the store from then on. `name` is how errors
     /// name the store (a path, or a URL without its password).
+    ///
+    /// A store that becomes unreachable (a PostgreSQL server restarting, a
+    /// network cut) is waited for `retry` ([`super::outage::DEFAULT_RETRY`] by
+    /// default) before the run stops: meanwhile the rows of calls made
+    /// queue in memory (at most [`super::outage::QUEUED_ROWS`] statements or
+    /// [`super::outage::QUEUED_BYTES`]), no irreversible call starts before its
+    /// intent is committed, and no call starts while the queue is full.
+    /// Zero stops the run at the first failed write.
     pub fn start_in(
         store: Box<dyn Db + Send>,
         name: &str,
         run: RunStart,
+        retry: Duration,
     ) -> Result<Recorder, String> {
         let until = super::lease::until_from_now();
         let head = insert_run(&*store, &run, until)
@@ -379,35 +409,8 @@ impl Recorder {
             .and_then(|head| store.durable(false).map(|()| head))
             .map_err(|e| format!("audit database {name}: {e}"))?;
         let (tx, rx) = sync_channel(QUEUE);
-        let failure = Arc::new(Mutex::new(None));
-        let fenced = Arc::new(AtomicBool::new(false));
-        let lease_until = Arc::new(AtomicI64::new(until));
-        let queued = Arc::new(AtomicUsize::new(0));
-        let footprint = Arc::new(Mutex::new(Footprint::default()));
-        let writer = Writer {
-            db: store,
-            run: run.id,
-            attempt: 1,
-            renewed: Instant::now(),
-            renewing: None,
-            lease_until: lease_until.clone(),
-            fenced: fenced.clone(),
-            seal: Seal::new(&head),
-            last: head,
-            n: 0,
-            intents: HashMap::new(),
-            cap: DEFAULT_OUTPUT_CAP,
-            failure: failure.clone(),
-            secrets: Vec::new(),
-            stored: HashSet::new(),
-            added: Vec::new(),
-            lists: Vec::new(),
-            unfolded: VecDeque::new(),
-            recent: VecDeque::new(),
-            queued: queued.clone(),
-            footprint: footprint.clone(),
-            synced: false,
-        };
+        let writer = Writer::new(store, name, (run.id, head), retry, until);
+        let shared = writer.shared();
         let thread = std::thread::Builder::new()
             .name("sluice-audit".into())
             .spawn(move || writer.serve(rx))
@@ -416,11 +419,13 @@ impl Recorder {
             tx,
             writer: thread.thread().clone(),
             thread: Mutex::new(Some(thread)),
-            failure,
-            fenced,
-            lease_until,
-            queued,
-            footprint,
+            failure: shared.failure,
+            fenced: shared.fenced,
+            lost: shared.lost,
+            backed_up: shared.backed_up,
+            lease_until: shared.lease_until,
+            queued: shared.queued,
+            footprint: shared.footprint,
         })
     }
 
@@ -428,6 +433,25 @@ impl Recorder {
     /// over: the run starts no call after it.
     pub fn fenced(&self) -> bool {
         self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// Whether the run must start no further call: it was taken over, or
+    /// its store stayed unreachable past the retry budget ([`failure`]
+    /// says which, and what was recorded).
+    ///
+    /// [`failure`]: Recorder::failure
+    pub fn stopped(&self) -> bool {
+        self.fenced() || self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Waits, before a call starts, while the store is unreachable and the
+    /// writer holds as many rows as it may: until it wrote them, or gave
+    /// the store up ([`Recorder::stopped`] then holds).
+    pub fn make_room(&self) -> Result<(), String> {
+        if !self.backed_up.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.blocking(|ack| Msg::Renew(Some(ack)))
     }
 
     /// Makes sure the run's lease is still this process's before a call
@@ -677,6 +701,14 @@ fn insert_linked(
 struct Writer {
     /// The store, of either backend: the writer's alone.
     db: Box<dyn Db + Send>,
+    /// The store as messages name it.
+    name: String,
+    /// How long an unreachable store is waited for.
+    retry: Duration,
+    /// Whether the store is a server's (PostgreSQL), which can become
+    /// unreachable or crash while this process lives: only then does the
+    /// writer note what each statement leaves ([`Effect`]), to look for it.
+    remote: bool,
     run: String,
     /// The run's lease this writer holds (see [`super::lease`]).
     attempt: i64,
@@ -689,6 +721,10 @@ struct Writer {
     lease_until: Arc<AtomicI64>,
     /// Set when a batch was refused because the run was taken over.
     fenced: Arc<AtomicBool>,
+    /// Set when the store was given up on (shared with the recorder).
+    lost: Arc<AtomicBool>,
+    /// Set while an outage's queue is full (shared with the recorder).
+    backed_up: Arc<AtomicBool>,
     /// The seal so far: the head, then each row in chain order as far as
     /// every row's outcome is settled.
     seal: Seal,
@@ -700,9 +736,9 @@ struct Writer {
     last: String,
     /// Rows in the chain so far.
     n: i64,
-    /// Calls whose intent is written, by (task, seq): their hash and the
-    /// redaction their outcome must get too.
-    intents: HashMap<(String, u64), (i64, String, Redaction)>,
+    /// Calls whose intent is written, by (task, seq): their place, hash,
+    /// the redaction their outcome must get too, and their flow.
+    intents: HashMap<(String, u64), (i64, String, Redaction, String)>,
     cap: usize,
     failure: Arc<Mutex<Option<String>>>,
     /// Secrets the run's inputs brought so far.
@@ -723,6 +759,60 @@ struct Writer {
     /// The last rows' lists of keys kept by content, as (task, seq, keys):
     /// a later row names the one it continues instead of repeating it.
     lists: Vec<(String, i64, Vec<String>)>,
+    /// The statements linked and not yet committed, in order: the open
+    /// batch's, and every batch's since the store became unreachable.
+    log: Vec<Write>,
+    /// The text `log` holds.
+    log_bytes: usize,
+    /// Whether `log` holds what a commit must sync (an intent, the end).
+    sync_wanted: bool,
+    /// Who waits for `log`'s commit.
+    acks: Vec<Waiter>,
+    /// The run's end, taken and not yet committed.
+    ending: Option<Ending>,
+    /// Where the chain stood before `log`: what the store holds.
+    base: Option<Mark>,
+    /// The store is unreachable: since when, and when it is tried next.
+    outage: Option<Outage>,
+    /// A commit of `log`'s start whose answer was lost.
+    unknown: Option<Unknown>,
+    /// Commits a crash of the store's server may lose, kept until one
+    /// syncs.
+    unsynced: Unsynced,
+    /// The store's connections as of the last commit: another number
+    /// means the connection was made again since.
+    connection: u64,
+}
+
+/// The run's end, as the writer holds it until it is committed.
+struct Ending {
+    status: String,
+    error: Option<String>,
+    ack: Ack,
+    /// Its seal is computed and in the log.
+    sealed: bool,
+}
+
+/// A commit whose answer the connection's loss took: the log's first
+/// `upto` statements landed whole or not at all; reading `witness` back
+/// tells which.
+struct Unknown {
+    upto: usize,
+    /// The waiters for them: the first `acks` of the writer's.
+    acks: usize,
+    witness: Option<Effect>,
+    /// Where the chain stands if they landed.
+    after: Mark,
+}
+
+/// What the writer does after a step.
+enum Next {
+    /// Goes on.
+    Go,
+    /// The run ended: the writer stops.
+    Ended,
+    /// The store was given up on: every later message is refused.
+    Lost,
 }
 
 /// Lists of keys a writer remembers to continue from.
@@ -788,130 +878,81 @@ struct Settled {
     hash: String,
 }
 
+/// What the recorder and its writer share.
+struct Shared {
+    failure: Arc<Mutex<Option<String>>>,
+    fenced: Arc<AtomicBool>,
+    lost: Arc<AtomicBool>,
+    backed_up: Arc<AtomicBool>,
+    lease_until: Arc<AtomicI64>,
+    queued: Arc<AtomicUsize>,
+    footprint: Arc<Mutex<Footprint>>,
+}
+
 impl Writer {
-    fn serve(mut self, rx: Receiver<Msg>) {
-        // Rows nobody waits for gather for up to `QUIET` before they are
-        // committed: a transaction per handful of sealed calls would cost
-        // the writer (and the core it shares with the run) more than the
-        // calls themselves.
-        let mut batch = Vec::new();
-        let mut oldest: Option<Instant> = None;
-        let mut urgent = false;
-        loop {
-            let mut closed = false;
-            while batch.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(m) => {
-                        self.queued.fetch_sub(1, Ordering::Relaxed);
-                        urgent |= m.awaited();
-                        oldest.get_or_insert_with(Instant::now);
-                        batch.push(m);
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        closed = true;
-                        break;
-                    }
-                }
-            }
-            if batch.is_empty() && !closed && self.renewed.elapsed() >= super::lease::RENEW {
-                batch.push(Msg::Renew(None));
-                urgent = true;
-            }
-            let waited = oldest.map_or(Duration::ZERO, |t| t.elapsed());
-            if batch.is_empty() && closed {
-                return;
-            }
-            let due = urgent || closed || batch.len() >= BATCH || waited >= QUIET;
-            if batch.is_empty() || !due {
-                std::thread::park_timeout(QUIET.saturating_sub(waited));
-                continue;
-            }
-            (oldest, urgent) = (None, false);
-            if self.commit(std::mem::take(&mut batch)) {
-                return;
-            }
+    /// The writer of run `id`, whose row (hashed `head`, its lease held
+    /// until `until`) is in `store`, waiting `retry` for a store it lost.
+    fn new(
+        store: Box<dyn Db + Send>,
+        name: &str,
+        (id, head): (String, String),
+        retry: Duration,
+        until: i64,
+    ) -> Writer {
+        let remote = store.backend() == db::Backend::Postgres;
+        let connection = store.connections();
+        Writer {
+            db: store,
+            name: name.to_string(),
+            retry,
+            remote,
+            run: id,
+            attempt: 1,
+            renewed: Instant::now(),
+            renewing: None,
+            lease_until: Arc::new(AtomicI64::new(until)),
+            fenced: Arc::default(),
+            lost: Arc::default(),
+            backed_up: Arc::default(),
+            seal: Seal::new(&head),
+            last: head,
+            n: 0,
+            intents: HashMap::new(),
+            cap: DEFAULT_OUTPUT_CAP,
+            failure: Arc::default(),
+            secrets: Vec::new(),
+            stored: HashSet::new(),
+            added: Vec::new(),
+            lists: Vec::new(),
+            unfolded: VecDeque::new(),
+            recent: VecDeque::new(),
+            queued: Arc::default(),
+            footprint: Arc::default(),
+            synced: false,
+            log: Vec::new(),
+            log_bytes: 0,
+            sync_wanted: false,
+            acks: Vec::new(),
+            ending: None,
+            base: None,
+            outage: None,
+            unknown: None,
+            unsynced: Unsynced::new(remote),
+            connection,
         }
     }
 
-    /// Writes `batch` in one transaction, then answers whoever waits.
-    /// Returns whether the run ended.
-    fn commit(&mut self, batch: Vec<Msg>) -> bool {
-        let sync = batch.iter().any(Msg::needs_sync);
-        let mut acks: Vec<Waiter> = Vec::new();
-        let mut ended = false;
-        let mut end: Option<(String, Ack)> = None;
-        let before = self.mark();
-        self.added.clear();
-        let result = (|| -> db::Result<()> {
-            if sync != self.synced {
-                self.db.durable(sync)?;
-                self.synced = sync;
-            }
-            self.begin()?;
-            for msg in batch {
-                match msg {
-                    Msg::Intent(row, ack) => {
-                        self.intent(&row)?;
-                        acks.push(ack);
-                    }
-                    Msg::Done(row, outcome, ack) => {
-                        self.done(&row, *outcome)?;
-                        acks.extend(ack);
-                    }
-                    Msg::Outcome { task, seq, outcome } => self.complete(task, seq, *outcome)?,
-                    Msg::Reading {
-                        task,
-                        seq,
-                        kind,
-                        value,
-                    } => self.reading(&task, seq, kind, value)?,
-                    Msg::Renew(ack) => acks.extend(ack),
-                    Msg::End { status, error, ack } => {
-                        end = Some((status.clone(), ack.clone()));
-                        self.seal(&status, error.as_deref())?;
-                        acks.push(Waiter::Thread(ack));
-                        ended = true;
-                    }
-                }
-            }
-            self.db.commit()
-        })();
-        if let (true, Some((at, until))) = (result.is_ok(), self.renewing.take()) {
-            self.renewed = at;
-            self.lease_until.store(until, Ordering::SeqCst);
+    /// The handles the recorder shares with this writer.
+    fn shared(&self) -> Shared {
+        Shared {
+            failure: self.failure.clone(),
+            fenced: self.fenced.clone(),
+            lost: self.lost.clone(),
+            backed_up: self.backed_up.clone(),
+            lease_until: self.lease_until.clone(),
+            queued: self.queued.clone(),
+            footprint: self.footprint.clone(),
         }
-        if result.is_err() {
-            let _ = self.db.rollback();
-            // What the batch linked was rolled back: the chain goes on from
-            // where the database is.
-            self.restore(before);
-        }
-        let answer = result.map_err(|e| {
-            if super::lease::is_fenced(&e) {
-                self.fenced.store(true, Ordering::SeqCst);
-            }
-            let why = format!("the audit database could not record the call: {e}");
-            *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
-            why
-        });
-        if let (Err(why), Some((_, ack))) = (&answer, end.filter(|_| !self.is_fenced())) {
-            // The run ends with rows lost: seal it failed, saying so, so the
-            // seal itself covers the loss.
-            let incomplete = format!("the audit record is incomplete: {why}");
-            let sealed = self
-                .begin()
-                .and_then(|()| self.seal("failed", Some(&incomplete)))
-                .and_then(|()| self.db.commit())
-                .map_err(|e| format!("{incomplete}; sealing failed too: {e}"));
-            let _ = ack.send(sealed.and(Err(incomplete)));
-            return true;
-        }
-        self.publish();
-        for ack in acks {
-            ack.answer(answer.clone());
-        }
-        ended
     }
 
     /// Publishes what the writer holds now (see [`Recorder::footprint`]).
@@ -925,15 +966,15 @@ impl Writer {
         };
     }
 
-    /// Begins a batch's transaction: rows of this run only, which writers
-    /// of other runs need not wait for (SQLite has one writer at a time,
-    /// and waits for the lock).
+    /// Whether a batch was refused because the run was taken over.
     fn is_fenced(&self) -> bool {
         self.fenced.load(Ordering::SeqCst)
     }
 
     /// Begins a batch: a transaction whose first act is to check that the
-    /// run's lease is still this writer's.
+    /// run's lease is still this writer's (so a connection made again after
+    /// an outage writes nothing for a run taken over meanwhile). Rows of
+    /// this run only, which writers of other runs need not wait for.
     fn begin(&mut self) -> db::Result<()> {
         self.db.begin(Begin::Rows)?;
         super::lease::check(&*self.db, &self.run, self.attempt)?;
@@ -1070,40 +1111,56 @@ impl Writer {
         known
     }
 
-    /// Writes an irreversible call's intent: its outcome stays NULL until
+    /// Links an irreversible call's intent: its outcome stays NULL until
     /// [`Writer::complete`].
     fn intent(&mut self, row: &CallRow) -> db::Result<()> {
         let mut l = self.link(row);
         let redacted = strings(&l.redaction.redacted);
-        self.keep_items(&mut l)?;
+        self.keep_items(&mut l);
         let hash = l.hash.clone();
-        let redaction = self.insert(row, l, redacted, None)?;
-        self.intents
-            .insert((row.task.clone(), row.seq), (self.n, hash, redaction));
+        let redaction = self.insert(row, l, redacted, None);
+        self.intents.insert(
+            (row.task.clone(), row.seq),
+            (self.n, hash, redaction, row.flow.clone()),
+        );
         Ok(())
     }
 
-    /// Writes a whole call, intent and outcome, in one row.
-    fn done(&mut self, row: &CallRow, outcome: Outcome) -> db::Result<()> {
+    /// Links a whole call, intent and outcome, in one row.
+    fn done(&mut self, row: &CallRow, outcome: &Outcome) {
         let mut l = self.link(row);
-        let mut o = self.settle(&l.hash, &mut l.redaction, &outcome)?;
-        self.keep_items(&mut l)?;
+        let mut o = self.settle(&l.hash, &mut l.redaction, outcome);
+        self.keep_items(&mut l);
         let (redacted, hash) = (std::mem::take(&mut o.redacted), o.hash.clone());
-        self.insert(row, l, redacted, Some((o, outcome.duration_us)))?;
+        self.insert(row, l, redacted, Some((o, outcome.duration_us)));
         self.settled(self.n, hash);
-        Ok(())
+    }
+
+    /// Queues a statement for the batch's transaction.
+    fn push(&mut self, w: Write) {
+        self.log_bytes += w.bytes();
+        self.log.push(w);
     }
 
     /// One INSERT of a linked row, its outcome columns NULL without
-    /// `done`. The row's text moves into the statement's values, uncopied;
-    /// what the intent's outcome still needs, its redaction, comes back.
+    /// `done` (an intent). The row's text moves into the statement's
+    /// values, uncopied; what the intent's outcome still needs, its
+    /// redaction, comes back.
     fn insert(
-        &self,
+        &mut self,
         row: &CallRow,
         l: Linked,
         redacted: String,
         done: Option<(Settled, i64)>,
-    ) -> db::Result<Redaction> {
+    ) -> Redaction {
+        let effect = self.remote.then(|| Effect::Row {
+            task: row.task.clone(),
+            seq: row.seq,
+            n: self.n,
+            flow: row.flow.clone(),
+            hash: l.hash.clone(),
+            intent: done.is_none(),
+        });
         let (o, duration_us) = done.map_or((None, None), |(o, d)| (Some(o), Some(d)));
         let status = o.as_ref().map(|o| o.status);
         let capped = o.as_ref().is_some_and(|o| o.capped);
@@ -1111,86 +1168,92 @@ impl Writer {
             Some(o) => (o.output, o.output_ref, o.error, Some(o.late), Some(o.hash)),
             None => (None, None, None, None, None),
         };
-        self.db.execute(
+        let params = params![
+            &self.run,
+            &row.task,
+            row.seq,
+            self.n,
+            &row.flow,
+            row.tier,
+            l.input,
+            l.capabilities,
+            l.decisions,
+            l.route,
+            redacted,
+            &row.replayed_from,
+            row.started_ms,
+            l.prev,
+            l.hash,
+            status,
+            output,
+            output_ref,
+            error,
+            capped,
+            duration_us,
+            late,
+            outcome_hash,
+            l.split.map(|s| s.column),
+            l.client,
+            self.attempt,
+        ];
+        self.push(Write::new(
             "INSERT INTO calls (run, task, seq, n, flow, tier, input, capabilities, decisions, route, redacted,
                replayed_from, started_ms, prev, hash, status, output, output_ref, error, capped, duration_us,
                late_decisions, outcome_hash, parts, client, attempt)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
                ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
-            vals![
-                &self.run,
-                &row.task,
-                row.seq,
-                self.n,
-                &row.flow,
-                row.tier,
-                l.input,
-                l.capabilities,
-                l.decisions,
-                l.route,
-                redacted,
-                &row.replayed_from,
-                row.started_ms,
-                l.prev,
-                l.hash,
-                status,
-                output,
-                output_ref,
-                error,
-                capped,
-                duration_us,
-                late,
-                outcome_hash,
-                l.split.map(|s| s.column),
-                l.client,
-                self.attempt,
-            ],
-        )?;
-        Ok(l.redaction)
+            params,
+            effect,
+        ));
+        l.redaction
     }
 
-    /// Completes a call whose intent was written.
-    fn complete(&mut self, task: String, seq: u64, outcome: Outcome) -> db::Result<()> {
-        let Some((n, hash, mut redaction)) = self.intents.remove(&(task.clone(), seq)) else {
+    /// Links the outcome of a call whose intent was linked.
+    fn complete(&mut self, task: String, seq: u64, outcome: &Outcome) -> db::Result<()> {
+        let Some((n, hash, mut redaction, flow)) = self.intents.remove(&(task.clone(), seq)) else {
             return Err(db::Error::other(format!(
                 "no intent was written for call {task}/{seq}"
             )));
         };
-        let o = self.settle(&hash, &mut redaction, &outcome)?;
+        let o = self.settle(&hash, &mut redaction, outcome);
         let outcome_hash = o.hash.clone();
-        self.db.execute(
+        let effect = self.remote.then(|| Effect::Outcome {
+            task: task.clone(),
+            seq,
+            n,
+            flow,
+            hash: o.hash.clone(),
+        });
+        let params = params![
+            &self.run,
+            task,
+            seq,
+            o.status,
+            o.output,
+            o.output_ref,
+            o.error,
+            o.capped,
+            outcome.duration_us,
+            o.late,
+            o.redacted,
+            o.hash,
+        ];
+        self.push(Write::new(
             "UPDATE calls SET status = ?4, output = ?5, output_ref = ?6, error = ?7, capped = ?8,
                duration_us = ?9, late_decisions = ?10, redacted = ?11, outcome_hash = ?12
              WHERE run = ?1 AND task = ?2 AND seq = ?3",
-            vals![
-                &self.run,
-                task,
-                seq,
-                o.status,
-                o.output,
-                o.output_ref,
-                o.error,
-                o.capped,
-                outcome.duration_us,
-                o.late,
-                o.redacted,
-                o.hash,
-            ],
-        )?;
+            params,
+            effect,
+        ));
         self.settled(n, outcome_hash);
         Ok(())
     }
 
     /// A call's outcome columns: redacted, capped, hashed onto its intent.
-    fn settle(
-        &mut self,
-        hash: &str,
-        redaction: &mut Redaction,
-        outcome: &Outcome,
-    ) -> db::Result<Settled> {
+    fn settle(&mut self, hash: &str, redaction: &mut Redaction, outcome: &Outcome) -> Settled {
         let (status, output, error, capped) = match &outcome.result {
             Ok(out) => {
-                let (stored, capped) = self.output(redaction, out)?;
+                let (stored, capped) = self.output(redaction, out);
                 ("ok", Some(stored), None, capped)
             }
             Err(err) => ("error", None, Some(redaction.text("error", err)), false),
@@ -1222,7 +1285,7 @@ impl Writer {
             Some(Stored { inline, .. }) => (inline, None),
             None => (None, None),
         };
-        Ok(Settled {
+        Settled {
             status,
             output,
             output_ref,
@@ -1231,14 +1294,14 @@ impl Writer {
             late,
             redacted,
             hash,
-        })
+        }
     }
 
-    /// An output's stored form: inline, or kept once by content (stored
-    /// here); and whether it was capped. An output equal to a recent one,
+    /// An output's stored form: inline, or kept once by content (its
+    /// statement queued here); and whether it was capped. An output equal to a recent one,
     /// redacted against the same secrets, takes that one's form without
     /// being serialized or hashed again: a file read again costs a compare.
-    fn output(&mut self, redaction: &mut Redaction, out: &Value) -> db::Result<(Stored, bool)> {
+    fn output(&mut self, redaction: &mut Redaction, out: &Value) -> (Stored, bool) {
         let secrets = redaction.secrets();
         if let Some(r) = self
             .recent
@@ -1249,7 +1312,7 @@ impl Writer {
                 inline: r.inline.clone(),
                 digest: r.digest.clone(),
             };
-            return Ok((stored, false));
+            return (stored, false);
         }
         let cut = redaction.redacted.len();
         let (text, capped) = cap_output(redaction.text("output", out), self.cap);
@@ -1257,7 +1320,7 @@ impl Writer {
         // Only an output stored as it came is its own stored form again.
         let plain = redaction.redacted.len() == cut && !capped && text.len() <= RECENT_MAX;
         let inline = if text.len() > INLINE {
-            self.keep(digest.clone(), text)?;
+            self.keep(digest.clone(), text);
             None
         } else {
             Some(text)
@@ -1266,7 +1329,7 @@ impl Writer {
         if plain {
             self.remember(out, redaction.secrets().to_vec(), &stored);
         }
-        Ok((stored, capped))
+        (stored, capped)
     }
 
     /// Remembers `out` as the newest recent output.
@@ -1284,42 +1347,48 @@ impl Writer {
 
     /// Stores the items of a row's shared field, each once by its content
     /// (taken out of `l`, which needs them no more).
-    fn keep_items(&mut self, l: &mut Linked) -> db::Result<()> {
+    fn keep_items(&mut self, l: &mut Linked) {
         let items = l.split.as_mut().map(|s| std::mem::take(&mut s.items));
         for (sha, text) in items.into_iter().flatten() {
             if !self.stored.contains(&sha) {
-                self.keep(sha, text)?;
+                self.keep(sha, text);
             }
         }
-        Ok(())
     }
 
-    /// Stores a large output once by its content (`sha`); returns that.
-    fn keep(&mut self, sha: String, text: String) -> db::Result<String> {
+    /// Stores a large output once by its content (`sha`).
+    fn keep(&mut self, sha: String, text: String) {
         if !self.stored.contains(&sha) {
-            self.db.execute(
-                "INSERT INTO outputs (sha256, body) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
-                vals![&sha, text],
-            )?;
             if self.stored.len() >= STORED_KEYS {
                 // Forgetting costs a redundant INSERT, not a row.
                 self.stored.clear();
             }
             self.stored.insert(sha.clone());
             self.added.push(sha.clone());
+            // Idempotent: written again after an outage, it adds nothing.
+            self.push(Write::new(
+                "INSERT INTO outputs (sha256, body) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
+                params![sha, text],
+                None,
+            ));
         }
-        Ok(sha)
     }
 
-    fn reading(&mut self, task: &str, seq: u64, kind: &'static str, value: f64) -> db::Result<()> {
-        self.db.execute(
+    fn reading(&mut self, task: &str, seq: u64, kind: &'static str, value: f64) {
+        let effect = self.remote.then(|| Effect::Reading {
+            task: task.to_string(),
+            seq,
+        });
+        self.push(Write::new(
             "INSERT INTO readings (run, task, seq, kind, value) VALUES (?1, ?2, ?3, ?4, ?5)",
-            vals![&self.run, task, seq, kind, value],
-        )?;
-        Ok(())
+            params![&self.run, task, seq, kind, value],
+            effect,
+        ));
     }
 
-    fn seal(&mut self, status: &str, error: Option<&str>) -> db::Result<()> {
+    /// The statement that seals the run ending with `status`, computed
+    /// inside the open transaction (its readings are read back from it).
+    fn seal(&mut self, status: &str, error: Option<&str>) -> db::Result<Write> {
         let ended_ms = super::now_ms();
         // A script's error may quote what it saw: the run's secrets go.
         let (mut cutter, _) = Redaction::input(&Value::Null, &self.known());
@@ -1346,13 +1415,16 @@ impl Writer {
             error,
             ended_ms,
         });
-        self.db.execute(
+        Ok(Write::new(
             "UPDATE runs SET status = ?2, error = ?3, ended_ms = ?4, seal = ?5 WHERE id = ?1",
-            vals![&self.run, status, error, ended_ms, seal],
-        )?;
-        Ok(())
+            params![&self.run, status, error, ended_ms, &seal],
+            Some(Effect::Seal(seal)),
+        ))
     }
 }
+
+#[path = "recorder_flush.rs"]
+mod flush;
 
 #[cfg(test)]
 #[path = "recorder_tests.rs"]

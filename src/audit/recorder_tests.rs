@@ -414,7 +414,13 @@ fn the_writer_joins_the_chain_under_the_store_lock_and_syncs_intents_not_sealed_
     let (dir, conn) = db();
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
-    let recorder = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap();
+    let recorder = Recorder::start_in(
+        noted(&path, &log),
+        "noted",
+        run_start("r1"),
+        crate::audit::outage::DEFAULT_RETRY,
+    )
+    .unwrap();
     // The run's row and its place in the chain of runs, in one transaction
     // under the store-wide lock; then sealed rows' commits go unsynced.
     let joined = ["begin Store", "INSERT INTO runs", "commit", "durable false"];
@@ -451,7 +457,13 @@ fn a_run_the_store_refuses_is_an_error_naming_the_store_and_leaves_no_row() {
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
     record_run(&path, "r1", Vec::new());
-    let again = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap_err();
+    let again = Recorder::start_in(
+        noted(&path, &log),
+        "noted",
+        run_start("r1"),
+        crate::audit::outage::DEFAULT_RETRY,
+    )
+    .unwrap_err();
     assert_eq!(
         again,
         "audit database noted: UNIQUE constraint failed: runs.id"

@@ -84,13 +84,18 @@ impl Session {
     }
 
     /// The run's stop once another process took it over (its record
-    /// refused a write): every later call fails with it, none starts.
-    fn fenced(&self) -> Option<FlowError> {
+    /// refused a write) or its store stayed unreachable past the retry
+    /// budget: every later call fails with it, none starts. Before a call
+    /// starts, the lease must hold and the writer have room for its row:
+    /// while the store is unreachable, either may wait for it.
+    fn stopped(&self) -> Option<FlowError> {
         let recorder = self.recorder.as_ref()?;
-        // A refusal to renew other than a takeover (the store unreachable)
-        // is the writer's failure, which the run's end reports.
+        // A refusal to renew or to make room other than a stop (a store
+        // that failed otherwise) is the writer's failure, which the run's
+        // end reports.
         let _ = recorder.hold_lease();
-        if !recorder.fenced() {
+        let _ = recorder.make_room();
+        if !recorder.stopped() {
             return None;
         }
         let why = recorder.failure().unwrap_or_default();
@@ -205,7 +210,7 @@ impl Session {
     /// part of the task's sequence like a flow call, and a replay answers
     /// both from the record.
     pub fn begin(&self, task: &str, name: &str, input: &Value) -> Begin {
-        if let Some(e) = self.halted().or_else(|| self.fenced()) {
+        if let Some(e) = self.halted().or_else(|| self.stopped()) {
             return Begin::Answered(Err(e));
         }
         let seq = self.next_call(task);

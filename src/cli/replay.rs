@@ -1,7 +1,7 @@
 //! `sluice replay` and `sluice resume`: re-run a recorded script against its
 //! record, or continue an interrupted run from where its record ends.
 
-use super::run::{drive, Grants, RunArgs, RunOptions};
+use super::run::{drive, AuditRetry, Grants, RunArgs, RunOptions};
 use crate::audit::db::{vals, Db};
 use crate::audit::lease;
 use crate::audit::open::{self, Opened};
@@ -114,6 +114,8 @@ pub struct ResumeArgs {
     /// The credentials file, as `sluice run --credentials`.
     #[arg(long, value_name = "FILE")]
     pub credentials: Option<PathBuf>,
+    #[command(flatten)]
+    pub retry: AuditRetry,
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
@@ -291,6 +293,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             // The record is given to the builder below, as opened.
             audit: None,
             no_audit: false,
+            retry: args.retry,
         },
     };
     if run.options.grants.policy.is_empty() {
@@ -302,7 +305,10 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         live_from,
     };
     let builder = match super::run::configure(&run) {
-        Ok(b) => b.audit(store.at.clone()).replay(record, mode),
+        Ok(b) => b
+            .audit(store.at.clone())
+            .audit_retry(run.options.retry.audit_retry)
+            .replay(record, mode),
         Err(e) => return fail(e),
     };
     let runtime = match builder.build() {

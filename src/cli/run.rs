@@ -115,6 +115,25 @@ pub struct RunOptions {
     /// Do not record the run (it cannot then be audited, replayed or resumed).
     #[arg(long)]
     pub no_audit: bool,
+    #[command(flatten)]
+    pub retry: AuditRetry,
+}
+
+/// How long a run waits for a record's store it lost: shared by `run`,
+/// `mcp` and `resume`.
+#[derive(Debug, Args)]
+pub struct AuditRetry {
+    /// How long to wait for the record's store when it becomes unreachable mid-run (a PostgreSQL
+    /// server restarting, a network cut): 30s, 2m, 500ms, or 0 to stop at the first failed write.
+    /// Meanwhile the rows of calls already made wait in memory (at most 10,000 rows or 64 MiB,
+    /// then no call starts until they are written), an irreversible call waits for its intent to
+    /// be recorded, and the connection is tried again (after 100 ms, doubling to 5 s). Past it the
+    /// run stops, starting no further call, and says which calls the record holds, which ran
+    /// unrecorded and which irreversible call's outcome is unknown. A SQLite file is never
+    /// unreachable (a locked one is waited for; a full disk fails the run's record at once).
+    #[arg(long = "audit-retry", value_name = "DURATION", default_value = "60s",
+          value_parser = crate::audit::outage::parse_duration)]
+    pub audit_retry: std::time::Duration,
 }
 
 /// What a run may do and what confines it: shared by `run` and `resume`.
@@ -176,7 +195,7 @@ pub(crate) fn recorded(
         opts.workspace.as_deref(),
     )?;
     Ok(match target {
-        Some(path) => builder.audit(path),
+        Some(path) => builder.audit(path).audit_retry(opts.retry.audit_retry),
         None => builder,
     })
 }

@@ -128,6 +128,7 @@ pub struct RuntimeBuilder {
     dns: Option<Arc<dyn Dns>>,
     search: Option<Arc<dyn Provider>>,
     audit: Option<Location>,
+    audit_retry: Option<std::time::Duration>,
     replay: Option<(Record, Mode)>,
     sandbox: crate::sandbox::Choice,
     secrets: Vec<PathBuf>,
@@ -187,6 +188,19 @@ impl RuntimeBuilder {
     /// recorded.
     pub fn audit(mut self, at: impl Into<Location>) -> Self {
         self.audit = Some(at.into());
+        self
+    }
+
+    /// How long the run waits for its record's store when it becomes
+    /// unreachable mid-run (a PostgreSQL server restarting, a network
+    /// cut) before it stops, saying what was and was not recorded:
+    /// meanwhile the rows of calls made queue in memory (at most 10,000
+    /// statements or 64 MiB; then no call starts until they are written)
+    /// and an irreversible call waits for its intent to be committed.
+    /// Zero stops the run at the first failed write. Default: a minute
+    /// (`sluice run --audit-retry`). A SQLite file is never unreachable.
+    pub fn audit_retry(mut self, retry: std::time::Duration) -> Self {
+        self.audit_retry = Some(retry);
         self
     }
 
@@ -475,7 +489,7 @@ impl RuntimeBuilder {
         let recorder = match &self.audit {
             Some(at) => Some(start_recorder(
                 at,
-                self.credentials.as_deref(),
+                (self.credentials.as_deref(), self.audit_retry),
                 RunStart {
                     id: ctx.run_id.clone(),
                     script,
@@ -894,12 +908,13 @@ fn policy_files(policies: &[Policy]) -> Vec<PolicyFile> {
 /// Opens the record at `at` and starts the run's writer on it.
 fn start_recorder(
     at: &Location,
-    credentials: Option<&Path>,
+    (credentials, retry): (Option<&Path>, Option<std::time::Duration>),
     run: RunStart,
 ) -> Result<Recorder, BuildError> {
     let password = crate::audit::open::password(at, credentials);
+    let retry = retry.unwrap_or(crate::audit::outage::DEFAULT_RETRY);
     crate::audit::open::for_writing(at, password.as_deref())
-        .and_then(|opened| Recorder::start_in(opened.db, &opened.name, run))
+        .and_then(|opened| Recorder::start_in(opened.db, &opened.name, run, retry))
         .map_err(|e| BuildError::new(BuildErrorKind::Audit, e))
 }
 

@@ -73,6 +73,8 @@ struct Session {
     /// `synchronous_commit` was set inside the open transaction, so a
     /// rollback undoes it.
     durable_in_tx: bool,
+    /// Connections made so far ([`Db::connections`]).
+    connections: u64,
 }
 
 impl fmt::Debug for Postgres {
@@ -124,6 +126,7 @@ impl Postgres {
                 durable_now: None,
                 durable_wanted: true,
                 durable_in_tx: false,
+                connections: 0,
             }),
             link: Link {
                 config,
@@ -228,6 +231,7 @@ impl Link {
         client.batch_execute(&settings).map_err(|e| error(&e))?;
         s.durable_now = Some(s.durable_wanted);
         s.client = Some(client);
+        s.connections += 1;
         Ok(())
     }
 }
@@ -430,5 +434,9 @@ impl Db for Postgres {
             }
             s.set_durable(on)
         })
+    }
+
+    fn connections(&self) -> u64 {
+        self.session.borrow().connections
     }
 }
