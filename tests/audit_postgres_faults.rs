@@ -48,11 +48,19 @@ fn marked(ws: &std::path::Path) -> usize {
 /// reads a file `reads` times (sealed calls, whose rows queue while the
 /// store is down).
 fn script(commands: usize, reads: usize) -> String {
+    paced_script(commands, reads, 20)
+}
+
+/// [`script`] with `pause_ms` between commands. A read issued after a
+/// command waits for it (both touch the workspace), and a command waits
+/// for its intent to be committed: reads run while the store is down only
+/// between a command's end and the next one's start.
+fn paced_script(commands: usize, reads: usize, pause_ms: u64) -> String {
     format!(
         "local reader = sluice.spawn(function()\n  for i = 1, {reads} do\n    \
          assert(sluice.read{{path = 'data.txt'}})\n    sluice.sleep(10)\n  end\nend)\n\
          for i = 1, {commands} do\n  assert(sluice.bash{{command = 'echo ' .. i .. ' >> marker'}})\n  \
-         sluice.sleep(20)\nend\nreader:await()\n"
+         sluice.sleep({pause_ms})\nend\nreader:await()\n"
     )
 }
 
@@ -115,8 +123,11 @@ fn a_server_restarted_within_the_retry_budget_costs_the_run_nothing() {
     let mut server = PgServer::start();
     let url = server.fresh_database();
     let ws = workspace();
-    let (commands, reads) = (60, 400);
-    let run = spawn_run(&server, &url, &ws, &script(commands, reads), &[]);
+    let (commands, reads) = (10, 400);
+    // The store stops just after the fifth command, as the 400 ms pause
+    // after it begins: reads go on through that pause, their rows queued.
+    let script = paced_script(commands, reads, 400);
+    let run = spawn_run(&server, &url, &ws, &script, &[]);
     until_marked(&ws, 5);
     let stopped_ms = now_ms();
     server.stop_immediate();
