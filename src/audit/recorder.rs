@@ -10,6 +10,11 @@
 //! resume after a kill does not repeat it. A sealed call's row is queued.
 //! The run's end waits for the queue to drain.
 //!
+//! The writer sleeps while nothing is queued (the next message wakes it);
+//! rows that find it idle since a quiet spell are committed at once, and
+//! rows that come faster than it commits gather for up to `QUIET` into
+//! one transaction.
+//!
 //! A call of the run waits for those commits as a task (`intent_awaited`,
 //! `call_awaited`): the writer answers it through a oneshot channel, so
 //! the run's one thread, which every task shares, runs the other tasks
@@ -46,8 +51,9 @@ const NUDGE: usize = QUEUE / 4;
 const BATCH: usize = 512;
 /// Outputs whose JSON is longer are kept once by content in `outputs`.
 const INLINE: usize = 1024;
-/// How long the writer sleeps when its queue is empty: rows nobody waits
-/// for are committed within about this long.
+/// How long rows nobody waits for gather before they are committed, when
+/// they come faster than the writer commits them; a row that finds the
+/// writer idle this long after its last commit is committed at once.
 const QUIET: Duration = Duration::from_millis(1);
 /// Content keys the writer remembers as stored, to skip an INSERT it knows
 /// would do nothing (`ON CONFLICT DO NOTHING`); past this many it forgets
@@ -319,6 +325,9 @@ pub struct Recorder {
     writer: std::thread::Thread,
     /// Messages sent and not yet taken by the writer.
     queued: Arc<AtomicUsize>,
+    /// Whether the writer sleeps with nothing queued: the next message
+    /// wakes it.
+    idle: Arc<AtomicBool>,
     /// The first write that failed; every later intent is refused with it.
     failure: Arc<Mutex<Option<String>>>,
     fenced: Arc<AtomicBool>,
@@ -383,6 +392,7 @@ impl Recorder {
         let fenced = Arc::new(AtomicBool::new(false));
         let lease_until = Arc::new(AtomicI64::new(until));
         let queued = Arc::new(AtomicUsize::new(0));
+        let idle = Arc::new(AtomicBool::new(false));
         let footprint = Arc::new(Mutex::new(Footprint::default()));
         let writer = Writer {
             db: store,
@@ -405,6 +415,7 @@ impl Recorder {
             unfolded: VecDeque::new(),
             recent: VecDeque::new(),
             queued: queued.clone(),
+            idle: idle.clone(),
             footprint: footprint.clone(),
             synced: false,
         };
@@ -420,6 +431,7 @@ impl Recorder {
             fenced,
             lease_until,
             queued,
+            idle,
             footprint,
         })
     }
@@ -555,18 +567,21 @@ impl Recorder {
         sealed
     }
 
-    /// Queues `msg`; wakes the writer only when someone will wait on it
-    /// or the queue fills up (otherwise it finds the message at its next
-    /// look, within `QUIET`, and a call pays no wake-up).
+    /// Queues `msg`; wakes the writer when someone will wait on it, when
+    /// it sleeps with nothing queued, or when the queue fills up (otherwise
+    /// it is gathering rows and finds this one within `QUIET`, and a call
+    /// pays no wake-up).
     fn send(&self, msg: Msg) -> Result<(), String> {
         let awaited = msg.awaited();
-        let before = self.queued.fetch_add(1, Ordering::Relaxed);
+        // Counted before the writer's look at `idle` can miss it: with
+        // `Writer::sleep`'s order, one of the two sees the other.
+        let before = self.queued.fetch_add(1, Ordering::SeqCst);
         if before + 1 >= NUDGE {
             // Woken before a send that may block on a full queue.
             self.writer.unpark();
         }
         self.tx.send(msg).map_err(|_| gone())?;
-        if awaited {
+        if awaited || self.idle.load(Ordering::SeqCst) {
             self.writer.unpark();
         }
         Ok(())
@@ -576,13 +591,24 @@ impl Recorder {
     /// (and the ones blocked on sending), whatever the run's length.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn backlog(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
+        self.queued.load(Ordering::SeqCst)
     }
 
     /// What the writer held after its last batch.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn footprint(&self) -> Footprint {
         *self.footprint.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A recorder dropped without [`Recorder::end`] (a run that panicked)
+/// lets its writer go at once: it sleeps until a message comes, and none
+/// will.
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let (closed, _) = sync_channel(0);
+        drop(std::mem::replace(&mut self.tx, closed));
+        self.writer.unpark();
     }
 }
 
@@ -716,6 +742,8 @@ struct Writer {
     recent: VecDeque<Recent>,
     /// Messages queued for the writer (shared with the recorder).
     queued: Arc<AtomicUsize>,
+    /// Set while it sleeps with nothing queued (shared with the recorder).
+    idle: Arc<AtomicBool>,
     /// What it holds, published after each batch.
     footprint: Arc<Mutex<Footprint>>,
     /// Whether commits are durable now ([`Db::durable`]), as last set.
@@ -790,48 +818,86 @@ struct Settled {
 
 impl Writer {
     fn serve(mut self, rx: Receiver<Msg>) {
-        // Rows nobody waits for gather for up to `QUIET` before they are
-        // committed: a transaction per handful of sealed calls would cost
-        // the writer (and the core it shares with the run) more than the
-        // calls themselves.
+        // Rows nobody waits for gather for up to `QUIET` while they come
+        // faster than the writer commits them: a transaction per handful
+        // of sealed calls would cost the writer (and the core it shares
+        // with the run) more than the calls themselves. A row that comes
+        // after a quiet spell has no company coming: waiting for some
+        // would only put it in the same transaction as the next awaited
+        // one (an irreversible call's intent), whose caller would then
+        // wait for both.
         let mut batch = Vec::new();
-        let mut oldest: Option<Instant> = None;
+        let mut first: Option<Instant> = None;
         let mut urgent = false;
+        let mut committed = Instant::now();
         loop {
-            let mut closed = false;
-            while batch.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(m) => {
-                        self.queued.fetch_sub(1, Ordering::Relaxed);
-                        urgent |= m.awaited();
-                        oldest.get_or_insert_with(Instant::now);
-                        batch.push(m);
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        closed = true;
-                        break;
-                    }
+            let closed = self.take(&rx, &mut batch, &mut first, &mut urgent);
+            if batch.is_empty() {
+                if closed {
+                    return;
                 }
-            }
-            if batch.is_empty() && !closed && self.renewed.elapsed() >= super::lease::RENEW {
+                if self.renewed.elapsed() < super::lease::RENEW {
+                    self.sleep();
+                    continue;
+                }
                 batch.push(Msg::Renew(None));
-                urgent = true;
+                (first, urgent) = (Some(Instant::now()), true);
             }
-            let waited = oldest.map_or(Duration::ZERO, |t| t.elapsed());
-            if batch.is_empty() && closed {
-                return;
-            }
-            let due = urgent || closed || batch.len() >= BATCH || waited >= QUIET;
-            if batch.is_empty() || !due {
+            let at = first.expect("a batch's first message was timed");
+            let waited = at.elapsed();
+            let lone = at.saturating_duration_since(committed) >= QUIET;
+            let due = urgent || closed || lone || batch.len() >= BATCH || waited >= QUIET;
+            if !due {
                 std::thread::park_timeout(QUIET.saturating_sub(waited));
                 continue;
             }
-            (oldest, urgent) = (None, false);
+            (first, urgent) = (None, false);
             if self.commit(std::mem::take(&mut batch)) {
                 return;
             }
+            committed = Instant::now();
         }
+    }
+
+    /// Takes what is queued into `batch` (up to `BATCH`), noting when the
+    /// batch's first message came and whether anyone waits on one. Returns
+    /// whether the recorder is gone (the channel closed).
+    fn take(
+        &self,
+        rx: &Receiver<Msg>,
+        batch: &mut Vec<Msg>,
+        first: &mut Option<Instant>,
+        urgent: &mut bool,
+    ) -> bool {
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(m) => {
+                    self.queued.fetch_sub(1, Ordering::SeqCst);
+                    *urgent |= m.awaited();
+                    first.get_or_insert_with(Instant::now);
+                    batch.push(m);
+                }
+                Err(TryRecvError::Empty) => return false,
+                Err(TryRecvError::Disconnected) => return true,
+            }
+        }
+        false
+    }
+
+    /// Sleeps while nothing is queued, until a message wakes it or the
+    /// lease is due for renewal: a run waiting on a slow call costs its
+    /// writer no wake-ups.
+    fn sleep(&self) {
+        // Marked idle before the queue is looked at, and a sender counts
+        // its message before it looks at the mark (`Recorder::send`):
+        // either this sees the message or the sender sees the mark and
+        // wakes it (an unpark before the park makes the park return).
+        self.idle.store(true, Ordering::SeqCst);
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            let renewal = super::lease::RENEW.saturating_sub(self.renewed.elapsed());
+            std::thread::park_timeout(renewal);
+        }
+        self.idle.store(false, Ordering::SeqCst);
     }
 
     /// Writes `batch` in one transaction, then answers whoever waits.
