@@ -105,11 +105,11 @@ impl Db for Connection {
     /// upgrading; a read takes none.
     fn begin(&self, how: Begin) -> Result<()> {
         if how == Begin::Read {
-            return self.execute_batch("BEGIN").map_err(error);
+            return control(self, "BEGIN");
         }
         let started = Instant::now();
         loop {
-            match self.execute_batch("BEGIN IMMEDIATE").map_err(error) {
+            match control(self, "BEGIN IMMEDIATE") {
                 Err(e) if e.kind == ErrorKind::Busy && started.elapsed() < LOCK_WAIT => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -119,7 +119,7 @@ impl Db for Connection {
     }
 
     fn commit(&self) -> Result<()> {
-        self.execute_batch("COMMIT").map_err(error)
+        control(self, "COMMIT")
     }
 
     fn rollback(&self) -> Result<()> {
@@ -130,9 +130,22 @@ impl Db for Connection {
     }
 
     fn durable(&self, on: bool) -> Result<()> {
-        self.pragma_update(None, "synchronous", if on { "FULL" } else { "NORMAL" })
-            .map_err(error)
+        let sql = if on {
+            "PRAGMA synchronous = FULL"
+        } else {
+            "PRAGMA synchronous = NORMAL"
+        };
+        control(self, sql)
     }
+}
+
+/// Runs a statement that takes nothing and returns nothing (a transaction's
+/// start or end, a setting), prepared once per connection: the writer runs
+/// a few per batch, and parsing them again each time cost more than the
+/// lease check between them.
+fn control(conn: &Connection, sql: &str) -> Result<()> {
+    let mut stmt = conn.prepare_cached(sql).map_err(error)?;
+    stmt.raw_execute().map(|_| ()).map_err(error)
 }
 
 /// A SQLite record is opened again from its file, read-only: a replay
