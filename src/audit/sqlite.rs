@@ -42,11 +42,20 @@ fn row_of(r: &rusqlite::Row, width: usize) -> Result<Row> {
             ValueRef::Null => Val::Null,
             ValueRef::Integer(i) => Val::Int(i),
             ValueRef::Real(f) => Val::Real(f),
-            ValueRef::Text(t) => Val::Text(String::from_utf8_lossy(t).into_owned()),
-            ValueRef::Blob(b) => Val::Text(String::from_utf8_lossy(b).into_owned()),
+            ValueRef::Text(t) | ValueRef::Blob(t) => Val::Text(text(t)),
         });
     }
     Ok(Row(vals))
+}
+
+/// Stored bytes as text: checked whole first (what the record writes is
+/// always UTF-8), so only a damaged value pays for the lossy conversion,
+/// which walks it in small pieces; a replay reads every row's text.
+fn text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
 }
 
 impl Db for Connection {
@@ -206,6 +215,19 @@ mod tests {
         assert_eq!(row.get::<Option<String>>(3).unwrap(), None);
         let wrong = row.get::<i64>(0).unwrap_err();
         assert!(wrong.message.starts_with("column 1: "), "{wrong}");
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_comes_back_with_replacement_characters() {
+        let c = db();
+        c.execute(
+            "INSERT INTO t (k, s) VALUES ('a', CAST(X'6869FF21' AS TEXT))",
+            [],
+        )
+        .unwrap();
+        let d: &dyn Db = &c;
+        let row = d.first("SELECT s FROM t", &[]).unwrap().unwrap();
+        assert_eq!(row.0, vec![Val::Text("hi\u{FFFD}!".into())]);
     }
 
     #[test]
