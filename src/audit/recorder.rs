@@ -10,6 +10,11 @@
 //! resume after a kill does not repeat it. A sealed call's row is queued.
 //! The run's end waits for the queue to drain.
 //!
+//! The writer sleeps while nothing is queued (the next message wakes it);
+//! rows that find it idle since a quiet spell are committed at once, and
+//! rows that come faster than it commits gather for up to `QUIET` into
+//! one transaction.
+//!
 //! A call of the run waits for those commits as a task (`intent_awaited`,
 //! `call_awaited`): the writer answers it through a oneshot channel, so
 //! the run's one thread, which every task shares, runs the other tasks
@@ -60,8 +65,9 @@ const NUDGE: usize = QUEUE / 4;
 const BATCH: usize = 512;
 /// Outputs whose JSON is longer are kept once by content in `outputs`.
 const INLINE: usize = 1024;
-/// How long the writer sleeps when its queue is empty: rows nobody waits
-/// for are committed within about this long.
+/// How long rows nobody waits for gather before they are committed, when
+/// they come faster than the writer commits them; a row that finds the
+/// writer idle this long after its last commit is committed at once.
 const QUIET: Duration = Duration::from_millis(1);
 /// Content keys the writer remembers as stored, to skip an INSERT it knows
 /// would do nothing (`ON CONFLICT DO NOTHING`); past this many it forgets
@@ -333,6 +339,9 @@ pub struct Recorder {
     writer: std::thread::Thread,
     /// Messages sent and not yet taken by the writer.
     queued: Arc<AtomicUsize>,
+    /// Whether the writer sleeps with nothing queued: the next message
+    /// wakes it.
+    idle: Arc<AtomicBool>,
     /// The first write that failed; every later intent is refused with it.
     failure: Arc<Mutex<Option<String>>>,
     fenced: Arc<AtomicBool>,
@@ -425,6 +434,7 @@ impl Recorder {
             backed_up: shared.backed_up,
             lease_until: shared.lease_until,
             queued: shared.queued,
+            idle: shared.idle,
             footprint: shared.footprint,
         })
     }
@@ -579,18 +589,21 @@ impl Recorder {
         sealed
     }
 
-    /// Queues `msg`; wakes the writer only when someone will wait on it
-    /// or the queue fills up (otherwise it finds the message at its next
-    /// look, within `QUIET`, and a call pays no wake-up).
+    /// Queues `msg`; wakes the writer when someone will wait on it, when
+    /// it sleeps with nothing queued, or when the queue fills up (otherwise
+    /// it is gathering rows and finds this one within `QUIET`, and a call
+    /// pays no wake-up).
     fn send(&self, msg: Msg) -> Result<(), String> {
         let awaited = msg.awaited();
-        let before = self.queued.fetch_add(1, Ordering::Relaxed);
+        // Counted before the writer's look at `idle` can miss it: with
+        // `Writer::sleep`'s order, one of the two sees the other.
+        let before = self.queued.fetch_add(1, Ordering::SeqCst);
         if before + 1 >= NUDGE {
             // Woken before a send that may block on a full queue.
             self.writer.unpark();
         }
         self.tx.send(msg).map_err(|_| gone())?;
-        if awaited {
+        if awaited || self.idle.load(Ordering::SeqCst) {
             self.writer.unpark();
         }
         Ok(())
@@ -600,13 +613,24 @@ impl Recorder {
     /// (and the ones blocked on sending), whatever the run's length.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn backlog(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
+        self.queued.load(Ordering::SeqCst)
     }
 
     /// What the writer held after its last batch.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn footprint(&self) -> Footprint {
         *self.footprint.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A recorder dropped without [`Recorder::end`] (a run that panicked)
+/// lets its writer go at once: it sleeps until a message comes, and none
+/// will.
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let (closed, _) = sync_channel(0);
+        drop(std::mem::replace(&mut self.tx, closed));
+        self.writer.unpark();
     }
 }
 
@@ -752,6 +776,8 @@ struct Writer {
     recent: VecDeque<Recent>,
     /// Messages queued for the writer (shared with the recorder).
     queued: Arc<AtomicUsize>,
+    /// Set while it sleeps with nothing queued (shared with the recorder).
+    idle: Arc<AtomicBool>,
     /// What it holds, published after each batch.
     footprint: Arc<Mutex<Footprint>>,
     /// Whether commits are durable now ([`Db::durable`]), as last set.
@@ -886,6 +912,7 @@ struct Shared {
     backed_up: Arc<AtomicBool>,
     lease_until: Arc<AtomicI64>,
     queued: Arc<AtomicUsize>,
+    idle: Arc<AtomicBool>,
     footprint: Arc<Mutex<Footprint>>,
 }
 
@@ -927,6 +954,7 @@ impl Writer {
             unfolded: VecDeque::new(),
             recent: VecDeque::new(),
             queued: Arc::default(),
+            idle: Arc::default(),
             footprint: Arc::default(),
             synced: false,
             log: Vec::new(),
@@ -951,6 +979,7 @@ impl Writer {
             backed_up: self.backed_up.clone(),
             lease_until: self.lease_until.clone(),
             queued: self.queued.clone(),
+            idle: self.idle.clone(),
             footprint: self.footprint.clone(),
         }
     }

@@ -15,54 +15,47 @@ use crate::audit::outage::{self, Lost, Outage};
 
 impl Writer {
     pub(super) fn serve(mut self, rx: Receiver<Msg>) {
-        // Rows nobody waits for gather for up to `QUIET` before they are
-        // committed: a transaction per handful of sealed calls would cost
-        // the writer (and the core it shares with the run) more than the
-        // calls themselves.
+        // Rows nobody waits for gather for up to `QUIET` while they come
+        // faster than the writer commits them: a transaction per handful
+        // of sealed calls would cost the writer (and the core it shares
+        // with the run) more than the calls themselves. A row that comes
+        // after a quiet spell has no company coming: waiting for some
+        // would only put it in the same transaction as the next awaited
+        // one (an irreversible call's intent), whose caller would then
+        // wait for both.
         let mut batch = Vec::new();
-        let mut oldest: Option<Instant> = None;
+        let mut first: Option<Instant> = None;
         let mut urgent = false;
+        let mut committed = Instant::now();
         loop {
-            let mut closed = false;
-            // While the store is unreachable the queue is bounded: past
-            // it, messages wait in the channel (and calls behind them).
-            while batch.len() < BATCH && self.has_room() {
-                match rx.try_recv() {
-                    Ok(m) => {
-                        self.queued.fetch_sub(1, Ordering::Relaxed);
-                        urgent |= m.awaited();
-                        oldest.get_or_insert_with(Instant::now);
-                        batch.push(m);
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        closed = true;
-                        break;
-                    }
-                }
-            }
+            let closed = self.gather(&rx, &mut batch, &mut first, &mut urgent);
             let next = if self.outage.is_some() {
-                (oldest, urgent) = (None, false);
+                (first, urgent) = (None, false);
                 self.ride_out(std::mem::take(&mut batch))
             } else {
-                if batch.is_empty()
-                    && !closed
-                    && self.renewed.elapsed() >= crate::audit::lease::RENEW
-                {
+                if batch.is_empty() {
+                    if closed {
+                        return;
+                    }
+                    if self.renewed.elapsed() < crate::audit::lease::RENEW {
+                        self.sleep();
+                        continue;
+                    }
                     batch.push(Msg::Renew(None));
-                    urgent = true;
+                    (first, urgent) = (Some(Instant::now()), true);
                 }
-                let waited = oldest.map_or(Duration::ZERO, |t| t.elapsed());
-                if batch.is_empty() && closed {
-                    return;
-                }
-                let due = urgent || closed || batch.len() >= BATCH || waited >= QUIET;
-                if batch.is_empty() || !due {
+                let at = first.expect("a batch's first message was timed");
+                let waited = at.elapsed();
+                let lone = at.saturating_duration_since(committed) >= QUIET;
+                let due = urgent || closed || lone || batch.len() >= BATCH || waited >= QUIET;
+                if !due {
                     std::thread::park_timeout(QUIET.saturating_sub(waited));
                     continue;
                 }
-                (oldest, urgent) = (None, false);
-                self.commit(std::mem::take(&mut batch))
+                (first, urgent) = (None, false);
+                let next = self.commit(std::mem::take(&mut batch));
+                committed = Instant::now();
+                next
             };
             match next {
                 Next::Go => {}
@@ -70,6 +63,49 @@ impl Writer {
                 Next::Lost => return self.refuse_all(rx),
             }
         }
+    }
+
+    /// Takes what is queued into `batch` (up to `BATCH`, and while the
+    /// store is unreachable, up to the queue's bound: past it, messages
+    /// wait in the channel, and calls behind them), noting when the
+    /// batch's first message came and whether anyone waits on one.
+    /// Returns whether the recorder is gone (the channel closed).
+    fn gather(
+        &self,
+        rx: &Receiver<Msg>,
+        batch: &mut Vec<Msg>,
+        first: &mut Option<Instant>,
+        urgent: &mut bool,
+    ) -> bool {
+        while batch.len() < BATCH && self.has_room() {
+            match rx.try_recv() {
+                Ok(m) => {
+                    self.queued.fetch_sub(1, Ordering::SeqCst);
+                    *urgent |= m.awaited();
+                    first.get_or_insert_with(Instant::now);
+                    batch.push(m);
+                }
+                Err(TryRecvError::Empty) => return false,
+                Err(TryRecvError::Disconnected) => return true,
+            }
+        }
+        false
+    }
+
+    /// Sleeps while nothing is queued, until a message wakes it or the
+    /// lease is due for renewal: a run waiting on a slow call costs its
+    /// writer no wake-ups.
+    fn sleep(&self) {
+        // Marked idle before the queue is looked at, and a sender counts
+        // its message before it looks at the mark (`Recorder::send`):
+        // either this sees the message or the sender sees the mark and
+        // wakes it (an unpark before the park makes the park return).
+        self.idle.store(true, Ordering::SeqCst);
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            let renewal = crate::audit::lease::RENEW.saturating_sub(self.renewed.elapsed());
+            std::thread::park_timeout(renewal);
+        }
+        self.idle.store(false, Ordering::SeqCst);
     }
 
     /// Links `batch` and writes it in one transaction, then answers

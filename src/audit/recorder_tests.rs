@@ -474,3 +474,85 @@ fn a_run_the_store_refuses_is_an_error_naming_the_store_and_leaves_no_row() {
         .unwrap();
     assert_eq!(runs, 1);
 }
+
+/// Waits up to `limit` for `done`; how long it took, `None` past it.
+fn within(
+    limit: std::time::Duration,
+    mut done: impl FnMut() -> bool,
+) -> Option<std::time::Duration> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit {
+        if done() {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    None
+}
+
+#[test]
+fn a_row_nobody_waits_for_wakes_the_idle_writer_and_is_committed_on_its_own() {
+    let (dir, _conn) = db();
+    let path = dir.path().join("audit.db");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let recorder = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap();
+    taken(&log);
+    // Long enough for the writer to go to sleep with nothing queued, far
+    // short of the lease's renewal, which would wake it anyway.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let (row, ok) = small_read(1);
+    recorder.call(row, ok, false).unwrap();
+    let committed = within(super::super::lease::RENEW / 3, || {
+        log.lock().unwrap().iter().any(|s| s == "commit")
+    });
+    assert!(
+        committed.is_some(),
+        "the sleeping writer was not woken: {:?}",
+        taken(&log)
+    );
+    // Nothing else was coming: it did not wait for company.
+    assert_eq!(taken(&log), ["begin Rows", "INSERT INTO calls", "commit"]);
+    recorder.end("ok", None).unwrap();
+}
+
+#[test]
+fn rows_that_come_faster_than_the_writer_commits_them_share_transactions() {
+    let (dir, conn) = db();
+    let path = dir.path().join("audit.db");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let recorder = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap();
+    taken(&log);
+    for seq in 1..=200 {
+        let (row, ok) = small_read(seq);
+        recorder.call(row, ok, false).unwrap();
+    }
+    recorder.end("ok", None).unwrap();
+    let commits = taken(&log).iter().filter(|s| *s == "commit").count();
+    // The first may go alone (it found the writer idle); the rest gather.
+    assert!(
+        commits <= 20,
+        "200 rows sent at once took {commits} transactions"
+    );
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM calls WHERE run = 'r1'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(rows, 200);
+}
+
+#[test]
+fn a_recorder_dropped_without_its_end_lets_its_writer_go_at_once() {
+    let (dir, _conn) = db();
+    let path = dir.path().join("audit.db");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let recorder = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    drop(recorder);
+    // The writer owned the store (and with it a handle on the log): it
+    // is gone once the thread ends.
+    let gone = within(super::super::lease::RENEW / 3, || {
+        Arc::strong_count(&log) == 1
+    });
+    assert!(gone.is_some(), "the writer still holds its store");
+}

@@ -42,11 +42,20 @@ fn row_of(r: &rusqlite::Row, width: usize) -> Result<Row> {
             ValueRef::Null => Val::Null,
             ValueRef::Integer(i) => Val::Int(i),
             ValueRef::Real(f) => Val::Real(f),
-            ValueRef::Text(t) => Val::Text(String::from_utf8_lossy(t).into_owned()),
-            ValueRef::Blob(b) => Val::Text(String::from_utf8_lossy(b).into_owned()),
+            ValueRef::Text(t) | ValueRef::Blob(t) => Val::Text(text(t)),
         });
     }
     Ok(Row(vals))
+}
+
+/// Stored bytes as text: checked whole first (what the record writes is
+/// always UTF-8), so only a damaged value pays for the lossy conversion,
+/// which walks it in small pieces; a replay reads every row's text.
+fn text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
 }
 
 impl Db for Connection {
@@ -105,11 +114,11 @@ impl Db for Connection {
     /// upgrading; a read takes none.
     fn begin(&self, how: Begin) -> Result<()> {
         if how == Begin::Read {
-            return self.execute_batch("BEGIN").map_err(error);
+            return control(self, "BEGIN");
         }
         let started = Instant::now();
         loop {
-            match self.execute_batch("BEGIN IMMEDIATE").map_err(error) {
+            match control(self, "BEGIN IMMEDIATE") {
                 Err(e) if e.kind == ErrorKind::Busy && started.elapsed() < LOCK_WAIT => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -119,7 +128,7 @@ impl Db for Connection {
     }
 
     fn commit(&self) -> Result<()> {
-        self.execute_batch("COMMIT").map_err(error)
+        control(self, "COMMIT")
     }
 
     fn rollback(&self) -> Result<()> {
@@ -130,9 +139,22 @@ impl Db for Connection {
     }
 
     fn durable(&self, on: bool) -> Result<()> {
-        self.pragma_update(None, "synchronous", if on { "FULL" } else { "NORMAL" })
-            .map_err(error)
+        let sql = if on {
+            "PRAGMA synchronous = FULL"
+        } else {
+            "PRAGMA synchronous = NORMAL"
+        };
+        control(self, sql)
     }
+}
+
+/// Runs a statement that takes nothing and returns nothing (a transaction's
+/// start or end, a setting), prepared once per connection: the writer runs
+/// a few per batch, and parsing them again each time cost more than the
+/// lease check between them.
+fn control(conn: &Connection, sql: &str) -> Result<()> {
+    let mut stmt = conn.prepare_cached(sql).map_err(error)?;
+    stmt.raw_execute().map(|_| ()).map_err(error)
 }
 
 /// A SQLite record is opened again from its file, read-only: a replay
@@ -193,6 +215,19 @@ mod tests {
         assert_eq!(row.get::<Option<String>>(3).unwrap(), None);
         let wrong = row.get::<i64>(0).unwrap_err();
         assert!(wrong.message.starts_with("column 1: "), "{wrong}");
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_comes_back_with_replacement_characters() {
+        let c = db();
+        c.execute(
+            "INSERT INTO t (k, s) VALUES ('a', CAST(X'6869FF21' AS TEXT))",
+            [],
+        )
+        .unwrap();
+        let d: &dyn Db = &c;
+        let row = d.first("SELECT s FROM t", &[]).unwrap().unwrap();
+        assert_eq!(row.0, vec![Val::Text("hi\u{FFFD}!".into())]);
     }
 
     #[test]

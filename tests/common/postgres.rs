@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// What a test says when PostgreSQL is missing.
 pub const MISSING: &str =
-    "PostgreSQL 15 is not installed: apt-get install postgresql-15 (scripts/test installs it)";
+    "PostgreSQL 15 is not installed: apt-get install postgresql-15 (scripts/test and scripts/bench install it)";
 
 /// The role tests connect as.
 pub const USER: &str = "sluice";
