@@ -870,7 +870,14 @@ end
 "#;
         let path = script_file(ws.path(), script);
         let mut child = spawn_until(ws.path(), &path, "two");
-        std::thread::sleep(Duration::from_millis(100));
+        // The file is there before the write's outcome is committed: the
+        // kill comes once the record holds it, however loaded the machine.
+        let db = store.db(ws.path());
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while one::<i64>(&*db, "SELECT count(*) FROM calls WHERE flow = 'write' AND status = 'ok'", &[]) == 0 {
+            assert!(std::time::Instant::now() < deadline, "the write's outcome was never recorded");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "1\n2\n");

@@ -327,6 +327,17 @@ pub trait Db {
     /// Runs a statement that returns no rows; how many rows it changed.
     fn execute(&self, sql: &str, params: &[Val]) -> Result<u64>;
 
+    /// Runs `sql`, a statement that returns no rows, once for each of
+    /// `rows`, in order. A backend a round trip away sends an `INSERT` of
+    /// many rows as few statements (PostgreSQL); the others run it row by
+    /// row, as this does.
+    fn execute_many(&self, sql: &str, rows: &[&[Val]]) -> Result<()> {
+        for params in rows {
+            self.execute(sql, params)?;
+        }
+        Ok(())
+    }
+
     /// Begins a transaction.
     fn begin(&self, how: Begin) -> Result<()>;
 

@@ -226,8 +226,11 @@ impl Writer {
         self.begin()?;
         self.restore_unsynced()?;
         self.settle_unknown()?;
-        for w in &self.log {
-            self.db.execute(w.sql, &w.params)?;
+        // Rows of one statement in a row go together: a store a round
+        // trip away sends them as one.
+        for run in self.log.chunk_by(|a, b| std::ptr::eq(a.sql, b.sql)) {
+            let rows: Vec<&[Val]> = run.iter().map(|w| w.params.as_slice()).collect();
+            self.db.execute_many(run[0].sql, &rows)?;
         }
         self.seal_if_ending()?;
         self.db.commit().inspect_err(|e| {

@@ -495,7 +495,13 @@ fn a_row_nobody_waits_for_wakes_the_idle_writer_and_is_committed_on_its_own() {
     let (dir, _conn) = db();
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
-    let recorder = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap();
+    let recorder = Recorder::start_in(
+        noted(&path, &log),
+        "noted",
+        run_start("r1"),
+        crate::audit::outage::DEFAULT_RETRY,
+    )
+    .unwrap();
     taken(&log);
     // Long enough for the writer to go to sleep with nothing queued, far
     // short of the lease's renewal, which would wake it anyway.
@@ -520,7 +526,13 @@ fn rows_that_come_faster_than_the_writer_commits_them_share_transactions() {
     let (dir, conn) = db();
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
-    let recorder = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap();
+    let recorder = Recorder::start_in(
+        noted(&path, &log),
+        "noted",
+        run_start("r1"),
+        crate::audit::outage::DEFAULT_RETRY,
+    )
+    .unwrap();
     taken(&log);
     for seq in 1..=200 {
         let (row, ok) = small_read(seq);
@@ -546,7 +558,13 @@ fn a_recorder_dropped_without_its_end_lets_its_writer_go_at_once() {
     let (dir, _conn) = db();
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
-    let recorder = Recorder::start_in(noted(&path, &log), "noted", run_start("r1")).unwrap();
+    let recorder = Recorder::start_in(
+        noted(&path, &log),
+        "noted",
+        run_start("r1"),
+        crate::audit::outage::DEFAULT_RETRY,
+    )
+    .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
     drop(recorder);
     // The writer owned the store (and with it a handle on the log): it

@@ -305,6 +305,13 @@ impl Session {
     }
 }
 
+/// How many of `left` rows the next statement inserts: the largest power
+/// of two up to 64, so an INSERT has at most seven shapes.
+fn chunk(left: usize) -> usize {
+    let most = left.min(64);
+    1 << (usize::BITS - 1 - most.leading_zeros())
+}
+
 fn refs(params: &[Val]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|v| v as &(dyn ToSql + Sync)).collect()
 }
@@ -340,6 +347,32 @@ impl Db for Postgres {
 
     fn execute(&self, sql: &str, params: &[Val]) -> Result<u64> {
         self.run(sql, |c, stmt| c.execute(stmt, &refs(params)))
+    }
+
+    /// An `INSERT` of many rows goes as statements of 64, 32, ... 1 rows
+    /// (a handful of prepared shapes, each kept), one round trip each
+    /// rather than one a row: on loopback the round trips, not the
+    /// inserts, are what a recorded call costs.
+    fn execute_many(&self, sql: &str, rows: &[&[Val]]) -> Result<()> {
+        let per_row = rows.first().map_or(0, |r| r.len());
+        let mut rest = rows;
+        while !rest.is_empty() {
+            let take = chunk(rest.len());
+            let (now, later) = rest.split_at(take);
+            match (take, sql::multi_row(sql, take, per_row)) {
+                (1, _) | (_, None) => {
+                    for params in now {
+                        self.execute(sql, params)?;
+                    }
+                }
+                (_, Some(text)) => {
+                    let params: Vec<Val> = now.iter().flat_map(|r| r.iter().cloned()).collect();
+                    self.execute(&text, &params)?;
+                }
+            }
+            rest = later;
+        }
+        Ok(())
     }
 
     /// `BEGIN`, at READ COMMITTED: each statement sees what others
