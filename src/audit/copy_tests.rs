@@ -13,7 +13,7 @@ fn hashes(db: &dyn Db, id: &str) -> Vec<Option<String>> {
     let mut all: Vec<Option<String>> = db
         .first("SELECT head, seal FROM runs WHERE id = ?1", vals![id])
         .unwrap()
-        .map(|r| r.0.iter().map(|v| r_text(v)).collect())
+        .map(|r| r.0.iter().map(r_text).collect())
         .unwrap_or_default();
     db.each(
         "SELECT hash, outcome_hash FROM calls WHERE run = ?1 ORDER BY n",
