@@ -79,6 +79,22 @@ fn record_two_runs(ws: &Path) {
     .ok();
 }
 
+/// A run of `ws` recorded straight into the PostgreSQL record at `url`.
+fn record_in_team(ws: &Path, pg: &PgServer, url: &str) {
+    let out = Command::new(sluice_bin())
+        .args(["run", "--audit", url])
+        .arg(script_file(ws, "sluice.ls{path = '.'}\n"))
+        .current_dir(ws)
+        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn a_round_trip_sqlite_postgres_sqlite_keeps_every_hash_and_verifies_at_each_step() {
     let pg = PgServer::shared();
@@ -93,18 +109,7 @@ fn a_round_trip_sqlite_postgres_sqlite_keeps_every_hash_and_verifies_at_each_ste
     // The team's store holds a run of its own first: the copies take
     // places 2 and 3 there.
     let other = workspace();
-    let own = Command::new(sluice_bin())
-        .args(["run", "--audit", &url])
-        .arg(script_file(other.path(), "sluice.ls{path = '.'}\n"))
-        .current_dir(other.path())
-        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
-        .output()
-        .unwrap();
-    assert!(
-        own.status.success(),
-        "{}",
-        String::from_utf8_lossy(&own.stderr)
-    );
+    record_in_team(other.path(), pg, &url);
 
     let up = sluice(ws.path(), pg, &["audit", "copy", "--to", &url]);
     assert_eq!(up.code, 0, "{}{}", up.stdout, up.stderr);
@@ -132,14 +137,7 @@ fn a_round_trip_sqlite_postgres_sqlite_keeps_every_hash_and_verifies_at_each_ste
     assert_eq!(one::<i64>(&team, "SELECT count(*) FROM runs", &[]), 3);
 
     // A run recorded in the team's store after the copies chains onto them.
-    let later = Command::new(sluice_bin())
-        .args(["run", "--audit", &url])
-        .arg(script_file(other.path(), "sluice.ls{path = '.'}\n"))
-        .current_dir(other.path())
-        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
-        .output()
-        .unwrap();
-    assert!(later.status.success());
+    record_in_team(other.path(), pg, &url);
     verified(ws.path(), pg, &url);
 
     // And back down into a new SQLite file: every run of the team's store.

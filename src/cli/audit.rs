@@ -543,18 +543,15 @@ struct Copies {
 
 fn copy(a: CopyArgs) -> Result<ExitCode, String> {
     use crate::audit::copy::{self, Copied, Outcome};
-    let workspace = match &a.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| format!("cannot tell the current folder ({e}); give --workspace DIR"))?,
+    // The source is found as every other subcommand finds its record.
+    let from = Db {
+        audit: a.from.clone(),
+        credentials: a.credentials.clone(),
+        workspace: a.workspace.clone(),
+        json: a.json,
     };
-    let from = locate(a.from.as_deref(), &workspace).map_err(|e| e.replace("--audit", "--from"))?;
+    let source = opened(&from).map_err(|e| e.replace("--audit", "--from"))?;
     let to = crate::audit::location::Location::parse(&a.to).map_err(|e| format!("--to: {e}"))?;
-    let source = open::for_reading(
-        &from,
-        open::password(&from, a.credentials.as_deref()).as_deref(),
-    )
-    .map_err(|e| e.replace("--audit PATH", "--from PATH"))?;
     let target = open::for_writing(
         &to,
         open::password(&to, a.credentials.as_deref()).as_deref(),
