@@ -58,6 +58,8 @@ mod pipeline;
 
 mod runtime;
 
+#[cfg(feature = "fleet")]
+mod fleet;
 mod mcp;
 
 mod cli;
