@@ -5,6 +5,10 @@
 //! resumes the run from the record by sluice's own resume rules.
 //!
 //! - [`bundle`]: what a run carries (its script, arguments and policies,
-//!   each by text and SHA-256), checked before a worker runs it.
+//!   each by text and SHA-256), checked before a worker runs it;
+//! - [`workflow`]: the run's workflow, which holds no I/O;
+//! - [`activity`]: one attempt at the run on a worker.
 
+pub mod activity;
 pub mod bundle;
+pub mod workflow;

@@ -1,0 +1,114 @@
+//! The activity of a fleet run: one attempt at it on this worker. The run
+//! executes as a `sluice` process of its own (a run owns process-wide
+//! state: its signal handlers, its jobs' process groups), started from the
+//! bundle's files, recording into the shared record; the activity
+//! heartbeats while it lives, and ends it when Temporal cancels the
+//! attempt.
+
+use super::bundle::Bundle;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+
+/// How often a live attempt heartbeats.
+const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// One attempt's input.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Attempt {
+    pub bundle: Bundle,
+}
+
+/// How a run ended, as its workflow's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// `ok` or `failed`, as the record says.
+    pub status: String,
+    /// The exit status `sluice run` gave.
+    pub exit: i32,
+    /// What it printed on stderr (its last 64 KiB).
+    pub stderr: String,
+}
+
+/// What a worker's activities need: where the record is, and the sluice
+/// binary that runs each attempt.
+pub struct FleetActivities {
+    pub audit: String,
+    pub sluice: PathBuf,
+    pub credentials: Option<PathBuf>,
+}
+
+#[activities]
+impl FleetActivities {
+    /// Runs (or, on a later attempt, resumes) the run in the bundle.
+    #[activity]
+    pub async fn run_attempt(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        attempt: Attempt,
+    ) -> Result<Outcome, ActivityError> {
+        attempt.bundle.check().map_err(refused)?;
+        let files = tempfile::tempdir()?;
+        let mut child = self
+            .command(&attempt.bundle, ctx.info().attempt, files.path())?
+            .spawn()?;
+        let mut beat = tokio::time::interval(HEARTBEAT);
+        let status = loop {
+            tokio::select! {
+                done = child.wait() => break done?,
+                _ = beat.tick() => {
+                    if ctx.is_cancelled() {
+                        let _ = child.kill().await;
+                        return Err(ActivityError::cancelled());
+                    }
+                    ctx.record_heartbeat(()).await;
+                }
+            }
+        };
+        Ok(Outcome {
+            status: if status.success() { "ok" } else { "failed" }.to_string(),
+            exit: status.code().unwrap_or(-1),
+            stderr: String::new(),
+        })
+    }
+}
+
+impl FleetActivities {
+    /// The `sluice run` (first attempt) or `sluice resume --take-over`
+    /// (a later one) of `bundle`, its files written into `dir`.
+    fn command(
+        &self,
+        bundle: &Bundle,
+        attempt: u32,
+        dir: &std::path::Path,
+    ) -> std::io::Result<tokio::process::Command> {
+        let script = dir.join("script.lua");
+        std::fs::write(&script, &bundle.script.text)?;
+        let mut cmd = tokio::process::Command::new(&self.sluice);
+        if attempt <= 1 {
+            cmd.arg("run").arg(&script).args(["--run-id", &bundle.run]);
+        } else {
+            cmd.args(["resume", &bundle.run, "--take-over", "--script"])
+                .arg(&script);
+        }
+        for (i, policy) in bundle.policies.iter().enumerate() {
+            let path = dir.join(format!("policy-{i}.lua"));
+            std::fs::write(&path, &policy.text)?;
+            cmd.arg("--policy").arg(path);
+        }
+        cmd.args(["--audit", &self.audit, "--workspace", &bundle.workspace]);
+        if let Some(c) = &self.credentials {
+            cmd.arg("--credentials").arg(c);
+        }
+        cmd.arg("--").args(&bundle.args).kill_on_drop(true);
+        Ok(cmd)
+    }
+}
+
+/// A bundle no worker may run: not retried.
+fn refused(message: String) -> ActivityError {
+    ActivityError::application(temporalio_sdk::ApplicationFailure::non_retryable(message))
+}
