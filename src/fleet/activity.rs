@@ -64,7 +64,7 @@ impl FleetActivities {
                         let _ = child.kill().await;
                         return Err(ActivityError::cancelled());
                     }
-                    ctx.record_heartbeat(()).await;
+                    ctx.record_heartbeat(()).await?;
                 }
             }
         };
