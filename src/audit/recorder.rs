@@ -647,6 +647,20 @@ fn gone() -> String {
 /// returns its head.
 fn insert_run(db: &dyn Db, run: &RunStart, lease_until: i64) -> db::Result<String> {
     db.transaction(Begin::Store, || {
+        // A run's id is given when a fleet gives it: one already there is
+        // another run, never written over or joined.
+        let taken: Option<i64> =
+            db.value("SELECT count(*) FROM runs WHERE id = ?1", vals![&run.id])?;
+        if taken.unwrap_or(0) > 0 {
+            return Err(db::Error::new(
+                db::ErrorKind::Conflict,
+                format!(
+                    "run {} is in the record already: an id names one run; give another --run-id \
+(or none), or continue that run with `sluice resume {}`",
+                    run.id, run.id
+                ),
+            ));
+        }
         let link = store::next_link(db)?;
         insert_linked(db, run, &link, lease_until)
     })

@@ -268,6 +268,8 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
     let mut run = RunArgs {
         script: script.clone(),
         args: script_args,
+        // A resume is a run of its own, which names the run it resumes.
+        run_id: None,
         options: RunOptions {
             workspace: Some(PathBuf::from(&record.run.workspace)),
             grants: Grants {

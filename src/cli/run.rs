@@ -56,6 +56,11 @@ pub struct RunArgs {
     pub script: PathBuf,
     /// Arguments for the script (sluice.args); put them after `--` if they start with a dash.
     pub args: Vec<String>,
+    /// The run's id instead of a new one (what a fleet worker gives the run it takes: its
+    /// workflow's id); 1 to 64 letters, digits, '.', '_' or '-'. A run of that id already in the
+    /// record is refused.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
     #[command(flatten)]
     pub options: RunOptions,
 }
@@ -221,7 +226,11 @@ pub(crate) fn audit_target(
 /// A runtime builder for a script from the run options (everything but
 /// the audit).
 pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
-    Ok(options(&args.options)?
+    let mut builder = options(&args.options)?;
+    if let Some(id) = &args.run_id {
+        builder = builder.run_id(id);
+    }
+    Ok(builder
         .args(args.args.clone())
         .script(&args.script)
         .prompt(Prompt::detect()))

@@ -140,6 +140,7 @@ pub struct RuntimeBuilder {
     test_runner: Option<serde_json::Value>,
     credentials: Option<PathBuf>,
     name: Option<String>,
+    run_id: Option<String>,
     embedded: Embedded,
     serving: bool,
     modules: Option<PathBuf>,
@@ -381,6 +382,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The run's id, instead of a new one: what a fleet gives a run (its
+    /// workflow's id), so the run keeps it on every worker. Letters,
+    /// digits, `.`, `_` and `-`, at most 64; a run of that id already in
+    /// the record is refused when the run is recorded.
+    pub fn run_id(mut self, id: impl Into<String>) -> Self {
+        self.run_id = Some(id.into());
+        self
+    }
+
     /// What the record calls the run when no script file names it (an
     /// embedded run): `sluice audit list` shows it in the SCRIPT column,
     /// and policies see it as `req.run.script`.
@@ -474,7 +484,11 @@ impl RuntimeBuilder {
             .map(|p| p.display().to_string())
             .or(self.name)
             .unwrap_or_default();
-        let mut ctx = Context::new(workspace.clone(), new_run_id(), script.clone());
+        let id = match self.run_id.clone() {
+            Some(id) => check_run_id(id)?,
+            None => new_run_id(),
+        };
+        let mut ctx = Context::new(workspace.clone(), id, script.clone());
         let seed = match &self.replay {
             Some((record, _)) => record.run.random_seed,
             None => fresh_seed(),
@@ -1087,6 +1101,21 @@ fn declared_runner(
         (None, Some(table)) => crate::flows::test::Runner::declared("the embedder's test runner", table).map(Some).map_err(fail),
         (None, None) => Ok(None),
     }
+}
+
+/// `id` when it is one a run may be given ([`RuntimeBuilder::run_id`]).
+fn check_run_id(id: String) -> Result<String, BuildError> {
+    let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if !id.is_empty() && id.len() <= 64 && id.chars().all(fine) && !id.starts_with(['.', '-']) {
+        return Ok(id);
+    }
+    Err(BuildError::new(
+        BuildErrorKind::Audit,
+        format!(
+            "run id {id:?}: use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-' \
+(or give none, and sluice makes one)"
+        ),
+    ))
 }
 
 /// A new run's id: 8 random hex digits, then the time in milliseconds
