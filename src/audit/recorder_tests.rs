@@ -466,9 +466,10 @@ fn a_run_the_store_refuses_is_an_error_naming_the_store_and_leaves_no_row() {
     .unwrap_err();
     assert_eq!(
         again,
-        "audit database noted: UNIQUE constraint failed: runs.id"
+        "audit database noted: run r1 is in the record already: an id names one run; give another \
+--run-id (or none), or continue that run with `sluice resume r1`"
     );
-    assert_eq!(taken(&log), ["begin Store", "INSERT INTO runs", "rollback"]);
+    assert_eq!(taken(&log), ["begin Store", "rollback"]);
     let runs: i64 = conn
         .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
         .unwrap();
