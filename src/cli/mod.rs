@@ -2,6 +2,8 @@
 
 mod audit;
 mod doctor;
+#[cfg(feature = "fleet")]
+mod fleet;
 mod flows;
 mod hide;
 mod mcp;
@@ -39,6 +41,10 @@ pub enum Command {
     Resume(replay::ResumeArgs),
     Doctor(doctor::DoctorArgs),
     Mcp(mcp::McpArgs),
+    #[cfg(feature = "fleet")]
+    Worker(fleet::WorkerArgs),
+    #[cfg(feature = "fleet")]
+    Submit(fleet::SubmitArgs),
 }
 
 /// `--policy NAME`: a file when one exists there, else a built-in policy
@@ -98,5 +104,9 @@ pub fn run_parsed(cli: Cli) -> ExitCode {
         Command::Resume(args) => replay::resume(args),
         Command::Doctor(args) => doctor::doctor(args),
         Command::Mcp(args) => mcp::mcp(args),
+        #[cfg(feature = "fleet")]
+        Command::Worker(args) => fleet::worker(args),
+        #[cfg(feature = "fleet")]
+        Command::Submit(args) => fleet::submit(args),
     }
 }

@@ -13,6 +13,10 @@ use std::time::Duration;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
+/// How much of a run's output its outcome keeps: the engine's history
+/// holds it.
+pub const KEPT: usize = 64 * 1024;
+
 /// How often a live attempt heartbeats.
 const HEARTBEAT: Duration = Duration::from_secs(2);
 
@@ -29,7 +33,9 @@ pub struct Outcome {
     pub status: String,
     /// The exit status `sluice run` gave.
     pub exit: i32,
-    /// What it printed on stderr (its last 64 KiB).
+    /// What the script printed (its last [`KEPT`] bytes).
+    pub stdout: String,
+    /// What sluice said on stderr (its last [`KEPT`] bytes).
     pub stderr: String,
 }
 
@@ -52,9 +58,12 @@ impl FleetActivities {
     ) -> Result<Outcome, ActivityError> {
         attempt.bundle.check().map_err(refused)?;
         let files = tempfile::tempdir()?;
-        let mut child = self
-            .command(&attempt.bundle, ctx.info().attempt, files.path())?
-            .spawn()?;
+        let mut cmd = self.command(&attempt.bundle, ctx.info().attempt, files.path())?;
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn()?;
+        let stdout = tokio::spawn(tail(child.stdout.take()));
+        let stderr = tokio::spawn(tail(child.stderr.take()));
         let mut beat = tokio::time::interval(HEARTBEAT);
         let status = loop {
             tokio::select! {
@@ -71,11 +80,31 @@ impl FleetActivities {
         Ok(Outcome {
             status: if status.success() { "ok" } else { "failed" }.to_string(),
             exit: status.code().unwrap_or(-1),
-            stderr: String::new(),
+            stdout: stdout.await.unwrap_or_default(),
+            stderr: stderr.await.unwrap_or_default(),
         })
     }
 }
 
+/// The last [`KEPT`] bytes `from` gives, read to its end.
+async fn tail(from: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut all = Vec::new();
+    if let Some(mut from) = from {
+        let mut piece = [0u8; 8192];
+        while let Ok(n) = from.read(&mut piece).await {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&piece[..n]);
+            if all.len() > 2 * KEPT {
+                all.drain(..all.len() - KEPT);
+            }
+        }
+    }
+    let start = all.len().saturating_sub(KEPT);
+    String::from_utf8_lossy(&all[start..]).into_owned()
+}
 impl FleetActivities {
     /// The `sluice run` (first attempt) or `sluice resume --take-over`
     /// (a later one) of `bundle`, its files written into `dir`.

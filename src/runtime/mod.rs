@@ -1124,6 +1124,10 @@ fn check_run_id(id: String) -> Result<String, BuildError> {
 /// their first digits for days); the time after it keeps two runs of one
 /// millisecond apart only by chance of 1 in 2^32, and sorts nothing: the
 /// record orders runs by their place in the chain.
+pub(crate) fn fresh_run_id() -> String {
+    new_run_id()
+}
+
 fn new_run_id() -> String {
     let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)

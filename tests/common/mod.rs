@@ -5,6 +5,7 @@
 pub mod mcp;
 pub mod postgres;
 pub mod stores;
+pub mod temporal;
 pub mod test_runs;
 
 use std::path::{Path, PathBuf};

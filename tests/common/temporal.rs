@@ -85,13 +85,23 @@ impl TemporalServer {
         self.guardian = Some(guard(child.id()));
         self.child = Some(child);
         let ready = super::postgres::wait_until(Duration::from_secs(60), || self.answers());
-        assert!(ready, "the Temporal dev server did not answer on {}", self.address());
+        assert!(
+            ready,
+            "the Temporal dev server did not answer on {}",
+            self.address()
+        );
     }
 
     /// Whether the server lists its namespaces (it is up, not only bound).
     fn answers(&self) -> bool {
         Command::new(cli())
-            .args(["operator", "namespace", "describe", "--namespace", "default"])
+            .args([
+                "operator",
+                "namespace",
+                "describe",
+                "--namespace",
+                "default",
+            ])
             .args(["--address", &self.address()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -1,0 +1,189 @@
+//! `sluice worker` and `sluice submit`: runs on a fleet of workers through
+//! Temporal (feature `fleet`). See `crate::fleet`.
+
+use crate::fleet::activity::{FleetActivities, Outcome};
+use crate::fleet::bundle::{Bundle, Carried};
+use crate::fleet::workflow::{SluiceRun, Submitted};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions};
+
+/// Where the engine is: shared by every fleet command.
+#[derive(Debug, Args)]
+pub struct Engine {
+    /// The Temporal server's frontend, HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub temporal: String,
+    /// The Temporal namespace.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+    /// The task queue the fleet's workers take runs from.
+    #[arg(long, value_name = "QUEUE")]
+    pub task_queue: String,
+}
+
+/// Take runs from a task queue and run them, recording into a shared PostgreSQL record.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub engine: Engine,
+    /// The shared record every worker records into: postgres://USER@HOST:PORT/DB.
+    #[arg(long, value_name = "URL")]
+    pub audit: String,
+    /// The credentials file the runs' named credentials (and the record's password) come from.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
+}
+
+/// Submit a run to a fleet; print its id (and with --wait, follow it to its end).
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// The Lua workflow to run: its text is what the run carries.
+    pub script: PathBuf,
+    /// Arguments for the script (sluice.args); credential-shaped ones are refused.
+    pub args: Vec<String>,
+    #[command(flatten)]
+    pub engine: Engine,
+    /// The workspace, a path every worker reaches (shared storage).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: String,
+    /// A policy file the run carries (repeatable); its text and SHA-256 go with the run.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Vec<PathBuf>,
+    /// The run's id [default: a new one]; a second submit of an id is refused.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// How long a worker may go silent before its run is taken elsewhere, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 8)]
+    pub heartbeat_timeout: u64,
+    /// Follow the run to its end and exit as `sluice run` would.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// A client of the engine `e` names.
+async fn client(e: &Engine) -> Result<Client, String> {
+    let url: url::Url = format!("http://{}", e.temporal)
+        .parse()
+        .map_err(|err| format!("--temporal {}: give HOST:PORT ({err})", e.temporal))?;
+    let connection = Connection::connect(ConnectionOptions::new(url).build())
+        .await
+        .map_err(|err| format!("cannot reach Temporal at {}: {err}", e.temporal))?;
+    Client::new(connection, ClientOptions::new(e.namespace.clone()).build())
+        .map_err(|err| format!("Temporal client: {err}"))
+}
+
+/// A multi-threaded async runtime for a fleet command.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
+fn fail(e: String) -> ExitCode {
+    eprintln!("sluice: {e}");
+    ExitCode::from(2)
+}
+
+pub fn worker(args: WorkerArgs) -> ExitCode {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    match rt.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+async fn serve(args: WorkerArgs) -> Result<(), String> {
+    use temporalio_sdk::{Worker, WorkerOptions};
+    let client = client(&args.engine).await?;
+    let runtime = temporalio_sdk::Runtime::from_current_tokio(Default::default())
+        .map_err(|e| format!("Temporal runtime: {e}"))?;
+    let sluice = std::env::current_exe().map_err(|e| format!("cannot find sluice itself: {e}"))?;
+    let activities = FleetActivities {
+        audit: args.audit.clone(),
+        sluice,
+        credentials: args.credentials.clone(),
+    };
+    let options = WorkerOptions::new(args.engine.task_queue.clone())
+        .register_workflow::<SluiceRun>()
+        .map_err(|e| format!("{e}"))?
+        .register_activities(activities)
+        .build();
+    let mut worker =
+        Worker::new(&runtime, client, options).map_err(|e| format!("Temporal worker: {e}"))?;
+    eprintln!(
+        "sluice: worker taking runs from {} on {}",
+        args.engine.task_queue, args.engine.temporal
+    );
+    worker
+        .run()
+        .await
+        .map_err(|e| format!("Temporal worker: {e}"))
+}
+
+pub fn submit(args: SubmitArgs) -> ExitCode {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    match rt.block_on(start(args)) {
+        Ok(code) => code,
+        Err(e) => fail(e),
+    }
+}
+
+/// The bundle `args` describe, checked as a worker will check it.
+fn bundle(args: &SubmitArgs) -> Result<Bundle, String> {
+    Bundle::refuse_secrets(&args.args)?;
+    let run = match &args.run_id {
+        Some(id) => id.clone(),
+        None => crate::runtime::fresh_run_id(),
+    };
+    Ok(Bundle {
+        run,
+        script: Carried::read(&args.script)?,
+        args: args.args.clone(),
+        policies: args
+            .policy
+            .iter()
+            .map(|p| Carried::read(p))
+            .collect::<Result<_, _>>()?,
+        workspace: args.workspace.clone(),
+    })
+}
+
+async fn start(args: SubmitArgs) -> Result<ExitCode, String> {
+    use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
+    let bundle = bundle(&args)?;
+    let id = bundle.run.clone();
+    let client = client(&args.engine).await?;
+    let submitted = Submitted {
+        bundle,
+        heartbeat_timeout_ms: Duration::from_secs(args.heartbeat_timeout).as_millis() as u64,
+    };
+    // A run's id names one run, ever: a second submit of it is refused.
+    let options = WorkflowStartOptions::new(args.engine.task_queue.clone(), id.clone())
+        .id_reuse_policy(temporalio_client::WorkflowIdReusePolicy::RejectDuplicate)
+        .build();
+    let handle = client
+        .start_workflow(SluiceRun::run, submitted, options)
+        .await
+        .map_err(|e| format!("cannot submit run {id}: {e}"))?;
+    println!("{id}");
+    if !args.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let outcome: Outcome = handle
+        .get_result(WorkflowGetResultOptions::default())
+        .await
+        .map_err(|e| format!("run {id}: {e}"))?;
+    print!("{}", outcome.stdout);
+    eprint!("{}", outcome.stderr);
+    Ok(ExitCode::from(outcome.exit.clamp(0, 255) as u8))
+}
