@@ -95,3 +95,102 @@ fn a_submitted_run_runs_on_a_worker_into_the_shared_record_and_its_id_is_never_r
         again.stderr
     );
 }
+
+/// The pid of a `sluice` process `worker` started (its run), if any.
+fn run_of(worker: &Worker) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", worker.0.id()))
+        .unwrap_or_default();
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", worker.0.id())).ok()?;
+    let mut all: Vec<u32> = children
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    for task in tasks.flatten() {
+        let more = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        all.extend(
+            more.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    all.into_iter().next()
+}
+
+#[test]
+fn a_worker_killed_between_calls_has_its_run_finished_by_another_without_repeating_a_call() {
+    let temporal = TemporalServer::start();
+    let pg = PgServer::shared();
+    let url = pg.fresh_database();
+    let mut workers = vec![
+        Worker::start(&temporal, "q2", &url, pg),
+        Worker::start(&temporal, "q2", &url, pg),
+    ];
+    let ws = workspace();
+    let script = script_file(
+        ws.path(),
+        "for i = 1, 4 do\n  assert(sluice.bash{command = 'echo ' .. i .. ' >> log'})\n  \
+         sluice.sleep(1500)\nend\n",
+    );
+    let out: Run = Command::new(sluice_bin())
+        .arg("submit")
+        .arg(&script)
+        .args(["--temporal", &temporal.address(), "--task-queue", "q2"])
+        .args(["--run-id", "fleet-2", "--heartbeat-timeout", "3"])
+        .arg("--workspace")
+        .arg(ws.path())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let log = || std::fs::read_to_string(ws.file("log")).unwrap_or_default();
+    let started = std::time::Instant::now();
+    while log().lines().count() < 2 {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the run never made two calls"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Into the sleep after call #2, its outcome committed.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let busy = workers
+        .iter()
+        .position(|w| run_of(w).is_some())
+        .expect("one worker runs the run");
+    let victim = workers.remove(busy);
+    let pid = victim.0.id() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    drop(victim);
+
+    // Each run of the record as "ID STATUS".
+    let runs = || -> Vec<String> {
+        let out = Command::new(sluice_bin())
+            .args(["audit", "list", "--json", "--limit", "0", "--audit", &url])
+            .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let list = v["runs"].as_array().cloned().unwrap_or_default();
+        list.iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r["id"].as_str().unwrap_or(""),
+                    r["status"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    let finished = common::postgres::wait_until(std::time::Duration::from_secs(90), || {
+        runs().iter().any(|r| r.ends_with(" ok"))
+    });
+    assert!(finished, "no worker finished the run: {:?}", runs());
+    // The killed worker's run, and the one another worker resumed it as.
+    let all = runs();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all.contains(&"fleet-2 interrupted".to_string()), "{all:?}");
+    assert_eq!(log(), "1\n2\n3\n4\n", "no call ran twice, none was lost");
+}

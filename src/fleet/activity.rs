@@ -133,6 +133,18 @@ impl FleetActivities {
             cmd.arg("--credentials").arg(c);
         }
         cmd.arg("--").args(&bundle.args).kill_on_drop(true);
+        // The run dies with its worker: a worker killed leaves no run
+        // renewing its lease, so the next attempt can take it over.
+        // (The signal comes when the spawning thread ends: one of the
+        // runtime's workers, which live as long as the process.)
+        // SAFETY: `prctl` is async-signal-safe, and nothing else runs
+        // between the fork and the exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
         Ok(cmd)
     }
 }
