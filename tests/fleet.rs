@@ -194,3 +194,74 @@ fn a_worker_killed_between_calls_has_its_run_finished_by_another_without_repeati
     assert!(all.contains(&"fleet-2 interrupted".to_string()), "{all:?}");
     assert_eq!(log(), "1\n2\n3\n4\n", "no call ran twice, none was lost");
 }
+
+#[test]
+fn a_worker_stopped_with_sigstop_loses_its_run_to_another_and_starts_no_call_when_it_wakes() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let temporal = TemporalServer::start();
+    let pg = PgServer::shared();
+    let url = pg.fresh_database();
+    let workers = [
+        Worker::start(&temporal, "q3", &url, pg),
+        Worker::start(&temporal, "q3", &url, pg),
+    ];
+    let ws = workspace();
+    let script = script_file(
+        ws.path(),
+        "for i = 1, 4 do\n  assert(sluice.bash{command = 'echo ' .. i .. ' >> log'})\n  \
+         sluice.sleep(1500)\nend\n",
+    );
+    let out: Run = Command::new(sluice_bin())
+        .arg("submit")
+        .arg(&script)
+        .args(["--temporal", &temporal.address(), "--task-queue", "q3"])
+        .args(["--run-id", "fleet-3", "--heartbeat-timeout", "3", "--wait"])
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(|child| {
+            let log = || std::fs::read_to_string(ws.file("log")).unwrap_or_default();
+            let started = std::time::Instant::now();
+            while log().lines().count() < 2 {
+                assert!(
+                    started.elapsed().as_secs() < 60,
+                    "the run never made two calls"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let busy = workers
+                .iter()
+                .position(|w| run_of(w).is_some())
+                .expect("a busy worker");
+            let pid = Pid::from_raw(workers[busy].0.id() as i32);
+            kill(pid, Signal::SIGSTOP).unwrap();
+            let out = child.wait_with_output().unwrap();
+            // The run ended elsewhere; the stopped worker wakes.
+            kill(pid, Signal::SIGCONT).unwrap();
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            out
+        })
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.file("log")).unwrap(),
+        "1\n2\n3\n4\n",
+        "no call ran twice, none was lost, and the woken worker started none"
+    );
+    let verify = Command::new(sluice_bin())
+        .args(["audit", "verify", "--audit", &url])
+        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}

@@ -92,6 +92,9 @@ N is 1 to the run's calls + 1 (that one: replay them all, then live). A run that
 pub struct ResumeArgs {
     #[command(flatten)]
     pub recorded: RecordedRun,
+    /// As `sluice run --worker-pulse`: a fleet worker's resumed run ends when its worker goes silent.
+    #[arg(long, value_name = "MS", hide = true)]
+    pub worker_pulse: Option<u64>,
     /// Run again an irreversible call whose outcome is unknown, or that a stop request cut short
     /// (recorded STOPPED), instead of stopping there.
     #[arg(long)]
@@ -296,6 +299,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             audit: None,
             no_audit: false,
             retry: args.retry,
+            worker_pulse: args.worker_pulse,
         },
     };
     if run.options.grants.policy.is_empty() {

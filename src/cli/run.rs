@@ -122,6 +122,11 @@ pub struct RunOptions {
     pub no_audit: bool,
     #[command(flatten)]
     pub retry: AuditRetry,
+    /// For a fleet worker's runs: the worker writes a byte to standard input at least every MS
+    /// milliseconds; silent longer (stopped, killed), the run ends at once, so another worker can
+    /// take it over and this one starts no call when it wakes.
+    #[arg(long, value_name = "MS", hide = true)]
+    pub worker_pulse: Option<u64>,
 }
 
 /// How long a run waits for a record's store it lost: shared by `run`,
@@ -239,6 +244,9 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
 /// A runtime builder from the options every run takes (everything but
 /// the audit and what it runs).
 pub(crate) fn options(args: &RunOptions) -> Result<RuntimeBuilder, String> {
+    if let Some(ms) = args.worker_pulse {
+        watch_worker(Duration::from_millis(ms))?;
+    }
     let mut builder = Runtime::builder()
         .keep_spill(args.keep_spill)
         .max_jobs(usize::from(args.max_jobs))
@@ -285,6 +293,36 @@ pub(crate) fn options(args: &RunOptions) -> Result<RuntimeBuilder, String> {
         builder = builder.search(provider);
     }
     Ok(builder)
+}
+
+/// Ends this process at once (SIGKILL, as the worker's own death would)
+/// when its worker stops writing to standard input for `silence`: a run
+/// whose worker was stopped (SIGSTOP) or lost must not go on holding its
+/// lease, and must start no call when its worker wakes.
+fn watch_worker(silence: Duration) -> Result<(), String> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let timeout = PollTimeout::try_from(silence)
+        .map_err(|_| format!("--worker-pulse {}: too long", silence.as_millis()))?;
+    std::thread::Builder::new()
+        .name("sluice-pulse".into())
+        .spawn(move || loop {
+            let stdin = std::io::stdin();
+            let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+            let heard = matches!(poll(&mut fds, timeout), Ok(n) if n > 0);
+            let mut piece = [0u8; 64];
+            let read = heard && nix::unistd::read(0, &mut piece).is_ok_and(|n| n > 0);
+            if !read {
+                eprintln!(
+                    "sluice: the worker running this run went silent for {} ms (stopped or gone): the run \
+ends at once, so another worker can take it over",
+                    silence.as_millis()
+                );
+                let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+            }
+        })
+        .map(drop)
+        .map_err(|e| format!("cannot watch the worker: {e}"))
 }
 
 /// The run's container routes from `--container-engine` and the sealed

@@ -17,13 +17,22 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 /// holds it.
 pub const KEPT: usize = 64 * 1024;
 
-/// How often a live attempt heartbeats.
-const HEARTBEAT: Duration = Duration::from_secs(2);
+/// How often a live attempt heartbeats, and pulses to its run.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// How long a run waits for its worker's pulse before it ends itself:
+/// within the heartbeat timeout, so a stopped worker's run is gone
+/// before Temporal gives the next attempt the run.
+fn pulse_silence(heartbeat_timeout: Duration) -> Duration {
+    (heartbeat_timeout / 2).max(2 * HEARTBEAT)
+}
 
 /// One attempt's input.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Attempt {
     pub bundle: Bundle,
+    /// The workflow's heartbeat timeout.
+    pub heartbeat_timeout_ms: u64,
 }
 
 /// How a run ended, as its workflow's result.
@@ -58,10 +67,12 @@ impl FleetActivities {
     ) -> Result<Outcome, ActivityError> {
         attempt.bundle.check().map_err(refused)?;
         let files = tempfile::tempdir()?;
-        let mut cmd = self.command(&attempt.bundle, ctx.info().attempt, files.path())?;
+        let mut cmd = self.command(&attempt, ctx.info().attempt, files.path())?;
         cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+            .stderr(std::process::Stdio::piped())
+            .stdin(std::process::Stdio::piped());
         let mut child = cmd.spawn()?;
+        let mut pulse = child.stdin.take();
         let stdout = tokio::spawn(tail(child.stdout.take()));
         let stderr = tokio::spawn(tail(child.stderr.take()));
         let mut beat = tokio::time::interval(HEARTBEAT);
@@ -69,6 +80,10 @@ impl FleetActivities {
             tokio::select! {
                 done = child.wait() => break done?,
                 _ = beat.tick() => {
+                    if let Some(p) = pulse.as_mut() {
+                        use tokio::io::AsyncWriteExt;
+                        let _ = p.write_all(b".").await;
+                    }
                     if ctx.is_cancelled() {
                         let _ = child.kill().await;
                         return Err(ActivityError::cancelled());
@@ -77,11 +92,20 @@ impl FleetActivities {
                 }
             }
         };
+        let stderr = stderr.await.unwrap_or_default();
+        // The run's last process still holds its lease (it has not noticed
+        // its worker is gone yet): try again after Temporal's backoff.
+        // TODO: a dedicated exit status for "held, try later" (75).
+        if status.code() == Some(2) && stderr.contains("its lease held by") {
+            return Err(ActivityError::application(
+                temporalio_sdk::ApplicationFailure::new(std::io::Error::other(stderr)),
+            ));
+        }
         Ok(Outcome {
             status: if status.success() { "ok" } else { "failed" }.to_string(),
             exit: status.code().unwrap_or(-1),
             stdout: stdout.await.unwrap_or_default(),
-            stderr: stderr.await.unwrap_or_default(),
+            stderr,
         })
     }
 }
@@ -110,10 +134,11 @@ impl FleetActivities {
     /// (a later one) of `bundle`, its files written into `dir`.
     fn command(
         &self,
-        bundle: &Bundle,
+        given: &Attempt,
         attempt: u32,
         dir: &std::path::Path,
     ) -> std::io::Result<tokio::process::Command> {
+        let (bundle, heartbeat_timeout_ms) = (&given.bundle, given.heartbeat_timeout_ms);
         let script = dir.join("script.lua");
         std::fs::write(&script, &bundle.script.text)?;
         let mut cmd = tokio::process::Command::new(&self.sluice);
@@ -129,6 +154,8 @@ impl FleetActivities {
             cmd.arg("--policy").arg(path);
         }
         cmd.args(["--audit", &self.audit, "--workspace", &bundle.workspace]);
+        let silence = pulse_silence(Duration::from_millis(heartbeat_timeout_ms));
+        cmd.arg(format!("--worker-pulse={}", silence.as_millis()));
         if let Some(c) = &self.credentials {
             cmd.arg("--credentials").arg(c);
         }

@@ -43,6 +43,7 @@ impl SluiceRun {
                 .build();
         let attempt = Attempt {
             bundle: submitted.bundle,
+            heartbeat_timeout_ms: submitted.heartbeat_timeout_ms,
         };
         let outcome = ctx
             .execute_activity(FleetActivities::run_attempt, attempt, options)
