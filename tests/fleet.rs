@@ -265,3 +265,54 @@ fn a_worker_stopped_with_sigstop_loses_its_run_to_another_and_starts_no_call_whe
         String::from_utf8_lossy(&verify.stdout)
     );
 }
+
+#[test]
+fn a_run_whose_workers_die_twice_is_finished_by_a_third_from_the_newest_resume() {
+    let temporal = TemporalServer::start();
+    let pg = PgServer::shared();
+    let url = pg.fresh_database();
+    let mut workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::start(&temporal, "q4", &url, pg))
+        .collect();
+    let ws = workspace();
+    let script = script_file(
+        ws.path(),
+        "for i = 1, 5 do\n  assert(sluice.bash{command = 'echo ' .. i .. ' >> log'})\n  \
+         sluice.sleep(1500)\nend\n",
+    );
+    let child = Command::new(sluice_bin())
+        .arg("submit")
+        .arg(&script)
+        .args(["--temporal", &temporal.address(), "--task-queue", "q4"])
+        .args(["--run-id", "fleet-4", "--heartbeat-timeout", "3", "--wait"])
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = || std::fs::read_to_string(ws.file("log")).unwrap_or_default();
+    for lines in [2, 3] {
+        let started = std::time::Instant::now();
+        while log().lines().count() < lines {
+            assert!(
+                started.elapsed().as_secs() < 90,
+                "the run never made {lines} calls"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let busy = workers
+            .iter()
+            .position(|w| run_of(w).is_some())
+            .expect("a busy worker");
+        let victim = workers.remove(busy);
+        let pid = nix::unistd::Pid::from_raw(victim.0.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        drop(victim);
+    }
+    let out: Run = child.wait_with_output().unwrap().into();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(log(), "1\n2\n3\n4\n5\n", "no call ran twice, none was lost");
+}

@@ -165,6 +165,31 @@ pub fn next_link(db: &dyn Db) -> db::Result<NextLink> {
     })
 }
 
+/// The run that resumed run `id`, if one did (the newest, should there
+/// be more).
+pub fn successor(db: &dyn Db, id: &str) -> db::Result<Option<String>> {
+    db.value(
+        "SELECT id FROM runs WHERE resumed_from = ?1 ORDER BY started_ms DESC LIMIT 1",
+        vals![id],
+    )
+}
+
+/// The newest run of the chain of resumes that starts at run `id`: what
+/// continuing `id` now means (resuming an earlier one is refused, so no
+/// call runs twice).
+pub fn newest_resume(db: &dyn Db, id: &str) -> db::Result<String> {
+    let mut at = id.to_string();
+    // A chain is as long as the resumes made; bounded against a cycle an
+    // edited record could hold.
+    for _ in 0..10_000 {
+        match successor(db, &at)? {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    Ok(at)
+}
+
 /// How many runs were recorded before runs were chained to each other
 /// (those of a schema 1 database when it was migrated): runs #1 to this.
 pub fn unchained_runs(db: &dyn Db) -> db::Result<i64> {

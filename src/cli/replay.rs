@@ -485,13 +485,7 @@ fn prepare(given: &RecordedRun, creds: Option<&Path>, when: Verify) -> Result<Fo
 
 /// The newest run that resumed run `id`, if any.
 fn successor(store: &dyn Db, id: &str) -> Option<String> {
-    store
-        .value(
-            "SELECT id FROM runs WHERE resumed_from = ?1 ORDER BY started_ms DESC LIMIT 1",
-            vals![id],
-        )
-        .ok()
-        .flatten()
+    crate::audit::store::successor(store, id).ok().flatten()
 }
 
 /// The recorded script file, refused when it changed since the run.

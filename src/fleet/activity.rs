@@ -67,7 +67,17 @@ impl FleetActivities {
     ) -> Result<Outcome, ActivityError> {
         attempt.bundle.check().map_err(refused)?;
         let files = tempfile::tempdir()?;
-        let mut cmd = self.command(&attempt, ctx.info().attempt, files.path())?;
+        // A later attempt continues the newest run of the chain: an earlier
+        // attempt may have resumed the run already, and been lost too. (An
+        // attempt lost before its run was recorded starts it afresh.)
+        let resume = match ctx.info().attempt {
+            0 | 1 => None,
+            _ => self
+                .newest(&attempt.bundle.run)
+                .await
+                .map_err(std::io::Error::other)?,
+        };
+        let mut cmd = self.command(&attempt, resume.as_deref(), files.path())?;
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .stdin(std::process::Stdio::piped());
@@ -132,21 +142,52 @@ async fn tail(from: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
 impl FleetActivities {
     /// The `sluice run` (first attempt) or `sluice resume --take-over`
     /// (a later one) of `bundle`, its files written into `dir`.
+    /// The newest run of the chain of resumes from run `id`, read from
+    /// the shared record; `None` when run `id` is not recorded.
+    async fn newest(&self, id: &str) -> Result<Option<String>, String> {
+        let (audit, credentials, id) =
+            (self.audit.clone(), self.credentials.clone(), id.to_string());
+        tokio::task::spawn_blocking(move || {
+            use crate::audit::{location::Location, open, store};
+            let at = Location::parse(&audit)?;
+            let password = open::password(&at, credentials.as_deref());
+            let opened = open::for_reading(&at, password.as_deref())?;
+            let db: &dyn crate::audit::db::Db = &*opened.db;
+            let there: Option<i64> = db
+                .value(
+                    "SELECT count(*) FROM runs WHERE id = ?1",
+                    crate::audit::db::vals![&id],
+                )
+                .map_err(|e| e.to_string())?;
+            if there.unwrap_or(0) == 0 {
+                return Ok(None);
+            }
+            store::newest_resume(db, &id)
+                .map(Some)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
     fn command(
         &self,
         given: &Attempt,
-        attempt: u32,
+        resume: Option<&str>,
         dir: &std::path::Path,
     ) -> std::io::Result<tokio::process::Command> {
         let (bundle, heartbeat_timeout_ms) = (&given.bundle, given.heartbeat_timeout_ms);
         let script = dir.join("script.lua");
         std::fs::write(&script, &bundle.script.text)?;
         let mut cmd = tokio::process::Command::new(&self.sluice);
-        if attempt <= 1 {
-            cmd.arg("run").arg(&script).args(["--run-id", &bundle.run]);
-        } else {
-            cmd.args(["resume", &bundle.run, "--take-over", "--script"])
-                .arg(&script);
+        match resume {
+            None => {
+                cmd.arg("run").arg(&script).args(["--run-id", &bundle.run]);
+            }
+            Some(run) => {
+                cmd.args(["resume", run, "--take-over", "--script"])
+                    .arg(&script);
+            }
         }
         for (i, policy) in bundle.policies.iter().enumerate() {
             let path = dir.join(format!("policy-{i}.lua"));
