@@ -18,7 +18,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -69,25 +69,9 @@ fn answer_all(conn: TcpStream) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut out = conn;
     loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let lower = line.to_ascii_lowercase();
-            if let Some(v) = lower.strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap_or(0);
-            }
-            if line == "\r\n" {
-                break;
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
+        let Some(body) = support::next_request_body(&mut reader) else {
             return;
-        }
+        };
         let turns = String::from_utf8_lossy(&body).matches("\"role\"").count();
         let reply = serde_json::json!({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "bench-model",

@@ -284,6 +284,11 @@ const LANDS: u8 = 1;
 const NEVER_SENT: u8 = 2;
 
 impl Proxy {
+    /// The URL `direct` (of the server on `server_port`) through this proxy.
+    fn through(&self, direct: &str, server_port: u16) -> String {
+        direct.replace(&format!(":{server_port}/"), &format!(":{}/", self.port))
+    }
+
     fn start(server_port: u16) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -380,10 +385,7 @@ fn a_run_taken_over_while_its_writer_cannot_reach_the_store_is_fenced_when_it_ca
     let server = PgServer::start();
     let direct = server.fresh_database();
     let proxy = Proxy::start(server.port());
-    let url = direct.replace(
-        &format!(":{}/", server.port()),
-        &format!(":{}/", proxy.port),
-    );
+    let url = proxy.through(&direct, server.port());
     let ws = workspace();
     let run = spawn_run(&server, &url, &ws, &script(2000, 0), &[]);
     until_marked(&ws, 5);
@@ -432,10 +434,7 @@ fn a_commit_whose_answer_was_lost_is_read_back_and_no_row_lands_twice_or_goes_mi
     let server = PgServer::start();
     let direct = server.fresh_database();
     let proxy = Proxy::start(server.port());
-    let url = direct.replace(
-        &format!(":{}/", server.port()),
-        &format!(":{}/", proxy.port),
-    );
+    let url = proxy.through(&direct, server.port());
     let ws = workspace();
     let (commands, reads) = (40, 300);
     let run = spawn_run(&server, &url, &ws, &script(commands, reads), &[]);

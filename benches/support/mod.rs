@@ -99,3 +99,26 @@ pub fn slow_server(delay: std::time::Duration) -> String {
     });
     origin
 }
+
+/// The body of the next HTTP/1.1 request `reader` gives (its headers read
+/// for `content-length`); `None` once the client closed the connection.
+pub fn next_request_body(reader: &mut impl std::io::BufRead) -> Option<Vec<u8>> {
+    let mut length = 0usize;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(body)
+}

@@ -399,6 +399,17 @@ fn noted(path: &Path, log: &Arc<Mutex<Vec<String>>>) -> Box<dyn Db + Send> {
     })
 }
 
+/// Run `r1`'s recorder over the database at `path`, each statement noted
+/// in `log`.
+fn start_noted(path: &Path, log: &Arc<Mutex<Vec<String>>>) -> Result<Recorder, String> {
+    Recorder::start_in(
+        noted(path, log),
+        "noted",
+        run_start("r1"),
+        crate::audit::outage::DEFAULT_RETRY,
+    )
+}
+
 /// What `log` noted since the last look.
 fn taken(log: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
     std::mem::take(&mut *log.lock().unwrap())
@@ -414,13 +425,7 @@ fn the_writer_joins_the_chain_under_the_store_lock_and_syncs_intents_not_sealed_
     let (dir, conn) = db();
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
-    let recorder = Recorder::start_in(
-        noted(&path, &log),
-        "noted",
-        run_start("r1"),
-        crate::audit::outage::DEFAULT_RETRY,
-    )
-    .unwrap();
+    let recorder = start_noted(&path, &log).unwrap();
     // The run's row and its place in the chain of runs, in one transaction
     // under the store-wide lock; then sealed rows' commits go unsynced.
     let joined = ["begin Store", "INSERT INTO runs", "commit", "durable false"];
@@ -457,13 +462,7 @@ fn a_run_the_store_refuses_is_an_error_naming_the_store_and_leaves_no_row() {
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
     record_run(&path, "r1", Vec::new());
-    let again = Recorder::start_in(
-        noted(&path, &log),
-        "noted",
-        run_start("r1"),
-        crate::audit::outage::DEFAULT_RETRY,
-    )
-    .unwrap_err();
+    let again = start_noted(&path, &log).unwrap_err();
     assert_eq!(
         again,
         "audit database noted: run r1 is in the record already: an id names one run; give another \
@@ -496,13 +495,7 @@ fn a_row_nobody_waits_for_wakes_the_idle_writer_and_is_committed_on_its_own() {
     let (dir, _conn) = db();
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
-    let recorder = Recorder::start_in(
-        noted(&path, &log),
-        "noted",
-        run_start("r1"),
-        crate::audit::outage::DEFAULT_RETRY,
-    )
-    .unwrap();
+    let recorder = start_noted(&path, &log).unwrap();
     taken(&log);
     // Long enough for the writer to go to sleep with nothing queued, far
     // short of the lease's renewal, which would wake it anyway.
@@ -527,13 +520,7 @@ fn rows_that_come_faster_than_the_writer_commits_them_share_transactions() {
     let (dir, conn) = db();
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
-    let recorder = Recorder::start_in(
-        noted(&path, &log),
-        "noted",
-        run_start("r1"),
-        crate::audit::outage::DEFAULT_RETRY,
-    )
-    .unwrap();
+    let recorder = start_noted(&path, &log).unwrap();
     taken(&log);
     for seq in 1..=200 {
         let (row, ok) = small_read(seq);
@@ -559,13 +546,7 @@ fn a_recorder_dropped_without_its_end_lets_its_writer_go_at_once() {
     let (dir, _conn) = db();
     let path = dir.path().join("audit.db");
     let log = Arc::new(Mutex::new(Vec::new()));
-    let recorder = Recorder::start_in(
-        noted(&path, &log),
-        "noted",
-        run_start("r1"),
-        crate::audit::outage::DEFAULT_RETRY,
-    )
-    .unwrap();
+    let recorder = start_noted(&path, &log).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
     drop(recorder);
     // The writer owned the store (and with it a handle on the log): it

@@ -113,7 +113,9 @@ const NOT_FOLDER: i32 = 5;
 /// unless its physical path is WANT itself: exit [`MOVED`] (or [`GONE`],
 /// [`NOT_FOLDER`]) with `sluice-WHY:PATH` on stderr. `reach DIR` enters
 /// DIR, making its missing folders one at a time, each entered and
-/// checked, so none is made through a link.
+/// checked, so none is made through a link. `left DIR` exits as `enter`
+/// would when the shell's folder is no longer DIR: a rename onto a folder
+/// removes it while the shell stands in it, and nothing can be made there.
 macro_rules! common {
     () => {
         r#"unset CDPATH
@@ -125,6 +127,10 @@ enter_in() {
   printf 'sluice-gone:%s' "$2" >&2; exit 4
 }
 enter() { enter_in "$1" "$1"; }
+left() {
+  [ -e "$1" ] || { printf 'sluice-gone:%s' "$1" >&2; exit 4; }
+  [ . -ef "$1" ] || moved "$1"
+}
 reach() {
   top=$1
   while [ "$top" != / ] && [ ! -e "$top" ] && [ ! -L "$top" ]; do top=${top%/*}; [ -n "$top" ] || top=/; done
@@ -132,7 +138,7 @@ reach() {
   rest=${1#"$top"}
   while [ -n "$rest" ]; do
     rest=${rest#/}; c=${rest%%/*}; rest=${rest#"$c"}
-    [ -e "./$c" ] || [ -L "./$c" ] || mkdir -- "./$c" 2>/dev/null || [ -d "./$c" ] || { printf 'cannot create folder %s\n' "${PWD%/}/$c" >&2; exit 1; }
+    [ -e "./$c" ] || [ -L "./$c" ] || mkdir -- "./$c" 2>/dev/null || [ -d "./$c" ] || { left "$PWD"; printf 'cannot create folder %s\n' "${PWD%/}/$c" >&2; exit 1; }
     enter_in "./$c" "${PWD%/}/$c"
   done
 }
@@ -195,7 +201,10 @@ if [ -e "$f" ]; then head -c 0 -- "$f"; exit 1; fi
 /// link) and written through its descriptor, given the old file's mode and
 /// owner (when the name held a regular file) through that descriptor, then
 /// renamed over the name (`mv -T`: a link there is replaced, never
-/// followed). A failure removes the staging file.
+/// followed). A failure removes the staging file. A staging file that
+/// cannot be made because the folder was replaced meanwhile (a rename onto
+/// it removes it while the shell stands in it) is [`GONE`] or [`MOVED`],
+/// as if the swap had come a moment earlier.
 const WRITE: &str = concat!(
     common!(),
     r#"reach "$1"
@@ -204,7 +213,10 @@ if [ -d "$n" ] && [ ! -L "$n" ]; then printf '%s is a directory\n' "${1%/}/$2" >
 old=$(umask)
 t=./.sluice-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n').tmp
 umask 077; set -C
-if ! { command exec 4>"$t"; } 2>/dev/null; then set +C; printf 'cannot create a staging file in %s\n' "$1" >&2; exit 1; fi
+if ! { command exec 4>"$t"; } 2>/dev/null; then
+  set +C; left "$1"
+  printf 'cannot create a staging file in %s\n' "$1" >&2; exit 1
+fi
 set +C; umask "$old"
 cat >&4 || { rm -f "$t"; exit 1; }
 info=$(stat -c '%F|%u:%g|%a' -- "$n" 2>/dev/null)
@@ -783,6 +795,60 @@ mod tests {
         assert_eq!(parse_many(b"ok 1\nagone\nmoved\n", 5).unwrap(), Err(2));
         assert!(parse_many(b"ok 5\nab", 1).is_none());
         assert!(parse_many(b"", 2).is_none());
+    }
+
+    /// Runs [`WRITE`] on the host's `sh` into `dir`/`name`, with an `od`
+    /// on PATH that first runs `meanwhile` in the script's folder: the
+    /// instant between the folder's check and the staging file.
+    fn write_while(dir: &std::path::Path, meanwhile: &str) -> std::process::Output {
+        let bin = dir.parent().unwrap().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let od = bin.join("od");
+        let real = String::from_utf8(
+            std::process::Command::new("sh")
+                .args(["-c", "command -v od"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        std::fs::write(
+            &od,
+            format!("#!/bin/sh\n{meanwhile}\nexec {} \"$@\"\n", real.trim()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&od, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let dir = dir.to_str().unwrap();
+        std::process::Command::new("sh")
+            .args(["-c", WRITE, "sh", dir, "f.txt"])
+            .env("PATH", path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_folder_replaced_before_the_staging_file_is_gone_or_moved_not_a_failure() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("d");
+        // Control: nothing happens meanwhile; the file is written.
+        std::fs::create_dir(&dir).unwrap();
+        let out = write_while(&dir, ":");
+        assert!(out.status.success(), "{out:?}");
+        assert!(dir.join("f.txt").exists());
+        std::fs::remove_file(dir.join("f.txt")).unwrap();
+        // The folder removed while the script stands in it: gone.
+        let out = write_while(&dir, r#"rmdir "$PWD""#);
+        assert_eq!(out.status.code(), Some(GONE), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).starts_with("sluice-gone:"));
+        // Removed and another folder made at its name (a rename onto it
+        // does both at once): moved, and nothing lands in the new one.
+        std::fs::create_dir(&dir).unwrap();
+        let out = write_while(&dir, r#"rmdir "$PWD" && mkdir "$PWD""#);
+        assert_eq!(out.status.code(), Some(MOVED), "{out:?}");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     }
 
     #[test]
