@@ -993,6 +993,43 @@ both_stores! {
 }
 
 both_stores! {
+    fn resume_told_the_unknown_call_ran_goes_on_without_running_it_and_records_that(store)
+    {
+        let ws = workspace();
+        std::fs::write(ws.file("hold"), "").unwrap();
+        let path = script_file(
+            ws.path(),
+            "local r = assert(sluice.bash{command = 'echo x >> log; touch started; while [ -e hold ]; do sleep 0.05; done'})\n\
+             assert(sluice.write{path = 'done', content = tostring(r.resolved)})\n",
+        );
+        let mut child = spawn_until(ws.path(), &path, "started");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        std::fs::remove_file(ws.file("hold")).unwrap();
+        // Both words at once are refused before anything runs.
+        let both = sluice(ws.path(), &["resume", "last", "--retry-unknown", "--unknown-ran"]);
+        assert_eq!(both.code, 2, "{}", both.stderr);
+        assert!(both.stderr.contains("cannot be used with"), "{}", both.stderr);
+        let ran = sluice(ws.path(), &["resume", "last", "--unknown-ran"]);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        // Not run again; the script saw {resolved = "ran"}.
+        assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "x\n");
+        assert_eq!(std::fs::read_to_string(ws.file("done")).unwrap(), "ran");
+        // The new run records that outcome, so replaying it reproduces it.
+        let db = store.db(ws.path());
+        let newest: String = one(&*db, "SELECT id FROM runs WHERE resumed_from IS NOT NULL", &[]);
+        let output: String = one(
+            &*db,
+            "SELECT output FROM calls WHERE run = ?1 AND flow = 'bash'",
+            &[Val::from(&newest)],
+        );
+        assert_eq!(output, r#"{"resolved":"ran"}"#);
+        let replayed = sluice(ws.path(), &["replay", &newest]);
+        assert_eq!(replayed.code, 0, "{}", replayed.stderr);
+    }
+}
+
+both_stores! {
     fn a_run_stopped_by_sigint_is_sealed_as_interrupted(store) {
         let ws = workspace();
         let mut child = spawn_lua(

@@ -315,6 +315,7 @@ fn a_resume_copies_a_conversation_as_compactly() {
         record,
         Mode::Resume {
             retry_unknown: false,
+            unknown_ran: false,
             live_from: None,
         },
     );

@@ -110,12 +110,48 @@ pub struct Taken {
     pub was: Option<String>,
 }
 
+/// The exit status of a `sluice resume --take-over` refused because the
+/// run's writer still holds its lease (EX_TEMPFAIL): the same command
+/// succeeds once the lease runs out, as a fleet worker's next try does.
+pub const EXIT_HELD: u8 = 75;
+
+/// Why a takeover did not take the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotTaken {
+    /// What to tell the person.
+    pub message: String,
+    /// The run's writer still holds its lease: the same takeover later
+    /// may succeed.
+    pub held: bool,
+}
+
+impl std::fmt::Display for NotTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for NotTaken {
+    fn from(message: String) -> NotTaken {
+        NotTaken {
+            message,
+            held: false,
+        }
+    }
+}
+
 /// Takes run `run` over for `owner`: raises its attempt number (fencing
-/// whoever held it) and, when it still says `running`, marks it
+/// whoever held it), to `floor` at least (a fleet's attempt number, so
+/// the number follows the engine's), and, when it still says `running`, marks it
 /// `interrupted`, naming the new owner. Exactly one of several processes
 /// taking one run over at once gets it; the others get an error naming the
 /// owner that did.
-pub fn take_over(db: &dyn Db, run: &str, owner: &str) -> std::result::Result<Taken, String> {
+pub fn take_over(
+    db: &dyn Db,
+    run: &str,
+    owner: &str,
+    floor: i64,
+) -> std::result::Result<Taken, NotTaken> {
     let read = |db: &dyn Db| -> Result<Option<Held>> {
         let sql = "SELECT attempt, owner, status, lease_ms FROM runs WHERE id = ?1";
         match db.first(sql, vals![run])? {
@@ -129,20 +165,25 @@ pub fn take_over(db: &dyn Db, run: &str, owner: &str) -> std::result::Result<Tak
         .ok_or_else(|| format!("no run {run} in the record"))?;
     let left = lease_ms.unwrap_or(0) - super::now_ms();
     if status == "running" && left > 0 && !was.as_deref().is_some_and(owner_gone_here) {
-        return Err(format!(
+        let message = format!(
             "run {run} is running, its lease held by {} for {:.1} s more: a writer that stopped \
              renewing it (stopped, stuck or cut off) loses it {} s after its last renewal; take the \
              run over then",
             was.as_deref().unwrap_or("another process"),
             left as f64 / 1000.0,
             TTL.as_secs()
-        ));
+        );
+        return Err(NotTaken {
+            message,
+            held: true,
+        });
     }
+    let next = (attempt + 1).max(floor);
     let changed = db
         .transaction(Begin::Rows, || {
             let n = db.execute(
                 "UPDATE runs SET attempt = ?3, owner = ?4, lease_ms = ?5 WHERE id = ?1 AND attempt = ?2",
-                vals![run, attempt, attempt + 1, owner, until_from_now()],
+                vals![run, attempt, next, owner, until_from_now()],
             )?;
             if n == 1 {
                 db.execute(
@@ -155,16 +196,14 @@ pub fn take_over(db: &dyn Db, run: &str, owner: &str) -> std::result::Result<Tak
         })
         .map_err(db_error)?;
     if changed == 1 {
-        return Ok(Taken {
-            attempt: attempt + 1,
-            was,
-        });
+        return Ok(Taken { attempt: next, was });
     }
     let now = read(db).map_err(db_error)?.and_then(|(_, o, _, _)| o);
     Err(format!(
         "run {run} was taken over by {} while this process tried to: only one proceeds",
         now.as_deref().unwrap_or("another process")
-    ))
+    )
+    .into())
 }
 
 /// Whether `e` is a refused write of a writer whose run was taken over.

@@ -94,6 +94,9 @@ pub struct RunStart {
     pub resumed_from: Option<String>,
     /// The run's ceiling patterns, which a resume applies again.
     pub ceiling: Vec<String>,
+    /// The lease attempt its writer starts with (1 when 0): a fleet gives
+    /// its engine's attempt number.
+    pub attempt: i64,
 }
 
 /// A policy the run was judged by.
@@ -418,7 +421,8 @@ impl Recorder {
             .and_then(|head| store.durable(false).map(|()| head))
             .map_err(|e| format!("audit database {name}: {e}"))?;
         let (tx, rx) = sync_channel(QUEUE);
-        let writer = Writer::new(store, name, (run.id, head), retry, until);
+        let mut writer = Writer::new(store, name, (run.id, head), retry, until);
+        writer.attempt = run.attempt.max(1);
         let shared = writer.shared();
         let thread = std::thread::Builder::new()
             .name("sluice-audit".into())
@@ -707,7 +711,7 @@ fn insert_linked(
            random_seed, resumed_from, pid, pid_start, head, ceiling, n, prior, prior_rows, owner, attempt,
            lease_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-           ?18, 1, ?19)",
+           ?18, ?20, ?19)",
         vals![
             &run.id,
             &run.script,
@@ -728,6 +732,7 @@ fn insert_linked(
             link.prior_rows,
             super::lease::me(),
             lease_until,
+            run.attempt.max(1),
         ],
     )?;
     Ok(head)

@@ -87,6 +87,7 @@ fn a_resume_copies_each_calls_client_with_it() {
     let record = Record::load(&conn, "r1").unwrap();
     let mode = Mode::Resume {
         retry_unknown: false,
+        unknown_ran: false,
         live_from: None,
     };
     let recorder = Recorder::start(&path, run_start("r2")).unwrap();

@@ -534,6 +534,10 @@ pub enum Mode {
         /// that a stop request cut short (a command sluice killed on
         /// Ctrl-C), going live there, instead of stopping the resume.
         retry_unknown: bool,
+        /// The person says a recorded irreversible call whose outcome is
+        /// unknown did happen (`sluice resolve ... ran`): it is not run
+        /// again, and returns [`ran_by_word`], recorded as its outcome.
+        unknown_ran: bool,
         /// Go live at the first call the record holds as #N or later (N as
         /// `sluice audit show` of the resumed run numbers its calls), even
         /// where the record could answer it: calls before it must still
@@ -653,6 +657,15 @@ impl Replay {
                     ..
                 },
             ) => self.go_live(task),
+            (
+                None,
+                Mode::Resume {
+                    unknown_ran: true, ..
+                },
+            ) if rec.tier == "irreversible" => {
+                self.answered.set(self.answered.get() + 1);
+                Answer::Recorded(Ok(ran_by_word()), Box::new(rec.clone()))
+            }
             (None, mode @ Mode::Resume { .. }) => {
                 *self.held.borrow_mut() = Some(rec.clone());
                 Answer::Halt(unknown(task, seq, rec, mode))
@@ -981,6 +994,13 @@ fn shown(v: Option<&Value>) -> String {
     v.map_or("(absent)".to_string(), |v| clip(&v.to_string()))
 }
 
+/// What an irreversible call of unknown outcome returns once the person
+/// says it happened: its real result is not known, so the script is told
+/// that, as a table (`{resolved = "ran"}`), and goes on.
+pub fn ran_by_word() -> Value {
+    serde_json::json!({"resolved": "ran"})
+}
+
 fn unknown(task: &str, seq: u64, rec: &StoredCall, mode: Mode) -> FlowError {
     let what = match mode {
         Mode::Replay => "replay cannot return it",
@@ -1079,6 +1099,7 @@ mod tests {
     fn resume(record: Record, retry_unknown: bool) -> Replay {
         let mode = Mode::Resume {
             retry_unknown,
+            unknown_ran: false,
             live_from: None,
         };
         Replay::new(record, mode)

@@ -77,7 +77,8 @@ short that runs again): another task's recorded calls are still answered, not ru
 again under today's policy makes live what every task recorded after that call began, since the recorded run \
 went on without its effect.\n\n\
 An irreversible call whose outcome is unknown (the process died after recording its intent) is not run again: \
-the resume stops there, so you can check by hand whether it happened. Nor is an irreversible call that a stop \
+the resume stops there, so you can check by hand whether it happened: then --retry-unknown runs it again (it \
+did not happen) or --unknown-ran goes on without it (it did). Nor is an irreversible call that a stop \
 request cut short (Ctrl-C or SIGTERM while a command ran: sluice killed it and recorded it STOPPED with what it \
 had printed): the resume stops there and shows that output. --retry-unknown runs either again. A call a stop \
 cut short that is not irreversible (a grep, a sealed command) runs again without it.\n\n\
@@ -92,13 +93,18 @@ N is 1 to the run's calls + 1 (that one: replay them all, then live). A run that
 pub struct ResumeArgs {
     #[command(flatten)]
     pub recorded: RecordedRun,
-    /// As `sluice run --worker-pulse`: a fleet worker's resumed run ends when its worker goes silent.
-    #[arg(long, value_name = "MS", hide = true)]
-    pub worker_pulse: Option<u64>,
+    /// As `sluice run`'s: what a fleet worker tells the resumed run.
+    #[command(flatten)]
+    pub fleet: super::run::FleetChild,
     /// Run again an irreversible call whose outcome is unknown, or that a stop request cut short
     /// (recorded STOPPED), instead of stopping there.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "unknown_ran")]
     pub retry_unknown: bool,
+    /// You checked: the irreversible call whose outcome is unknown did happen. It is not run again;
+    /// it returns {resolved = "ran"} (its real result is not known), recorded as its outcome, and
+    /// the run goes on.
+    #[arg(long)]
+    pub unknown_ran: bool,
     /// Take over a run that still says `running` because its process is stopped, stuck or on a
     /// machine that is gone: its lease moves to this process, so its old writer's next write is
     /// refused and it starts no further call; then the run resumes here.
@@ -259,8 +265,12 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
     }
     // The run's lease moves here: a writer of it still alive somewhere
     // (stopped, partitioned) is refused at its next write.
-    if let Err(e) = lease::take_over(&*store.db, &record.run.id, &lease::me()) {
-        return fail(e);
+    let floor = args.fleet.lease_attempt.unwrap_or(0);
+    if let Err(e) = lease::take_over(&*store.db, &record.run.id, &lease::me(), floor) {
+        eprintln!("sluice: {e}");
+        // Held: the same takeover succeeds once the lease runs out (a fleet
+        // worker tries again then).
+        return ExitCode::from(if e.held { lease::EXIT_HELD } else { 2 });
     }
     let given = &args.recorded.args;
     let script_args =
@@ -299,7 +309,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             audit: None,
             no_audit: false,
             retry: args.retry,
-            worker_pulse: args.worker_pulse,
+            fleet: args.fleet.clone(),
         },
     };
     if run.options.grants.policy.is_empty() {
@@ -308,6 +318,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
     let id = record.run.id.clone();
     let mode = Mode::Resume {
         retry_unknown: args.retry_unknown,
+        unknown_ran: args.unknown_ran,
         live_from,
     };
     let builder = match super::run::configure(&run) {

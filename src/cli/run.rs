@@ -122,11 +122,26 @@ pub struct RunOptions {
     pub no_audit: bool,
     #[command(flatten)]
     pub retry: AuditRetry,
-    /// For a fleet worker's runs: the worker writes a byte to standard input at least every MS
+    #[command(flatten)]
+    pub fleet: FleetChild,
+}
+
+/// What a fleet worker tells the run process it starts (hidden flags: a
+/// person has no use for them).
+#[derive(Debug, Args, Clone, Default)]
+pub struct FleetChild {
+    /// The worker writes a byte to standard input at least every MS
     /// milliseconds; silent longer (stopped, killed), the run ends at once, so another worker can
     /// take it over and this one starts no call when it wakes.
     #[arg(long, value_name = "MS", hide = true)]
     pub worker_pulse: Option<u64>,
+    /// The run's lease attempt (Temporal's attempt number): the record's fencing number starts
+    /// there, and a takeover raises the run it takes over at least to it.
+    #[arg(long, value_name = "N", hide = true)]
+    pub lease_attempt: Option<i64>,
+    /// What the record calls the script (the submitted file's name), not the worker's copy's path.
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub script_name: Option<String>,
 }
 
 /// How long a run waits for a record's store it lost: shared by `run`,
@@ -235,6 +250,12 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
     if let Some(id) = &args.run_id {
         builder = builder.run_id(id);
     }
+    if let Some(name) = &args.options.fleet.script_name {
+        builder = builder.name(name);
+    }
+    if let Some(n) = args.options.fleet.lease_attempt {
+        builder = builder.lease_attempt(n);
+    }
     Ok(builder
         .args(args.args.clone())
         .script(&args.script)
@@ -244,7 +265,7 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
 /// A runtime builder from the options every run takes (everything but
 /// the audit and what it runs).
 pub(crate) fn options(args: &RunOptions) -> Result<RuntimeBuilder, String> {
-    if let Some(ms) = args.worker_pulse {
+    if let Some(ms) = args.fleet.worker_pulse {
         watch_worker(Duration::from_millis(ms))?;
     }
     let mut builder = Runtime::builder()

@@ -77,7 +77,8 @@ impl FleetActivities {
                 .await
                 .map_err(std::io::Error::other)?,
         };
-        let mut cmd = self.command(&attempt, resume.as_deref(), files.path())?;
+        let number = i64::from(ctx.info().attempt.max(1));
+        let mut cmd = self.command(&attempt, (resume.as_deref(), number), files.path())?;
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .stdin(std::process::Stdio::piped());
@@ -105,8 +106,7 @@ impl FleetActivities {
         let stderr = stderr.await.unwrap_or_default();
         // The run's last process still holds its lease (it has not noticed
         // its worker is gone yet): try again after Temporal's backoff.
-        // TODO: a dedicated exit status for "held, try later" (75).
-        if status.code() == Some(2) && stderr.contains("its lease held by") {
+        if status.code() == Some(i32::from(crate::audit::lease::EXIT_HELD)) {
             return Err(ActivityError::application(
                 temporalio_sdk::ApplicationFailure::new(std::io::Error::other(stderr)),
             ));
@@ -173,7 +173,7 @@ impl FleetActivities {
     fn command(
         &self,
         given: &Attempt,
-        resume: Option<&str>,
+        (resume, number): (Option<&str>, i64),
         dir: &std::path::Path,
     ) -> std::io::Result<tokio::process::Command> {
         let (bundle, heartbeat_timeout_ms) = (&given.bundle, given.heartbeat_timeout_ms);
@@ -189,11 +189,20 @@ impl FleetActivities {
                     .arg(&script);
             }
         }
+        // Each policy under its own file name (its place in the order
+        // keeps two of one name apart), as the record names policies.
         for (i, policy) in bundle.policies.iter().enumerate() {
-            let path = dir.join(format!("policy-{i}.lua"));
+            let name = std::path::Path::new(&policy.name)
+                .file_name()
+                .map_or_else(|| "policy.lua".into(), |n| n.to_owned());
+            let folder = dir.join(i.to_string());
+            std::fs::create_dir(&folder)?;
+            let path = folder.join(name);
             std::fs::write(&path, &policy.text)?;
             cmd.arg("--policy").arg(path);
         }
+        cmd.args(["--script-name", &bundle.script.name])
+            .arg(format!("--lease-attempt={number}"));
         cmd.args(["--audit", &self.audit, "--workspace", &bundle.workspace]);
         let silence = pulse_silence(Duration::from_millis(heartbeat_timeout_ms));
         cmd.arg(format!("--worker-pulse={}", silence.as_millis()));

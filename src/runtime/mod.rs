@@ -141,6 +141,7 @@ pub struct RuntimeBuilder {
     credentials: Option<PathBuf>,
     name: Option<String>,
     run_id: Option<String>,
+    lease_attempt: i64,
     embedded: Embedded,
     serving: bool,
     modules: Option<PathBuf>,
@@ -391,8 +392,17 @@ impl RuntimeBuilder {
         self
     }
 
-    /// What the record calls the run when no script file names it (an
-    /// embedded run): `sluice audit list` shows it in the SCRIPT column,
+    /// The fencing number the run's lease starts at (see
+    /// `audit::lease`), instead of 1: what a fleet gives a run's attempt
+    /// (its engine's attempt number), so the number never goes back.
+    pub fn lease_attempt(mut self, n: i64) -> Self {
+        self.lease_attempt = n;
+        self
+    }
+
+    /// What the record calls the run's script, in place of its file's
+    /// path (an embedded run has none; a fleet worker runs a copy of the
+    /// submitted file): `sluice audit list` shows it in the SCRIPT column,
     /// and policies see it as `req.run.script`.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -479,10 +489,11 @@ impl RuntimeBuilder {
             .script
             .as_ref()
             .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
-        let script = script_path
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .or(self.name)
+        // A name given wins over the file's path: a fleet worker runs a
+        // copy of the submitted file, which the record calls by its name.
+        let script = self
+            .name
+            .or_else(|| script_path.as_ref().map(|p| p.display().to_string()))
             .unwrap_or_default();
         let id = match self.run_id.clone() {
             Some(id) => check_run_id(id)?,
@@ -517,6 +528,7 @@ impl RuntimeBuilder {
                     random_seed: seed,
                     resumed_from: self.replay.as_ref().map(|(r, _)| r.run.id.clone()),
                     ceiling: self.ceiling.clone(),
+                    attempt: self.lease_attempt,
                 },
             )?),
             None => None,
