@@ -316,3 +316,180 @@ fn a_run_whose_workers_die_twice_is_finished_by_a_third_from_the_newest_resume()
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_eq!(log(), "1\n2\n3\n4\n5\n", "no call ran twice, none was lost");
 }
+
+/// `sluice submit --wait` of `script` to `queue` as run `id`, heartbeat
+/// timeout 3 s, running in the background.
+fn submit_waiting(
+    temporal: &TemporalServer,
+    queue: &str,
+    ws: &Workspace,
+    id: &str,
+    script: &str,
+) -> Child {
+    let script = script_file(ws.path(), script);
+    Command::new(sluice_bin())
+        .arg("submit")
+        .arg(&script)
+        .args(["--temporal", &temporal.address(), "--task-queue", queue])
+        .args(["--run-id", id, "--heartbeat-timeout", "3", "--wait"])
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sluice submit")
+}
+
+/// An operator's fleet command against `temporal`.
+fn operator(temporal: &TemporalServer, args: &[&str]) -> Run {
+    Command::new(sluice_bin())
+        .args(args)
+        .args(["--temporal", &temporal.address()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sluice")
+        .into()
+}
+
+/// `sluice status RUN --json`, once `until` holds of it (at most 90 s).
+fn status_once(
+    temporal: &TemporalServer,
+    run: &str,
+    until: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        let out = operator(temporal, &["status", run, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+        if until(&v) {
+            return v;
+        }
+        assert!(
+            started.elapsed().as_secs() < 90,
+            "run {run} never got there: {v} {}",
+            out.stderr
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// Kills the worker that runs a run with `signal`; it is removed from
+/// `workers` (and returned).
+fn signal_busy(workers: &mut Vec<Worker>, signal: nix::sys::signal::Signal) -> Worker {
+    let started = std::time::Instant::now();
+    let busy = loop {
+        if let Some(i) = workers.iter().position(|w| run_of(w).is_some()) {
+            break i;
+        }
+        assert!(started.elapsed().as_secs() < 30, "no worker runs the run");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let victim = workers.remove(busy);
+    let pid = nix::unistd::Pid::from_raw(victim.0.id() as i32);
+    nix::sys::signal::kill(pid, signal).unwrap();
+    victim
+}
+
+#[test]
+fn a_worker_killed_inside_an_irreversible_call_leaves_the_run_waiting_for_the_operator_who_has_it_run_once(
+) {
+    let temporal = TemporalServer::start();
+    let pg = PgServer::shared();
+    let url = pg.fresh_database();
+    let mut workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::start(&temporal, "q5", &url, pg))
+        .collect();
+    let ws = workspace();
+    std::fs::write(ws.file("hold"), "").unwrap();
+    let child = submit_waiting(
+        &temporal,
+        "q5",
+        &ws,
+        "fleet-5",
+        "assert(sluice.bash{command = 'echo x >> log; touch started; while [ -e hold ]; do sleep 0.05; done'})\n\
+         assert(sluice.write{path = 'done', content = 'yes'})\n",
+    );
+    let started = std::time::Instant::now();
+    while !ws.file("started").exists() {
+        assert!(started.elapsed().as_secs() < 60, "the call never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(signal_busy(&mut workers, nix::sys::signal::Signal::SIGKILL));
+    std::fs::remove_file(ws.file("hold")).unwrap();
+
+    // Another worker resumes it and stops at the call: the run waits.
+    let waiting = status_once(&temporal, "fleet-5", |v| v["phase"] == "waiting");
+    let call = waiting["unknown"]["call"]
+        .as_i64()
+        .expect("the call is named");
+    assert_eq!(waiting["unknown"]["flow"], "bash");
+    assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "x\n");
+    assert!(!ws.file("done").exists());
+    // A word on another call is refused, naming the right one.
+    let wrong = operator(
+        &temporal,
+        &[
+            "resolve",
+            "fleet-5",
+            "--call",
+            &(call + 7).to_string(),
+            "ran",
+        ],
+    );
+    assert_eq!(wrong.code, 2, "{}", wrong.stderr);
+    assert!(
+        wrong.stderr.contains(&format!("give --call {call}")),
+        "{}",
+        wrong.stderr
+    );
+    // Held for the word: no worker runs it meanwhile.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(std::fs::read_to_string(ws.file("log")).unwrap(), "x\n");
+
+    let word = operator(
+        &temporal,
+        &[
+            "resolve",
+            "fleet-5",
+            "--call",
+            &call.to_string(),
+            "did-not-run",
+        ],
+    );
+    assert_eq!(word.code, 0, "{}", word.stderr);
+    let out: Run = child.wait_with_output().unwrap().into();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.file("log")).unwrap(),
+        "x\nx\n",
+        "run once more, once"
+    );
+    assert_eq!(std::fs::read_to_string(ws.file("done")).unwrap(), "yes");
+    let ended = status_once(&temporal, "fleet-5", |v| v["engine"] == "COMPLETED");
+    assert_eq!(ended["outcome"]["status"], "ok");
+    // Attempt numbers grew across the chain of runs.
+    let st = Command::new(sluice_bin())
+        .args([
+            "status",
+            "fleet-5",
+            "--json",
+            "--temporal",
+            &temporal.address(),
+            "--audit",
+            &url,
+        ])
+        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let attempts: Vec<i64> = v["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["attempt"].as_i64().unwrap())
+        .collect();
+    assert_eq!(attempts.len(), 3, "{v}");
+    assert!(attempts.windows(2).all(|w| w[0] <= w[1]), "{attempts:?}");
+    drop(workers);
+}

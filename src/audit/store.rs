@@ -190,6 +190,28 @@ pub fn newest_resume(db: &dyn Db, id: &str) -> db::Result<String> {
     Ok(at)
 }
 
+/// Whether run `id` is in the record.
+pub fn is_recorded(db: &dyn Db, id: &str) -> db::Result<bool> {
+    let n: Option<i64> = db.value("SELECT count(*) FROM runs WHERE id = ?1", vals![id])?;
+    Ok(n.unwrap_or(0) > 0)
+}
+
+/// The first irreversible call of ended run `id` whose outcome is unknown:
+/// its number in the run, flow and input (as recorded, redacted). A resume
+/// stops at such a call, and keeps it so, until the person's word.
+pub fn unknown_irreversible(db: &dyn Db, id: &str) -> db::Result<Option<(i64, String, String)>> {
+    let row = db.first(
+        "SELECT c.n, c.flow, c.input FROM calls c JOIN runs r ON r.id = c.run \
+         WHERE c.run = ?1 AND r.status <> 'running' AND c.status IS NULL AND c.tier = 'irreversible' \
+         ORDER BY c.n LIMIT 1",
+        vals![id],
+    )?;
+    match row {
+        Some(r) => Ok(Some((r.get(0)?, r.get(1)?, r.get(2)?))),
+        None => Ok(None),
+    }
+}
+
 /// How many runs were recorded before runs were chained to each other
 /// (those of a schema 1 database when it was migrated): runs #1 to this.
 pub fn unchained_runs(db: &dyn Db) -> db::Result<i64> {

@@ -64,7 +64,7 @@ pub struct SubmitArgs {
 }
 
 /// A client of the engine `e` names.
-async fn client(e: &Engine) -> Result<Client, String> {
+pub(super) async fn client(e: &Engine) -> Result<Client, String> {
     let url: url::Url = format!("http://{}", e.temporal)
         .parse()
         .map_err(|err| format!("--temporal {}: give HOST:PORT ({err})", e.temporal))?;
@@ -76,14 +76,14 @@ async fn client(e: &Engine) -> Result<Client, String> {
 }
 
 /// A multi-threaded async runtime for a fleet command.
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
-fn fail(e: String) -> ExitCode {
+pub(super) fn fail(e: String) -> ExitCode {
     eprintln!("sluice: {e}");
     ExitCode::from(2)
 }

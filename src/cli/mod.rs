@@ -4,6 +4,8 @@ mod audit;
 mod doctor;
 #[cfg(feature = "fleet")]
 mod fleet;
+#[cfg(feature = "fleet")]
+mod fleet_ops;
 mod flows;
 mod hide;
 mod mcp;
@@ -45,6 +47,18 @@ pub enum Command {
     Worker(fleet::WorkerArgs),
     #[cfg(feature = "fleet")]
     Submit(fleet::SubmitArgs),
+    #[cfg(feature = "fleet")]
+    Runs(fleet_ops::RunsArgs),
+    #[cfg(feature = "fleet")]
+    Status(fleet_ops::StatusArgs),
+    #[cfg(feature = "fleet")]
+    Cancel(fleet_ops::CancelArgs),
+    #[cfg(feature = "fleet")]
+    Resolve(fleet_ops::ResolveArgs),
+    #[cfg(feature = "fleet")]
+    Asks(fleet_ops::AsksArgs),
+    #[cfg(feature = "fleet")]
+    Answer(fleet_ops::AnswerArgs),
 }
 
 /// `--policy NAME`: a file when one exists there, else a built-in policy
@@ -108,5 +122,17 @@ pub fn run_parsed(cli: Cli) -> ExitCode {
         Command::Worker(args) => fleet::worker(args),
         #[cfg(feature = "fleet")]
         Command::Submit(args) => fleet::submit(args),
+        #[cfg(feature = "fleet")]
+        Command::Runs(args) => fleet_ops::runs(args),
+        #[cfg(feature = "fleet")]
+        Command::Status(args) => fleet_ops::status(args),
+        #[cfg(feature = "fleet")]
+        Command::Cancel(args) => fleet_ops::cancel(args),
+        #[cfg(feature = "fleet")]
+        Command::Resolve(args) => fleet_ops::resolve(args),
+        #[cfg(feature = "fleet")]
+        Command::Asks(args) => fleet_ops::asks(args),
+        #[cfg(feature = "fleet")]
+        Command::Answer(args) => fleet_ops::answer(args),
     }
 }

@@ -6,6 +6,7 @@
 //! attempt.
 
 use super::bundle::Bundle;
+use super::workflow::{Unknown, Word};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,6 +34,12 @@ pub struct Attempt {
     pub bundle: Bundle,
     /// The workflow's heartbeat timeout.
     pub heartbeat_timeout_ms: u64,
+    /// The operator's word on the unknown call the last attempt stopped at.
+    pub word: Option<Word>,
+    /// Attempts the workflow's earlier activities made: this activity's
+    /// attempt numbers follow them, so the record's fencing number only
+    /// grows.
+    pub attempts_before: u32,
 }
 
 /// How a run ended, as its workflow's result.
@@ -46,6 +53,11 @@ pub struct Outcome {
     pub stdout: String,
     /// What sluice said on stderr (its last [`KEPT`] bytes).
     pub stderr: String,
+    /// The activity's attempts, this one included.
+    pub attempts: u32,
+    /// The irreversible call of unknown outcome the run stopped at, which
+    /// waits for the operator's word.
+    pub unknown: Option<Unknown>,
 }
 
 /// What a worker's activities need: where the record is, and the sluice
@@ -67,43 +79,21 @@ impl FleetActivities {
     ) -> Result<Outcome, ActivityError> {
         attempt.bundle.check().map_err(refused)?;
         let files = tempfile::tempdir()?;
-        // A later attempt continues the newest run of the chain: an earlier
-        // attempt may have resumed the run already, and been lost too. (An
-        // attempt lost before its run was recorded starts it afresh.)
-        let resume = match ctx.info().attempt {
-            0 | 1 => None,
+        let tries = ctx.info().attempt.max(1);
+        // A later attempt, or one the operator's word starts, continues the
+        // newest run of the chain: an earlier attempt may have resumed the
+        // run already, and been lost too. (An attempt lost before its run
+        // was recorded starts it afresh.)
+        let resume = match (tries, attempt.word) {
+            (1, None) => None,
             _ => self
                 .newest(&attempt.bundle.run)
                 .await
                 .map_err(std::io::Error::other)?,
         };
-        let number = i64::from(ctx.info().attempt.max(1));
+        let number = i64::from(attempt.attempts_before + tries);
         let mut cmd = self.command(&attempt, (resume.as_deref(), number), files.path())?;
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .stdin(std::process::Stdio::piped());
-        let mut child = cmd.spawn()?;
-        let mut pulse = child.stdin.take();
-        let stdout = tokio::spawn(tail(child.stdout.take()));
-        let stderr = tokio::spawn(tail(child.stderr.take()));
-        let mut beat = tokio::time::interval(HEARTBEAT);
-        let status = loop {
-            tokio::select! {
-                done = child.wait() => break done?,
-                _ = beat.tick() => {
-                    if let Some(p) = pulse.as_mut() {
-                        use tokio::io::AsyncWriteExt;
-                        let _ = p.write_all(b".").await;
-                    }
-                    if ctx.is_cancelled() {
-                        let _ = child.kill().await;
-                        return Err(ActivityError::cancelled());
-                    }
-                    ctx.record_heartbeat(()).await?;
-                }
-            }
-        };
-        let stderr = stderr.await.unwrap_or_default();
+        let (status, stdout, stderr) = supervise(&ctx, &mut cmd).await?;
         // The run's last process still holds its lease (it has not noticed
         // its worker is gone yet): try again after Temporal's backoff.
         if status.code() == Some(i32::from(crate::audit::lease::EXIT_HELD)) {
@@ -111,14 +101,74 @@ impl FleetActivities {
                 temporalio_sdk::ApplicationFailure::new(std::io::Error::other(stderr)),
             ));
         }
+        let unknown = match status.success() {
+            true => None,
+            false => self
+                .held(&attempt.bundle.run)
+                .await
+                .map_err(std::io::Error::other)?,
+        };
         Ok(Outcome {
             status: if status.success() { "ok" } else { "failed" }.to_string(),
             exit: status.code().unwrap_or(-1),
-            stdout: stdout.await.unwrap_or_default(),
+            stdout,
             stderr,
+            attempts: tries,
+            unknown,
         })
     }
 }
+
+/// Runs `cmd` to its end, heartbeating and pulsing to it every
+/// [`HEARTBEAT`]; kills it when Temporal cancels the attempt. Its exit
+/// status and the tails of its stdout and stderr.
+async fn supervise(
+    ctx: &ActivityContext,
+    cmd: &mut tokio::process::Command,
+) -> Result<(std::process::ExitStatus, String, String), ActivityError> {
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn()?;
+    let mut pulse = child.stdin.take();
+    let stdout = tokio::spawn(tail(child.stdout.take()));
+    let stderr = tokio::spawn(tail(child.stderr.take()));
+    let mut beat = tokio::time::interval(HEARTBEAT);
+    let status = loop {
+        tokio::select! {
+            done = child.wait() => break done?,
+            _ = beat.tick() => {
+                if let Some(p) = pulse.as_mut() {
+                    use tokio::io::AsyncWriteExt;
+                    let _ = p.write_all(b".").await;
+                }
+                if ctx.is_cancelled() {
+                    stop(&mut child).await;
+                    return Err(ActivityError::cancelled());
+                }
+                ctx.record_heartbeat(()).await?;
+            }
+        }
+    };
+    let stdout = stdout.await.unwrap_or_default();
+    Ok((status, stdout, stderr.await.unwrap_or_default()))
+}
+
+/// Stops a cancelled run: TERM (sluice records the run interrupted and
+/// stops its command), then KILL if it has not ended within [`GRACE`].
+async fn stop(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let pid = nix::unistd::Pid::from_raw(pid as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        if tokio::time::timeout(GRACE, child.wait()).await.is_ok() {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+/// How long a cancelled run has to stop after TERM.
+const GRACE: Duration = Duration::from_secs(10);
 
 /// The last [`KEPT`] bytes `from` gives, read to its end.
 async fn tail(from: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
@@ -142,32 +192,56 @@ async fn tail(from: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
 impl FleetActivities {
     /// The `sluice run` (first attempt) or `sluice resume --take-over`
     /// (a later one) of `bundle`, its files written into `dir`.
-    /// The newest run of the chain of resumes from run `id`, read from
-    /// the shared record; `None` when run `id` is not recorded.
-    async fn newest(&self, id: &str) -> Result<Option<String>, String> {
-        let (audit, credentials, id) =
-            (self.audit.clone(), self.credentials.clone(), id.to_string());
+    /// `read` of the shared record, on a thread of its own (the store's
+    /// clients block).
+    async fn on_record<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&dyn crate::audit::db::Db) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        let (audit, credentials) = (self.audit.clone(), self.credentials.clone());
         tokio::task::spawn_blocking(move || {
-            use crate::audit::{location::Location, open, store};
+            use crate::audit::{location::Location, open};
             let at = Location::parse(&audit)?;
             let password = open::password(&at, credentials.as_deref());
             let opened = open::for_reading(&at, password.as_deref())?;
-            let db: &dyn crate::audit::db::Db = &*opened.db;
-            let there: Option<i64> = db
-                .value(
-                    "SELECT count(*) FROM runs WHERE id = ?1",
-                    crate::audit::db::vals![&id],
-                )
-                .map_err(|e| e.to_string())?;
-            if there.unwrap_or(0) == 0 {
-                return Ok(None);
-            }
-            store::newest_resume(db, &id)
-                .map(Some)
-                .map_err(|e| e.to_string())
+            read(&*opened.db)
         })
         .await
         .map_err(|e| e.to_string())?
+    }
+
+    /// The newest run of the chain of resumes from run `id`, read from
+    /// the shared record; `None` when run `id` is not recorded.
+    async fn newest(&self, id: &str) -> Result<Option<String>, String> {
+        let id = id.to_string();
+        self.on_record(move |db| {
+            use crate::audit::store;
+            let newest = match store::is_recorded(db, &id) {
+                Ok(false) => return Ok(None),
+                Ok(true) => store::newest_resume(db, &id),
+                Err(e) => Err(e),
+            };
+            newest.map(Some).map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// The irreversible call of unknown outcome the newest run of run
+    /// `id`'s chain stopped at, if it did.
+    async fn held(&self, id: &str) -> Result<Option<Unknown>, String> {
+        let id = id.to_string();
+        self.on_record(move |db| {
+            use crate::audit::store;
+            let run = store::newest_resume(db, &id).map_err(|e| e.to_string())?;
+            let held = store::unknown_irreversible(db, &run).map_err(|e| e.to_string())?;
+            Ok(held.map(|(call, flow, input)| Unknown {
+                run,
+                call,
+                flow,
+                input,
+            }))
+        })
+        .await
     }
 
     fn command(
@@ -187,6 +261,11 @@ impl FleetActivities {
             Some(run) => {
                 cmd.args(["resume", run, "--take-over", "--script"])
                     .arg(&script);
+                match given.word {
+                    Some(Word::DidNotRun) => cmd.arg("--retry-unknown"),
+                    Some(Word::Ran) => cmd.arg("--unknown-ran"),
+                    _ => &mut cmd,
+                };
             }
         }
         // Each policy under its own file name (its place in the order
