@@ -493,3 +493,107 @@ fn a_worker_killed_inside_an_irreversible_call_leaves_the_run_waiting_for_the_op
     assert!(attempts.windows(2).all(|w| w[0] <= w[1]), "{attempts:?}");
     drop(workers);
 }
+
+/// The questions `sluice asks RUN --json` lists, once there are `n`.
+fn questions(temporal: &TemporalServer, run: &str, n: usize) -> Vec<serde_json::Value> {
+    let started = std::time::Instant::now();
+    loop {
+        let out = operator(temporal, &["asks", run, "--json"]);
+        let qs: Vec<serde_json::Value> = out
+            .stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if qs.len() == n {
+            return qs;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "run {run} never asked: {qs:?} {}",
+            out.stderr
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_runs_asks_are_answered_with_sluice_answer_from_another_process_and_recorded_naming_who() {
+    let temporal = TemporalServer::start();
+    let pg = PgServer::shared();
+    let url = pg.fresh_database();
+    let _worker = Worker::start(&temporal, "q6", &url, pg);
+    let ws = workspace();
+    let policy = ws.file("asking.lua");
+    std::fs::write(
+        &policy,
+        "local p = require(\"sluice.policy\")\nreturn { rules = {\n  p.allow \"fs:read:${workspace}/**\",\n  \
+         p.ask \"fs:write:${workspace}/**\",\n}, askTimeoutMs = 4000 }\n",
+    )
+    .unwrap();
+    let script = script_file(
+        ws.path(),
+        "for _, f in ipairs{'a', 'b', 'c'} do\n  local ok, err = sluice.write{path = f, content = f}\n  \
+         print(f, ok and 'written' or err.code)\nend\n",
+    );
+    let child = Command::new(sluice_bin())
+        .arg("submit")
+        .arg(&script)
+        .args(["--temporal", &temporal.address(), "--task-queue", "q6"])
+        .args(["--run-id", "fleet-6", "--wait", "--policy"])
+        .arg(&policy)
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = questions(&temporal, "fleet-6", 1);
+    assert_eq!(first[0]["flow"], "write");
+    assert!(
+        first[0]["capability"]
+            .as_str()
+            .unwrap()
+            .starts_with("fs:write:"),
+        "{first:?}"
+    );
+    let id = first[0]["id"].as_str().unwrap().to_string();
+    // An answer to a question the run does not have is refused.
+    let stray = operator(&temporal, &["answer", "fleet-6", "ask-99", "allow"]);
+    assert_eq!(stray.code, 2, "{}", stray.stderr);
+    assert!(
+        stray.stderr.contains("no pending question ask-99"),
+        "{}",
+        stray.stderr
+    );
+    let yes = operator(
+        &temporal,
+        &["answer", "fleet-6", &id, "allow", "--by", "alice"],
+    );
+    assert_eq!(yes.code, 0, "{}", yes.stderr);
+    let second = questions(&temporal, "fleet-6", 1);
+    assert_ne!(second[0]["id"], id.as_str());
+    let id2 = second[0]["id"].as_str().unwrap().to_string();
+    let no = operator(
+        &temporal,
+        &["answer", "fleet-6", &id2, "deny", "--by", "bob"],
+    );
+    assert_eq!(no.code, 0, "{}", no.stderr);
+    // The third waits askTimeoutMs for nobody, then is permission_required.
+    let out: Run = child.wait_with_output().unwrap().into();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stdout,
+        "fleet-6\na\twritten\nb\tpermission_denied\nc\tpermission_required\n"
+    );
+    assert!(ws.file("a").exists() && !ws.file("b").exists() && !ws.file("c").exists());
+    let db = url.rsplit('/').next().unwrap().split('?').next().unwrap();
+    let decisions = pg.admin(
+        db,
+        "SELECT decisions FROM calls WHERE run = 'fleet-6' ORDER BY n",
+    );
+    assert!(
+        decisions.contains("alice (sluice answer), once"),
+        "{decisions}"
+    );
+}

@@ -106,6 +106,7 @@ async fn serve(args: WorkerArgs) -> Result<(), String> {
         .map_err(|e| format!("Temporal runtime: {e}"))?;
     let sluice = std::env::current_exe().map_err(|e| format!("cannot find sluice itself: {e}"))?;
     let activities = FleetActivities {
+        client: client.clone(),
         audit: args.audit.clone(),
         sluice,
         credentials: args.credentials.clone(),

@@ -13,6 +13,7 @@ mod policy;
 mod policy_suite;
 mod replay;
 mod run;
+mod worker_link;
 
 use crate::kernel::policy::{shipped, Source};
 use clap::{Parser, Subcommand};

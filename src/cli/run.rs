@@ -142,6 +142,9 @@ pub struct FleetChild {
     /// What the record calls the script (the submitted file's name), not the worker's copy's path.
     #[arg(long, value_name = "NAME", hide = true)]
     pub script_name: Option<String>,
+    /// The run's asks go to the worker on this descriptor; its answers come on standard input.
+    #[arg(long, value_name = "FD", hide = true, requires = "worker_pulse")]
+    pub worker_asks: Option<i32>,
 }
 
 /// How long a run waits for a record's store it lost: shared by `run`,
@@ -265,14 +268,17 @@ pub(crate) fn configure(args: &RunArgs) -> Result<RuntimeBuilder, String> {
 /// A runtime builder from the options every run takes (everything but
 /// the audit and what it runs).
 pub(crate) fn options(args: &RunOptions) -> Result<RuntimeBuilder, String> {
-    if let Some(ms) = args.fleet.worker_pulse {
-        watch_worker(Duration::from_millis(ms))?;
-    }
     let mut builder = Runtime::builder()
         .keep_spill(args.keep_spill)
         .max_jobs(usize::from(args.max_jobs))
         .max_requests(usize::from(args.max_requests))
         .sandbox(crate::sandbox::Choice::parse(&args.grants.sandbox).unwrap_or_default());
+    if let Some(ms) = args.fleet.worker_pulse {
+        let silence = Duration::from_millis(ms);
+        if let Some(link) = super::worker_link::watch(silence, args.fleet.worker_asks)? {
+            builder = builder.approver(link);
+        }
+    }
     if let Some(ws) = &args.workspace {
         builder = builder.workspace(ws);
     }
@@ -314,36 +320,6 @@ pub(crate) fn options(args: &RunOptions) -> Result<RuntimeBuilder, String> {
         builder = builder.search(provider);
     }
     Ok(builder)
-}
-
-/// Ends this process at once (SIGKILL, as the worker's own death would)
-/// when its worker stops writing to standard input for `silence`: a run
-/// whose worker was stopped (SIGSTOP) or lost must not go on holding its
-/// lease, and must start no call when its worker wakes.
-fn watch_worker(silence: Duration) -> Result<(), String> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::AsFd;
-    let timeout = PollTimeout::try_from(silence)
-        .map_err(|_| format!("--worker-pulse {}: too long", silence.as_millis()))?;
-    std::thread::Builder::new()
-        .name("sluice-pulse".into())
-        .spawn(move || loop {
-            let stdin = std::io::stdin();
-            let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
-            let heard = matches!(poll(&mut fds, timeout), Ok(n) if n > 0);
-            let mut piece = [0u8; 64];
-            let read = heard && nix::unistd::read(0, &mut piece).is_ok_and(|n| n > 0);
-            if !read {
-                eprintln!(
-                    "sluice: the worker running this run went silent for {} ms (stopped or gone): the run \
-ends at once, so another worker can take it over",
-                    silence.as_millis()
-                );
-                let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
-            }
-        })
-        .map(drop)
-        .map_err(|e| format!("cannot watch the worker: {e}"))
 }
 
 /// The run's container routes from `--container-engine` and the sealed

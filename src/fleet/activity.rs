@@ -6,17 +6,21 @@
 //! attempt.
 
 use super::bundle::Bundle;
-use super::workflow::{Unknown, Word};
+use super::workflow::{Question, SluiceRun, Unknown, Word};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use temporalio_client::{Client, WorkflowHandle};
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
 /// How much of a run's output its outcome keeps: the engine's history
 /// holds it.
 pub const KEPT: usize = 64 * 1024;
+
+/// The descriptor a run writes its asks to.
+const ASKS_FD: i32 = 3;
 
 /// How often a live attempt heartbeats, and pulses to its run.
 const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -63,6 +67,8 @@ pub struct Outcome {
 /// What a worker's activities need: where the record is, and the sluice
 /// binary that runs each attempt.
 pub struct FleetActivities {
+    /// The engine, to put a run's asks on its workflow.
+    pub client: Client,
     pub audit: String,
     pub sluice: PathBuf,
     pub credentials: Option<PathBuf>,
@@ -93,7 +99,15 @@ impl FleetActivities {
         };
         let number = i64::from(attempt.attempts_before + tries);
         let mut cmd = self.command(&attempt, (resume.as_deref(), number), files.path())?;
-        let (status, stdout, stderr) = supervise(&ctx, &mut cmd).await?;
+        let relay = Relay {
+            workflow: ctx
+                .info()
+                .workflow_id
+                .clone()
+                .map(|id| self.client.get_workflow_handle(id)),
+            pending: Vec::new(),
+        };
+        let (status, stdout, stderr) = supervise(&ctx, &mut cmd, relay).await?;
         // The run's last process still holds its lease (it has not noticed
         // its worker is gone yet): try again after Temporal's backoff.
         if status.code() == Some(i32::from(crate::audit::lease::EXIT_HELD)) {
@@ -120,27 +134,34 @@ impl FleetActivities {
 }
 
 /// Runs `cmd` to its end, heartbeating and pulsing to it every
-/// [`HEARTBEAT`]; kills it when Temporal cancels the attempt. Its exit
+/// [`HEARTBEAT`]; kills it when Temporal cancels the attempt; relays its
+/// asks to `relay`'s workflow and the operator's answers back. Its exit
 /// status and the tails of its stdout and stderr.
 async fn supervise(
     ctx: &ActivityContext,
     cmd: &mut tokio::process::Command,
+    mut relay: Relay,
 ) -> Result<(std::process::ExitStatus, String, String), ActivityError> {
+    use tokio::io::AsyncWriteExt;
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdin(std::process::Stdio::piped());
+    let (mut asks, ask_end) = ask_pipe(cmd)?;
     let mut child = cmd.spawn()?;
-    let mut pulse = child.stdin.take();
+    drop(ask_end);
+    let mut to_run = child.stdin.take();
     let stdout = tokio::spawn(tail(child.stdout.take()));
     let stderr = tokio::spawn(tail(child.stderr.take()));
     let mut beat = tokio::time::interval(HEARTBEAT);
     let status = loop {
         tokio::select! {
             done = child.wait() => break done?,
+            Some(line) = asks.recv() => relay.put(&line).await,
             _ = beat.tick() => {
-                if let Some(p) = pulse.as_mut() {
-                    use tokio::io::AsyncWriteExt;
-                    let _ = p.write_all(b".").await;
+                let mut say = b".".to_vec();
+                say.extend(relay.answers().await);
+                if let Some(p) = to_run.as_mut() {
+                    let _ = p.write_all(&say).await;
                 }
                 if ctx.is_cancelled() {
                     stop(&mut child).await;
@@ -152,6 +173,119 @@ async fn supervise(
     };
     let stdout = stdout.await.unwrap_or_default();
     Ok((status, stdout, stderr.await.unwrap_or_default()))
+}
+
+/// The pipe a run writes its asks to: lines read on a thread of their own,
+/// and the write end, which `cmd` gets as descriptor 3 (and this process
+/// closes once it has spawned).
+fn ask_pipe(
+    cmd: &mut tokio::process::Command,
+) -> std::io::Result<(tokio::sync::mpsc::Receiver<String>, std::os::fd::OwnedFd)> {
+    use std::io::BufRead;
+    use std::os::fd::AsRawFd;
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let raw = write.as_raw_fd();
+    // SAFETY: dup2 and fcntl are async-signal-safe; nothing else runs
+    // between the fork and the exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::dup2(raw, ASKS_FD)?;
+            // dup2 onto itself keeps close-on-exec: clear it.
+            nix::fcntl::fcntl(
+                ASKS_FD,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+            )?;
+            Ok(())
+        });
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    std::thread::Builder::new()
+        .name("sluice-asks".into())
+        .spawn(move || {
+            for line in std::io::BufReader::new(std::fs::File::from(read)).lines() {
+                let Ok(line) = line else { break };
+                if tx.blocking_send(line).is_err() {
+                    break;
+                }
+            }
+        })?;
+    Ok((rx, write))
+}
+
+/// The run's asks and the operator's answers, through the run's workflow.
+struct Relay {
+    workflow: Option<WorkflowHandle<Client, SluiceRun>>,
+    /// Asks put and not yet answered.
+    pending: Vec<String>,
+}
+
+impl Relay {
+    /// An ask (or a settled one) the run wrote: signalled to the workflow.
+    async fn put(&mut self, line: &str) {
+        use temporalio_client::WorkflowSignalOptions;
+        let (Some(workflow), Ok(v)) = (
+            &self.workflow,
+            serde_json::from_str::<serde_json::Value>(line),
+        ) else {
+            return;
+        };
+        if let Some(id) = v["settled"].as_str() {
+            self.pending.retain(|p| p != id);
+            let _ = workflow
+                .signal(
+                    SluiceRun::settled,
+                    id.to_string(),
+                    WorkflowSignalOptions::default(),
+                )
+                .await;
+            return;
+        }
+        let now = crate::audit::now_ms();
+        let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+        let question = Question {
+            id: text("id"),
+            capability: text("capability"),
+            flow: text("flow"),
+            reason: text("reason"),
+            input: text("input"),
+            asked_ms: now,
+            until_ms: now + v["wait_ms"].as_i64().unwrap_or(0),
+        };
+        self.pending.push(question.id.clone());
+        let _ = workflow
+            .signal(SluiceRun::asked, question, WorkflowSignalOptions::default())
+            .await;
+    }
+
+    /// The answers given to pending asks since last asked, as lines for
+    /// the run's standard input.
+    async fn answers(&mut self) -> Vec<u8> {
+        use temporalio_client::WorkflowQueryOptions;
+        let Some(workflow) = &self.workflow else {
+            return Vec::new();
+        };
+        if self.pending.is_empty() {
+            return Vec::new();
+        }
+        let Ok(state) = workflow
+            .query(SluiceRun::state, (), WorkflowQueryOptions::default())
+            .await
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for reply in state
+            .replies
+            .iter()
+            .filter(|r| self.pending.contains(&r.ask))
+        {
+            out.extend(serde_json::to_vec(reply).unwrap_or_default());
+            out.push(b'\n');
+        }
+        self.pending
+            .retain(|p| !state.replies.iter().any(|r| &r.ask == p));
+        out
+    }
 }
 
 /// Stops a cancelled run: TERM (sluice records the run interrupted and
@@ -284,7 +418,8 @@ impl FleetActivities {
             .arg(format!("--lease-attempt={number}"));
         cmd.args(["--audit", &self.audit, "--workspace", &bundle.workspace]);
         let silence = pulse_silence(Duration::from_millis(heartbeat_timeout_ms));
-        cmd.arg(format!("--worker-pulse={}", silence.as_millis()));
+        cmd.arg(format!("--worker-pulse={}", silence.as_millis()))
+            .arg(format!("--worker-asks={ASKS_FD}"));
         if let Some(c) = &self.credentials {
             cmd.arg("--credentials").arg(c);
         }

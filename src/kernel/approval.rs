@@ -63,7 +63,14 @@ pub struct Ask {
     /// confined). [`Answer::ForRun`] to it counts once, and is not
     /// remembered.
     pub once_only: bool,
+    /// How long the ask may wait for its answer (the policies'
+    /// `askTimeoutMs`): an approver that puts it to someone away from the
+    /// run answers [`Answer::Unanswered`] after that.
+    pub wait: std::time::Duration,
 }
+
+/// How long an ask waits when no policy sets `askTimeoutMs`: one hour.
+pub const DEFAULT_ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// An approver's answer to an [`Ask`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,6 +181,8 @@ pub struct Approvals {
     /// The one prompt and the answers for the run, shared with the threads
     /// that ask.
     turns: Arc<Turns>,
+    /// How long an ask may wait ([`Ask::wait`]).
+    wait: std::time::Duration,
 }
 
 /// What every ask of a run shares, on whichever thread it is asked.
@@ -316,7 +325,15 @@ impl Approvals {
             preapproved,
             approver,
             turns: Arc::default(),
+            wait: DEFAULT_ASK_TIMEOUT,
         }
+    }
+
+    /// Asks wait at most `wait` for their answers (the policies'
+    /// `askTimeoutMs`).
+    pub fn waiting(mut self, wait: std::time::Duration) -> Approvals {
+        self.wait = wait;
+        self
     }
 
     /// Grants `req`'s capability for this one use, whatever was approved
@@ -443,7 +460,7 @@ impl Approvals {
         Ok(Err(Pending {
             approver: approver.clone(),
             turns: self.turns.clone(),
-            ask: shown(req, verdict, key.is_none()),
+            ask: shown(req, verdict, key.is_none(), self.wait),
             key,
         }))
     }
@@ -476,7 +493,7 @@ fn concluded(
 }
 
 /// The ask an approver is shown for `req`.
-fn shown(req: &Request, verdict: &Verdict, once_only: bool) -> Ask {
+fn shown(req: &Request, verdict: &Verdict, once_only: bool, wait: std::time::Duration) -> Ask {
     Ask {
         capability: req.capability.to_string(),
         flow: req.flow.to_string(),
@@ -490,6 +507,7 @@ fn shown(req: &Request, verdict: &Verdict, once_only: bool) -> Ask {
             .and_then(|j| j.as_str())
             .map(str::to_string),
         once_only,
+        wait,
     }
 }
 

@@ -753,6 +753,17 @@ impl Kernel {
         self.declared(Policy::containers)
     }
 
+    /// How long an ask may wait for its answer: the shortest
+    /// `askTimeoutMs` of the policies, else [`approval::DEFAULT_ASK_TIMEOUT`].
+    pub fn ask_timeout(&self) -> std::time::Duration {
+        self.policies
+            .borrow()
+            .iter()
+            .filter_map(|p| p.ask_timeout())
+            .min()
+            .unwrap_or(approval::DEFAULT_ASK_TIMEOUT)
+    }
+
     /// Every policy's `providers` declarations, by policy name, in load
     /// order.
     pub fn providers(&self) -> Vec<(String, Declarations)> {

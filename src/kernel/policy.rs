@@ -225,6 +225,8 @@ struct Loaded {
     otherwise: Decision,
     /// `limits`: the resources each command may use.
     limits: ResourceLimits,
+    /// `askTimeoutMs`: how long an ask may wait for an answer.
+    ask_timeout: Option<std::time::Duration>,
     budget: Budget,
 }
 
@@ -415,6 +417,11 @@ impl Policy {
         self.loaded.as_ref().map(|l| l.limits).unwrap_or_default()
     }
 
+    /// The policy's `askTimeoutMs`, if it sets one.
+    pub fn ask_timeout(&self) -> Option<std::time::Duration> {
+        self.loaded.as_ref().ok().and_then(|l| l.ask_timeout)
+    }
+
     /// The policy's answer when nothing matched.
     pub fn otherwise(&self) -> Decision {
         self.loaded.as_ref().map_or(Decision::Deny, |l| l.otherwise)
@@ -590,6 +597,7 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         test: test.0,
         judge: test.1,
         limits: parse_limits(&table).map_err(|e| format!("policy {name}: {e}"))?,
+        ask_timeout: parse_ask_timeout(&table).map_err(|e| format!("policy {name}: {e}"))?,
         _lua: lua,
         budget,
     })
@@ -680,10 +688,11 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
                 | "test"
                 | "otherwise"
                 | "limits"
+                | "askTimeoutMs"
         );
         if !known {
             return Err(format!(
-                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, otherwise = \"ask\"|\"deny\"}}",
+                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}}",
                 key.to_string().unwrap_or_else(|_| key.type_name().to_string())
             ));
         }
@@ -807,6 +816,27 @@ fn parse_limits(table: &Table) -> Result<ResourceLimits, String> {
         }
     }
     Ok(out)
+}
+
+/// `askTimeoutMs`: a whole number of milliseconds, at least 1.
+fn parse_ask_timeout(table: &Table) -> Result<Option<std::time::Duration>, String> {
+    match table
+        .get::<LuaValue>("askTimeoutMs")
+        .map_err(|e| e.to_string())?
+    {
+        LuaValue::Nil => Ok(None),
+        LuaValue::Integer(n) if n >= 1 => Ok(Some(std::time::Duration::from_millis(n as u64))),
+        LuaValue::Number(n) if n >= 1.0 && n.fract() == 0.0 && n < 1e15 => {
+            Ok(Some(std::time::Duration::from_millis(n as u64)))
+        }
+        other => {
+            Err(format!(
+            "askTimeoutMs is {}; it is how long an ask waits for its answer, a whole number of \
+             milliseconds, at least 1 (leave it out for one hour)",
+            other.to_string().unwrap_or_else(|_| other.type_name().into())
+        ))
+        }
+    }
 }
 
 /// The `test` table, as JSON for the test flow (which knows what its

@@ -363,6 +363,7 @@ mod tests {
             input: "{\"path\":\"/home/ada/x\"}".into(),
             justification: Some("the user asked".into()),
             once_only,
+            wait: std::time::Duration::from_secs(3600),
         }
     }
 

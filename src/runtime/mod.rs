@@ -568,18 +568,21 @@ impl RuntimeBuilder {
         ctx.protected = audit.protected.clone();
         ctx.secrets.extend(self.secrets.iter().cloned());
         let callers = serve::Callers::default();
+        let kernel = Kernel::new(policies, ceiling, vars.clone()).withholding(
+            self.withheld
+                .iter()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+                .collect(),
+        );
+        let wait = kernel.ask_timeout();
         let gate = Gate {
-            kernel: Kernel::new(policies, ceiling, vars.clone()).withholding(
-                self.withheld
-                    .iter()
-                    .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
-                    .collect(),
-            ),
+            kernel,
             approver: match self.embedded.approver {
                 _ if self.serving => Approvals::with(approve, Some(Arc::new(callers.clone()))),
                 Some(custom) => Approvals::with(approve, Some(custom)),
                 None => Approvals::new(approve, self.prompt.unwrap_or(Prompt::Unattended)),
-            },
+            }
+            .waiting(wait),
         };
         ctx.containers = Arc::new(containers(
             &gate.kernel,
