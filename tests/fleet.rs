@@ -14,6 +14,18 @@ struct Worker(Child);
 
 impl Worker {
     fn start(temporal: &TemporalServer, queue: &str, url: &str, pg: &PgServer) -> Worker {
+        Worker::start_with(temporal, queue, url, pg, &[], Stdio::null())
+    }
+
+    /// A worker given `extra` flags, its stderr to `stderr`.
+    fn start_with(
+        temporal: &TemporalServer,
+        queue: &str,
+        url: &str,
+        pg: &PgServer,
+        extra: &[&str],
+        stderr: Stdio,
+    ) -> Worker {
         let child = Command::new(sluice_bin())
             .args([
                 "worker",
@@ -23,13 +35,27 @@ impl Worker {
                 queue,
             ])
             .args(["--audit", url])
+            .args(extra)
             .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("start sluice worker");
         Worker(child)
+    }
+}
+
+impl Worker {
+    /// Waits for the worker to exit: its exit code and what it said on
+    /// stderr (when piped).
+    fn finish(&mut self) -> (Option<i32>, String) {
+        use std::io::Read;
+        let mut said = String::new();
+        if let Some(mut e) = self.0.stderr.take() {
+            let _ = e.read_to_string(&mut said);
+        }
+        (self.0.wait().unwrap().code(), said)
     }
 }
 
@@ -596,4 +622,71 @@ fn a_runs_asks_are_answered_with_sluice_answer_from_another_process_and_recorded
         decisions.contains("alice (sluice answer), once"),
         "{decisions}"
     );
+}
+
+#[test]
+fn sigterm_drains_a_worker_a_run_that_ends_in_the_grace_ends_there_one_that_does_not_is_handed_back(
+) {
+    use nix::sys::signal::Signal;
+    let temporal = TemporalServer::start();
+    let pg = PgServer::shared();
+    let url = pg.fresh_database();
+    let loop_of = |n: u32| {
+        format!(
+            "for i = 1, {n} do\n  assert(sluice.write{{path = 'log' .. i, content = tostring(i)}})\n  sluice.sleep(1000)\nend\n"
+        )
+    };
+    let logs = |ws: &Workspace, n: u32| -> Vec<bool> {
+        (1..=n)
+            .map(|i| ws.file(&format!("log{i}")).exists())
+            .collect()
+    };
+    for (queue, calls, grace, handed_back) in [("q7", 4, "30", false), ("q8", 12, "2", true)] {
+        let mut workers = vec![Worker::start_with(
+            &temporal,
+            queue,
+            &url,
+            pg,
+            &["--drain-grace", grace],
+            Stdio::piped(),
+        )];
+        let ws = workspace();
+        let id = format!("fleet-{queue}");
+        let child = submit_waiting(&temporal, queue, &ws, &id, &loop_of(calls));
+        let started = std::time::Instant::now();
+        while !ws.file("log1").exists() {
+            assert!(started.elapsed().as_secs() < 60, "the run never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // The second worker comes after the run went to the first.
+        workers.push(Worker::start(&temporal, queue, &url, pg));
+        let mut drained = signal_busy(&mut workers, Signal::SIGTERM);
+        let (code, said) = drained.finish();
+        assert_eq!(code, Some(0), "{said}");
+        assert!(said.contains("worker drained"), "{said}");
+        let out: Run = child.wait_with_output().unwrap().into();
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        assert!(logs(&ws, calls).iter().all(|x| *x), "every call made");
+        let st = Command::new(sluice_bin())
+            .args([
+                "status",
+                &id,
+                "--json",
+                "--temporal",
+                &temporal.address(),
+                "--audit",
+                &url,
+            ])
+            .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+        let parts = v["attempts"].as_array().unwrap().len();
+        assert_eq!(parts > 1, handed_back, "{v}");
+        if !handed_back {
+            // Within the grace it ran to its end where it was.
+            let drain_took = started.elapsed().as_secs();
+            assert!(drain_took < 30, "{drain_took}");
+        }
+    }
 }

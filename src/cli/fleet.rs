@@ -1,7 +1,7 @@
 //! `sluice worker` and `sluice submit`: runs on a fleet of workers through
 //! Temporal (feature `fleet`). See `crate::fleet`.
 
-use crate::fleet::activity::{FleetActivities, Outcome};
+use crate::fleet::activity::{Drain, FleetActivities, Outcome};
 use crate::fleet::bundle::{Bundle, Carried};
 use crate::fleet::workflow::{SluiceRun, Submitted};
 use clap::Args;
@@ -35,6 +35,13 @@ pub struct WorkerArgs {
     /// The credentials file the runs' named credentials (and the record's password) come from.
     #[arg(long, value_name = "FILE")]
     pub credentials: Option<PathBuf>,
+    /// At most N runs at once on this worker.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_runs: u16,
+    /// On SIGTERM the worker takes no new run and waits this long for its runs to end; runs still
+    /// going then are stopped (TERM) and handed back to another worker.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub drain_grace: u64,
 }
 
 /// Submit a run to a fleet; print its id (and with --wait, follow it to its end).
@@ -105,27 +112,59 @@ async fn serve(args: WorkerArgs) -> Result<(), String> {
     let runtime = temporalio_sdk::Runtime::from_current_tokio(Default::default())
         .map_err(|e| format!("Temporal runtime: {e}"))?;
     let sluice = std::env::current_exe().map_err(|e| format!("cannot find sluice itself: {e}"))?;
+    let drain = Drain::default();
     let activities = FleetActivities {
-        client: client.clone(),
+        drain: drain.clone(),
         audit: args.audit.clone(),
         sluice,
         credentials: args.credentials.clone(),
     };
     let options = WorkerOptions::new(args.engine.task_queue.clone())
+        .tuner(slots(usize::from(args.max_runs)))
         .register_workflow::<SluiceRun>()
         .map_err(|e| format!("{e}"))?
         .register_activities(activities)
         .build();
     let mut worker =
         Worker::new(&runtime, client, options).map_err(|e| format!("Temporal worker: {e}"))?;
+    let shutdown = worker.shutdown_handle();
+    let grace = Duration::from_secs(args.drain_grace);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot watch for SIGTERM: {e}"))?;
+    tokio::spawn(async move {
+        if term.recv().await.is_some() {
+            eprintln!(
+                "sluice: SIGTERM: draining: no new run; runs still going in {} s are handed back",
+                grace.as_secs()
+            );
+            drain.start(std::time::Instant::now() + grace);
+            shutdown();
+        }
+    });
     eprintln!(
-        "sluice: worker taking runs from {} on {}",
-        args.engine.task_queue, args.engine.temporal
+        "sluice: worker taking runs from {} on {} (at most {} at once)",
+        args.engine.task_queue, args.engine.temporal, args.max_runs
     );
     worker
         .run()
         .await
-        .map_err(|e| format!("Temporal worker: {e}"))
+        .map_err(|e| format!("Temporal worker: {e}"))?;
+    eprintln!("sluice: worker drained");
+    Ok(())
+}
+
+/// At most `runs` runs (activities) at once; workflow tasks (decisions,
+/// quick) as the SDK's default.
+fn slots(runs: usize) -> temporalio_sdk::runtime::worker_tuner::WorkerTuner {
+    use temporalio_sdk::runtime::worker_tuner::{FixedSizeSlotSupplier, TunerHolder};
+    let fixed = FixedSizeSlotSupplier::new;
+    TunerHolder::builder()
+        .workflow_task_slot_supplier(fixed(100))
+        .activity_task_slot_supplier(fixed(runs))
+        .local_activity_task_slot_supplier(fixed(runs))
+        .nexus_task_slot_supplier(fixed(1))
+        .build()
+        .into()
 }
 
 pub fn submit(args: SubmitArgs) -> ExitCode {

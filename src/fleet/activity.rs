@@ -19,6 +19,29 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 /// holds it.
 pub const KEPT: usize = 64 * 1024;
 
+/// When a draining worker's runs must be handed back by: unset until the
+/// worker is told to stop. Shared by the worker and its activities.
+#[derive(Debug, Clone, Default)]
+pub struct Drain(Arc<std::sync::Mutex<Option<std::time::Instant>>>);
+
+impl Drain {
+    /// The worker drains: runs still going at `by` are handed back.
+    pub fn start(&self, by: std::time::Instant) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(by);
+    }
+
+    /// Whether the hand-back time has come.
+    fn due(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|by| std::time::Instant::now() >= by)
+    }
+}
+
 /// The descriptor a run writes its asks to.
 const ASKS_FD: i32 = 3;
 
@@ -67,8 +90,9 @@ pub struct Outcome {
 /// What a worker's activities need: where the record is, and the sluice
 /// binary that runs each attempt.
 pub struct FleetActivities {
-    /// The engine, to put a run's asks on its workflow.
-    pub client: Client,
+    /// Set when the worker drains (SIGTERM): when its runs must be
+    /// handed back by.
+    pub drain: Drain,
     pub audit: String,
     pub sluice: PathBuf,
     pub credentials: Option<PathBuf>,
@@ -100,14 +124,10 @@ impl FleetActivities {
         let number = i64::from(attempt.attempts_before + tries);
         let mut cmd = self.command(&attempt, (resume.as_deref(), number), files.path())?;
         let relay = Relay {
-            workflow: ctx
-                .info()
-                .workflow_id
-                .clone()
-                .map(|id| self.client.get_workflow_handle(id)),
+            workflow: ctx.workflow_handle::<SluiceRun>(),
             pending: Vec::new(),
         };
-        let (status, stdout, stderr) = supervise(&ctx, &mut cmd, relay).await?;
+        let (status, stdout, stderr) = supervise(&ctx, &mut cmd, relay, &self.drain).await?;
         // The run's last process still holds its lease (it has not noticed
         // its worker is gone yet): try again after Temporal's backoff.
         if status.code() == Some(i32::from(crate::audit::lease::EXIT_HELD)) {
@@ -141,6 +161,7 @@ async fn supervise(
     ctx: &ActivityContext,
     cmd: &mut tokio::process::Command,
     mut relay: Relay,
+    drain: &Drain,
 ) -> Result<(std::process::ExitStatus, String, String), ActivityError> {
     use tokio::io::AsyncWriteExt;
     cmd.stdout(std::process::Stdio::piped())
@@ -166,6 +187,12 @@ async fn supervise(
                 if ctx.is_cancelled() {
                     stop(&mut child).await;
                     return Err(ActivityError::cancelled());
+                }
+                if drain.due() {
+                    stop(&mut child).await;
+                    return Err(ActivityError::application(temporalio_sdk::ApplicationFailure::new(
+                        std::io::Error::other("its worker shut down (SIGTERM): the run is handed back to another worker"),
+                    )));
                 }
                 ctx.record_heartbeat(()).await?;
             }
