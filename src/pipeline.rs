@@ -562,7 +562,10 @@ impl Core {
         ctx.abort = abort;
         ctx.inner = self.inner_door(task, seq);
         running.set(!call.envelope.commands.is_empty());
-        let result = call.execute(&ctx, door).await;
+        let (result, wrote) = crate::flows::files::written::collect(call.execute(&ctx, door)).await;
+        if let Some(t) = trail {
+            *t.written.borrow_mut() = wrote;
+        }
         drop(turn);
         result
     }
@@ -772,6 +775,9 @@ struct Trail {
     shared: Option<&'static str>,
     /// Who made the call, when a caller outside the script did.
     client: Option<String>,
+    /// The files it wrote on the host, in order, with their new bytes'
+    /// SHA-256 (`None`: removed): recorded with its outcome.
+    written: RefCell<Vec<(String, Option<String>)>>,
 }
 
 impl Trail {
@@ -794,6 +800,7 @@ impl Trail {
             route: RefCell::new(None),
             started: Cell::new((crate::audit::now_ms(), Instant::now())),
             intended: Cell::new(false),
+            written: RefCell::default(),
         }
     }
 
@@ -849,8 +856,16 @@ impl Trail {
 
     /// Step 8: records the outcome. Compensable and irreversible calls wait
     /// until it is committed, so a resume after a kill does not repeat them.
-    async fn finish(self, recorder: &Recorder, input: Rc<Value>, result: FlowResult<Value>) {
+    async fn finish(self, recorder: &Recorder, input: Rc<Value>, mut result: FlowResult<Value>) {
         let ok = result.is_ok();
+        let wrote = self.written.take();
+        if let (Ok(Value::Object(out)), false) = (&mut result, wrote.is_empty()) {
+            let files: serde_json::Map<String, Value> = wrote
+                .into_iter()
+                .map(|(path, hash)| (path, hash.map_or(Value::Null, Value::String)))
+                .collect();
+            out.insert(crate::audit::replay::WRITTEN.into(), Value::Object(files));
+        }
         let outcome = Outcome::new(
             result,
             self.started.get().1.elapsed().as_micros() as i64,

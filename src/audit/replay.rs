@@ -994,6 +994,19 @@ fn shown(v: Option<&Value>) -> String {
     v.map_or("(absent)".to_string(), |v| clip(&v.to_string()))
 }
 
+/// The key a file flow's recorded output keeps what it wrote under: each
+/// path with the SHA-256 of its new bytes (null: removed). The record's
+/// alone: a replay or resume returns the output without it.
+pub const WRITTEN: &str = "_written";
+
+/// `result` as the script sees it: without what the record alone keeps.
+pub fn as_returned(mut result: Result<Value, FlowError>) -> Result<Value, FlowError> {
+    if let Ok(Value::Object(out)) = &mut result {
+        out.remove(WRITTEN);
+    }
+    result
+}
+
 /// What an irreversible call of unknown outcome returns once the person
 /// says it happened: its real result is not known, so the script is told
 /// that, as a table (`{resolved = "ran"}`), and goes on.

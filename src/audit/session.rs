@@ -217,7 +217,7 @@ impl Session {
         match self.answer(task, seq, name, input) {
             Answer::Recorded(result, rec) => {
                 self.copy(task, seq, input, &rec, &result);
-                Begin::Answered(result)
+                Begin::Answered(super::replay::as_returned(result))
             }
             Answer::Halt(e) => Begin::Answered(Err(self.halt(e))),
             Answer::Live => Begin::Live(seq),

@@ -212,6 +212,39 @@ pub fn unknown_irreversible(db: &dyn Db, id: &str) -> db::Result<Option<(i64, St
     }
 }
 
+/// What run `id`'s file flows left in the workspace, as its record says
+/// (its own calls and those it copied from the runs it resumed): each
+/// path written, with the SHA-256 its last write recorded (`None`: its
+/// last word removed it) and the number of that call.
+pub fn written_files(
+    db: &dyn Db,
+    id: &str,
+) -> db::Result<std::collections::BTreeMap<String, (Option<String>, i64)>> {
+    let rows = db.query(
+        "SELECT c.n, coalesce(c.output, o.body) FROM calls c LEFT JOIN outputs o ON o.sha256 = c.output_ref \
+         WHERE c.run = ?1 AND c.status = 'ok' ORDER BY c.n",
+        vals![id],
+    )?;
+    let mut files = std::collections::BTreeMap::new();
+    for row in rows {
+        let (n, output): (i64, Option<String>) = (row.get(0)?, row.get(1)?);
+        let Some(output) = output.filter(|o| o.contains(super::replay::WRITTEN)) else {
+            continue;
+        };
+        let parsed: serde_json::Value = serde_json::from_str(&output).unwrap_or_default();
+        let Some(wrote) = parsed
+            .get(super::replay::WRITTEN)
+            .and_then(|w| w.as_object())
+        else {
+            continue;
+        };
+        for (path, hash) in wrote {
+            files.insert(path.clone(), (hash.as_str().map(str::to_string), n));
+        }
+    }
+    Ok(files)
+}
+
 /// How many runs were recorded before runs were chained to each other
 /// (those of a schema 1 database when it was migrated): runs #1 to this.
 pub fn unchained_runs(db: &dyn Db) -> db::Result<i64> {

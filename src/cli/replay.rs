@@ -105,6 +105,11 @@ pub struct ResumeArgs {
     /// the run goes on.
     #[arg(long)]
     pub unknown_ran: bool,
+    /// Before going live, check that every file the run's file flows wrote still holds what they
+    /// wrote (the SHA-256 recorded with each write); otherwise stop, naming the files. For a
+    /// workspace other machines also reach (a fleet's takeover does this).
+    #[arg(long)]
+    pub check_workspace: bool,
     /// Take over a run that still says `running` because its process is stopped, stuck or on a
     /// machine that is gone: its lease moves to this process, so its old writer's next write is
     /// refused and it starts no further call; then the run resumes here.
@@ -272,6 +277,11 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         // worker tries again then).
         return ExitCode::from(if e.held { lease::EXIT_HELD } else { 2 });
     }
+    if args.check_workspace {
+        if let Err(e) = check_workspace(&*store.db, &record.run.id) {
+            return fail(e);
+        }
+    }
     let given = &args.recorded.args;
     let script_args =
         match crate::credentials::restore_args(&record.run.id, &record.run.args, given) {
@@ -344,6 +354,42 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         }
     );
     ended.exit
+}
+
+/// Whether the workspace holds what run `id` wrote (`audit::store::written_files`):
+/// the files that do not, each named with what it should hold, in an
+/// error that says the run is not continued on that tree.
+fn check_workspace(db: &dyn crate::audit::db::Db, id: &str) -> Result<usize, String> {
+    let files = crate::audit::store::written_files(db, id)
+        .map_err(|e| format!("cannot read what run {id} wrote: {e}"))?;
+    let mut wrong = Vec::new();
+    for (path, (want, n)) in &files {
+        let now = std::fs::read(path)
+            .ok()
+            .map(|b| crate::digest::sha256_hex(&b));
+        if &now != want {
+            let said = match (want, &now) {
+                (Some(_), None) => "is missing",
+                (None, Some(_)) => "exists again",
+                _ => "holds other bytes",
+            };
+            wrong.push(format!(
+                "{path} {said} (call #{n} left it {})",
+                match want {
+                    Some(h) => format!("with SHA-256 {}", &h[..12]),
+                    None => "removed".into(),
+                }
+            ));
+        }
+    }
+    if wrong.is_empty() {
+        return Ok(files.len());
+    }
+    Err(format!(
+        "the workspace does not hold what run {id} wrote, so the run is not continued on it: {}. \
+         Restore those files (or give the workspace the run used), then resume again",
+        wrong.join("; ")
+    ))
 }
 
 /// `--live-from N`: a call's number in the run's timeline, from 1 to its

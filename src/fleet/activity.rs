@@ -420,8 +420,14 @@ impl FleetActivities {
                 cmd.arg("run").arg(&script).args(["--run-id", &bundle.run]);
             }
             Some(run) => {
-                cmd.args(["resume", run, "--take-over", "--script"])
-                    .arg(&script);
+                cmd.args([
+                    "resume",
+                    run,
+                    "--take-over",
+                    "--check-workspace",
+                    "--script",
+                ])
+                .arg(&script);
                 match given.word {
                     Some(Word::DidNotRun) => cmd.arg("--retry-unknown"),
                     Some(Word::Ran) => cmd.arg("--unknown-ran"),

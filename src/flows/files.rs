@@ -293,7 +293,9 @@ impl Files {
                     self.make_parent(t)?;
                 }
                 let (dir, name) = held.parent(&t.real).map_err(|e| io_error(t, "write", e))?;
-                atomic::replace_in(&dir, name, bytes, meta).map_err(|e| io_error(t, "write", e))
+                atomic::replace_in(&dir, name, bytes, meta).map_err(|e| io_error(t, "write", e))?;
+                written::note(&t.real, Some(bytes));
+                Ok(())
             }
             Files::Container(c) => c
                 .write(&t.real.to_string_lossy(), bytes)
@@ -533,7 +535,9 @@ impl Files {
         match self {
             Files::Host(held) => {
                 let (dir, name) = held.parent(p)?;
-                atomic::replace_in(&dir, name, bytes, meta)
+                atomic::replace_in(&dir, name, bytes, meta)?;
+                written::note(p, Some(bytes));
+                Ok(())
             }
             Files::Container(c) => c.write(&text_of(p), bytes).await.map_err(io_of),
         }
@@ -541,14 +545,23 @@ impl Files {
 
     pub async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         match self {
-            Files::Host(held) => held.rename(from, to),
+            Files::Host(held) => {
+                held.rename(from, to)?;
+                written::note(from, None);
+                written::note_moved(to);
+                Ok(())
+            }
             Files::Container(c) => c.rename(&text_of(from), &text_of(to)).await.map_err(io_of),
         }
     }
 
     pub async fn remove_file(&self, p: &Path) -> io::Result<()> {
         match self {
-            Files::Host(held) => held.remove_file(p),
+            Files::Host(held) => {
+                held.remove_file(p)?;
+                written::note(p, None);
+                Ok(())
+            }
             Files::Container(c) => c.remove(&text_of(p)).await.map_err(io_of),
         }
     }
@@ -604,5 +617,51 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(caught.downcast_ref::<&str>(), Some(&"boom"));
+    }
+}
+
+/// What the file flows of one call wrote on the host: each path with the
+/// SHA-256 of the bytes it now holds (`None`: removed). The pipeline
+/// collects them around a call ([`written::collect`]) and records them
+/// with its outcome, so a run taken over elsewhere can check the shared
+/// workspace still holds what the run wrote (`sluice resume
+/// --check-workspace`). A container's files are not noted: the host
+/// cannot see them.
+pub mod written {
+    use std::cell::RefCell;
+    use std::path::Path;
+
+    tokio::task_local! {
+        static WRITTEN: RefCell<Vec<(String, Option<String>)>>;
+    }
+
+    /// Runs `work` (one call), noting what it writes: its result, and the
+    /// paths written in order.
+    pub async fn collect<T>(
+        work: impl std::future::Future<Output = T>,
+    ) -> (T, Vec<(String, Option<String>)>) {
+        WRITTEN
+            .scope(RefCell::new(Vec::new()), async {
+                let out = work.await;
+                (out, WRITTEN.with(|w| w.take()))
+            })
+            .await
+    }
+
+    /// `path` now holds `bytes` (`None`: it was removed).
+    pub fn note(path: &Path, bytes: Option<&[u8]>) {
+        let hash = bytes.map(crate::digest::sha256_hex);
+        let _ = WRITTEN.try_with(|w| {
+            w.borrow_mut()
+                .push((path.to_string_lossy().into_owned(), hash))
+        });
+    }
+
+    /// `path` is where a file was moved to: its bytes as they are now.
+    pub fn note_moved(path: &Path) {
+        if WRITTEN.try_with(|_| ()).is_ok() {
+            let bytes = std::fs::read(path).ok();
+            note(path, bytes.as_deref());
+        }
     }
 }
