@@ -146,137 +146,91 @@ fn a_worker_killed_between_calls_has_its_run_finished_by_another_without_repeati
     let temporal = TemporalServer::start();
     let pg = PgServer::shared();
     let url = pg.fresh_database();
-    let mut workers = vec![
-        Worker::start(&temporal, "q2", &url, pg),
-        Worker::start(&temporal, "q2", &url, pg),
-    ];
+    let mut workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::start(&temporal, "q2", &url, pg))
+        .collect();
     let ws = workspace();
-    let script = script_file(
-        ws.path(),
-        "for i = 1, 4 do\n  assert(sluice.bash{command = 'echo ' .. i .. ' >> log'})\n  \
-         sluice.sleep(1500)\nend\n",
-    );
-    let out: Run = Command::new(sluice_bin())
-        .arg("submit")
-        .arg(&script)
-        .args(["--temporal", &temporal.address(), "--task-queue", "q2"])
-        .args(["--run-id", "fleet-2", "--heartbeat-timeout", "3"])
-        .arg("--workspace")
-        .arg(ws.path())
+    let child = submit_waiting(&temporal, "q2", &ws, "fleet-2", &counting(4));
+    // Into the sleep after call #2, its outcome committed.
+    wait_lines(&ws, 2);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(signal_busy(&mut workers, nix::sys::signal::Signal::SIGKILL));
+    let out: Run = child.wait_with_output().unwrap().into();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(log(&ws), "1\n2\n3\n4\n", "no call ran twice, none was lost");
+    // The killed worker's run, and the one another worker resumed it as.
+    let listed = Command::new(sluice_bin())
+        .args(["audit", "list", "--json", "--limit", "0", "--audit", &url])
+        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
         .output()
-        .unwrap()
-        .into();
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let log = || std::fs::read_to_string(ws.file("log")).unwrap_or_default();
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
+    let mut all: Vec<String> = v["runs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["id"].as_str().unwrap_or(""),
+                r["status"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    all.sort();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all.contains(&"fleet-2 interrupted".to_string()), "{all:?}");
+    assert!(all.iter().any(|r| r.ends_with(" ok")), "{all:?}");
+}
+
+/// A script that appends 1 to `n` to `log`, a second apart.
+fn counting(n: u32) -> String {
+    format!("for i = 1, {n} do\n  assert(sluice.bash{{command = 'echo ' .. i .. ' >> log'}})\n  sluice.sleep(1500)\nend\n")
+}
+
+/// What the counting script logged so far.
+fn log(ws: &Workspace) -> String {
+    std::fs::read_to_string(ws.file("log")).unwrap_or_default()
+}
+
+/// Waits (at most 90 s) until the counting script logged `n` lines.
+fn wait_lines(ws: &Workspace, n: usize) {
     let started = std::time::Instant::now();
-    while log().lines().count() < 2 {
+    while log(ws).lines().count() < n {
         assert!(
-            started.elapsed().as_secs() < 60,
-            "the run never made two calls"
+            started.elapsed().as_secs() < 90,
+            "the run never made {n} calls"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // Into the sleep after call #2, its outcome committed.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let busy = workers
-        .iter()
-        .position(|w| run_of(w).is_some())
-        .expect("one worker runs the run");
-    let victim = workers.remove(busy);
-    let pid = victim.0.id() as i32;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    drop(victim);
-
-    // Each run of the record as "ID STATUS".
-    let runs = || -> Vec<String> {
-        let out = Command::new(sluice_bin())
-            .args(["audit", "list", "--json", "--limit", "0", "--audit", &url])
-            .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let list = v["runs"].as_array().cloned().unwrap_or_default();
-        list.iter()
-            .map(|r| {
-                format!(
-                    "{} {}",
-                    r["id"].as_str().unwrap_or(""),
-                    r["status"].as_str().unwrap_or("")
-                )
-            })
-            .collect()
-    };
-    let finished = common::postgres::wait_until(std::time::Duration::from_secs(90), || {
-        runs().iter().any(|r| r.ends_with(" ok"))
-    });
-    assert!(finished, "no worker finished the run: {:?}", runs());
-    // The killed worker's run, and the one another worker resumed it as.
-    let all = runs();
-    assert_eq!(all.len(), 2, "{all:?}");
-    assert!(all.contains(&"fleet-2 interrupted".to_string()), "{all:?}");
-    assert_eq!(log(), "1\n2\n3\n4\n", "no call ran twice, none was lost");
 }
 
 #[test]
 fn a_worker_stopped_with_sigstop_loses_its_run_to_another_and_starts_no_call_when_it_wakes() {
     use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
     let temporal = TemporalServer::start();
     let pg = PgServer::shared();
     let url = pg.fresh_database();
-    let workers = [
-        Worker::start(&temporal, "q3", &url, pg),
-        Worker::start(&temporal, "q3", &url, pg),
-    ];
+    let mut workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::start(&temporal, "q3", &url, pg))
+        .collect();
     let ws = workspace();
-    let script = script_file(
-        ws.path(),
-        "for i = 1, 4 do\n  assert(sluice.bash{command = 'echo ' .. i .. ' >> log'})\n  \
-         sluice.sleep(1500)\nend\n",
-    );
-    let out: Run = Command::new(sluice_bin())
-        .arg("submit")
-        .arg(&script)
-        .args(["--temporal", &temporal.address(), "--task-queue", "q3"])
-        .args(["--run-id", "fleet-3", "--heartbeat-timeout", "3", "--wait"])
-        .arg("--workspace")
-        .arg(ws.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map(|child| {
-            let log = || std::fs::read_to_string(ws.file("log")).unwrap_or_default();
-            let started = std::time::Instant::now();
-            while log().lines().count() < 2 {
-                assert!(
-                    started.elapsed().as_secs() < 60,
-                    "the run never made two calls"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            let busy = workers
-                .iter()
-                .position(|w| run_of(w).is_some())
-                .expect("a busy worker");
-            let pid = Pid::from_raw(workers[busy].0.id() as i32);
-            kill(pid, Signal::SIGSTOP).unwrap();
-            let out = child.wait_with_output().unwrap();
-            // The run ended elsewhere; the stopped worker wakes.
-            kill(pid, Signal::SIGCONT).unwrap();
-            std::thread::sleep(std::time::Duration::from_secs(3));
-            out
-        })
-        .unwrap()
-        .into();
+    let child = submit_waiting(&temporal, "q3", &ws, "fleet-3", &counting(4));
+    wait_lines(&ws, 2);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stopped = signal_busy(&mut workers, Signal::SIGSTOP);
+    let out: Run = child.wait_with_output().unwrap().into();
+    // The run ended elsewhere; the stopped worker wakes.
+    kill(
+        nix::unistd::Pid::from_raw(stopped.0.id() as i32),
+        Signal::SIGCONT,
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_eq!(
-        std::fs::read_to_string(ws.file("log")).unwrap(),
+        log(&ws),
         "1\n2\n3\n4\n",
         "no call ran twice, none was lost, and the woken worker started none"
     );
@@ -301,46 +255,19 @@ fn a_run_whose_workers_die_twice_is_finished_by_a_third_from_the_newest_resume()
         .map(|_| Worker::start(&temporal, "q4", &url, pg))
         .collect();
     let ws = workspace();
-    let script = script_file(
-        ws.path(),
-        "for i = 1, 5 do\n  assert(sluice.bash{command = 'echo ' .. i .. ' >> log'})\n  \
-         sluice.sleep(1500)\nend\n",
-    );
-    let child = Command::new(sluice_bin())
-        .arg("submit")
-        .arg(&script)
-        .args(["--temporal", &temporal.address(), "--task-queue", "q4"])
-        .args(["--run-id", "fleet-4", "--heartbeat-timeout", "3", "--wait"])
-        .arg("--workspace")
-        .arg(ws.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = || std::fs::read_to_string(ws.file("log")).unwrap_or_default();
+    let child = submit_waiting(&temporal, "q4", &ws, "fleet-4", &counting(5));
     for lines in [2, 3] {
-        let started = std::time::Instant::now();
-        while log().lines().count() < lines {
-            assert!(
-                started.elapsed().as_secs() < 90,
-                "the run never made {lines} calls"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        wait_lines(&ws, lines);
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let busy = workers
-            .iter()
-            .position(|w| run_of(w).is_some())
-            .expect("a busy worker");
-        let victim = workers.remove(busy);
-        let pid = nix::unistd::Pid::from_raw(victim.0.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
-        drop(victim);
+        drop(signal_busy(&mut workers, nix::sys::signal::Signal::SIGKILL));
     }
     let out: Run = child.wait_with_output().unwrap().into();
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    assert_eq!(log(), "1\n2\n3\n4\n5\n", "no call ran twice, none was lost");
+    assert_eq!(
+        log(&ws),
+        "1\n2\n3\n4\n5\n",
+        "no call ran twice, none was lost"
+    );
 }
 
 /// `sluice submit --wait` of `script` to `queue` as run `id`, heartbeat
@@ -689,4 +616,46 @@ fn sigterm_drains_a_worker_a_run_that_ends_in_the_grace_ends_there_one_that_does
             assert!(drain_took < 30, "{drain_took}");
         }
     }
+}
+
+#[test]
+fn a_takeover_on_a_workspace_that_no_longer_holds_what_the_run_wrote_stops_the_run_naming_the_file()
+{
+    let temporal = TemporalServer::start();
+    let pg = PgServer::shared();
+    let url = pg.fresh_database();
+    let mut workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::start(&temporal, "q9", &url, pg))
+        .collect();
+    let ws = workspace();
+    let child = submit_waiting(
+        &temporal,
+        "q9",
+        &ws,
+        "fleet-9",
+        "for i = 1, 6 do\n  assert(sluice.write{path = 'n.txt', content = tostring(i)})\n  sluice.sleep(1000)\nend\n",
+    );
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(ws.file("n.txt")).unwrap_or_default() != "2" {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the run never wrote twice"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(signal_busy(&mut workers, nix::sys::signal::Signal::SIGKILL));
+    // The shared tree changes under the run while no worker runs it.
+    std::fs::write(ws.file("n.txt"), "someone else's\n").unwrap();
+    let out: Run = child.wait_with_output().unwrap().into();
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("n.txt holds other bytes") && out.stderr.contains("not continued"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.file("n.txt")).unwrap(),
+        "someone else's\n",
+        "no write after"
+    );
 }

@@ -1259,6 +1259,30 @@ mod limits_tests {
     }
 
     #[test]
+    fn ask_timeout_ms_is_a_whole_positive_number_of_milliseconds_or_absent() {
+        use std::time::Duration;
+        assert_eq!(
+            load("return {askTimeoutMs = 2500}").ask_timeout(),
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(
+            load("return {askTimeoutMs = 60000.0}").ask_timeout(),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(load("return {rules = {}}").ask_timeout(), None);
+        for bad in ["0", "-5", "1.5", "'10'", "{}"] {
+            let p = load(Box::leak(
+                format!("return {{askTimeoutMs = {bad}}}").into_boxed_str(),
+            ));
+            let why = p.load_error().unwrap_or_else(|| panic!("{bad} loaded"));
+            assert!(
+                why.contains("askTimeoutMs is") && why.contains("at least 1"),
+                "{bad}: {why}"
+            );
+        }
+    }
+
+    #[test]
     fn the_shipped_default_and_ci_policies_bound_commands_and_the_others_do_not() {
         let vars = Vars::new(PathBuf::from("/w"));
         let limits = |name| Policy::load(shipped(name).unwrap(), vars.clone()).limits();
