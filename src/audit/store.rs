@@ -174,6 +174,7 @@ pub fn successor(db: &dyn Db, id: &str) -> db::Result<Option<String>> {
     )
 }
 
+#[cfg(feature = "fleet")]
 /// The newest run of the chain of resumes that starts at run `id`: what
 /// continuing `id` now means (resuming an earlier one is refused, so no
 /// call runs twice).
@@ -190,12 +191,14 @@ pub fn newest_resume(db: &dyn Db, id: &str) -> db::Result<String> {
     Ok(at)
 }
 
+#[cfg(feature = "fleet")]
 /// Whether run `id` is in the record.
 pub fn is_recorded(db: &dyn Db, id: &str) -> db::Result<bool> {
     let n: Option<i64> = db.value("SELECT count(*) FROM runs WHERE id = ?1", vals![id])?;
     Ok(n.unwrap_or(0) > 0)
 }
 
+#[cfg(feature = "fleet")]
 /// The first irreversible call of ended run `id` whose outcome is unknown:
 /// its number in the run, flow and input (as recorded, redacted). A resume
 /// stops at such a call, and keeps it so, until the person's word.

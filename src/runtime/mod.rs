@@ -1133,6 +1133,7 @@ fn check_run_id(id: String) -> Result<String, BuildError> {
     ))
 }
 
+#[cfg(feature = "fleet")]
 /// A new run's id: 8 random hex digits, then the time in milliseconds
 /// (`3f9a1c7e-19ad2c4b1e0`). The random part comes first so that a few
 /// typed characters tell runs apart (ids that began with the time shared
