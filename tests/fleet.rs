@@ -519,6 +519,29 @@ fn a_runs_asks_are_answered_with_sluice_answer_from_another_process_and_recorded
         "{}",
         stray.stderr
     );
+    // A yes sent ahead, straight to the workflow (past the CLI's check),
+    // for the id the next question will take: dropped.
+    let ahead = Command::new(common::temporal::cli())
+        .args([
+            "workflow",
+            "signal",
+            "--workflow-id",
+            "fleet-6",
+            "--name",
+            "answer",
+        ])
+        .args([
+            "--input",
+            r#"{"ask":"ask-2","allow":true,"for_run":true,"by":"mallory"}"#,
+        ])
+        .args(["--address", &temporal.address()])
+        .output()
+        .unwrap();
+    assert!(
+        ahead.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ahead.stderr)
+    );
     let yes = operator(
         &temporal,
         &["answer", "fleet-6", &id, "allow", "--by", "alice"],

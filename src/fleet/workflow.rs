@@ -203,10 +203,12 @@ impl SluiceRun {
         self.state.questions.retain(|q| q.id != ask);
     }
 
-    /// An operator's answer to a question; the first answer counts.
+    /// An operator's answer to a pending question; the first answer
+    /// counts. An answer to a question not (yet) put is dropped: a yes
+    /// sent ahead must not approve the next ask that takes that id.
     #[signal]
     pub fn answer(&mut self, _ctx: &mut SyncWorkflowContext<Self>, reply: Reply) {
-        if !self.state.replies.iter().any(|r| r.ask == reply.ask) {
+        if self.state.questions.iter().any(|q| q.id == reply.ask) {
             self.state.questions.retain(|q| q.id != reply.ask);
             self.state.replies.push(reply);
         }
