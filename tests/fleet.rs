@@ -682,3 +682,35 @@ fn a_takeover_on_a_workspace_that_no_longer_holds_what_the_run_wrote_stops_the_r
         "no write after"
     );
 }
+
+#[test]
+fn submit_refuses_a_credential_shaped_argument_before_reaching_the_engine_and_without_repeating_it()
+{
+    let ws = workspace();
+    let script = script_file(ws.path(), "print(sluice.args[1])\n");
+    let secret = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH";
+    let out: Run = Command::new(sluice_bin())
+        .arg("submit")
+        .arg(&script)
+        .args([
+            "--temporal",
+            "127.0.0.1:9",
+            "--task-queue",
+            "q",
+            "--workspace",
+        ])
+        .arg(ws.path())
+        .args(["--", secret])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("credential"), "{}", out.stderr);
+    assert!(!out.stderr.contains(secret) && !out.stdout.contains(secret));
+    // Nothing was sent: the engine's address is not even tried.
+    assert!(
+        !out.stderr.contains("cannot reach Temporal"),
+        "{}",
+        out.stderr
+    );
+}
