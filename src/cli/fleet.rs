@@ -26,6 +26,18 @@ pub struct Engine {
 
 /// Take runs from a task queue and run them, recording into a shared PostgreSQL record.
 #[derive(Debug, Args)]
+#[command(
+    long_about = "Take runs from a Temporal task queue and run them, recording into a shared PostgreSQL record. \
+Each run executes as a sluice process of its own, started from the script and policies the run carries, in the \
+workspace it names (a path every worker reaches). The worker heartbeats each run every second; if it dies or \
+stalls, Temporal gives the run to another worker, which resumes it from the record (checking the workspace \
+first), and the run's process here ends itself. A resume that meets an irreversible call of unknown outcome \
+waits for `sluice resolve`; an ask no terminal answers waits for `sluice answer`.\n\n\
+SIGTERM drains the worker: it takes no new run, waits --drain-grace for its runs, hands back those still going \
+(stopped, as Ctrl-C stops a run) and exits 0. The record's password comes from the `audit` credential \
+(--credentials, SLUICE_CREDENTIAL_AUDIT), PGPASSWORD or ~/.pgpass.",
+    after_help = "Example:\n  SLUICE_CREDENTIAL_AUDIT=... sluice worker --temporal 127.0.0.1:7233 --task-queue agents \\\n    --audit postgres://sluice@db.internal:5432/record --max-runs 4"
+)]
 pub struct WorkerArgs {
     #[command(flatten)]
     pub engine: Engine,
@@ -46,6 +58,15 @@ pub struct WorkerArgs {
 
 /// Submit a run to a fleet; print its id (and with --wait, follow it to its end).
 #[derive(Debug, Args)]
+#[command(
+    long_about = "Submit a run to a fleet of `sluice worker`s and print its id. The run carries the script's text, \
+its arguments and every --policy file's text, each with its SHA-256: a worker runs exactly those, never its own \
+disk's copy. An argument that looks like a credential is refused (the engine's history keeps arguments): give \
+secrets to the workers as named credentials instead. A run id names one run, ever: a second submit of an id is \
+refused. --wait follows the run to its end, prints what the script printed and what sluice said, and exits with \
+the run's status, as `sluice run` would.",
+    after_help = "Examples:\n  sluice submit fix-tests.lua --temporal 127.0.0.1:7233 --task-queue agents --workspace /shared/app \\\n    --policy team.lua --wait\n  sluice submit triage.lua --temporal 127.0.0.1:7233 --task-queue agents --workspace /shared/app -- issue-42"
+)]
 pub struct SubmitArgs {
     /// The Lua workflow to run: its text is what the run carries.
     pub script: PathBuf,

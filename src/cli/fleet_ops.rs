@@ -54,6 +54,7 @@ pub struct StatusArgs {
 /// Cancel a run: its command is stopped (TERM, then KILL) and the workflow ends cancelled.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
+    /// The run's id, as `sluice submit` printed it.
     pub run: String,
     #[command(flatten)]
     pub reach: Reach,
@@ -68,6 +69,7 @@ Example:\n  sluice status r-42 --temporal 127.0.0.1:7233      # waits on call #3
 sluice resolve r-42 --call 3 did-not-run --temporal 127.0.0.1:7233"
 )]
 pub struct ResolveArgs {
+    /// The run's id, as `sluice submit` printed it.
     pub run: String,
     /// The call's number, as `sluice status` names it.
     #[arg(long, value_name = "N")]
@@ -98,9 +100,11 @@ pub struct AsksArgs {
 /// naming who answered).
 #[derive(Debug, Args)]
 pub struct AnswerArgs {
+    /// The run's id, as `sluice submit` printed it.
     pub run: String,
     /// The question's id, as `sluice asks` lists it.
     pub ask: String,
+    /// allow or deny.
     #[arg(value_parser = ["allow", "deny"])]
     pub answer: String,
     /// Allow the same ask for the rest of the run, not this once.

@@ -27,7 +27,7 @@ use std::process::ExitCode;
     long_about = "sluice runs agent workflows written in Lua. Each tool a workflow uses (read, write, edit, ls, ...) \
 is a flow: a Lua function backed by Rust that passes one door, where its input is checked, its effects are \
 declared and authorized, and only then does it run.",
-    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit\n  sluice policy explain 'fs:write:/tmp/w/.git/config' --workspace /tmp/w\n  sluice audit list --workspace /tmp/w\n  sluice replay last --workspace /tmp/w\n  sluice doctor\n  sluice mcp --workspace /tmp/w"
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit\n  sluice policy explain 'fs:write:/tmp/w/.git/config' --workspace /tmp/w\n  sluice audit list --workspace /tmp/w\n  sluice replay last --workspace /tmp/w\n  sluice doctor\n  sluice mcp --workspace /tmp/w\n  sluice worker --temporal 127.0.0.1:7233 --task-queue agents --audit postgres://sluice@db:5432/record\n  sluice submit fix.lua --temporal 127.0.0.1:7233 --task-queue agents --workspace /shared/app --wait"
 )]
 pub struct Cli {
     #[command(subcommand)]
