@@ -9,6 +9,35 @@ use common::temporal::TemporalServer;
 use common::*;
 use std::process::{Child, Command, Stdio};
 
+/// A Temporal dev server and a fresh database of the shared PostgreSQL:
+/// what every test of a fleet starts from.
+struct Fleet {
+    temporal: TemporalServer,
+    pg: &'static PgServer,
+    url: String,
+}
+
+impl Fleet {
+    fn start() -> Fleet {
+        let pg = PgServer::shared();
+        Fleet {
+            temporal: TemporalServer::start(),
+            url: pg.fresh_database(),
+            pg,
+        }
+    }
+}
+
+/// `sluice ARGS --audit URL` with the record's password.
+fn on_record(pg: &PgServer, url: &str, args: &[&str]) -> std::process::Output {
+    Command::new(sluice_bin())
+        .args(args)
+        .args(["--audit", url])
+        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
+        .output()
+        .expect("run sluice")
+}
+
 /// A `sluice worker` on `queue`, recording into `url`; killed on drop.
 struct Worker(Child);
 
@@ -47,6 +76,19 @@ impl Worker {
 }
 
 impl Worker {
+    /// `n` workers on `queue`.
+    fn many(
+        temporal: &TemporalServer,
+        queue: &str,
+        url: &str,
+        pg: &PgServer,
+        n: usize,
+    ) -> Vec<Worker> {
+        (0..n)
+            .map(|_| Worker::start(temporal, queue, url, pg))
+            .collect()
+    }
+
     /// Waits for the worker to exit: its exit code and what it said on
     /// stderr (when piped).
     fn finish(&mut self) -> (Option<i32>, String) {
@@ -87,9 +129,7 @@ fn submit(temporal: &TemporalServer, queue: &str, ws: &std::path::Path, extra: &
 
 #[test]
 fn a_submitted_run_runs_on_a_worker_into_the_shared_record_and_its_id_is_never_reused() {
-    let temporal = TemporalServer::start();
-    let pg = PgServer::shared();
-    let url = pg.fresh_database();
+    let Fleet { temporal, pg, url } = Fleet::start();
     let _worker = Worker::start(&temporal, "q1", &url, pg);
     let ws = workspace();
     let out = submit(
@@ -104,11 +144,7 @@ fn a_submitted_run_runs_on_a_worker_into_the_shared_record_and_its_id_is_never_r
         std::fs::read_to_string(ws.file("hello.txt")).unwrap(),
         "hi from the fleet"
     );
-    let listed = Command::new(sluice_bin())
-        .args(["audit", "list", "--json", "--audit", &url])
-        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
-        .output()
-        .unwrap();
+    let listed = on_record(pg, &url, &["audit", "list", "--json"]);
     let runs: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(runs["runs"][0]["id"], "fleet-1");
     assert_eq!(runs["runs"][0]["status"], "ok");
@@ -143,12 +179,8 @@ fn run_of(worker: &Worker) -> Option<u32> {
 
 #[test]
 fn a_worker_killed_between_calls_has_its_run_finished_by_another_without_repeating_a_call() {
-    let temporal = TemporalServer::start();
-    let pg = PgServer::shared();
-    let url = pg.fresh_database();
-    let mut workers: Vec<Worker> = (0..2)
-        .map(|_| Worker::start(&temporal, "q2", &url, pg))
-        .collect();
+    let Fleet { temporal, pg, url } = Fleet::start();
+    let mut workers = Worker::many(&temporal, "q2", &url, pg, 2);
     let ws = workspace();
     let child = submit_waiting(&temporal, "q2", &ws, "fleet-2", &counting(4));
     // Into the sleep after call #2, its outcome committed.
@@ -159,11 +191,7 @@ fn a_worker_killed_between_calls_has_its_run_finished_by_another_without_repeati
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_eq!(log(&ws), "1\n2\n3\n4\n", "no call ran twice, none was lost");
     // The killed worker's run, and the one another worker resumed it as.
-    let listed = Command::new(sluice_bin())
-        .args(["audit", "list", "--json", "--limit", "0", "--audit", &url])
-        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
-        .output()
-        .unwrap();
+    let listed = on_record(pg, &url, &["audit", "list", "--json", "--limit", "0"]);
     let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
     let mut all: Vec<String> = v["runs"]
         .as_array()
@@ -209,12 +237,8 @@ fn wait_lines(ws: &Workspace, n: usize) {
 #[test]
 fn a_worker_stopped_with_sigstop_loses_its_run_to_another_and_starts_no_call_when_it_wakes() {
     use nix::sys::signal::{kill, Signal};
-    let temporal = TemporalServer::start();
-    let pg = PgServer::shared();
-    let url = pg.fresh_database();
-    let mut workers: Vec<Worker> = (0..2)
-        .map(|_| Worker::start(&temporal, "q3", &url, pg))
-        .collect();
+    let Fleet { temporal, pg, url } = Fleet::start();
+    let mut workers = Worker::many(&temporal, "q3", &url, pg, 2);
     let ws = workspace();
     let child = submit_waiting(&temporal, "q3", &ws, "fleet-3", &counting(4));
     wait_lines(&ws, 2);
@@ -234,11 +258,7 @@ fn a_worker_stopped_with_sigstop_loses_its_run_to_another_and_starts_no_call_whe
         "1\n2\n3\n4\n",
         "no call ran twice, none was lost, and the woken worker started none"
     );
-    let verify = Command::new(sluice_bin())
-        .args(["audit", "verify", "--audit", &url])
-        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
-        .output()
-        .unwrap();
+    let verify = on_record(pg, &url, &["audit", "verify"]);
     assert!(
         verify.status.success(),
         "{}",
@@ -248,12 +268,8 @@ fn a_worker_stopped_with_sigstop_loses_its_run_to_another_and_starts_no_call_whe
 
 #[test]
 fn a_run_whose_workers_die_twice_is_finished_by_a_third_from_the_newest_resume() {
-    let temporal = TemporalServer::start();
-    let pg = PgServer::shared();
-    let url = pg.fresh_database();
-    let mut workers: Vec<Worker> = (0..3)
-        .map(|_| Worker::start(&temporal, "q4", &url, pg))
-        .collect();
+    let Fleet { temporal, pg, url } = Fleet::start();
+    let mut workers = Worker::many(&temporal, "q4", &url, pg, 3);
     let ws = workspace();
     let child = submit_waiting(&temporal, "q4", &ws, "fleet-4", &counting(5));
     for lines in [2, 3] {
@@ -347,12 +363,8 @@ fn signal_busy(workers: &mut Vec<Worker>, signal: nix::sys::signal::Signal) -> W
 #[test]
 fn a_worker_killed_inside_an_irreversible_call_leaves_the_run_waiting_for_the_operator_who_has_it_run_once(
 ) {
-    let temporal = TemporalServer::start();
-    let pg = PgServer::shared();
-    let url = pg.fresh_database();
-    let mut workers: Vec<Worker> = (0..2)
-        .map(|_| Worker::start(&temporal, "q5", &url, pg))
-        .collect();
+    let Fleet { temporal, pg, url } = Fleet::start();
+    let mut workers = Worker::many(&temporal, "q5", &url, pg, 2);
     let ws = workspace();
     std::fs::write(ws.file("hold"), "").unwrap();
     let child = submit_waiting(
@@ -422,19 +434,17 @@ fn a_worker_killed_inside_an_irreversible_call_leaves_the_run_waiting_for_the_op
     let ended = status_once(&temporal, "fleet-5", |v| v["engine"] == "COMPLETED");
     assert_eq!(ended["outcome"]["status"], "ok");
     // Attempt numbers grew across the chain of runs.
-    let st = Command::new(sluice_bin())
-        .args([
+    let st = on_record(
+        pg,
+        &url,
+        &[
             "status",
             "fleet-5",
             "--json",
             "--temporal",
             &temporal.address(),
-            "--audit",
-            &url,
-        ])
-        .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
-        .output()
-        .unwrap();
+        ],
+    );
     let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     let attempts: Vec<i64> = v["attempts"]
         .as_array()
@@ -471,9 +481,7 @@ fn questions(temporal: &TemporalServer, run: &str, n: usize) -> Vec<serde_json::
 
 #[test]
 fn a_runs_asks_are_answered_with_sluice_answer_from_another_process_and_recorded_naming_who() {
-    let temporal = TemporalServer::start();
-    let pg = PgServer::shared();
-    let url = pg.fresh_database();
+    let Fleet { temporal, pg, url } = Fleet::start();
     let _worker = Worker::start(&temporal, "q6", &url, pg);
     let ws = workspace();
     let policy = ws.file("asking.lua");
@@ -578,9 +586,7 @@ fn a_runs_asks_are_answered_with_sluice_answer_from_another_process_and_recorded
 fn sigterm_drains_a_worker_a_run_that_ends_in_the_grace_ends_there_one_that_does_not_is_handed_back(
 ) {
     use nix::sys::signal::Signal;
-    let temporal = TemporalServer::start();
-    let pg = PgServer::shared();
-    let url = pg.fresh_database();
+    let Fleet { temporal, pg, url } = Fleet::start();
     let loop_of = |n: u32| {
         format!(
             "for i = 1, {n} do\n  assert(sluice.write{{path = 'log' .. i, content = tostring(i)}})\n  sluice.sleep(1000)\nend\n"
@@ -617,19 +623,11 @@ fn sigterm_drains_a_worker_a_run_that_ends_in_the_grace_ends_there_one_that_does
         let out: Run = child.wait_with_output().unwrap().into();
         assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
         assert!(logs(&ws, calls).iter().all(|x| *x), "every call made");
-        let st = Command::new(sluice_bin())
-            .args([
-                "status",
-                &id,
-                "--json",
-                "--temporal",
-                &temporal.address(),
-                "--audit",
-                &url,
-            ])
-            .env("SLUICE_CREDENTIAL_AUDIT", pg.password())
-            .output()
-            .unwrap();
+        let st = on_record(
+            pg,
+            &url,
+            &["status", &id, "--json", "--temporal", &temporal.address()],
+        );
         let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
         let parts = v["attempts"].as_array().unwrap().len();
         assert_eq!(parts > 1, handed_back, "{v}");
@@ -644,12 +642,8 @@ fn sigterm_drains_a_worker_a_run_that_ends_in_the_grace_ends_there_one_that_does
 #[test]
 fn a_takeover_on_a_workspace_that_no_longer_holds_what_the_run_wrote_stops_the_run_naming_the_file()
 {
-    let temporal = TemporalServer::start();
-    let pg = PgServer::shared();
-    let url = pg.fresh_database();
-    let mut workers: Vec<Worker> = (0..2)
-        .map(|_| Worker::start(&temporal, "q9", &url, pg))
-        .collect();
+    let Fleet { temporal, pg, url } = Fleet::start();
+    let mut workers = Worker::many(&temporal, "q9", &url, pg, 2);
     let ws = workspace();
     let child = submit_waiting(
         &temporal,
