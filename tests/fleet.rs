@@ -295,12 +295,23 @@ fn submit_waiting(
     id: &str,
     script: &str,
 ) -> Child {
+    submit_with_heartbeat(temporal, queue, ws, (id, script), "3")
+}
+
+/// As [`submit_waiting`], heartbeat timeout `heartbeat` seconds.
+fn submit_with_heartbeat(
+    temporal: &TemporalServer,
+    queue: &str,
+    ws: &Workspace,
+    (id, script): (&str, &str),
+    heartbeat: &str,
+) -> Child {
     let script = script_file(ws.path(), script);
     Command::new(sluice_bin())
         .arg("submit")
         .arg(&script)
         .args(["--temporal", &temporal.address(), "--task-queue", queue])
-        .args(["--run-id", id, "--heartbeat-timeout", "3", "--wait"])
+        .args(["--run-id", id, "--heartbeat-timeout", heartbeat, "--wait"])
         .arg("--workspace")
         .arg(ws.path())
         .stdin(Stdio::null())
@@ -707,4 +718,33 @@ fn submit_refuses_a_credential_shaped_argument_before_reaching_the_engine_and_wi
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn a_worker_stopped_longer_than_its_pulse_but_not_its_heartbeat_has_its_run_resumed_not_failed() {
+    use nix::sys::signal::{kill, Signal};
+    let Fleet { temporal, pg, url } = Fleet::start();
+    let mut workers = Worker::many(&temporal, "q10", &url, pg, 2);
+    let ws = workspace();
+    // Heartbeat timeout 8 s: the run's process ends itself after 4 s
+    // without its worker's pulse, while the engine still counts the worker
+    // alive.
+    let child = submit_with_heartbeat(&temporal, "q10", &ws, ("fleet-10", &counting(4)), "8");
+    wait_lines(&ws, 2);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stopped = signal_busy(&mut workers, Signal::SIGSTOP);
+    std::thread::sleep(std::time::Duration::from_millis(5500));
+    kill(
+        nix::unistd::Pid::from_raw(stopped.0.id() as i32),
+        Signal::SIGCONT,
+    )
+    .unwrap();
+    workers.push(stopped);
+    let out: Run = child.wait_with_output().unwrap().into();
+    assert_eq!(
+        out.code, 0,
+        "the run's end is not the watchdog's: {}{}",
+        out.stdout, out.stderr
+    );
+    assert_eq!(log(&ws), "1\n2\n3\n4\n", "no call ran twice, none was lost");
 }

@@ -142,6 +142,11 @@ async fn serve(args: WorkerArgs) -> Result<(), String> {
     };
     let options = WorkerOptions::new(args.engine.task_queue.clone())
         .tuner(slots(usize::from(args.max_runs)))
+        // A workflow's next decision goes to the worker that made its last
+        // one first; when that worker is dead, the engine waits this long
+        // before giving it to another (10 s by default): the run's end
+        // after a takeover would wait as long.
+        .sticky_queue_schedule_to_start_timeout(Duration::from_secs(1))
         .register_workflow::<SluiceRun>()
         .map_err(|e| format!("{e}"))?
         .register_activities(activities)

@@ -128,9 +128,15 @@ impl FleetActivities {
             pending: Vec::new(),
         };
         let (status, stdout, stderr) = supervise(&ctx, &mut cmd, relay, &self.drain).await?;
-        // The run's last process still holds its lease (it has not noticed
-        // its worker is gone yet): try again after Temporal's backoff.
-        if status.code() == Some(i32::from(crate::audit::lease::EXIT_HELD)) {
+        // Not the run's own end: its last process still holds its lease (it
+        // has not noticed its worker is gone yet), or this one was killed
+        // (its watchdog, when this worker was stopped for longer than its
+        // pulse allows): the next attempt resumes it, after Temporal's
+        // backoff.
+        use std::os::unix::process::ExitStatusExt;
+        if status.code() == Some(i32::from(crate::audit::lease::EXIT_HELD))
+            || status.signal().is_some()
+        {
             return Err(ActivityError::application(
                 temporalio_sdk::ApplicationFailure::new(std::io::Error::other(stderr)),
             ));
