@@ -34,7 +34,8 @@
 //! Every sample is checked before it counts: each submit's and run's exit
 //! status and output, every run ended `ok` in the record with each of its
 //! calls completed `ok`, and the files the runs wrote. A broken run fails
-//! the bench instead of timing fast.
+//! the bench instead of timing fast. `cargo test --benches` takes one
+//! turn of each, checked the same way, as a smoke test.
 
 mod support;
 
@@ -101,6 +102,16 @@ fn main() {
     println!();
     for line in lines {
         println!("{line}");
+    }
+}
+
+/// `full` under `cargo bench`; one under `cargo test --benches`, a smoke
+/// test whose samples are checked as the bench's are.
+fn turns(full: usize) -> usize {
+    if std::env::args().any(|a| a == "--bench") {
+        full
+    } else {
+        1
     }
 }
 
@@ -303,7 +314,7 @@ fn throughput(f: &Fleet) -> String {
     // One of each first, checked like the rest: it warms both sides.
     wave("tp1", &one);
     wave("tp3", &three);
-    let turns = 5;
+    let turns = turns(5);
     let (mut ones, mut threes) = (vec![], vec![]);
     for _ in 0..turns {
         ones.push(wave("tp1", &one));
@@ -428,7 +439,7 @@ print("done " .. id)
 /// the run's next call on another worker.
 fn takeover(f: &Fleet) -> String {
     let script = f.script("ticks.lua", &ticks_script());
-    let samples = 5;
+    let samples = turns(5);
     let all: Vec<Takeover> = (0..samples).map(|i| take_over(f, &script, i)).collect();
     let of = |pick: fn(&Takeover) -> Duration| {
         let mut v: Vec<Duration> = all.iter().map(pick).collect();
@@ -741,7 +752,7 @@ fn per_call(f: &Fleet) -> String {
     for &(fleet, size) in &sides {
         sample(fleet, size);
     }
-    let turns = 7;
+    let turns = turns(7);
     let mut all: [Vec<Duration>; 4] = Default::default();
     for _ in 0..turns {
         for (k, &(fleet, size)) in sides.iter().enumerate() {
