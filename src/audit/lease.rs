@@ -110,10 +110,12 @@ pub struct Taken {
     pub was: Option<String>,
 }
 
-/// The exit status of a `sluice resume --take-over` refused because the
-/// run's writer still holds its lease (EX_TEMPFAIL): the same command
-/// succeeds once the lease runs out, as a fleet worker's next try does.
-pub const EXIT_HELD: u8 = 75;
+/// The exit status of a `sluice resume` that may succeed if given again
+/// later (EX_TEMPFAIL): a takeover refused because the run's writer still
+/// holds its lease (it runs out), or a resume whose record became
+/// unreachable while it read it (a server restarting). A fleet worker's
+/// next attempt is that later try.
+pub const EXIT_TRY_LATER: u8 = 75;
 
 /// Why a takeover did not take the run.
 #[derive(Debug, Clone, PartialEq, Eq)]

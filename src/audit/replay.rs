@@ -867,6 +867,22 @@ fn unreadable(task: &str, seq: u64, e: &db::Error) -> FlowError {
     )
     .with("task", task)
     .with("seq", seq)
+    .with(
+        "record",
+        if e.kind == db::ErrorKind::Unreachable {
+            "unreachable"
+        } else {
+            "unreadable"
+        },
+    )
+}
+
+/// Whether `e` stopped a replay or resume because its record could not be
+/// reached (a server restarting, a network cut): the same resume may
+/// succeed later, unlike a divergence.
+pub fn record_unreachable(e: &FlowError) -> bool {
+    e.code == ErrorCode::ReplayDiverged
+        && e.details.get("record").and_then(Value::as_str) == Some("unreachable")
 }
 
 /// The signal whose stop request cut a recorded call short (its error's

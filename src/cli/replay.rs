@@ -275,7 +275,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         eprintln!("sluice: {e}");
         // Held: the same takeover succeeds once the lease runs out (a fleet
         // worker tries again then).
-        return ExitCode::from(if e.held { lease::EXIT_HELD } else { 2 });
+        return ExitCode::from(if e.held { lease::EXIT_TRY_LATER } else { 2 });
     }
     if args.check_workspace {
         if let Err(e) = check_workspace(&*store.db, &record.run.id) {
@@ -343,6 +343,17 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         Err(e) => return fail(e.to_string()),
     };
     let ended = drive(&runtime, runtime.run_script(&script));
+    if runtime
+        .halted()
+        .is_some_and(|e| crate::audit::replay::record_unreachable(&e))
+    {
+        eprintln!(
+            "sluice: the record could not be reached while run {id} was resumed as run {}: resume that \
+             run again once the store is back",
+            runtime.run_id()
+        );
+        return ExitCode::from(lease::EXIT_TRY_LATER);
+    }
     eprintln!(
         "sluice: resumed run {id} as run {}: {} answered from the record{}",
         runtime.run_id(),

@@ -121,6 +121,14 @@ impl FleetActivities {
                 .await
                 .map_err(std::io::Error::other)?,
         };
+        // The last attempt's run ended ok, and its report was lost (its
+        // worker stopped or died just after): the run is done.
+        if let Some((run, status)) = &resume {
+            if status == "ok" {
+                return Ok(ended_before(run, tries));
+            }
+        }
+        let resume = resume.map(|(run, _)| run);
         let number = i64::from(attempt.attempts_before + tries);
         let mut cmd = self.command(&attempt, (resume.as_deref(), number), files.path())?;
         let relay = Relay {
@@ -134,7 +142,7 @@ impl FleetActivities {
         // pulse allows): the next attempt resumes it, after Temporal's
         // backoff.
         use std::os::unix::process::ExitStatusExt;
-        if status.code() == Some(i32::from(crate::audit::lease::EXIT_HELD))
+        if status.code() == Some(i32::from(crate::audit::lease::EXIT_TRY_LATER))
             || status.signal().is_some()
         {
             return Err(ActivityError::application(
@@ -337,6 +345,22 @@ async fn stop(child: &mut tokio::process::Child) {
 /// How long a cancelled run has to stop after TERM.
 const GRACE: Duration = Duration::from_secs(10);
 
+/// The outcome of a run whose newest part `run` ended ok before this
+/// attempt: what it printed is in the record, not here.
+fn ended_before(run: &str, tries: u32) -> Outcome {
+    Outcome {
+        status: "ok".into(),
+        exit: 0,
+        stdout: String::new(),
+        stderr: format!(
+            "sluice: run {run} had ended ok when its attempt's report was lost (its worker stopped or died \
+             just after); what it printed is in the record: sluice audit show {run}\n"
+        ),
+        attempts: tries,
+        unknown: None,
+    }
+}
+
 /// The last [`KEPT`] bytes `from` gives, read to its end.
 async fn tail(from: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
     use tokio::io::AsyncReadExt;
@@ -377,9 +401,10 @@ impl FleetActivities {
         .map_err(|e| e.to_string())?
     }
 
-    /// The newest run of the chain of resumes from run `id`, read from
-    /// the shared record; `None` when run `id` is not recorded.
-    async fn newest(&self, id: &str) -> Result<Option<String>, String> {
+    /// The newest run of the chain of resumes from run `id`, and its
+    /// status, read from the shared record; `None` when run `id` is not
+    /// recorded.
+    async fn newest(&self, id: &str) -> Result<Option<(String, String)>, String> {
         let id = id.to_string();
         self.on_record(move |db| {
             use crate::audit::store;
@@ -388,7 +413,14 @@ impl FleetActivities {
                 Ok(true) => store::newest_resume(db, &id),
                 Err(e) => Err(e),
             };
-            newest.map(Some).map_err(|e| e.to_string())
+            let run = newest.map_err(|e| e.to_string())?;
+            let status: Option<String> = db
+                .value(
+                    "SELECT status FROM runs WHERE id = ?1",
+                    crate::audit::db::vals![&run],
+                )
+                .map_err(|e| e.to_string())?;
+            Ok(Some((run, status.unwrap_or_default())))
         })
         .await
     }
