@@ -142,9 +142,10 @@ both_stores! {
             stderr_of(child)
         };
 
-        // Control: a live lease is not taken while it holds.
+        // Control: a live lease is not taken while it holds; the refusal
+        // says to try later (75, EX_TEMPFAIL), as a fleet's next attempt does.
         let (code, err) = resume(ws.path());
-        assert_eq!(code, 2, "{err}");
+        assert_eq!(code, 75, "{err}");
         let held = format!("its lease held by {}:{}:", hostname(), writer.id());
         assert!(err.contains(&held), "{err}");
         assert_eq!(one::<i64>(&*db, "SELECT attempt FROM runs WHERE id = ?1", &[Val::from(&run)]), 1);
