@@ -33,8 +33,12 @@
 
 #[path = "../benches/support/peers.rs"]
 mod peers;
+#[allow(dead_code)]
+#[path = "common/rng.rs"]
+mod rng;
 
 use peers::CODEX_VERSION;
+use rng::Rng;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -100,57 +104,6 @@ fn codex_setup(codex: &Path) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let link = dir.path().join("apply_patch");
     std::os::unix::fs::symlink(fs::canonicalize(codex).unwrap(), &link).unwrap();
     (dir, link, home)
-}
-
-// ---------------------------------------------------------------------------
-// A seeded generator (splitmix64)
-// ---------------------------------------------------------------------------
-
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn f(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        self.f() < p
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn int(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo + 1) as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.int(0, items.len() - 1)]
-    }
-
-    /// An index drawn with the given weights.
-    fn weighted(&mut self, weights: &[u32]) -> usize {
-        let total: u32 = weights.iter().sum();
-        let mut x = (self.next() % total as u64) as u32;
-        for (i, w) in weights.iter().enumerate() {
-            if x < *w {
-                return i;
-            }
-            x -= w;
-        }
-        unreachable!()
-    }
 }
 
 const WORDS: &[&str] = &[

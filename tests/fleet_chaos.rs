@@ -46,6 +46,7 @@
 mod common;
 
 use common::postgres::PgServer;
+use common::rng::Rng;
 use common::temporal::TemporalServer;
 use common::*;
 use nix::sys::signal::{kill, Signal};
@@ -73,29 +74,6 @@ const HEARTBEAT_TIMEOUT: &str = "4";
 /// from another one's sources while this test runs for minutes).
 fn bin() -> PathBuf {
     std::env::var_os("SLUICE_CHAOS_BIN").map_or_else(sluice_bin, PathBuf::from)
-}
-
-/// SplitMix64: a tiny PRNG, enough to place faults reproducibly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A duration in `[lo, hi)` seconds, at millisecond steps.
-    fn secs(&mut self, lo: f64, hi: f64) -> Duration {
-        let span = ((hi - lo) * 1000.0) as u64;
-        Duration::from_millis((lo * 1000.0) as u64 + self.next() % span.max(1))
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// The script every run runs: `sluice.args` are its id and the loopback

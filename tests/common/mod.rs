@@ -4,6 +4,7 @@
 
 pub mod mcp;
 pub mod postgres;
+pub mod rng;
 pub mod stores;
 pub mod temporal;
 pub mod test_runs;
