@@ -64,6 +64,12 @@ pub fn for_reading(loc: &Location, password: Option<&str>) -> Result<Opened, Str
     opened(loc, password, store::open_existing)
 }
 
+/// [`for_reading`] with the password the credentials give ([`password`]):
+/// how a command that only reads opens the record it is given.
+pub fn to_read(loc: &Location, credentials: Option<&Path>) -> Result<Opened, String> {
+    for_reading(loc, password(loc, credentials).as_deref())
+}
+
 /// The record at `loc`, a SQLite file opened by `sqlite`.
 fn opened(
     loc: &Location,

@@ -175,20 +175,27 @@ pub fn successor(db: &dyn Db, id: &str) -> db::Result<Option<String>> {
 }
 
 #[cfg(feature = "fleet")]
+/// The chain of resumes that starts at run `id`: `id`, the run that
+/// resumed it, the run that resumed that one, and so on to the newest.
+pub fn resumes(db: &dyn Db, id: &str) -> db::Result<Vec<String>> {
+    let mut chain = vec![id.to_string()];
+    // A chain is as long as the resumes made; bounded against a cycle an
+    // edited record could hold.
+    while chain.len() <= 10_000 {
+        match successor(db, chain.last().expect("never empty"))? {
+            Some(next) => chain.push(next),
+            None => break,
+        }
+    }
+    Ok(chain)
+}
+
+#[cfg(feature = "fleet")]
 /// The newest run of the chain of resumes that starts at run `id`: what
 /// continuing `id` now means (resuming an earlier one is refused, so no
 /// call runs twice).
 pub fn newest_resume(db: &dyn Db, id: &str) -> db::Result<String> {
-    let mut at = id.to_string();
-    // A chain is as long as the resumes made; bounded against a cycle an
-    // edited record could hold.
-    for _ in 0..10_000 {
-        match successor(db, &at)? {
-            Some(next) => at = next,
-            None => break,
-        }
-    }
-    Ok(at)
+    Ok(resumes(db, id)?.pop().expect("never empty"))
 }
 
 #[cfg(feature = "fleet")]

@@ -284,8 +284,7 @@ fn opened(db: &Db) -> Result<Opened, String> {
             .map_err(|e| format!("cannot tell the current folder ({e}); give --workspace DIR"))?,
     };
     let at = locate(db.audit.as_deref(), &workspace)?;
-    let password = open::password(&at, db.credentials.as_deref());
-    open::for_reading(&at, password.as_deref())
+    open::to_read(&at, db.credentials.as_deref())
 }
 
 /// `value` as JSON, or `text` of it.

@@ -441,13 +441,11 @@ async fn attempts(
     let (url, run) = (url.to_string(), run.to_string());
     tokio::task::spawn_blocking(move || {
         use crate::audit::{db::vals, location::Location, open};
-        let at = Location::parse(&url)?;
-        let password = open::password(&at, credentials.as_deref());
-        let opened = open::for_reading(&at, password.as_deref())?;
+        let opened = open::to_read(&Location::parse(&url)?, credentials.as_deref())?;
         let db = &*opened.db;
+        let chain = crate::audit::store::resumes(db, &run).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
-        let mut at_run = Some(run.clone());
-        while let Some(id) = at_run.take() {
+        for id in chain {
             let row = db
                 .first(
                     "SELECT status, owner, attempt, (SELECT count(*) FROM calls WHERE run = ?1) FROM runs WHERE id = ?1",
@@ -458,10 +456,6 @@ async fn attempts(
             let (status, owner, attempt, calls): (String, Option<String>, i64, i64) =
                 (row.get(0).map_err(|e| e.to_string())?, row.get(1).map_err(|e| e.to_string())?, row.get(2).map_err(|e| e.to_string())?, row.get(3).map_err(|e| e.to_string())?);
             out.push(json!({"id": id, "status": status, "owner": owner, "attempt": attempt, "calls": calls}));
-            at_run = crate::audit::store::successor(db, &id).map_err(|e| e.to_string())?;
-            if out.len() > 10_000 {
-                break;
-            }
         }
         Ok(out)
     })

@@ -502,8 +502,7 @@ fn prepare(given: &RecordedRun, creds: Option<&Path>, when: Verify) -> Result<Fo
         }
     };
     let at = locate(given.audit.as_deref(), &ws)?;
-    let password = open::password(&at, creds);
-    let store = open::for_reading(&at, password.as_deref())?;
+    let store = open::to_read(&at, creds)?;
     let conn = &*store.db;
     let id = store::find_run(conn, &given.run)?;
     // --force reads a record that may not verify: it is judged first, to

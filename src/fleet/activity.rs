@@ -392,9 +392,7 @@ impl FleetActivities {
         let (audit, credentials) = (self.audit.clone(), self.credentials.clone());
         tokio::task::spawn_blocking(move || {
             use crate::audit::{location::Location, open};
-            let at = Location::parse(&audit)?;
-            let password = open::password(&at, credentials.as_deref());
-            let opened = open::for_reading(&at, password.as_deref())?;
+            let opened = open::to_read(&Location::parse(&audit)?, credentials.as_deref())?;
             read(&*opened.db)
         })
         .await
