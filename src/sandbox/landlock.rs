@@ -456,10 +456,7 @@ impl Grants {
         for root in &writable {
             // A writable tree must exist; landlock cannot grant a name.
             if let Err(e) = std::fs::metadata(root) {
-                return Err(format!(
-                    "landlock: cannot open {} to allow it ({e}); it must exist",
-                    root.display()
-                ));
+                return Err(cannot_open(root, e));
             }
         }
         let mut readable = profile.readable.clone();
@@ -562,13 +559,13 @@ fn add_file_rules(mut created: RulesetCreated, grants: &Grants) -> Result<Rulese
     // that can restrict it.
     let read = AccessFs::from_read(NEWEST) | AccessFs::ResolveUnix;
     for (path, is_dir) in &grants.read {
-        created = add_path(created, path, narrowed(read, *is_dir))?;
+        created = add_listed(created, path, narrowed(read, *is_dir))?;
     }
     for dir in &grants.listed {
-        created = add_path(created, dir, AccessFs::ReadDir.into())?;
+        created = add_listed(created, dir, AccessFs::ReadDir.into())?;
     }
     for (path, is_dir) in &grants.write {
-        created = add_path(created, path, narrowed(AccessFs::from_all(NEWEST), *is_dir))?;
+        created = add_listed(created, path, narrowed(AccessFs::from_all(NEWEST), *is_dir))?;
     }
     for (device, access) in devices() {
         // A container may lack some: nothing to allow then.
@@ -593,17 +590,43 @@ fn narrowed(access: BitFlags<AccessFs>, is_dir: bool) -> BitFlags<AccessFs> {
     }
 }
 
+/// [`add_path`] for what [`split`] found: an entry another process
+/// removed since it was listed (a busy `/tmp`'s neighbours) grants nothing,
+/// as one missing when listed does, rather than failing the command.
+fn add_listed(
+    created: RulesetCreated,
+    path: &Path,
+    access: BitFlags<AccessFs>,
+) -> Result<RulesetCreated, String> {
+    match PathFd::new(path) {
+        Ok(fd) => add_fd(created, path, fd, access),
+        Err(_) if std::fs::symlink_metadata(path).is_err() => Ok(created),
+        Err(e) => Err(cannot_open(path, e)),
+    }
+}
+
 fn add_path(
     created: RulesetCreated,
     path: &Path,
     access: BitFlags<AccessFs>,
 ) -> Result<RulesetCreated, String> {
-    let fd = PathFd::new(path).map_err(|e| {
-        format!(
-            "landlock: cannot open {} to allow it ({e}); it must exist",
-            path.display()
-        )
-    })?;
+    let fd = PathFd::new(path).map_err(|e| cannot_open(path, e))?;
+    add_fd(created, path, fd, access)
+}
+
+fn cannot_open(path: &Path, e: impl std::fmt::Display) -> String {
+    format!(
+        "landlock: cannot open {} to allow it ({e}); it must exist",
+        path.display()
+    )
+}
+
+fn add_fd(
+    created: RulesetCreated,
+    path: &Path,
+    fd: PathFd,
+    access: BitFlags<AccessFs>,
+) -> Result<RulesetCreated, String> {
     created
         .add_rule(PathBeneath::new(fd, access))
         .map_err(|e| format!("landlock: allowing {} failed: {e}", path.display()))

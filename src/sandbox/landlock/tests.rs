@@ -1243,3 +1243,34 @@ fn no_set_id_file_can_be_made_and_ordinary_modes_can() {
     assert_eq!(mode_of(&w.join("src/tool")), 0o755);
     assert_eq!(mode_of(&w.join("src/shared")) & 0o2000, 0o2000);
 }
+
+#[test]
+fn a_neighbour_removed_after_listing_grants_nothing_and_fails_nothing() {
+    // The race a busy /tmp gives: split lists a folder holding a hidden
+    // path, another process removes one of its entries, then the ruleset
+    // opens each entry. The gone entry is skipped; the rest are granted.
+    let d = dirs();
+    let w = canon(d.work.path());
+    std::fs::write(w.join(".env"), "TOKEN=top").unwrap();
+    std::fs::write(w.join("gone"), "x").unwrap();
+    std::fs::write(w.join("kept"), "kept").unwrap();
+    let mut p = workspace(&d, false);
+    p.hidden = vec![w.join(".env")];
+    let grants = Grants::of(&p).unwrap();
+    assert!(grants.read.iter().any(|(g, _)| g == &w.join("gone")));
+    std::fs::remove_file(w.join("gone")).unwrap();
+    let created = Ruleset::default()
+        .handle_access(AccessFs::from_all(NEWEST))
+        .unwrap()
+        .create()
+        .unwrap();
+    assert!(add_file_rules(created, &grants).is_ok());
+    // A named root that is missing is still an error that says so.
+    let created = Ruleset::default()
+        .handle_access(AccessFs::from_all(NEWEST))
+        .unwrap()
+        .create()
+        .unwrap();
+    let err = add_path(created, &w.join("gone"), AccessFs::ReadFile.into()).unwrap_err();
+    assert!(err.contains("it must exist"), "{err}");
+}
