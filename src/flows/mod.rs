@@ -796,6 +796,10 @@ impl crate::audit::FlowFacts for Registry {
     fn starts_jobs(&self, flow: &str) -> bool {
         self.get(flow).is_some_and(|f| f.spec().starts_jobs)
     }
+
+    fn plan<'a>(&self, flow: &str, input: &'a Value) -> Option<&'a Value> {
+        (flow == <update_plan::UpdatePlan as Flow>::SPEC.name).then_some(input)
+    }
 }
 
 /// An input's gist for the audit: the text of `field` (the path, URL or
