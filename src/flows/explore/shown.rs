@@ -160,10 +160,14 @@ pub fn grep(root: &Path, out: &Value, seen: &mut Seen) -> String {
     page.text
 }
 
-/// Any other output as its JSON, cut at [`RESULT_LIMIT`] bytes (at a
-/// character's edge) with a note.
+/// Any other output as its JSON, [`clip`]ped.
 pub fn json(out: &Value) -> String {
-    let text = out.to_string();
+    clip(out.to_string())
+}
+
+/// `text` cut at [`RESULT_LIMIT`] bytes (at a character's edge), with a
+/// note when it was.
+pub fn clip(text: String) -> String {
     if text.len() <= RESULT_LIMIT {
         return text;
     }

@@ -187,7 +187,7 @@ impl Exploration<'_> {
                 (text, false)
             }
             Err(e) => (
-                shown::json(&json!(format!("error {}: {}", e.code.as_str(), e.message))),
+                shown::clip(format!("error {}: {}", e.code.as_str(), e.message)),
                 true,
             ),
         }
