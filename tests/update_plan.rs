@@ -80,3 +80,24 @@ fn a_run_without_a_plan_shows_none() {
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(!show.stdout.contains("PLAN"), "{}", show.stdout);
 }
+
+/// The agent loop offers both new flows like any other: `sluice.tools`
+/// gives each its manifest description and input schema.
+#[test]
+fn sluice_tools_offers_update_plan_and_explore_to_an_agent() {
+    let ws = workspace();
+    let out = lua(
+        &ws,
+        &[],
+        r#"for _, t in ipairs(sluice.tools{"update_plan", "explore"}) do
+  emit({name = t.name, required = t.input.required, described = #t.description > 0})
+end"#,
+    );
+    assert_eq!(
+        out,
+        [
+            json!({"name": "update_plan", "required": ["plan"], "described": true}),
+            json!({"name": "explore", "required": ["prompt"], "described": true}),
+        ]
+    );
+}
