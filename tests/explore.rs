@@ -346,3 +346,76 @@ return { rules = { p.deny("fs:read:${workspace}/secret.txt", "not for models") }
     assert_eq!(out["findings"], json!([]));
     assert_eq!(out["dropped"][0]["citation"], "secret.txt:1");
 }
+
+/// The same bound over Anthropic Messages: every turn before the last
+/// carries the tool results it answers, and the last asks for the answer
+/// with tool_choice none.
+#[test]
+fn max_turns_holds_over_anthropic_messages_too() {
+    use model_server::Api::Anthropic;
+    let ws = project();
+    let server = ModelServer::respond(|req: &Request| {
+        if req.body["tool_choice"]["type"] == "none" {
+            return Anthropic.text(
+                "{\"findings\": [{\"claim\": \"mean is here\", \"evidence\": [\"calc.py:1\"]}]}",
+            );
+        }
+        Anthropic.tools(vec![(
+            &format!("t{}", req.n),
+            "grep",
+            json!({"pattern": "def mean"}),
+        )])
+    });
+    let f: Vec<String> = vec![
+        "--provider".into(),
+        format!("local=anthropic:{}", server.url()),
+        "--approve".into(),
+        "model:call:local/**".into(),
+        "--approve".into(),
+        format!("net:private:{}", server.origin()),
+        "--explore-model".into(),
+        "local/claude".into(),
+    ];
+    let policy = common::policy(
+        &ws,
+        "explore.lua",
+        "return { explore = { provider = \"local\", model = \"claude\", maxTurns = 3 } }",
+    );
+    let mut f = f;
+    f.extend([
+        "--policy".into(),
+        "default".into(),
+        "--policy".into(),
+        policy,
+    ]);
+    let out = explore(&ws, &f);
+    let out = model_server::ok(&out);
+    assert_eq!(
+        (out["turns"].as_u64(), out["stopReason"].as_str()),
+        (Some(3), Some("max_turns"))
+    );
+    // grep showed line 1, so the citation holds.
+    assert_eq!(
+        out["findings"][0]["evidence"][0]["text"], "def mean(values):",
+        "{out}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let results = |r: &Request| {
+        r.body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+            .filter(|b| b["type"] == "tool_result")
+            .count()
+    };
+    assert_eq!(
+        [
+            results(&requests[0]),
+            results(&requests[1]),
+            results(&requests[2])
+        ],
+        [0, 1, 2]
+    );
+}
