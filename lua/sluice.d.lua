@@ -383,6 +383,48 @@
 ---@field evidence string The output's lines (or the host's observation) it rests on.
 ---@field message string What the result does and does not prove.
 
+---@class sluice.UpdatePlanInput
+---@field plan sluice.PlanStep[] The whole plan, in order; at most one step in_progress.
+---@field explanation? string Why the plan is what it is now (optional).
+
+---@class sluice.PlanStep
+---@field step string What the step does, one short sentence.
+---@field status "pending"|"in_progress"|"completed" pending, in_progress or completed.
+
+---@class sluice.UpdatePlanOutput
+---@field output string Always "Plan updated".
+
+---@class sluice.ExploreInput
+---@field prompt string The question about the workspace, e.g. "Where is the retry delay computed?"
+
+---@class sluice.ExploreOutput
+---@field findings sluice.ExploreFinding[] The findings, each with at least one citation the sub-agent was shown.
+---@field dropped sluice.ExploreDropped[] Citations of lines the sub-agent was never shown, and findings left without any.
+---@field turns integer Model calls made.
+---@field stopReason "final"|"max_turns"|"budget" final: the sub-agent answered; max_turns or budget: it was made to answer when its turns or output tokens ran out.
+---@field model string PROVIDER/MODEL the sub-agent ran on.
+---@field usage sluice.ExploreUsage Tokens all its turns used.
+---@field notice? string Why the answer gave no findings, when it could not be read.
+
+---@class sluice.ExploreFinding
+---@field claim string What the sub-agent found.
+---@field evidence sluice.ExploreEvidence[] The cited lines the sub-agent was shown (others are in `dropped`).
+
+---@class sluice.ExploreEvidence
+---@field path string The file, relative to the workspace (absolute outside it).
+---@field line integer The line, 1-based.
+---@field text string The line as the sub-agent was shown it.
+
+---@class sluice.ExploreDropped
+---@field claim string The claim whose citation (or which) was left out.
+---@field reason string Why it was left out.
+---@field citation? string The citation left out, as path:line; absent when the whole finding was.
+
+---@class sluice.ExploreUsage
+---@field inputTokens integer Tokens of input over all turns, cached ones included.
+---@field outputTokens integer Tokens the sub-agent wrote over all turns.
+---@field cachedTokens integer Input tokens served from the provider's prompt cache.
+
 ---@class sluice.JobRead
 ---@field stdout string output since the previous read
 ---@field stderr string
@@ -490,6 +532,16 @@ function sluice.model(input) end
 ---@param input sluice.TestInput
 ---@return sluice.TestOutput?, sluice.Error?
 function sluice.test(input) end
+
+--- Records the agent's plan: each step pending, in_progress or completed, at most one in progress; the latest plan shows in the audit and to MCP clients.
+---@param input sluice.UpdatePlanInput
+---@return sluice.UpdatePlanOutput?, sluice.Error?
+function sluice.update_plan(input) end
+
+--- Explores the workspace with a read-only sub-agent (read, ls, glob, grep) on the operator's model and returns findings, each citing the path:line it was shown.
+---@param input sluice.ExploreInput
+---@return sluice.ExploreOutput?, sluice.Error?
+function sluice.explore(input) end
 
 --- Calls any flow by name ("http-post" or "http_post").
 ---@param name string

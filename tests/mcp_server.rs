@@ -54,6 +54,7 @@ fn tools_list_is_one_tool_per_flow_in_manifest_order_with_hints_from_the_tier() 
                 "webfetch",
                 "websearch",
                 "model",
+                "update_plan",
                 "job_read",
                 "job_wait",
                 "job_kill"
@@ -89,7 +90,11 @@ fn a_policy_that_denies_every_call_of_a_flow_keeps_it_off_the_list_and_flows_nar
         Server::Stdio(ws.path(), &["--policy", "readonly"]),
         &[],
     );
-    assert_eq!(seen["tools"], json!(["read", "ls", "glob", "grep"]));
+    // update_plan asks for nothing, so no policy refuses it.
+    assert_eq!(
+        seen["tools"],
+        json!(["read", "ls", "glob", "grep", "update_plan"])
+    );
     let seen = drive(
         "list",
         "2025-11-25",
@@ -832,4 +837,64 @@ fn the_test_flow_is_served_when_a_runner_is_declared_and_not_listed_without_one(
         !seen["tools"].as_array().unwrap().contains(&json!("test")),
         "{seen}"
     );
+}
+
+/// `update_plan` is a tool, and what it set is what the client reads back
+/// from the `sluice://plan` resource: the plan before any call is empty,
+/// a refused plan changes nothing; `explore` is listed only once a model
+/// is named for it.
+#[test]
+fn the_plan_a_client_sets_is_what_it_reads_back_from_the_plan_resource() {
+    let ws = workspace();
+    let plan = json!({"explanation": "Found it.", "plan": [
+        {"step": "Read the test", "status": "completed"},
+        {"step": "Fix it", "status": "in_progress"}]});
+    for (form, _) in FORMS {
+        let seen = drive(
+            "plan",
+            form,
+            Server::Stdio(ws.path(), &[]),
+            &["--arg", &plan.to_string()],
+        );
+        assert_eq!(
+            seen["resources"],
+            json!([{"uri": "sluice://plan", "name": "plan", "mimeType": "application/json"}]),
+            "{form}"
+        );
+        assert_eq!(seen["before"]["json"], json!({"plan": []}), "{form}");
+        assert_eq!(seen["call"]["isError"], false, "{form}: {seen}");
+        assert_eq!(
+            seen["call"]["structured"],
+            json!({"output": "Plan updated"})
+        );
+        assert_eq!(seen["after"]["mimeType"], "application/json");
+        assert_eq!(seen["after"]["json"], plan, "{form}");
+        assert_eq!(seen["refused"]["isError"], true, "{form}");
+        assert!(
+            seen["refused"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("invalid_input"),
+            "{seen}"
+        );
+        assert_eq!(seen["still"]["json"], plan, "{form}");
+    }
+    let listed = drive(
+        "list",
+        "2026",
+        Server::Stdio(
+            ws.path(),
+            &[
+                "--provider",
+                "local=openai:http://127.0.0.1:9/v1",
+                "--explore-model",
+                "local/m",
+            ],
+        ),
+        &[],
+    );
+    let tools = listed["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("explore")), "{listed}");
+    assert_eq!(listed["annotations"]["explore"]["readOnlyHint"], true);
+    assert_eq!(listed["annotations"]["explore"]["openWorldHint"], true);
 }

@@ -293,8 +293,17 @@ fn a_policy_that_returns_no_table_stops_the_run() {
 #[test]
 fn a_policy_with_an_unknown_key_or_a_bad_field_stops_the_run() {
     assert_load_error("return { rulez = {} }\n", |p| {
-        format!("policy {p}: unknown key rulez; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}}")
+        format!("policy {p}: unknown key rulez; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, explore = {{provider = ..., model = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}}")
     });
+    assert_load_error("return { explore = \"local/m\" }\n", |p| {
+        format!("policy {p}: `explore` is a string; it is a table: explore = {{provider = \"local\", model = \"qwen3-coder\", maxTurns = 10}}")
+    });
+    assert_load_error(
+        "return { explore = { provider = \"local\", model = \"m\", turns = 3 } }\n",
+        |p| {
+            format!("policy {p}: explore.turns is not a field of explore; its fields are provider, model, maxTurns, maxOutputTokens: explore = {{provider = \"local\", model = \"qwen3-coder\", maxTurns = 10, maxOutputTokens = 16000}}")
+        },
+    );
     assert_load_error("return { otherwise = \"allow\" }\n", |p| {
         format!("policy {p}: `otherwise` is \"allow\"; it is \"ask\" (the default) or \"deny\"")
     });

@@ -66,6 +66,13 @@ pub trait FlowFacts {
     /// Whether a call of `flow` may start a background job, whose id its
     /// output carries.
     fn starts_jobs(&self, flow: &str) -> bool;
+
+    /// The plan a call of `flow` with `input` set, when it sets one
+    /// (`update_plan`'s input: `{explanation, plan = {{step, status}}}`):
+    /// `sluice audit show` shows the run's latest.
+    fn plan<'a>(&self, _flow: &str, _input: &'a Value) -> Option<&'a Value> {
+        None
+    }
 }
 
 /// The environment variable that names the audit database.

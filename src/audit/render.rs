@@ -92,8 +92,14 @@ pub fn write_show(
     out: &mut dyn std::io::Write,
 ) -> Result<(), String> {
     let mut summary = Summary::default();
+    let mut plan = None;
     calls.each(&mut |c| {
         summary.add(&c);
+        if c.outcome == Outcome::Ok {
+            if let Some(p) = facts.plan(&c.flow, &c.input) {
+                plan = Some(plan_section(c.n, p));
+            }
+        }
         Ok(())
     })?;
     let mut text = render_header(run, &summary);
@@ -104,7 +110,34 @@ pub fn write_show(
     }
     put(out, &text)?;
     write_timeline(run, calls, &summary, facts, out)?;
+    if let Some(plan) = plan {
+        put(out, &plan)?;
+    }
     put(out, &footer(run, &summary))
+}
+
+/// The run's latest plan, set by call `#n`: its explanation, then each
+/// step with its status (`[x]` completed, `[>]` in progress, `[ ]`
+/// pending).
+fn plan_section(n: i64, plan: &Value) -> String {
+    let mut out = format!("\nPLAN (latest, set by call #{n})");
+    if let Some(why) = plan["explanation"].as_str().filter(|w| !w.is_empty()) {
+        let _ = write!(out, ": {}", one_line(why));
+    }
+    out.push('\n');
+    let none = Vec::new();
+    for step in plan["plan"].as_array().unwrap_or(&none) {
+        let status = step["status"].as_str().unwrap_or_default();
+        let mark = match status {
+            "completed" => "[x]",
+            "in_progress" => "[>]",
+            _ => "[ ]",
+        };
+        let text = one_line(step["step"].as_str().unwrap_or_default());
+        let _ = writeln!(out, "  {mark} {text} ({status})");
+    }
+    out.push('\n');
+    out
 }
 
 fn put(out: &mut dyn std::io::Write, text: &str) -> Result<(), String> {

@@ -147,7 +147,8 @@ mod tests {
     #[test]
     fn real_calls_return_what_the_output_schemas_say() {
         let ws = tempfile::tempdir().unwrap();
-        let origin = serve(5);
+        // explore's sub-agent asks for a read on each of its 10 turns.
+        let origin = serve(5 + 10);
         let searxng = crate::net::search::Searxng::new(origin.parse().unwrap()).unwrap();
         // The default policy, so that commands run confined and report it;
         // loopback is net:private, which only an exact grant opens, and a
@@ -159,6 +160,7 @@ mod tests {
             .approve(format!("net:post:{origin}"))
             .provider(format!("local=openai:{origin}/v1"))
             .approve("model:call:local/*")
+            .explore_model("local/m")
             .test_runner(json!({"command": "printf 'ok 1 - a\\nnot ok 2 - b\\n1..2\\n'; false"}))
             .build()
             .unwrap();
@@ -194,6 +196,11 @@ mod tests {
                 json!({"provider": "local", "model": "m", "messages": [{"role": "user", "content": "hi"}]}),
             ),
             ("test", json!({"selection": ["a"]})),
+            (
+                "update_plan",
+                json!({"plan": [{"step": "look", "status": "in_progress"}]}),
+            ),
+            ("explore", json!({"prompt": "what is in a.txt?"})),
         ];
         let registry = Registry::standard();
         let called: std::collections::BTreeSet<&str> = calls.iter().map(|(f, _)| *f).collect();

@@ -125,6 +125,10 @@ pub struct ResumeArgs {
     /// repeatable); providers the run's policies declare are there already.
     #[arg(long, value_name = "NAME=API:URL")]
     pub provider: Vec<String>,
+    /// The model explore's sub-agent runs on in the live part of the run, as `sluice run
+    /// --explore-model` (PROVIDER/MODEL).
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    pub explore_model: Option<String>,
     /// The credentials file, as `sluice run --credentials`.
     #[arg(long, value_name = "FILE")]
     pub credentials: Option<PathBuf>,
@@ -315,6 +319,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             search: None,
             credentials: args.credentials,
             provider: args.provider,
+            explore_model: args.explore_model,
             // The record is given to the builder below, as opened.
             audit: None,
             no_audit: false,

@@ -111,6 +111,11 @@ pub struct RunOptions {
     /// URL also needs its exact net:private:ORIGIN grant.
     #[arg(long, value_name = "NAME=API:URL")]
     pub provider: Vec<String>,
+    /// The model sluice.explore's read-only sub-agent runs on: PROVIDER/MODEL, the provider from
+    /// --provider or a policy's providers (over a policy's `explore`, whose maxTurns and
+    /// maxOutputTokens it keeps). Its calls need model:call:PROVIDER/MODEL.
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    pub explore_model: Option<String>,
     /// Record the run here: a SQLite file's path (or sqlite:PATH), or postgres://USER@HOST:PORT/DB
     /// [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db]. A PostgreSQL password comes from
     /// the credential named `audit` (--credentials, SLUICE_CREDENTIAL_AUDIT), PGPASSWORD or
@@ -309,6 +314,9 @@ pub(crate) fn options(args: &RunOptions) -> Result<RuntimeBuilder, String> {
     }
     for p in &args.provider {
         builder = builder.provider(p);
+    }
+    if let Some(m) = &args.explore_model {
+        builder = builder.explore_model(m);
     }
     if let Some(text) = &args.search {
         let store = match &args.credentials {

@@ -12,6 +12,7 @@ pub mod deadline;
 pub mod edit;
 #[cfg(test)]
 pub(crate) mod example;
+pub mod explore;
 pub mod fetch;
 pub mod files;
 pub mod glob;
@@ -28,6 +29,7 @@ pub mod region;
 pub mod shape;
 pub mod shell_command;
 pub mod test;
+pub mod update_plan;
 pub mod walk;
 pub mod webfetch;
 pub mod websearch;
@@ -134,6 +136,8 @@ pub struct Context {
     pub inner: Option<Inner>,
     /// The test flow's runner, as the policy (or the embedder) declared it.
     pub tests: Option<Arc<test::Runner>>,
+    /// The model `explore`'s sub-agent runs on, as the operator named it.
+    pub explore: Option<Arc<explore::Config>>,
     /// The wider sandbox the person granted this call's command this once
     /// ([`Context::ask_wider`]); `None` for every other call.
     pub widened: Option<Widened>,
@@ -239,6 +243,7 @@ impl Context {
             abort: None,
             inner: None,
             tests: None,
+            explore: None,
             widened: None,
         }
     }
@@ -726,6 +731,8 @@ impl Registry {
         r.add::<websearch::WebSearch>();
         r.add::<model::Model>();
         r.add::<test::Test>();
+        r.add::<update_plan::UpdatePlan>();
+        r.add::<explore::Explore>();
         r
     }
 
@@ -788,6 +795,10 @@ impl crate::audit::FlowFacts for Registry {
 
     fn starts_jobs(&self, flow: &str) -> bool {
         self.get(flow).is_some_and(|f| f.spec().starts_jobs)
+    }
+
+    fn plan<'a>(&self, flow: &str, input: &'a Value) -> Option<&'a Value> {
+        (flow == <update_plan::UpdatePlan as Flow>::SPEC.name).then_some(input)
     }
 }
 

@@ -787,6 +787,22 @@ impl Kernel {
         Ok(found)
     }
 
+    /// The explore flow's model, as the one policy that declares `explore`
+    /// wrote it, with that policy's name; two policies declaring one is an
+    /// error (which model reads the workspace must not depend on load
+    /// order).
+    pub fn explore(&self) -> Result<Option<(String, serde_json::Value)>, String> {
+        let mut found: Option<(String, serde_json::Value)> = None;
+        for p in self.policies.borrow().iter() {
+            let Some(table) = p.explore() else { continue };
+            if let Some((first, _)) = &found {
+                return Err(format!("policy {} declares `explore`, and so does policy {first}; declare explore's model in one policy", p.name()));
+            }
+            found = Some((p.name(), table));
+        }
+        Ok(found)
+    }
+
     /// Asks the `test.judge` function of policy `policy` about `run`
     /// (see [`Policy::judge`]).
     pub fn judge(

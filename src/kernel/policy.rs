@@ -222,6 +222,8 @@ struct Loaded {
     /// function, is `{lua = "file:line"}` here and kept in `judge`).
     test: Option<Value>,
     judge: Option<Function>,
+    /// `explore`: the explore flow's model and bounds, as written.
+    explore: Option<Value>,
     otherwise: Decision,
     /// `limits`: the resources each command may use.
     limits: ResourceLimits,
@@ -470,6 +472,11 @@ impl Policy {
         self.loaded.as_ref().ok().and_then(|l| l.test.clone())
     }
 
+    /// The policy's `explore` declaration, as written.
+    pub fn explore(&self) -> Option<Value> {
+        self.loaded.as_ref().ok().and_then(|l| l.explore.clone())
+    }
+
     /// Calls the `test.judge` function with `run` (the finished run, as
     /// the test flow describes it): `Ok(None)` when there is no function
     /// or it returned nil, else what it returned, as JSON.
@@ -596,6 +603,13 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
         .map_err(|e| format!("policy {name}: {e}"))?,
         test: test.0,
         judge: test.1,
+        explore: parse_table(
+            &lua,
+            &table,
+            "explore",
+            "explore = {provider = \"local\", model = \"qwen3-coder\", maxTurns = 10}",
+        )
+        .map_err(|e| format!("policy {name}: {e}"))?,
         limits: parse_limits(&table).map_err(|e| format!("policy {name}: {e}"))?,
         ask_timeout: parse_ask_timeout(&table).map_err(|e| format!("policy {name}: {e}"))?,
         _lua: lua,
@@ -686,13 +700,14 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
                 | "containers"
                 | "providers"
                 | "test"
+                | "explore"
                 | "otherwise"
                 | "limits"
                 | "askTimeoutMs"
         );
         if !known {
             return Err(format!(
-                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}}",
+                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, explore = {{provider = ..., model = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}}",
                 key.to_string().unwrap_or_else(|_| key.type_name().to_string())
             ));
         }
@@ -770,6 +785,27 @@ fn parse_declarations(
         out.insert(name, json);
     }
     Ok(out)
+}
+
+/// A table a flow's layer reads (`explore`), as JSON; `example` shows
+/// its shape in messages.
+fn parse_table(
+    lua: &Lua,
+    table: &Table,
+    key: &str,
+    example: &str,
+) -> Result<Option<Value>, String> {
+    match table.get::<LuaValue>(key).map_err(|e| e.to_string())? {
+        LuaValue::Nil => Ok(None),
+        t @ LuaValue::Table(_) => lua
+            .from_value(t)
+            .map(Some)
+            .map_err(|e| format!("{key}: {e}")),
+        other => Err(format!(
+            "`{key}` is {}; it is a table: {example}",
+            a(other.type_name())
+        )),
+    }
 }
 
 /// The `limits` table: each key a limit's name, each value a whole number

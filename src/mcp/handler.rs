@@ -11,8 +11,9 @@ use crate::kernel::approval::Shared;
 use crate::runtime::{Caller, Incoming, Outcome, Tool as Runs};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitResult, Implementation,
-    InputRequest, InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    InputRequest, InputRequests, InputRequiredResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -51,6 +52,9 @@ struct Inner {
     /// The open questions of requests that belong to no session (2026
     /// requests over HTTP), counted together.
     sessionless: Arc<Open>,
+    /// The plan shared by every client (`--shared-run`, and 2026 requests
+    /// over HTTP).
+    plan: super::plan::Latest,
 }
 
 /// One client, as its jobs and answers for the run belong to it.
@@ -63,6 +67,8 @@ struct Session {
     http: bool,
     /// Its open questions.
     open: Arc<Open>,
+    /// The latest plan it set (`sluice://plan`).
+    plan: super::plan::Latest,
 }
 
 impl Session {
@@ -71,6 +77,7 @@ impl Session {
             id: asks::unguessable(),
             http,
             open: Arc::default(),
+            plan: Default::default(),
         })
     }
 }
@@ -87,6 +94,7 @@ impl Server {
                 suspended: Suspended::default(),
                 shared_run,
                 sessionless: Arc::default(),
+                plan: Default::default(),
             }),
             session: Session::new(false),
         }
@@ -118,6 +126,16 @@ impl Server {
         };
         (Some(self.session.id.clone()), shares, open)
     }
+
+    /// Where a request of this session (`modern`: of the 2026 protocol)
+    /// keeps and reads its plan: the run's when the run is shared or the
+    /// request belongs to no session, else its session's.
+    fn plan(&self, modern: bool) -> &super::plan::Latest {
+        match self.inner.shared_run || (modern && self.session.http) {
+            true => &self.inner.plan,
+            false => &self.session.plan,
+        }
+    }
 }
 
 /// A call under way on the run's thread, as its handler follows it.
@@ -133,9 +151,14 @@ struct Live {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("sluice", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("sluice", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -144,6 +167,27 @@ impl ServerHandler for Server {
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.inner.catalog.tools()))
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(vec![
+            super::plan::resource(),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        self.plan(modern).read(&request.uri).map(Into::into)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -315,6 +359,7 @@ impl Server {
                 }
                 outcome = &mut live.reply => {
                     let outcome = outcome.unwrap_or_else(|_| Outcome::Raised("the run ended before the call did".into()));
+                    self.plan(modern).note(&live.runs, args, &outcome);
                     if let (Some(token), Ok(piece)) = (&token, live.progress.try_recv()) {
                         relay(&ctx, token, &mut live, piece).await;
                     }

@@ -22,6 +22,7 @@ mod catalog;
 mod handler;
 mod http;
 mod peer;
+mod plan;
 mod render;
 pub mod token;
 

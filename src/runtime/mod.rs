@@ -138,6 +138,7 @@ pub struct RuntimeBuilder {
     sealed: Option<(String, Option<String>)>,
     providers: Vec<String>,
     test_runner: Option<serde_json::Value>,
+    explore_model: Option<String>,
     credentials: Option<PathBuf>,
     name: Option<String>,
     run_id: Option<String>,
@@ -228,6 +229,14 @@ impl RuntimeBuilder {
     /// that is set. Providers a policy declares join it.
     pub fn provider(mut self, spec: impl Into<String>) -> Self {
         self.providers.push(spec.into());
+        self
+    }
+
+    /// The model `explore`'s sub-agent runs on: `PROVIDER/MODEL`
+    /// (`sluice run --explore-model`), over a policy's `explore` (whose
+    /// bounds it keeps).
+    pub fn explore_model(mut self, spec: impl Into<String>) -> Self {
+        self.explore_model = Some(spec.into());
         self
     }
 
@@ -594,6 +603,7 @@ impl RuntimeBuilder {
         ctx.credentials = Arc::new(store.clone());
         ctx.models = Arc::new(providers(&gate.kernel, store, &self.providers)?);
         ctx.tests = test_runner(&gate.kernel, self.test_runner.as_ref(), &workspace)?.map(Arc::new);
+        ctx.explore = explore_model(&gate.kernel, self.explore_model.as_deref())?.map(Arc::new);
         let core = Core::new(registry, gate, ctx, audit)
             .with_limits(
                 self.max_procs
@@ -1115,6 +1125,28 @@ fn declared_runner(
         (Some((policy, table)), None) => crate::flows::test::Runner::declared(&format!("policy {policy}"), &table).map(Some).map_err(fail),
         (None, Some(table)) => crate::flows::test::Runner::declared("the embedder's test runner", table).map(Some).map_err(fail),
         (None, None) => Ok(None),
+    }
+}
+
+/// The explore flow's model: `--explore-model` over the one policy's
+/// `explore`, or either alone.
+fn explore_model(
+    kernel: &Kernel,
+    flag: Option<&str>,
+) -> Result<Option<crate::flows::explore::Config>, BuildError> {
+    use crate::flows::explore::Config;
+    let declared = kernel
+        .explore()
+        .and_then(|d| {
+            d.map(|(policy, t)| Config::declared(&format!("policy {policy}"), &t))
+                .transpose()
+        })
+        .map_err(|m| BuildError::new(BuildErrorKind::Policy, m))?;
+    match flag {
+        Some(flag) => Config::from_flag(flag, declared)
+            .map(Some)
+            .map_err(|m| BuildError::new(BuildErrorKind::Provider, m)),
+        None => Ok(declared),
     }
 }
 

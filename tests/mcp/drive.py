@@ -140,6 +140,27 @@ async def scenario_call(a):
         return {"protocol": c.protocol_version, "results": results, "asked": asked}
 
 
+async def scenario_plan(a):
+    """The plan resource: listed, read before and after update_plan (--arg
+    is its input), then a refused update_plan leaves it as it was."""
+    spec = json.loads(a.arg)
+    async with connect(a) as c:
+        listed = (await c.list_resources()).resources
+
+        async def read():
+            r = await c.read_resource("sluice://plan")
+            return {"mimeType": r.contents[0].mime_type, "json": json.loads(r.contents[0].text)}
+
+        out = {"resources": [{"uri": str(r.uri), "name": r.name, "mimeType": r.mime_type} for r in listed]}
+        out["before"] = await read()
+        out["call"] = seen(await c.call_tool("update_plan", spec))
+        out["after"] = await read()
+        bad = {"plan": [{"step": "a", "status": "in_progress"}, {"step": "b", "status": "in_progress"}]}
+        out["refused"] = seen(await c.call_tool("update_plan", bad))
+        out["still"] = await read()
+        return out
+
+
 async def scenario_progress(a):
     spec = json.loads(a.arg)
     notes = []
