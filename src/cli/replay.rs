@@ -315,6 +315,8 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             search: None,
             credentials: args.credentials,
             provider: args.provider,
+            // A resume's servers are its policies' `lsp` tables.
+            lsp: Vec::new(),
             // The record is given to the builder below, as opened.
             audit: None,
             no_audit: false,

@@ -111,6 +111,12 @@ pub struct RunOptions {
     /// URL also needs its exact net:private:ORIGIN grant.
     #[arg(long, value_name = "NAME=API:URL")]
     pub provider: Vec<String>,
+    /// A language server for sluice.lsp and the diagnostics write, edit and apply_patch return:
+    /// NAME=EXTENSIONS:COMMAND (repeatable), e.g. --lsp 'python=.py,.pyi:basedpyright-langserver
+    /// --stdio'; the command is split at spaces and run confined, never by a shell. A policy's
+    /// `lsp` table declares servers with every option (docs/policies.md).
+    #[arg(long, value_name = "NAME=EXTS:COMMAND")]
+    pub lsp: Vec<String>,
     /// Record the run here: a SQLite file's path (or sqlite:PATH), or postgres://USER@HOST:PORT/DB
     /// [default: $SLUICE_AUDIT, else WORKSPACE/.sluice/audit.db]. A PostgreSQL password comes from
     /// the credential named `audit` (--credentials, SLUICE_CREDENTIAL_AUDIT), PGPASSWORD or
@@ -309,6 +315,9 @@ pub(crate) fn options(args: &RunOptions) -> Result<RuntimeBuilder, String> {
     }
     for p in &args.provider {
         builder = builder.provider(p);
+    }
+    for l in &args.lsp {
+        builder = builder.lsp_server(l);
     }
     if let Some(text) = &args.search {
         let store = match &args.credentials {
