@@ -101,6 +101,29 @@ pub async fn after_change(ctx: &Context, path: &Path) -> Option<Diagnostics> {
     })
 }
 
+/// [`after_change`] for every file a change touched (a patch's), as one:
+/// `timeout` if any timed out (so it never looks clean), else `errors` if
+/// any has errors (at most [`MAX_ERRORS`] in all), else `clean` if any was
+/// checked, else `unchecked`.
+pub async fn after_changes(ctx: &Context, paths: &[std::path::PathBuf]) -> Option<Diagnostics> {
+    ctx.lsp.as_ref()?;
+    let mut all = Vec::new();
+    for path in paths {
+        all.extend(after_change(ctx, path).await);
+    }
+    let has = |s: Status| all.iter().any(|d| d.status == s);
+    let status = [Status::Timeout, Status::Errors, Status::Clean]
+        .into_iter()
+        .find(|s| has(*s))
+        .unwrap_or(Status::Unchecked);
+    let errors = all
+        .into_iter()
+        .flat_map(|d| d.errors)
+        .take(MAX_ERRORS)
+        .collect();
+    Some(Diagnostics { status, errors })
+}
+
 /// The server's diagnostics of `path` as sent in `doc`, raw.
 pub async fn collect(
     server: &Server,
