@@ -604,7 +604,7 @@ impl RuntimeBuilder {
         ctx.credentials = Arc::new(store.clone());
         ctx.models = Arc::new(providers(&gate.kernel, store, &self.providers)?);
         ctx.tests = test_runner(&gate.kernel, self.test_runner.as_ref(), &workspace)?.map(Arc::new);
-        ctx.lsp = lsp_servers(&gate.kernel, &self.lsp)?.map(Arc::new);
+        ctx.lsp = lsp_servers(&gate.kernel, &self.lsp, &workspace)?.map(Arc::new);
         let core = Core::new(registry, gate, ctx, audit)
             .with_limits(
                 self.max_procs
@@ -1100,9 +1100,14 @@ fn providers(
 fn lsp_servers(
     kernel: &Kernel,
     flags: &[String],
+    workspace: &Path,
 ) -> Result<Option<crate::flows::langserver::Servers>, BuildError> {
-    let declared = crate::flows::langserver::declare::all(&kernel.lsp(), flags)
-        .map_err(|m| BuildError::new(BuildErrorKind::Policy, m))?;
+    let fail = |m| BuildError::new(BuildErrorKind::Policy, m);
+    let declared = crate::flows::langserver::declare::all(&kernel.lsp(), flags).map_err(fail)?;
+    let path = std::env::var("PATH").ok();
+    for d in &declared {
+        d.refuse(workspace, path.as_deref()).map_err(fail)?;
+    }
     Ok((!declared.is_empty()).then(|| crate::flows::langserver::Servers::new(declared)))
 }
 

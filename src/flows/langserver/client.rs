@@ -31,6 +31,8 @@ pub enum Failure {
 pub struct Publish {
     /// The publish's place among every publish of this connection.
     pub seq: u64,
+    /// How many publishes for this document came, this one included.
+    pub count: u64,
     /// The document version it is for, when the server says.
     pub version: Option<i64>,
     pub diagnostics: Vec<Value>,
@@ -274,14 +276,18 @@ fn publish(shared: &Shared, params: &Value) {
         .cloned()
         .unwrap_or_default();
     let seq = *shared.changed.borrow() + 1;
-    lock(&shared.published).insert(
+    let mut published = lock(&shared.published);
+    let count = published.get(&uri).map_or(0, |p| p.count) + 1;
+    published.insert(
         uri,
         Publish {
             seq,
+            count,
             version: params["version"].as_i64(),
             diagnostics,
         },
     );
+    drop(published);
     shared.changed.send_replace(seq);
 }
 

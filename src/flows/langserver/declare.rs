@@ -174,38 +174,65 @@ impl Declared {
     }
 
     /// Refuses what the server may not be started as: a launcher (the
-    /// program is then whatever its arguments say), or a program inside
-    /// the workspace (a file the agent can write). `path` is the `PATH`
-    /// the server is looked up in.
-    pub fn check_program(&self, workspace: &Path, path: Option<&str>) -> Result<PathBuf, String> {
+    /// program is then whatever its arguments say), or a program or
+    /// script inside the workspace (a file the run's calls can write).
+    /// `path` is the `PATH` the program is looked up in; a program not
+    /// found is refused only when it is started ([`Declared::program`]).
+    pub fn refuse(&self, workspace: &Path, path: Option<&str>) -> Result<(), String> {
         let program = &self.command[0];
-        let field = format!("{}: lsp.{}.command", self.from, self.name);
+        let field = self.field();
         let base = program.rsplit('/').next().unwrap_or(program);
         if LAUNCHERS.contains(&base) || self.command.iter().skip(1).any(|a| a == "-c") {
             return Err(format!(
                 "{field} starts {program}, a launcher that runs whatever its arguments name; name the language server's own program instead (e.g. {{\"basedpyright-langserver\", \"--stdio\"}})"
             ));
         }
+        // The server starts in the workspace: a relative program with a
+        // slash is found there.
+        let found = match Path::new(program) {
+            p if p.is_relative() && program.contains('/') => Some(workspace.join(p)),
+            _ => self.program(path).ok(),
+        };
+        let args = self
+            .command
+            .iter()
+            .skip(1)
+            .map(|a| workspace.join(a))
+            .filter(|p| p.is_file());
+        for file in found.into_iter().chain(args) {
+            let real = std::fs::canonicalize(&file).unwrap_or(file);
+            if real.starts_with(workspace) {
+                return Err(format!(
+                    "{field}: {} is inside the workspace, which the run's calls can write; install the server outside the workspace and name that program",
+                    real.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The program the server is started as, found in `path` when its
+    /// name has no slash.
+    pub fn program(&self, path: Option<&str>) -> Result<PathBuf, String> {
+        let program = &self.command[0];
         let found = if program.contains('/') {
-            Some(PathBuf::from(program))
+            Some(PathBuf::from(program)).filter(|p| p.is_file())
         } else {
             std::env::split_paths(path.unwrap_or_default())
                 .map(|d| d.join(program))
                 .find(|p| p.is_file())
         };
-        let Some(found) = found else {
-            return Err(format!(
-                "{field}: {program} is not installed (not found in PATH); install it or give its absolute path"
-            ));
-        };
-        let real = std::fs::canonicalize(&found).unwrap_or(found);
-        if real.starts_with(workspace) {
-            return Err(format!(
-                "{field}: {} is inside the workspace, which the run's calls can write; install the server outside the workspace and name that program",
-                real.display()
-            ));
-        }
-        Ok(real)
+        found.ok_or_else(|| {
+            format!(
+                "{}: {program} is not installed (not found{}); install it or give its absolute path",
+                self.field(),
+                if program.contains('/') { "" } else { " in PATH" }
+            )
+        })
+    }
+
+    fn field(&self) -> String {
+        format!("{}: lsp.{}.command", self.from, self.name)
     }
 
     /// Whether it serves `path` (by its name's ending).
@@ -362,7 +389,7 @@ mod tests {
                 &json!({"command": command, "extensions": [".x"]}),
             )
             .unwrap();
-            let e = d.check_program(&ws, Some("/usr/bin:/bin")).unwrap_err();
+            let e = d.refuse(&ws, Some("/usr/bin:/bin")).unwrap_err();
             assert!(e.contains("a launcher"), "{e}");
         }
         let d = Declared::from_table(
@@ -371,7 +398,15 @@ mod tests {
             &json!({"command": [mine.display().to_string()], "extensions": [".x"]}),
         )
         .unwrap();
-        let e = d.check_program(&ws, None).unwrap_err();
+        let e = d.refuse(&ws, None).unwrap_err();
+        assert!(e.contains("is inside the workspace"), "{e}");
+        let d = Declared::from_table(
+            "--lsp",
+            "x",
+            &json!({"command": ["/usr/bin/python3", "server"], "extensions": [".x"]}),
+        )
+        .unwrap();
+        let e = d.refuse(&ws, None).unwrap_err();
         assert!(e.contains("is inside the workspace"), "{e}");
     }
 

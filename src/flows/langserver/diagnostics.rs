@@ -171,9 +171,12 @@ async fn pushed(
     let mut publishes = client.publishes();
     let mut ended = client.ended();
     loop {
+        // Without a version, a publish answers the last send when it is
+        // the first after it, or the second when the send before had no
+        // answer yet (that one may be its).
         let newer = |p: &Publish| match p.version {
             Some(v) => v >= doc.version,
-            None => p.seq > doc.mark,
+            None => p.seq > doc.mark && p.count > doc.count + u64::from(doc.pending),
         };
         if let Some(p) = client.published(uri).filter(newer) {
             return Ok(p);

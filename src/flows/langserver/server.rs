@@ -37,6 +37,8 @@ struct Slot {
     live: Option<Arc<Server>>,
     /// How many times it was started.
     starts: u32,
+    /// Why it is not started again, once it died after its restart.
+    given_up: Option<FlowError>,
 }
 
 /// One running server.
@@ -69,6 +71,11 @@ pub struct Doc {
     pub text: String,
     /// The last publish's `seq` when it was last sent.
     pub mark: u64,
+    /// How many publishes for it had come when it was last sent.
+    pub count: u64,
+    /// Whether the publish answering the send before had not come yet:
+    /// then the first publish after this send may answer that one.
+    pub pending: bool,
 }
 
 impl Servers {
@@ -95,6 +102,9 @@ impl Servers {
     pub async fn get(&self, ctx: &Context, decl: &Declared) -> FlowResult<Arc<Server>> {
         let mut slots = self.slots.lock().await;
         let slot = slots.entry(decl.name.clone()).or_default();
+        if let Some(why) = &slot.given_up {
+            return Err(why.clone());
+        }
         if let Some(live) = &slot.live {
             if live.alive() {
                 return Ok(live.clone());
@@ -135,10 +145,9 @@ impl Server {
             FlowError::new(ErrorCode::CommandFailed, m).with("server", decl.name.clone())
         };
         let path_var = std::env::var("PATH").ok();
-        decl.check_program(&ctx.workspace, path_var.as_deref())
-            .map_err(|m| {
-                FlowError::new(ErrorCode::Unsupported, m).with("server", decl.name.clone())
-            })?;
+        decl.refuse(&ctx.workspace, path_var.as_deref())
+            .and_then(|()| decl.program(path_var.as_deref()))
+            .map_err(failed)?;
         let argv = crate::exec::CommandLine::Argv(decl.command.iter().map(Into::into).collect());
         let mut req = ctx.exec.request(argv, ctx.call_seq);
         req.cwd = Some(ctx.workspace.clone());
@@ -245,7 +254,9 @@ impl Server {
     pub fn sync(&self, path: &Path, text: &str, save: bool) -> Doc {
         let uri = convert::uri_of(path);
         let mark = *self.client.publishes().borrow();
+        let count = self.client.published(&uri).map_or(0, |p| p.count);
         let mut docs = self.docs.lock().unwrap_or_else(|e| e.into_inner());
+        let pending = docs.get(path).is_some_and(|d| count <= d.count);
         let doc = match docs.get(path) {
             None => {
                 self.client.watch(&uri);
@@ -257,6 +268,8 @@ impl Server {
                     version: 1,
                     text: text.to_string(),
                     mark,
+                    count,
+                    pending: false,
                 }
             }
             Some(doc) if doc.text == text && !save => return doc.clone(),
@@ -270,6 +283,8 @@ impl Server {
                     version,
                     text: text.to_string(),
                     mark,
+                    count,
+                    pending,
                 }
             }
         };
