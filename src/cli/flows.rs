@@ -148,6 +148,15 @@ mod tests {
     fn real_calls_return_what_the_output_schemas_say() {
         let ws = tempfile::tempdir().unwrap();
         let origin = serve(5);
+        // The tests' well-behaved language server, for `lsp`.
+        let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lsp");
+        std::fs::write(ws.path().join("x.fake"), "one\n").unwrap();
+        let policies = tempfile::tempdir().unwrap();
+        let lsp_policy = policies.path().join("lsp.lua");
+        std::fs::write(&lsp_policy, format!(
+            "local p = require(\"sluice.policy\")\nreturn {{ rules = {{ p.allow(\"fs:read:{fake}/**\") }}, \
+             lsp = {{ fake = {{ command = {{\"/usr/bin/python3\", \"{fake}/fake_server.py\", \"good\"}}, extensions = {{\".fake\"}} }} }} }}\n"
+        )).unwrap();
         let searxng = crate::net::search::Searxng::new(origin.parse().unwrap()).unwrap();
         // The default policy, so that commands run confined and report it;
         // loopback is net:private, which only an exact grant opens, and a
@@ -160,6 +169,8 @@ mod tests {
             .provider(format!("local=openai:{origin}/v1"))
             .approve("model:call:local/*")
             .test_runner(json!({"command": "printf 'ok 1 - a\\nnot ok 2 - b\\n1..2\\n'; false"}))
+            .policy(crate::kernel::policy::shipped("default").unwrap())
+            .policy(crate::kernel::policy::Source::File(lsp_policy))
             .build()
             .unwrap();
         let patch = "*** Begin Patch\n*** Add File: b.txt\n+b\n*** End Patch";
@@ -194,6 +205,10 @@ mod tests {
                 json!({"provider": "local", "model": "m", "messages": [{"role": "user", "content": "hi"}]}),
             ),
             ("test", json!({"selection": ["a"]})),
+            (
+                "lsp",
+                json!({"operation": "hover", "path": "x.fake", "line": 1, "character": 1}),
+            ),
         ];
         let registry = Registry::standard();
         let called: std::collections::BTreeSet<&str> = calls.iter().map(|(f, _)| *f).collect();

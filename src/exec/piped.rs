@@ -9,7 +9,6 @@ use super::process::{end_group, forget_group, launch, signal_group, Launched, Pi
 use super::{SpawnFailure, Spec};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use std::process::ExitStatus;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -80,16 +79,6 @@ pub fn spawn(spec: Spec) -> Result<Piped, SpawnFailure> {
 }
 
 impl Piped {
-    /// The command's pid (its process group's id).
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// Waits for the command's own process to end (cancel-safe).
-    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        self.child.wait().await
-    }
-
     /// Stops the command: its standard input closed, then TERM to its
     /// group after `patience` if it has not ended by itself, then KILL
     /// after `grace`; returns once nothing of it runs.

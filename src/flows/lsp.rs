@@ -198,7 +198,7 @@ impl Flow for Lsp {
             let server = servers.get(ctx, &decl).await?;
             match self.ask(ctx, &server, limit).await {
                 Err(Asked::Died(_)) if attempt == 1 => continue,
-                Err(Asked::Died(why)) => return Err(server.crashed(&why)),
+                Err(Asked::Died(e)) => return Err(e),
                 Err(Asked::Failed(e)) => return Err(e),
                 Ok(result) => {
                     return Ok(Output {
@@ -213,8 +213,8 @@ impl Flow for Lsp {
 
 /// Why a question got no answer.
 enum Asked {
-    /// The server died meanwhile: why.
-    Died(String),
+    /// The server died meanwhile (`command_failed` with its stderr).
+    Died(FlowError),
     Failed(FlowError),
 }
 
@@ -260,7 +260,7 @@ impl Lsp {
     ) -> Result<Value, Asked> {
         let deadline = tokio::time::Instant::now() + limit;
         let caps = match server.ready(limit).await {
-            Err(e) if e.code == ErrorCode::CommandFailed => return Err(Asked::Died(e.message)),
+            Err(e) if e.code == ErrorCode::CommandFailed => return Err(Asked::Died(e)),
             other => other?,
         };
         self.offered(server, &caps)?;
@@ -288,7 +288,7 @@ impl Lsp {
                 Err(Missing::Timeout) => {
                     return Err(Asked::Failed(server.timed_out("diagnostics", limit)))
                 }
-                Err(Missing::Failed(why)) => return Err(Asked::Died(why)),
+                Err(Missing::Failed(why)) => return Err(Asked::Died(server.crashed(&why))),
             };
             conv.result(&mut items, Some(path));
             return Ok(items);
@@ -399,7 +399,7 @@ async fn request(
             .with("server", server.decl.name.clone())
             .with("rpcCode", code),
         )),
-        Err(Failure::Ended(why)) => Err(Asked::Died(why)),
+        Err(Failure::Ended(why)) => Err(Asked::Died(server.crashed(&why))),
     }
 }
 
