@@ -70,7 +70,7 @@ fn sluice_side() -> (Vec<f64>, Vec<f64>) {
     let call = rt
         .function("return function(flow, input) local r, e = sluice.call(flow, sluice.json.decode(input)) if not r then error(sluice.json.encode(e)) end return sluice.json.encode(r) end")
         .unwrap();
-    let mut run = |flow: &str, input: Value| -> (f64, Value) {
+    let run = |flow: &str, input: Value| -> (f64, Value) {
         let start = Instant::now();
         let out: String = executor
             .block_on(call.call_async((flow.to_string(), rt_value(&input))))
