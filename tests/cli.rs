@@ -45,12 +45,13 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "webfetch",
             "websearch",
             "model",
-            "test"
+            "test",
+            "lsp"
         ]
     );
     assert_eq!(
         m["readOnly"],
-        serde_json::json!(["read", "ls", "glob", "grep", "fetch", "webfetch"])
+        serde_json::json!(["read", "ls", "glob", "grep", "fetch", "webfetch", "lsp"])
     );
     let tiers: Vec<&str> = m["flows"]
         .as_array()
@@ -75,7 +76,8 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "sealed",
             "sealed",
             "sealed",
-            "irreversible"
+            "irreversible",
+            "sealed"
         ]
     );
     let edit = &m["flows"][2];
@@ -160,7 +162,7 @@ fn flows_table_has_a_row_per_flow() {
     );
     assert_eq!(
         *rows.last().unwrap(),
-        "read-only seat: read, ls, glob, grep, fetch, webfetch"
+        "read-only seat: read, ls, glob, grep, fetch, webfetch, lsp"
     );
 }
 
