@@ -46,6 +46,19 @@
 ---@class sluice.WriteOutput
 ---@field bytesWritten integer Bytes the file now holds.
 ---@field created boolean Whether the file did not exist before.
+---@field diagnostics? sluice.Diagnostics What the language server bound to the file's language says after the change; absent when the run declares no language server.
+
+---@class sluice.Diagnostics
+---@field status "clean"|"errors"|"unchecked"|"timeout" clean: no errors; errors: see `errors`; unchecked: no server looked (none is bound to this language, or it failed); timeout: the server did not answer in time, so nothing is known.
+---@field errors sluice.DiagnosticError[] At most 20 error-severity diagnostics.
+
+---@class sluice.DiagnosticError
+---@field path string The file, relative to the workspace inside it.
+---@field line integer 1-based line.
+---@field character integer 1-based character on the line.
+---@field message string What the server says.
+---@field code? string The server's code for it.
+---@field source? string Who found it (the server's checker).
 
 ---@class sluice.EditInput
 ---@field path string File to edit, relative to the workspace or absolute.
@@ -61,6 +74,7 @@
 ---@field endLine integer The last line of `hunk` (startLine - 1 when it is empty).
 ---@field replacements integer Regions replaced (more than 1 only with replaceAll).
 ---@field hunk string The edited region as it now stands, raw, with two lines of context on each side.
+---@field diagnostics? sluice.Diagnostics What the language server bound to the file's language says after the change; absent when the run declares no language server.
 
 ---@class sluice.ApplyPatchInput
 ---@field input string The patch: '*** Begin Patch', then '*** Add File: path' with '+' lines, '*** Delete File: path', or '*** Update File: path' (optionally '*** Move to: path') with '@@' chunks of ' ', '-', '+' lines, then '*** End Patch'.
@@ -71,6 +85,7 @@
 ---@field modified string[] Files the patch updated (a moved file under its new name), as written in it.
 ---@field deleted string[] Files the patch deleted, as written in it.
 ---@field output string What Codex prints on success: "Success. Updated the following files:" and a line per file (A, M or D, then the path).
+---@field diagnostics? sluice.Diagnostics What the language server bound to the file's language says after the change; absent when the run declares no language server.
 
 ---@class sluice.LsInput
 ---@field limit? integer Entries in the page, at most 1000. Default 1000.
@@ -383,6 +398,18 @@
 ---@field evidence string The output's lines (or the host's observation) it rests on.
 ---@field message string What the result does and does not prove.
 
+---@class sluice.LspInput
+---@field operation "hover"|"definition"|"references"|"implementation"|"documentSymbols"|"workspaceSymbols"|"prepareCallHierarchy"|"callHierarchyIncoming"|"callHierarchyOutgoing"|"diagnostics" What to ask the server.
+---@field character? integer 1-based character on that line, counted in characters as read and grep count them.
+---@field line? integer 1-based line of the symbol (hover, definition, references, implementation, call hierarchy).
+---@field path? string The file asked about, relative to the workspace or absolute (required except for workspaceSymbols; there it picks the server).
+---@field query? string workspaceSymbols only: the name, or part of it, to look for.
+---@field timeoutMs? integer How long to wait for the server, in milliseconds (default: the server's timeoutMs, 30000).
+
+---@class sluice.LspOutput
+---@field result any The server's answer as the protocol shapes it (null when it has none), with every position 1-based and every file URI a path (relative inside the workspace).
+---@field server string The name of the server that answered, as declared.
+
 ---@class sluice.UpdatePlanInput
 ---@field plan sluice.PlanStep[] The whole plan, in order; at most one step in_progress.
 ---@field explanation? string Why the plan is what it is now (optional).
@@ -532,6 +559,11 @@ function sluice.model(input) end
 ---@param input sluice.TestInput
 ---@return sluice.TestOutput?, sluice.Error?
 function sluice.test(input) end
+
+--- Asks the language server bound to a file's language: hover, definition, references, symbols, call hierarchy, diagnostics.
+---@param input sluice.LspInput
+---@return sluice.LspOutput?, sluice.Error?
+function sluice.lsp(input) end
 
 --- Records the agent's plan: each step pending, in_progress or completed, at most one in progress; the latest plan shows in the audit and to MCP clients.
 ---@param input sluice.UpdatePlanInput

@@ -46,6 +46,7 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "websearch",
             "model",
             "test",
+            "lsp",
             "update_plan",
             "explore"
         ]
@@ -59,6 +60,7 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "grep",
             "fetch",
             "webfetch",
+            "lsp",
             "update_plan",
             "explore"
         ])
@@ -87,6 +89,7 @@ fn flows_json_is_the_manifest_with_the_read_only_set() {
             "sealed",
             "sealed",
             "irreversible",
+            "sealed",
             "sealed",
             "sealed"
         ]
@@ -173,7 +176,7 @@ fn flows_table_has_a_row_per_flow() {
     );
     assert_eq!(
         *rows.last().unwrap(),
-        "read-only seat: read, ls, glob, grep, fetch, webfetch, update_plan, explore"
+        "read-only seat: read, ls, glob, grep, fetch, webfetch, lsp, update_plan, explore"
     );
 }
 

@@ -740,7 +740,7 @@ fn policy_test_reports_a_policy_that_does_not_load() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stdout),
-        "FAIL ./bad_test.lua (did not load)\n     policy ./bad.lua: unknown key rulez; a policy returns {rules = {...}, decide = fn?, route = fn?, containers = {NAME = {image = ...}}?, providers = {NAME = {api = ..., url = ...}}?, test = {command = ...}?, explore = {provider = ..., model = ...}?, limits = {memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}\n0 passed, 1 failed\n"
+        "FAIL ./bad_test.lua (did not load)\n     policy ./bad.lua: unknown key rulez; a policy returns {rules = {...}, decide = fn?, route = fn?, containers = {NAME = {image = ...}}?, providers = {NAME = {api = ..., url = ...}}?, test = {command = ...}?, lsp = {NAME = {command = {...}, extensions = {...}}}?, explore = {provider = ..., model = ...}?, limits = {memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}\n0 passed, 1 failed\n"
     );
 }
 

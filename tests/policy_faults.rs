@@ -293,7 +293,7 @@ fn a_policy_that_returns_no_table_stops_the_run() {
 #[test]
 fn a_policy_with_an_unknown_key_or_a_bad_field_stops_the_run() {
     assert_load_error("return { rulez = {} }\n", |p| {
-        format!("policy {p}: unknown key rulez; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, explore = {{provider = ..., model = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}}")
+        format!("policy {p}: unknown key rulez; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, lsp = {{NAME = {{command = {{...}}, extensions = {{...}}}}}}?, explore = {{provider = ..., model = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}}")
     });
     assert_load_error("return { explore = \"local/m\" }\n", |p| {
         format!("policy {p}: `explore` is a string; it is a table: explore = {{provider = \"local\", model = \"qwen3-coder\", maxTurns = 10}}")

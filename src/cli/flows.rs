@@ -149,6 +149,15 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         // explore's sub-agent asks for a read on each of its 10 turns.
         let origin = serve(5 + 10);
+        // The tests' well-behaved language server, for `lsp`.
+        let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lsp");
+        std::fs::write(ws.path().join("x.fake"), "one\n").unwrap();
+        let policies = tempfile::tempdir().unwrap();
+        let lsp_policy = policies.path().join("lsp.lua");
+        std::fs::write(&lsp_policy, format!(
+            "local p = require(\"sluice.policy\")\nreturn {{ rules = {{ p.allow(\"fs:read:{fake}/**\") }}, \
+             lsp = {{ fake = {{ command = {{\"/usr/bin/python3\", \"{fake}/fake_server.py\", \"good\"}}, extensions = {{\".fake\"}} }} }} }}\n"
+        )).unwrap();
         let searxng = crate::net::search::Searxng::new(origin.parse().unwrap()).unwrap();
         // The default policy, so that commands run confined and report it;
         // loopback is net:private, which only an exact grant opens, and a
@@ -162,6 +171,8 @@ mod tests {
             .approve("model:call:local/*")
             .explore_model("local/m")
             .test_runner(json!({"command": "printf 'ok 1 - a\\nnot ok 2 - b\\n1..2\\n'; false"}))
+            .policy(crate::kernel::policy::shipped("default").unwrap())
+            .policy(crate::kernel::policy::Source::File(lsp_policy))
             .build()
             .unwrap();
         let patch = "*** Begin Patch\n*** Add File: b.txt\n+b\n*** End Patch";
@@ -196,6 +207,10 @@ mod tests {
                 json!({"provider": "local", "model": "m", "messages": [{"role": "user", "content": "hi"}]}),
             ),
             ("test", json!({"selection": ["a"]})),
+            (
+                "lsp",
+                json!({"operation": "hover", "path": "x.fake", "line": 1, "character": 1}),
+            ),
             (
                 "update_plan",
                 json!({"plan": [{"step": "look", "status": "in_progress"}]}),

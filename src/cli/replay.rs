@@ -319,6 +319,8 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             search: None,
             credentials: args.credentials,
             provider: args.provider,
+            // A resume's servers are its policies' `lsp` tables.
+            lsp: Vec::new(),
             explore_model: args.explore_model,
             // The record is given to the builder below, as opened.
             audit: None,

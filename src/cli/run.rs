@@ -111,6 +111,12 @@ pub struct RunOptions {
     /// URL also needs its exact net:private:ORIGIN grant.
     #[arg(long, value_name = "NAME=API:URL")]
     pub provider: Vec<String>,
+    /// A language server for sluice.lsp and the diagnostics write, edit and apply_patch return:
+    /// NAME=EXTENSIONS:COMMAND (repeatable), e.g. --lsp 'python=.py,.pyi:basedpyright-langserver
+    /// --stdio'; the command is split at spaces and run confined, never by a shell. A policy's
+    /// `lsp` table declares servers with every option (docs/policies.md).
+    #[arg(long, value_name = "NAME=EXTS:COMMAND")]
+    pub lsp: Vec<String>,
     /// The model sluice.explore's read-only sub-agent runs on: PROVIDER/MODEL, the provider from
     /// --provider or a policy's providers (over a policy's `explore`, whose maxTurns and
     /// maxOutputTokens it keeps). Its calls need model:call:PROVIDER/MODEL.
@@ -314,6 +320,9 @@ pub(crate) fn options(args: &RunOptions) -> Result<RuntimeBuilder, String> {
     }
     for p in &args.provider {
         builder = builder.provider(p);
+    }
+    for l in &args.lsp {
+        builder = builder.lsp_server(l);
     }
     if let Some(m) = &args.explore_model {
         builder = builder.explore_model(m);

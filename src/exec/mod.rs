@@ -36,6 +36,7 @@ pub mod env;
 mod executor;
 pub mod job;
 pub mod output;
+pub mod piped;
 mod process;
 pub mod resources;
 
@@ -420,6 +421,8 @@ pub struct Spec {
     merge_output: bool,
     tap: Option<Tap>,
     limits: resources::ResourceLimits,
+    /// Standard input stays open for the caller to write ([`piped`]).
+    open_stdin: bool,
 }
 
 impl Spec {
@@ -510,6 +513,7 @@ pub fn resolve_with_ambient(
         merge_output: request.merge_output,
         tap: request.tap,
         limits: request.limits,
+        open_stdin: false,
     })
 }
 

@@ -588,6 +588,9 @@ pub(crate) struct Launched {
     /// `None` when stderr is merged into stdout.
     pub stderr: Option<Pipe>,
     pub stdin_task: Option<JoinHandle<()>>,
+    /// The writer of the command's standard input, when the spec keeps it
+    /// open for the caller ([`super::piped`]).
+    pub stdin: Option<super::piped::Writer>,
     /// What the wrapper keeps alive beside the command (a supervisor):
     /// dropped once every process of the command has ended.
     pub guard: Option<super::Guard>,
@@ -697,7 +700,7 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         .current_dir(host_cwd)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(if spec.stdin.is_some() {
+        .stdin(if spec.stdin.is_some() || spec.open_stdin {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -773,6 +776,13 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
             (Box::new(stdout), Some(Box::new(stderr)))
         }
     };
+    let stdin: Option<super::piped::Writer> = match spec.open_stdin {
+        true => child
+            .stdin
+            .take()
+            .map(|w| Box::new(w) as super::piped::Writer),
+        false => None,
+    };
     // A command that never reads its stdin must not block the call: the
     // writer runs on its own and a broken pipe is ignored.
     let stdin_task = match (child.stdin.take(), spec.stdin.clone()) {
@@ -798,6 +808,7 @@ pub(crate) fn launch(spec: &Spec) -> Result<Launched, SpawnFailure> {
         stdout,
         stderr,
         stdin_task,
+        stdin,
         guard,
         bounds,
     })
@@ -822,6 +833,10 @@ fn launch_started(
         (Some(r), w)
     };
     let (stdin, stdin_writer) = match &spec.stdin {
+        _ if spec.open_stdin => {
+            let (r, w) = std::io::pipe().map_err(failed)?;
+            (std::os::fd::OwnedFd::from(r), Some(w))
+        }
         Some(_) => {
             let (r, w) = std::io::pipe().map_err(failed)?;
             (std::os::fd::OwnedFd::from(r), Some(w))
@@ -861,6 +876,14 @@ fn launch_started(
     };
     let stdout = receiver(out_reader)?;
     let stderr = err_reader.map(receiver).transpose()?;
+    let (stdin_writer, open): (_, Option<super::piped::Writer>) = match stdin_writer {
+        Some(w) if spec.open_stdin => {
+            let fd = std::os::fd::OwnedFd::from(w);
+            let tx = tokio::net::unix::pipe::Sender::from_owned_fd(fd).map_err(failed)?;
+            (None, Some(Box::new(tx)))
+        }
+        other => (other, None),
+    };
     let stdin_task = match (stdin_writer, spec.stdin.clone()) {
         (Some(w), Some(bytes)) => {
             let fd = std::os::fd::OwnedFd::from(w);
@@ -883,6 +906,7 @@ fn launch_started(
         stdout,
         stderr,
         stdin_task,
+        stdin: open,
         guard: Some(running.keep),
         bounds: None,
     }))
@@ -928,6 +952,7 @@ pub async fn run(spec: Spec) -> Outcome {
         stdin_task,
         guard: wrapper,
         bounds,
+        ..
     } = match launch(&spec) {
         Ok(l) => l,
         Err(f) => return failure(&spec, started, f.kind, f.message),

@@ -44,6 +44,10 @@ pub struct Output {
     pub replacements: u64,
     /// The edited region as it now stands, raw, with context.
     pub hunk: String,
+    /// What the language server bound to the file says now; absent when
+    /// the run declares none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<super::langserver::Diagnostics>,
 }
 
 /// How the caller pointed at the region.
@@ -112,18 +116,30 @@ impl Flow for Edit {
                 ("replacements", field("integer", "Regions replaced (more than 1 only with replaceAll).")),
                 ("hunk", field("string", "The edited region as it now stands, raw, with two lines of context on each side.")),
             ],
-            &[],
+            &[("diagnostics", super::langserver::diagnostics::schema())],
         )
     }
 
     #[cfg(test)]
     fn output_samples() -> Vec<Output> {
-        vec![Output {
+        let with = super::langserver::diagnostics::samples()
+            .into_iter()
+            .map(|d| Output {
+                start_line: 1,
+                end_line: 3,
+                replacements: 1,
+                hunk: "a\nb\nc".into(),
+                diagnostics: Some(d),
+            });
+        let mut out = vec![Output {
             start_line: 1,
             end_line: 3,
             replacements: 1,
             hunk: "a\nb\nc".into(),
-        }]
+            diagnostics: None,
+        }];
+        out.extend(with);
+        out
     }
 
     fn validate(input: &Input) -> FlowResult<()> {
@@ -156,7 +172,7 @@ impl Flow for Edit {
         if let Files::Host(_) = files {
             check_host(&self.target)?;
         }
-        let _lock = files.lock(&self.target)?;
+        let lock = files.lock(&self.target)?;
         let both = [Action::FsRead, Action::FsWrite];
         let (t, text, existing) = files.load(ctx, &self.target, &both).await?;
         let applied = apply(&t, &text, &self.anchor, &self.new)?;
@@ -164,11 +180,15 @@ impl Flow for Edit {
             .replace(&t, applied.text.as_bytes(), Some(&existing))
             .await?;
         let (start_line, end_line, hunk) = hunk(&applied.text, applied.first, applied.last_end);
+        // The server reads the file as edited; other writers need not
+        // wait for it.
+        drop(lock);
         Ok(Output {
             start_line,
             end_line,
             replacements: applied.replacements,
             hunk,
+            diagnostics: super::langserver::after_change(ctx, &t.real).await,
         })
     }
 }

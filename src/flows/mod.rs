@@ -19,8 +19,10 @@ pub mod glob;
 pub mod grep;
 pub mod http;
 pub mod http_post;
+pub mod langserver;
 pub mod lines;
 pub mod ls;
+pub mod lsp;
 pub mod luadoc;
 pub mod model;
 pub mod probe;
@@ -136,6 +138,9 @@ pub struct Context {
     pub inner: Option<Inner>,
     /// The test flow's runner, as the policy (or the embedder) declared it.
     pub tests: Option<Arc<test::Runner>>,
+    /// The run's language servers, as the policies (or `--lsp`) declared
+    /// them; `None` when none is.
+    pub lsp: Option<Arc<langserver::Servers>>,
     /// The model `explore`'s sub-agent runs on, as the operator named it.
     pub explore: Option<Arc<explore::Config>>,
     /// The wider sandbox the person granted this call's command this once
@@ -243,6 +248,7 @@ impl Context {
             abort: None,
             inner: None,
             tests: None,
+            lsp: None,
             explore: None,
             widened: None,
         }
@@ -415,6 +421,27 @@ impl Context {
         mirror(&mut profile.hidden, false);
         profile.hidden = crate::sandbox::outermost(std::mem::take(&mut profile.hidden));
         self.confine_profile(profile, copy)
+    }
+
+    /// How a language server of the run is confined: it reads what the
+    /// policy lets commands read, writes nothing but its private temp
+    /// storage (its cache, which goes with it), reaches the network only
+    /// when commands may, and uses at most `memory_mb` of memory (or the
+    /// policies' lower limit).
+    pub fn confine_server(&self, memory_mb: u64) -> FlowResult<Option<crate::sandbox::Confined>> {
+        use crate::exec::resources::Kind;
+        let mut profile = self.profile()?;
+        let writable = std::mem::take(&mut profile.writable);
+        profile.readable = crate::sandbox::outermost([profile.readable, writable].concat());
+        profile.read_only.clear();
+        profile.mode = crate::sandbox::Mode::ReadOnly;
+        let memory = profile
+            .limits
+            .values
+            .get(Kind::MemoryMb)
+            .map_or(memory_mb, |m| m.min(memory_mb));
+        profile.limits.values.set(Kind::MemoryMb, memory);
+        self.confine_profile(profile, &self.workspace)
     }
 
     /// The profile the run's static grants give a command of this call.
@@ -731,6 +758,7 @@ impl Registry {
         r.add::<websearch::WebSearch>();
         r.add::<model::Model>();
         r.add::<test::Test>();
+        r.add::<lsp::Lsp>();
         r.add::<update_plan::UpdatePlan>();
         r.add::<explore::Explore>();
         r
@@ -998,6 +1026,9 @@ pub(crate) mod conform {
                 }
                 true
             }
+            // A field described and nothing else holds any value (the
+            // `lsp` flow's `result`, the server's own answer).
+            None if schema.as_object().is_some_and(|o| o.len() == 1) => true,
             other => return Err(format!("{at}: the schema names no type ({other:?})")),
         };
         if fits {

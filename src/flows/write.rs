@@ -24,6 +24,10 @@ pub struct Input {
 pub struct Output {
     pub bytes_written: u64,
     pub created: bool,
+    /// What the language server bound to the file says now; absent when
+    /// the run declares none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<super::langserver::Diagnostics>,
 }
 
 pub struct Write {
@@ -75,16 +79,26 @@ impl Flow for Write {
                     field("boolean", "Whether the file did not exist before."),
                 ),
             ],
-            &[],
+            &[("diagnostics", super::langserver::diagnostics::schema())],
         )
     }
 
     #[cfg(test)]
     fn output_samples() -> Vec<Output> {
-        vec![Output {
+        let with = super::langserver::diagnostics::samples()
+            .into_iter()
+            .map(|d| Output {
+                bytes_written: 3,
+                created: false,
+                diagnostics: Some(d),
+            });
+        let mut out = vec![Output {
             bytes_written: 3,
             created: true,
-        }]
+            diagnostics: None,
+        }];
+        out.extend(with);
+        out
     }
 
     fn plan(ctx: &Context, input: Input) -> FlowResult<(Self, Envelope)> {
@@ -136,9 +150,13 @@ impl Flow for Write {
         files
             .replace(&t, self.content.as_bytes(), existing.as_ref())
             .await?;
+        // The server reads the file as written; other writers need not
+        // wait for it.
+        drop(lock);
         Ok(Output {
             bytes_written: self.content.len() as u64,
             created: existing.is_none(),
+            diagnostics: super::langserver::after_change(ctx, &t.real).await,
         })
     }
 }

@@ -770,6 +770,12 @@ impl Kernel {
         self.declared(Policy::providers)
     }
 
+    /// Every policy's `lsp` declarations (language servers), by policy
+    /// name, in load order.
+    pub fn lsp(&self) -> Vec<(String, Declarations)> {
+        self.declared(Policy::lsp)
+    }
+
     /// The test flow's runner, as the one policy that declares `test`
     /// wrote it, with that policy's name; two policies declaring one is an
     /// error (which runner a run uses must not depend on load order).

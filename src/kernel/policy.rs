@@ -218,6 +218,8 @@ struct Loaded {
     containers: BTreeMap<String, Value>,
     /// `providers`: model providers as written, read by the model layer.
     providers: BTreeMap<String, Value>,
+    /// `lsp`: language servers as written, read by the flows.
+    lsp: BTreeMap<String, Value>,
     /// `test`: the test flow's runner as written (its `judge`, when a
     /// function, is `{lua = "file:line"}` here and kept in `judge`).
     test: Option<Value>,
@@ -466,6 +468,14 @@ impl Policy {
             .unwrap_or_default()
     }
 
+    /// The policy's `lsp` declarations (language servers), as written.
+    pub fn lsp(&self) -> BTreeMap<String, Value> {
+        self.loaded
+            .as_ref()
+            .map(|l| l.lsp.clone())
+            .unwrap_or_default()
+    }
+
     /// The policy's `test` declaration, as written (a `judge` function
     /// appears as `{lua = "file:line"}`).
     pub fn test_runner(&self) -> Option<Value> {
@@ -601,6 +611,13 @@ fn load_text(source: &Source, text: &str, vars: &Vars) -> Result<Loaded, String>
             "{local = {api = \"openai\", url = \"http://127.0.0.1:8080/v1\"}}",
         )
         .map_err(|e| format!("policy {name}: {e}"))?,
+        lsp: parse_declarations(
+            &lua,
+            &table,
+            "lsp",
+            "{python = {command = {\"basedpyright-langserver\", \"--stdio\"}, extensions = {\".py\"}}}",
+        )
+        .map_err(|e| format!("policy {name}: {e}"))?,
         test: test.0,
         judge: test.1,
         explore: parse_table(
@@ -699,6 +716,7 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
                 | "route"
                 | "containers"
                 | "providers"
+                | "lsp"
                 | "test"
                 | "explore"
                 | "otherwise"
@@ -707,7 +725,7 @@ fn parse_policy(table: &Table, vars: &Vars) -> Result<Parsed, String> {
         );
         if !known {
             return Err(format!(
-                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, explore = {{provider = ..., model = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}}",
+                "unknown key {}; a policy returns {{rules = {{...}}, decide = fn?, route = fn?, containers = {{NAME = {{image = ...}}}}?, providers = {{NAME = {{api = ..., url = ...}}}}?, test = {{command = ...}}?, lsp = {{NAME = {{command = {{...}}, extensions = {{...}}}}}}?, explore = {{provider = ..., model = ...}}?, limits = {{memoryMb = ..., pids = ..., cpuSeconds = ..., fileSizeMb = ...}}?, askTimeoutMs = N?, otherwise = \"ask\"|\"deny\"}}",
                 key.to_string().unwrap_or_else(|_| key.type_name().to_string())
             ));
         }

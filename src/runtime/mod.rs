@@ -137,6 +137,7 @@ pub struct RuntimeBuilder {
     container_engine: Option<String>,
     sealed: Option<(String, Option<String>)>,
     providers: Vec<String>,
+    lsp: Vec<String>,
     test_runner: Option<serde_json::Value>,
     explore_model: Option<String>,
     credentials: Option<PathBuf>,
@@ -229,6 +230,15 @@ impl RuntimeBuilder {
     /// that is set. Providers a policy declares join it.
     pub fn provider(mut self, spec: impl Into<String>) -> Self {
         self.providers.push(spec.into());
+        self
+    }
+
+    /// A language server for the `lsp` flow and the file flows'
+    /// diagnostics, as `sluice run --lsp` gives it: `NAME=EXTS:COMMAND`
+    /// (`python=.py,.pyi:basedpyright-langserver --stdio`, the command
+    /// split at spaces). Servers a policy's `lsp` table declares join it.
+    pub fn lsp_server(mut self, spec: impl Into<String>) -> Self {
+        self.lsp.push(spec.into());
         self
     }
 
@@ -603,6 +613,7 @@ impl RuntimeBuilder {
         ctx.credentials = Arc::new(store.clone());
         ctx.models = Arc::new(providers(&gate.kernel, store, &self.providers)?);
         ctx.tests = test_runner(&gate.kernel, self.test_runner.as_ref(), &workspace)?.map(Arc::new);
+        ctx.lsp = lsp_servers(&gate.kernel, &self.lsp, &workspace)?.map(Arc::new);
         ctx.explore = explore_model(&gate.kernel, self.explore_model.as_deref())?.map(Arc::new);
         let core = Core::new(registry, gate, ctx, audit)
             .with_limits(
@@ -831,6 +842,9 @@ impl Runtime {
     /// killed and reaped. Call it when the run is over; dropping the runtime
     /// without it kills them at once.
     pub async fn shutdown(&self) {
+        if let Some(servers) = &self.core.context().lsp {
+            servers.shutdown().await;
+        }
         self.core.context().exec.shutdown().await;
         self.remove_containers();
     }
@@ -1089,6 +1103,22 @@ fn providers(
         all.add(p, "--provider").map_err(fail)?;
     }
     Ok(all)
+}
+
+/// The run's language servers: the policies' `lsp` tables and the
+/// `--lsp` flags; `None` when there are none.
+fn lsp_servers(
+    kernel: &Kernel,
+    flags: &[String],
+    workspace: &Path,
+) -> Result<Option<crate::flows::langserver::Servers>, BuildError> {
+    let fail = |m| BuildError::new(BuildErrorKind::Policy, m);
+    let declared = crate::flows::langserver::declare::all(&kernel.lsp(), flags).map_err(fail)?;
+    let path = std::env::var("PATH").ok();
+    for d in &declared {
+        d.refuse(workspace, path.as_deref()).map_err(fail)?;
+    }
+    Ok((!declared.is_empty()).then(|| crate::flows::langserver::Servers::new(declared)))
 }
 
 /// The test flow's runner: the one policy's `test`, or the embedder's;

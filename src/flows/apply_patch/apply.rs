@@ -60,6 +60,18 @@ pub enum Op {
 }
 
 impl Op {
+    /// Where the section's file is once applied (none for a delete): what
+    /// a language server is told changed.
+    pub fn now_at(&self) -> Option<PathBuf> {
+        match self {
+            Op::Add { to, .. } => Some(to.target.real.clone()),
+            Op::Delete { .. } => None,
+            Op::Update { file, move_to, .. } => {
+                Some(move_to.as_ref().unwrap_or(file).target.real.clone())
+            }
+        }
+    }
+
     /// Paths whose contents the section reads.
     pub fn reads(&self) -> Vec<&Path> {
         match self {

@@ -93,6 +93,10 @@ pub struct Output {
     pub deleted: Vec<String>,
     /// What Codex prints on success.
     pub output: String,
+    /// What the language servers bound to the added and changed files say
+    /// now; absent when the run declares none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<super::langserver::Diagnostics>,
 }
 
 pub struct ApplyPatch {
@@ -158,18 +162,30 @@ impl Flow for ApplyPatch {
                 ("deleted", paths("Files the patch deleted, as written in it.")),
                 ("output", field("string", "What Codex prints on success: \"Success. Updated the following files:\" and a line per file (A, M or D, then the path).")),
             ],
-            &[],
+            &[("diagnostics", super::langserver::diagnostics::schema())],
         )
     }
 
     #[cfg(test)]
     fn output_samples() -> Vec<Output> {
-        vec![Output {
+        let with = super::langserver::diagnostics::samples()
+            .into_iter()
+            .map(|d| Output {
+                added: vec![],
+                modified: vec!["a.py".into()],
+                deleted: vec![],
+                output: "Success. Updated the following files:\nM a.py\n".into(),
+                diagnostics: Some(d),
+            });
+        let mut out = vec![Output {
             added: vec!["b.txt".into()],
             modified: vec![],
             deleted: vec![],
             output: "Success. Updated the following files:\nA b.txt\n".into(),
-        }]
+            diagnostics: None,
+        }];
+        out.extend(with);
+        out
     }
 
     fn validate(input: &Input) -> FlowResult<()> {
@@ -211,11 +227,13 @@ impl Flow for ApplyPatch {
             self.settle(ctx, c).await?;
         }
         let summary = apply::run(&self.ops, &files).await?;
+        let changed: Vec<PathBuf> = self.ops.iter().filter_map(apply::Op::now_at).collect();
         Ok(Output {
             output: summary.text(),
             added: summary.added,
             modified: summary.modified,
             deleted: summary.deleted,
+            diagnostics: super::langserver::diagnostics::after_changes(ctx, &changed).await,
         })
     }
 }
