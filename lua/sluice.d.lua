@@ -51,6 +51,7 @@
 ---@class sluice.Diagnostics
 ---@field status "clean"|"errors"|"unchecked"|"timeout" clean: no errors; errors: see `errors`; unchecked: no server looked (none is bound to this language, or it failed); timeout: the server did not answer in time, so nothing is known.
 ---@field errors sluice.DiagnosticError[] At most 20 error-severity diagnostics.
+---@field reason? string Why nothing is known, with unchecked and timeout: no server serves the file, or what the server did (its standard error's tail when it died).
 
 ---@class sluice.DiagnosticError
 ---@field path string The file, relative to the workspace inside it.

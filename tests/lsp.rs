@@ -431,7 +431,7 @@ fn a_server_that_never_answers_times_out_and_an_edit_still_succeeds_with_status_
     assert_eq!(out[1]["replacements"], 1, "{}", out[1]);
     assert_eq!(
         out[1]["diagnostics"],
-        json!({"status": "timeout", "errors": []})
+        json!({"status": "timeout", "errors": [], "reason": "language server bad did not answer initialize within 1500 ms; raise timeoutMs if it is still indexing"})
     );
     assert_eq!(std::fs::read_to_string(ws.file("x.bad")).unwrap(), "two\n");
     assert_eq!(
@@ -489,7 +489,11 @@ fn a_100_mb_frame_is_refused_unread_with_bounded_memory() {
 fn a_crashing_server_is_restarted_once_then_fails_with_its_stderr() {
     let ws = workspace();
     let pol = hostile(&ws, "crash", &[], 10_000);
-    let out = run(&ws, &pol, &format!("{HOVER_BAD}{HOVER_BAD}{HOVER_GOOD}"));
+    let out = run(
+        &ws,
+        &pol,
+        &format!("{HOVER_BAD}{HOVER_BAD}{HOVER_GOOD}local r, e = sluice.edit{{path = \"x.bad\", oldString = \"one\", newString = \"two\"}}\nemit(r or e)\n"),
+    );
     assert_eq!(out[0]["code"], "command_failed", "{}", out[0]);
     assert_eq!(
         out[0]["restarts"], 1,
@@ -514,6 +518,17 @@ fn a_crashing_server_is_restarted_once_then_fails_with_its_stderr() {
         out[2]["result"]["contents"]["value"], "fine",
         "the control: {}",
         out[2]
+    );
+    // An edit of its file still lands, and says why nothing checked it.
+    assert_eq!(out[3]["replacements"], 1, "{}", out[3]);
+    let diagnostics = &out[3]["diagnostics"];
+    assert_eq!(diagnostics["status"], "unchecked", "{diagnostics}");
+    let reason = diagnostics["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("language server bad failed: it died again after its restart")
+            && reason.contains("; its standard error ends: crash server ")
+            && reason.ends_with(" is going down"),
+        "{reason}"
     );
 }
 

@@ -24,6 +24,10 @@ pub struct Diagnostics {
     pub status: Status,
     /// At most [`MAX_ERRORS`] error-severity items.
     pub errors: Vec<Item>,
+    /// Why nothing is known (`unchecked`, `timeout`): so a file nobody
+    /// checked never reads as one that was checked and found clean.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Whether the server had anything to say, and whether it said it in time.
@@ -53,10 +57,11 @@ pub struct Item {
 }
 
 impl Diagnostics {
-    fn status(status: Status) -> Diagnostics {
+    fn unknown(status: Status, reason: impl Into<String>) -> Diagnostics {
         Diagnostics {
             status,
             errors: Vec::new(),
+            reason: Some(reason.into()),
         }
     }
 }
@@ -76,29 +81,64 @@ pub enum Missing {
 pub async fn after_change(ctx: &Context, path: &Path) -> Option<Diagnostics> {
     let servers = ctx.lsp.as_ref()?;
     let Some(decl) = servers.serving(path) else {
-        return Some(Diagnostics::status(Status::Unchecked));
+        return Some(Diagnostics::unknown(
+            Status::Unchecked,
+            "no language server of the run serves this file's ending",
+        ));
     };
+    let unchecked = |why: String| Diagnostics::unknown(Status::Unchecked, why);
     let limit = Duration::from_millis(decl.timeout_ms);
     let deadline = Instant::now() + limit;
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Some(Diagnostics::status(Status::Unchecked));
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            return Some(unchecked(format!(
+                "the file could not be read as text: {e}"
+            )))
+        }
     };
-    let Ok(server) = servers.get(ctx, decl).await else {
-        return Some(Diagnostics::status(Status::Unchecked));
+    let server = match servers.get(ctx, decl).await {
+        Ok(server) => server,
+        Err(e) => return Some(unchecked(failure(&e))),
     };
     let caps = match server.ready(limit).await {
         Ok(caps) => caps,
         Err(e) if e.code == crate::error::ErrorCode::Timeout => {
-            return Some(Diagnostics::status(Status::Timeout))
+            return Some(Diagnostics::unknown(Status::Timeout, e.message))
         }
-        Err(_) => return Some(Diagnostics::status(Status::Unchecked)),
+        Err(e) => return Some(unchecked(failure(&e))),
     };
     let doc = server.sync(path, &text, true);
     Some(match collect(&server, &caps, path, &doc, deadline).await {
         Ok(items) => errors_of(&server, &ctx.workspace, path, &doc, &items),
-        Err(Missing::Timeout) => Diagnostics::status(Status::Timeout),
-        Err(Missing::Failed(_)) => Diagnostics::status(Status::Unchecked),
+        Err(Missing::Timeout) => Diagnostics::unknown(
+            Status::Timeout,
+            server
+                .timed_out("with this file's diagnostics", limit)
+                .message,
+        ),
+        Err(Missing::Failed(why)) => unchecked(failure(&server.crashed(&why))),
     })
+}
+
+/// A server's failure as an edit's `reason`: what happened and the end of
+/// what it printed on its standard error, if anything.
+fn failure(e: &crate::error::FlowError) -> String {
+    const SHOWN: usize = 1024;
+    let tail = e
+        .details
+        .get("stderr")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim_end();
+    if tail.is_empty() {
+        return e.message.clone();
+    }
+    let cut = tail.len().saturating_sub(SHOWN);
+    let start = (cut..=tail.len())
+        .find(|i| tail.is_char_boundary(*i))
+        .unwrap_or(tail.len());
+    format!("{}; its standard error ends: {}", e.message, &tail[start..])
 }
 
 /// [`after_change`] for every file a change touched (a patch's), as one:
@@ -108,8 +148,16 @@ pub async fn after_change(ctx: &Context, path: &Path) -> Option<Diagnostics> {
 pub async fn after_changes(ctx: &Context, paths: &[std::path::PathBuf]) -> Option<Diagnostics> {
     ctx.lsp.as_ref()?;
     let mut all = Vec::new();
+    // Each file not checked says why, named, so none hides another.
+    let mut reasons = Vec::new();
     for path in paths {
-        all.extend(after_change(ctx, path).await);
+        let Some(d) = after_change(ctx, path).await else {
+            continue;
+        };
+        if let Some(why) = &d.reason {
+            reasons.push(format!("{}: {why}", convert::shown(path, &ctx.workspace)));
+        }
+        all.push(d);
     }
     let has = |s: Status| all.iter().any(|d| d.status == s);
     let status = [Status::Timeout, Status::Errors, Status::Clean]
@@ -121,7 +169,13 @@ pub async fn after_changes(ctx: &Context, paths: &[std::path::PathBuf]) -> Optio
         .flat_map(|d| d.errors)
         .take(MAX_ERRORS)
         .collect();
-    Some(Diagnostics { status, errors })
+    let unknown = matches!(status, Status::Timeout | Status::Unchecked);
+    let reason = (unknown && !reasons.is_empty()).then(|| reasons.join("; "));
+    Some(Diagnostics {
+        status,
+        errors,
+        reason,
+    })
 }
 
 /// The server's diagnostics of `path` as sent in `doc`, raw.
@@ -265,7 +319,11 @@ fn errors_of(
     } else {
         Status::Errors
     };
-    Diagnostics { status, errors }
+    Diagnostics {
+        status,
+        errors,
+        reason: None,
+    }
 }
 
 /// Output samples for the file flows' schema tests: every field shown.
@@ -282,6 +340,7 @@ pub fn samples() -> Vec<Diagnostics> {
                 source: Some("basedpyright".into()),
                 code: Some("reportGeneralTypeIssues".into()),
             }],
+            reason: None,
         },
         Diagnostics {
             status: Status::Clean,
@@ -293,6 +352,7 @@ pub fn samples() -> Vec<Diagnostics> {
                 source: None,
                 code: None,
             }],
+            reason: Some("language server ts failed: the server closed its output".into()),
         },
     ]
 }
@@ -329,7 +389,7 @@ pub fn schema() -> Value {
                 ("status", choice(&["clean", "errors", "unchecked", "timeout"], "clean: no errors; errors: see `errors`; unchecked: no server looked (none is bound to this language, or it failed); timeout: the server did not answer in time, so nothing is known.")),
                 ("errors", list(nested("DiagnosticError", "One error.", item), "At most 20 error-severity diagnostics.")),
             ],
-            &[],
+            &[("reason", field("string", "Why nothing is known, with unchecked and timeout: no server serves the file, or what the server did (its standard error's tail when it died)."))],
         ),
     )
 }

@@ -112,9 +112,11 @@ impl Servers {
             let dead = slot.live.take().expect("a live server");
             dead.kill();
             if slot.starts >= 2 {
-                return Err(dead.crashed(
+                let why = dead.crashed(
                     "it died again after its restart, so it is not started again in this run",
-                ));
+                );
+                slot.given_up = Some(why.clone());
+                return Err(why);
             }
         }
         slot.starts += 1;
@@ -418,7 +420,11 @@ fn init_params(ctx: &Context, decl: &Declared) -> Value {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "workspace".into());
     json!({
-        "processId": std::process::id(),
+        // No pid: inside the sandbox's pid namespace sluice's pid names
+        // nobody (or another process), and servers that watch their
+        // parent's pid (typescript-language-server checks it every few
+        // seconds) would exit as orphans. sluice stops them itself.
+        "processId": null,
         "clientInfo": {"name": "sluice", "version": env!("CARGO_PKG_VERSION")},
         "rootUri": root,
         "rootPath": ctx.workspace.display().to_string(),
