@@ -623,3 +623,31 @@ fn launchers_and_servers_inside_the_workspace_are_refused_before_the_run() {
         flag.stderr
     );
 }
+
+#[test]
+fn a_server_answering_an_open_and_a_change_with_one_versionless_publish_is_followed_not_timed_out()
+{
+    // The document is opened by a hover and never answered on its own;
+    // the edit's change is answered once, for both. Waiting for a second
+    // publish would time out; the one that came is the edit's.
+    let ws = workspace();
+    let pol = hostile(&ws, "coalesce", &[], 8_000);
+    let out = run(
+        &ws,
+        &pol,
+        &format!("{HOVER_BAD}local r, e = sluice.edit{{path = \"x.bad\", oldString = \"one\", newString = \"bad\"}}\nemit(r or e)\nr, e = sluice.edit{{path = \"x.bad\", oldString = \"bad\", newString = \"one\"}}\nemit(r or e)\n"),
+    );
+    assert_eq!(out[0]["result"]["contents"]["value"], "fine", "{}", out[0]);
+    assert_eq!(
+        out[1]["diagnostics"],
+        json!({"status": "errors", "errors": [{"path": "x.bad", "line": 1, "character": 1, "message": "bad is not allowed"}]}),
+        "{}",
+        out[1]
+    );
+    assert_eq!(
+        out[2]["diagnostics"],
+        json!({"status": "clean", "errors": []}),
+        "{}",
+        out[2]
+    );
+}

@@ -204,7 +204,7 @@ pub async fn collect(
             Err(Failure::Ended(why)) => Err(Missing::Failed(why)),
         };
     }
-    let first = pushed(&server.client, &uri, doc, deadline).await?;
+    let first = pushed(&server.client, &uri, doc, server.decl.settle_ms, deadline).await?;
     if first.version.is_some() {
         return Ok(first.diagnostics);
     }
@@ -215,24 +215,51 @@ pub async fn collect(
     )
 }
 
-/// The first publish for `uri` newer than `doc`.
+/// How long a publish that may answer the send before is given company:
+/// a server that coalesces two quick sends (typescript-language-server,
+/// busy) answers both once.
+const PENDING_GRACE: Duration = Duration::from_millis(1000);
+
+/// The first publish for `uri` newer than `doc`. Without a version, a
+/// publish answers the last send when it is the first after it; when the
+/// send before had no answer yet that one may be its, so a second is
+/// awaited for a moment ([`PENDING_GRACE`], or `settle_ms` if longer) and
+/// taken if it comes.
 async fn pushed(
     client: &Client,
     uri: &str,
     doc: &Doc,
+    settle_ms: u64,
+    deadline: Instant,
+) -> Result<Publish, Missing> {
+    let newer = |p: &Publish| match p.version {
+        Some(v) => v >= doc.version,
+        None => p.seq > doc.mark && p.count > doc.count,
+    };
+    let first = publish_where(client, uri, newer, deadline).await?;
+    if first.version.is_some() || !doc.pending {
+        return Ok(first);
+    }
+    let grace = PENDING_GRACE.max(Duration::from_millis(settle_ms));
+    let until = (Instant::now() + grace).min(deadline);
+    match publish_where(client, uri, |p| p.count > first.count, until).await {
+        Err(Missing::Timeout) => Ok(first),
+        second => second,
+    }
+}
+
+/// The current publish for `uri` once it satisfies `wanted`; `timeout`
+/// at `deadline`, `Failed` when the server ends first.
+async fn publish_where(
+    client: &Client,
+    uri: &str,
+    wanted: impl Fn(&Publish) -> bool,
     deadline: Instant,
 ) -> Result<Publish, Missing> {
     let mut publishes = client.publishes();
     let mut ended = client.ended();
     loop {
-        // Without a version, a publish answers the last send when it is
-        // the first after it, or the second when the send before had no
-        // answer yet (that one may be its).
-        let newer = |p: &Publish| match p.version {
-            Some(v) => v >= doc.version,
-            None => p.seq > doc.mark && p.count > doc.count + u64::from(doc.pending),
-        };
-        if let Some(p) = client.published(uri).filter(newer) {
+        if let Some(p) = client.published(uri).filter(&wanted) {
             return Ok(p);
         }
         if let Some(why) = ended.borrow().clone() {
