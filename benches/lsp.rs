@@ -4,11 +4,14 @@
 //! bare LSP client (benches/lsp/bare_client.py: the same server, started
 //! unconfined, sent the same change, waiting for the same diagnostics).
 //!
-//! The server is clangd (it publishes with a version, so neither side
-//! waits for a settle time). Targets: edit to diagnostics at most 1.1x the
-//! bare client's plus 10 ms; definition p50 at most 1.2x plus 1 ms. Prints
-//! one `ratio ...` line per target. Needs /usr/bin/clangd (apt-get install
-//! clangd; scripts/test installs it).
+//! Two servers: clangd, which publishes diagnostics with a version, and
+//! typescript-language-server, which publishes them without one (sluice
+//! then takes what it published first after the change, never a fixed
+//! settle time). Targets: edit to diagnostics at most 1.1x the bare
+//! client's plus 10 ms; definition p50 at most 1.2x plus 1 ms. Prints one
+//! `ratio ...` line per target and server. Needs /usr/bin/clangd
+//! (apt-get install clangd) and target/peers/lsp's typescript-language-
+//! server (scripts/test installs both).
 
 use serde_json::{json, Value};
 use sluice::Runtime;
@@ -18,39 +21,147 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 const ROUNDS: usize = 30;
-const HEADER: &str = "int add(int a, int b);\n";
-const GOOD: &str = "#include \"util.h\"\n\nint main(void) { return add(1, 2); }\n";
-const BAD: &str = "#include \"util.h\"\n\nint main(void) { return add(1, 2, 3); }\n";
 const CLANGD: &str = "/usr/bin/clangd";
 
-fn main() {
+/// One server's fixture: a header the main file uses, the main file good
+/// and with an error, and where its use of the header's function is.
+struct Case {
+    name: &'static str,
+    language: &'static str,
+    command: Vec<String>,
+    extensions: &'static [&'static str],
+    header: (&'static str, &'static str),
+    main: &'static str,
+    good: &'static str,
+    bad: &'static str,
+    /// The error's message contains this.
+    expect: &'static str,
+    /// The call's good and bad spellings, for `edit`.
+    call: (&'static str, &'static str),
+    /// The use of the header's function, 1-based (line, character).
+    use_at: (u64, u64),
+    /// Other files the server needs.
+    extra: &'static [(&'static str, &'static str)],
+}
+
+fn clangd() -> Case {
     assert!(
         Path::new(CLANGD).exists(),
         "{CLANGD} is missing: apt-get install clangd"
     );
-    let (edit_sluice, def_sluice) = sluice_side();
-    let (edit_bare, def_bare) = bare_side();
-    report("lsp-edit-diagnostics", &edit_sluice, &edit_bare, 1.1, 10.0);
-    report("lsp-definition-p50", &def_sluice, &def_bare, 1.2, 1.0);
+    Case {
+        name: "clangd",
+        language: "c",
+        command: [CLANGD, "--background-index=false", "--log=error"]
+            .map(String::from)
+            .to_vec(),
+        extensions: &[".c", ".h"],
+        header: ("util.h", "int add(int a, int b);\n"),
+        main: "main.c",
+        good: "#include \"util.h\"\n\nint main(void) { return add(1, 2); }\n",
+        bad: "#include \"util.h\"\n\nint main(void) { return add(1, 2, 3); }\n",
+        expect: "Too many arguments",
+        call: ("add(1, 2)", "add(1, 2, 3)"),
+        use_at: (3, 25),
+        extra: &[],
+    }
 }
 
-fn fixture() -> tempfile::TempDir {
+fn typescript() -> Case {
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/peers/lsp/node_modules/.bin/typescript-language-server");
+    assert!(
+        server.exists(),
+        "{} is missing: npm install --prefix target/peers/lsp typescript-language-server@5.1.3 typescript@5.9.3",
+        server.display()
+    );
+    Case {
+        name: "typescript",
+        language: "typescript",
+        command: vec![server.display().to_string(), "--stdio".into()],
+        extensions: &[".ts"],
+        header: (
+            "lib.ts",
+            "export function add(a: number, b: number): number {\n  return a + b;\n}\n",
+        ),
+        main: "main.ts",
+        good: "import { add } from \"./lib\";\n\nexport const total: number = add(1, 2);\n",
+        bad: "import { add } from \"./lib\";\n\nexport const total: number = add(1, \"2\");\n",
+        expect: "Argument of type",
+        call: ("add(1, 2)", "add(1, \"2\")"),
+        use_at: (3, 30),
+        extra: &[(
+            "tsconfig.json",
+            "{\"compilerOptions\": {\"strict\": true, \"noEmit\": true}}\n",
+        )],
+    }
+}
+
+fn main() {
+    for case in [clangd(), typescript()] {
+        let (edit_sluice, def_sluice) = sluice_side(&case);
+        let (edit_bare, def_bare) = bare_side(&case);
+        let name = case.name;
+        report(
+            &format!("lsp-edit-diagnostics ({name})"),
+            &edit_sluice,
+            &edit_bare,
+            1.1,
+            10.0,
+        );
+        report(
+            &format!("lsp-definition-p50 ({name})"),
+            &def_sluice,
+            &def_bare,
+            1.2,
+            1.0,
+        );
+    }
+}
+
+fn fixture(case: &Case) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
-    std::fs::write(ws.join("util.h"), HEADER).unwrap();
-    std::fs::write(ws.join("main.c"), GOOD).unwrap();
+    std::fs::write(ws.join(case.header.0), case.header.1).unwrap();
+    std::fs::write(ws.join(case.main), case.good).unwrap();
+    for (name, text) in case.extra {
+        std::fs::write(ws.join(name), text).unwrap();
+    }
     dir
 }
 
 /// Milliseconds of each edit to its diagnostics, and of each definition.
-fn sluice_side() -> (Vec<f64>, Vec<f64>) {
-    let dir = fixture();
+fn sluice_side(case: &Case) -> (Vec<f64>, Vec<f64>) {
+    let dir = fixture(case);
     let ws = std::fs::canonicalize(dir.path().join("ws")).unwrap();
     let policy = dir.path().join("lsp.lua");
+    let lua_list = |items: &[String]| {
+        items
+            .iter()
+            .map(|i| format!("{i:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let command = lua_list(&case.command);
+    let extensions = lua_list(
+        &case
+            .extensions
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>(),
+    );
+    // The server's own files (node_modules) are readable to it.
+    let reads = Path::new(&case.command[0])
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
     std::fs::write(
         &policy,
-        format!("return {{ lsp = {{ c = {{ command = {{\"{CLANGD}\", \"--background-index=false\", \"--log=error\"}}, extensions = {{\".c\", \".h\"}} }} }} }}\n"),
+        format!("local p = require(\"sluice.policy\")\nreturn {{ rules = {{ p.allow(\"fs:read:{reads}/**\") }}, lsp = {{ s = {{ command = {{{command}}}, extensions = {{{extensions}}} }} }} }}\n"),
     )
     .unwrap();
     let rt = Runtime::builder()
@@ -62,7 +173,7 @@ fn sluice_side() -> (Vec<f64>, Vec<f64>) {
         })
         .policy(sluice::policy::Source::File(policy))
         .build()
-        .expect("a runtime with clangd declared");
+        .expect("a runtime with the server declared");
     let executor = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -81,18 +192,21 @@ fn sluice_side() -> (Vec<f64>, Vec<f64>) {
         )
     };
     // The first diagnostics start the server and build the file.
-    let (_, first) = run("lsp", json!({"operation": "diagnostics", "path": "main.c"}));
+    let (_, first) = run(
+        "lsp",
+        json!({"operation": "diagnostics", "path": case.main}),
+    );
     assert_eq!(first["result"], json!([]), "{first}");
     let mut edits = Vec::new();
     for i in 0..ROUNDS {
         let (from, to, status) = if i % 2 == 0 {
-            ("add(1, 2)", "add(1, 2, 3)", "errors")
+            (case.call.0, case.call.1, "errors")
         } else {
-            ("add(1, 2, 3)", "add(1, 2)", "clean")
+            (case.call.1, case.call.0, "clean")
         };
         let (ms, out) = run(
             "edit",
-            json!({"path": "main.c", "oldString": from, "newString": to}),
+            json!({"path": case.main, "oldString": from, "newString": to}),
         );
         assert_eq!(out["diagnostics"]["status"], status, "{out}");
         edits.push(ms);
@@ -101,9 +215,11 @@ fn sluice_side() -> (Vec<f64>, Vec<f64>) {
     for _ in 0..ROUNDS {
         let (ms, out) = run(
             "lsp",
-            json!({"operation": "definition", "path": "main.c", "line": 3, "character": 25}),
+            json!({"operation": "definition", "path": case.main, "line": case.use_at.0, "character": case.use_at.1}),
         );
-        assert_eq!(out["result"][0]["uri"], "util.h", "{out}");
+        let target = &out["result"][0];
+        let uri = target.get("uri").or(target.get("targetUri"));
+        assert!(uri.is_some(), "{out}");
         defs.push(ms);
     }
     executor.block_on(rt.shutdown());
@@ -115,13 +231,14 @@ fn rt_value(input: &Value) -> String {
 }
 
 /// The bare client's milliseconds for the same edits and definitions.
-fn bare_side() -> (Vec<f64>, Vec<f64>) {
-    let dir = fixture();
+fn bare_side(case: &Case) -> (Vec<f64>, Vec<f64>) {
+    let dir = fixture(case);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/lsp/bare_client.py");
     let mut child = Command::new("python3")
         .arg(&script)
         .arg(dir.path().join("ws"))
-        .args(["c", CLANGD, "--background-index=false", "--log=error"])
+        .arg(case.language)
+        .args(&case.command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -135,23 +252,26 @@ fn bare_side() -> (Vec<f64>, Vec<f64>) {
         from.read_line(&mut line).unwrap();
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
     };
-    ask(json!({"op": "change", "path": "main.c", "text": GOOD, "expect": ""}));
+    ask(json!({"op": "change", "path": case.main, "text": case.good, "expect": ""}));
     let mut edits = Vec::new();
     for i in 0..ROUNDS {
         let (text, expect) = if i % 2 == 0 {
-            (BAD, "Too many arguments")
+            (case.bad, case.expect)
         } else {
-            (GOOD, "")
+            (case.good, "")
         };
         edits.push(
-            ask(json!({"op": "change", "path": "main.c", "text": text, "expect": expect}))["ms"]
+            ask(json!({"op": "change", "path": case.main, "text": text, "expect": expect}))["ms"]
                 .as_f64()
                 .unwrap(),
         );
     }
     let mut defs = Vec::new();
     for _ in 0..ROUNDS {
-        let out = ask(json!({"op": "definition", "path": "main.c", "line": 2, "character": 24}));
+        let (line, character) = (case.use_at.0 - 1, case.use_at.1 - 1);
+        let out = ask(
+            json!({"op": "definition", "path": case.main, "line": line, "character": character}),
+        );
         defs.push(out["ms"].as_f64().unwrap());
     }
     drop(to);

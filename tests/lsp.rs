@@ -213,9 +213,8 @@ fn typescript_language_server_answers_each_operation_and_diagnoses_an_edit_and_i
         "tsconfig.json",
         "{\"compilerOptions\": {\"strict\": true, \"noEmit\": true}}\n",
     );
-    let lsp = format!(
-        "ts = {{ command = {{ \"{server}\", \"--stdio\" }}, extensions = {{ \".ts\" }}, settleMs = 300 }}"
-    );
+    let lsp =
+        format!("ts = {{ command = {{ \"{server}\", \"--stdio\" }}, extensions = {{ \".ts\" }} }}");
     let pol = lsp_policy(&ws, &[dir.display().to_string()], &lsp);
     let out = run(
         &ws,

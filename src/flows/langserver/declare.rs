@@ -9,8 +9,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// How long a server's pushed diagnostics may keep coming after the first
-/// publish that follows a change, by default.
-pub const DEFAULT_SETTLE_MS: u64 = 200;
+/// publish that follows a change, by default: none. A server that
+/// publishes without a version publishes once per change (typescript-
+/// language-server), so the first publish after it is its answer, and a
+/// fixed wait would only add latency; one that publishes in stages sets
+/// `settleMs`.
+pub const DEFAULT_SETTLE_MS: u64 = 0;
 
 /// How long a call (and an edit's diagnostics) waits for a server, by
 /// default: a server still indexing a large project may need this long.

@@ -205,7 +205,7 @@ pub async fn collect(
         };
     }
     let first = pushed(&server.client, &uri, doc, server.decl.settle_ms, deadline).await?;
-    if first.version.is_some() {
+    if first.version.is_some() || server.decl.settle_ms == 0 {
         return Ok(first.diagnostics);
     }
     Ok(
