@@ -11,7 +11,7 @@ mod common;
 mod model_server;
 
 use common::{need_program, workspace, Workspace};
-use model_server::{openai_text, openai_tools, Answer, ModelServer, Request};
+use model_server::{openai_text, openai_tools, tool_results, Answer, ModelServer, Request};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -26,22 +26,6 @@ fn project() -> Workspace {
         std::fs::copy(Path::new(FIXTURE).join(name), ws.file(name)).unwrap();
     }
     ws
-}
-
-/// The tool results the request carries, in order: `(toolCallId, content)`.
-fn tool_results(req: &Request) -> Vec<(String, String)> {
-    req.body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// One tool call, as the model's reply makes it.

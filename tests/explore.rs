@@ -13,7 +13,7 @@ mod common;
 mod model_server;
 
 use common::{exported_calls, run_lua_with, sluice_in, workspace, Workspace, EMIT};
-use model_server::{openai_text, openai_tools, Answer, ModelServer, Request};
+use model_server::{openai_text, openai_tools, tool_results, Answer, ModelServer, Request};
 use serde_json::{json, Value};
 
 /// The fixture: a function with a bug on line 3, and a file whose text
@@ -32,23 +32,6 @@ fn project() -> Workspace {
     .unwrap();
     std::fs::write(ws.file("secret.txt"), "hunter2\n").unwrap();
     ws
-}
-
-/// The tool results a request carries, in order: `(toolCallId, content)`.
-fn tool_results(req: &Request) -> Vec<(String, String)> {
-    req.body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            let text = m["content"].as_str().unwrap_or_default().to_string();
-            (
-                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                text,
-            )
-        })
-        .collect()
 }
 
 fn call(calls: Vec<(&str, &str, Value)>) -> Answer {

@@ -672,6 +672,23 @@ pub fn openai_text(text: &str) -> Value {
     )
 }
 
+/// The tool results an OpenAI-shaped request carries, in order:
+/// `(toolCallId, content)`.
+pub fn tool_results(req: &Request) -> Vec<(String, String)> {
+    req.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// A whole reply calling tools, in order: `(id, name, arguments)`, the
 /// arguments sent as the JSON text OpenAI sends; finish reason
 /// `tool_calls`, no text.
