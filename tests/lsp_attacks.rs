@@ -63,7 +63,9 @@ return {{
 fn run_within(ws: &Workspace, pol: &str, body: &str, limit: Duration) -> Vec<Value> {
     let mut child = spawn_lua_with(
         ws.path(),
-        &format!("{EMIT}local function call(i) local r, e = sluice.lsp(i) emit(r or e) end\n{body}"),
+        &format!(
+            "{EMIT}local function call(i) local r, e = sluice.lsp(i) emit(r or e) end\n{body}"
+        ),
         &["--policy", "default", "--policy", pol],
         &[],
     );
@@ -76,7 +78,12 @@ fn run_within(ws: &Workspace, pol: &str, body: &str, limit: Duration) -> Vec<Val
     let status = exit_within(&mut child, limit);
     let out = reader.join().unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(status.success(), "{status}: {err}");
     out.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
@@ -142,12 +149,7 @@ fn locations_in_a_fifo_dev_zero_a_huge_or_a_hidden_file_neither_hang_nor_read_no
     ];
     let mut args = vec!["points"];
     args.extend(uris.iter().map(String::as_str));
-    let pol = hostile(
-        &ws,
-        &args,
-        "",
-        "p.deny(\"fs:read:${workspace}/secret/**\")",
-    );
+    let pol = hostile(&ws, &args, "", "p.deny(\"fs:read:${workspace}/secret/**\")");
     let out = run_within(
         &ws,
         &pol,
@@ -158,7 +160,11 @@ fn locations_in_a_fifo_dev_zero_a_huge_or_a_hidden_file_neither_hang_nor_read_no
     assert_eq!(out[0]["server"], "bad", "{}", out[0]);
     assert_eq!(character_of(result, "pipe.txt"), 5, "a FIFO is not read");
     assert_eq!(character_of(result, "/dev/zero"), 5, "a device is not read");
-    assert_eq!(character_of(result, "huge.txt"), 5, "a huge file is not read");
+    assert_eq!(
+        character_of(result, "huge.txt"),
+        5,
+        "a huge file is not read"
+    );
     assert_eq!(
         character_of(result, "secret/key.txt"),
         5,
