@@ -179,3 +179,144 @@ fn locations_in_a_fifo_dev_zero_a_huge_or_a_hidden_file_neither_hang_nor_read_no
     let peak_kib = out[2]["peak"].as_u64().unwrap();
     assert!(peak_kib < 100 * 1024, "sluice grew to {peak_kib} KiB");
 }
+
+// 2. Declarations that would start a launcher or the workspace's code.
+
+/// Builds a run declaring server `x` as `lsp` under `env`: its stderr
+/// when the run was refused before the script ran.
+fn refused_declaration(ws: &Workspace, lsp: &str, env: &[(&str, &str)]) -> String {
+    let pol = policy(
+        ws,
+        "decl.lua",
+        &format!("local p = require(\"sluice.policy\")\nreturn {{ rules = {{}}, lsp = {{ x = {{ {lsp} }} }} }}\n"),
+    );
+    let run = run_lua_env(
+        ws.path(),
+        "print('ran')",
+        &["--policy", "default", "--policy", &pol],
+        &[],
+        env,
+    );
+    assert_ne!(run.code, 0, "{lsp}: ran: {}", run.stdout);
+    assert!(!run.stdout.contains("ran"), "{lsp}");
+    assert!(
+        run.stderr.contains("lsp.x.command"),
+        "{lsp}: the error names the field: {}",
+        run.stderr
+    );
+    run.stderr
+}
+
+#[test]
+fn launchers_behind_another_name_and_workspace_code_reached_another_way_are_refused() {
+    let ws = workspace();
+    let tools = ws.path().parent().unwrap().join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let link = |name: &str, to: &Path| {
+        let p = tools.join(name);
+        let _ = std::fs::remove_file(&p);
+        std::os::unix::fs::symlink(to, &p).unwrap();
+        p.display().to_string()
+    };
+    put(&ws, "bin/server", "#!/bin/sh\n");
+    std::fs::set_permissions(
+        ws.file("bin/server"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    put(&ws, "pkg/__main__.py", "print('workspace code')\n");
+    let mysh = link("mysh", Path::new("/bin/sh"));
+    let myenv = link("lsp-env", Path::new("/usr/bin/env"));
+    let ash = link("ash", Path::new("/usr/bin/busybox"));
+    let into = link("srv", &ws.file("bin/server"));
+    let cases = [
+        (format!("\"{mysh}\", \"-s\""), "a launcher"),
+        (
+            format!("\"{myenv}\", \"-S\", \"python3 evil.py\""),
+            "a launcher",
+        ),
+        (format!("\"{ash}\""), "a launcher"),
+        (
+            format!("\"{into}\", \"--stdio\""),
+            "is inside the workspace",
+        ),
+        ("\"./bin/server\"".to_string(), "is inside the workspace"),
+        (
+            "\"/usr/bin/python3\", \"pkg\"".to_string(),
+            "is inside the workspace",
+        ),
+        (
+            "\"/usr/bin/node\", \".\"".to_string(),
+            "is inside the workspace",
+        ),
+    ];
+    for (command, said) in &cases {
+        let lsp = format!("command = {{ {command} }}, extensions = {{ \".x\" }}");
+        let err = refused_declaration(&ws, &lsp, &[]);
+        assert!(err.contains(said), "{command}: {err}");
+    }
+    // A PATH entry inside the workspace finds the workspace's program.
+    let path = format!("{}:/usr/bin:/bin", ws.file("bin").display());
+    let err = refused_declaration(
+        &ws,
+        "command = { \"server\" }, extensions = { \".x\" }",
+        &[("PATH", &path)],
+    );
+    assert!(err.contains("is inside the workspace"), "{err}");
+}
+
+#[test]
+fn a_declared_path_or_the_working_folder_never_lets_the_workspace_stand_in_for_the_program() {
+    let ws = workspace();
+    // A `python3` and a module in the workspace, each saying it ran.
+    put(
+        &ws,
+        "bin/python3",
+        "#!/bin/sh\necho workspace python ran >&2\nexit 7\n",
+    );
+    std::fs::set_permissions(
+        ws.file("bin/python3"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    put(
+        &ws,
+        "evil.py",
+        &std::fs::read_to_string(hostile_server()).unwrap().replace(
+            "answer(message, \"fine\")",
+            "answer(message, \"workspace module ran\")",
+        ),
+    );
+    let script = hostile_server();
+    let path = format!("{}:/usr/bin:/bin", ws.file("bin").display());
+    let out = run_within(
+        &ws,
+        &hostile(
+            &ws,
+            &["good"],
+            &format!("env = {{ PATH = \"{path}\" }}"),
+            "",
+        )
+        .replace("\"/usr/bin/python3\", \"", "\"python3\", \""),
+        &format!("{HOVER_BAD}{HOVER_GOOD}"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        out[0]["result"]["contents"]["value"], "fine",
+        "the program sluice checked is the one started, whatever the server's PATH: {}",
+        out[0]
+    );
+    fine(&out[1]);
+    // `python3 -m evil` started in the workspace would import its evil.py.
+    let pol = policy(
+        &ws,
+        "m.lua",
+        &format!("local p = require(\"sluice.policy\")\nreturn {{ rules = {{ p.allow(\"fs:read:{}/**\") }}, lsp = {{ bad = {{ command = {{ \"/usr/bin/python3\", \"-m\", \"evil\", \"good\" }}, extensions = {{ \".bad\" }}, timeoutMs = 5000 }} }} }}\n", Path::new(&script).parent().unwrap().display()),
+    );
+    let out = run_within(&ws, &pol, HOVER_BAD, Duration::from_secs(60));
+    assert_ne!(
+        out[0]["result"]["contents"]["value"], "workspace module ran",
+        "{}",
+        out[0]
+    );
+}
