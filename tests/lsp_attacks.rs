@@ -320,3 +320,110 @@ fn a_declared_path_or_the_working_folder_never_lets_the_workspace_stand_in_for_t
         out[0]
     );
 }
+
+// 3. Confinement: hidden files, memory.
+
+#[test]
+fn a_server_cannot_read_what_the_policy_hides_and_dies_past_its_memory_limit() {
+    let ws = workspace();
+    put(&ws, "secret/key.txt", "hunter2\n");
+    put(&ws, "open.txt", "visible\n");
+    let deny = "p.deny(\"fs:read:${workspace}/secret/**\")";
+    let secret = ws.file("secret/key.txt").display().to_string();
+    let open = ws.file("open.txt").display().to_string();
+    let out = run_within(
+        &ws,
+        &hostile(
+            &ws,
+            &["reader"],
+            &format!("env = {{ READ = \"{secret}\" }}"),
+            deny,
+        ),
+        HOVER_BAD,
+        Duration::from_secs(60),
+    );
+    let said = out[0]["result"]["contents"]["value"].as_str().unwrap();
+    assert!(said.starts_with("read failed: "), "{}", out[0]);
+    let out = run_within(
+        &ws,
+        &hostile(
+            &ws,
+            &["reader"],
+            &format!("env = {{ READ = \"{open}\" }}"),
+            deny,
+        ),
+        HOVER_BAD,
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        out[0]["result"]["contents"]["value"], "read: visible\n",
+        "the control: {}",
+        out[0]
+    );
+    let out = run_within(
+        &ws,
+        &hostile(&ws, &["hog"], "memoryMb = 128", ""),
+        &format!("{HOVER_BAD}{HOVER_GOOD}"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out[0]["code"], "command_failed", "{}", out[0]);
+    fine(&out[1]);
+}
+
+// 4. Protocol abuse.
+
+#[test]
+fn replies_to_ids_never_sent_are_ignored_and_the_real_answer_taken() {
+    let ws = workspace();
+    let out = run_within(
+        &ws,
+        &hostile(&ws, &["strays"], "", ""),
+        &format!("{HOVER_BAD}{HOVER_BAD}{HOVER_GOOD}"),
+        Duration::from_secs(60),
+    );
+    fine(&out[0]);
+    fine(&out[1]);
+    fine(&out[2]);
+}
+
+#[test]
+fn frames_not_utf8_or_not_json_fail_the_call_and_the_run_goes_on() {
+    for mode in ["badutf8", "notjson"] {
+        let ws = workspace();
+        let out = run_within(
+            &ws,
+            &hostile(&ws, &[mode], "", ""),
+            &format!("{HOVER_BAD}{HOVER_GOOD}"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out[0]["code"], "command_failed", "{mode}: {}", out[0]);
+        let message = out[0]["message"].as_str().unwrap();
+        assert!(message.contains("not JSON"), "{mode}: {message}");
+        fine(&out[1]);
+    }
+}
+
+#[test]
+#[ignore = "open: the run never ends (killed after 90 s); see the attack report of issue 39"]
+fn a_server_that_stops_reading_and_sends_requests_for_ever_leaves_sluice_bounded() {
+    let ws = workspace();
+    // Each of its requests asks for these settings 2000 times over.
+    let settings = format!("settings = {{ big = \"{}\" }}", "s".repeat(2000));
+    let pol = hostile(&ws, &["nag"], &settings, "");
+    let started = std::time::Instant::now();
+    let out = run_within(
+        &ws,
+        &pol,
+        &format!("{HOVER_BAD}{HOVER_GOOD}{PEAK}"),
+        Duration::from_secs(90),
+    );
+    assert!(
+        ["timeout", "command_failed"].contains(&out[0]["code"].as_str().unwrap_or_default()),
+        "{}",
+        out[0]
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    fine(&out[1]);
+    let peak_kib = out[2]["peak"].as_u64().unwrap();
+    assert!(peak_kib < 200 * 1024, "sluice grew to {peak_kib} KiB");
+}

@@ -4,7 +4,7 @@ definition):
 
   points URI...  answers definition with one location per URI, each at
                  line 0, character 4 (in the protocol's UTF-16 units)
-  reader PATH    answers hover with what reading PATH gave (its first 200
+  reader         answers hover with what reading $READ gave (its first 200
                  characters, or the error)
   hog            at the first hover allocates 1 GiB, page by page
   strays         at a hover first answers ids it was never sent (a number
@@ -21,6 +21,7 @@ Only the standard library: it runs confined.
 """
 
 import json
+import os
 import sys
 
 MODE = sys.argv[1]
@@ -60,7 +61,7 @@ def answer(message, text):
 def hover(message):
     if MODE == "reader":
         try:
-            with open(sys.argv[2], "r", errors="replace") as f:
+            with open(os.environ["READ"], "r", errors="replace") as f:
                 answer(message, "read: " + f.read(200))
         except OSError as e:
             answer(message, "read failed: " + str(e.strerror))
