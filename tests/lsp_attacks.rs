@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
