@@ -276,10 +276,12 @@ impl Lsp {
         if let Some((path, d)) = &doc {
             lines.seed(path, &d.text);
         }
+        let may_read = |p: &std::path::Path| !crate::flows::walk::refused(ctx, p);
         let mut conv = Converter {
             workspace: &ctx.workspace,
             encoding: server.encoding(),
             lines,
+            may_read: &may_read,
         };
         if self.operation == "diagnostics" {
             let (path, d) = doc.as_ref().expect("diagnostics has a path");

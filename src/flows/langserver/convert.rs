@@ -85,6 +85,9 @@ pub fn from_protocol(line_text: &str, offset: u64, enc: Encoding) -> u64 {
     chars + offset.saturating_sub(units) + 1
 }
 
+/// The largest file whose lines are read to convert columns: 16 MiB.
+const MAX_FILE: u64 = 16 << 20;
+
 /// Files' lines, read once each while one result is converted.
 #[derive(Default)]
 pub struct Lines {
@@ -94,14 +97,10 @@ pub struct Lines {
 impl Lines {
     /// Line `line` (0-based) of `path`, if it can be read as text.
     pub fn line(&mut self, path: &Path, line: u64) -> Option<&str> {
-        let lines = self.files.entry(path.to_path_buf()).or_insert_with(|| {
-            let meta = std::fs::metadata(path).ok()?;
-            if meta.len() > 16 << 20 {
-                return None;
-            }
-            let text = std::fs::read_to_string(path).ok()?;
-            Some(text.split('\n').map(str::to_string).collect())
-        });
+        let lines = self
+            .files
+            .entry(path.to_path_buf())
+            .or_insert_with(|| load(path));
         lines.as_ref()?.get(line as usize).map(String::as_str)
     }
 
@@ -112,6 +111,33 @@ impl Lines {
     }
 }
 
+/// `path`'s lines when it is a regular file of at most [`MAX_FILE`]: a
+/// server's answer may name a FIFO (opening it would wait for a writer
+/// for ever), a device (`/dev/zero` never ends; opening some acts) or a
+/// file that grows while read, and none of them is opened or read past
+/// the limit.
+fn load(path: &Path) -> Option<Vec<String>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let regular = |m: &std::fs::Metadata| m.is_file() && m.len() <= MAX_FILE;
+    if !regular(&std::fs::symlink_metadata(path).ok()?) {
+        return None;
+    }
+    // Swapped for another kind of file since: not waited on, not followed.
+    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+        .ok()?;
+    if !regular(&file.metadata().ok()?) {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE).read_to_string(&mut text).ok()?;
+    Some(text.split('\n').map(str::to_string).collect())
+}
+
 /// A server's result as sluice shows it: every position 1-based in
 /// sluice's characters, every `file:` URI a path. `doc` is the document
 /// positions without a URI of their own are in.
@@ -119,6 +145,10 @@ pub struct Converter<'a> {
     pub workspace: &'a Path,
     pub encoding: Encoding,
     pub lines: Lines,
+    /// Whether the call may read a file (a canonical path) an answer
+    /// points to: one the policy hides is never read, not even to count
+    /// its characters, and its positions stay as the server gave them.
+    pub may_read: &'a dyn Fn(&Path) -> bool,
 }
 
 impl Converter<'_> {
@@ -150,8 +180,18 @@ impl Converter<'_> {
         }
         let own = ["uri", "targetUri"]
             .iter()
-            .find_map(|k| map.get(*k).and_then(Value::as_str).and_then(file_of));
-        let here = own.as_deref().or(doc);
+            .find_map(|k| map.get(*k).and_then(Value::as_str));
+        // A URI of its own names where its positions are: a file the call
+        // may read, else nothing (columns left as the server gave them).
+        let readable = own
+            .and_then(file_of)
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .filter(|p| (self.may_read)(p));
+        let here = if own.is_some() {
+            readable.as_deref()
+        } else {
+            doc
+        };
         for (key, child) in map.iter_mut() {
             // What the server keeps for itself, it must get back as it was.
             if key != "data" {
@@ -202,6 +242,7 @@ mod tests {
             workspace: &ws,
             encoding: Encoding::Utf16,
             lines: Lines::default(),
+            may_read: &|_| true,
         };
         c.result(&mut value, None);
         assert_eq!(

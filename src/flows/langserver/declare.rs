@@ -32,6 +32,7 @@ pub const DEFAULT_MEMORY_MB: u64 = 2048;
 const LAUNCHERS: &[&str] = &[
     "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "env", "npx",
     "pnpx", "bunx", "yarn", "pnpm", "npm", "sudo", "doas", "nohup", "setsid", "xargs", "exec",
+    "ash",
 ];
 
 const EXAMPLE: &str = "lsp = {python = {command = {\"basedpyright-langserver\", \"--stdio\"}, extensions = {\".py\"}}}";
@@ -197,12 +198,25 @@ impl Declared {
             p if p.is_relative() && program.contains('/') => Some(workspace.join(p)),
             _ => self.program(path).ok(),
         };
+        // A launcher behind a link of another name (`mysh` to /bin/sh,
+        // `ash` to busybox) is known by what the link resolves to.
+        let real_base = found
+            .as_ref()
+            .and_then(|f| std::fs::canonicalize(f).ok())
+            .and_then(|r| r.file_name().map(|n| n.to_string_lossy().into_owned()));
+        if let Some(real) = real_base.filter(|r| LAUNCHERS.contains(&r.as_str())) {
+            return Err(format!(
+                "{field} starts {program}, which is {real}, a launcher that runs whatever its arguments name; name the language server's own program instead"
+            ));
+        }
+        // A folder counts too: `python3 pkg` runs pkg/__main__.py, `node .`
+        // the workspace's package.
         let args = self
             .command
             .iter()
             .skip(1)
             .map(|a| workspace.join(a))
-            .filter(|p| p.is_file());
+            .filter(|p| p.exists());
         for file in found.into_iter().chain(args) {
             let real = std::fs::canonicalize(&file).unwrap_or(file);
             if real.starts_with(workspace) {

@@ -315,6 +315,8 @@ fn errors_of(
         workspace,
         encoding: server.encoding(),
         lines,
+        // Only `path`, as sent, is converted against.
+        may_read: &|_| false,
     };
     let errors: Vec<Item> = items
         .iter()

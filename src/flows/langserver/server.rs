@@ -154,6 +154,12 @@ impl Server {
         let mut req = ctx.exec.request(argv, ctx.call_seq);
         req.cwd = Some(ctx.workspace.clone());
         req.env = decl.env.clone();
+        // Started in the workspace, `python3 -m NAME` would put it first
+        // on the import path: any .py file there could stand in for a
+        // module the server imports. Python 3.11 and later leave it off.
+        req.env
+            .entry("PYTHONSAFEPATH".into())
+            .or_insert_with(|| "1".into());
         if let Some(confined) = ctx.confine_server(decl.memory_mb)? {
             confined.attach(&mut req);
         }
