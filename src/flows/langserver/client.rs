@@ -9,7 +9,7 @@ use super::frame::{self, FrameError};
 use crate::exec::piped::{Reader, Writer};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -51,7 +51,15 @@ struct Shared {
     ended: watch::Sender<Option<String>>,
     /// What `workspace/configuration` answers.
     settings: Option<Value>,
+    /// Bytes handed to the writer and not yet written: a server that
+    /// stops reading its input must not make sluice hold its replies
+    /// without end.
+    unwritten: AtomicUsize,
 }
+
+/// The most bytes waiting for a server to read them before the connection
+/// is given up ("the server stopped reading its input").
+pub const MAX_UNWRITTEN: usize = 16 << 20;
 
 /// One connection to a server.
 pub struct Client {
@@ -78,8 +86,9 @@ impl Client {
             changed: watch::Sender::new(0),
             ended: watch::Sender::new(None),
             settings,
+            unwritten: AtomicUsize::new(0),
         });
-        tokio::spawn(write_all(stdin, rx));
+        tokio::spawn(write_all(stdin, rx, shared.clone()));
         tokio::spawn(read_all(stdout, shared.clone(), out.clone()));
         Client {
             out,
@@ -116,7 +125,7 @@ impl Client {
     }
 
     fn send(&self, message: Value) {
-        let _ = self.out.send(message.to_string().into_bytes());
+        queue(&self.shared, &self.out, message.to_string().into_bytes());
     }
 
     /// Keeps what the server publishes for document `uri` from now on.
@@ -154,9 +163,46 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn write_all(mut stdin: Writer, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+/// Hands `body` to the writer, unless the server has left more than
+/// [`MAX_UNWRITTEN`] bytes unread: then the connection ends, and every
+/// call waiting on it fails saying so.
+fn queue(shared: &Shared, out: &mpsc::UnboundedSender<Vec<u8>>, body: Vec<u8>) {
+    if shared.ended.borrow().is_some() {
+        return;
+    }
+    let waiting = shared.unwritten.fetch_add(body.len(), Ordering::Relaxed) + body.len();
+    if waiting > MAX_UNWRITTEN {
+        end(
+            shared,
+            format!("the server stopped reading its input ({waiting} bytes waited to be written to it)"),
+        );
+        return;
+    }
+    let _ = out.send(body);
+}
+
+/// Ends the connection for `why`: calls waiting on it fail with it.
+fn end(shared: &Shared, why: String) {
+    if shared.ended.borrow().is_some() {
+        return;
+    }
+    shared.ended.send_replace(Some(why.clone()));
+    for (_, tx) in lock(&shared.pending).drain() {
+        let _ = tx.send(Err(Failure::Ended(why.clone())));
+    }
+}
+
+async fn write_all(
+    mut stdin: Writer,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    shared: Arc<Shared>,
+) {
     while let Some(body) = rx.recv().await {
         if frame::write(&mut stdin, &body).await.is_err() {
+            return;
+        }
+        shared.unwritten.fetch_sub(body.len(), Ordering::Relaxed);
+        if shared.ended.borrow().is_some() {
             return;
         }
     }
@@ -167,17 +213,21 @@ async fn read_all(stdout: Reader, shared: Arc<Shared>, out: mpsc::UnboundedSende
     let why = loop {
         match frame::read(&mut r).await {
             Ok(body) => match serde_json::from_slice::<Value>(&body) {
-                Ok(message) => take(&shared, &out, message),
+                Ok(message) => {
+                    take(&shared, &out, message);
+                    // Given up while answering it (the server stopped
+                    // reading): nothing more of it is read.
+                    if shared.ended.borrow().is_some() {
+                        return;
+                    }
+                }
                 Err(e) => break format!("the server sent a frame that is not JSON: {e}"),
             },
             Err(FrameError::Closed) => break FrameError::Closed.to_string(),
             Err(e) => break e.to_string(),
         }
     };
-    shared.ended.send_replace(Some(why.clone()));
-    for (_, tx) in lock(&shared.pending).drain() {
-        let _ = tx.send(Err(Failure::Ended(why.clone())));
-    }
+    end(&shared, why);
 }
 
 /// Handles one message from the server.
@@ -192,7 +242,7 @@ fn take(shared: &Shared, out: &mpsc::UnboundedSender<Vec<u8>>, message: Value) {
                     json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": message}})
                 }
             };
-            let _ = out.send(body.to_string().into_bytes());
+            queue(shared, out, body.to_string().into_bytes());
         }
         (Some("textDocument/publishDiagnostics"), None) => publish(shared, &message["params"]),
         (Some(_), None) => {}
