@@ -16,6 +16,10 @@ pub const MAX_FINDINGS: usize = 50;
 pub const MAX_EVIDENCE: usize = 10;
 /// The most characters of a claim.
 pub const MAX_CLAIM_CHARS: usize = 2_000;
+/// The most entries `dropped` lists; one more says how many were not.
+pub const MAX_DROPPED: usize = 50;
+/// The most characters of a dropped citation as shown.
+const MAX_CITATION_CHARS: usize = 300;
 
 /// One finding: what the sub-agent claims, and the lines that show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -49,6 +53,8 @@ pub struct Checked {
     pub dropped: Vec<Dropped>,
     /// Why the answer could not be read at all, when it could not.
     pub unreadable: Option<String>,
+    /// Dropped entries past [`MAX_DROPPED`], counted, not listed.
+    unlisted: usize,
 }
 
 /// The findings of the answer `text`, each citation checked against
@@ -83,21 +89,24 @@ pub fn check(text: &str, root: &Path, seen: &Seen) -> Checked {
                         line,
                         text: text.to_string(),
                     }),
-                    None => out.dropped.push(Dropped {
+                    None => out.drop(Dropped {
                         claim: claim.clone(),
-                        citation: Some(format!("{path}:{line}")),
+                        citation: Some(clip(&format!("{path}:{line}"))),
                         reason: "the explorer was never shown this line (no read page or grep match held it)".into(),
                     }),
                 },
-                None => out.dropped.push(Dropped {
+                None => out.drop(Dropped {
                     claim: claim.clone(),
                     citation: None,
-                    reason: format!("a citation is {{path, line}} or \"path:line\", got {c}"),
+                    reason: format!(
+                        "a citation is {{path, line}} or \"path:line\", got {}",
+                        clip(&c.to_string())
+                    ),
                 }),
             }
         }
         if evidence.is_empty() {
-            out.dropped.push(Dropped {
+            out.drop(Dropped {
                 claim,
                 citation: None,
                 reason: "the finding has no citation the explorer was shown, so it was left out"
@@ -107,7 +116,34 @@ pub fn check(text: &str, root: &Path, seen: &Seen) -> Checked {
             out.findings.push(Finding { claim, evidence });
         }
     }
+    if out.unlisted > 0 {
+        out.dropped.push(Dropped {
+            claim: String::new(),
+            citation: None,
+            reason: format!("{} more were left out and are not listed", out.unlisted),
+        });
+    }
     out
+}
+
+impl Checked {
+    /// Lists `d` among the dropped, up to [`MAX_DROPPED`]; beyond, counts
+    /// it: a model's answer cannot make the output grow without end.
+    fn drop(&mut self, d: Dropped) {
+        if self.dropped.len() < MAX_DROPPED {
+            self.dropped.push(d);
+        } else {
+            self.unlisted += 1;
+        }
+    }
+}
+
+/// `text` cut to [`MAX_CITATION_CHARS`] characters, marked when cut.
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(MAX_CITATION_CHARS) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_string(),
+    }
 }
 
 /// The `findings` list of the JSON object in `text` (the first `{` to the
@@ -180,6 +216,29 @@ mod tests {
         let cited: Vec<Option<&str>> = c.dropped.iter().map(|d| d.citation.as_deref()).collect();
         assert_eq!(cited, [Some("calc.py:99"), Some("secrets.rs:1"), None]);
         assert_eq!(c.dropped[2].claim, "the key is in secrets.rs");
+    }
+
+    #[test]
+    fn a_flood_of_bad_citations_lists_at_most_fifty_clipped_and_counts_the_rest() {
+        let long = "p".repeat(5000);
+        let findings: Vec<serde_json::Value> = (0..50)
+            .map(|i| json!({"claim": format!("c{i}"), "evidence": [format!("{long}:1"), "x", {"path": "a.rs", "line": 99}]}))
+            .collect();
+        let c = check(
+            &json!({"findings": findings}).to_string(),
+            Path::new("/w"),
+            &seen(),
+        );
+        assert!(c.findings.is_empty());
+        // 50 findings x (3 bad citations + the finding itself) = 200.
+        assert_eq!(c.dropped.len(), MAX_DROPPED + 1);
+        assert_eq!(
+            c.dropped[MAX_DROPPED].reason,
+            "150 more were left out and are not listed"
+        );
+        let first = c.dropped[0].citation.as_deref().unwrap();
+        assert_eq!(first.chars().count(), MAX_CITATION_CHARS + 3);
+        assert!(first.ends_with("..."));
     }
 
     #[test]

@@ -174,7 +174,9 @@ fn queue(shared: &Shared, out: &mpsc::UnboundedSender<Vec<u8>>, body: Vec<u8>) {
     if waiting > MAX_UNWRITTEN {
         end(
             shared,
-            format!("the server stopped reading its input ({waiting} bytes waited to be written to it)"),
+            format!(
+                "the server stopped reading its input ({waiting} bytes waited to be written to it)"
+            ),
         );
         return;
     }
