@@ -7,6 +7,7 @@
 use super::langserver::client::Failure;
 use super::langserver::convert::{self, Converter, Lines};
 use super::langserver::diagnostics::{self, Missing};
+use super::langserver::server::Doc;
 use super::langserver::{Declared, Server, Servers};
 use super::{choice, closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::call::Action;
@@ -264,14 +265,7 @@ impl Lsp {
             other => other?,
         };
         self.offered(server, &caps)?;
-        let doc = match self.target.as_ref().filter(|t| t.real.is_file()) {
-            Some(t) => {
-                let (file, meta) = crate::fsops::text::open_checked(t)?;
-                let text = crate::fsops::text::load_opened(t, file, meta)?.text;
-                Some((t.real.clone(), server.sync(&t.real, &text, false)))
-            }
-            None => None,
-        };
+        let doc = self.synced(server)?;
         let mut lines = Lines::default();
         if let Some((path, d)) = &doc {
             lines.seed(path, &d.text);
@@ -295,27 +289,43 @@ impl Lsp {
             conv.result(&mut items, Some(path));
             return Ok(items);
         }
-        let uri = self.path.as_deref().map(convert::uri_of);
-        let position = |conv: &mut Converter| -> Value {
-            let (line, character) = self.position.unwrap_or((1, 1));
-            let path = self
-                .path
-                .as_deref()
-                .expect("a positional operation has a path");
-            let text = conv
-                .lines
-                .line(path, line - 1)
-                .unwrap_or_default()
-                .to_string();
-            json!({"line": line - 1, "character": convert::to_protocol(&text, character, conv.encoding)})
+        let Some((method, params)) = self.request_of(server, &mut conv, deadline, limit).await?
+        else {
+            return Ok(json!([]));
         };
-        let at = |conv: &mut Converter| json!({"textDocument": {"uri": uri}, "position": position(conv)});
-        let (method, params) = match self.operation {
-            "hover" => ("textDocument/hover", at(&mut conv)),
-            "definition" => ("textDocument/definition", at(&mut conv)),
-            "implementation" => ("textDocument/implementation", at(&mut conv)),
+        let mut result = request(server, method, params, deadline, limit).await?;
+        conv.result(&mut result, self.path.as_deref());
+        Ok(result)
+    }
+
+    /// The file asked about, as the server now has it (opened or changed
+    /// to its current text); `None` for a workspace-wide question.
+    fn synced(&self, server: &Server) -> FlowResult<Option<(PathBuf, Doc)>> {
+        let Some(t) = self.target.as_ref().filter(|t| t.real.is_file()) else {
+            return Ok(None);
+        };
+        let (file, meta) = crate::fsops::text::open_checked(t)?;
+        let text = crate::fsops::text::load_opened(t, file, meta)?.text;
+        Ok(Some((t.real.clone(), server.sync(&t.real, &text, false))))
+    }
+
+    /// The request the operation makes, its position in the server's
+    /// counting; `None` when a call hierarchy has no item to start from.
+    async fn request_of(
+        &self,
+        server: &Server,
+        conv: &mut Converter<'_>,
+        deadline: tokio::time::Instant,
+        limit: Duration,
+    ) -> Result<Option<(&'static str, Value)>, Asked> {
+        let uri = self.path.as_deref().map(convert::uri_of);
+        let at = json!({"textDocument": {"uri": uri}, "position": self.position_in(conv)});
+        Ok(Some(match self.operation {
+            "hover" => ("textDocument/hover", at),
+            "definition" => ("textDocument/definition", at),
+            "implementation" => ("textDocument/implementation", at),
             "references" => {
-                let mut p = at(&mut conv);
+                let mut p = at;
                 p["context"] = json!({"includeDeclaration": true});
                 ("textDocument/references", p)
             }
@@ -324,19 +334,12 @@ impl Lsp {
                 json!({"textDocument": {"uri": uri}}),
             ),
             "workspaceSymbols" => ("workspace/symbol", json!({"query": self.query})),
-            "prepareCallHierarchy" => ("textDocument/prepareCallHierarchy", at(&mut conv)),
+            "prepareCallHierarchy" => ("textDocument/prepareCallHierarchy", at),
             _ => {
-                let p = at(&mut conv);
-                let items = request(
-                    server,
-                    "textDocument/prepareCallHierarchy",
-                    p,
-                    deadline,
-                    limit,
-                )
-                .await?;
+                let method = "textDocument/prepareCallHierarchy";
+                let items = request(server, method, at, deadline, limit).await?;
                 let Some(item) = items.as_array().and_then(|a| a.first()).cloned() else {
-                    return Ok(json!([]));
+                    return Ok(None);
                 };
                 let method = if self.operation == "callHierarchyIncoming" {
                     "callHierarchy/incomingCalls"
@@ -345,10 +348,23 @@ impl Lsp {
                 };
                 (method, json!({"item": item}))
             }
+        }))
+    }
+
+    /// The call's 1-based position as the protocol counts it (0-based
+    /// lines, characters in the server's encoding); `null` for an
+    /// operation without a path.
+    fn position_in(&self, conv: &mut Converter) -> Value {
+        let Some(path) = self.path.as_deref() else {
+            return Value::Null;
         };
-        let mut result = request(server, method, params, deadline, limit).await?;
-        conv.result(&mut result, self.path.as_deref());
-        Ok(result)
+        let (line, character) = self.position.unwrap_or((1, 1));
+        let text = conv
+            .lines
+            .line(path, line - 1)
+            .unwrap_or_default()
+            .to_string();
+        json!({"line": line - 1, "character": convert::to_protocol(&text, character, conv.encoding)})
     }
 
     /// Whether the server offers the call's operation; `unsupported`
