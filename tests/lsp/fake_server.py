@@ -21,29 +21,10 @@ import socket
 import sys
 
 MODE = sys.argv[1]
-IN = sys.stdin.buffer
-OUT = sys.stdout.buffer
-
-
-def read():
-    length = None
-    while True:
-        line = IN.readline()
-        if not line:
-            sys.exit(0)
-        line = line.strip()
-        if not line:
-            break
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value.strip())
-    return json.loads(IN.read(length))
-
-
-def send(message):
-    body = json.dumps(message).encode()
-    OUT.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    OUT.flush()
+# Started with PYTHONSAFEPATH=1 (as sluice starts every server), so its own
+# folder is put on the path by hand for the shared framing.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frames import OUT, read, send  # noqa: E402
 
 
 def escape():

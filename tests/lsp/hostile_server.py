@@ -25,32 +25,10 @@ import os
 import sys
 
 MODE = sys.argv[1]
-IN = sys.stdin.buffer
-OUT = sys.stdout.buffer
-
-
-def read():
-    length = None
-    while True:
-        line = IN.readline()
-        if not line:
-            sys.exit(0)
-        line = line.strip()
-        if not line:
-            break
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value.strip())
-    return json.loads(IN.read(length))
-
-
-def raw(body):
-    OUT.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    OUT.flush()
-
-
-def send(message):
-    raw(json.dumps(message).encode())
+# Started with PYTHONSAFEPATH=1 (as sluice starts every server), so its own
+# folder is put on the path by hand for the shared framing.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frames import OUT, raw, read, send  # noqa: E402
 
 
 def answer(message, text):
