@@ -233,12 +233,7 @@ fn max_turns_bounds_the_model_calls_and_the_last_must_answer() {
         "return { explore = { provider = \"local\", model = \"m\", maxTurns = 3 } }",
     );
     let mut f = model_server::local_openai_flags(&server);
-    f.extend([
-        "--policy".into(),
-        "default".into(),
-        "--policy".into(),
-        policy,
-    ]);
+    under_default_and(&mut f, policy);
     let out = explore(&ws, &f);
     let out = model_server::ok(&out);
     assert_eq!(
@@ -309,12 +304,7 @@ fn the_runs_policy_judges_each_read_of_the_sub_agent() {
 return { rules = { p.deny("fs:read:${workspace}/secret.txt", "not for models") } }"#,
     );
     let mut f = flags(&server);
-    f.extend([
-        "--policy".into(),
-        "default".into(),
-        "--policy".into(),
-        policy,
-    ]);
+    under_default_and(&mut f, policy);
     let out = explore(&ws, &f);
     let out = model_server::ok(&out);
     let results = tool_results(&server.requests()[1]);
@@ -365,12 +355,7 @@ fn max_turns_holds_over_anthropic_messages_too() {
         "return { explore = { provider = \"local\", model = \"claude\", maxTurns = 3 } }",
     );
     let mut f = f;
-    f.extend([
-        "--policy".into(),
-        "default".into(),
-        "--policy".into(),
-        policy,
-    ]);
+    under_default_and(&mut f, policy);
     let out = explore(&ws, &f);
     let out = model_server::ok(&out);
     assert_eq!(
@@ -401,4 +386,14 @@ fn max_turns_holds_over_anthropic_messages_too() {
         ],
         [0, 1, 2]
     );
+}
+
+/// Adds the default policy and `policy` to the run's flags.
+fn under_default_and(flags: &mut Vec<String>, policy: String) {
+    flags.extend([
+        "--policy".into(),
+        "default".into(),
+        "--policy".into(),
+        policy,
+    ]);
 }
