@@ -62,12 +62,18 @@ fn lsp_policy(ws: &Workspace, reads: &[String], lsp: &str) -> String {
 /// Runs `body` (with `emit`) under the default policy and `pol`; each
 /// stdout line as JSON.
 fn run(ws: &Workspace, pol: &str, body: &str) -> Vec<Value> {
+    run_confined_by(ws, pol, body, "auto")
+}
+
+/// [`run`] with commands, and so servers, confined by `runner`
+/// (`sluice run --sandbox`).
+fn run_confined_by(ws: &Workspace, pol: &str, body: &str, runner: &str) -> Vec<Value> {
     let out = run_lua_with(
         ws.path(),
         &format!(
             "{EMIT}local function call(i) local r, e = sluice.lsp(i) emit(r or e) end\n{body}"
         ),
-        &["--policy", "default", "--policy", pol],
+        &["--sandbox", runner, "--policy", "default", "--policy", pol],
         &[],
     )
     .ok();
@@ -533,6 +539,12 @@ fn a_crashing_server_is_restarted_once_then_fails_with_its_stderr() {
 
 #[test]
 fn a_server_cannot_write_outside_its_cache_nor_reach_the_network() {
+    for runner in ["bwrap", "landlock"] {
+        escape_attempt_fails_under(runner);
+    }
+}
+
+fn escape_attempt_fails_under(runner: &str) {
     let ws = workspace();
     // Not under /tmp, which is the server's own private folder under
     // bubblewrap (its cache): a write there never reaches the host's.
@@ -547,7 +559,7 @@ fn a_server_cannot_write_outside_its_cache_nor_reach_the_network() {
     let port = listener.local_addr().unwrap().port().to_string();
     let (o, i) = (outside.display().to_string(), inside.display().to_string());
     let pol = hostile(&ws, "escape", &[&o, &i, &port], 20_000);
-    let out = run(&ws, &pol, &format!("{HOVER_BAD}{HOVER_GOOD}"));
+    let out = run_confined_by(&ws, &pol, &format!("{HOVER_BAD}{HOVER_GOOD}"), runner);
     let said = out[0]["result"]["contents"]["value"]
         .as_str()
         .unwrap_or_default();
@@ -555,14 +567,17 @@ fn a_server_cannot_write_outside_its_cache_nor_reach_the_network() {
         said.starts_with("write failed: ")
             && said.contains("; write failed: ")
             && said.contains("; connect failed: "),
-        "{}",
+        "{runner}: {}",
         out[0]
     );
-    assert!(!outside.exists() && !inside.exists());
-    assert!(listener.accept().is_err(), "the listener saw a connection");
+    assert!(!outside.exists() && !inside.exists(), "{runner}");
+    assert!(
+        listener.accept().is_err(),
+        "{runner}: the listener saw a connection"
+    );
     assert_eq!(
         out[1]["result"]["contents"]["value"], "fine",
-        "the control: {}",
+        "{runner}: the control: {}",
         out[1]
     );
 }
