@@ -61,12 +61,23 @@ return {{
 /// Runs `body` under the default policy and `pol`, failing if the run
 /// takes over `limit`; each stdout line as JSON.
 fn run_within(ws: &Workspace, pol: &str, body: &str, limit: Duration) -> Vec<Value> {
+    run_within_under(ws, pol, body, limit, "auto")
+}
+
+/// [`run_within`] with servers confined by `runner` (`--sandbox`).
+fn run_within_under(
+    ws: &Workspace,
+    pol: &str,
+    body: &str,
+    limit: Duration,
+    runner: &str,
+) -> Vec<Value> {
     let mut child = spawn_lua_with(
         ws.path(),
         &format!(
             "{EMIT}local function call(i) local r, e = sluice.lsp(i) emit(r or e) end\n{body}"
         ),
-        &["--policy", "default", "--policy", pol],
+        &["--sandbox", runner, "--policy", "default", "--policy", pol],
         &[],
     );
     let mut stdout = child.stdout.take().unwrap();
@@ -325,13 +336,19 @@ fn a_declared_path_or_the_working_folder_never_lets_the_workspace_stand_in_for_t
 
 #[test]
 fn a_server_cannot_read_what_the_policy_hides_and_dies_past_its_memory_limit() {
+    for runner in ["bwrap", "landlock"] {
+        hidden_and_memory_hold_under(runner);
+    }
+}
+
+fn hidden_and_memory_hold_under(runner: &str) {
     let ws = workspace();
     put(&ws, "secret/key.txt", "hunter2\n");
     put(&ws, "open.txt", "visible\n");
     let deny = "p.deny(\"fs:read:${workspace}/secret/**\")";
     let secret = ws.file("secret/key.txt").display().to_string();
     let open = ws.file("open.txt").display().to_string();
-    let out = run_within(
+    let out = run_within_under(
         &ws,
         &hostile(
             &ws,
@@ -341,10 +358,11 @@ fn a_server_cannot_read_what_the_policy_hides_and_dies_past_its_memory_limit() {
         ),
         HOVER_BAD,
         Duration::from_secs(60),
+        runner,
     );
     let said = out[0]["result"]["contents"]["value"].as_str().unwrap();
     assert!(said.starts_with("read failed: "), "{}", out[0]);
-    let out = run_within(
+    let out = run_within_under(
         &ws,
         &hostile(
             &ws,
@@ -354,17 +372,19 @@ fn a_server_cannot_read_what_the_policy_hides_and_dies_past_its_memory_limit() {
         ),
         HOVER_BAD,
         Duration::from_secs(60),
+        runner,
     );
     assert_eq!(
         out[0]["result"]["contents"]["value"], "read: visible\n",
         "the control: {}",
         out[0]
     );
-    let out = run_within(
+    let out = run_within_under(
         &ws,
         &hostile(&ws, &["hog"], "memoryMb = 128", ""),
         &format!("{HOVER_BAD}{HOVER_GOOD}"),
         Duration::from_secs(60),
+        runner,
     );
     assert_eq!(out[0]["code"], "command_failed", "{}", out[0]);
     fine(&out[1]);
