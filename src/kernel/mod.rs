@@ -1076,6 +1076,7 @@ fn verdict(decision: Decision, by: String, reason: String) -> Verdict {
         decision,
         by,
         reason,
+        source: None,
     }
 }
 
@@ -1135,7 +1136,10 @@ fn rule_verdict(policy: &Policy, rule: &Rule) -> Verdict {
         Decision::Deny => "the policy denies it".into(),
         Decision::Ask => "the policy asks a person first".into(),
     });
-    verdict(decision, by, reason)
+    Verdict {
+        source: rule.source.clone(),
+        ..verdict(decision, by, reason)
+    }
 }
 
 /// Every policy's `decide` opinion; the strictest wins (deny, then ask,

@@ -93,6 +93,10 @@ pub struct Verdict {
     pub decision: Decision,
     pub by: String,
     pub reason: String,
+    /// Where the rule that decided is written, `FILE:LINE`, when a rule
+    /// decided and its policy file says (rules made with `p.allow`,
+    /// `p.deny`, `p.ask` do).
+    pub source: Option<String>,
 }
 
 /// What a policy hook sees of one capability check, as `req`.
@@ -129,6 +133,9 @@ pub struct Rule {
     /// rule of a group (a list of rules, such as `p.programs`) at
     /// `rules[1]`.
     pub at: String,
+    /// The file and line that made it (`p.lua:5`), which `p.allow`,
+    /// `p.deny` and `p.ask` note as the rule's `source`.
+    pub source: Option<String>,
 }
 
 impl Rule {
@@ -1046,12 +1053,14 @@ fn parse_rule(item: LuaValue, at: String, vars: &Vars) -> Result<Rule, String> {
     let pattern = Pattern::parse(&text, vars).map_err(|e| bad(e.to_string()))?;
     let reason: Option<String> = t.get("reason").map_err(|e| bad(format!("reason: {e}")))?;
     let except = parse_except(&t, decision, &pattern, vars).map_err(bad)?;
+    let source: Option<String> = t.get("source").map_err(|e| bad(format!("source: {e}")))?;
     Ok(Rule {
         decision,
         pattern,
         reason,
         except,
         at,
+        source,
     })
 }
 
