@@ -170,3 +170,43 @@ both_stores! {
         assert!(body.contains("`sluice audit list` shows the runs"), "{body}");
     }
 }
+
+/// Where each decision's `source` points: a rule's own line, a `decide`
+/// hook's definition, and none for a rule `sluice.policy` made as it
+/// loaded (`p.programs`), which no line of the policy wrote.
+#[test]
+fn a_decision_names_the_line_of_its_rule_or_hook_and_none_for_a_built_in_group() {
+    let ws = workspace();
+    let text = "local p = require(\"sluice.policy\")
+return {
+  rules = {
+    p.programs,
+    p.allow \"fs:*:${workspace}/**\",
+  },
+  decide = function(req)
+    if req.capability:find(\"secret\", 1, true) then return \"deny\" end
+  end,
+  otherwise = \"deny\",
+}
+";
+    let p = policy(&ws, "hooks.lua", text);
+    let script = "sluice.write{path = 'a.txt', content = 'x'}\n\
+                  sluice.write{path = 'secret.txt', content = 'x'}\n\
+                  sluice.ls{path = '/usr'}\n";
+    run_lua_with(ws.path(), script, &["--policy", &p], &[]).ok();
+    let calls = common::exported_calls(ws.path());
+    let source = |n: usize, cap: &str| {
+        calls[n]["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["capability"].as_str().unwrap().starts_with(cap))
+            .unwrap_or_else(|| panic!("no decision on {cap} in {}", calls[n]))["source"]
+            .clone()
+    };
+    assert_eq!(source(0, "fs:write:"), Value::String(format!("{p}:5")));
+    assert_eq!(source(1, "fs:write:"), Value::String(format!("{p}:7")));
+    // /usr is one of the system trees p.programs lets flows read.
+    assert_eq!(calls[2]["status"], "ok", "{}", calls[2]);
+    assert_eq!(source(2, "fs:read:/usr"), Value::Null);
+}

@@ -1142,6 +1142,15 @@ fn rule_verdict(policy: &Policy, rule: &Rule) -> Verdict {
     }
 }
 
+/// The verdict policy `p`'s `decide` hook gives, naming it and where it is
+/// defined.
+fn hook_verdict(p: &Policy, decision: Decision, reason: String) -> Verdict {
+    Verdict {
+        source: p.hook_source("decide"),
+        ..verdict(decision, p.hook_name("decide"), reason)
+    }
+}
+
 /// Every policy's `decide` opinion; the strictest wins (deny, then ask,
 /// then allow). A hook that fails denies.
 fn decide_hooks(policies: &[Policy], req: &Request) -> Result<Option<Verdict>, Verdict> {
@@ -1157,9 +1166,9 @@ fn decide_hooks(policies: &[Policy], req: &Request) -> Result<Option<Verdict>, V
                     continue;
                 }
                 let reason = reason.unwrap_or_else(|| format!("the decide hook says {decision}"));
-                strictest = Some(verdict(decision, p.hook_name("decide"), reason));
+                strictest = Some(hook_verdict(p, decision, reason));
             }
-            Err(e) => return Err(verdict(Decision::Deny, p.hook_name("decide"), e)),
+            Err(e) => return Err(hook_verdict(p, Decision::Deny, e)),
         }
     }
     Ok(strictest)

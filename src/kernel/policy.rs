@@ -518,14 +518,19 @@ impl Policy {
 
     /// The `decide` or `route` hook, named for messages: where it is defined.
     pub fn hook_name(&self, which: &str) -> String {
+        match self.hook_source(which) {
+            Some(at) => format!("{which} hook at {at}"),
+            None => format!("{which} hook of {}", self.name()),
+        }
+    }
+
+    /// Where the `decide` or `route` hook is defined, `FILE:LINE`.
+    pub fn hook_source(&self, which: &str) -> Option<String> {
         let hook = self.loaded.as_ref().ok().and_then(|l| match which {
             "decide" => l.decide.as_ref(),
             _ => l.route.as_ref(),
         });
-        match hook {
-            Some(f) => format!("{which} hook at {}", where_defined(f)),
-            None => format!("{which} hook of {}", self.name()),
-        }
+        hook.map(where_defined)
     }
 
     fn call(&self, l: &Loaded, hook: &Function, req: &Request) -> Result<LuaValue, String> {

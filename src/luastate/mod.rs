@@ -246,7 +246,8 @@ const BUILT_IN_PREFIX: &str = "lua/";
 /// `FILE:LINE` of the nearest Lua code on the stack, above the function
 /// that asks, that is not one of sluice's built-in modules: the line of a
 /// policy file that made a rule (`p.deny(...)`), even through a helper of
-/// `sluice.policy`. `nil` when there is none.
+/// `sluice.policy`. `nil` when there is none, or when a C function comes
+/// first (a rule the module made as it loaded).
 fn caller_line(lua: &Lua, (): ()) -> mlua::Result<Option<String>> {
     // Level 0 is this function, 1 the built-in module's function that
     // asked.
@@ -257,6 +258,12 @@ fn caller_line(lua: &Lua, (): ()) -> mlua::Result<Option<String>> {
         let line = frame.curr_line();
         let source = frame.source();
         let Some(file) = source.source.as_deref().and_then(|s| s.strip_prefix('@')) else {
+            // Past a C function (`require`) before any code of the
+            // caller's: the rule was made as the module loaded
+            // (`p.programs`), at no line of the policy's.
+            if source.what == "C" {
+                return Ok(None);
+            }
             continue;
         };
         if line > 0 && !file.starts_with(BUILT_IN_PREFIX) {
