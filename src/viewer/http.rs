@@ -114,8 +114,13 @@ fn read(
         };
         api::answer(&reader, path, query)
     });
-    if let Ok(mut p) = shared.pool.lock() {
-        p.push(db);
+    // A connection that failed (a PostgreSQL server restarted) is dropped:
+    // the next request opens a fresh one.
+    let failed = matches!(&answer, Err((status, _)) if *status >= 500);
+    if !failed {
+        if let Ok(mut p) = shared.pool.lock() {
+            p.push(db);
+        }
     }
     answer
 }
