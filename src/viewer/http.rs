@@ -25,6 +25,10 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// Connections kept for the next requests; more are opened while many
+/// requests are read at once, and closed after.
+const POOLED: usize = 4;
+
 /// The cookie a token is kept in once given.
 const COOKIE: &str = "sluice_viewer";
 
@@ -119,7 +123,9 @@ fn read(
     let failed = matches!(&answer, Err((status, _)) if *status >= 500);
     if !failed {
         if let Ok(mut p) = shared.pool.lock() {
-            p.push(db);
+            if p.len() < POOLED {
+                p.push(db);
+            }
         }
     }
     answer
