@@ -547,6 +547,7 @@ fn approve_never_grants_net_private_by_a_wildcard() {
         decision: Decision::Ask,
         by: "test".into(),
         reason: "asks".into(),
+        source: None,
     };
     for wild in [
         "*",

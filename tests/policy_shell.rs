@@ -216,6 +216,7 @@ fn a_pre_approval_covers_a_command_line_only_if_it_covers_every_command_in_it() 
         decision: Decision::Ask,
         by: "test".into(),
         reason: "test".into(),
+        source: None,
     };
     let approved = |line: &str| {
         let cap = Capability::parse(&format!("proc:spawn:{line}")).unwrap();

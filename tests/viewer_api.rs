@@ -236,7 +236,11 @@ fn a_restarted_postgresql_costs_at_most_one_answer_and_the_viewer_reads_on() {
         .envs(env.clone())
         .output()
         .unwrap();
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
     let s = serve_with(&ws, env);
     assert_eq!(json(&s, "/api/runs")["total"], 1);
     pg.restart();

@@ -46,10 +46,7 @@ type Line = (&'static str, String);
 pub fn diff(flow: &str, input: &Value) -> Option<Value> {
     let text = |k: &str| input.get(k).and_then(Value::as_str);
     let files: Vec<(String, Vec<Line>)> = match flow {
-        "write" => vec![(
-            text("path")?.to_string(),
-            lines_of(text("content")?, "add"),
-        )],
+        "write" => vec![(text("path")?.to_string(), lines_of(text("content")?, "add"))],
         "edit" => {
             let new = text("newString")?;
             let old = text("oldString").or_else(|| text("expect"));
@@ -95,8 +92,16 @@ fn replaced(old: &str, new: &str) -> Vec<Line> {
         .take_while(|(x, y)| x == y)
         .count();
     let mut out: Vec<Line> = a[..head].iter().map(|l| ("ctx", l.to_string())).collect();
-    out.extend(a[head..a.len() - tail].iter().map(|l| ("del", l.to_string())));
-    out.extend(b[head..b.len() - tail].iter().map(|l| ("add", l.to_string())));
+    out.extend(
+        a[head..a.len() - tail]
+            .iter()
+            .map(|l| ("del", l.to_string())),
+    );
+    out.extend(
+        b[head..b.len() - tail]
+            .iter()
+            .map(|l| ("add", l.to_string())),
+    );
     out.extend(a[a.len() - tail..].iter().map(|l| ("ctx", l.to_string())));
     out
 }
@@ -161,7 +166,7 @@ pub fn conversation(input: &Value, output: Option<&Value>) -> Option<Value> {
     let reply = output.map(|o| {
         json!({
             "role": "assistant",
-            "text": o.get("text").and_then(Value::as_str).unwrap_or(""),
+            "text": reply_text(o),
             "toolCalls": o.get("toolCalls").cloned().unwrap_or(Value::Null),
             "stopReason": o.get("stopReason").cloned().unwrap_or(Value::Null),
         })
@@ -175,6 +180,23 @@ pub fn conversation(input: &Value, output: Option<&Value>) -> Option<Value> {
         "answeredBy": output.and_then(|o| o.get("model")),
         "latencyMs": output.and_then(|o| o.get("latencyMs")),
     }))
+}
+
+/// The reply's text; for an output the record capped (kept as its size,
+/// SHA-256, head and tail), the head it kept and what was left out.
+fn reply_text(o: &Value) -> String {
+    if let Some(text) = o.get("text").and_then(Value::as_str) {
+        return text.to_string();
+    }
+    if o.get("capped").and_then(Value::as_bool) == Some(true) {
+        let head = o.get("head").and_then(Value::as_str).unwrap_or("");
+        let bytes = o.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+        return format!(
+            "{head}\n… the output was {bytes} bytes of JSON, and the record kept only its head (above) \
+             and tail (capped); its SHA-256 is in the output below"
+        );
+    }
+    String::new()
 }
 
 /// A message's text: its `content` string, or its parts' JSON.

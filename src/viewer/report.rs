@@ -45,7 +45,10 @@ pub fn report(db: &dyn Db, run: &str, out: &Path) -> Result<Written, String> {
         .and_then(|()| std::fs::rename(&partial, out))
         .map_err(|e| {
             let _ = std::fs::remove_file(&partial);
-            format!("cannot write {}: {e}; choose a folder you can write", out.display())
+            format!(
+                "cannot write {}: {e}; choose a folder you can write",
+                out.display()
+            )
         })?;
     Ok(Written {
         calls,
@@ -143,6 +146,7 @@ fn page(data: &Value) -> String {
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <link rel=\"icon\" href=\"data:,\">\n\
          <title>sluice report</title>\n<style>{STYLE}</style>\n</head>\n<body data-ready=\"0\">\n\
          <header>sluice · report</header>\n<main id=\"main\"></main>\n\
          <script type=\"application/json\" id=\"sluice-data\">{}</script>\n\

@@ -33,8 +33,11 @@ fn rank(o: Outcome) -> u8 {
     }
 }
 
+/// A task id as it sorts: `0.2` before `0.10`.
+type TaskKey = Vec<(u64, String)>;
+
 /// Task ids in the order people read them: `0.2` before `0.10`.
-fn task_key(task: &str) -> Vec<(u64, String)> {
+fn task_key(task: &str) -> TaskKey {
     task.split('.')
         .map(|p| (p.parse().unwrap_or(u64::MAX), p.to_string()))
         .collect()
@@ -44,7 +47,7 @@ fn task_key(task: &str) -> Vec<(u64, String)> {
 /// ends what is still running.
 pub fn lanes(spans: Vec<Span>, start_ms: i64, now_ms: i64) -> Value {
     let origin = start_ms * 1000;
-    let mut by_task: BTreeMap<Vec<(u64, String)>, (String, Vec<Bar>)> = BTreeMap::new();
+    let mut by_task: BTreeMap<TaskKey, (String, Vec<Bar>)> = BTreeMap::new();
     let mut end_us = 0i64;
     let count = spans.len();
     for s in spans.into_iter().filter(|s| !s.copied) {
@@ -76,7 +79,13 @@ pub fn lanes(spans: Vec<Span>, start_ms: i64, now_ms: i64) -> Value {
             let bars: Vec<Value> = bars
                 .iter()
                 .map(|b| {
-                    json!([b.n, b.start_us, b.end_us - b.start_us, b.outcome.as_str(), b.calls])
+                    json!([
+                        b.n,
+                        b.start_us,
+                        b.end_us - b.start_us,
+                        b.outcome.as_str(),
+                        b.calls
+                    ])
                 })
                 .collect();
             json!({"task": task, "bars": bars})
@@ -123,7 +132,11 @@ mod tests {
     #[test]
     fn each_task_is_a_lane_in_reading_order_and_each_call_a_bar() {
         let t = lanes(
-            vec![span(1, "0", 1000, 500), span(2, "0.10", 1001, 800), span(3, "0.2", 1001, 900)],
+            vec![
+                span(1, "0", 1000, 500),
+                span(2, "0.10", 1001, 800),
+                span(3, "0.2", 1001, 900),
+            ],
             1000,
             2000,
         );

@@ -79,7 +79,7 @@
   function show(s) {
     return String(s === null || s === undefined ? '' : s).replace(
       /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g,
-      (c) => (c === '\u001b' ? '\u241b' : '\\x' + c.charCodeAt(0).toString(16).padStart(2, '0')));
+      (c) => '\\x' + c.charCodeAt(0).toString(16).padStart(2, '0'));
   }
 
   // An element with class, id, data- and title attributes and text or
