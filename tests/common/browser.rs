@@ -195,7 +195,9 @@ fn note_event(log: &mut PageLog, method: &str, params: &Value) {
                 .unwrap_or("an exception");
             log.exceptions.push(text.to_string());
         }
-        "Runtime.consoleAPICalled" if matches!(params["type"].as_str(), Some("error" | "assert")) => {
+        "Runtime.consoleAPICalled"
+            if matches!(params["type"].as_str(), Some("error" | "assert")) =>
+        {
             let text: Vec<String> = params["args"]
                 .as_array()
                 .into_iter()
