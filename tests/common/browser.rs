@@ -409,6 +409,17 @@ impl Page {
         self.conn.call(Some(&self.session), method, params)
     }
 
+    /// Runs `js` in every document this page loads from now on, before the
+    /// document's own scripts (and outside its Content Security Policy):
+    /// for a probe such as a timer a bench reads later.
+    pub fn on_new_document(&self, js: &str) -> Result<(), String> {
+        self.cdp(
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({"source": js}),
+        )
+        .map(|_| ())
+    }
+
     /// Navigates to `url` and, for a new document, waits for its `load`
     /// event (a change of the fragment alone loads nothing, so it returns
     /// at once).
