@@ -19,3 +19,27 @@ pub fn hex(bytes: &[u8]) -> String {
     }
     s
 }
+
+/// Whether two secrets (a bearer token) are equal, in time that depends
+/// neither on where they differ nor on their lengths: their SHA-256
+/// digests are compared whole.
+pub fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    let (a, b) = (sha256_hex(a), sha256_hex(b));
+    a.bytes()
+        .zip(b.bytes())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_secret;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"abcd"));
+        assert!(!same_secret(b"", b"a"));
+    }
+}

@@ -61,6 +61,7 @@ mod runtime;
 #[cfg(feature = "fleet")]
 mod fleet;
 mod mcp;
+mod viewer;
 
 mod cli;
 

@@ -23,6 +23,7 @@
 //!   (`sluice audit anchor`, `verify --anchor`).
 
 pub mod anchor;
+pub mod browse;
 pub mod chain;
 pub mod copy;
 pub mod db;

@@ -46,6 +46,61 @@ pub enum AuditCommand {
     Verify(VerifyArgs),
     Anchor(AnchorArgs),
     Copy(CopyArgs),
+    Serve(ServeArgs),
+    Report(ReportArgs),
+}
+
+/// Serve a read-only web page of the record: runs, a run's timeline and calls, each call whole.
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Serve a read-only web page of the record on this machine, and print its URL. The runs \
+(script, status, start, duration, calls, model tokens, the worker that ran it, whether its record verifies); \
+a run: one timeline lane per task and one bar per call, so calls that ran at the same time show side by side, \
+filters by flow, tier, decision and outcome, a search in inputs and outputs, and the list of its calls, \
+however many (the page asks for the rows it shows); a call whole: input, output or error, each decision with \
+the rule that made it and the policy file and line, who answered an ask, the sandbox facts, route and \
+timings, a file change as a diff, a command's streams, a model call as its conversation with tokens and \
+latency; the run's plan (update_plan). `sluice audit verify`'s verdict is on the page, and a broken chain is \
+marked at the call where it breaks. A run in progress gains its calls as they are recorded.\n\n\
+Nothing on the page can change the record (GET alone), and nothing in the record can run in it: every \
+value is shown as text, under a Content-Security-Policy that allows the page's own script alone. It serves \
+on 127.0.0.1 by default, and refuses a request whose Host or Origin is not its own (a page elsewhere \
+cannot read it, even through DNS rebinding). Served on any other address it needs --token: open the \
+URL it prints (which carries the token once; the browser keeps it in a cookie).",
+    after_help = "Examples:\n  sluice audit serve\n  sluice audit serve --http 127.0.0.1:9000 --workspace ~/agent\n  \
+sluice audit serve --audit postgres://sluice@db.internal:5432/records\n  \
+sluice audit serve --http 0.0.0.0:7878 --token \"$(openssl rand -hex 16)\""
+)]
+pub struct ServeArgs {
+    /// The address to serve on; another than 127.0.0.1, ::1 or localhost needs --token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub http: String,
+    /// The token a browser must bring (given once in the printed URL) [default: $SLUICE_VIEWER_TOKEN].
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    #[command(flatten)]
+    pub db: Db,
+}
+
+/// Write a run as one self-contained HTML file: the viewer's page, no server or network needed.
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Write one run as a single HTML file: the page `sluice audit serve` shows for it (timeline, \
+filters, search, every call whole, the record's verdict), with the run inside it. It opens from disk in \
+any browser, needs no server, and makes no request: its own Content-Security-Policy allows its inline \
+script and style alone, by their hashes. Every value is shown as text; values over 64 KiB are cut, saying \
+how much (`sluice audit show RUN --call N --json` has them whole).",
+    after_help = "Examples:\n  sluice audit report last --html run.html\n  \
+sluice audit report 3f9c --html /tmp/review.html --audit postgres://sluice@db.internal:5432/records"
+)]
+pub struct ReportArgs {
+    /// The run: an id, a unique prefix of one, `last` (the newest) or `last~N` (N runs before it).
+    pub run: String,
+    /// The file to write.
+    #[arg(long, value_name = "FILE")]
+    pub html: PathBuf,
+    #[command(flatten)]
+    pub db: Db,
 }
 
 /// Where the record is, and how to print it: shared by every subcommand.
@@ -269,6 +324,8 @@ pub fn audit(args: AuditArgs) -> ExitCode {
         AuditCommand::Verify(a) => verify(a),
         AuditCommand::Anchor(a) => anchor(a),
         AuditCommand::Copy(a) => copy(a),
+        AuditCommand::Serve(a) => serve(a),
+        AuditCommand::Report(a) => report(a),
     };
     result.unwrap_or_else(|e| {
         eprintln!("sluice: {e}");
@@ -296,6 +353,45 @@ fn emit<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) ->
     } else {
         print(&text(value))
     }
+}
+
+fn serve(a: ServeArgs) -> Result<ExitCode, String> {
+    let addr = resolve_addr(&a.http)?;
+    let token = a
+        .token
+        .or_else(|| std::env::var(crate::viewer::ENV_TOKEN).ok())
+        .filter(|t| !t.is_empty());
+    let opened = opened(&a.db)?;
+    let name = opened.name.clone();
+    crate::viewer::serve(opened, addr, token, |url| {
+        eprintln!("sluice audit serve: {url} (the record {name}; read-only; Ctrl-C stops)");
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ADDR` as a socket address: `HOST:PORT`, a name resolved.
+fn resolve_addr(given: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    given
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            format!("--http {given:?} is not an address to serve on; give HOST:PORT, e.g. 127.0.0.1:7878")
+        })
+}
+
+fn report(a: ReportArgs) -> Result<ExitCode, String> {
+    let opened = opened(&a.db)?;
+    let id = store::find_run(&*opened.db, &a.run)?;
+    let written = crate::viewer::report(&*opened.db, &id, &a.html)?;
+    eprintln!(
+        "sluice: wrote run {id} ({} calls) to {} ({} KiB); open it in a browser",
+        written.calls,
+        a.html.display(),
+        written.bytes.div_ceil(1024)
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn list(a: ListArgs) -> Result<ExitCode, String> {

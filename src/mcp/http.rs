@@ -119,7 +119,7 @@ fn front(
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token);
-    if !given.is_some_and(|g| same(g.as_bytes(), expected.as_bytes())) {
+    if !given.is_some_and(|g| crate::digest::same_secret(g.as_bytes(), expected.as_bytes())) {
         return Some(reply(
             401,
             "this sluice mcp server needs `Authorization: Bearer TOKEN`: the --token (or SLUICE_MCP_TOKEN) it was \
@@ -133,16 +133,6 @@ fn front(
     None
 }
 
-/// Compares a token in time that depends neither on where it differs nor
-/// on its length: the two are compared as their SHA-256 digests.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    let (a, b) = (crate::digest::sha256_hex(a), crate::digest::sha256_hex(b));
-    a.bytes()
-        .zip(b.bytes())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
-}
-
 fn reply(status: u16, text: &str, challenge: Option<&str>) -> hyper::Response<Body> {
     let mut builder = hyper::Response::builder()
         .status(status)
@@ -153,17 +143,4 @@ fn reply(status: u16, text: &str, challenge: Option<&str>) -> hyper::Response<Bo
     builder
         .body(Full::new(Bytes::from(text.to_string())).boxed())
         .expect("a plain response builds")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same;
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same(b"abc", b"abc"));
-        assert!(!same(b"abc", b"abd"));
-        assert!(!same(b"abc", b"abcd"));
-        assert!(!same(b"", b"a"));
-    }
 }
