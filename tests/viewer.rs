@@ -423,7 +423,7 @@ fn an_edit_shows_its_diff() {
     let run = record(
         ws.path(),
         "sluice.write{path = 'a.txt', content = 'alpha\\nbeta\\ngamma\\n'}\n\
-         sluice.edit{path = 'a.txt', oldString = 'beta', newString = 'BETA'}\n",
+         sluice.edit{path = 'a.txt', oldString = 'alpha\\nbeta\\ngamma', newString = 'alpha\\nBETA\\ngamma'}\n",
         &[],
     );
     let viewer = serve(ws.path());
@@ -571,7 +571,6 @@ fn a_run_in_progress_gains_rows_without_a_reload() {
                     sluice.bash{command = 'until [ -e go' .. i .. ' ]; do sleep 0.05; done'}\n\
                   end\n";
     let mut child = spawn_lua(ws.path(), script, &[]);
-    let viewer = serve(ws.path());
     let ready = common::postgres::wait_until(Duration::from_secs(30), || {
         let r = sluice_in(ws.path(), &["audit", "list", "--json"]);
         let v: Value = serde_json::from_str(&r.stdout).unwrap_or_default();
@@ -579,6 +578,7 @@ fn a_run_in_progress_gains_rows_without_a_reload() {
     });
     assert!(ready, "the run never recorded its first two calls");
     let run = last_run(ws.path());
+    let viewer = serve(ws.path());
     let browser = Browser::start();
     let page = open(&browser, &viewer.run_url(&run));
     until(

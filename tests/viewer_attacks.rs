@@ -275,7 +275,7 @@ fn assert_bounded(page: &Page, view: &str) {
         "{view}: {len} characters of text in the page"
     );
     let panel = text(page, "#call");
-    let note = regex::Regex::new(r"(?i)\b(cut|truncated|omitted|elided)\b").unwrap();
+    let note = regex::Regex::new(r"(?i)(\bcut\b|truncated|omitted|elided|not shown)").unwrap();
     assert!(
         note.is_match(&panel),
         "{view}: no note that the value was cut"
@@ -604,8 +604,44 @@ fn another_address_needs_a_token_and_a_request_without_it_is_refused() {
         let r = request(&addr, "GET", &path, &addr, &[]);
         assert_eq!(r.status, 401, "GET {path} without the token: {}", r.text());
     }
+    // The printed URL signs in: a cookie, then the viewer.
     let r = request(&addr, "GET", &format!("/?token={token}"), &addr, &[]);
-    assert_eq!(r.status, 200, "GET / with the token: {}", r.text());
+    let cookie = r
+        .header("set-cookie")
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        r.status == 200 || (r.status == 303 && cookie.contains(token)),
+        "GET /?token=...: {} {:?}: {}",
+        r.status,
+        r.headers,
+        r.text()
+    );
+    for path in [
+        "/".to_string(),
+        "/api/runs".into(),
+        format!("/api/runs/{run}/calls/1"),
+    ] {
+        let bearer = format!("Bearer {token}");
+        for (name, value) in [
+            ("Authorization", bearer.as_str()),
+            ("Cookie", cookie.as_str()),
+        ] {
+            if value.is_empty() {
+                continue;
+            }
+            let r = request(&addr, "GET", &path, &addr, &[(name, value)]);
+            assert_eq!(
+                r.status,
+                200,
+                "GET {path} with {name} {value}: {}",
+                r.text()
+            );
+        }
+    }
     // The page the printed URL opens reaches the API with the token.
     let browser = Browser::start();
     let url = viewer.url.replacen("0.0.0.0", "127.0.0.1", 1);

@@ -54,13 +54,19 @@ impl Filter {
             format!("?{}", params.len() + 1)
         };
         if let Some(flow) = &self.flow {
-            parts.push(format!("flow = {}", param(Val::from(flow.as_str()), &mut params)));
+            parts.push(format!(
+                "flow = {}",
+                param(Val::from(flow.as_str()), &mut params)
+            ));
         }
         if let Some(tier) = &self.tier {
             if !["sealed", "compensable", "irreversible"].contains(&tier.as_str()) {
                 return Err(bad("tier", tier, "sealed, compensable or irreversible"));
             }
-            parts.push(format!("tier = {}", param(Val::from(tier.as_str()), &mut params)));
+            parts.push(format!(
+                "tier = {}",
+                param(Val::from(tier.as_str()), &mut params)
+            ));
         }
         if let Some(decision) = &self.decision {
             if !["allow", "deny", "ask"].contains(&decision.as_str()) {
@@ -68,7 +74,10 @@ impl Filter {
             }
             // Decisions are kept as compact JSON, written by one serializer.
             let needle = format!("%\"decision\":\"{decision}\"%");
-            parts.push(format!("decisions LIKE {}", param(Val::from(needle), &mut params)));
+            parts.push(format!(
+                "decisions LIKE {}",
+                param(Val::from(needle), &mut params)
+            ));
         }
         if let Some(outcome) = &self.outcome {
             parts.push(
@@ -302,7 +311,9 @@ mod tests {
             ..Filter::default()
         };
         let (sql, params) = f.condition().unwrap();
-        assert!(sql.starts_with("TRUE AND flow = ?2 AND decisions LIKE ?3 AND (lower(input) LIKE ?4"));
+        assert!(
+            sql.starts_with("TRUE AND flow = ?2 AND decisions LIKE ?3 AND (lower(input) LIKE ?4")
+        );
         assert_eq!(params.len(), 3);
         assert_eq!(params[2], Val::from("%push%"));
     }

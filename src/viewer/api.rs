@@ -40,7 +40,10 @@ pub fn answer(r: &Reader, path: &str, query: &HashMap<String, String>) -> Result
         match query.get(k) {
             None => Ok(default),
             Some(v) => v.parse().map_err(|_| {
-                (400, format!("{k}={v:?} is not a whole number; give {k} as digits"))
+                (
+                    400,
+                    format!("{k}={v:?} is not a whole number; give {k} as digits"),
+                )
             }),
         }
     };
@@ -62,12 +65,18 @@ pub fn answer(r: &Reader, path: &str, query: &HashMap<String, String>) -> Result
             Ok(timeline::lanes(spans, run_started, crate::audit::now_ms()))
         }
         ["api", "runs", run, "calls", n] => {
-            let n = n
-                .parse()
-                .map_err(|_| (400, format!("call {n:?} is not a number; calls are /calls/N")))?;
+            let n = n.parse().map_err(|_| {
+                (
+                    400,
+                    format!("call {n:?} is not a number; calls are /calls/N"),
+                )
+            })?;
             call(r, run, n).map_err(found)
         }
-        _ => Err((404, format!("no such view: {path}; the API is /api/runs/..."))),
+        _ => Err((
+            404,
+            format!("no such view: {path}; the API is /api/runs/..."),
+        )),
     }
 }
 
@@ -143,7 +152,10 @@ pub fn summary(r: &Reader, run: &str) -> Result<Value, String> {
 /// Run `run`'s verdict, verified again only when its rows changed.
 pub fn verdict(r: &Reader, run: &str) -> Result<Verdict, String> {
     let stored = browse::run(r.db, run)?;
-    let count = browse::tasks(r.db, run)?.iter().map(|(_, n)| n).sum::<i64>();
+    let count = browse::tasks(r.db, run)?
+        .iter()
+        .map(|(_, n)| n)
+        .sum::<i64>();
     let key = format!("{}:{:?}:{count}", stored.status, stored.seal);
     if let Some((k, v)) = r.verdicts.0.lock().ok().and_then(|m| m.get(run).cloned()) {
         if k == key {
@@ -205,7 +217,10 @@ pub fn whole(c: &Call, facts: &dyn FlowFacts, problem: Option<&verify::Problem>)
     v["diff"] = json!(detail::diff(&c.flow, &c.input));
     v["streams"] = detail::bounded(&json!(detail::streams(c.output.as_ref())), &at);
     v["conversation"] = match c.model_use().is_some() || c.flow == "model" {
-        true => detail::bounded(&json!(detail::conversation(&c.input, c.output.as_ref())), &at),
+        true => detail::bounded(
+            &json!(detail::conversation(&c.input, c.output.as_ref())),
+            &at,
+        ),
         false => Value::Null,
     };
     v["gist"] = json!(render::input_summary(&c.flow, &c.input, facts));

@@ -46,10 +46,7 @@ type Line = (&'static str, String);
 pub fn diff(flow: &str, input: &Value) -> Option<Value> {
     let text = |k: &str| input.get(k).and_then(Value::as_str);
     let files: Vec<(String, Vec<Line>)> = match flow {
-        "write" => vec![(
-            text("path")?.to_string(),
-            lines_of(text("content")?, "add"),
-        )],
+        "write" => vec![(text("path")?.to_string(), lines_of(text("content")?, "add"))],
         "edit" => {
             let new = text("newString")?;
             let old = text("oldString").or_else(|| text("expect"));
@@ -95,8 +92,16 @@ fn replaced(old: &str, new: &str) -> Vec<Line> {
         .take_while(|(x, y)| x == y)
         .count();
     let mut out: Vec<Line> = a[..head].iter().map(|l| ("ctx", l.to_string())).collect();
-    out.extend(a[head..a.len() - tail].iter().map(|l| ("del", l.to_string())));
-    out.extend(b[head..b.len() - tail].iter().map(|l| ("add", l.to_string())));
+    out.extend(
+        a[head..a.len() - tail]
+            .iter()
+            .map(|l| ("del", l.to_string())),
+    );
+    out.extend(
+        b[head..b.len() - tail]
+            .iter()
+            .map(|l| ("add", l.to_string())),
+    );
     out.extend(a[a.len() - tail..].iter().map(|l| ("ctx", l.to_string())));
     out
 }

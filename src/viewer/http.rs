@@ -22,7 +22,8 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// The policy every answer carries: the page's own script and style, its
 /// own API, nothing inline, no frames, no forms.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+pub const CSP: &str =
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// The cookie a token is kept in once given.
@@ -73,11 +74,10 @@ async fn respond(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> 
         return refusal;
     }
     let path = req.uri().path().to_string();
-    let query: HashMap<String, String> = url::form_urlencoded::parse(
-        req.uri().query().unwrap_or("").as_bytes(),
-    )
-    .into_owned()
-    .collect();
+    let query: HashMap<String, String> =
+        url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
     if let (Some(token), Some(_)) = (query.get("token"), &shared.token) {
         return welcome(token, &path);
     }

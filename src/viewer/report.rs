@@ -45,7 +45,10 @@ pub fn report(db: &dyn Db, run: &str, out: &Path) -> Result<Written, String> {
         .and_then(|()| std::fs::rename(&partial, out))
         .map_err(|e| {
             let _ = std::fs::remove_file(&partial);
-            format!("cannot write {}: {e}; choose a folder you can write", out.display())
+            format!(
+                "cannot write {}: {e}; choose a folder you can write",
+                out.display()
+            )
         })?;
     Ok(Written {
         calls,

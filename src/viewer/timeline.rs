@@ -76,7 +76,13 @@ pub fn lanes(spans: Vec<Span>, start_ms: i64, now_ms: i64) -> Value {
             let bars: Vec<Value> = bars
                 .iter()
                 .map(|b| {
-                    json!([b.n, b.start_us, b.end_us - b.start_us, b.outcome.as_str(), b.calls])
+                    json!([
+                        b.n,
+                        b.start_us,
+                        b.end_us - b.start_us,
+                        b.outcome.as_str(),
+                        b.calls
+                    ])
                 })
                 .collect();
             json!({"task": task, "bars": bars})
@@ -123,7 +129,11 @@ mod tests {
     #[test]
     fn each_task_is_a_lane_in_reading_order_and_each_call_a_bar() {
         let t = lanes(
-            vec![span(1, "0", 1000, 500), span(2, "0.10", 1001, 800), span(3, "0.2", 1001, 900)],
+            vec![
+                span(1, "0", 1000, 500),
+                span(2, "0.10", 1001, 800),
+                span(3, "0.2", 1001, 900),
+            ],
             1000,
             2000,
         );
