@@ -227,23 +227,27 @@ fn assert_hostile_text_shown(page: &Page, n: u64, view: &str) {
         ),
         N_NAMED => ("#call-input", HOSTILE_NAME),
         N_MISSING => ("#call-error", HOSTILE_NAME),
-        N_DENIED => ("#call-decision", "<svg onload=\"window.__pwned=1\"></svg>"),
-        N_BIG_WRITE => (
-            "#call-input",
-            "<a href=\"javascript:window.__pwned=1\">click</a>",
-        ),
+        // JSON shows a quote as \", so these needles hold none.
+        N_DENIED => ("#call-decision", "<script>window.__pwned=1</script>"),
+        N_BIG_WRITE => ("#call-input", "<script>window.__pwned=1</script>"),
         N_BIG_MODEL => (
             "#call-conversation .message[data-role=assistant]",
             "[md](javascript:window.__pwned=1)",
         ),
         _ => return,
     };
-    let shown = text(page, selector);
-    assert!(
-        shown.contains(needle),
-        "{view}: {selector} does not show {needle:?} as text: {:?}",
-        &shown[..shown.len().min(500)]
+    let js = format!(
+        "((document.querySelector({sel}) || {{}}).textContent || '').includes({needle})",
+        sel = json!(selector),
+        needle = json!(needle)
     );
+    if page.wait_for(&js, WAIT).is_err() {
+        let shown = text(page, selector);
+        panic!(
+            "{view}: {selector} does not show {needle:?} as text: {:?}",
+            &shown[..shown.len().min(500)]
+        );
+    }
 }
 
 /// The ANSI colour and the OSC 8 link of call `N_PRINTF`'s output are
@@ -275,7 +279,8 @@ fn assert_bounded(page: &Page, view: &str) {
         "{view}: {len} characters of text in the page"
     );
     let panel = text(page, "#call");
-    let note = regex::Regex::new(r"(?i)(\bcut\b|truncated|omitted|elided|not shown)").unwrap();
+    let note =
+        regex::Regex::new(r"(?i)(\bcut\b|capped|truncated|omitted|elided|not shown)").unwrap();
     assert!(
         note.is_match(&panel),
         "{view}: no note that the value was cut"
@@ -307,14 +312,21 @@ fn a_hostile_record_renders_inert_and_bounded_in_the_viewer() {
     assert_inert(&run, "the run page", Some(&origin));
     for n in 1..=CALLS {
         let view = format!("call #{n}");
-        let (page, took) = open(&browser, &viewer.call_url(&h.run, n));
-        page_wait(&page, "document.querySelector('#call')");
+        let start = Instant::now();
+        let (page, _) = open(&browser, &viewer.call_url(&h.run, n));
+        page_wait(&page, "document.querySelector('#call-input')");
         assert_hostile_text_shown(&page, n, &view);
+        let took = start.elapsed();
         if n == N_PRINTF {
             assert_ansi_visible(&page, &view);
         }
         if n == N_BIG_WRITE || n == N_BIG_MODEL {
-            assert!(took < Duration::from_secs(5), "{view} took {took:?}");
+            // A debug server on shared cores: generous, yet far from what
+            // sending and drawing 10 MB would take.
+            assert!(
+                took < Duration::from_secs(5),
+                "{view} took {took:?} to show"
+            );
             assert_bounded(&page, &view);
         }
         page.screenshot(&format!("attack-call-{n}")).unwrap();
@@ -350,7 +362,7 @@ fn a_hostile_record_renders_inert_and_bounded_in_the_report() {
         page.goto(&format!("{url}#/run/{}/call/{n}", h.run))
             .unwrap();
         page_wait(&page, READY);
-        page_wait(&page, "document.querySelector('#call')");
+        page_wait(&page, "document.querySelector('#call-input')");
         assert_hostile_text_shown(&page, n, &view);
         if n == N_PRINTF {
             assert_ansi_visible(&page, &view);
