@@ -115,11 +115,12 @@ fn until_rows(page: &Page, total: usize, ns: &[u64], what: &str) {
 // The harness itself: what the other tests assert did not happen is seen
 // when it does.
 
-#[test]
-fn harness_sees_csp_violations_exceptions_console_errors_and_every_request() {
-    let dir = tempfile::tempdir().unwrap();
+/// A static page in `dir` (`a.html` and its `a.js`) that breaks its own
+/// CSP, logs a console error, throws uncaught and has a field, a select
+/// and a scrolling list; its `file://` URL.
+fn misbehaving_page(dir: &Path) -> String {
     std::fs::write(
-        dir.path().join("a.html"),
+        dir.join("a.html"),
         "<!doctype html><html><head>\
          <meta http-equiv=\"Content-Security-Policy\" content=\"script-src 'self'\">\
          <script>window.inline = 1</script><script src=\"a.js\"></script></head>\
@@ -128,7 +129,7 @@ fn harness_sees_csp_violations_exceptions_console_errors_and_every_request() {
     )
     .unwrap();
     std::fs::write(
-        dir.path().join("a.js"),
+        dir.join("a.js"),
         "console.error('boom-console');\n\
          setTimeout(() => { throw new Error('boom-uncaught'); }, 0);\n\
          window.typed = []; window.changed = [];\n\
@@ -139,8 +140,14 @@ fn harness_sees_csp_violations_exceptions_console_errors_and_every_request() {
          });\n",
     )
     .unwrap();
+    format!("file://{}/a.html", dir.display())
+}
+
+#[test]
+fn harness_sees_csp_violations_exceptions_console_errors_and_every_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = misbehaving_page(dir.path());
     let browser = Browser::start();
-    let url = format!("file://{}/a.html", dir.path().display());
     let page = open(&browser, &url);
     // The uncaught exception comes a turn after the page is ready.
     assert!(common::postgres::wait_until(WAIT, || !page
@@ -499,6 +506,19 @@ fn a_model_call_shows_its_conversation_and_tokens() {
     page.assert_clean("the call panel");
 }
 
+/// Replaces `from` by `to` in call `n`'s stored output, in the SQLite file
+/// as any SQLite client would.
+fn tamper_output(ws: &Path, run: &str, n: u64, from: &str, to: &str) {
+    let db = rusqlite::Connection::open(ws.join(".sluice/audit.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE calls SET output = replace(output, ?3, ?4) WHERE run = ?1 AND n = ?2 AND instr(output, ?3) > 0",
+            rusqlite::params![run, n, from, to],
+        )
+        .unwrap();
+    assert_eq!(changed, 1, "call #{n}'s output holds no {from:?}");
+}
+
 #[test]
 fn a_tampered_row_shows_the_break_at_that_call() {
     let ws = workspace();
@@ -508,15 +528,7 @@ fn a_tampered_row_shows_the_break_at_that_call() {
         "sluice.write{path = 'b.txt', content = 'b'}\nsluice.read{path = 'a.txt'}\nsluice.ls{path = '.'}\n",
         &[],
     );
-    let db = rusqlite::Connection::open(ws.file(".sluice/audit.db")).unwrap();
-    let changed = db
-        .execute(
-            "UPDATE calls SET output = replace(output, 'hello', 'HELLO') WHERE run = ?1 AND n = 2",
-            [&run],
-        )
-        .unwrap();
-    assert_eq!(changed, 1);
-    drop(db);
+    tamper_output(ws.path(), &run, 2, "hello", "HELLO");
     let verify = sluice_in(ws.path(), &["audit", "verify"]);
     assert_eq!(
         verify.code, 1,

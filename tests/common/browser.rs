@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -274,7 +274,7 @@ impl Browser {
             arrived: Condvar::new(),
         });
         let reader = Arc::clone(&conn);
-        let replies = File::from(OwnedFd::from(reply_read));
+        let replies = File::from(reply_read);
         std::thread::spawn(move || read_messages(reader, replies));
         let browser = Browser {
             child,
