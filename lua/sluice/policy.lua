@@ -21,6 +21,10 @@
 --- hooks, allow, ask and `otherwise`).
 local M = {}
 
+-- The second value `require` hands sluice's own modules: where the code
+-- that calls into this module is written, as `FILE:LINE`.
+local _, caller_line = ...
+
 local function rule(effect)
   return function(pattern, reason, options)
     if type(pattern) ~= "string" then
@@ -42,7 +46,8 @@ local function rule(effect)
       end
       except = options.except
     end
-    return { effect = effect, pattern = pattern, reason = reason, except = except }
+    return { effect = effect, pattern = pattern, reason = reason, except = except,
+             source = caller_line and caller_line() }
   end
 end
 

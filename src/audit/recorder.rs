@@ -119,6 +119,10 @@ pub struct Decision {
     /// Who granted an ask (`--approve PATTERN`, the person at the terminal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// Where the rule that decided is written (`p.lua:5`), when a rule
+    /// of a policy file decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// One call's fields known before it runs.

@@ -755,6 +755,9 @@ fn decisions_section(title: &str, decisions: &Value) -> String {
     for d in list {
         let f = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("?");
         let mut line = format!("  {}  {} by {}", f("capability"), f("decision"), f("by"));
+        if let Some(at) = d.get("source").and_then(Value::as_str) {
+            let _ = write!(line, " at {at}");
+        }
         if let Some(who) = d.get("approvedBy").and_then(Value::as_str) {
             let _ = write!(line, ", approved by {who}");
         }

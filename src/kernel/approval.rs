@@ -807,6 +807,7 @@ mod tests {
                 decision: Decision::Ask,
                 by: "rules[1]".into(),
                 reason: "the test asks".into(),
+                source: None,
             }
         }
 

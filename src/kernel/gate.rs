@@ -112,6 +112,7 @@ fn record(cap: &Capability, verdict: &Judgement, result: &FlowResult<Option<Stri
         by: verdict.by.clone(),
         reason: verdict.reason.clone(),
         approved_by: result.as_ref().ok().cloned().flatten(),
+        source: verdict.source.clone(),
     }
 }
 
@@ -218,6 +219,7 @@ impl CallGate {
             decision: Verdict::Ask,
             by: by.into(),
             reason,
+            source: None,
         };
         let result = self
             .gate

@@ -1076,6 +1076,7 @@ fn verdict(decision: Decision, by: String, reason: String) -> Verdict {
         decision,
         by,
         reason,
+        source: None,
     }
 }
 
@@ -1135,7 +1136,19 @@ fn rule_verdict(policy: &Policy, rule: &Rule) -> Verdict {
         Decision::Deny => "the policy denies it".into(),
         Decision::Ask => "the policy asks a person first".into(),
     });
-    verdict(decision, by, reason)
+    Verdict {
+        source: rule.source.clone(),
+        ..verdict(decision, by, reason)
+    }
+}
+
+/// The verdict policy `p`'s `decide` hook gives, naming it and where it is
+/// defined.
+fn hook_verdict(p: &Policy, decision: Decision, reason: String) -> Verdict {
+    Verdict {
+        source: p.hook_source("decide"),
+        ..verdict(decision, p.hook_name("decide"), reason)
+    }
 }
 
 /// Every policy's `decide` opinion; the strictest wins (deny, then ask,
@@ -1153,9 +1166,9 @@ fn decide_hooks(policies: &[Policy], req: &Request) -> Result<Option<Verdict>, V
                     continue;
                 }
                 let reason = reason.unwrap_or_else(|| format!("the decide hook says {decision}"));
-                strictest = Some(verdict(decision, p.hook_name("decide"), reason));
+                strictest = Some(hook_verdict(p, decision, reason));
             }
-            Err(e) => return Err(verdict(Decision::Deny, p.hook_name("decide"), e)),
+            Err(e) => return Err(hook_verdict(p, Decision::Deny, e)),
         }
     }
     Ok(strictest)

@@ -93,6 +93,10 @@ pub struct Verdict {
     pub decision: Decision,
     pub by: String,
     pub reason: String,
+    /// Where the rule that decided is written, `FILE:LINE`, when a rule
+    /// decided and its policy file says (rules made with `p.allow`,
+    /// `p.deny`, `p.ask` do).
+    pub source: Option<String>,
 }
 
 /// What a policy hook sees of one capability check, as `req`.
@@ -129,6 +133,9 @@ pub struct Rule {
     /// rule of a group (a list of rules, such as `p.programs`) at
     /// `rules[1]`.
     pub at: String,
+    /// The file and line that made it (`p.lua:5`), which `p.allow`,
+    /// `p.deny` and `p.ask` note as the rule's `source`.
+    pub source: Option<String>,
 }
 
 impl Rule {
@@ -511,14 +518,19 @@ impl Policy {
 
     /// The `decide` or `route` hook, named for messages: where it is defined.
     pub fn hook_name(&self, which: &str) -> String {
+        match self.hook_source(which) {
+            Some(at) => format!("{which} hook at {at}"),
+            None => format!("{which} hook of {}", self.name()),
+        }
+    }
+
+    /// Where the `decide` or `route` hook is defined, `FILE:LINE`.
+    pub fn hook_source(&self, which: &str) -> Option<String> {
         let hook = self.loaded.as_ref().ok().and_then(|l| match which {
             "decide" => l.decide.as_ref(),
             _ => l.route.as_ref(),
         });
-        match hook {
-            Some(f) => format!("{which} hook at {}", where_defined(f)),
-            None => format!("{which} hook of {}", self.name()),
-        }
+        hook.map(where_defined)
     }
 
     fn call(&self, l: &Loaded, hook: &Function, req: &Request) -> Result<LuaValue, String> {
@@ -1046,12 +1058,14 @@ fn parse_rule(item: LuaValue, at: String, vars: &Vars) -> Result<Rule, String> {
     let pattern = Pattern::parse(&text, vars).map_err(|e| bad(e.to_string()))?;
     let reason: Option<String> = t.get("reason").map_err(|e| bad(format!("reason: {e}")))?;
     let except = parse_except(&t, decision, &pattern, vars).map_err(bad)?;
+    let source: Option<String> = t.get("source").map_err(|e| bad(format!("source: {e}")))?;
     Ok(Rule {
         decision,
         pattern,
         reason,
         except,
         at,
+        source,
     })
 }
 

@@ -206,18 +206,29 @@ fn install(
             return Ok(found);
         }
         check_name(&name)?;
-        let (source, origin) = match built_in(&name)? {
+        let (source, origin, builtin) = match built_in(&name)? {
             Some(source) => (
                 source.to_string(),
-                format!("lua/{}.lua", name.replace('.', "/")),
+                format!("{BUILT_IN_PREFIX}{}.lua", name.replace('.', "/")),
+                true,
             ),
-            None => find(&name)?,
+            None => {
+                let (source, origin) = find(&name)?;
+                (source, origin, false)
+            }
         };
-        let module: Value = lua
+        let chunk = lua
             .load(source)
             .set_name(format!("@{origin}"))
-            .set_mode(ChunkMode::Text)
-            .call(name.clone())?;
+            .set_mode(ChunkMode::Text);
+        // A built-in module may say where its caller's code is written
+        // (`sluice.policy` notes each rule's line); nothing else gets
+        // this look at the stack.
+        let module: Value = if builtin {
+            chunk.call((name.clone(), lua.create_function(caller_line)?))?
+        } else {
+            chunk.call(name.clone())?
+        };
         let module = if module.is_nil() {
             Value::Boolean(true)
         } else {
@@ -227,6 +238,39 @@ fn install(
         Ok(module)
     })?;
     lua.globals().set("require", require)
+}
+
+/// Where the chunks of sluice's built-in modules say they come from.
+const BUILT_IN_PREFIX: &str = "lua/";
+
+/// `FILE:LINE` of the nearest Lua code on the stack, above the function
+/// that asks, that is not one of sluice's built-in modules: the line of a
+/// policy file that made a rule (`p.deny(...)`), even through a helper of
+/// `sluice.policy`. `nil` when there is none, or when a C function comes
+/// first (a rule the module made as it loaded).
+fn caller_line(lua: &Lua, (): ()) -> mlua::Result<Option<String>> {
+    // Level 0 is this function, 1 the built-in module's function that
+    // asked.
+    for level in 2..64 {
+        let Some(frame) = lua.inspect_stack(level) else {
+            return Ok(None);
+        };
+        let line = frame.curr_line();
+        let source = frame.source();
+        let Some(file) = source.source.as_deref().and_then(|s| s.strip_prefix('@')) else {
+            // Past a C function (`require`) before any code of the
+            // caller's: the rule was made as the module loaded
+            // (`p.programs`), at no line of the policy's.
+            if source.what == "C" {
+                return Ok(None);
+            }
+            continue;
+        };
+        if line > 0 && !file.starts_with(BUILT_IN_PREFIX) {
+            return Ok(Some(format!("{file}:{line}")));
+        }
+    }
+    Ok(None)
 }
 
 /// Refuses what is not a dotted module name.

@@ -51,6 +51,11 @@ pub fn answer(r: &Reader, path: &str, query: &HashMap<String, String>) -> Result
     match parts.as_slice() {
         ["api", "runs"] => runs(r, num("offset", 0)?, num("limit", 50)?),
         ["api", "runs", run] => summary(r, run).map_err(found),
+        ["api", "runs", run, "state"] => {
+            let shown = browse::run(r.db, run).map_err(found)?;
+            let page = browse::page(r.db, run, &Filter::default(), 0, 0).map_err(found)?;
+            Ok(json!({"status": shown.status, "calls": page.total}))
+        }
         ["api", "runs", run, "verify"] => verdict(r, run)
             .map_err(found)
             .map(|v| serde_json::to_value(v).unwrap_or_default()),

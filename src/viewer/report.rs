@@ -106,17 +106,22 @@ fn data(r: &Reader, run: &str) -> Result<(Value, usize), String> {
 /// no `<`, `>` or `&` (so no `</script>`), each written as its escape.
 fn embedded(data: &Value) -> String {
     let text = data.to_string();
-    let mut out = String::with_capacity(text.len() + text.len() / 16);
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
+    let special = |c: char| matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}');
+    let mut out = String::with_capacity(text.len() + 1024);
+    let mut from = 0;
+    for (i, c) in text.match_indices(special) {
+        out.push_str(&text[from..i]);
+        let escape = match c {
+            "<" => "\\u003c",
+            ">" => "\\u003e",
+            "&" => "\\u0026",
+            "\u{2028}" => "\\u2028",
+            _ => "\\u2029",
+        };
+        out.push_str(escape);
+        from = i + c.len();
     }
+    out.push_str(&text[from..]);
     out
 }
 

@@ -223,8 +223,12 @@
     document.title = 'sluice: ' + s.run.script;
     drawHeader(v, s);
     drawFilters(v, s);
-    await Promise.all([refresh(v), drawTimeline(v), drawIntegrity(v)]);
+    // Ready (interactive) once the calls and the timeline are drawn: the
+    // verdict of a long run comes after, its line saying `checking` until then.
+    const checked = drawIntegrity(v);
+    await Promise.all([refresh(v), drawTimeline(v)]);
     ready(true);
+    await checked;
     if (callN !== null) { openCall(callN); }
     if (s.live) { poll(v); }
   }
@@ -415,15 +419,18 @@
   function poll(v) {
     v.timer = setTimeout(async () => {
       if (view !== v) { return; }
-      let s;
-      try { s = await source.get(v.base); } catch (e) { poll(v); return; }
+      let state;
+      try { state = await source.get(v.base + '/state'); } catch (e) { poll(v); return; }
       if (view !== v) { return; }
-      if (s.calls !== v.calls || s.run.status !== v.status) {
+      const live = state.status === 'running';
+      if (state.calls !== v.calls || state.status !== v.status) {
+        const s = await source.get(v.base);
+        if (view !== v) { return; }
         drawHeader(v, s);
         await Promise.all([refresh(v), drawTimeline(v)]);
-        if (!s.live) { await drawIntegrity(v); }
+        if (!live) { await drawIntegrity(v); }
       }
-      if (s.live) { poll(v); }
+      if (live) { poll(v); }
     }, POLL_MS);
   }
 
