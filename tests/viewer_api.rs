@@ -28,10 +28,14 @@ impl Drop for Server {
 }
 
 fn serve(ws: &Workspace) -> Server {
+    serve_with(ws, common::stores::current_env())
+}
+
+fn serve_with(ws: &Workspace, env: Vec<(&'static str, String)>) -> Server {
     let mut child = Command::new(common::sluice_bin())
         .args(["audit", "serve", "--http", "127.0.0.1:0", "--workspace"])
         .arg(ws.path())
-        .envs(common::stores::current_env())
+        .envs(env)
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -209,4 +213,36 @@ return {
     // /usr is one of the system trees p.programs lets flows read.
     assert_eq!(calls[2]["status"], "ok", "{}", calls[2]);
     assert_eq!(source(2, "fs:read:/usr"), Value::Null);
+}
+
+/// PostgreSQL restarted under a running viewer: the request on the broken
+/// connection is answered 503 naming the store (never "no such run"), and
+/// the next one reads through a fresh connection.
+#[test]
+fn a_restarted_postgresql_costs_at_most_one_answer_and_the_viewer_reads_on() {
+    let mut pg = common::postgres::PgServer::start();
+    let url = pg.fresh_database();
+    let env = vec![
+        ("SLUICE_AUDIT", url),
+        ("SLUICE_CREDENTIAL_AUDIT", pg.password().to_string()),
+    ];
+    let ws = workspace();
+    let script = common::script_file(ws.path(), "sluice.write{path = 'a.txt', content = 'x'}\n");
+    let ran = Command::new(common::sluice_bin())
+        .arg("run")
+        .arg(&script)
+        .arg("--workspace")
+        .arg(ws.path())
+        .envs(env.clone())
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let s = serve_with(&ws, env);
+    assert_eq!(json(&s, "/api/runs")["total"], 1);
+    pg.restart();
+    // The pooled connection died with the server.
+    let (status, body) = get(&s, "/api/runs");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.starts_with("reading the audit database"), "{body}");
+    assert_eq!(json(&s, "/api/runs")["total"], 1);
 }

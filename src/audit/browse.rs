@@ -8,6 +8,10 @@ use super::db::{vals, Db, Val};
 use super::rows::{self, StoredCall};
 use super::show::{Call, Outcome};
 
+/// How every reader's failed read of the store begins: a viewer tells it
+/// from a run or call the record does not hold by it.
+pub const READ_FAILED: &str = "reading the audit database";
+
 /// A call's columns as a list shows them: no output (a list row never
 /// shows one, and an output may be as large as the cap).
 const LIST_COLUMNS: &str = "run, task, seq, n, flow, tier, input, capabilities, decisions, \

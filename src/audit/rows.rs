@@ -428,7 +428,7 @@ pub struct Predecessor {
 
 /// How the views word a failed read.
 pub fn db(e: db::Error) -> String {
-    format!("reading the audit database: {e}")
+    format!("{}: {e}", super::browse::READ_FAILED)
 }
 
 /// Call rows a paged read of a run takes in one query. SQLite hands a

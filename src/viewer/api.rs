@@ -47,7 +47,7 @@ pub fn answer(r: &Reader, path: &str, query: &HashMap<String, String>) -> Result
             }),
         }
     };
-    let found = |e: String| (404, e);
+    let found = refused;
     match parts.as_slice() {
         ["api", "runs"] => runs(r, num("offset", 0)?, num("limit", 50)?),
         ["api", "runs", run] => summary(r, run).map_err(found),
@@ -85,6 +85,17 @@ pub fn answer(r: &Reader, path: &str, query: &HashMap<String, String>) -> Result
     }
 }
 
+/// A reader's failure as an answer: 503 when the store could not be read
+/// (the next request opens a fresh connection), 404 for what it does not
+/// hold.
+fn refused(e: String) -> Refusal {
+    if e.starts_with(browse::READ_FAILED) {
+        (503, e)
+    } else {
+        (404, e)
+    }
+}
+
 /// The filters a calls request names.
 fn filter(query: &HashMap<String, String>) -> Filter {
     let get = |k: &str| query.get(k).filter(|v| !v.is_empty()).cloned();
@@ -100,7 +111,7 @@ fn filter(query: &HashMap<String, String>) -> Filter {
 /// The runs, newest first, with what the list shows of each.
 fn runs(r: &Reader, offset: i64, limit: i64) -> Result<Value, Refusal> {
     let limit = limit.clamp(1, 500);
-    let listing = list::list(r.db, (offset.max(0) + limit) as usize).map_err(|e| (500, e))?;
+    let listing = list::list(r.db, (offset.max(0) + limit) as usize).map_err(refused)?;
     let mut shown = Vec::new();
     for run in listing.runs.into_iter().skip(offset.max(0) as usize) {
         let mut v = serde_json::to_value(&run).unwrap_or_default();
@@ -180,7 +191,7 @@ fn calls(r: &Reader, run: &str, f: &Filter, offset: i64, limit: i64) -> Result<V
         if e.contains("is not a filter value") {
             (400, e)
         } else {
-            (404, e)
+            refused(e)
         }
     })?;
     let rows: Vec<Value> = page.calls.iter().map(|c| row(c, r.facts)).collect();

@@ -26,6 +26,10 @@ pub const CSP: &str =
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// Connections kept for the next requests; more are opened while many
+/// requests are read at once, and closed after.
+const POOLED: usize = 4;
+
 /// The cookie a token is kept in once given.
 const COOKIE: &str = "sluice_viewer";
 
@@ -114,8 +118,15 @@ fn read(
         };
         api::answer(&reader, path, query)
     });
-    if let Ok(mut p) = shared.pool.lock() {
-        p.push(db);
+    // A connection that failed (a PostgreSQL server restarted) is dropped:
+    // the next request opens a fresh one.
+    let failed = matches!(&answer, Err((status, _)) if *status >= 500);
+    if !failed {
+        if let Ok(mut p) = shared.pool.lock() {
+            if p.len() < POOLED {
+                p.push(db);
+            }
+        }
     }
     answer
 }
