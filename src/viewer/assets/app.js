@@ -104,6 +104,8 @@
   // The nodes of a list that may hold nulls (what is not shown).
   function present() { return Array.prototype.filter.call(arguments, (x) => x !== null && x !== undefined && x !== false); }
 
+  function plural(n, one, many) { return n + ' ' + (n === 1 ? one : many); }
+
   function json(v) { return JSON.stringify(v, null, 2); }
   function utc(ms) { return ms ? new Date(ms).toISOString().replace('T', ' ').slice(0, 19) : '—'; }
   function took(us) {
@@ -213,7 +215,7 @@
     main.replaceChildren(
       el('p', { class: 'crumbs' }, crumb('#/', 'runs'), ' / ', id),
       header, integrity, plan, timeline, filters,
-      el('p', { class: 'count' }, total, ' calls shown'),
+      el('p', { class: 'count' }, 'calls shown: ', total),
       el('div', { id: 'split' }, list, panel));
     Object.assign(v, { header, integrity, plan, timeline, filters, totalEl: total, space, list, panel });
     list.addEventListener('scroll', () => draw(v));
@@ -250,8 +252,8 @@
       el('div', { class: 'field' }, el('span', { class: 'k' }, 'status'),
         el('span', { class: 'status status-' + r.status }, r.status + (r.error ? ': ' + r.error : ''))),
       field('started', utc(r.startedMs) + ' UTC' + (r.durationMs !== null ? ', took ' + took(r.durationMs * 1000) : '')),
-      field('calls', s.calls + ' in ' + s.tasks.length + (s.tasks.length === 1 ? ' task' : ' tasks')),
-      field('models', s.models.calls ? s.models.calls + ' calls, ' + s.models.inputTokens + ' input (' +
+      field('calls', s.calls + ' in ' + plural(s.tasks.length, 'task', 'tasks')),
+      field('models', s.models.calls ? plural(s.models.calls, 'call', 'calls') + ', ' + s.models.inputTokens + ' input (' +
         s.models.cachedTokens + ' cached), ' + s.models.outputTokens + ' output tokens, ' +
         s.models.latencyMs + ' ms' : '—'),
       field('worker', r.worker || '—'),
@@ -403,7 +405,7 @@
     const i = v.integrity;
     if (r.intact) {
       i.dataset.state = 'intact';
-      i.textContent = 'record verified: ' + r.calls + ' calls, chain ' + (r.sealed ? 'sealed' : 'intact so far') +
+      i.textContent = 'record verified: ' + plural(r.calls, 'call', 'calls') + ', chain ' + (r.sealed ? 'sealed' : 'intact so far') +
         (r.warning ? ' (' + r.warning + ')' : '');
       v.brokenAt = null;
     } else {
