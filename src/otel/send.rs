@@ -43,6 +43,10 @@ impl Sender {
         let client = reqwest::Client::builder()
             .timeout(TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
+            // A connection per request: the live exporter sends one a
+            // second at most, and a kept one the receiver closed meanwhile
+            // (uvicorn's keep-alive is 5 s) fails the next request.
+            .pool_max_idle_per_host(0)
             .default_headers(headers()?)
             .build()
             .map_err(|e| format!("cannot set up the OpenTelemetry export: {e}"))?;
@@ -136,24 +140,31 @@ pub fn endpoint(given: &str) -> Result<reqwest::Url, String> {
 
 /// The headers [`HEADER_VARS`] give.
 fn headers() -> Result<reqwest::header::HeaderMap, String> {
-    let mut map = reqwest::header::HeaderMap::new();
-    let Some((var, text)) = HEADER_VARS
+    let given = HEADER_VARS
         .iter()
-        .find_map(|v| Some((*v, std::env::var(v).ok().filter(|t| !t.is_empty())?)))
-    else {
-        return Ok(map);
-    };
+        .find_map(|v| Some((*v, std::env::var(v).ok().filter(|t| !t.is_empty())?)));
+    match given {
+        Some((var, text)) => parse_headers(var, &text),
+        None => Ok(reqwest::header::HeaderMap::new()),
+    }
+}
+
+/// Headers written as `key1=value1,key2=value2` (values percent-encoded)
+/// in variable `var`.
+fn parse_headers(var: &str, text: &str) -> Result<reqwest::header::HeaderMap, String> {
+    use reqwest::header::{HeaderName, HeaderValue};
+    let mut map = reqwest::header::HeaderMap::new();
     for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
         let (k, v) = pair.split_once('=').ok_or_else(|| {
             format!("{var}: {pair:?} is not KEY=VALUE; give headers as key1=value1,key2=value2")
         })?;
-        let value = url::form_urlencoded::parse(format!("v={}", v.trim()).as_bytes())
+        let value: String = url::form_urlencoded::parse(format!("v={}", v.trim()).as_bytes())
             .next()
             .map(|(_, v)| v.into_owned())
             .unwrap_or_default();
-        let name = reqwest::header::HeaderName::from_bytes(k.trim().as_bytes())
+        let name = HeaderName::from_bytes(k.trim().as_bytes())
             .map_err(|_| format!("{var}: {:?} is not a header name", k.trim()))?;
-        let value = reqwest::header::HeaderValue::from_str(&value)
+        let value = HeaderValue::from_str(&value)
             .map_err(|_| format!("{var}: the value of {name} is not a header value"))?;
         map.insert(name, value);
     }
@@ -177,5 +188,24 @@ mod tests {
         assert!(bad.contains("http:// or https://") || bad.contains("not a URL"), "{bad}");
         let grpc = got("grpc://h:4317").unwrap_err();
         assert!(grpc.contains("--otlp \"grpc://h:4317\": OTLP/HTTP needs"), "{grpc}");
+    }
+
+    #[test]
+    fn headers_are_read_as_opentelemetry_exporters_write_them() {
+        let map = parse_headers(
+            "V",
+            "authorization=Bearer%20abc , x-project-name=agents,,api-key=a%3Db",
+        )
+        .unwrap();
+        assert_eq!(map["authorization"], "Bearer abc");
+        assert_eq!(map["x-project-name"], "agents");
+        assert_eq!(map["api-key"], "a=b");
+        assert_eq!(map.len(), 3);
+        let bad = parse_headers("V", "nokey").unwrap_err();
+        assert_eq!(
+            bad,
+            "V: \"nokey\" is not KEY=VALUE; give headers as key1=value1,key2=value2"
+        );
+        assert!(parse_headers("V", "bad name=x").unwrap_err().contains("not a header name"));
     }
 }

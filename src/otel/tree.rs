@@ -162,4 +162,76 @@ mod tests {
         assert_eq!(script_name("/w/agent.lua"), "agent.lua");
         assert_eq!(script_name("fix.lua"), "fix.lua");
     }
+
+    #[test]
+    fn a_task_spans_its_calls_and_its_descendants_and_counts_its_own() {
+        let mut tasks = Tasks::default();
+        tasks.add("0.1.2", 50, 80);
+        tasks.add("0.1.c3", 20, 30);
+        tasks.add("0", 10, 15);
+        let spans = tasks.spans("r1");
+        let got: Vec<(&str, u64, u64, &Value, [u8; 8])> = spans
+            .iter()
+            .map(|s| {
+                let calls = &s.attributes[1].1;
+                (s.name.as_str(), s.start_ns, s.end_ns, calls, s.parent.unwrap())
+            })
+            .collect();
+        // 0.1 made no call of its own: it spans its child's and its inner
+        // call's; an inner task has no span of its own.
+        assert_eq!(
+            got,
+            [
+                ("task 0", 10, 80, &Value::Int(1), run_span_id("r1")),
+                ("task 0.1", 20, 80, &Value::Int(0), task_span_id("r1", "0")),
+                ("task 0.1.2", 50, 80, &Value::Int(1), task_span_id("r1", "0.1")),
+            ]
+        );
+        assert_eq!(tasks.last_end(), 80);
+    }
+
+    #[test]
+    fn the_run_span_is_an_error_when_the_run_failed_with_its_message_only_as_content() {
+        let mut run = fake_run();
+        run.status = "failed".into();
+        run.error = Some("script.lua:3: boom".into());
+        run.ended_ms = None;
+        let mut tasks = Tasks::default();
+        tasks.add("0", 2_000_000_000, 3_000_000_000);
+        let s = run_span(&run, &tasks, 1, false);
+        assert_eq!(s.name, "run agent.lua");
+        assert_eq!(s.parent, None);
+        assert_eq!((s.start_ns, s.end_ns), (1_000_000_000, 3_000_000_000));
+        assert_eq!(s.status, Status::Error("the run failed".into()));
+        let s = run_span(&run, &tasks, 1, true);
+        assert_eq!(s.status, Status::Error("script.lua:3: boom".into()));
+        run.status = "ok".into();
+        assert_eq!(run_span(&run, &tasks, 1, true).status, Status::Unset);
+    }
+
+    fn fake_run() -> Run {
+        Run {
+            id: "r1".into(),
+            script: "/w/agent.lua".into(),
+            script_sha256: None,
+            policies: serde_json::json!([]),
+            args: serde_json::json!([]),
+            workspace: "/w".into(),
+            status: "ok".into(),
+            error: None,
+            started_ms: 1_000,
+            ended_ms: Some(4_000),
+            duration_ms: Some(3_000),
+            version: "0.1.0".into(),
+            random_seed: 0,
+            resumed_from: None,
+            pid: 1,
+            pid_start: 1,
+            head: String::new(),
+            seal: None,
+            n: Some(1),
+            prior: None,
+            prior_rows: None,
+        }
+    }
 }
