@@ -205,14 +205,24 @@ fn check_tree(spans: &[Value], run: &Value) {
     };
     let script = run["run"]["script"].as_str().unwrap();
     let script_name = script.rsplit('/').next().unwrap();
-    let root = spans.iter().find(|s| s["name"] == format!("run {script_name}")).unwrap();
+    let root = spans
+        .iter()
+        .find(|s| s["name"] == format!("run {script_name}"))
+        .unwrap();
     assert_eq!(parent_name(root), "-");
     let root_attrs = attributes(root);
     assert_eq!(root_attrs["sluice.run.id"], run["run"]["id"]);
     assert_eq!(root_attrs["sluice.run.status"], "ok");
     assert_eq!(root_attrs["sluice.run.calls"], json!(CALLS));
-    for (task, parent) in [("0", format!("run {script_name}")), ("0.1", "task 0".into()), ("0.2", "task 0".into())] {
-        let s = spans.iter().find(|s| s["name"] == format!("task {task}")).unwrap();
+    for (task, parent) in [
+        ("0", format!("run {script_name}")),
+        ("0.1", "task 0".into()),
+        ("0.2", "task 0".into()),
+    ] {
+        let s = spans
+            .iter()
+            .find(|s| s["name"] == format!("task {task}"))
+            .unwrap();
         assert_eq!(parent_name(s), parent, "task {task}");
     }
     let span_of = |n: &Value| -> &Value {
@@ -250,7 +260,10 @@ fn check_tree(spans: &[Value], run: &Value) {
     let explore = calls.iter().find(|c| c["flow"] == "explore").unwrap();
     let explore_name = span_of(&explore["n"])["name"].as_str().unwrap();
     assert_eq!(explore_name, "execute_tool explore");
-    let under: usize = spans.iter().filter(|s| parent_name(s) == explore_name).count();
+    let under: usize = spans
+        .iter()
+        .filter(|s| parent_name(s) == explore_name)
+        .count();
     assert_eq!(under, 3);
 }
 
@@ -259,7 +272,10 @@ fn check_call(s: &Value, a: &HashMap<String, Value>, c: &Value) {
     let flow = c["flow"].as_str().unwrap();
     if flow == "model" {
         let (input, output) = (&c["input"], &c["output"]);
-        assert_eq!(s["name"], format!("chat {}", input["model"].as_str().unwrap()));
+        assert_eq!(
+            s["name"],
+            format!("chat {}", input["model"].as_str().unwrap())
+        );
         assert_eq!(a["gen_ai.operation.name"], "chat");
         assert_eq!(a["gen_ai.system"], "local");
         assert_eq!(a["gen_ai.request.model"], input["model"]);
@@ -268,7 +284,10 @@ fn check_call(s: &Value, a: &HashMap<String, Value>, c: &Value) {
         let usage = &output["usage"];
         assert_eq!(a["gen_ai.usage.input_tokens"], usage["inputTokens"]);
         assert_eq!(a["gen_ai.usage.output_tokens"], usage["outputTokens"]);
-        assert_eq!(a["gen_ai.usage.cache_read.input_tokens"], usage["cachedTokens"]);
+        assert_eq!(
+            a["gen_ai.usage.cache_read.input_tokens"],
+            usage["cachedTokens"]
+        );
         assert_eq!(usage["inputTokens"], json!(model_server::INPUT_TOKENS));
     } else {
         assert_eq!(s["name"], format!("execute_tool {flow}"));
@@ -279,7 +298,13 @@ fn check_call(s: &Value, a: &HashMap<String, Value>, c: &Value) {
         let code = &c["error"]["code"];
         assert_eq!(a["sluice.error.code"], *code);
         assert_eq!(s["status"]["code"], 2, "{s}");
-        assert!(a["sluice.decision"].as_str().unwrap().starts_with("deny by "), "{a:?}");
+        assert!(
+            a["sluice.decision"]
+                .as_str()
+                .unwrap()
+                .starts_with("deny by "),
+            "{a:?}"
+        );
     } else {
         assert_ne!(s["status"]["code"], 2, "{s}");
     }
@@ -295,8 +320,18 @@ fn check_no_content(spans: &[Value]) {
         }
     }
     let all = serde_json::to_string(spans).unwrap();
-    for text in ["note the key", "noted: the key", "def mean", "be brief", "[redacted]", SECRET] {
-        assert!(!all.contains(text), "{text:?} reached the receiver without --otlp-content");
+    for text in [
+        "note the key",
+        "noted: the key",
+        "def mean",
+        "be brief",
+        "[redacted]",
+        SECRET,
+    ] {
+        assert!(
+            !all.contains(text),
+            "{text:?} reached the receiver without --otlp-content"
+        );
     }
 }
 
@@ -379,7 +414,9 @@ fn with_otlp_content_the_records_text_arrives_and_the_credential_never_does() {
     let (ws, server) = setup();
     let project = project("content");
     let flags = ["--otlp", &phoenix.url(), "--otlp-content"];
-    let out = run_command(&ws, &server, 0, &flags, &project).output().unwrap();
+    let out = run_command(&ws, &server, 0, &flags, &project)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let run = recorded(&ws);
     let spans = arrived(&project);
@@ -397,14 +434,22 @@ fn with_otlp_content_the_records_text_arrives_and_the_credential_never_does() {
     // The record's text, as recorded: the key already cut there.
     assert_eq!(a["sluice.input"], first_model["input"].to_string());
     assert_eq!(a["sluice.output"], first_model["output"].to_string());
-    assert!(a["sluice.input"].as_str().unwrap().contains("note the key [redacted]"));
-    let messages: Value = serde_json::from_str(a["gen_ai.input.messages"].as_str().unwrap()).unwrap();
+    assert!(a["sluice.input"]
+        .as_str()
+        .unwrap()
+        .contains("note the key [redacted]"));
+    let messages: Value =
+        serde_json::from_str(a["gen_ai.input.messages"].as_str().unwrap()).unwrap();
     assert_eq!(
         messages,
         json!([{"role": "user", "parts": [{"type": "text", "content": "note the key [redacted]"}]}])
     );
-    let answer: Value = serde_json::from_str(a["gen_ai.output.messages"].as_str().unwrap()).unwrap();
-    assert_eq!(answer[0]["parts"][0]["content"], "noted: the key is [redacted]");
+    let answer: Value =
+        serde_json::from_str(a["gen_ai.output.messages"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        answer[0]["parts"][0]["content"],
+        "noted: the key is [redacted]"
+    );
     assert_eq!(
         a["gen_ai.system_instructions"],
         r#"[{"content":"be brief","type":"text"}]"#
@@ -417,9 +462,15 @@ fn with_otlp_content_the_records_text_arrives_and_the_credential_never_does() {
         .unwrap();
     let da = attributes(d);
     assert_eq!(da["sluice.error"], denied["error"].to_string());
-    assert_eq!(da["gen_ai.tool.call.arguments"], r#"{"path":"/etc/shadow"}"#);
+    assert_eq!(
+        da["gen_ai.tool.call.arguments"],
+        r#"{"path":"/etc/shadow"}"#
+    );
     let message = denied["error"]["message"].as_str().unwrap();
-    assert_eq!(d["status"]["message"], format!("permission_denied: {message}"));
+    assert_eq!(
+        d["status"]["message"],
+        format!("permission_denied: {message}")
+    );
 }
 
 #[test]
@@ -427,7 +478,9 @@ fn an_unreachable_receiver_fails_neither_the_run_nor_its_record_and_is_said_once
     let (ws, server) = setup();
     let url = format!("http://127.0.0.1:{}", closed_port());
     let started = Instant::now();
-    let out = run_command(&ws, &server, 2500, &["--otlp", &url], "none").output().unwrap();
+    let out = run_command(&ws, &server, 2500, &["--otlp", &url], "none")
+        .output()
+        .unwrap();
     let took = started.elapsed();
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
@@ -467,11 +520,23 @@ fn audit_export_to_an_unreachable_receiver_exits_non_zero_naming_it_and_bad_flag
         export.stderr
     );
     for (args, says) in [
-        (vec!["--otlp", url.as_str(), "--format", "csv"], "cannot be used with"),
-        (vec!["--otlp", url.as_str(), "--output", "x.jsonl"], "cannot be used with"),
-        (vec!["--otlp", url.as_str(), "--json"], "cannot be used with"),
+        (
+            vec!["--otlp", url.as_str(), "--format", "csv"],
+            "cannot be used with",
+        ),
+        (
+            vec!["--otlp", url.as_str(), "--output", "x.jsonl"],
+            "cannot be used with",
+        ),
+        (
+            vec!["--otlp", url.as_str(), "--json"],
+            "cannot be used with",
+        ),
         (vec!["--otlp-content"], "--otlp <URL>"),
-        (vec!["--otlp", "grpc://127.0.0.1:4317"], "OTLP/HTTP needs an http:// or https:// URL"),
+        (
+            vec!["--otlp", "grpc://127.0.0.1:4317"],
+            "OTLP/HTTP needs an http:// or https:// URL",
+        ),
     ] {
         let mut all = vec!["audit", "export", "last"];
         all.extend(args.iter().copied());
@@ -492,11 +557,16 @@ fn audit_export_to_an_unreachable_receiver_exits_non_zero_naming_it_and_bad_flag
         .unwrap();
     assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
     assert!(
-        String::from_utf8_lossy(&wrong.stderr).contains("--otlp \"ftp://127.0.0.1/x\": OTLP/HTTP needs"),
+        String::from_utf8_lossy(&wrong.stderr)
+            .contains("--otlp \"ftp://127.0.0.1/x\": OTLP/HTTP needs"),
         "{}",
         text(&wrong)
     );
-    assert_eq!(recorded(&ws)["run"]["id"], runs_before, "no run was recorded");
+    assert_eq!(
+        recorded(&ws)["run"]["id"],
+        runs_before,
+        "no run was recorded"
+    );
 }
 
 /// A port on 127.0.0.1 nothing listens on.

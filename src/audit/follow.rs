@@ -22,7 +22,5 @@ pub fn calls_from(
     live: bool,
     f: &mut dyn FnMut(Call) -> Result<(), String>,
 ) -> Result<(), String> {
-    rows::each_call_from(db, run_id, from, live, rows::db, |c| {
-        f(Call::of(&c, live))
-    })
+    rows::each_call_from(db, run_id, from, live, rows::db, |c| f(Call::of(&c, live)))
 }

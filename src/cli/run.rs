@@ -243,8 +243,8 @@ fn exporter(
     id: &str,
 ) -> Option<crate::otel::live::Live> {
     let opts = &args.options;
-    let started = audit_target(opts.audit.as_deref(), false, opts.workspace.as_deref())
-        .and_then(|at| {
+    let started =
+        audit_target(opts.audit.as_deref(), false, opts.workspace.as_deref()).and_then(|at| {
             let at = at.expect("a record: --otlp conflicts with --no-audit");
             let content = args.otlp.otlp_content;
             super::otlp::follow(sender, &at, opts.credentials.as_deref(), id, content)

@@ -148,7 +148,10 @@ fn content_attributes(c: &Call, model: bool) -> Vec<(&'static str, Value)> {
     }
     if model {
         let messages = [
-            ("gen_ai.system_instructions", content::system_instructions(&c.input)),
+            (
+                "gen_ai.system_instructions",
+                content::system_instructions(&c.input),
+            ),
             ("gen_ai.input.messages", content::input_messages(&c.input)),
             (
                 "gen_ai.output.messages",
@@ -177,9 +180,9 @@ fn content_attributes(c: &Call, model: bool) -> Vec<(&'static str, Value)> {
 fn status(c: &Call, content: bool) -> Status {
     match c.outcome {
         Outcome::Ok | Outcome::Pending => Status::Unset,
-        Outcome::Unknown => Status::Error(
-            "outcome unknown: the process ended while the call ran".to_string(),
-        ),
+        Outcome::Unknown => {
+            Status::Error("outcome unknown: the process ended while the call ran".to_string())
+        }
         Outcome::Error => {
             let code = c.error_code().unwrap_or("error");
             let message = c

@@ -19,7 +19,14 @@ fn call(flow: &str, task: &str, seq: i64, input: Json, end: Result<Json, Json>) 
         flow: flow.into(),
         tier: "sealed".into(),
         started_ms: 1_000,
-        status: Some(if outcome == Outcome::Ok { "ok" } else { "error" }.into()),
+        status: Some(
+            if outcome == Outcome::Ok {
+                "ok"
+            } else {
+                "error"
+            }
+            .into(),
+        ),
         outcome,
         duration_us: Some(2_500),
         input,
@@ -47,9 +54,11 @@ fn model_call() -> Call {
         1,
         json!({"provider": "local", "model": "m1", "system": "be brief", "maxTokens": 64,
                "messages": [{"role": "user", "content": "hi [redacted]"}]}),
-        Ok(json!({"text": "hello there", "toolCalls": [], "stopReason": "end_turn",
+        Ok(
+            json!({"text": "hello there", "toolCalls": [], "stopReason": "end_turn",
                   "model": "test-model-2025-01-01", "latencyMs": 2, "firstTokenMs": 2,
-                  "usage": {"inputTokens": 120, "outputTokens": 8, "cachedTokens": 100}})),
+                  "usage": {"inputTokens": 120, "outputTokens": 8, "cachedTokens": 100}}),
+        ),
     )
 }
 
@@ -75,7 +84,10 @@ fn a_model_call_is_a_chat_span_with_the_genai_attributes_and_the_records_tokens(
         ("gen_ai.usage.input_tokens", 120i64.into()),
         ("gen_ai.usage.output_tokens", 8i64.into()),
         ("gen_ai.usage.cache_read.input_tokens", 100i64.into()),
-        ("gen_ai.response.finish_reasons", Value::Strs(vec!["stop".into()])),
+        (
+            "gen_ai.response.finish_reasons",
+            Value::Strs(vec!["stop".into()]),
+        ),
         ("sluice.model.stop_reason", "end_turn".into()),
         ("sluice.call.n", 7i64.into()),
         ("sluice.call.seq", 1i64.into()),
@@ -142,14 +154,20 @@ fn a_denied_tool_call_is_an_error_span_naming_its_code_and_the_deny() {
     assert_eq!(s.name, "execute_tool read");
     assert_eq!(s.kind, Kind::Internal);
     assert_eq!(s.parent, Some(task_span_id("r1", "0.2")));
-    assert_eq!(attr(&s, "gen_ai.operation.name"), &Value::from("execute_tool"));
+    assert_eq!(
+        attr(&s, "gen_ai.operation.name"),
+        &Value::from("execute_tool")
+    );
     assert_eq!(attr(&s, "gen_ai.tool.name"), &Value::from("read"));
     assert_eq!(
         attr(&s, "sluice.decision"),
         &Value::from("deny by deny \"fs:*:/etc/shadow\"")
     );
     assert_eq!(attr(&s, "sluice.outcome"), &Value::from("error"));
-    assert_eq!(attr(&s, "sluice.error.code"), &Value::from("permission_denied"));
+    assert_eq!(
+        attr(&s, "sluice.error.code"),
+        &Value::from("permission_denied")
+    );
     assert_eq!(attr(&s, "error.type"), &Value::from("permission_denied"));
     // The code alone: the message names the path, which is content.
     assert_eq!(s.status, Status::Error("permission_denied".into()));
@@ -177,7 +195,10 @@ fn an_inner_call_hangs_under_its_maker_and_an_unknown_outcome_ends_with_the_run(
     c.output = None;
     c.duration_us = None;
     let s = call_span("r1", &c, false, Some(1_500));
-    assert_eq!(s.parent, Some(crate::otel::span::call_span_id("r1", "0", 4)));
+    assert_eq!(
+        s.parent,
+        Some(crate::otel::span::call_span_id("r1", "0", 4))
+    );
     assert_eq!(s.end_ns, 1_500_000_000);
     assert!(matches!(&s.status, Status::Error(m) if m.starts_with("outcome unknown")));
     assert_eq!(attr(&s, "sluice.outcome"), &Value::from("unknown"));

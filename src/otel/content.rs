@@ -200,7 +200,10 @@ mod tests {
         let kept = got.split("… [cut by sluice: ").next().unwrap();
         assert!(text.starts_with(kept));
         assert!(
-            got.ends_with(&format!("… [cut by sluice: {} of 200000 bytes]", kept.len())),
+            got.ends_with(&format!(
+                "… [cut by sluice: {} of 200000 bytes]",
+                kept.len()
+            )),
             "{}",
             &got[got.len() - 60..]
         );

@@ -141,7 +141,10 @@ impl Follow {
 
     /// Says once why the export stopped, and that the run goes on.
     fn say(&self, stop: Stop, url: &str) {
-        let again = format!("`sluice audit export {} --otlp {url}` sends it again", self.run_id);
+        let again = format!(
+            "`sluice audit export {} --otlp {url}` sends it again",
+            self.run_id
+        );
         match stop {
             Stop::Send(e) => eprintln!(
                 "sluice: OpenTelemetry export to {url} failed: {e}; the run goes on and is recorded as usual; {again}"

@@ -172,7 +172,10 @@ mod tests {
         assert_eq!(enc(127), [0x7f]);
         assert_eq!(enc(128), [0x80, 0x01]);
         assert_eq!(enc(300), [0xac, 0x02]);
-        assert_eq!(enc(u64::MAX), [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert_eq!(
+            enc(u64::MAX),
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        );
     }
 
     /// The bytes Python's `opentelemetry-proto` 1.45.2 (protobuf 7.36)
@@ -205,7 +208,10 @@ mod tests {
             status: Status::Error("permission_denied".to_string()),
         };
         let got = crate::digest::hex(&request(&resource, &[span]));
-        assert_eq!(got, EXPECTED, "decode it with opentelemetry-proto to see where it differs");
+        assert_eq!(
+            got, EXPECTED,
+            "decode it with opentelemetry-proto to see where it differs"
+        );
     }
 
     /// See [`a_request_is_the_bytes_opentelemetry_proto_writes`].

@@ -91,7 +91,14 @@ impl Sender {
                 return Ok(());
             }
             let text = answer.text().await.unwrap_or_default();
-            let line: String = text.lines().next().unwrap_or("").trim().chars().take(300).collect();
+            let line: String = text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .chars()
+                .take(300)
+                .collect();
             Err(format!(
                 "the receiver answered HTTP {status}{}{line}; check that the URL is its OTLP/HTTP \
                  traces endpoint (protobuf) and that it accepts this sender",
@@ -178,16 +185,28 @@ mod tests {
     #[test]
     fn a_url_without_a_path_gets_the_traces_endpoint_and_others_are_kept() {
         let got = |u: &str| endpoint(u).map(|u| u.to_string());
-        assert_eq!(got("http://127.0.0.1:6006").unwrap(), "http://127.0.0.1:6006/v1/traces");
-        assert_eq!(got("http://127.0.0.1:6006/").unwrap(), "http://127.0.0.1:6006/v1/traces");
+        assert_eq!(
+            got("http://127.0.0.1:6006").unwrap(),
+            "http://127.0.0.1:6006/v1/traces"
+        );
+        assert_eq!(
+            got("http://127.0.0.1:6006/").unwrap(),
+            "http://127.0.0.1:6006/v1/traces"
+        );
         assert_eq!(
             got("https://otel.example/custom/traces").unwrap(),
             "https://otel.example/custom/traces"
         );
         let bad = got("127.0.0.1:4317").unwrap_err();
-        assert!(bad.contains("http:// or https://") || bad.contains("not a URL"), "{bad}");
+        assert!(
+            bad.contains("http:// or https://") || bad.contains("not a URL"),
+            "{bad}"
+        );
         let grpc = got("grpc://h:4317").unwrap_err();
-        assert!(grpc.contains("--otlp \"grpc://h:4317\": OTLP/HTTP needs"), "{grpc}");
+        assert!(
+            grpc.contains("--otlp \"grpc://h:4317\": OTLP/HTTP needs"),
+            "{grpc}"
+        );
     }
 
     #[test]
@@ -206,6 +225,8 @@ mod tests {
             bad,
             "V: \"nokey\" is not KEY=VALUE; give headers as key1=value1,key2=value2"
         );
-        assert!(parse_headers("V", "bad name=x").unwrap_err().contains("not a header name"));
+        assert!(parse_headers("V", "bad name=x")
+            .unwrap_err()
+            .contains("not a header name"));
     }
 }

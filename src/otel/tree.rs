@@ -141,7 +141,11 @@ pub fn run_span(run: &Run, tasks: &Tasks, calls: i64, content: bool) -> Span {
 /// The file name of the script's path (a fleet's run records the name it
 /// was submitted under, which is one already).
 fn script_name(script: &str) -> &str {
-    script.rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or(script)
+    script
+        .rsplit('/')
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(script)
 }
 
 #[cfg(test)]
@@ -174,7 +178,13 @@ mod tests {
             .iter()
             .map(|s| {
                 let calls = &s.attributes[1].1;
-                (s.name.as_str(), s.start_ns, s.end_ns, calls, s.parent.unwrap())
+                (
+                    s.name.as_str(),
+                    s.start_ns,
+                    s.end_ns,
+                    calls,
+                    s.parent.unwrap(),
+                )
             })
             .collect();
         // 0.1 made no call of its own: it spans its child's and its inner
@@ -184,7 +194,13 @@ mod tests {
             [
                 ("task 0", 10, 80, &Value::Int(1), run_span_id("r1")),
                 ("task 0.1", 20, 80, &Value::Int(0), task_span_id("r1", "0")),
-                ("task 0.1.2", 50, 80, &Value::Int(1), task_span_id("r1", "0.1")),
+                (
+                    "task 0.1.2",
+                    50,
+                    80,
+                    &Value::Int(1),
+                    task_span_id("r1", "0.1")
+                ),
             ]
         );
         assert_eq!(tasks.last_end(), 80);

@@ -102,7 +102,10 @@ impl Phoenix {
                 return;
             }
             if let Ok(Some(status)) = self._child.try_wait() {
-                panic!("Phoenix exited ({status}) before it answered:\n{}", tail(dir));
+                panic!(
+                    "Phoenix exited ({status}) before it answered:\n{}",
+                    tail(dir)
+                );
             }
             std::thread::sleep(Duration::from_millis(250));
         }
@@ -139,7 +142,14 @@ impl Phoenix {
         let chunked = head
             .to_ascii_lowercase()
             .contains("transfer-encoding: chunked");
-        Ok((status, if chunked { dechunk(body) } else { body.to_string() }))
+        Ok((
+            status,
+            if chunked {
+                dechunk(body)
+            } else {
+                body.to_string()
+            },
+        ))
     }
 
     /// `GET path` as JSON, which must answer 200.
@@ -174,7 +184,11 @@ impl Phoenix {
         let started = Instant::now();
         loop {
             let (status, _) = self.get(&format!("/v1/projects/{project}")).unwrap();
-            let spans = if status == 200 { self.spans(project) } else { Vec::new() };
+            let spans = if status == 200 {
+                self.spans(project)
+            } else {
+                Vec::new()
+            };
             if spans.len() >= n || started.elapsed() > limit {
                 assert_eq!(spans.len(), n, "spans of project {project} after {limit:?}");
                 return spans;
