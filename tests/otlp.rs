@@ -474,6 +474,45 @@ fn with_otlp_content_the_records_text_arrives_and_the_credential_never_does() {
 }
 
 #[test]
+fn a_run_of_more_calls_than_a_request_carries_arrives_whole_in_its_one_trace() {
+    let phoenix = Phoenix::shared();
+    let ws = workspace();
+    std::fs::write(ws.file("a.txt"), "a\n").unwrap();
+    // 1,100 calls: three requests of 512 spans at most, and more spans
+    // than one page of Phoenix's answer.
+    let out = common::run_lua(
+        ws.path(),
+        "for i = 1, 1100 do assert(sluice.read{path = \"a.txt\"}) end",
+        &[],
+    )
+    .ok();
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    let project = project("batches");
+    let export = sluice_with_env(
+        &ws,
+        &["audit", "export", "last", "--otlp", &phoenix.url()],
+        &[(
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            &format!("x-project-name={project}"),
+        )],
+    );
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    assert!(
+        export.stdout.contains(": 1102 spans sent to "),
+        "{}",
+        export.stdout
+    );
+    let spans = phoenix.wait_for(&project, 1102, Duration::from_secs(60));
+    let mut ns: Vec<i64> = spans
+        .iter()
+        .filter_map(|s| attributes(s).get("sluice.call.n").and_then(Value::as_i64))
+        .collect();
+    ns.sort_unstable();
+    assert_eq!(ns, (1..=1100).collect::<Vec<i64>>());
+    assert_eq!(phoenix.traces(&project).len(), 1);
+}
+
+#[test]
 fn an_unreachable_receiver_fails_neither_the_run_nor_its_record_and_is_said_once() {
     let (ws, server) = setup();
     let url = format!("http://127.0.0.1:{}", closed_port());

@@ -1,6 +1,7 @@
-//! Reading a run while it is being recorded, for a reader beside it (the
-//! live OpenTelemetry export): the run as it stands, and the calls from a
-//! chain position on, without reading again the ones already seen.
+//! Reading a run that may still be being recorded, one call at a time
+//! (the OpenTelemetry export, and its live reader beside a run): the run
+//! as it stands, and the calls from a chain position on, so a reader that
+//! follows a run never reads again the ones it has already seen.
 
 use super::db::Db;
 use super::rows;

@@ -145,8 +145,8 @@ trace over OTLP/HTTP: the run's span, a span per task under the task that starte
 task (a call a flow made while it ran under that call): a model call as `chat MODEL` with the GenAI \
 conventions' gen_ai.* attributes and token counts, any other as `execute_tool FLOW`, each with sluice.decision, \
 sluice.tier, sluice.outcome and sluice.error.code. Inputs, outputs and errors stay out unless --otlp-content. \
-The trace and span ids derive from the run, so sending a run again (after `sluice run --otlp`) updates the \
-same trace. Exits 0 once the receiver took every span, 1 when it cannot be reached or refuses, 2 for a wrong \
+The trace and span ids derive from the run, so a run sent again (after `sluice run --otlp`) is the same \
+trace with the same spans (a receiver that keys spans by id keeps the first copy). Exits 0 once the receiver took every span, 1 when it cannot be reached or refuses, 2 for a wrong \
 URL or run.",
     after_help = "Examples:\n  sluice audit export last > run.jsonl\n  sluice audit export last --format csv --output run.csv\n  sluice audit export 3f9c | jq -c 'select(.type == \"call\" and .outcome != \"ok\")'\n  sluice audit export last --otlp http://127.0.0.1:6006\n  sluice audit export 3f9c --otlp https://otel.example.com:4318 --otlp-content"
 )]

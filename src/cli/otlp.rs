@@ -13,7 +13,9 @@ use std::process::ExitCode;
 pub struct ExportOtlp {
     /// Send the run to an OpenTelemetry receiver instead, as one trace over OTLP/HTTP
     /// (protobuf): URL is its traces endpoint, and one without a path gets /v1/traces
-    /// (http://127.0.0.1:6006 for Arize Phoenix, http://127.0.0.1:4318 for a Collector).
+    /// (http://127.0.0.1:6006 for Arize Phoenix, http://127.0.0.1:4318 for a Collector). Headers
+    /// (a token) come from OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS
+    /// (key1=value1,key2=value2).
     #[arg(long, value_name = "URL", conflicts_with_all = ["format", "output", "json"])]
     pub otlp: Option<String>,
     /// With --otlp, send each call's input, output and error (and a model call's
@@ -30,7 +32,8 @@ pub struct RunOtlp {
     /// (protobuf; a URL without a path gets /v1/traces): each call's span once its outcome is
     /// recorded (looked for every second), the tasks' and the run's at its end, before sluice
     /// exits. A receiver that fails is said once on stderr and never fails or slows the run;
-    /// `sluice audit export RUN --otlp URL` sends it again.
+    /// `sluice audit export RUN --otlp URL` sends it again. Headers (a token) come from
+    /// OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS (key1=value1,key2=value2).
     #[arg(long, value_name = "URL", conflicts_with = "no_audit")]
     pub otlp: Option<String>,
     /// With --otlp, send each call's input, output and error (and a model call's

@@ -25,7 +25,8 @@ pub mod span;
 pub mod tree;
 
 use crate::audit::db::Db;
-use crate::audit::show::{Calls, Recorded, Run};
+use crate::audit::follow;
+use crate::audit::show::Run;
 use proto::Resource;
 use send::Sender;
 use span::{Span, Value};
@@ -74,15 +75,19 @@ pub enum Failed {
 /// Sends run `run_id` of `db` to `sender` as one trace: its calls a batch
 /// at a time as they are read, then its tasks and the run. With `content`,
 /// inputs, outputs and errors go too.
+///
+/// A run still being recorded is sent as far as it has gone: the calls
+/// whose outcome is written, and the run's span up to the last of them.
 pub fn export(db: &dyn Db, run_id: &str, sender: &Sender, content: bool) -> Result<Sent, Failed> {
-    let (run, recorded) = Recorded::open(db, run_id).map_err(Failed::Record)?;
+    let run = follow::run(db, run_id).map_err(Failed::Record)?;
+    let live = run.status == "running";
     let attributes = resource(&run);
     let resource = scope(&attributes);
     let mut tasks = tree::Tasks::default();
     let mut batch: Vec<Span> = Vec::new();
     let (mut calls, mut sent) = (0i64, 0usize);
     let mut refused = None;
-    let read = recorded.each(&mut |c| {
+    let read = follow::calls_from(db, run_id, 1, live, &mut |c| {
         let s = call::call_span(&run.id, &c, content, run.ended_ms);
         tasks.add(&c.task, s.start_ns, s.end_ns);
         batch.push(s);
