@@ -193,59 +193,27 @@ fn check_tree(spans: &[Value], run: &Value) {
     assert_eq!(spans.len(), CALLS + TASKS + 1);
     let trace = spans[0]["trace_id"].as_str().unwrap();
     assert!(spans.iter().all(|s| s["trace_id"] == trace), "one trace");
-    let by_id: HashMap<&str, &Value> = spans
-        .iter()
-        .map(|s| (s["span_id"].as_str().unwrap(), s))
-        .collect();
-    let parent_name = |s: &Value| -> String {
-        match s["parent_span_id"].as_str() {
-            Some(p) => by_id[p]["name"].as_str().unwrap().to_string(),
-            None => "-".to_string(),
-        }
-    };
-    let script = run["run"]["script"].as_str().unwrap();
-    let script_name = script.rsplit('/').next().unwrap();
-    let root = spans
-        .iter()
-        .find(|s| s["name"] == format!("run {script_name}"))
-        .unwrap();
-    assert_eq!(parent_name(root), "-");
-    let root_attrs = attributes(root);
-    assert_eq!(root_attrs["sluice.run.id"], run["run"]["id"]);
-    assert_eq!(root_attrs["sluice.run.status"], "ok");
-    assert_eq!(root_attrs["sluice.run.calls"], json!(CALLS));
-    for (task, parent) in [
-        ("0", format!("run {script_name}")),
-        ("0.1", "task 0".into()),
-        ("0.2", "task 0".into()),
-    ] {
-        let s = spans
-            .iter()
-            .find(|s| s["name"] == format!("task {task}"))
-            .unwrap();
-        assert_eq!(parent_name(s), parent, "task {task}");
-    }
-    let span_of = |n: &Value| -> &Value {
-        spans
-            .iter()
-            .find(|s| attributes(s).get("sluice.call.n") == Some(n))
-            .unwrap_or_else(|| panic!("no span of call #{n}"))
-    };
+    check_run_and_tasks(spans, run);
     for c in calls {
-        let s = span_of(&c["n"]);
-        let a = attributes(s);
+        let s = span_of_call(spans, &c["n"]);
         let task = c["task"].as_str().unwrap();
-        let want_parent = match task.split_once(".c") {
+        let parent = match task.split_once(".c") {
             Some((outer, seq)) => {
+                let seq: i64 = seq.parse().unwrap();
                 let maker = calls
                     .iter()
-                    .find(|m| m["task"] == outer && m["seq"] == seq.parse::<i64>().unwrap())
+                    .find(|m| m["task"] == outer && m["seq"] == seq)
                     .unwrap();
-                span_of(&maker["n"])["name"].as_str().unwrap().to_string()
+                assert_eq!(
+                    maker["flow"], "explore",
+                    "only explore makes inner calls here"
+                );
+                span_of_call(spans, &maker["n"])
             }
-            None => format!("task {task}"),
+            None => named(spans, &format!("task {task}")),
         };
-        assert_eq!(parent_name(s), want_parent, "call #{}", c["n"]);
+        assert_eq!(s["parent_span_id"], parent["span_id"], "call #{}", c["n"]);
+        let a = attributes(s);
         for (key, want) in [
             ("sluice.task", &c["task"]),
             ("sluice.call.seq", &c["seq"]),
@@ -258,13 +226,45 @@ fn check_tree(spans: &[Value], run: &Value) {
     }
     // The explore call made its sub-agent's three calls.
     let explore = calls.iter().find(|c| c["flow"] == "explore").unwrap();
-    let explore_name = span_of(&explore["n"])["name"].as_str().unwrap();
-    assert_eq!(explore_name, "execute_tool explore");
-    let under: usize = spans
+    let explore = span_of_call(spans, &explore["n"]);
+    assert_eq!(explore["name"], "execute_tool explore");
+    let under = spans
         .iter()
-        .filter(|s| parent_name(s) == explore_name)
+        .filter(|s| s["parent_span_id"] == explore["span_id"])
         .count();
     assert_eq!(under, 3);
+}
+
+/// The run's span at the root, the main chunk's task under it and the two
+/// tasks `sluice.map` started under that.
+fn check_run_and_tasks(spans: &[Value], run: &Value) {
+    let script = run["run"]["script"].as_str().unwrap();
+    let root = named(
+        spans,
+        &format!("run {}", script.rsplit('/').next().unwrap()),
+    );
+    assert_eq!(root["parent_span_id"], Value::Null);
+    let a = attributes(root);
+    assert_eq!(a["sluice.run.id"], run["run"]["id"]);
+    assert_eq!(a["sluice.script"], script);
+    assert_eq!(a["sluice.run.status"], "ok");
+    assert_eq!(a["sluice.run.calls"], json!(CALLS));
+    let main = named(spans, "task 0");
+    assert_eq!(main["parent_span_id"], root["span_id"]);
+    for task in ["task 0.1", "task 0.2"] {
+        assert_eq!(
+            named(spans, task)["parent_span_id"],
+            main["span_id"],
+            "{task}"
+        );
+    }
+}
+
+/// The one span named `name`.
+fn named<'a>(spans: &'a [Value], name: &str) -> &'a Value {
+    let found: Vec<&Value> = spans.iter().filter(|s| s["name"] == name).collect();
+    assert_eq!(found.len(), 1, "spans named {name:?}");
+    found[0]
 }
 
 /// One call's name, GenAI attributes and status, as its record says.
@@ -308,6 +308,14 @@ fn check_call(s: &Value, a: &HashMap<String, Value>, c: &Value) {
     } else {
         assert_ne!(s["status"]["code"], 2, "{s}");
     }
+}
+
+/// The span of call `#n`.
+fn span_of_call<'a>(spans: &'a [Value], n: &Value) -> &'a Value {
+    spans
+        .iter()
+        .find(|s| attributes(s).get("sluice.call.n") == Some(n))
+        .unwrap_or_else(|| panic!("no span of call #{n}"))
 }
 
 /// No attribute of `spans` carries content, and no text of the run's
@@ -426,10 +434,7 @@ fn with_otlp_content_the_records_text_arrives_and_the_credential_never_does() {
     let calls = run["calls"].as_array().unwrap();
     let first_model = &calls[0];
     assert_eq!(first_model["flow"], "model");
-    let s = spans
-        .iter()
-        .find(|s| attributes(s).get("sluice.call.n") == Some(&first_model["n"]))
-        .unwrap();
+    let s = span_of_call(&spans, &first_model["n"]);
     let a = attributes(s);
     // The record's text, as recorded: the key already cut there.
     assert_eq!(a["sluice.input"], first_model["input"].to_string());
@@ -456,10 +461,7 @@ fn with_otlp_content_the_records_text_arrives_and_the_credential_never_does() {
     );
     // A tool call: its arguments and result; the denied one: its error.
     let denied = calls.iter().find(|c| c["outcome"] == "error").unwrap();
-    let d = spans
-        .iter()
-        .find(|s| attributes(s).get("sluice.call.n") == Some(&denied["n"]))
-        .unwrap();
+    let d = span_of_call(&spans, &denied["n"]);
     let da = attributes(d);
     assert_eq!(da["sluice.error"], denied["error"].to_string());
     assert_eq!(
