@@ -48,6 +48,7 @@ mod kernel;
 
 mod container;
 mod net;
+mod otel;
 mod sandbox;
 
 mod model;

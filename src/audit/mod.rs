@@ -18,7 +18,7 @@
 //! - reading the record (`sluice audit list|show|export|verify`): [`rows`]
 //!   holds the SELECTs every reader shares, the replay too; [`list`],
 //!   [`show`], [`export`] and [`verify`] build what `--json` prints, and
-//!   [`render`] the text;
+//!   [`render`] the text; [`follow`] reads a run while it is recorded;
 //! - [`anchor`]: the record's head to keep elsewhere, against rollback
 //!   (`sluice audit anchor`, `verify --anchor`).
 
@@ -28,6 +28,7 @@ pub mod chain;
 pub mod copy;
 pub mod db;
 pub mod export;
+pub mod follow;
 pub mod lease;
 pub mod list;
 pub mod location;

@@ -70,6 +70,14 @@ pub fn to_read(loc: &Location, credentials: Option<&Path>) -> Result<Opened, Str
     for_reading(loc, password(loc, credentials).as_deref())
 }
 
+/// What opens read-only connections to the record at `loc`, with the
+/// password the credentials give, without opening one now: for a reader
+/// beside a live run (its OpenTelemetry exporter), which writes nothing
+/// and sweeps nothing.
+pub fn readers(loc: &Location, credentials: Option<&Path>) -> Opener {
+    reader(loc, password(loc, credentials).as_deref())
+}
+
 /// The record at `loc`, a SQLite file opened by `sqlite`.
 fn opened(
     loc: &Location,

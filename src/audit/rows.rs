@@ -1219,3 +1219,33 @@ pub fn row_hash(db: &dyn Db, run: &str, n: i64) -> db::Result<Option<String>> {
 #[cfg(test)]
 #[path = "rows_tests.rs"]
 mod tests;
+
+/// Hands `f` each call of run `run` from chain position `from` on, in chain
+/// order, its output resolved and its input whole; with `settled`, only
+/// those whose outcome is written: what a reader following a live run
+/// (its OpenTelemetry exporter) has not seen yet.
+pub fn each_call_from<E>(
+    db: &dyn Db,
+    run: &str,
+    from: i64,
+    settled: bool,
+    err: impl Fn(db::Error) -> E,
+    mut f: impl FnMut(StoredCall) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut bodies = Bodies::new(db);
+    let pages = Pages {
+        columns: CALL_COLUMNS,
+        filter: if settled {
+            "n >= ?2 AND status IS NOT NULL"
+        } else {
+            "n >= ?2"
+        },
+        args: vec![Val::Int(from)],
+        size: RESOLVED_PAGE,
+    };
+    each_page(db, run, pages, &err, |row| {
+        let mut c = StoredCall::of(row).map_err(&err)?;
+        bodies.assemble(&mut c).map_err(&err)?;
+        f(c)
+    })
+}

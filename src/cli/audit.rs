@@ -194,8 +194,16 @@ each by content (a model call's messages): it is whole, and the column parts hol
 of each item's JSON]} as stored (the hash covers the input without FIELD, and parts). The last column, \
 client, names the MCP client that made the call (empty for the script's own calls); jsonl has it as client, \
 a string or null.\n\n\
---json is --format jsonl.",
-    after_help = "Examples:\n  sluice audit export last > run.jsonl\n  sluice audit export last --format csv --output run.csv\n  sluice audit export 3f9c | jq -c 'select(.type == \"call\" and .outcome != \"ok\")'"
+--json is --format jsonl.\n\n\
+--otlp URL sends the run instead to an OpenTelemetry receiver (Arize Phoenix, Jaeger, a Collector) as one \
+trace over OTLP/HTTP: the run's span, a span per task under the task that started it, a span per call under its \
+task (a call a flow made while it ran under that call): a model call as `chat MODEL` with the GenAI \
+conventions' gen_ai.* attributes and token counts, any other as `execute_tool FLOW`, each with sluice.decision, \
+sluice.tier, sluice.outcome and sluice.error.code. Inputs, outputs and errors stay out unless --otlp-content. \
+The trace and span ids derive from the run, so a run sent again (after `sluice run --otlp`) is the same \
+trace with the same spans (a receiver that keys spans by id keeps the first copy). Exits 0 once the receiver took every span, 1 when it cannot be reached or refuses, 2 for a wrong \
+URL or run.",
+    after_help = "Examples:\n  sluice audit export last > run.jsonl\n  sluice audit export last --format csv --output run.csv\n  sluice audit export 3f9c | jq -c 'select(.type == \"call\" and .outcome != \"ok\")'\n  sluice audit export last --otlp http://127.0.0.1:6006\n  sluice audit export 3f9c --otlp https://otel.example.com:4318 --otlp-content"
 )]
 pub struct ExportArgs {
     /// The run: an id, a unique prefix of one, `last` (the newest) or `last~N` (N runs before it).
@@ -206,6 +214,8 @@ pub struct ExportArgs {
     /// Write the export to FILE instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub otlp: super::otlp::ExportOtlp,
     #[command(flatten)]
     pub db: Db,
 }
@@ -434,6 +444,16 @@ fn show(a: ShowArgs) -> Result<ExitCode, String> {
 }
 
 fn export(a: ExportArgs) -> Result<ExitCode, String> {
+    if let Some(url) = &a.otlp.otlp {
+        let opened = opened(&a.db)?;
+        let id = store::find_run(&*opened.db, &a.run)?;
+        return Ok(super::otlp::export(
+            &*opened.db,
+            &id,
+            url,
+            a.otlp.otlp_content,
+        ));
+    }
     let format = match (a.format, a.db.json) {
         (ExportFormat::Csv, true) => {
             return Err("--json exports JSON lines; drop it for --format csv".to_string())

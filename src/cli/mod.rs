@@ -9,6 +9,7 @@ mod fleet_ops;
 mod flows;
 mod hide;
 mod mcp;
+mod otlp;
 mod policy;
 mod policy_suite;
 mod replay;

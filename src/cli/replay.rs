@@ -297,6 +297,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         args: script_args,
         // A resume is a run of its own, which names the run it resumes.
         run_id: None,
+        otlp: super::otlp::RunOtlp::default(),
         options: RunOptions {
             workspace: Some(PathBuf::from(&record.run.workspace)),
             grants: Grants {

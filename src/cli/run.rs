@@ -49,7 +49,7 @@ policies (--policy; the built-in default grants reads and writes inside the work
 #[derive(Debug, Args)]
 #[command(
     long_about = long_about(),
-    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'\n  sluice run examples/agent.lua --provider local=openai:http://127.0.0.1:8080/v1 --approve 'model:call:local/**' --approve 'net:private:http://127.0.0.1:8080'"
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice run fix.lua src/main.rs -- --flag-for-the-script\n  sluice run fix.lua --policy org.lua --policy project.lua --approve 'net:post:api.example.com'\n  sluice run audit.lua --policy readonly --ceiling 'fs:read:/srv/**'\n  SLUICE_CREDENTIAL_EXA=... sluice run research.lua --search exa --approve 'net:post:api.exa.ai'\n  sluice run examples/agent.lua --provider local=openai:http://127.0.0.1:8080/v1 --approve 'model:call:local/**' --approve 'net:private:http://127.0.0.1:8080'\n  sluice run examples/agent.lua --otlp http://127.0.0.1:6006"
 )]
 pub struct RunArgs {
     /// The Lua workflow to run.
@@ -61,6 +61,8 @@ pub struct RunArgs {
     /// record is refused.
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
+    #[command(flatten)]
+    pub otlp: super::otlp::RunOtlp,
     #[command(flatten)]
     pub options: RunOptions,
 }
@@ -206,7 +208,11 @@ pub struct Grants {
 
 pub fn run(args: RunArgs) -> ExitCode {
     let script = args.script.clone();
-    let builder = match configure(&args).and_then(|b| recorded(b, &args.options)) {
+    let prepared = super::otlp::run_sender(&args.otlp).and_then(|otlp| {
+        let builder = configure(&args).and_then(|b| recorded(b, &args.options))?;
+        Ok((builder, otlp))
+    });
+    let (builder, otlp) = match prepared {
         Ok(b) => b,
         Err(e) => {
             eprintln!("sluice: {e}");
@@ -214,12 +220,38 @@ pub fn run(args: RunArgs) -> ExitCode {
         }
     };
     match builder.build() {
-        Ok(runtime) => drive(&runtime, runtime.run_script(&script)).exit,
+        Ok(runtime) => {
+            let live = otlp.and_then(|sender| exporter(sender, &args, runtime.run_id()));
+            let ended = drive(&runtime, runtime.run_script(&script));
+            if let Some(live) = live {
+                live.finish();
+            }
+            ended.exit
+        }
         Err(e) => {
             eprintln!("sluice: {e}");
             ExitCode::from(2)
         }
     }
+}
+
+/// `--otlp`'s exporter of run `id`, reading the run's record; one that
+/// cannot start is said and the run goes on without it.
+fn exporter(
+    sender: crate::otel::send::Sender,
+    args: &RunArgs,
+    id: &str,
+) -> Option<crate::otel::live::Live> {
+    let opts = &args.options;
+    let started =
+        audit_target(opts.audit.as_deref(), false, opts.workspace.as_deref()).and_then(|at| {
+            let at = at.expect("a record: --otlp conflicts with --no-audit");
+            let content = args.otlp.otlp_content;
+            super::otlp::follow(sender, &at, opts.credentials.as_deref(), id, content)
+        });
+    started
+        .map_err(|e| eprintln!("sluice: {e}; the run goes on without it"))
+        .ok()
 }
 
 /// `builder` recording to the database `opts` name (none with
