@@ -232,7 +232,7 @@
     ready(true);
     await checked;
     if (callN !== null) { openCall(callN); }
-    if (s.live) { poll(v); }
+    if (s.live && source.live) { poll(v); }
   }
 
   function crumb(href, text) {
