@@ -668,3 +668,113 @@ fn a_rust_caller_sends_a_credential_by_reference() {
     let out = block_on(rt.call("bash", input)).unwrap();
     assert_eq!(out["stdout"], "20\n[redacted]", "{out}");
 }
+
+/// An embedded run is recorded where `sluice run` records: the
+/// workspace's `.sluice/audit.db`, its folder kept out of git; `no_audit`
+/// records nothing, and neither does a replay given no record.
+#[test]
+fn an_embedded_run_records_in_the_workspace_unless_told_not_to() {
+    use sluice::record::{Location, Mode, Record};
+    let ws = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::write(root.join("a.txt"), "one").unwrap();
+    let rt = Runtime::builder().workspace(&root).build().unwrap();
+    let db = root.join(".sluice/audit.db");
+    assert_eq!(rt.recorded_in(), Some(&Location::Sqlite(db.clone())));
+    block_on(rt.call("read", json!({"path": "a.txt"}))).unwrap();
+    rt.end("ok", None).unwrap();
+    let id = rt.run_id().to_string();
+    drop(rt);
+    assert_eq!(
+        std::fs::read_to_string(root.join(".sluice/.gitignore")).unwrap(),
+        "# sluice's audit record: never commit it.\n*\n"
+    );
+    let conn = sluice::record::open_existing(&db).unwrap();
+    let record = Record::load(&conn, &id).unwrap();
+    assert_eq!((record.run.status.as_str(), record.len()), ("ok", 1));
+
+    // A replay of it, given no record, records nothing more.
+    let replay = Runtime::builder()
+        .workspace(&root)
+        .replay(record, Mode::Replay)
+        .build()
+        .unwrap();
+    assert_eq!(replay.recorded_in(), None);
+    block_on(replay.call("read", json!({"path": "a.txt"}))).unwrap();
+    drop(replay);
+    let runs: i64 = conn
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(runs, 1);
+
+    let bare = tempfile::tempdir().unwrap();
+    std::fs::write(bare.path().join("a.txt"), "one").unwrap();
+    let rt = Runtime::builder()
+        .workspace(bare.path())
+        .no_audit()
+        .build()
+        .unwrap();
+    assert_eq!(rt.recorded_in(), None);
+    block_on(rt.call("read", json!({"path": "a.txt"}))).unwrap();
+    rt.end("ok", None).unwrap();
+    assert!(!bare.path().join(".sluice").exists());
+}
+
+/// `examples/embed.rs`, the guide's embedding example, run as `cargo run
+/// --example embed` runs it (its `main` calls this `run`).
+#[path = "../examples/embed.rs"]
+#[allow(dead_code)]
+mod embed;
+
+#[test]
+fn the_embedding_example_runs_and_its_record_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(dir.path()).unwrap();
+    let done = embed::run(&dir).unwrap();
+    assert_eq!(done.summary, "README.md: 3 lines");
+    assert_eq!(done.refused, ErrorCode::PermissionRequired);
+    let project = dir.join("project");
+    assert_eq!(
+        done.record,
+        project.join(".sluice/audit.db").display().to_string()
+    );
+    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["audit", "verify", "--workspace"])
+        .arg(&project)
+        .env_remove("SLUICE_AUDIT")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(
+        said,
+        format!("{}  intact (4 calls, sealed)\n", done.run_id),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert!(verify.status.success());
+}
+
+/// Each Rust block of the guide's embedding page is the example's code,
+/// line for line, so the page shows what `cargo test` builds and runs.
+#[test]
+fn the_guides_rust_blocks_are_the_examples_code() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/src/embedding.md")).unwrap();
+    let example = std::fs::read_to_string(root.join("examples/embed.rs")).unwrap();
+    let lines: Vec<&str> = example.lines().map(str::trim).collect();
+    let mut blocks = Vec::new();
+    let mut open: Option<Vec<&str>> = None;
+    for line in page.lines() {
+        match (&mut open, line.starts_with("```")) {
+            (None, true) if line.trim() == "```rust" => open = Some(Vec::new()),
+            (Some(_), true) => blocks.extend(open.take()),
+            (Some(block), false) => block.push(line.trim()),
+            _ => {}
+        }
+    }
+    assert!(blocks.len() >= 4, "found {} Rust blocks", blocks.len());
+    for block in &blocks {
+        let found = lines.windows(block.len()).any(|w| w == block.as_slice());
+        assert!(found, "not in examples/embed.rs:\n{}", block.join("\n"));
+    }
+}

@@ -23,8 +23,11 @@
 //!   redacted, which only the outcome completes), so an outcome cannot be
 //!   swapped between calls;
 //! - the `seal`, when the run ends: SHA-256 of the head, every row's hashes,
-//!   every clock reading and the final status, so dropping the last rows or
-//!   an outcome, or rewriting the status, shows too.
+//!   every clock reading, every module the script required (since schema
+//!   7: its name, file and SHA-256, after the readings; a run that required
+//!   none seals as before) and the final status, so dropping the last rows
+//!   or an outcome, swapping a module's text, or rewriting the status,
+//!   shows too.
 //!
 //! - `joined`, for a run `sluice audit copy` brought in from another store:
 //!   its head keeps covering the link it was recorded with there (kept in
@@ -132,6 +135,19 @@ pub struct Reading<'a> {
     pub seq: i64,
     pub kind: &'a str,
     pub value: f64,
+}
+
+/// A module the script required, as the seal covers it: its text by its
+/// SHA-256 (the text itself is kept by content, and must hash to it).
+#[derive(Debug, Clone, Copy)]
+pub struct Module<'a> {
+    /// Its place in the order the run loaded modules, from 1.
+    pub k: i64,
+    /// The name `require` was given.
+    pub name: &'a str,
+    /// The file it was loaded from.
+    pub path: &'a str,
+    pub sha256: &'a str,
 }
 
 /// The run's last state, covered by the seal.
@@ -303,6 +319,16 @@ impl Seal {
         self.0.text(&format!("{:?}", r.value));
     }
 
+    /// A module the script required; after every reading. Its own tag
+    /// keeps it from passing for a reading.
+    pub fn module(&mut self, m: &Module) {
+        self.0.text("module");
+        self.0.int(m.k);
+        self.0.text(m.name);
+        self.0.text(m.path);
+        self.0.text(m.sha256);
+    }
+
     pub fn finish(mut self, end: &RunEnd) -> String {
         self.0.text("end");
         self.0.text(end.status);
@@ -471,6 +497,40 @@ mod tests {
         let mut posing = intent("{}", None);
         posing.parts = Some("claude-code 1.2.3");
         assert_ne!(call("p", &posing), call("p", &client));
+    }
+
+    #[test]
+    fn a_seal_without_modules_is_unchanged_and_each_modules_field_is_covered() {
+        let end = RunEnd {
+            status: "ok",
+            error: None,
+            ended_ms: 9,
+        };
+        // The seal of a run with no module, as every schema before 7 made
+        // it (recomputed by hand from the format in the module doc).
+        let mut plain = Seal::new("h");
+        plain.row("r1", Some("o1"));
+        assert_eq!(
+            plain.clone().finish(&end),
+            "b29fd6c4dc60751af2f5d2ae1d8c2ab968568c16fb4b069c97ea793bdf46cb50"
+        );
+        let m = Module {
+            k: 1,
+            name: "util",
+            path: "/w/util.lua",
+            sha256: "aa",
+        };
+        let sealed = |m: &Module| {
+            let mut s = plain.clone();
+            s.module(m);
+            s.finish(&end)
+        };
+        let base = sealed(&m);
+        assert_ne!(base, plain.clone().finish(&end));
+        assert_ne!(base, sealed(&Module { k: 2, ..m }));
+        assert_ne!(base, sealed(&Module { name: "utils", ..m }));
+        assert_ne!(base, sealed(&Module { path: "/w/u.lua", ..m }));
+        assert_ne!(base, sealed(&Module { sha256: "ab", ..m }));
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //!
 //! A run's head covers its link to the run before it in the store it was
 //! recorded in (its place `n` and `prior`), so a copy cannot take a new
-//! place and keep its head. It keeps the head, rows, outcomes, readings and
-//! seal exactly, and the target records two more things: `origin`, the link
-//! the head covers (what `verify` hashes it with), and `joined`, a hash of
+//! place and keep its head. It keeps the head, rows, outcomes, readings,
+//! the texts of its script and modules, and seal exactly, and the target
+//! records two more things: `origin`, the link the head covers (what
+//! `verify` hashes it with), and `joined`, a hash of
 //! the run's tip and row count with its place in the target
 //! ([`chain::joined`]), which the run after it commits to in place of its
 //! seal. So in the target a copied run is checked whole (head, every row,
@@ -150,7 +151,8 @@ struct Place {
 }
 
 /// Inserts the run at the target's next place, then its calls, the
-/// bodies they keep by content and its readings; its place.
+/// bodies they keep by content, its readings, and the texts of its script
+/// and modules; its place.
 fn write_run(from: &dyn Db, to: &dyn Db, run: &rows::StoredRun, place: &Place) -> db::Result<i64> {
     let next = store::next_link(to)?;
     let link = RunLink {
@@ -182,6 +184,7 @@ fn write_run(from: &dyn Db, to: &dyn Db, run: &rows::StoredRun, place: &Place) -
     )?;
     copy_calls(from, to, &run.id)?;
     copy_readings(from, to, &run.id)?;
+    super::sources::copy(from, to, &run.id, run.script_sha256.as_deref())?;
     Ok(next.n)
 }
 

@@ -13,6 +13,8 @@
 //! - [`recorder`]: the writer a run records through (a thread of its own);
 //!   [`outage`]: what it does while its store cannot be reached;
 //! - [`replay`]: a recorded run's calls, answered back in order;
+//!   [`sources`]: the script's and its modules' texts a run keeps, so a
+//!   replay does not depend on the files;
 //! - [`session`]: what one run's calls share of all this (sequence numbers
 //!   per task, the halt of a diverged replay);
 //! - reading the record (`sluice audit list|show|export|verify`): [`rows`]
@@ -43,6 +45,7 @@ pub mod replay;
 mod rows;
 pub mod session;
 pub mod show;
+pub mod sources;
 mod sqlite;
 pub mod store;
 pub mod verify;

@@ -86,6 +86,10 @@ pub struct RunStart {
     pub id: String,
     pub script: String,
     pub script_sha256: Option<String>,
+    /// The script's text, whose SHA-256 is `script_sha256`: kept by
+    /// content, so a replay does not need the file (unless it holds a
+    /// loaded credential's value).
+    pub script_text: Option<String>,
     pub policies: Vec<PolicyFile>,
     pub args: Vec<String>,
     pub workspace: String,
@@ -313,6 +317,13 @@ enum Msg {
         seq: u64,
         kind: &'static str,
         value: f64,
+    },
+    /// The `k`th module the script required.
+    Module {
+        k: i64,
+        name: String,
+        path: String,
+        text: String,
     },
     End {
         status: String,
@@ -572,6 +583,19 @@ impl Recorder {
         });
     }
 
+    /// Records the `k`th module the script required (from 1, in load
+    /// order): its name, the file it came from and the text that ran,
+    /// which the record keeps by content unless it holds a secret (the
+    /// module is then not recorded, and a replay reads its file).
+    pub fn module(&self, k: i64, name: &str, path: &str, text: &str) {
+        let _ = self.send(Msg::Module {
+            k,
+            name: name.to_string(),
+            path: path.to_string(),
+            text: text.to_string(),
+        });
+    }
+
     /// Drains the queue, seals the run with its final `status` and stops the
     /// writer. Later calls to `end` do nothing.
     pub fn end(&self, status: &str, error: Option<&str>) -> Result<(), String> {
@@ -739,7 +763,28 @@ fn insert_linked(
             run.attempt.max(1),
         ],
     )?;
+    keep_script(db, run)?;
     Ok(head)
+}
+
+/// Keeps the script's text by content beside the run's row, in its
+/// transaction: the head covers its SHA-256, `verify` checks the text
+/// against it. A text holding a loaded secret is not kept.
+fn keep_script(db: &dyn Db, run: &RunStart) -> db::Result<()> {
+    let (Some(sha), Some(text)) = (&run.script_sha256, &run.script_text) else {
+        return Ok(());
+    };
+    let secrets = crate::credentials::loaded();
+    if crate::digest::sha256_hex(text.as_bytes()) != *sha
+        || !super::sources::keepable(text, &secrets)
+    {
+        return Ok(());
+    }
+    db.execute(
+        "INSERT INTO outputs (sha256, body) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
+        vals![sha, text],
+    )?;
+    Ok(())
 }
 
 /// The writer thread's state. Nothing in it grows with the run's calls:
@@ -1438,6 +1483,24 @@ impl Writer {
         ));
     }
 
+    /// Links the `k`th module the script required: its text kept by
+    /// content and its row, both idempotent (written again after an
+    /// outage, they add nothing). A text holding a secret the run knows is
+    /// not recorded.
+    fn module(&mut self, k: i64, name: &str, path: &str, text: String) {
+        if !super::sources::keepable(&text, &self.known()) {
+            return;
+        }
+        let sha = crate::digest::sha256_hex(text.as_bytes());
+        self.keep(sha.clone(), text);
+        self.push(Write::new(
+            "INSERT INTO modules (run, k, name, path, sha256) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (run, k) DO NOTHING",
+            params![&self.run, k, name, path, sha],
+            None,
+        ));
+    }
+
     /// The statement that seals the run ending with `status`, computed
     /// inside the open transaction (its readings are read back from it).
     fn seal(&mut self, status: &str, error: Option<&str>) -> db::Result<Write> {
@@ -1462,6 +1525,10 @@ impl Writer {
                 value: r.value,
             })
         })?;
+        // Then the modules, in load order, as verify reads them.
+        for m in super::sources::modules(&*self.db, &self.run)? {
+            seal.module(&m.sealed());
+        }
         let seal = seal.finish(&RunEnd {
             status,
             error,

@@ -176,6 +176,12 @@ impl Writer {
                 kind,
                 value,
             } => self.reading(&task, seq, kind, value),
+            Msg::Module {
+                k,
+                name,
+                path,
+                text,
+            } => self.module(k, &name, &path, text),
             Msg::Renew(ack) => self.acks.extend(ack),
             Msg::End { status, error, ack } => {
                 self.ending = Some(Ending {

@@ -3,7 +3,7 @@
 //! [`visible`]), and tables are clipped to fit [`WIDTH`].
 
 use super::list::Listing;
-use super::show::{Call, Calls, ModelTotals, ModelUse, Outcome, Run};
+use super::show::{Call, Calls, Integrity, ModelTotals, ModelUse, Outcome, Run};
 #[cfg(test)]
 use super::show::{HeldCalls, RunView};
 use super::verify::Verdict;
@@ -78,15 +78,24 @@ pub fn render_show(view: &RunView, facts: &dyn FlowFacts) -> String {
     let mut out = Vec::new();
     // Writing to memory fails only on a bad call source, and a held one
     // has none.
-    let _ = write_show(&view.run, &HeldCalls(&view.calls), facts, &mut out);
+    let _ = write_show(
+        &view.run,
+        &view.integrity,
+        &HeldCalls(&view.calls),
+        facts,
+        &mut out,
+    );
     String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Writes the header and the timeline of `sluice audit show` to `out`,
 /// reading `calls` a few times over and holding one call at a time (and
-/// what the header counts): a run of any length.
+/// what the header counts): a run of any length. The header's chain line
+/// says what `integrity` (`verify`'s verdict) says, and the call where the
+/// record breaks is marked.
 pub fn write_show(
     run: &Run,
+    integrity: &Integrity,
     calls: &dyn Calls,
     facts: &dyn FlowFacts,
     out: &mut dyn std::io::Write,
@@ -102,7 +111,7 @@ pub fn write_show(
         }
         Ok(())
     })?;
-    let mut text = render_header(run, &summary);
+    let mut text = render_header(run, integrity, &summary);
     text.push('\n');
     if summary.count == 0 {
         text.push_str("no flow calls recorded\n");
@@ -113,8 +122,29 @@ pub fn write_show(
     if let Some(plan) = plan {
         put(out, &plan)?;
     }
+    put(out, &broken_note(run, integrity))?;
     put(out, &footer(run, &summary))
 }
+
+/// Under the timeline, where the record breaks: the marked call and what
+/// does not match there (or the run's own fields, seal or link).
+fn broken_note(run: &Run, integrity: &Integrity) -> String {
+    let Some(p) = &integrity.problem else {
+        return String::new();
+    };
+    let at = match p.n {
+        Some(n) => format!("at call #{n} ({BROKEN_MARK} above)"),
+        None => "in the run's own record".to_string(),
+    };
+    visible(&format!(
+        "\nCHAIN BROKEN {at}: {}. The record was changed after it was written: what it shows \
+from there on is not what was recorded (`sluice audit verify {}`).\n",
+        p.message, run.id
+    ))
+}
+
+/// The timeline's mark on the call where the record breaks.
+const BROKEN_MARK: &str = "✗";
 
 /// The run's latest plan, set by call `#n`: its explanation, then each
 /// step with its status (`[x]` completed, `[>]` in progress, `[ ]`
@@ -229,7 +259,7 @@ impl Summary {
     }
 }
 
-fn render_header(run: &Run, summary: &Summary) -> String {
+fn render_header(run: &Run, integrity: &Integrity, summary: &Summary) -> String {
     let mut h = Lines::default();
     h.field("run", &run.id);
     let sha = run.script_sha256.as_deref().map_or("none".into(), short);
@@ -243,7 +273,7 @@ fn render_header(run: &Run, summary: &Summary) -> String {
     if let Some(from) = &run.resumed_from {
         h.field("resumed", &resumed_line(from, &summary.resumed));
     }
-    h.field("chain", seal_line(run));
+    h.field("chain", &chain_line(run, integrity));
     h.field("calls", &counts_line(summary));
     let models = &summary.models;
     if models.calls + models.replayed > 0 {
@@ -375,12 +405,26 @@ fn started_line(run: &Run) -> String {
     }
 }
 
-fn seal_line(run: &Run) -> &'static str {
+/// What `verify` says of the run's chain: "sealed" only of a run found
+/// intact; a broken one says where and what.
+fn chain_line(run: &Run, integrity: &Integrity) -> String {
+    if let Some(p) = &integrity.problem {
+        let at = match (p.n, &p.task, p.seq, &p.flow) {
+            (Some(n), Some(task), Some(seq), Some(flow)) => {
+                format!(" at call #{n} (task {task}, seq {seq}, {flow})")
+            }
+            _ => String::new(),
+        };
+        return format!("BROKEN{at}: {}", p.message);
+    }
     match (&run.seal, run.status.as_str()) {
-        (Some(_), _) => "sealed (`sluice audit verify` checks it)",
-        (None, "running") => "not sealed yet (running)",
-        (None, "interrupted") => "not sealed (the process was killed before it could seal)",
-        (None, _) => "NOT SEALED (`sluice audit verify` to check the record)",
+        (Some(_), _) => "sealed, verified intact".to_string(),
+        (None, "running") => "not sealed yet (running), intact so far".to_string(),
+        (None, "interrupted") => {
+            "not sealed (the process was killed before it could seal); its rows verify".to_string()
+        }
+        // `verify` finds an ended run without a seal broken: not reached.
+        (None, _) => "NOT SEALED".to_string(),
     }
 }
 
@@ -423,7 +467,15 @@ fn columns<'a>(run: &'a Run, shown: &Optional, facts: &'a dyn FlowFacts) -> Vec<
     // (header, shown, right-aligned, cell)
     type Cell<'a> = Box<dyn Fn(&Call) -> String + 'a>;
     let all: Vec<(&'static str, bool, bool, Cell)> = vec![
-        ("#", true, false, Box::new(|c| format!("#{}", c.n))),
+        (
+            "#",
+            true,
+            false,
+            Box::new(|c| match c.broken {
+                Some(_) => format!("#{} {BROKEN_MARK}", c.n),
+                None => format!("#{}", c.n),
+            }),
+        ),
         ("TASK", shown.tasks, false, Box::new(|c| c.task.clone())),
         // A name and version fit; `--call N` has a longer one whole.
         (

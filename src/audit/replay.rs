@@ -360,6 +360,20 @@ impl Record {
             .find_map(|run| self.db().value(sql, vals![run, task, seq]).ok().flatten())
     }
 
+    /// The script's text as the run kept it (`None` for a run recorded
+    /// before the record kept texts, or whose text held a secret, or a
+    /// text that no longer hashes to the run's `script_sha256`).
+    pub(crate) fn script_text(&self) -> Option<String> {
+        let sha = self.run.script_sha256.as_deref()?;
+        super::sources::text(self.db(), sha).ok().flatten()
+    }
+
+    /// The modules the run's script required, as the record keeps them
+    /// (those of the runs it continued after its own), each with its text.
+    pub(crate) fn modules(&self) -> Vec<super::sources::RecordedModule> {
+        super::sources::recorded(self.db(), &self.chain).unwrap_or_default()
+    }
+
     /// The highest background job id the recorded run handed out, in the
     /// output of a call of a flow that starts jobs. Only the calls of such
     /// flows are read (most runs have none).

@@ -12,6 +12,7 @@
 use super::db::Db;
 use super::render::plural;
 use super::rows::{self, Output, StoredCall, StoredRun};
+use super::verify::{Failure, Problem, Verdict};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -125,6 +126,60 @@ pub struct Call {
     /// The `n` of every other call of the run that was running while this
     /// one ran, in order; empty when none was (see [`Span`]).
     pub overlaps: Vec<i64>,
+    /// Where `verify` found the run's record broken, when it is at this
+    /// call: what does not match. Absent for every other call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broken: Option<Broken>,
+}
+
+/// What does not match at the call where a run's record breaks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Broken {
+    pub failure: Failure,
+    pub message: String,
+}
+
+/// `sluice audit verify`'s verdict on a run, as `sluice audit show` says
+/// it (`--json`'s `integrity`): the header says "sealed" only of a run
+/// found intact, and the call where the record breaks is marked.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Integrity {
+    /// Nothing was found that does not match: the run's head, every row
+    /// and outcome, the seal, its link to the run before it and every
+    /// text kept by content.
+    pub intact: bool,
+    /// The run carries a seal.
+    pub sealed: bool,
+    /// Said of an intact run whose record cannot be fully checked (one
+    /// killed before it could seal).
+    pub warning: Option<String>,
+    /// The first thing that does not match: its kind, the call where it
+    /// is (`n`, `task`, `seq`, `flow`) when it is a call's, and what.
+    pub problem: Option<Problem>,
+}
+
+impl Integrity {
+    /// What `verdict` says of a run.
+    pub fn of(verdict: &Verdict) -> Integrity {
+        Integrity {
+            intact: verdict.intact,
+            sealed: verdict.sealed,
+            warning: verdict.warning.clone(),
+            problem: verdict.problem.clone(),
+        }
+    }
+
+    /// The call where the record breaks, and what does not match there.
+    pub fn broken_at(&self) -> Option<(i64, Broken)> {
+        let p = self.problem.as_ref()?;
+        let broken = Broken {
+            failure: p.failure,
+            message: p.message.clone(),
+        };
+        Some((p.n?, broken))
+    }
 }
 
 impl Call {
@@ -231,6 +286,7 @@ impl ModelTotals {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunView {
     pub run: Run,
+    pub integrity: Integrity,
     pub calls: Vec<Call>,
     /// What its model calls spent (all zero for a run without any).
     pub models: ModelTotals,
@@ -308,6 +364,7 @@ impl Call {
             outcome_hash: c.outcome_hash.clone(),
             parts: c.parts.as_ref().map(|p| json(&p.column)),
             overlaps: Vec::new(),
+            broken: None,
         }
     }
 }
@@ -387,7 +444,9 @@ fn json(text: &str) -> Value {
 /// reads them through [`Recorded`] instead, one at a time).
 #[cfg(test)]
 pub fn show(db: &dyn Db, run_id: &str) -> Result<RunView, String> {
+    let integrity = Integrity::of(&super::verify::verify(db, run_id)?);
     let (run, recorded) = Recorded::open(db, run_id)?;
+    let recorded = recorded.marking(&integrity);
     let mut calls = Vec::new();
     recorded.each(&mut |c| {
         calls.push(c);
@@ -395,6 +454,7 @@ pub fn show(db: &dyn Db, run_id: &str) -> Result<RunView, String> {
     })?;
     Ok(RunView {
         run,
+        integrity,
         models: ModelTotals::of(&calls),
         calls,
     })
@@ -412,6 +472,7 @@ pub trait Calls {
 /// [`RunView`], and a line break.
 pub fn write_json(
     run: &Run,
+    integrity: &Integrity,
     calls: &dyn Calls,
     out: &mut dyn std::io::Write,
 ) -> Result<(), String> {
@@ -420,8 +481,9 @@ pub fn write_json(
             .map_err(|e| format!("cannot write the view: {e}"))
     };
     put(&format!(
-        "{{\n  \"run\": {},\n  \"calls\": [",
-        pretty(run, 1)
+        "{{\n  \"run\": {},\n  \"integrity\": {},\n  \"calls\": [",
+        pretty(run, 1),
+        pretty(integrity, 1)
     ))?;
     let mut models = ModelTotals::default();
     let mut first = true;
@@ -462,6 +524,8 @@ pub struct Recorded<'a> {
     run_id: String,
     live: bool,
     overlaps: HashMap<i64, Vec<i64>>,
+    /// The call where the record breaks, marked as it is read.
+    broken: Option<(i64, Broken)>,
 }
 
 impl<'a> Recorded<'a> {
@@ -474,8 +538,15 @@ impl<'a> Recorded<'a> {
             run_id: run_id.to_string(),
             live,
             overlaps: overlaps_in(db, &run)?,
+            broken: None,
         };
         Ok((Run::of(&run), recorded))
+    }
+
+    /// Marks the call where `integrity` says the record breaks.
+    pub fn marking(mut self, integrity: &Integrity) -> Recorded<'a> {
+        self.broken = integrity.broken_at();
+        self
     }
 }
 
@@ -484,6 +555,10 @@ impl Calls for Recorded<'_> {
         rows::each_call(self.db, &self.run_id, Output::Resolved, rows::db, |c| {
             let mut call = Call::of(&c, self.live);
             call.overlaps = self.overlaps.get(&call.n).cloned().unwrap_or_default();
+            call.broken = match &self.broken {
+                Some((n, b)) if *n == call.n => Some(b.clone()),
+                _ => None,
+            };
             f(call)
         })
     }

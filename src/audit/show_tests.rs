@@ -320,12 +320,14 @@ fn a_clients_name_cannot_drive_the_terminal_and_a_long_one_is_clipped() {
 
 /// What `sluice audit show` writes of run `id`, read one call at a time.
 fn streamed(conn: &Connection, id: &str, json: bool) -> String {
+    let integrity = Integrity::of(&crate::audit::verify::verify(conn, id).unwrap());
     let (run, calls) = Recorded::open(conn, id).unwrap();
+    let calls = calls.marking(&integrity);
     let mut out = Vec::new();
     if json {
-        write_json(&run, &calls, &mut out).unwrap();
+        write_json(&run, &integrity, &calls, &mut out).unwrap();
     } else {
-        crate::audit::render::write_show(&run, &calls, &Facts, &mut out).unwrap();
+        crate::audit::render::write_show(&run, &integrity, &calls, &Facts, &mut out).unwrap();
     }
     String::from_utf8(out).unwrap()
 }

@@ -8,7 +8,7 @@
 //! whole, its pragmas, the schema's SQLite text and migrations) is in
 //! [`sqlite_file`], whose `open` and `open_existing` are re-exported here.
 //!
-//! Schema (version 6). Times are milliseconds since the Unix epoch; JSON
+//! Schema (version 7). Times are milliseconds since the Unix epoch; JSON
 //! columns hold compact JSON, exactly the bytes the hashes cover (object
 //! keys sorted, except `decisions`, whose objects keep their field order).
 //!
@@ -65,8 +65,16 @@
 //!        turn). A rowid table since schema 3 (it was WITHOUT ROWID):
 //!        an index b-tree keeps under 1 KiB of a row in its page and
 //!        spills the rest to an overflow page of its own, so each body of
-//!        a few KiB took a page and a half
+//!        a few KiB took a page and a half; since schema 7 also the text
+//!        of each run's script (under `runs.script_sha256`) and of each
+//!        module it required (under `modules.sha256`), unless the text held
+//!        a loaded credential's value
 //! readings (run, task, seq) PK, kind (ms|time|cpu|seed), value (REAL)
+//! modules (schema 7) (run, k) PK, name (as `require` was given it), path
+//!        (the file it was loaded from), sha256 (of the text that ran, kept
+//!        in `outputs`): the modules a run's script required from its
+//!        folder, k from 1 in the order they loaded; the run's seal covers
+//!        them
 //! meta   key PK, value: `unchained_runs`, how many runs a schema 1 database
 //!        held when it was migrated (runs #1..#that were recorded before
 //!        runs were chained to each other, and are checked each on its own)
@@ -90,7 +98,7 @@ pub use sqlite_file::APPLICATION_ID;
 pub use sqlite_file::{open, open_existing};
 
 /// The schema version this build writes; older databases are migrated.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// A call's output as the database gives it back, stored inline or by
 /// content: use it where a query selects `output` (a macro, so `concat!`

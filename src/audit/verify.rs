@@ -37,6 +37,9 @@ pub enum Failure {
     /// The run before it does not hold the hash this run committed to: it
     /// was edited or replaced.
     PredecessorMismatch,
+    /// The text of the script, or of a module it required, kept in the
+    /// record was changed or is gone (since schema 7).
+    SourceEdited,
 }
 
 /// The first thing that did not match.
@@ -96,6 +99,10 @@ pub fn verify(db: &dyn Db, run_id: &str) -> Result<Verdict, String> {
         };
         let found = match parts {
             None => check_outputs(db, run_id)?,
+            some => some,
+        };
+        let found = match found {
+            None => check_sources(db, &run)?,
             some => some,
         };
         verdict.intact = found.is_none();
@@ -167,6 +174,15 @@ fn body_fault(db: &dyn Db, key: &str) -> Result<Option<&'static str>, String> {
         }
         Some(_) => None,
     })
+}
+
+/// The script's text and each module's the run keeps must still hash to
+/// their keys (the head covers the script's, the seal each module's).
+fn check_sources(db: &dyn Db, run: &StoredRun) -> Result<Option<Problem>, String> {
+    let found = super::sources::problem(db, &run.id, run.script_sha256.as_deref());
+    Ok(found
+        .map_err(rows::db)?
+        .map(|m| run_problem(Failure::SourceEdited, &m)))
 }
 
 /// Whether the run before `run` still holds the hash `run` committed to
@@ -666,6 +682,9 @@ removed from its end would not show"
         });
     })
     .map_err(rows::db)?;
+    for m in super::sources::modules(db, &run.id).map_err(rows::db)? {
+        s.module(&m.sealed());
+    }
     let end = RunEnd {
         status: &run.status,
         error: run.error.as_deref(),
@@ -676,7 +695,7 @@ removed from its end would not show"
     }
     Ok(Some(run_problem(
         Failure::SealMismatch,
-        "seal mismatch: the run's status, error or end time, a clock reading, or rows at its end changed after it was sealed",
+        "seal mismatch: the run's status, error or end time, a clock reading, a module it required, or rows at its end changed after it was sealed",
     )))
 }
 

@@ -144,7 +144,7 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 #[command(
     long_about = "Show a run: a header (script and its SHA-256, policies, arguments, workspace, status and \
-error, version, the run it resumed, whether it is sealed, counts, and what its model calls spent: calls, \
+error, version, the run it resumed, whether its record verifies, counts, and what its model calls spent: calls, \
 input, cached and output tokens, latency) and a timeline with one line per flow call \
 in chain order: #N, time from the run's start, flow, tier, decision (allow; deny by the rule or hook; \
 ask→approved by whom), route (host sandbox mode or container; — for a flow that runs no process), outcome \
@@ -156,7 +156,13 @@ names who made each (its name and version; — for the script's own calls and jo
 that were running while it ran (#3, #5), from each call's recorded start (kept to the millisecond) and \
 duration, so an overlap shorter than a millisecond may not show. A resume's copies did not run and overlap \
 nothing, nor does a call whose outcome is unknown.\n\n\
---json prints {run, calls, models}: each call has its task and seq, client (the MCP client's name and version, \
+The record is verified as it is shown (what `sluice audit verify RUN` checks): the header's chain line says \
+\"sealed, verified intact\" only of a run whose record verifies; where the record was changed since it was \
+written, it says BROKEN and what does not match, the call where the chain breaks is marked ✗ in the timeline, \
+and a line under the timeline says it again.\n\n\
+--json prints {run, integrity, calls, models}: integrity is {intact, sealed, warning, problem} (problem: \
+{failure, n, task, seq, flow, message}, or null); the call where the record breaks has broken: {failure, \
+message}; each call has its task and seq, client (the MCP client's name and version, \
 or null), and overlaps, the numbers of the calls \
 that ran while it did ([] for none); models sums the model calls up as {calls, inputTokens, cachedTokens, \
 outputTokens, latencyMs, replayed} (replayed: those a resume copied, left out of the sums).\n\n\
@@ -421,15 +427,21 @@ fn show(a: ShowArgs) -> Result<ExitCode, String> {
             Ok(emit(a.db.json, &call, |c| render::render_call(&run, c)))
         }
         None => {
+            // The verdict and the view read one snapshot: a run still
+            // writing cannot show rows the verdict did not cover.
+            verify::snapshot(conn)?;
+            let integrity = show::Integrity::of(&verify::verify(conn, &id)?);
             // Read one call at a time: a run may hold hundreds of
             // thousands (an MCP server's lives for days).
             let (run, calls) = show::Recorded::open(conn, &id)?;
+            let calls = calls.marking(&integrity);
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             let written = if a.db.json {
-                show::write_json(&run, &calls, &mut out)
+                show::write_json(&run, &integrity, &calls, &mut out)
             } else {
-                render::write_show(&run, &calls, &Registry::standard(), &mut out)
+                let facts = Registry::standard();
+                render::write_show(&run, &integrity, &calls, &facts, &mut out)
             };
             match written.and_then(|()| {
                 std::io::Write::flush(&mut out).map_err(|e| format!("cannot write the view: {e}"))

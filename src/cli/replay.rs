@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 /// Re-run a recorded run against its record, touching nothing.
 #[derive(Debug, Args)]
@@ -26,8 +27,11 @@ time (sluice.sleep is not recorded, so a script may sleep differently). The firs
 differs from the record stops the replay with replay_diverged, naming its task and call (task 0.2, call 3), \
 showing the recorded and the new call side by side and the script line that made it. A replay that completes says the run \
 reproduced (exit 0); a divergence exits 1.\n\n\
-By default the recorded script file runs, and a file whose SHA-256 changed since is refused; --script FILE runs \
-another (to see where an edited script departs from the record).",
+By default the script runs as the record keeps it: its text, and the text of each module it required from its \
+folder, so a script file edited or deleted since does not matter (a file that differs from the recorded text is \
+named on one line, with both SHA-256 prefixes). A run recorded before the record kept texts runs its file, which \
+is refused when its SHA-256 changed since. --script FILE runs another script, and its modules from disk (to see \
+where an edited script departs from the record).",
     after_help = "Examples:\n  sluice replay last\n  sluice replay 18c2f3a9 --workspace /tmp/w\n  sluice replay 18c2f3a9 --script fix-v2.lua"
 )]
 pub struct ReplayArgs {
@@ -142,6 +146,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
         record,
         script,
         verifying,
+        source,
         ..
     } = match prepare(&args.recorded, creds, Verify::Beside) {
         Ok(found) => found,
@@ -149,8 +154,10 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
     };
     // Whatever this command says waits for the verdict: a record that does
     // not verify is refused before anything else is shown.
+    let said = Said::new(verifying.clone());
+    said.push(source.note);
     let settled = |code: ExitCode| {
-        verifying.settle();
+        said.flush();
         code
     };
     let given = &args.recorded.args;
@@ -162,23 +169,28 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
     let recorded_status = record.run.status.clone();
     let id = record.run.id.clone();
     let expected = record.len();
-    let builder = Runtime::builder()
+    let mut builder = Runtime::builder()
         .workspace(existing_workspace(&record.run.workspace))
         .args(script_args)
         .script(&script)
         .prompt(Prompt::Unattended)
+        .no_audit()
+        .source_notes(said.sink())
         .replay(record, Mode::Replay);
+    if let Some(text) = source.text {
+        builder = builder.recorded_script(text);
+    }
     let runtime = match builder.build() {
         Ok(rt) => rt,
         Err(e) => return settled(fail(e.to_string())),
     };
-    let held = verifying.clone();
-    if let Err(e) = runtime.before_output(move || held.settle()) {
+    let held = said.clone();
+    if let Err(e) = runtime.before_output(move || held.flush()) {
         return settled(fail(format!("cannot hold the script's output: {e}")));
     }
     let ended = drive(&runtime, async {
         let ended = runtime.run_script(&script).await;
-        verifying.settle();
+        said.flush();
         ended
     });
     let answered = runtime.replayed_calls() as usize;
@@ -234,11 +246,15 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         store,
         record,
         script,
+        source,
         ..
     } = match prepare(&args.recorded, args.credentials.as_deref(), Verify::First) {
         Ok(found) => found,
         Err(e) => return fail(e),
     };
+    if let Some(note) = &source.note {
+        eprintln!("sluice: {note}");
+    }
     let live_from = match args.live_from.as_deref().map(|n| live_from(n, &record)) {
         Some(Err(e)) => return fail(e),
         Some(Ok(n)) => Some(n),
@@ -345,6 +361,10 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
             .audit_retry(run.options.retry.audit_retry)
             .replay(record, mode),
         Err(e) => return fail(e),
+    };
+    let builder = match source.text {
+        Some(text) => builder.recorded_script(text),
+        None => builder,
     };
     let runtime = match builder.build() {
         Ok(rt) => rt,
@@ -488,6 +508,48 @@ fn refuse_unless_intact(id: &str, verdict: crate::audit::verify::Verdict) -> Res
     ))
 }
 
+/// What a replay says of itself, held (as the script's output is) until
+/// the record's verdict: a tampered record is refused with nothing shown.
+#[derive(Clone)]
+struct Said {
+    verifying: Verifying,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Said {
+    fn new(verifying: Verifying) -> Said {
+        Said {
+            verifying,
+            lines: Arc::default(),
+        }
+    }
+
+    /// Holds `line`, if any, until the next [`Said::flush`].
+    fn push(&self, line: Option<String>) {
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        lines.extend(line);
+    }
+
+    /// What the runtime says while the script runs (a module whose file
+    /// differs from the recorded text), held the same way.
+    fn sink(&self) -> Arc<dyn Fn(&str) + Send + Sync> {
+        let lines = self.lines.clone();
+        Arc::new(move |line: &str| {
+            let mut lines = lines.lock().unwrap_or_else(|e| e.into_inner());
+            lines.push(line.to_string());
+        })
+    }
+
+    /// Waits for the verdict, then says what was held.
+    fn flush(&self) {
+        self.verifying.settle();
+        let held = std::mem::take(&mut *self.lines.lock().unwrap_or_else(|e| e.into_inner()));
+        for line in held {
+            eprintln!("sluice: {line}");
+        }
+    }
+}
+
 /// What a replay or a resume starts from.
 struct Found {
     /// The record, opened.
@@ -496,8 +558,19 @@ struct Found {
     record: Record,
     /// The script to run.
     script: PathBuf,
+    /// Its text as the record keeps it, and what to say of its file.
+    source: Source,
     /// The record's verdict, when it is reached `Beside` the replay.
     verifying: Verifying,
+}
+
+/// The recorded script's text, which runs in place of its file, and the
+/// line that says the file differs from it; neither for a script given
+/// with `--script`, or recorded before the record kept texts.
+#[derive(Default)]
+struct Source {
+    text: Option<String>,
+    note: Option<String>,
 }
 
 /// The record, the run's record in it, the script to run, and the
@@ -538,17 +611,18 @@ fn prepare(given: &RecordedRun, creds: Option<&Path>, when: Verify) -> Result<Fo
         }
     };
     let found = record.and_then(|record| {
-        let script = match &given.script {
-            Some(file) => file.clone(),
+        let (script, source) = match &given.script {
+            Some(file) => (file.clone(), Source::default()),
             None => recorded_script(&record)?,
         };
-        Ok((record, script))
+        Ok((record, script, source))
     });
     match found {
-        Ok((record, script)) => Ok(Found {
+        Ok((record, script, source)) => Ok(Found {
             store,
             record,
             script,
+            source,
             verifying,
         }),
         Err(e) => {
@@ -563,8 +637,10 @@ fn successor(store: &dyn Db, id: &str) -> Option<String> {
     crate::audit::store::successor(store, id).ok().flatten()
 }
 
-/// The recorded script file, refused when it changed since the run.
-fn recorded_script(record: &Record) -> Result<PathBuf, String> {
+/// The recorded script: its file, and its text as the record keeps it
+/// (said when the file differs, or is gone); a run whose text the record
+/// does not keep runs its file, refused when it changed since the run.
+fn recorded_script(record: &Record) -> Result<(PathBuf, Source), String> {
     let path = PathBuf::from(&record.run.script);
     if record.run.script.is_empty() {
         return Err(format!(
@@ -578,6 +654,14 @@ fn recorded_script(record: &Record) -> Result<PathBuf, String> {
              nothing to re-run; `sluice audit show {}` lists them, and `sluice audit verify` checks them",
             record.run.id, record.run.id
         ));
+    }
+    if let Some(text) = record.script_text() {
+        let note = differs(record, &path, &text);
+        let source = Source {
+            text: Some(text),
+            note,
+        };
+        return Ok((path, source));
     }
     let bytes = std::fs::read(&path).map_err(|e| {
         format!(
@@ -596,7 +680,32 @@ fn recorded_script(record: &Record) -> Result<PathBuf, String> {
             &now[..12],
             path.display()
         )),
-        _ => Ok(path),
+        _ => Ok((path, Source::default())),
+    }
+}
+
+/// The line that says the script file at `path` is not the `text` run
+/// `record` kept (edited, or gone), if it is not.
+fn differs(record: &Record, path: &Path, text: &str) -> Option<String> {
+    let recorded = crate::digest::sha256_hex(text.as_bytes());
+    let (then, id) = (&recorded[..12], &record.run.id);
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let now = crate::digest::sha256_hex(&bytes);
+            (now != recorded).then(|| {
+                format!(
+                    "the script {} differs from the text run {id} recorded (SHA-256 {then} recorded, {} on \
+disk); the recorded text runs (--script {} runs the file)",
+                    path.display(),
+                    &now[..12],
+                    path.display()
+                )
+            })
+        }
+        Err(_) => Some(format!(
+            "the script {} is gone (SHA-256 {then} recorded, none on disk); the text run {id} recorded runs",
+            path.display()
+        )),
     }
 }
 

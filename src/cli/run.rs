@@ -267,7 +267,7 @@ pub(crate) fn recorded(
     )?;
     Ok(match target {
         Some(path) => builder.audit(path).audit_retry(opts.retry.audit_retry),
-        None => builder,
+        None => builder.no_audit(),
     })
 }
 

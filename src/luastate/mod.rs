@@ -96,16 +96,52 @@ pub fn install_require(
     script_dir: PathBuf,
     preloaded: &[(&str, Table)],
 ) -> mlua::Result<()> {
+    install_require_with(lua, script_dir, preloaded, Box::new(|w| Ok(w.found)))
+}
+
+/// A module of the script's folder that `require` is loading: its name,
+/// the files that may hold it, in the order they are tried, and the first
+/// of them that could be read, with its text (`None` when none could).
+#[derive(Debug)]
+pub struct Wanted<'a> {
+    /// The name `require` was given (`util`, `lib.text`).
+    pub name: &'a str,
+    /// `DIR/NAME.lua`, then `DIR/NAME/init.lua`.
+    pub candidates: &'a [PathBuf],
+    /// The first candidate read, and its text.
+    pub found: Option<(PathBuf, String)>,
+}
+
+/// What a script's `require` loads for a module of its folder: its text
+/// and the file its chunk is named by (`None`: the module is not found).
+/// The run's own, which records each module and, in a replay, loads the
+/// recorded text.
+pub type Loader = Box<dyn Fn(Wanted) -> mlua::Result<Option<(PathBuf, String)>>>;
+
+/// [`install_require`] with `load` deciding what each module of the
+/// script's folder loads.
+pub fn install_require_with(
+    lua: &Lua,
+    script_dir: PathBuf,
+    preloaded: &[(&str, Table)],
+    load: Loader,
+) -> mlua::Result<()> {
     install(lua, preloaded, move |name| {
         let rel = name.replace('.', "/");
         let candidates = [
             script_dir.join(format!("{rel}.lua")),
             script_dir.join(&rel).join("init.lua"),
         ];
-        for path in &candidates {
-            if let Ok(source) = fs::read_to_string(path) {
-                return Ok((source, path.display().to_string()));
-            }
+        let found = candidates
+            .iter()
+            .find_map(|path| Some((path.clone(), fs::read_to_string(path).ok()?)));
+        let wanted = Wanted {
+            name,
+            candidates: &candidates,
+            found,
+        };
+        if let Some((path, source)) = load(wanted)? {
+            return Ok((source, path.display().to_string()));
         }
         let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
         Err(mlua::Error::runtime(format!(
@@ -311,7 +347,14 @@ fn built_in(name: &str) -> mlua::Result<Option<&'static str>> {
 pub fn load_script(lua: &Lua, path: &Path) -> Result<Function, String> {
     let source = fs::read_to_string(path)
         .map_err(|e| format!("cannot read script {}: {e}", path.display()))?;
-    lua.load(source)
+    load_text(lua, path, &source)
+}
+
+/// Loads a script's `text` as a text chunk named by its file's `path`
+/// (whether or not the file still holds it: a replay runs the recorded
+/// text).
+pub fn load_text(lua: &Lua, path: &Path, text: &str) -> Result<Function, String> {
+    lua.load(text)
         .set_name(format!("@{}", path.display()))
         .set_mode(ChunkMode::Text)
         .into_function()

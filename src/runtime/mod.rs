@@ -9,6 +9,7 @@ pub mod extend;
 mod module;
 mod schema;
 mod serve;
+mod sources;
 mod tasks;
 
 pub use serve::{Caller, Incoming, LuaTool, Outcome, Progress, Tool};
@@ -128,8 +129,15 @@ pub struct RuntimeBuilder {
     dns: Option<Arc<dyn Dns>>,
     search: Option<Arc<dyn Provider>>,
     audit: Option<Location>,
+    /// [`RuntimeBuilder::no_audit`]: nothing is recorded.
+    no_audit: bool,
     audit_retry: Option<std::time::Duration>,
     replay: Option<(Record, Mode)>,
+    /// The recorded script's text, which a replay or resume runs in place
+    /// of the file, loading the recorded modules too.
+    recorded_script: Option<String>,
+    /// Who hears that a file on disk differs from the recorded text run.
+    notes: sources::Notes,
     sandbox: crate::sandbox::Choice,
     secrets: Vec<PathBuf>,
     /// What no flow reaches and no command sees ([`RuntimeBuilder::withheld`]).
@@ -185,13 +193,27 @@ impl RuntimeBuilder {
     }
 
     /// Records the run in the record at `at`: a SQLite file's path
-    /// (created when missing; `crate::audit::store::default_path` is the
-    /// workspace's), or a `Location` parsed from `sqlite:PATH` or
-    /// `postgres://user@host:port/db` (its password: the credential named
-    /// `audit`, else `PGPASSWORD`, else `~/.pgpass`). Default: not
-    /// recorded.
+    /// (created when missing), or a `Location` parsed from `sqlite:PATH`
+    /// or `postgres://user@host:port/db` (its password: the credential
+    /// named `audit`, else `PGPASSWORD`, else `~/.pgpass`).
+    ///
+    /// Default: where `sluice run` records, `$SLUICE_AUDIT` when it is
+    /// set, else the workspace's `.sluice/audit.db` (its `.sluice` folder
+    /// made private and given a `.gitignore` holding `*` when it has
+    /// none); a replay ([`Mode::Replay`]) records nothing unless given a
+    /// record here. [`RuntimeBuilder::no_audit`] records nothing.
     pub fn audit(mut self, at: impl Into<Location>) -> Self {
         self.audit = Some(at.into());
+        self.no_audit = false;
+        self
+    }
+
+    /// Records nothing, as `sluice run --no-audit`: no record to verify,
+    /// replay or resume. The last of this and [`RuntimeBuilder::audit`]
+    /// holds.
+    pub fn no_audit(mut self) -> Self {
+        self.audit = None;
+        self.no_audit = true;
         self
     }
 
@@ -214,6 +236,22 @@ impl RuntimeBuilder {
     /// lacks. The run's random seed is the recorded one.
     pub fn replay(mut self, record: Record, mode: Mode) -> Self {
         self.replay = Some((record, mode));
+        self
+    }
+
+    /// Runs the script ([`RuntimeBuilder::script`]) as the record given to
+    /// [`RuntimeBuilder::replay`] keeps it: `text` in place of the file,
+    /// and each module it requires as recorded, a file on disk that
+    /// differs said to the notes.
+    pub(crate) fn recorded_script(mut self, text: String) -> Self {
+        self.recorded_script = Some(text);
+        self
+    }
+
+    /// Who is told that a file on disk differs from the recorded text a
+    /// replay runs (default: standard error).
+    pub(crate) fn source_notes(mut self, notes: Arc<dyn Fn(&str) + Send + Sync>) -> Self {
+        self.notes = sources::Notes(notes);
         self
     }
 
@@ -349,8 +387,11 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The script this run executes: it names the run in policy requests, and
-    /// `require` looks in its folder first (default: the workspace).
+    /// The script this run executes: it names the run in policy requests,
+    /// `require` looks in its folder first (default: the workspace), and
+    /// its text is read when the run is built, which the record keeps (so
+    /// a replay does not need the file) and [`Runtime::run_script`] of it
+    /// runs.
     pub fn script(mut self, path: impl Into<PathBuf>) -> Self {
         self.script = Some(path.into());
         self
@@ -530,14 +571,25 @@ impl RuntimeBuilder {
         let (stored_args, cut) = crate::credentials::redact_args(&self.args, &store.values());
         cut.iter()
             .for_each(|s| crate::credentials::remember_secret(s));
-        let recorder = match &self.audit {
+        let script_text = match (&self.recorded_script, &script_path) {
+            (Some(text), _) => Some(text.clone()),
+            (None, Some(path)) => sources::read_script(path),
+            (None, None) => None,
+        };
+        let script_sha256 = match &script_text {
+            Some(text) => Some(crate::digest::sha256_hex(text.as_bytes())),
+            None => script_path.as_deref().and_then(file_sha256),
+        };
+        let at = record_target(self.audit, self.no_audit, self.replay.as_ref(), &workspace)?;
+        let recorder = match &at {
             Some(at) => Some(start_recorder(
                 at,
                 (self.credentials.as_deref(), self.audit_retry),
                 RunStart {
                     id: ctx.run_id.clone(),
                     script,
-                    script_sha256: script_path.as_deref().and_then(file_sha256),
+                    script_sha256,
+                    script_text: script_text.clone(),
                     policies: policy_files,
                     // A key passed as an argument stays out of the
                     // record; a replay is given it again.
@@ -552,11 +604,16 @@ impl RuntimeBuilder {
             )?),
             None => None,
         };
+        // A replay of the recorded script loads the recorded modules too.
+        let recorded_modules = match (&self.replay, &self.recorded_script) {
+            (Some((record, _)), Some(_)) => (record.modules(), record.run.id.clone()),
+            _ => (Vec::new(), String::new()),
+        };
         let mut audit = Session::new(
             recorder,
             self.replay.map(|(record, mode)| Replay::new(record, mode)),
         );
-        audit.protected = match &self.audit {
+        audit.protected = match &at {
             Some(Location::Sqlite(db)) => store_paths(db),
             _ => Vec::new(),
         };
@@ -648,7 +705,13 @@ impl RuntimeBuilder {
         tasks
             .install(&lua, &sluice, core.clone())
             .map_err(BuildError::lua)?;
-        luastate::install_require(&lua, script_dir, &[("sluice", sluice)])
+        let loader = sources::Sources {
+            recorder: core.audit().recorder.clone(),
+            recorded: recorded_modules,
+            notes: self.notes,
+        }
+        .loader();
+        luastate::install_require_with(&lua, script_dir, &[("sluice", sluice)], loader)
             .map_err(BuildError::lua)?;
         Ok(Runtime {
             core,
@@ -657,6 +720,8 @@ impl RuntimeBuilder {
             tasks,
             callers,
             tool_inputs: Rc::default(),
+            script: self.script.zip(script_text),
+            recorded_in: at,
         })
     }
 }
@@ -671,6 +736,11 @@ pub struct Runtime {
     callers: serve::Callers,
     /// A served run's Lua tools' input schemas, by name.
     tool_inputs: Rc<RefCell<std::collections::HashMap<String, Value>>>,
+    /// The builder's script as given, and the text read (or recorded)
+    /// when the run was built: what [`Runtime::run_script`] of it runs.
+    script: Option<(PathBuf, String)>,
+    /// Where the run is recorded, if it is.
+    recorded_in: Option<Location>,
 }
 
 /// Ends a run's record from any thread: what a backstop uses when the
@@ -728,7 +798,9 @@ impl fmt::Debug for Runtime {
 
 impl Runtime {
     /// A builder with every default: the current folder as workspace, the
-    /// embedded default policy, no record, nobody to answer asks.
+    /// embedded default policy, recorded where `sluice run` records (the
+    /// workspace's `.sluice/audit.db`, see [`RuntimeBuilder::audit`]),
+    /// nobody to answer asks.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }
@@ -741,6 +813,13 @@ impl Runtime {
     /// The run's id, as the record names it.
     pub fn run_id(&self) -> &str {
         &self.core.context().run_id
+    }
+
+    /// Where the run is recorded (`sluice audit show RUN --audit` of it
+    /// shows the run): the record given to [`RuntimeBuilder::audit`], or
+    /// the default one; `None` for a run that records nothing.
+    pub fn recorded_in(&self) -> Option<&Location> {
+        self.recorded_in.as_ref()
     }
 
     /// Why the run was stopped, if it was: a replay that diverged, a resume
@@ -856,10 +935,17 @@ impl Runtime {
         self.core.context().containers.shutdown();
     }
 
-    /// Runs a workflow script to its end.
+    /// Runs a workflow script to its end. The builder's script
+    /// ([`RuntimeBuilder::script`]) runs as read when the run was built,
+    /// the text the record keeps; any other file is read now.
     pub async fn run_script(&self, path: &Path) -> Result<(), ScriptError> {
-        let chunk =
-            luastate::load_script(&self.lua, path).map_err(|message| ScriptError { message })?;
+        let chunk = match &self.script {
+            Some((given, text)) if sources::same_file(given, path) => {
+                luastate::load_text(&self.lua, path, text)
+            }
+            _ => luastate::load_script(&self.lua, path),
+        }
+        .map_err(|message| ScriptError { message })?;
         self.run_chunk(chunk).await
     }
 
@@ -955,9 +1041,26 @@ fn policy_files(policies: &[Policy]) -> Vec<PolicyFile> {
         .collect()
 }
 
-/// What no flow or command may write: a `.sluice` folder holding the
-/// database whole, else the database file and the files SQLite keeps beside
-/// it (a `--audit` file in a shared folder must not close the folder).
+/// Where the run records: the record given, none with `no_audit` or for
+/// a replay given none, else where `sluice run` records
+/// ([`crate::audit::locate`]: `$SLUICE_AUDIT`, else the workspace's
+/// `.sluice/audit.db`).
+fn record_target(
+    given: Option<Location>,
+    no_audit: bool,
+    replay: Option<&(Record, Mode)>,
+    workspace: &Path,
+) -> Result<Option<Location>, BuildError> {
+    match (given, replay) {
+        _ if no_audit => Ok(None),
+        (Some(at), _) => Ok(Some(at)),
+        (None, Some((_, Mode::Replay))) => Ok(None),
+        (None, _) => crate::audit::locate(None, workspace)
+            .map(Some)
+            .map_err(|e| BuildError::new(BuildErrorKind::Audit, e)),
+    }
+}
+
 /// Opens the record at `at` and starts the run's writer on it.
 fn start_recorder(
     at: &Location,
@@ -971,6 +1074,9 @@ fn start_recorder(
         .map_err(|e| BuildError::new(BuildErrorKind::Audit, e))
 }
 
+/// What no flow or command may write: a `.sluice` folder holding the
+/// database whole, else the database file and the files SQLite keeps beside
+/// it (a `--audit` file in a shared folder must not close the folder).
 fn store_paths(db: &Path) -> Vec<PathBuf> {
     let Some(dir) = db.parent().and_then(|d| std::fs::canonicalize(d).ok()) else {
         return Vec::new();

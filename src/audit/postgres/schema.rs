@@ -25,8 +25,8 @@ pub const APPLICATION: &str = "sluice audit store";
 /// The version [`CREATE`] builds.
 const CREATED: i64 = 4;
 
-/// Each step takes the schema from version `CREATED + index` to the next:
-/// none yet. A new SQLite migration needs its step here too (the
+/// Each step takes the schema from version `CREATED + index` to the next.
+/// A new SQLite migration needs its step here too (the
 /// assertion below holds the two together).
 const STEPS: &[&str] = &[
     // Schema 5, as SQLite's: the lease of the process writing a run, and
@@ -38,6 +38,15 @@ const STEPS: &[&str] = &[
     // Schema 6, as SQLite's: a run copied in from another store.
     "ALTER TABLE runs ADD COLUMN origin TEXT COLLATE \"C\";
      ALTER TABLE runs ADD COLUMN joined TEXT COLLATE \"C\";",
+    // Schema 7, as SQLite's: the modules a run's script required.
+    "CREATE TABLE modules (
+       run TEXT COLLATE \"C\" NOT NULL,
+       k BIGINT NOT NULL,
+       name TEXT COLLATE \"C\" NOT NULL,
+       path TEXT COLLATE \"C\" NOT NULL,
+       sha256 TEXT COLLATE \"C\" NOT NULL,
+       PRIMARY KEY (run, k)
+     );",
 ];
 
 const _: () = assert!(

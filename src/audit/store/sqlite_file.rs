@@ -140,6 +140,18 @@ ALTER TABLE calls ADD COLUMN attempt INTEGER;
 ALTER TABLE runs ADD COLUMN origin TEXT;
 ALTER TABLE runs ADD COLUMN joined TEXT;
 "#,
+    // Schema 7: the modules a run's script `require`d, each by name, file
+    // and SHA-256 (their texts, and the script's, kept in `outputs`).
+    r#"
+CREATE TABLE modules (
+  run TEXT NOT NULL REFERENCES runs(id),
+  k INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  path TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
+  PRIMARY KEY (run, k)
+);
+"#,
 ];
 
 /// Opens (creating when missing) the database at `path`, in WAL mode, at

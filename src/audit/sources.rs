@@ -1,0 +1,167 @@
+//! The Lua source a run ran, kept so that a replay or a resume does not
+//! depend on the files on disk: the script's text, kept by content in
+//! `outputs` under the run's `script_sha256` (which its head covers), and
+//! each module its script `require`d from its folder, a row of `modules`
+//! (name, file, SHA-256; the run's seal covers them) with its text kept by
+//! content likewise. `sluice audit verify` checks that each text still
+//! hashes to its key ([`problem`]).
+//!
+//! A text that holds a loaded credential's value is not kept (the record
+//! never holds a secret): its run replays from the file, as a run recorded
+//! before schema 7 does.
+
+use super::chain;
+use super::db::{self, vals, Db};
+use crate::digest::sha256_hex;
+
+/// A module row: what the seal covers of a module the script required.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredModule {
+    /// Its place in the order the run loaded modules, from 1.
+    pub k: i64,
+    /// The name `require` was given (`util`, `lib.text`).
+    pub name: String,
+    /// The file it was loaded from.
+    pub path: String,
+    /// The SHA-256 of the text that ran.
+    pub sha256: String,
+}
+
+impl StoredModule {
+    /// The module as the seal hashes it.
+    pub fn sealed(&self) -> chain::Module<'_> {
+        chain::Module {
+            k: self.k,
+            name: &self.name,
+            path: &self.path,
+            sha256: &self.sha256,
+        }
+    }
+}
+
+/// A module of a recorded run, with its text: what a replay loads in its
+/// place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedModule {
+    pub name: String,
+    pub path: String,
+    pub sha256: String,
+    pub text: String,
+}
+
+/// Run `run`'s module rows, in the order they loaded. A run requires a
+/// handful (each is a file of its folder): they are read at once.
+pub fn modules(db: &dyn Db, run: &str) -> db::Result<Vec<StoredModule>> {
+    let rows = db.query(
+        "SELECT k, name, path, sha256 FROM modules WHERE run = ?1 ORDER BY k",
+        vals![run],
+    )?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(StoredModule {
+                k: r.get(0)?,
+                name: r.get(1)?,
+                path: r.get(2)?,
+                sha256: r.get(3)?,
+            })
+        })
+        .collect()
+}
+
+/// The text kept under `sha`, when it is there and still hashes to it.
+pub fn text(db: &dyn Db, sha: &str) -> db::Result<Option<String>> {
+    let body = super::rows::body(db, sha)?;
+    Ok(body.filter(|b| sha256_hex(b.as_bytes()) == sha))
+}
+
+/// The modules the runs of `chain` recorded, the first run's first: for
+/// each name, the loads of the first run that loaded it, in order. A
+/// module whose text is gone or no longer hashes to its key is left out
+/// (a replay forced past `verify` reads its file instead).
+pub fn recorded(db: &dyn Db, chain: &[String]) -> db::Result<Vec<RecordedModule>> {
+    let mut found: Vec<RecordedModule> = Vec::new();
+    for run in chain {
+        let mut own = Vec::new();
+        for m in modules(db, run)? {
+            if found.iter().any(|f| f.name == m.name) {
+                continue;
+            }
+            if let Some(text) = text(db, &m.sha256)? {
+                own.push(RecordedModule {
+                    name: m.name,
+                    path: m.path,
+                    sha256: m.sha256,
+                    text,
+                });
+            }
+        }
+        found.extend(own);
+    }
+    Ok(found)
+}
+
+/// What is wrong with the texts run `run` keeps, if anything: the
+/// script's (under `script_sha256`, when it is kept) or a module's that no
+/// longer hashes to its key, or a module's that is gone.
+pub fn problem(
+    db: &dyn Db,
+    run: &str,
+    script_sha256: Option<&str>,
+) -> db::Result<Option<String>> {
+    if let Some(sha) = script_sha256 {
+        let body = super::rows::body(db, sha)?;
+        if body.is_some_and(|b| sha256_hex(b.as_bytes()) != sha) {
+            return Ok(Some(
+                "script text edited: the script's text kept in the record no longer hashes to \
+the SHA-256 the run's head covers"
+                    .to_string(),
+            ));
+        }
+    }
+    for m in modules(db, run)? {
+        let what = match super::rows::body(db, &m.sha256)? {
+            None => "is gone from the record",
+            Some(b) if sha256_hex(b.as_bytes()) != m.sha256 => {
+                "was changed: it no longer hashes to its SHA-256"
+            }
+            Some(_) => continue,
+        };
+        return Ok(Some(format!(
+            "module text edited: the text of module {:?} ({}) kept in the record {what}",
+            m.name, m.path
+        )));
+    }
+    Ok(None)
+}
+
+/// Copies run `run`'s kept texts and module rows from `from` into `to`
+/// (inside the caller's transaction): a copied run replays from its record
+/// in the target too.
+pub fn copy(from: &dyn Db, to: &dyn Db, run: &str, script_sha256: Option<&str>) -> db::Result<()> {
+    let keep = |sha: &str| -> db::Result<()> {
+        if let Some(body) = super::rows::body(from, sha)? {
+            to.execute(
+                "INSERT INTO outputs (sha256, body) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
+                vals![sha, body],
+            )?;
+        }
+        Ok(())
+    };
+    if let Some(sha) = script_sha256 {
+        keep(sha)?;
+    }
+    for m in modules(from, run)? {
+        keep(&m.sha256)?;
+        to.execute(
+            "INSERT INTO modules (run, k, name, path, sha256) VALUES (?1, ?2, ?3, ?4, ?5)",
+            vals![run, m.k, &m.name, &m.path, &m.sha256],
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether `text` may be kept: it holds none of `secrets` (a loaded
+/// credential's value never reaches the record).
+pub fn keepable(text: &str, secrets: &[String]) -> bool {
+    !secrets.iter().any(|s| !s.is_empty() && text.contains(s.as_str()))
+}
