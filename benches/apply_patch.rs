@@ -198,7 +198,12 @@ fn run(env: &Env, name: &str, patch: &str) -> (Duration, Duration, Duration) {
         .unwrap();
     let in_process = || {
         reset(lib);
-        let rt = sluice::Runtime::builder().workspace(lib).build().unwrap();
+        // Unrecorded, as Codex's side is: the patch alone.
+        let rt = sluice::Runtime::builder()
+            .workspace(lib)
+            .no_audit()
+            .build()
+            .unwrap();
         let started = Instant::now();
         let out = tokio.block_on(rt.call("apply_patch", json!({ "input": patch })));
         let t = started.elapsed();

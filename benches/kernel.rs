@@ -110,7 +110,12 @@ impl Fixture {
             vec![],
             vars.clone(),
         );
-        let runtime = Runtime::builder().workspace(&workspace).build().unwrap();
+        // Unrecorded: the kernel's cost alone.
+        let runtime = Runtime::builder()
+            .workspace(&workspace)
+            .no_audit()
+            .build()
+            .unwrap();
         let lua_loop = runtime
             .function(
                 "return function(n, p) for i = 1, n do local out, err = sluice.read{path = p}; \

@@ -82,16 +82,23 @@ do not hash to its outcome hash";
         let out = &text.stdout;
         assert_eq!(
             chain_line(out),
-            format!("chain        BROKEN at call #2 (task 0, seq 2, read): {message}")
+            "chain        BROKEN at call #2 (task 0, seq 2, read): outcome edited (see CHAIN BROKEN below)"
         );
         assert!(row(out, 2).starts_with("#2 ✗ "), "{out}");
         assert!(!row(out, 1).contains('✗') && !row(out, 3).contains('✗'), "{out}");
         assert!(row(out, 2).contains("b.txt"), "{out}");
-        assert!(
-            out.contains(&format!(
-                "\nCHAIN BROKEN at call #2 (✗ above): {message}. The record was changed after it was \
-written: what it shows from there on is not what was recorded (`sluice audit verify {id}`).\n"
-            )),
+        // The note under the timeline, its lines joined again.
+        let note: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("CHAIN BROKEN"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(
+            note.join(" "),
+            format!(
+                "CHAIN BROKEN at call #2 (✗ above): {message}. The record was changed after it was \
+written: what it shows from there on is not what was recorded (`sluice audit verify {id}`)."
+            ),
             "{out}"
         );
         assert!(!out.contains("verified intact"), "{out}");

@@ -60,8 +60,9 @@ fn tree(ws: &Path, n: usize) -> Vec<String> {
     needles
 }
 
+/// A run that records nothing: what is timed is the reads alone.
 fn runtime(ws: &Path) -> Runtime {
-    Runtime::builder().workspace(ws).build().unwrap()
+    Runtime::builder().workspace(ws).no_audit().build().unwrap()
 }
 
 /// Calls `read` of `small.txt` `n` times, checking each page, and returns

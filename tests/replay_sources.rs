@@ -216,7 +216,7 @@ hashes to the SHA-256 the run's head covers\n"
             bad.stdout,
             format!(
                 "{id}  NOT INTACT: module text edited: the text of module \"util\" ({}) kept in the \
-record was changed: it no longer hashes to its SHA-256\n",
+record no longer hashes to its SHA-256\n",
                 canonical.display()
             )
         );

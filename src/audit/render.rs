@@ -115,10 +115,12 @@ pub fn write_show(
     text.push('\n');
     if summary.count == 0 {
         text.push_str("no flow calls recorded\n");
+        text.push_str(&broken_note(run, integrity));
         return put(out, &text);
     }
     put(out, &text)?;
-    write_timeline(run, calls, &summary, facts, out)?;
+    let broken = integrity.problem.as_ref().and_then(|p| p.n);
+    write_timeline(run, calls, (&summary, broken), facts, out)?;
     if let Some(plan) = plan {
         put(out, &plan)?;
     }
@@ -136,11 +138,34 @@ fn broken_note(run: &Run, integrity: &Integrity) -> String {
         Some(n) => format!("at call #{n} ({BROKEN_MARK} above)"),
         None => "in the run's own record".to_string(),
     };
-    visible(&format!(
-        "\nCHAIN BROKEN {at}: {}. The record was changed after it was written: what it shows \
-from there on is not what was recorded (`sluice audit verify {}`).\n",
+    let note = format!(
+        "CHAIN BROKEN {at}: {}. The record was changed after it was written: what it shows \
+from there on is not what was recorded (`sluice audit verify {}`).",
         p.message, run.id
-    ))
+    );
+    format!("\n{}", wrapped(&visible(&note)))
+}
+
+/// `text` as lines of at most [`WIDTH`] characters, broken at spaces (a
+/// word longer than a line keeps a line of its own).
+fn wrapped(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 /// The timeline's mark on the call where the record breaks.
@@ -415,7 +440,11 @@ fn chain_line(run: &Run, integrity: &Integrity) -> String {
             }
             _ => String::new(),
         };
-        return format!("BROKEN{at}: {}", p.message);
+        // What kind of mismatch (`content edited`), within the line; the
+        // note under the timeline says the rest.
+        let kind = p.message.split(": ").next().unwrap_or_default();
+        let line = format!("BROKEN{at}: {kind} (see CHAIN BROKEN below)");
+        return clip_to(&line, WIDTH - 13, Clip::Right);
     }
     match (&run.seal, run.status.as_str()) {
         (Some(_), _) => "sealed, verified intact".to_string(),
@@ -463,7 +492,12 @@ struct Column<'a> {
 }
 
 /// The timeline's columns this run shows.
-fn columns<'a>(run: &'a Run, shown: &Optional, facts: &'a dyn FlowFacts) -> Vec<Column<'a>> {
+fn columns<'a>(
+    run: &'a Run,
+    shown: &Optional,
+    broken: Option<i64>,
+    facts: &'a dyn FlowFacts,
+) -> Vec<Column<'a>> {
     // (header, shown, right-aligned, cell)
     type Cell<'a> = Box<dyn Fn(&Call) -> String + 'a>;
     let all: Vec<(&'static str, bool, bool, Cell)> = vec![
@@ -471,9 +505,9 @@ fn columns<'a>(run: &'a Run, shown: &Optional, facts: &'a dyn FlowFacts) -> Vec<
             "#",
             true,
             false,
-            Box::new(|c| match c.broken {
-                Some(_) => format!("#{} {BROKEN_MARK}", c.n),
-                None => format!("#{}", c.n),
+            Box::new(move |c| match broken {
+                Some(n) if n == c.n => format!("#{} {BROKEN_MARK}", c.n),
+                _ => format!("#{}", c.n),
             }),
         ),
         ("TASK", shown.tasks, false, Box::new(|c| c.task.clone())),
@@ -541,15 +575,15 @@ fn columns<'a>(run: &'a Run, shown: &Optional, facts: &'a dyn FlowFacts) -> Vec<
 }
 
 /// The timeline, one call at a time: a pass for the columns' widths, then
-/// one writing each row.
+/// one writing each row; call #`broken` marked where the record breaks.
 fn write_timeline(
     run: &Run,
     calls: &dyn Calls,
-    summary: &Summary,
+    (summary, broken): (&Summary, Option<i64>),
     facts: &dyn FlowFacts,
     out: &mut dyn std::io::Write,
 ) -> Result<(), String> {
-    let columns = columns(run, &summary.shown, facts);
+    let columns = columns(run, &summary.shown, broken, facts);
     let header: Vec<String> = columns.iter().map(|c| c.header.to_string()).collect();
     let cells =
         |c: &Call| -> Vec<String> { columns.iter().map(|col| one_line(&(col.cell)(c))).collect() };

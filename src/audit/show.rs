@@ -126,13 +126,10 @@ pub struct Call {
     /// The `n` of every other call of the run that was running while this
     /// one ran, in order; empty when none was (see [`Span`]).
     pub overlaps: Vec<i64>,
-    /// Where `verify` found the run's record broken, when it is at this
-    /// call: what does not match. Absent for every other call.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub broken: Option<Broken>,
 }
 
-/// What does not match at the call where a run's record breaks.
+/// What does not match at the call where a run's record breaks: `--json`
+/// gives that call a `broken` field holding it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Broken {
@@ -142,7 +139,8 @@ pub struct Broken {
 
 /// `sluice audit verify`'s verdict on a run, as `sluice audit show` says
 /// it (`--json`'s `integrity`): the header says "sealed" only of a run
-/// found intact, and the call where the record breaks is marked.
+/// found intact, and the call where the record breaks is marked
+/// ([`Integrity::broken_at`]).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Integrity {
@@ -364,7 +362,6 @@ impl Call {
             outcome_hash: c.outcome_hash.clone(),
             parts: c.parts.as_ref().map(|p| json(&p.column)),
             overlaps: Vec::new(),
-            broken: None,
         }
     }
 }
@@ -446,7 +443,6 @@ fn json(text: &str) -> Value {
 pub fn show(db: &dyn Db, run_id: &str) -> Result<RunView, String> {
     let integrity = Integrity::of(&super::verify::verify(db, run_id)?);
     let (run, recorded) = Recorded::open(db, run_id)?;
-    let recorded = recorded.marking(&integrity);
     let mut calls = Vec::new();
     recorded.each(&mut |c| {
         calls.push(c);
@@ -487,17 +483,31 @@ pub fn write_json(
     ))?;
     let mut models = ModelTotals::default();
     let mut first = true;
+    let broken = integrity.broken_at();
     calls.each(&mut |c| {
         models.add(&c);
         let sep = if first { "\n    " } else { ",\n    " };
         first = false;
-        put(&format!("{sep}{}", pretty(&c, 2)))
+        let text = match &broken {
+            Some((n, broken)) if *n == c.n => pretty(&Marked { call: &c, broken }, 2),
+            _ => pretty(&c, 2),
+        };
+        put(&format!("{sep}{text}"))
     })?;
     let close = if first { "]" } else { "\n  ]" };
     put(&format!(
         "{close},\n  \"models\": {}\n}}\n",
         pretty(&models, 1)
     ))
+}
+
+/// The call where the record breaks, as `--json` gives it: its fields,
+/// then `broken`.
+#[derive(Serialize)]
+struct Marked<'a> {
+    #[serde(flatten)]
+    call: &'a Call,
+    broken: &'a Broken,
 }
 
 /// `v` as pretty JSON nested `depth` levels deep.
@@ -524,8 +534,6 @@ pub struct Recorded<'a> {
     run_id: String,
     live: bool,
     overlaps: HashMap<i64, Vec<i64>>,
-    /// The call where the record breaks, marked as it is read.
-    broken: Option<(i64, Broken)>,
 }
 
 impl<'a> Recorded<'a> {
@@ -538,15 +546,8 @@ impl<'a> Recorded<'a> {
             run_id: run_id.to_string(),
             live,
             overlaps: overlaps_in(db, &run)?,
-            broken: None,
         };
         Ok((Run::of(&run), recorded))
-    }
-
-    /// Marks the call where `integrity` says the record breaks.
-    pub fn marking(mut self, integrity: &Integrity) -> Recorded<'a> {
-        self.broken = integrity.broken_at();
-        self
     }
 }
 
@@ -555,10 +556,6 @@ impl Calls for Recorded<'_> {
         rows::each_call(self.db, &self.run_id, Output::Resolved, rows::db, |c| {
             let mut call = Call::of(&c, self.live);
             call.overlaps = self.overlaps.get(&call.n).cloned().unwrap_or_default();
-            call.broken = match &self.broken {
-                Some((n, b)) if *n == call.n => Some(b.clone()),
-                _ => None,
-            };
             f(call)
         })
     }
@@ -653,6 +650,7 @@ mod overlap_tests {
                  UPDATE calls SET started_ms = {T0} + 400 WHERE n = 3;"
             ),
         );
+        rehash(conn, "c1");
         seal(conn, "c1", "ok");
     }
 

@@ -4,7 +4,7 @@ use super::*;
 use crate::audit::fixtures::*;
 use crate::audit::list::list;
 use crate::audit::render::{render_call, render_list, render_show, WIDTH};
-use crate::audit::verify::verify;
+use crate::audit::verify::{verify, Failure};
 use rusqlite::Connection;
 
 #[test]
@@ -306,6 +306,7 @@ fn a_clients_name_cannot_drive_the_terminal_and_a_long_one_is_clipped() {
     let long = format!("\u{1b}[2Jevil {}", "x".repeat(200));
     conn.execute("UPDATE calls SET client = ?1 WHERE n = 1", [&long])
         .unwrap();
+    rehash(&conn, "m1");
     let view = show(&conn, "m1").unwrap();
     let text = render_show(&view, &Facts);
     assert!(!text.contains('\u{1b}'), "{text:?}");
@@ -322,7 +323,6 @@ fn a_clients_name_cannot_drive_the_terminal_and_a_long_one_is_clipped() {
 fn streamed(conn: &Connection, id: &str, json: bool) -> String {
     let integrity = Integrity::of(&crate::audit::verify::verify(conn, id).unwrap());
     let (run, calls) = Recorded::open(conn, id).unwrap();
-    let calls = calls.marking(&integrity);
     let mut out = Vec::new();
     if json {
         write_json(&run, &integrity, &calls, &mut out).unwrap();
@@ -348,4 +348,49 @@ fn show_streams_the_same_bytes_as_the_view_held_whole() {
             "text of {id}"
         );
     }
+}
+
+#[test]
+fn show_says_sealed_only_of_a_run_that_verifies_and_marks_the_call_where_it_breaks() {
+    let (_d, conn) = db();
+    standard(&conn, "r1");
+    let intact = render_show(&show(&conn, "r1").unwrap(), &Facts);
+    assert!(
+        intact.contains("\nchain        sealed, verified intact\n"),
+        "{intact}"
+    );
+    assert!(!intact.contains('✗'), "{intact}");
+
+    sql(
+        &conn,
+        "UPDATE calls SET input = replace(input, 'missing.txt', 'other.txt') WHERE run = 'r1' AND n = 5",
+    );
+    let view = show(&conn, "r1").unwrap();
+    let problem = view.integrity.problem.clone().unwrap();
+    assert_eq!((problem.failure, problem.n), (Failure::ContentEdited, Some(5)));
+    assert_eq!(view.integrity.broken_at().map(|(n, _)| n), Some(5));
+    let text = render_show(&view, &Facts);
+    assert!(!text.contains("verified intact"), "{text}");
+    let chain = text.lines().find(|l| l.starts_with("chain ")).unwrap();
+    assert_eq!(
+        chain,
+        "chain        BROKEN at call #5 (task 0, seq 5, read): content edited (see CHAIN BROKEN below)"
+    );
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains('✗')).collect();
+    assert_eq!(rows.len(), 2, "the row and the note under the timeline: {text}");
+    assert!(rows[0].starts_with("#5 ✗ "), "{text}");
+    assert!(
+        rows[1].starts_with(
+            "CHAIN BROKEN at call #5 (✗ above): content edited: its fields do not hash to its recorded hash."
+        ),
+        "{text}"
+    );
+    let note = text.lines().skip_while(|l| !l.starts_with("CHAIN BROKEN"));
+    assert!(note.take_while(|l| !l.is_empty()).all(|l| l.chars().count() <= WIDTH), "{text}");
+    // Streamed, one call at a time, the view says the same.
+    assert_eq!(streamed(&conn, "r1", false), text);
+    let json: serde_json::Value = serde_json::from_str(&streamed(&conn, "r1", true)).unwrap();
+    assert_eq!(json["integrity"]["problem"]["n"], 5);
+    assert_eq!(json["calls"][4]["broken"]["failure"], "content_edited");
+    assert!(json["calls"][3].get("broken").is_none());
 }

@@ -122,12 +122,12 @@ the SHA-256 the run's head covers"
         let what = match super::rows::body(db, &m.sha256)? {
             None => "is gone from the record",
             Some(b) if sha256_hex(b.as_bytes()) != m.sha256 => {
-                "was changed: it no longer hashes to its SHA-256"
+                "kept in the record no longer hashes to its SHA-256"
             }
             Some(_) => continue,
         };
         return Ok(Some(format!(
-            "module text edited: the text of module {:?} ({}) kept in the record {what}",
+            "module text edited: the text of module {:?} ({}) {what}",
             m.name, m.path
         )));
     }
@@ -164,4 +164,87 @@ pub fn copy(from: &dyn Db, to: &dyn Db, run: &str, script_sha256: Option<&str>) 
 /// credential's value never reaches the record).
 pub fn keepable(text: &str, secrets: &[String]) -> bool {
     !secrets.iter().any(|s| !s.is_empty() && text.contains(s.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::fixtures::{db, run_start};
+    use crate::audit::recorder::{RunStart, Recorder};
+    use crate::audit::verify::{verify, Failure};
+
+    /// Records run `id` of script `script` (its text kept), loading the
+    /// modules `loads` (name, text) in turn; its record's file.
+    fn recorded_run(dir: &std::path::Path, id: &str, script: &str, loads: &[(&str, &str)]) {
+        let run = RunStart {
+            script_sha256: Some(sha256_hex(script.as_bytes())),
+            script_text: Some(script.to_string()),
+            ..run_start(id)
+        };
+        let recorder = Recorder::start(&dir.join("audit.db"), run).unwrap();
+        for (k, (name, text)) in loads.iter().enumerate() {
+            recorder.module(k as i64 + 1, name, &format!("/w/{name}.lua"), text);
+        }
+        recorder.end("ok", None).unwrap();
+    }
+
+    #[test]
+    fn a_run_keeps_its_script_and_modules_and_the_seal_covers_the_modules() {
+        let (dir, conn) = db();
+        let script = "local u = require('util')\n";
+        recorded_run(dir.path(), "r1", script, &[("util", "return 1\n"), ("util", "return 2\n")]);
+        let v = verify(&conn, "r1").unwrap();
+        assert!(v.intact && v.sealed, "{v:?}");
+        let sha = sha256_hex(script.as_bytes());
+        assert_eq!(text(&conn, &sha).unwrap().as_deref(), Some(script));
+        let kept = recorded(&conn, &["r1".to_string()]).unwrap();
+        let got: Vec<(&str, &str)> = kept.iter().map(|m| (m.name.as_str(), m.text.as_str())).collect();
+        assert_eq!(got, [("util", "return 1\n"), ("util", "return 2\n")]);
+
+        // A module's row renamed: the seal no longer covers what is there.
+        conn.execute("UPDATE modules SET name = 'other' WHERE k = 2", [])
+            .unwrap();
+        let v = verify(&conn, "r1").unwrap();
+        assert_eq!(v.problem.map(|p| p.failure), Some(Failure::SealMismatch));
+    }
+
+    #[test]
+    fn a_text_holding_a_loaded_secret_is_not_kept() {
+        let (dir, conn) = db();
+        let secret = "sk-sources-test-7f3a91c2e5";
+        crate::credentials::remember_secret(secret);
+        let script = format!("local key = '{secret}'\n");
+        let module = format!("return '{secret}'\n");
+        recorded_run(dir.path(), "r2", &script, &[("plain", "return 0\n"), ("key", &module)]);
+        let bodies: Vec<String> = (&conn as &dyn Db)
+            .column("SELECT body FROM outputs", &[])
+            .unwrap();
+        assert!(bodies.iter().all(|b| !b.contains(secret)), "{bodies:?}");
+        let names: Vec<String> = modules(&conn, "r2")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(names, ["plain"]);
+        assert!(verify(&conn, "r2").unwrap().intact);
+        assert!(keepable("return 0", &[secret.to_string()]));
+        assert!(!keepable(&module, &[secret.to_string()]));
+    }
+
+    #[test]
+    fn a_kept_text_edited_or_gone_is_named_by_verify() {
+        let (dir, conn) = db();
+        let script = "print(1)\n";
+        recorded_run(dir.path(), "r3", script, &[("util", "return 1\n")]);
+        let module_sha = sha256_hex(b"return 1\n");
+        conn.execute("DELETE FROM outputs WHERE sha256 = ?1", [&module_sha])
+            .unwrap();
+        let p = verify(&conn, "r3").unwrap().problem.unwrap();
+        assert_eq!(p.failure, Failure::SourceEdited);
+        assert_eq!(
+            p.message,
+            "module text edited: the text of module \"util\" (/w/util.lua) is gone from the record"
+        );
+        assert!(recorded(&conn, &["r3".to_string()]).unwrap().is_empty());
+    }
 }

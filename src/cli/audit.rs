@@ -434,7 +434,6 @@ fn show(a: ShowArgs) -> Result<ExitCode, String> {
             // Read one call at a time: a run may hold hundreds of
             // thousands (an MCP server's lives for days).
             let (run, calls) = show::Recorded::open(conn, &id)?;
-            let calls = calls.marking(&integrity);
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             let written = if a.db.json {

@@ -154,7 +154,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
     };
     // Whatever this command says waits for the verdict: a record that does
     // not verify is refused before anything else is shown.
-    let said = Said::new(verifying.clone());
+    let said = Said::new(verifying);
     said.push(source.note);
     let settled = |code: ExitCode| {
         said.flush();

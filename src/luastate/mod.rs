@@ -100,15 +100,13 @@ pub fn install_require(
 }
 
 /// A module of the script's folder that `require` is loading: its name,
-/// the files that may hold it, in the order they are tried, and the first
-/// of them that could be read, with its text (`None` when none could).
+/// and the first of its files (`DIR/NAME.lua`, then `DIR/NAME/init.lua`)
+/// that could be read, with its text (`None` when none could).
 #[derive(Debug)]
 pub struct Wanted<'a> {
     /// The name `require` was given (`util`, `lib.text`).
     pub name: &'a str,
-    /// `DIR/NAME.lua`, then `DIR/NAME/init.lua`.
-    pub candidates: &'a [PathBuf],
-    /// The first candidate read, and its text.
+    /// The first of its files read, and its text.
     pub found: Option<(PathBuf, String)>,
 }
 
@@ -135,11 +133,7 @@ pub fn install_require_with(
         let found = candidates
             .iter()
             .find_map(|path| Some((path.clone(), fs::read_to_string(path).ok()?)));
-        let wanted = Wanted {
-            name,
-            candidates: &candidates,
-            found,
-        };
+        let wanted = Wanted { name, found };
         if let Some((path, source)) = load(wanted)? {
             return Ok((source, path.display().to_string()));
         }
