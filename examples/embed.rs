@@ -50,7 +50,7 @@ pub struct Done {
 pub fn run(dir: &Path) -> Result<Done, Box<dyn Error>> {
     let workspace = dir.join("project");
     std::fs::create_dir_all(&workspace)?;
-    std::fs::write(workspace.join("README.md"), "# demo\n\nA small project.\n")?;
+    std::fs::write(workspace.join("README.md"), "# demo\nA small project.\nNothing else yet.\n")?;
     let script = dir.join("summarize.lua");
     std::fs::write(&script, SCRIPT)?;
 
