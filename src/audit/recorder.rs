@@ -87,8 +87,8 @@ pub struct RunStart {
     pub script: String,
     pub script_sha256: Option<String>,
     /// The script's text, whose SHA-256 is `script_sha256`: kept by
-    /// content, so a replay does not need the file (unless it holds a
-    /// loaded credential's value).
+    /// content when the run seals, so a replay does not need the file
+    /// (unless it holds a secret the run knows by then).
     pub script_text: Option<String>,
     pub policies: Vec<PolicyFile>,
     pub args: Vec<String>,
@@ -438,6 +438,7 @@ impl Recorder {
         let (tx, rx) = sync_channel(QUEUE);
         let mut writer = Writer::new(store, name, (run.id, head), retry, until);
         writer.attempt = run.attempt.max(1);
+        writer.sources.script = run.script_sha256.zip(run.script_text);
         let shared = writer.shared();
         let thread = std::thread::Builder::new()
             .name("sluice-audit".into())
@@ -584,9 +585,10 @@ impl Recorder {
     }
 
     /// Records the `k`th module the script required (from 1, in load
-    /// order): its name, the file it came from and the text that ran,
-    /// which the record keeps by content unless it holds a secret (the
-    /// module is then not recorded, and a replay reads its file).
+    /// order): its name, the file it came from and the text that ran. The
+    /// record keeps them when the run seals, the text by content, unless
+    /// it holds a secret the run knows by then (the module is then not
+    /// recorded, and a replay reads its file).
     pub fn module(&self, k: i64, name: &str, path: &str, text: &str) {
         let _ = self.send(Msg::Module {
             k,
@@ -763,28 +765,7 @@ fn insert_linked(
             run.attempt.max(1),
         ],
     )?;
-    keep_script(db, run)?;
     Ok(head)
-}
-
-/// Keeps the script's text by content beside the run's row, in its
-/// transaction: the head covers its SHA-256, `verify` checks the text
-/// against it. A text holding a loaded secret is not kept.
-fn keep_script(db: &dyn Db, run: &RunStart) -> db::Result<()> {
-    let (Some(sha), Some(text)) = (&run.script_sha256, &run.script_text) else {
-        return Ok(());
-    };
-    let secrets = crate::credentials::loaded();
-    if crate::digest::sha256_hex(text.as_bytes()) != *sha
-        || !super::sources::keepable(text, &secrets)
-    {
-        return Ok(());
-    }
-    db.execute(
-        "INSERT INTO outputs (sha256, body) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
-        vals![sha, text],
-    )?;
-    Ok(())
 }
 
 /// The writer thread's state. Nothing in it grows with the run's calls:
@@ -853,6 +834,8 @@ struct Writer {
     /// The last rows' lists of keys kept by content, as (task, seq, keys):
     /// a later row names the one it continues instead of repeating it.
     lists: Vec<(String, i64, Vec<String>)>,
+    /// The script's and its modules' texts, kept until the run seals.
+    sources: Pending,
     /// The statements linked and not yet committed, in order: the open
     /// batch's, and every batch's since the store became unreachable.
     log: Vec<Write>,
@@ -876,6 +859,18 @@ struct Writer {
     /// The store's connections as of the last commit: another number
     /// means the connection was made again since.
     connection: u64,
+}
+
+/// The texts the run ran, held until it seals: a secret the run learns
+/// later (a token its script sets as a command's environment) may be in
+/// them, and only then is every secret it brought known. A run that is
+/// killed before it seals keeps none.
+#[derive(Default)]
+struct Pending {
+    /// The script's SHA-256 and text.
+    script: Option<(String, String)>,
+    /// Each module: its place, name, file and text.
+    modules: Vec<(i64, String, String, String)>,
 }
 
 /// The run's end, as the writer holds it until it is committed.
@@ -1025,6 +1020,7 @@ impl Writer {
             idle: Arc::default(),
             footprint: Arc::default(),
             synced: false,
+            sources: Pending::default(),
             log: Vec::new(),
             log_bytes: 0,
             sync_wanted: false,
@@ -1483,22 +1479,41 @@ impl Writer {
         ));
     }
 
-    /// Links the `k`th module the script required: its text kept by
-    /// content and its row, both idempotent (written again after an
-    /// outage, they add nothing). A text holding a secret the run knows is
-    /// not recorded.
-    fn module(&mut self, k: i64, name: &str, path: &str, text: String) {
-        if !super::sources::keepable(&text, &self.known()) {
-            return;
+    /// Holds the `k`th module the script required until the run seals.
+    fn module(&mut self, k: i64, name: String, path: String, text: String) {
+        self.sources.modules.push((k, name, path, text));
+    }
+
+    /// The statements that keep the texts the run ran, as it seals: each
+    /// text by content, each module's row; a text holding a secret the run
+    /// knows is not kept (nor its module's row). Idempotent, so written
+    /// again after an outage they add nothing.
+    fn texts(&mut self) -> Vec<Write> {
+        let secrets = self.known();
+        let keep = |text: &str| super::sources::keepable(text, &secrets);
+        let mut writes = Vec::new();
+        let body = |sha: &str, text: String| {
+            Write::new(
+                "INSERT INTO outputs (sha256, body) VALUES (?1, ?2) ON CONFLICT (sha256) DO NOTHING",
+                params![sha, text],
+                None,
+            )
+        };
+        let Pending { script, modules } = std::mem::take(&mut self.sources);
+        if let Some((sha, text)) = script.filter(|(_, t)| keep(t)) {
+            writes.push(body(&sha, text));
         }
-        let sha = crate::digest::sha256_hex(text.as_bytes());
-        self.keep(sha.clone(), text);
-        self.push(Write::new(
-            "INSERT INTO modules (run, k, name, path, sha256) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (run, k) DO NOTHING",
-            params![&self.run, k, name, path, sha],
-            None,
-        ));
+        for (k, name, path, text) in modules.into_iter().filter(|m| keep(&m.3)) {
+            let sha = crate::digest::sha256_hex(text.as_bytes());
+            writes.push(body(&sha, text));
+            writes.push(Write::new(
+                "INSERT INTO modules (run, k, name, path, sha256) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (run, k) DO NOTHING",
+                params![&self.run, k, name, path, sha],
+                None,
+            ));
+        }
+        writes
     }
 
     /// The statement that seals the run ending with `status`, computed

@@ -181,7 +181,7 @@ impl Writer {
                 name,
                 path,
                 text,
-            } => self.module(k, &name, &path, text),
+            } => self.module(k, name, path, text),
             Msg::Renew(ack) => self.acks.extend(ack),
             Msg::End { status, error, ack } => {
                 self.ending = Some(Ending {
@@ -291,6 +291,11 @@ impl Writer {
             return Ok(());
         };
         let (status, error) = (end.status.clone(), end.error.clone());
+        // The texts first: the seal covers the modules as written.
+        for w in self.texts() {
+            self.db.execute(w.sql, &w.params)?;
+            self.log.push(w);
+        }
         let w = self.seal(&status, error.as_deref())?;
         self.db.execute(w.sql, &w.params)?;
         self.log.push(w);

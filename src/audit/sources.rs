@@ -6,9 +6,12 @@
 //! content likewise. `sluice audit verify` checks that each text still
 //! hashes to its key ([`problem`]).
 //!
-//! A text that holds a loaded credential's value is not kept (the record
-//! never holds a secret): its run replays from the file, as a run recorded
-//! before schema 7 does.
+//! The texts are written as the run seals, when every secret the run met
+//! is known (a token its script sets as a command's environment is learned
+//! only from that call's input): a text that holds one is not kept (the
+//! record never holds a secret), nor is any text of a run killed before it
+//! could seal. Such a run replays from its files, as a run recorded before
+//! schema 7 does.
 
 use super::chain;
 use super::db::{self, vals, Db};

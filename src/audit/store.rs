@@ -67,14 +67,14 @@
 //!        spills the rest to an overflow page of its own, so each body of
 //!        a few KiB took a page and a half; since schema 7 also the text
 //!        of each run's script (under `runs.script_sha256`) and of each
-//!        module it required (under `modules.sha256`), unless the text held
-//!        a loaded credential's value
+//!        module it required (under `modules.sha256`), written as the run
+//!        seals, unless the text held a secret the run knew by then
 //! readings (run, task, seq) PK, kind (ms|time|cpu|seed), value (REAL)
 //! modules (schema 7) (run, k) PK, name (as `require` was given it), path
 //!        (the file it was loaded from), sha256 (of the text that ran, kept
 //!        in `outputs`): the modules a run's script required from its
-//!        folder, k from 1 in the order they loaded; the run's seal covers
-//!        them
+//!        folder, k from 1 in the order they loaded, written as the run
+//!        seals, which covers them
 //! meta   key PK, value: `unchained_runs`, how many runs a schema 1 database
 //!        held when it was migrated (runs #1..#that were recorded before
 //!        runs were chained to each other, and are checked each on its own)
