@@ -358,7 +358,7 @@ fn four_connections_opening_a_new_database_at_once_create_the_schema_once() {
     );
     assert_eq!(
         server.admin(&db, "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'"),
-        "calls,meta,outputs,readings,runs,sluice_schema"
+        "calls,meta,modules,outputs,readings,runs,sluice_schema"
     );
 }
 
@@ -417,7 +417,7 @@ fn sqlite_columns() -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let conn = sluice::internals::audit::store::open(&dir.path().join("a.db")).unwrap();
     let mut out = Vec::new();
-    for table in ["calls", "meta", "outputs", "readings", "runs"] {
+    for table in ["calls", "meta", "modules", "outputs", "readings", "runs"] {
         let mut stmt = conn
             .prepare(&format!(
                 "SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid"

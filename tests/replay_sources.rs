@@ -238,3 +238,23 @@ record no longer hashes to its SHA-256\n",
         assert!(bad.stdout.contains("NOT INTACT: seal mismatch"), "{}", bad.stdout);
     }
 }
+
+both_stores! {
+    fn a_run_copied_to_another_store_keeps_its_texts_and_replays_from_there(store) {
+        let ws = workspace();
+        let (script, module, printed) = recorded_run(ws.path());
+        let target = ws.path().parent().unwrap().join("copy.db");
+        let to = target.to_str().unwrap();
+        let copied = sluice(ws.path(), &["audit", "copy", "--to", to]);
+        assert_eq!(copied.code, 0, "{}{}", copied.stdout, copied.stderr);
+        std::fs::remove_file(&script).unwrap();
+        std::fs::remove_file(&module).unwrap();
+
+        let replay = sluice(ws.path(), &["replay", "last", "--audit", to]);
+        assert_eq!(replay.code, 0, "{}", replay.stderr);
+        assert_eq!(replay.stdout, printed);
+        assert!(replay.stderr.contains("module \"util\""), "{}", replay.stderr);
+        let verify = sluice(ws.path(), &["audit", "verify", "--audit", to]);
+        assert_eq!(verify.code, 0, "{}{}", verify.stdout, verify.stderr);
+    }
+}
