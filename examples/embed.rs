@@ -50,7 +50,10 @@ pub struct Done {
 pub fn run(dir: &Path) -> Result<Done, Box<dyn Error>> {
     let workspace = dir.join("project");
     std::fs::create_dir_all(&workspace)?;
-    std::fs::write(workspace.join("README.md"), "# demo\nA small project.\nNothing else yet.\n")?;
+    std::fs::write(
+        workspace.join("README.md"),
+        "# demo\nA small project.\nNothing else yet.\n",
+    )?;
     let script = dir.join("summarize.lua");
     std::fs::write(&script, SCRIPT)?;
 
@@ -72,7 +75,9 @@ pub fn run(dir: &Path) -> Result<Done, Box<dyn Error>> {
         rt.run_script(&script).await?;
         // A call from Rust passes the same door as the script's: decoded,
         // judged by the policy, recorded.
-        let note = rt.call("read", json!({"path": "notes/summary.txt"})).await?;
+        let note = rt
+            .call("read", json!({"path": "notes/summary.txt"}))
+            .await?;
         let summary = note["content"].as_str().unwrap_or_default().to_string();
         let write = json!({"path": "README.md", "content": "gone"});
         let refused = match rt.call("write", write).await {
@@ -85,7 +90,10 @@ pub fn run(dir: &Path) -> Result<Done, Box<dyn Error>> {
 
     // Sealing the record: `sluice audit verify` checks it from here on.
     rt.end("ok", None)?;
-    let record = rt.recorded_in().map(ToString::to_string).unwrap_or_default();
+    let record = rt
+        .recorded_in()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     Ok(Done {
         run_id: rt.run_id().to_string(),
         summary,

@@ -35,7 +35,7 @@ fn chain_line(text: &str) -> &str {
 }
 
 /// The timeline row of call `#n`.
-fn row<'a>(text: &'a str, n: i64) -> &'a str {
+fn row(text: &str, n: i64) -> &str {
     let tag = format!("#{n} ");
     text.lines()
         .find(|l| l.starts_with(&tag))

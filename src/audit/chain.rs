@@ -529,7 +529,13 @@ mod tests {
         assert_ne!(base, plain.clone().finish(&end));
         assert_ne!(base, sealed(&Module { k: 2, ..m }));
         assert_ne!(base, sealed(&Module { name: "utils", ..m }));
-        assert_ne!(base, sealed(&Module { path: "/w/u.lua", ..m }));
+        assert_ne!(
+            base,
+            sealed(&Module {
+                path: "/w/u.lua",
+                ..m
+            })
+        );
         assert_ne!(base, sealed(&Module { sha256: "ab", ..m }));
     }
 

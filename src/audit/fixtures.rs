@@ -451,7 +451,9 @@ pub fn rehash(db: &dyn Db, id: &str) {
         let hash = chain::call(&prev, &c.intent());
         let digest = match (&c.output_ref, &c.output) {
             (Some(key), _) => Some(key.clone()),
-            (None, text) => text.as_deref().map(|t| crate::digest::sha256_hex(t.as_bytes())),
+            (None, text) => text
+                .as_deref()
+                .map(|t| crate::digest::sha256_hex(t.as_bytes())),
         };
         let outcome = c
             .outcome()

@@ -367,7 +367,10 @@ fn show_says_sealed_only_of_a_run_that_verifies_and_marks_the_call_where_it_brea
     );
     let view = show(&conn, "r1").unwrap();
     let problem = view.integrity.problem.clone().unwrap();
-    assert_eq!((problem.failure, problem.n), (Failure::ContentEdited, Some(5)));
+    assert_eq!(
+        (problem.failure, problem.n),
+        (Failure::ContentEdited, Some(5))
+    );
     assert_eq!(view.integrity.broken_at().map(|(n, _)| n), Some(5));
     let text = render_show(&view, &Facts);
     assert!(!text.contains("verified intact"), "{text}");
@@ -377,7 +380,11 @@ fn show_says_sealed_only_of_a_run_that_verifies_and_marks_the_call_where_it_brea
         "chain        BROKEN at call #5 (task 0, seq 5, read): content edited (see CHAIN BROKEN below)"
     );
     let rows: Vec<&str> = text.lines().filter(|l| l.contains('✗')).collect();
-    assert_eq!(rows.len(), 2, "the row and the note under the timeline: {text}");
+    assert_eq!(
+        rows.len(),
+        2,
+        "the row and the note under the timeline: {text}"
+    );
     assert!(rows[0].starts_with("#5 ✗ "), "{text}");
     assert!(
         rows[1].starts_with(
@@ -386,7 +393,11 @@ fn show_says_sealed_only_of_a_run_that_verifies_and_marks_the_call_where_it_brea
         "{text}"
     );
     let note = text.lines().skip_while(|l| !l.starts_with("CHAIN BROKEN"));
-    assert!(note.take_while(|l| !l.is_empty()).all(|l| l.chars().count() <= WIDTH), "{text}");
+    assert!(
+        note.take_while(|l| !l.is_empty())
+            .all(|l| l.chars().count() <= WIDTH),
+        "{text}"
+    );
     // Streamed, one call at a time, the view says the same.
     assert_eq!(streamed(&conn, "r1", false), text);
     let json: serde_json::Value = serde_json::from_str(&streamed(&conn, "r1", true)).unwrap();

@@ -106,11 +106,7 @@ pub fn recorded(db: &dyn Db, chain: &[String]) -> db::Result<Vec<RecordedModule>
 /// What is wrong with the texts run `run` keeps, if anything: the
 /// script's (under `script_sha256`, when it is kept) or a module's that no
 /// longer hashes to its key, or a module's that is gone.
-pub fn problem(
-    db: &dyn Db,
-    run: &str,
-    script_sha256: Option<&str>,
-) -> db::Result<Option<String>> {
+pub fn problem(db: &dyn Db, run: &str, script_sha256: Option<&str>) -> db::Result<Option<String>> {
     if let Some(sha) = script_sha256 {
         let body = super::rows::body(db, sha)?;
         if body.is_some_and(|b| sha256_hex(b.as_bytes()) != sha) {
@@ -166,14 +162,16 @@ pub fn copy(from: &dyn Db, to: &dyn Db, run: &str, script_sha256: Option<&str>) 
 /// Whether `text` may be kept: it holds none of `secrets` (a loaded
 /// credential's value never reaches the record).
 pub fn keepable(text: &str, secrets: &[String]) -> bool {
-    !secrets.iter().any(|s| !s.is_empty() && text.contains(s.as_str()))
+    !secrets
+        .iter()
+        .any(|s| !s.is_empty() && text.contains(s.as_str()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::audit::fixtures::{db, run_start};
-    use crate::audit::recorder::{RunStart, Recorder};
+    use crate::audit::recorder::{Recorder, RunStart};
     use crate::audit::verify::{verify, Failure};
 
     /// Records run `id` of script `script` (its text kept), loading the
@@ -195,13 +193,21 @@ mod tests {
     fn a_run_keeps_its_script_and_modules_and_the_seal_covers_the_modules() {
         let (dir, conn) = db();
         let script = "local u = require('util')\n";
-        recorded_run(dir.path(), "r1", script, &[("util", "return 1\n"), ("util", "return 2\n")]);
+        recorded_run(
+            dir.path(),
+            "r1",
+            script,
+            &[("util", "return 1\n"), ("util", "return 2\n")],
+        );
         let v = verify(&conn, "r1").unwrap();
         assert!(v.intact && v.sealed, "{v:?}");
         let sha = sha256_hex(script.as_bytes());
         assert_eq!(text(&conn, &sha).unwrap().as_deref(), Some(script));
         let kept = recorded(&conn, &["r1".to_string()]).unwrap();
-        let got: Vec<(&str, &str)> = kept.iter().map(|m| (m.name.as_str(), m.text.as_str())).collect();
+        let got: Vec<(&str, &str)> = kept
+            .iter()
+            .map(|m| (m.name.as_str(), m.text.as_str()))
+            .collect();
         assert_eq!(got, [("util", "return 1\n"), ("util", "return 2\n")]);
 
         // A module's row renamed: the seal no longer covers what is there.
@@ -218,7 +224,12 @@ mod tests {
         crate::credentials::remember_secret(secret);
         let script = format!("local key = '{secret}'\n");
         let module = format!("return '{secret}'\n");
-        recorded_run(dir.path(), "r2", &script, &[("plain", "return 0\n"), ("key", &module)]);
+        recorded_run(
+            dir.path(),
+            "r2",
+            &script,
+            &[("plain", "return 0\n"), ("key", &module)],
+        );
         let bodies: Vec<String> = (&conn as &dyn Db)
             .column("SELECT body FROM outputs", &[])
             .unwrap();
