@@ -7,6 +7,8 @@
 //! the binary runs the README's first command from outside the checkout.
 
 mod common;
+#[path = "common/containers.rs"]
+mod containers;
 
 use common::{run_lua, sluice_bin, workspace};
 use std::path::Path;
@@ -513,4 +515,43 @@ fn the_tasks_example_runs_its_commands_side_by_side() {
         .filter(|c| c["flow"] == "bash" && !c["overlaps"].as_array().unwrap().is_empty())
         .count();
     assert_eq!(overlapped, 4, "{}", v["calls"]);
+}
+
+/// Containers' image without a registry, made as the page says (its
+/// `offline-image.sh` run by bash in a scratch folder): both images start.
+#[test]
+fn the_offline_image_recipe_makes_images_that_start() {
+    common::need_program("podman", "apt-get install podman runc busybox-static");
+    let page = guide_page("containers.md");
+    let script = fenced_blocks(&page)
+        .into_iter()
+        .find(|b| file_name(&b.info) == Some("offline-image.sh"))
+        .expect("containers.md shows offline-image.sh")
+        .text;
+    let dir = tempfile::tempdir().unwrap();
+    let conf = containers::conf();
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .env("CONTAINERS_CONF", conf)
+        .output()
+        .unwrap();
+    let made = Command::new("podman")
+        .args(["run", "--rm", "localhost/box-import", "echo", "imported"])
+        .env("CONTAINERS_CONF", conf)
+        .output()
+        .unwrap();
+    for image in ["localhost/box-import", "localhost/box-build"] {
+        let _ = Command::new("podman")
+            .args(["rmi", "-f", image])
+            .env("CONTAINERS_CONF", conf)
+            .output();
+    }
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("built\n"));
+    assert_eq!(String::from_utf8_lossy(&made.stdout), "imported\n");
 }
