@@ -815,9 +815,9 @@ impl Runtime {
         &self.core.context().run_id
     }
 
-    /// Where the run is recorded (`sluice audit show RUN --audit` of it
-    /// shows the run): the record given to [`RuntimeBuilder::audit`], or
-    /// the default one; `None` for a run that records nothing.
+    /// Where the run is recorded, what `sluice audit show RUN --audit`
+    /// takes: the record given to [`RuntimeBuilder::audit`], or the
+    /// default one; `None` for a run that records nothing.
     pub fn recorded_in(&self) -> Option<&Location> {
         self.recorded_in.as_ref()
     }
