@@ -759,7 +759,7 @@ fn the_embedding_example_runs_and_its_record_verifies() {
 #[test]
 fn the_guides_rust_blocks_are_the_examples_code() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let page = std::fs::read_to_string(root.join("docs/src/embedding.md")).unwrap();
+    let page = std::fs::read_to_string(root.join("docs/embedding.md")).unwrap();
     let example = std::fs::read_to_string(root.join("examples/embed.rs")).unwrap();
     let lines: Vec<&str> = example.lines().map(str::trim).collect();
     let mut blocks = Vec::new();
