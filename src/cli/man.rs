@@ -30,7 +30,8 @@ pub fn man(args: ManArgs) -> ExitCode {
             Some(sub) => sub
                 .clone()
                 .name(&*Box::leak(format!("sluice-{name}").into_boxed_str()))
-                .bin_name(format!("sluice {name}")),
+                .bin_name(format!("sluice {name}"))
+                .version(env!("CARGO_PKG_VERSION")),
             None => {
                 let names: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
                 eprintln!(
