@@ -108,7 +108,7 @@ fn a_limit_the_runtime_refuses_is_named_with_its_fix() {
     );
     let fix = container["fix"].as_str().unwrap();
     assert!(
-        fix.starts_with("podman asks the runtime for a RLIMIT_NOFILE above what this host lets it set"),
+        fix.starts_with("podman asks the runtime to set RLIMIT_NOFILE higher than this host lets it"),
         "{fix}"
     );
     assert!(
@@ -125,7 +125,7 @@ fn a_limit_the_runtime_refuses_is_named_with_its_fix() {
     );
     assert!(
         text.stdout
-            .contains("          fix: podman asks the runtime for a RLIMIT_NOFILE"),
+            .contains("          fix: podman asks the runtime to set RLIMIT_NOFILE"),
         "{}",
         text.stdout
     );
@@ -195,7 +195,7 @@ fn a_broken_engine_on_path_gets_the_rlimit_advice() {
     );
     assert!(
         out.stdout.contains(
-            "          fix: podman asks the runtime for a RLIMIT_NOFILE above what this host lets it set (this \
+            "          fix: podman asks the runtime to set RLIMIT_NOFILE higher than this host lets it (this \
              process's hard limit is "
         ),
         "{}",

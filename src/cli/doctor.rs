@@ -85,7 +85,7 @@ impl EngineFindings {
         };
         let (found, fix) = started.describe(kind);
         let mut t = match started {
-            Started::Ran { .. } => format!("{kind:9} works: {what}\n"),
+            Started::Ran { .. } | Started::NoTrue { .. } => format!("{kind:9} works: {what}\n"),
             Started::NoImage { .. } => format!("{kind:9} answers: {what}\n"),
             _ => format!("{kind:9} does not work: {what} answers, but it {found}\n"),
         };

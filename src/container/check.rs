@@ -19,6 +19,9 @@ use std::time::Duration;
 /// How long a throwaway container may take to start and end.
 const RUN_LIMIT: Duration = Duration::from_secs(60);
 
+/// What to do about an image without `true`.
+const NO_TRUE_FIX: &str = "the engine works; to see a command run in it, give an image that has `true` (--image)";
+
 /// What to do when the engine cannot list its images.
 const UNLISTED_FIX: &str = "fix what the engine says, or name an image with --image";
 
@@ -30,6 +33,9 @@ const LIST_LIMIT: Duration = Duration::from_secs(20);
 pub enum Started {
     /// `ENGINE run --rm IMAGE true` ran and exited 0.
     Ran { image: String },
+    /// The runtime started the container, but the image has no `true`:
+    /// the engine works.
+    NoTrue { image: String },
     /// No image is present locally, so nothing was tried.
     NoImage { fix: String },
     /// The local images could not be listed: the engine's words.
@@ -46,13 +52,20 @@ impl Started {
     /// Whether the engine works as far as this check tells: it started a
     /// container, or had no image to try.
     pub fn works(&self) -> bool {
-        matches!(self, Started::Ran { .. } | Started::NoImage { .. })
+        matches!(
+            self,
+            Started::Ran { .. } | Started::NoTrue { .. } | Started::NoImage { .. }
+        )
     }
 
     /// The finding as `sluice doctor --json` gives it.
     pub fn to_json(&self) -> Value {
         match self {
             Started::Ran { image } => json!({"started": true, "image": image}),
+            Started::NoTrue { image } => json!({
+                "started": true, "image": image,
+                "why": "the image has no `true` program", "fix": NO_TRUE_FIX,
+            }),
             Started::NoImage { fix } => json!({
                 "started": false, "image": null,
                 "why": "no image is present locally (doctor never pulls one)", "fix": fix,
@@ -72,6 +85,13 @@ impl Started {
             Started::Ran { image } => (
                 format!("started a throwaway container: {}", command_line(engine, image)),
                 None,
+            ),
+            Started::NoTrue { image } => (
+                format!(
+                    "started a throwaway container, whose image has no `true`: {}",
+                    command_line(engine, image)
+                ),
+                Some(NO_TRUE_FIX.into()),
             ),
             Started::NoImage { fix } => (
                 "started no container: no image is present locally, and doctor never pulls one".into(),
@@ -128,6 +148,9 @@ pub fn start(engine: &Engine, image: Option<&str>) -> Started {
         Ok(out) if out.status.success() => Started::Ran { image },
         Ok(out) => {
             let words = said(&out);
+            if missing_true(&words) {
+                return Started::NoTrue { image };
+            }
             Started::Failed {
                 fix: advice(&engine.kind, &image, &words),
                 said: words,
@@ -145,8 +168,15 @@ pub fn start(engine: &Engine, image: Option<&str>) -> Started {
     }
 }
 
-/// The first image the engine holds, by a name it accepts (`repo:tag`, or
-/// the id of an untagged one); none when it holds none.
+/// Whether the runtime said the container's program is not there.
+fn missing_true(said: &str) -> bool {
+    let lower = said.to_ascii_lowercase();
+    lower.contains("executable file not found") || lower.contains("\"true\": no such file")
+}
+
+/// The first image the engine holds by a name (`repo:tag`), else the
+/// first untagged one by its id (often a build's leftover, so tried last);
+/// none when it holds none.
 fn first_local_image(engine: &Engine) -> Result<Option<String>, String> {
     let args: Vec<OsString> = ["images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"]
         .iter()
@@ -157,13 +187,14 @@ fn first_local_image(engine: &Engine) -> Result<Option<String>, String> {
         return Err(format!("`{} images` failed: {}", engine.kind, said(&out)));
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text.lines().find_map(|line| {
-        let (name, id) = line.trim().split_once(' ')?;
-        Some(match name.contains("<none>") {
-            true => id.trim().to_string(),
-            false => name.to_string(),
-        })
-    }))
+    let images: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|line| line.trim().split_once(' '))
+        .collect();
+    let named = images.iter().find(|(name, _)| !name.contains("<none>"));
+    Ok(named
+        .map(|(name, _)| name.to_string())
+        .or_else(|| images.first().map(|(_, id)| id.trim().to_string())))
 }
 
 /// How to make an image without a registry, for an engine that holds none.
@@ -189,11 +220,6 @@ pub fn advice(engine: &str, image: &str, said: &str) -> String {
             "image {image} is not present locally and doctor never pulls one: list the local images with \
              `{engine} images`, or {}",
             no_image_fix(engine)
-        );
-    }
-    if lower.contains("executable file not found") || lower.contains("\"true\": no such file") {
-        return format!(
-            "the engine works but {image} has no `true` program: run doctor with an image that has one (--image)"
         );
     }
     format!(
@@ -278,8 +304,8 @@ fn rlimit_fix(engine: &str, limit: &str) -> String {
         "~/.config/containers/containers.conf"
     };
     format!(
-        "podman asks the runtime for a {limit} above what this host lets it set{host}; a default containers.conf \
-         does so on some hosts. Add `default_ulimits = []` under `[containers]` in {file}, or in a file of your own \
+        "podman asks the runtime to set {limit} higher than this host lets it{host}, as its \
+         default limits do where the host's hard limit is lower. Add `default_ulimits = []` under `[containers]` in {file}, or in a file of your own \
          that CONTAINERS_CONF names in sluice's environment (podman then reads that file alone, and sluice passes \
          CONTAINERS_CONF to it); or raise the hard limit ({ulimit}) of the login or service that starts sluice"
     )
