@@ -236,7 +236,10 @@ fn every_subcommand_help_teaches_with_an_example() {
             .split_once("Examples:\n")
             .unwrap_or_else(|| panic!("sluice {name} --help has no examples: {stdout}"))
             .1;
-        let block: Vec<&str> = examples.lines().take_while(|l| l.starts_with("  ")).collect();
+        let block: Vec<&str> = examples
+            .lines()
+            .take_while(|l| l.starts_with("  "))
+            .collect();
         assert!(
             block.iter().any(|l| l.contains(&format!("sluice {name} "))),
             "sluice {name} --help: an example should run it: {block:?}"
@@ -283,7 +286,10 @@ fn the_bash_completion_completes_subcommands_and_their_flags() {
         ))
     };
     assert_eq!(offer("sluice au", 1).lines().collect::<Vec<_>>(), ["audit"]);
-    let audit: Vec<String> = offer("sluice audit ''", 2).lines().map(String::from).collect();
+    let audit: Vec<String> = offer("sluice audit ''", 2)
+        .lines()
+        .map(String::from)
+        .collect();
     for sub in ["list", "show", "verify", "export"] {
         assert!(audit.iter().any(|w| w == sub), "{sub}: {audit:?}");
     }
@@ -300,14 +306,14 @@ fn zsh_and_fish_completions_name_the_subcommands() {
     assert_eq!(code, 0);
     for name in SUBCOMMANDS {
         assert!(zsh.contains(&format!("'{name}:")), "zsh: {name}");
-        assert!(
-            fish.contains(&format!("-a \"{name}\"")),
-            "fish: {name}"
-        );
+        assert!(fish.contains(&format!("-a \"{name}\"")), "fish: {name}");
     }
     let (code, _, stderr) = sluice(&["completions", "tcsh"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("[possible values: bash, elvish, fish, powershell, zsh]"), "{stderr}");
+    assert!(
+        stderr.contains("[possible values: bash, elvish, fish, powershell, zsh]"),
+        "{stderr}"
+    );
 }
 
 /// `groff -man ARGS` of a roff page: its stdout and stderr.
@@ -350,17 +356,29 @@ fn the_man_page_is_clean_roff_naming_every_subcommand() {
     let (text, _) = groff(&["-Tutf8", "-P-cbou"], &page);
     assert!(text.contains("SUBCOMMANDS"), "{text}");
     for name in SUBCOMMANDS {
-        assert!(text.contains(&format!("sluice-{name}(1)")), "{name}: {text}");
+        assert!(
+            text.contains(&format!("sluice-{name}(1)")),
+            "{name}: {text}"
+        );
     }
-    assert!(text.contains("sluice audit list --workspace /tmp/w"), "the examples: {text}");
+    assert!(
+        text.contains("sluice audit list --workspace /tmp/w"),
+        "the examples: {text}"
+    );
     // A subcommand's own page.
     let (code, audit, _) = sluice(&["man", "audit"]);
     assert_eq!(code, 0);
-    assert!(audit.contains("\n.TH sluice-audit 1  \"sluice-audit 0.1.0\""), "{audit}");
+    assert!(
+        audit.contains("\n.TH sluice-audit 1  \"sluice-audit 0.1.0\""),
+        "{audit}"
+    );
     assert_eq!(groff_warnings(&audit), "", "{audit}");
     let (code, _, stderr) = sluice(&["man", "teleport"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("no subcommand named \"teleport\"; the subcommands are: run, flows, "), "{stderr}");
+    assert!(
+        stderr.contains("no subcommand named \"teleport\"; the subcommands are: run, flows, "),
+        "{stderr}"
+    );
 }
 
 /// Every member of the `sluice` module a script sees is annotated in
@@ -406,20 +424,36 @@ fn every_stop_reason_is_documented() {
         .collect();
     assert_eq!(
         values,
-        ["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "other"]
+        [
+            "end_turn",
+            "tool_use",
+            "max_tokens",
+            "stop_sequence",
+            "content_filter",
+            "other"
+        ]
     );
     let said = stop["description"].as_str().unwrap();
     for v in &values {
         assert!(said.contains(&format!("`{v}`, ")), "{v}: {said}");
     }
-    let agent = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/sluice/agent.lua")).unwrap();
+    let agent =
+        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/sluice/agent.lua")).unwrap();
     let doc = agent
         .split_once("--- Runs the loop.")
         .and_then(|(_, rest)| rest.split_once("function M.run"))
         .unwrap()
         .0;
     // The model's final answers become "final"; the rest pass through.
-    let agents = ["final", "max_turns", "budget", "max_tokens", "content_filter", "other", "tool_use"];
+    let agents = [
+        "final",
+        "max_turns",
+        "budget",
+        "max_tokens",
+        "content_filter",
+        "other",
+        "tool_use",
+    ];
     for v in agents {
         assert!(doc.contains(&format!("---   \"{v}\" ")), "{v}: {doc}");
     }

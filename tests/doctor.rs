@@ -108,7 +108,9 @@ fn a_limit_the_runtime_refuses_is_named_with_its_fix() {
     );
     let fix = container["fix"].as_str().unwrap();
     assert!(
-        fix.starts_with("podman asks the runtime to set RLIMIT_NOFILE higher than this host lets it"),
+        fix.starts_with(
+            "podman asks the runtime to set RLIMIT_NOFILE higher than this host lets it"
+        ),
         "{fix}"
     );
     assert!(
@@ -138,10 +140,9 @@ fn an_image_that_is_not_here_is_never_pulled() {
     let container = &report["engines"]["podman"]["container"];
     assert_eq!(container["started"], false, "{report:#}");
     assert!(
-        container["fix"]
-            .as_str()
-            .unwrap()
-            .starts_with(&format!("image {missing} is not present locally and doctor never pulls one")),
+        container["fix"].as_str().unwrap().starts_with(&format!(
+            "image {missing} is not present locally and doctor never pulls one"
+        )),
         "{report:#}"
     );
     assert!(
@@ -179,7 +180,11 @@ fn path_with(dir: &Path) -> String {
 #[test]
 fn a_broken_engine_on_path_gets_the_rlimit_advice() {
     let dir = tempfile::tempdir().unwrap();
-    fake_podman(dir.path(), "localhost/box:latest 0123456789ab\n", RLIMIT_REFUSAL);
+    fake_podman(
+        dir.path(),
+        "localhost/box:latest 0123456789ab\n",
+        RLIMIT_REFUSAL,
+    );
     let env = [("PATH", path_with(dir.path()))];
     let out = doctor(&[], &env);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -202,7 +207,9 @@ fn a_broken_engine_on_path_gets_the_rlimit_advice() {
         out.stdout
     );
     assert!(
-        out.stdout.contains("or in a file of your own that CONTAINERS_CONF names in sluice's environment"),
+        out.stdout.contains(
+            "or in a file of your own that CONTAINERS_CONF names in sluice's environment"
+        ),
         "{}",
         out.stdout
     );

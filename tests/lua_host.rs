@@ -462,7 +462,8 @@ fn an_unknown_member_of_the_sluice_module_names_the_flows() {
     let run = run_lua(ws.path(), "local x = 1\nsluice.raed{path = 'a.txt'}\n", &[]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
-        run.stderr.contains(".lua:2: sluice.raed: no flow named raed; the flows are read, "),
+        run.stderr
+            .contains(".lua:2: sluice.raed: no flow named raed; the flows are read, "),
         "{}",
         run.stderr
     );

@@ -919,7 +919,8 @@ fn a_session_the_client_ends_over_http_is_answered_as_the_official_client_expect
         .lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id").then(|| v.trim().to_string())
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
         })
         .unwrap_or_else(|| panic!("no session id: {reply}"));
     let headers = [
@@ -952,9 +953,11 @@ impl Session {
             .expect("spawn sluice mcp");
         let out = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut s = Session { child, out };
-        s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        s.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "by-hand", "version": "1"}}}));
+            "clientInfo": {"name": "by-hand", "version": "1"}}}),
+        );
         assert_eq!(s.reply()["id"], 1);
         s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         s
@@ -989,11 +992,7 @@ impl Session {
 
     /// Sends `sig` with stdin still open; the exit code.
     fn signal(mut self, sig: nix::sys::signal::Signal) -> Option<i32> {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            sig,
-        )
-        .unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig).unwrap();
         common::exit_within(&mut self.child, std::time::Duration::from_secs(10)).code()
     }
 }
@@ -1017,7 +1016,10 @@ fn a_signal_with_no_call_under_way_ends_the_session_ok_and_one_mid_call_interrup
         let mut s = Session::start(ws.path());
         s.call(2, "read", json!({"path": "a.txt"}));
         let answer = s.reply();
-        assert_eq!(answer["result"]["structuredContent"]["content"], "hi", "{answer}");
+        assert_eq!(
+            answer["result"]["structuredContent"]["content"], "hi",
+            "{answer}"
+        );
         assert_eq!(s.signal(sig), Some(0), "{sig}");
         let (status, calls) = last_run(ws.path());
         assert_eq!(status, "ok", "{sig}: the client ended its session");
@@ -1031,7 +1033,10 @@ fn a_signal_with_no_call_under_way_ends_the_session_ok_and_one_mid_call_interrup
     s.call(2, "bash", json!({"command": format!("sleep {marker}")}));
     let started = std::time::Instant::now();
     while last_run(ws.path()).1.is_empty() {
-        assert!(started.elapsed().as_secs() < 10, "the call was never recorded");
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "the call was never recorded"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     std::thread::sleep(std::time::Duration::from_millis(300));

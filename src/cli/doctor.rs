@@ -126,7 +126,7 @@ pub fn doctor(args: DoctorArgs) -> ExitCode {
         landlock,
         engines: crate::container::engine::KINDS
             .iter()
-            .map(|k| EngineFindings::of(*k, args.image.as_deref()))
+            .map(|k| EngineFindings::of(k, args.image.as_deref()))
             .collect(),
         // How a policy's `limits` would be enforced for this process.
         limits: crate::exec::resources::describe_cgroups(),
@@ -168,7 +168,10 @@ impl Findings {
             Ok(what) => format!("{name:9} works: {what}\n"),
             Err(why) => format!("{name:9} does not work: {why}\n"),
         };
-        let mut t = line("bwrap", self.bwrap.as_ref().map(|p| p.display().to_string()));
+        let mut t = line(
+            "bwrap",
+            self.bwrap.as_ref().map(|p| p.display().to_string()),
+        );
         t += &line(
             "landlock",
             self.landlock.as_ref().map(|abi| format!("ABI {abi}")),

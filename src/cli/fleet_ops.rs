@@ -24,7 +24,9 @@ pub struct Reach {
 
 /// List the fleet's runs: id, state on the engine, and what each waits for.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  sluice runs --temporal 127.0.0.1:7233\n  sluice runs --temporal 127.0.0.1:7233 --namespace agents --json")]
+#[command(
+    after_help = "Examples:\n  sluice runs --temporal 127.0.0.1:7233\n  sluice runs --temporal 127.0.0.1:7233 --namespace agents --json"
+)]
 pub struct RunsArgs {
     #[command(flatten)]
     pub reach: Reach,

@@ -20,7 +20,8 @@ use std::time::Duration;
 const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 /// What to do about an image without `true`.
-const NO_TRUE_FIX: &str = "the engine works; to see a command run in it, give an image that has `true` (--image)";
+const NO_TRUE_FIX: &str =
+    "the engine works; to see a command run in it, give an image that has `true` (--image)";
 
 /// What to do when the engine cannot list its images.
 const UNLISTED_FIX: &str = "fix what the engine says, or name an image with --image";
@@ -83,7 +84,10 @@ impl Started {
     pub fn describe(&self, engine: &str) -> (String, Option<String>) {
         match self {
             Started::Ran { image } => (
-                format!("started a throwaway container: {}", command_line(engine, image)),
+                format!(
+                    "started a throwaway container: {}",
+                    command_line(engine, image)
+                ),
                 None,
             ),
             Started::NoTrue { image } => (
@@ -94,7 +98,8 @@ impl Started {
                 Some(NO_TRUE_FIX.into()),
             ),
             Started::NoImage { fix } => (
-                "started no container: no image is present locally, and doctor never pulls one".into(),
+                "started no container: no image is present locally, and doctor never pulls one"
+                    .into(),
                 Some(fix.clone()),
             ),
             Started::Unlisted { said } => (
@@ -115,10 +120,19 @@ impl Started {
 /// The arguments of the throwaway run: no network, nothing pulled, the
 /// container removed once `true` exits.
 fn run_args(image: &str) -> Vec<OsString> {
-    ["run", "--rm", "--network", "none", "--pull", "never", image, "true"]
-        .iter()
-        .map(OsString::from)
-        .collect()
+    [
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--pull",
+        "never",
+        image,
+        "true",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect()
 }
 
 fn command_line(engine: &str, image: &str) -> String {
@@ -341,7 +355,8 @@ mod tests {
                      container init caused: process_linux.go:382: setting rlimits for ready process caused: \
                      error setting rlimit type 6: operation not permitted: OCI runtime permission denied error";
         assert_eq!(rlimit_refused(older).as_deref(), Some("RLIMIT_NPROC"));
-        let crun = "Error: setrlimit `RLIMIT_NPROC`: Operation not permitted: OCI permission denied";
+        let crun =
+            "Error: setrlimit `RLIMIT_NPROC`: Operation not permitted: OCI permission denied";
         assert_eq!(rlimit_refused(crun).as_deref(), Some("RLIMIT_NPROC"));
         assert_eq!(rlimit_refused("Error: localhost/x: image not known"), None);
         assert_eq!(
@@ -362,7 +377,11 @@ mod tests {
         assert!(fix.contains("RLIMIT_NOFILE"), "{fix}");
         assert!(fix.contains("CONTAINERS_CONF"), "{fix}");
         assert!(fix.contains("`ulimit -Hn`"), "{fix}");
-        let missing = advice("podman", "localhost/nope", "Error: localhost/nope: image not known");
+        let missing = advice(
+            "podman",
+            "localhost/nope",
+            "Error: localhost/nope: image not known",
+        );
         assert!(missing.contains("never pulls"), "{missing}");
         assert!(missing.contains("podman import ROOTFS.tar"), "{missing}");
     }
