@@ -234,13 +234,22 @@ fn network_and_model_globs_no_request_can_match_are_refused_at_start() {
     }
 }
 
-/// The capability patterns README.md and docs/policies.md spell in code:
-/// `fs:...`, `net:...`, `proc:...`, `model:...` between backticks or quotes.
+/// The capability patterns README.md and the guide's pages (docs/*.md)
+/// spell in code: `fs:...`, `net:...`, `proc:...`, `model:...` between
+/// backticks or quotes.
 fn documented_patterns() -> Vec<String> {
     let root = env!("CARGO_MANIFEST_DIR");
+    let mut docs = vec![format!("{root}/README.md")];
+    let mut pages: Vec<String> = fs::read_dir(format!("{root}/docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".md"))
+        .collect();
+    pages.sort();
+    docs.extend(pages);
     let mut out: Vec<String> = Vec::new();
-    for doc in ["README.md", "docs/policies.md"] {
-        let text = fs::read_to_string(format!("{root}/{doc}")).unwrap();
+    for doc in docs {
+        let text = fs::read_to_string(&doc).unwrap();
         for quote in ['`', '\'', '"'] {
             for piece in text.split(quote).skip(1).step_by(2) {
                 let family = piece.split(':').next().unwrap_or("");

@@ -1,15 +1,46 @@
 //! The documentation's examples, run: every file `docs/policies.md` shows is
 //! a policy or its test, and `sluice policy test` must pass them all; the
-//! README's Lua lines name modules and flows that exist; the binary runs the
-//! README's first command from outside the checkout.
+//! guide's workflows run as its pages say; every `sluice ...` command the
+//! README and the guide (`docs/*.md`) show parses; the flow reference is
+//! what the binary makes; troubleshooting has an entry for every error
+//! code; the book's summary lists every page; README stays a front page;
+//! the binary runs the README's first command from outside the checkout.
 
 mod common;
+#[path = "common/containers.rs"]
+mod containers;
 
 use common::{run_lua, sluice_bin, workspace};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 const POLICIES_MD: &str = include_str!("../docs/policies.md");
+
+/// README's most lines: a front page, the guide holds the rest.
+const README_MOST_LINES: usize = 200;
+
+/// The guide's pages, `docs/*.md`, by name, with their text.
+fn guide_pages() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let mut pages: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| {
+            let name = format!("docs/{}", p.file_name().unwrap().to_string_lossy());
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    pages.sort();
+    pages
+}
+
+fn guide_page(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
 
 /// A fenced block of a Markdown page: its info string and its text.
 struct Block {
@@ -40,10 +71,7 @@ fn fenced_blocks(page: &str) -> Vec<Block> {
             }
         }
     }
-    assert!(
-        open.is_none(),
-        "docs/policies.md has an unclosed code block"
-    );
+    assert!(open.is_none(), "a page has an unclosed code block");
     blocks
 }
 
@@ -119,7 +147,7 @@ fn the_policy_guide_examples_pass_sluice_policy_test() {
 /// each one it names loads and has what it says.
 #[test]
 fn the_modules_the_readme_names_are_built_in() {
-    let readme = include_str!("../README.md");
+    let readme = guide_page("workflows.md");
     assert!(readme.contains(r#"require("sluice.retry").busy"#));
     let ws = workspace();
     let run = run_lua(
@@ -185,14 +213,15 @@ fn the_binary_runs_the_example_from_outside_the_checkout() {
 /// and subcommand it names exists), so the pages cannot drift from the CLI.
 #[test]
 fn every_sluice_command_the_docs_show_parses() {
-    let pages = [
-        ("README.md", include_str!("../README.md")),
-        ("docs/policies.md", POLICIES_MD),
-    ];
+    let mut pages = vec![(
+        "README.md".to_string(),
+        include_str!("../README.md").to_string(),
+    )];
+    pages.extend(guide_pages());
     let bin_dir = sluice_bin().parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
     let mut checked = 0;
-    for (page, text) in pages {
+    for (page, text) in &pages {
         for block in fenced_blocks(text).iter().filter(|b| b.info == "sh") {
             for line in commands_of(&block.text) {
                 if !line.starts_with("sluice ") {
@@ -312,4 +341,217 @@ sys.exit(1)
             assert_eq!(run.stdout, want, "{runner} with {policy}: {}", run.stderr);
         }
     }
+}
+
+/// The guide's flow reference is what `sluice flows --markdown` makes of
+/// the registry: a flow added or changed without its page fails here.
+#[test]
+fn the_flow_reference_is_what_the_binary_makes() {
+    let out = Command::new(sluice_bin())
+        .args(["flows", "--markdown"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let made = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        made == guide_page("flows.md"),
+        "docs/flows.md differs from what the binary makes; run `sluice flows --markdown > docs/flows.md`"
+    );
+}
+
+/// Troubleshooting has an entry (a `## \`code\`` heading) for every error
+/// code, in the order the flow reference lists them.
+#[test]
+fn troubleshooting_has_an_entry_for_every_error_code() {
+    let reference = guide_page("flows.md");
+    let codes_line = reference
+        .lines()
+        .find(|l| l.starts_with("The closed list every flow's `err.code` is one of:"))
+        .expect("the reference lists the error codes");
+    let codes: Vec<&str> = codes_line.split('`').skip(3).step_by(2).collect();
+    assert_eq!(codes.len(), 23, "{codes:?}");
+    let page = guide_page("troubleshooting.md");
+    let entries: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("## `")?.strip_suffix('`'))
+        .collect();
+    assert_eq!(entries, codes);
+}
+
+/// The book's summary names every page of docs/ once, and every page it
+/// names is there.
+#[test]
+fn the_summary_lists_every_page_of_the_guide() {
+    let summary = guide_page("SUMMARY.md");
+    let mut linked: Vec<String> = summary
+        .split("](")
+        .skip(1)
+        .filter_map(|s| s.split(')').next())
+        .map(|s| format!("docs/{s}"))
+        .collect();
+    linked.sort();
+    let mut pages: Vec<String> = guide_pages()
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|n| n != "docs/SUMMARY.md")
+        .collect();
+    pages.sort();
+    assert_eq!(linked, pages);
+}
+
+#[test]
+fn the_readme_is_a_front_page_that_links_into_the_guide() {
+    let readme = include_str!("../README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= README_MOST_LINES,
+        "README.md has {lines} lines; it is a front page of at most {README_MOST_LINES}: move the rest into docs/"
+    );
+    for (name, _) in guide_pages()
+        .iter()
+        .filter(|(n, _)| n != "docs/SUMMARY.md" && n != "docs/introduction.md")
+    {
+        assert!(
+            readme.contains(&format!("]({name}")),
+            "README.md does not link {name}"
+        );
+    }
+}
+
+/// Getting started's first workflow and first policy, written from the
+/// page's own blocks, run as the page says: under the policy, and under the
+/// built-in default.
+#[test]
+fn getting_started_runs_as_the_page_says() {
+    let page = guide_page("getting-started.md");
+    let ws = workspace();
+    let dir = ws.path().parent().unwrap();
+    for block in fenced_blocks(&page) {
+        if let Some(name) = file_name(&block.info) {
+            std::fs::write(dir.join(name), &block.text).unwrap();
+        }
+    }
+    for policy in [Some("mine.lua"), None] {
+        let mut cmd = Command::new(sluice_bin());
+        cmd.current_dir(dir).arg("run").arg("first.lua");
+        if let Some(p) = policy {
+            cmd.args(["--policy", p]);
+        }
+        let out = cmd.arg("--workspace").arg(ws.path()).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{policy:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            stdout, "wrote 14 bytes\nhello, sluice\n14 hello.txt\n\n",
+            "{policy:?}"
+        );
+    }
+    let explained = Command::new(sluice_bin())
+        .current_dir(dir)
+        .args([
+            "policy",
+            "explain",
+            "proc:spawn:git push origin main",
+            "--policy",
+            "mine.lua",
+        ])
+        .arg("--workspace")
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&explained.stdout);
+    assert!(said.contains("pushing is for people"), "{said}");
+}
+
+/// README's one short example, run under the built-in default policy in a
+/// workspace with a TODO: it lists the TODO as it says.
+#[test]
+fn the_readme_example_runs_as_it_says() {
+    let readme = include_str!("../README.md");
+    let script = fenced_blocks(readme)
+        .into_iter()
+        .find(|b| b.info == "lua" && b.text.contains("review.lua"))
+        .expect("README shows review.lua")
+        .text;
+    let ws = workspace();
+    std::fs::create_dir(ws.file("src")).unwrap();
+    std::fs::write(ws.file("src/main.rs"), "fn main() {}\n// TODO: say hello\n").unwrap();
+    let run = run_lua(ws.path(), &script, &[]).ok();
+    assert!(
+        run.stdout
+            .starts_with("src/main.rs:2: // TODO: say hello\n"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// Writing workflows' tasks example, run from the page: its four hermetic
+/// commands print in order and ran side by side (the record's overlaps
+/// say so, whatever the machine's speed).
+#[test]
+fn the_tasks_example_runs_its_commands_side_by_side() {
+    let page = guide_page("workflows.md");
+    let script = fenced_blocks(&page)
+        .into_iter()
+        .find(|b| file_name(&b.info) == Some("tasks.lua"))
+        .expect("workflows.md shows tasks.lua")
+        .text;
+    let ws = workspace();
+    let run = run_lua(ws.path(), &script, &[]).ok();
+    assert!(run.stdout.starts_with("1 2 3 4 \t"), "{}", run.stdout);
+    let shown = Command::new(sluice_bin())
+        .args(["audit", "show", "last", "--json", "--workspace"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let overlapped = v["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["flow"] == "bash" && !c["overlaps"].as_array().unwrap().is_empty())
+        .count();
+    assert_eq!(overlapped, 4, "{}", v["calls"]);
+}
+
+/// Containers' image without a registry, made as the page says (its
+/// `offline-image.sh` run by bash in a scratch folder): both images start.
+#[test]
+fn the_offline_image_recipe_makes_images_that_start() {
+    common::need_program("podman", "apt-get install podman runc busybox-static");
+    let page = guide_page("containers.md");
+    let script = fenced_blocks(&page)
+        .into_iter()
+        .find(|b| file_name(&b.info) == Some("offline-image.sh"))
+        .expect("containers.md shows offline-image.sh")
+        .text;
+    let dir = tempfile::tempdir().unwrap();
+    let conf = containers::conf();
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .env("CONTAINERS_CONF", conf)
+        .output()
+        .unwrap();
+    let made = Command::new("podman")
+        .args(["run", "--rm", "localhost/box-import", "echo", "imported"])
+        .env("CONTAINERS_CONF", conf)
+        .output()
+        .unwrap();
+    for image in ["localhost/box-import", "localhost/box-build"] {
+        let _ = Command::new("podman")
+            .args(["rmi", "-f", image])
+            .env("CONTAINERS_CONF", conf)
+            .output();
+    }
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("built\n"));
+    assert_eq!(String::from_utf8_lossy(&made.stdout), "imported\n");
 }

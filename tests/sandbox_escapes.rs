@@ -117,10 +117,14 @@ fn assert_sluice_unreadable(runner: &str, out: &Value, secret: &str, marker: &st
     }
 }
 
-fn secret_and_marker() -> (String, String) {
+/// A credential and an argument marker of test `test`'s own: the probe
+/// scans every process it can see, and the tests of this file run at once,
+/// so a marker two tests shared would find the other test's sluice, which
+/// is no leak of the probe's own.
+fn secret_and_marker(test: &str) -> (String, String) {
     (
-        format!("ghp_sluice_test_secret_{}", std::process::id()),
-        format!("sluice-argv-marker-{}", std::process::id()),
+        format!("ghp_sluice_test_secret_{test}_{}", std::process::id()),
+        format!("sluice-argv-marker-{test}-{}", std::process::id()),
     )
 }
 
@@ -129,7 +133,7 @@ fn a_command_cannot_read_sluices_own_process() {
     for runner in runners() {
         let runner = runner.as_str();
         let ws = workspace();
-        let (secret, marker) = secret_and_marker();
+        let (secret, marker) = secret_and_marker("own");
         let out = confined_python(
             ws.path(),
             runner,
@@ -150,7 +154,7 @@ fn a_command_cannot_read_the_process_of_a_sluice_without_capabilities() {
     need_tools();
     need_program("setpriv", "apt-get install util-linux");
     let ws = workspace();
-    let (secret, marker) = secret_and_marker();
+    let (secret, marker) = secret_and_marker("no-caps");
     let script = format!(
         "local r, e = sluice.bash{{script = {}, interpreter = 'python3'}}\nprint(sluice.json.encode(r or e))",
         lua_str(PROC_PROBE)

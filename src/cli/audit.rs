@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Read the audit record: list runs, show a run's calls, export it, verify it, anchor it, copy it.
+/// Read the audit record: list runs, show a run's calls, export it, verify it, anchor it, copy it, serve it in a browser, report it as HTML.
 #[derive(Debug, Args)]
 #[command(
     long_about = "Read the audit record. Every `sluice run` records a run (script and its SHA-256, policies, \
@@ -31,7 +31,9 @@ A RUN is an id, a unique prefix of one, `last` for the newest run, or `last~N` f
 sluice audit export last --format csv --output run.csv\n  sluice audit verify\n  \
 sluice audit anchor >> ~/anchors.txt\n  sluice audit verify --anchor \"$(tail -1 ~/anchors.txt)\"\n  \
 sluice audit list --json --audit /srv/records/audit.db\n  \
-sluice audit copy --to postgres://sluice@db.internal:5432/records"
+sluice audit copy --to postgres://sluice@db.internal:5432/records\n  \
+sluice audit serve\n  sluice audit report last --html run.html\n  \
+sluice audit export last --otlp http://127.0.0.1:6006"
 )]
 pub struct AuditArgs {
     #[command(subcommand)]

@@ -1,6 +1,6 @@
 //! `sluice flows`: print the manifest.
 
-use crate::flows::{luadoc, spec_json, Registry};
+use crate::flows::{luadoc, reference, spec_json, Registry};
 use clap::Args;
 use std::process::ExitCode;
 
@@ -10,7 +10,7 @@ use std::process::ExitCode;
     long_about = "List the flows a workflow can call, with each one's tier (sealed: changes nothing; \
 compensable: changes files the run can restore; irreversible: cannot be taken back), the capabilities \
 its calls need, and a one-line description. Name a flow to see its input and output schemas.",
-    after_help = "Examples:\n  sluice flows\n  sluice flows --json\n  sluice flows edit\n  sluice flows --lua > lua/sluice.d.lua"
+    after_help = "Examples:\n  sluice flows\n  sluice flows --json\n  sluice flows edit\n  sluice flows --lua > lua/sluice.d.lua\n  sluice flows --markdown > docs/flows.md"
 )]
 pub struct FlowsArgs {
     /// Show one flow in full, with its input and output schemas.
@@ -22,6 +22,10 @@ pub struct FlowsArgs {
     /// schemas (what lua/sluice.d.lua holds), for an editor's Lua language server.
     #[arg(long, conflicts_with_all = ["json", "name"])]
     pub lua: bool,
+    /// Print the guide's flow reference (what docs/flows.md holds): each flow's tier,
+    /// capabilities, input and output fields, as Markdown.
+    #[arg(long, conflicts_with_all = ["json", "name", "lua"])]
+    pub markdown: bool,
 }
 
 pub fn flows(args: FlowsArgs) -> ExitCode {
@@ -38,6 +42,8 @@ pub fn flows(args: FlowsArgs) -> ExitCode {
         pretty(&spec_json(flow))
     } else if args.lua {
         luadoc::render(&registry)
+    } else if args.markdown {
+        reference::render(&registry)
     } else if args.json {
         pretty(&registry.manifest())
     } else {

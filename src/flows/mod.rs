@@ -27,6 +27,7 @@ pub mod luadoc;
 pub mod model;
 pub mod probe;
 pub mod read;
+pub mod reference;
 pub mod region;
 pub mod shape;
 pub mod shell_command;

@@ -535,7 +535,7 @@ impl Policy {
 
     fn call(&self, l: &Loaded, hook: &Function, req: &Request) -> Result<LuaValue, String> {
         l.budget.renew();
-        let table = request_table(&l._lua, req).map_err(|e| e.to_string())?;
+        let table = request_table(&l._lua, req, &self.vars.workspace).map_err(|e| e.to_string())?;
         hook.call::<LuaValue>(table).map_err(|e| {
             format!(
                 "the hook at {} failed: {}",
@@ -1189,9 +1189,11 @@ fn for_hook(input: &Value) -> Value {
     }
 }
 
-/// `req` as the hooks see it: a fresh table, so a hook cannot change the call.
-fn request_table(lua: &Lua, req: &Request) -> mlua::Result<Table> {
+/// `req` as the hooks see it: a fresh table, so a hook cannot change the
+/// call; `workspace` is the run's (what `${workspace}` stands for).
+fn request_table(lua: &Lua, req: &Request, workspace: &Path) -> mlua::Result<Table> {
     let t = lua.create_table()?;
+    t.set("workspace", workspace.display().to_string())?;
     t.set("capability", req.capability.to_string())?;
     t.set("action", req.capability.action.as_str())?;
     t.set("resource", req.capability.resource.as_str())?;

@@ -83,7 +83,7 @@ async fn respond(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> 
             .into_owned()
             .collect();
     if let (Some(token), Some(_)) = (query.get("token"), &shared.token) {
-        return welcome(token, &path);
+        return welcome(token, &path, &query);
     }
     if let Some((kind, body)) = assets::file(&path) {
         return reply(200, kind, Bytes::from_static(body));
@@ -211,15 +211,24 @@ fn bearer(header: &str) -> Option<String> {
         .then(|| token.trim().to_string())
 }
 
-/// A right token given in the URL: kept in a cookie, and the page loaded
-/// again without it, so it stays out of the history and of any link.
-fn welcome(token: &str, path: &str) -> Response<Body> {
+/// A right token given in the URL: kept in a cookie, and the same address
+/// loaded again without it (its other parameters kept), so the token stays
+/// out of the history and of any link.
+fn welcome(token: &str, path: &str, query: &HashMap<String, String>) -> Response<Body> {
+    let rest: Vec<(&String, &String)> = query.iter().filter(|(k, _)| *k != "token").collect();
+    let location = if rest.is_empty() {
+        path.to_string()
+    } else {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        q.extend_pairs(rest);
+        format!("{path}?{}", q.finish())
+    };
     let mut r = text(303, "signed in; loading the viewer");
     let headers = r.headers_mut();
     if let Ok(v) = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/").parse() {
         headers.insert(hyper::header::SET_COOKIE, v);
     }
-    if let Ok(v) = path.parse() {
+    if let Ok(v) = location.parse() {
         headers.insert(hyper::header::LOCATION, v);
     }
     r
@@ -259,6 +268,22 @@ mod tests {
         assert!(!own_host("127.0.0.1:8081", 8080));
         assert!(!own_host("evil.example:8080", 8080));
         assert!(!own_host("127.0.0.1", 8080));
+    }
+
+    #[test]
+    fn a_token_in_the_url_becomes_a_cookie_and_the_address_is_loaded_again_without_it() {
+        let query: HashMap<String, String> = [("token", "T1"), ("flow", "bash")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let r = welcome("T1", "/api/runs/x/calls", &query);
+        assert_eq!(r.status(), 303);
+        let h = |k| r.headers().get(k).unwrap().to_str().unwrap().to_string();
+        assert_eq!(h(hyper::header::LOCATION), "/api/runs/x/calls?flow=bash");
+        assert_eq!(
+            h(hyper::header::SET_COOKIE),
+            "sluice_viewer=T1; HttpOnly; SameSite=Strict; Path=/"
+        );
     }
 
     #[test]

@@ -44,6 +44,15 @@ pub fn serve(
              --token TOKEN (or {ENV_TOKEN}), or serve on 127.0.0.1"
         ));
     }
+    if let Some(bad) = token.as_deref().and_then(|t| {
+        t.chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "-._~".contains(*c)))
+    }) {
+        return Err(format!(
+            "the token holds {bad:?}, which a URL or a cookie would change; give one of letters, digits and \
+             - . _ ~ (e.g. `openssl rand -hex 16`)"
+        ));
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
