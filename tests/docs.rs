@@ -500,7 +500,7 @@ fn the_tasks_example_runs_its_commands_side_by_side() {
         .expect("workflows.md shows tasks.lua")
         .text;
     let ws = workspace();
-    let run = run_lua(ws.path(), &script, &[]).ok();
+    let run = common::run_lua_with(ws.path(), &script, &["--max-procs", "4"], &[]).ok();
     assert!(run.stdout.starts_with("1 2 3 4 \t"), "{}", run.stdout);
     let shown = Command::new(sluice_bin())
         .args(["audit", "show", "last", "--json", "--workspace"])

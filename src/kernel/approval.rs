@@ -217,6 +217,8 @@ struct Pending {
     turns: Arc<Turns>,
     ask: Ask,
     key: Option<String>,
+    /// The `--approve` flag a refusal suggests: one that grants the call.
+    flag: String,
 }
 
 /// How a pending ask was settled once it had the prompt.
@@ -289,6 +291,7 @@ impl Pending {
         Answerer {
             approver: self.approver.clone(),
             once_only: self.key.is_none(),
+            flag: self.flag.clone(),
         }
     }
 }
@@ -297,6 +300,7 @@ impl Pending {
 struct Answerer {
     approver: Arc<dyn Approver>,
     once_only: bool,
+    flag: String,
 }
 
 /// How one use of a capability is approved.
@@ -353,7 +357,9 @@ impl Approvals {
         {
             return Ok(format!("--approve '{}'", p.text()));
         }
-        match self.pending(req, verdict, Use::Once)? {
+        // Only a pre-approval naming the capability exactly grants it once.
+        let flag = approve_flag(req.capability);
+        match self.pending(req, verdict, Use::Once, flag)? {
             Ok(granted) => Ok(granted),
             Err(pending) => {
                 let answerer = pending.answerer();
@@ -425,10 +431,14 @@ impl Approvals {
         req: &Request,
         verdict: &Verdict,
     ) -> FlowResult<Result<String, Pending>> {
-        if let Some(p) = self.preapproved.iter().find(|p| kernel.covers(p, req)) {
-            return Ok(Ok(format!("--approve '{}'", p.text())));
+        if let Some(used) = kernel.covering(&self.preapproved, req) {
+            let flags: Vec<String> = used
+                .iter()
+                .map(|p| format!("--approve '{}'", p.text()))
+                .collect();
+            return Ok(Ok(flags.join(", ")));
         }
-        self.pending(req, verdict, Use::Run)
+        self.pending(req, verdict, Use::Run, kernel.approve_flag(req))
     }
 
     /// The ask to put for `req`, unless an answer for the run already
@@ -439,9 +449,10 @@ impl Approvals {
         req: &Request,
         verdict: &Verdict,
         how: Use,
+        flag: String,
     ) -> FlowResult<Result<String, Pending>> {
         let Some(approver) = &self.approver else {
-            return Err(required(req.capability, verdict));
+            return Err(required(req.capability, verdict, &flag));
         };
         // An answer for the rest of the run covers the same command with the
         // same environment, asked by whoever shares the answers.
@@ -462,6 +473,7 @@ impl Approvals {
             turns: self.turns.clone(),
             ask: shown(req, verdict, key.is_none(), self.wait),
             key,
+            flag,
         }))
     }
 }
@@ -481,6 +493,7 @@ fn concluded(
     let Answerer {
         approver,
         once_only,
+        flag,
     } = answerer;
     let who = approver.who();
     match reply {
@@ -488,7 +501,7 @@ fn concluded(
         Reply::Answered(Answer::ForRun) if !once_only => Ok(for_the_run(approver.as_ref())),
         Reply::Answered(Answer::Once | Answer::ForRun) => Ok(format!("{who}, once")),
         Reply::Answered(Answer::No(reason)) => Err(refused(cap, &who, reason, !once_only)),
-        Reply::Answered(Answer::Unanswered(why)) => Err(unanswered(cap, verdict, &who, why)),
+        Reply::Answered(Answer::Unanswered(why)) => Err(unanswered(cap, verdict, &who, why, &flag)),
     }
 }
 
@@ -531,12 +544,17 @@ fn refused(cap: &Capability, who: &str, reason: Option<String>, say_why: bool) -
 }
 
 /// `permission_required`: the approver could not answer.
-fn unanswered(cap: &Capability, verdict: &Verdict, who: &str, why: String) -> FlowError {
-    let e = required(cap, verdict);
+fn unanswered(
+    cap: &Capability,
+    verdict: &Verdict,
+    who: &str,
+    why: String,
+    flag: &str,
+) -> FlowError {
+    let e = required(cap, verdict, flag);
     if who == TERMINAL {
         return e.with("terminal", why);
     }
-    let flag = approve_flag(cap);
     FlowError {
         message: format!(
             "{cap} needs approval ({}: {}) and {who} could not be asked: {why}. \
@@ -578,8 +596,8 @@ fn remembered_key(req: &Request) -> String {
     key
 }
 
-fn required(cap: &Capability, v: &Verdict) -> FlowError {
-    let flag = approve_flag(cap);
+fn required(cap: &Capability, v: &Verdict, flag: &str) -> FlowError {
+    let flag = flag.to_string();
     FlowError::new(
         ErrorCode::PermissionRequired,
         format!(
@@ -597,8 +615,17 @@ fn required(cap: &Capability, v: &Verdict) -> FlowError {
 /// The `--approve` flag that grants `cap` and nothing wider, as a shell
 /// takes it: the resource's glob characters escaped (a resource a script
 /// chose may hold `*`), and single-quoted (it may hold `'`).
-fn approve_flag(cap: &Capability) -> String {
-    let pattern = format!("{}:{}", cap.action.as_str(), literal(&cap.resource));
+pub fn approve_flag(cap: &Capability) -> String {
+    flag_of(&literal_pattern(cap))
+}
+
+/// The pattern that names `cap` alone.
+pub fn literal_pattern(cap: &Capability) -> String {
+    format!("{}:{}", cap.action.as_str(), literal(&cap.resource))
+}
+
+/// `--approve 'PATTERN'`, single-quoted as a shell takes it.
+pub fn flag_of(pattern: &str) -> String {
     format!("--approve '{}'", pattern.replace('\'', r"'\''"))
 }
 

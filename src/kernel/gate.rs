@@ -12,7 +12,7 @@ use super::policy::{Decision as Verdict, Request, Verdict as Judgement};
 use super::{denied, Kernel};
 use crate::audit::recorder::Decision;
 use crate::audit::session::Decisions;
-use crate::call::{Capability, Tier};
+use crate::call::{Action, Capability, Tier};
 use crate::error::FlowResult;
 use serde_json::Value;
 use std::fmt;
@@ -62,7 +62,12 @@ impl Gate {
                 .map(Some),
             _ => ruled(req.capability, &verdict),
         };
-        noted(req.capability, &verdict, result, sink)
+        noted(
+            req.capability,
+            &verdict,
+            result.map_err(|e| in_users_words(req, e)),
+            sink,
+        )
     }
 
     /// [`Gate::check`] for a call about to run: the kernel decides on the
@@ -79,7 +84,40 @@ impl Gate {
                 .map(Some),
             _ => ruled(req.capability, &verdict),
         };
-        noted(req.capability, &verdict, result, sink)
+        noted(
+            req.capability,
+            &verdict,
+            result.map_err(|e| in_users_words(req, e)),
+            sink,
+        )
+    }
+}
+
+/// A refusal of a command given as `script` (run as `bash -s`, the text on
+/// its standard input), said in the caller's words first: the script, then
+/// the command line the policy judged it as.
+fn in_users_words(req: &Request, e: crate::error::FlowError) -> crate::error::FlowError {
+    let script = req.input.get("script").and_then(|s| s.as_str());
+    let (Some(script), Action::ProcSpawn) = (script, req.capability.action) else {
+        return e;
+    };
+    // A shell script is judged as its own lines: those are the caller's words.
+    if req.capability.resource == script {
+        return e;
+    }
+    let first = script.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let gist: String = first.chars().take(60).collect();
+    let more = if gist.len() < first.len() || script.trim().lines().count() > 1 {
+        "…"
+    } else {
+        ""
+    };
+    crate::error::FlowError {
+        message: format!(
+            "the script `{gist}{more}` runs as `{}` (its text on standard input), so the policy judges that line: {}",
+            req.capability.resource, e.message
+        ),
+        ..e
     }
 }
 

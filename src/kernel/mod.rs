@@ -206,9 +206,19 @@ impl Kernel {
 
     fn decide_commands(&self, req: &Request, call: &CallInput, commands: &[Command]) -> Verdict {
         let mut parts: Vec<Verdict> = Vec::new();
+        // The parts an allow rule must name, spelled as they are judged.
+        let mut ungranted: Vec<String> = Vec::new();
         for command in commands {
             if !command.words.is_empty() {
-                parts.push(self.command(req, call, command));
+                let v = self.command(req, call, command);
+                let text = self.part_of(req, call, command).cap.resource;
+                if v.decision != Decision::Allow
+                    && !v.by.starts_with("deny ")
+                    && !ungranted.contains(&text)
+                {
+                    ungranted.push(text);
+                }
+                parts.push(v);
             }
             for redirect in &command.redirects {
                 parts.push(self.redirect(req, redirect));
@@ -233,10 +243,24 @@ impl Kernel {
                 ),
             );
         }
-        parts
+        let mut chosen = parts
             .into_iter()
             .find(|v| v.decision == strictest)
-            .expect("the strictest part exists")
+            .expect("the strictest part exists");
+        if ungranted.len() > 1 {
+            // One part's rule alone would lead to the next part's refusal.
+            let rules: Vec<String> = ungranted
+                .iter()
+                .map(|t| format!("p.allow \"proc:spawn:{}\"", pattern::escaped(t)))
+                .collect();
+            chosen.reason = format!(
+                "{}; the line has {} parts no rule grants, and these rules grant them all: {}",
+                chosen.reason,
+                ungranted.len(),
+                rules.join(", ")
+            );
+        }
+        chosen
     }
 
     /// One simple command of a line, judged as a capability of its own:
@@ -709,15 +733,10 @@ impl Kernel {
                         if !commands.is_empty()
                             && commands.iter().all(|c| c.redirects.is_empty()) =>
                     {
-                        commands.iter().filter(|c| !c.words.is_empty()).all(|c| {
-                            let part = self.part_of(req, &call, c);
-                            let judged = part.judged();
-                            !judged.dynamic
-                                && judged
-                                    .spelled_as(Spelled::Surely)
-                                    .any(|c| pattern.matches(c))
-                                && judged.unnamed_by(&[pattern]).is_none()
-                        })
+                        commands
+                            .iter()
+                            .filter(|c| !c.words.is_empty())
+                            .all(|c| self.part_covered(req, &call, c, pattern))
                     }
                     _ => {
                         let whole = Capability {
@@ -730,6 +749,105 @@ impl Kernel {
             }
             _ => true,
         }
+    }
+
+    /// Whether pre-approving `pattern` grants part `c` of `req`'s command
+    /// line: it matches a spelling that surely names the part's program,
+    /// and spells every form the part holds that no wildcard grants.
+    fn part_covered(
+        &self,
+        req: &Request,
+        call: &CallInput,
+        c: &Command,
+        pattern: &Pattern,
+    ) -> bool {
+        let part = self.part_of(req, call, c);
+        let judged = part.judged();
+        !judged.dynamic
+            && judged
+                .spelled_as(Spelled::Surely)
+                .any(|c| pattern.matches(c))
+            && judged.unnamed_by(&[pattern]).is_none()
+    }
+
+    /// The pre-approvals of `patterns` that together grant `req`, or
+    /// `None`: one that [`Kernel::covers`] it, else, for a command line of
+    /// several parts, one for each part (a part of `PATH=/x a; PATH=/x b`
+    /// is granted by a pattern that spells its own assignment, so a line
+    /// of two such parts needs one for each).
+    pub fn covering<'p>(&self, patterns: &'p [Pattern], req: &Request) -> Option<Vec<&'p Pattern>> {
+        if let Some(p) = patterns.iter().find(|p| self.covers(p, req)) {
+            return Some(vec![p]);
+        }
+        let commands = self.plain_parts(req)?;
+        let call = CallInput::of(req);
+        let mut used: Vec<&Pattern> = Vec::new();
+        for c in commands.iter().filter(|c| !c.words.is_empty()) {
+            let p = patterns
+                .iter()
+                .find(|p| self.part_covered(req, &call, c, p))?;
+            if !used.iter().any(|u| std::ptr::eq(*u, p)) {
+                used.push(p);
+            }
+        }
+        Some(used)
+    }
+
+    /// A command line's simple commands, when it parses into some and none
+    /// redirects (a redirect's target is judged as a write of its own).
+    fn plain_parts(&self, req: &Request) -> Option<Vec<Command>> {
+        if req.capability.action != Action::ProcSpawn {
+            return None;
+        }
+        match shell::analyze(&req.capability.resource) {
+            Analysis::Parsed(commands)
+                if !commands.is_empty() && commands.iter().all(|c| c.redirects.is_empty()) =>
+            {
+                Some(commands)
+            }
+            _ => None,
+        }
+    }
+
+    /// The `--approve` flags a refusal of `req` suggests: ones that
+    /// [`Kernel::covering`] says grant it, and nothing wider. The
+    /// capability spelled exactly, when that grants it; for a command line
+    /// of several parts (each judged on its own, with the call's `env` and
+    /// its own assignments), one flag for each part, spelled as it is
+    /// judged.
+    pub fn approve_flag(&self, req: &Request) -> String {
+        let literal = approval::literal_pattern(req.capability);
+        let Some(commands) = self.plain_parts(req) else {
+            return approval::flag_of(&literal);
+        };
+        if self.grants(std::slice::from_ref(&literal), req) {
+            return approval::flag_of(&literal);
+        }
+        let call = CallInput::of(req);
+        let mut parts: Vec<String> = Vec::new();
+        for c in commands.iter().filter(|c| !c.words.is_empty()) {
+            let text = format!(
+                "proc:spawn:{}",
+                pattern::escaped(&self.part_of(req, &call, c).cap.resource)
+            );
+            if !parts.contains(&text) {
+                parts.push(text);
+            }
+        }
+        if self.grants(&parts, req) {
+            let flags: Vec<String> = parts.iter().map(|p| approval::flag_of(p)).collect();
+            return flags.join(" ");
+        }
+        approval::flag_of(&literal)
+    }
+
+    /// Whether pre-approving every one of `patterns` grants `req`.
+    fn grants(&self, patterns: &[String], req: &Request) -> bool {
+        let parsed: Result<Vec<Pattern>, _> = patterns
+            .iter()
+            .map(|p| Pattern::parse(p, &self.vars))
+            .collect();
+        parsed.is_ok_and(|ps| self.covering(&ps, req).is_some())
     }
 
     /// Where a process flow runs: the first policy whose `route` has an
