@@ -340,7 +340,7 @@
 ---@class sluice.ModelOutput
 ---@field text string The model's text (empty when it only called tools).
 ---@field toolCalls sluice.ToolCall[] The tools the model asks to run, in its order.
----@field stopReason "end_turn"|"tool_use"|"max_tokens"|"stop_sequence"|"content_filter"|"other" Why it stopped: a final answer, tool calls, the token limit, a stop sequence, a refusal, or something else.
+---@field stopReason "end_turn"|"tool_use"|"max_tokens"|"stop_sequence"|"content_filter"|"other" Why it stopped: `end_turn`, a final answer (OpenAI's `stop`); `tool_use`, it asks for the toolCalls (run them and call again with their results); `max_tokens`, it reached maxTokens and the text is cut (raise maxTokens or ask for less); `stop_sequence`, a stop sequence ended it; `content_filter`, the provider's filter or the model refused (Anthropic's `refusal`, OpenAI's `content_filter`); `other`, any other reason the provider gave (Anthropic's `pause_turn`, for one) or none.
 ---@field usage sluice.ModelUsage Tokens the call used.
 ---@field model string The model that answered, as the provider names it.
 ---@field latencyMs integer Milliseconds from the request to the whole reply, retries included.
@@ -581,6 +581,14 @@ function sluice.explore(input) end
 ---@param input table
 ---@return table?, sluice.Error?
 function sluice.call(name, input) end
+
+--- Tool definitions for sluice.model's `tools` (and sluice.agent's): each
+--- flow named becomes `{name, description, input}` from its schema; a tool
+--- table `{name, description, input, run}` (a Lua tool) is kept as it is.
+--- A name that is no flow raises, listing the flows.
+---@param list (string|sluice.Tool)[]
+---@return sluice.Tool[]
+function sluice.tools(list) end
 
 --- Named credential `name` as an opaque value for a `headers` or `env` entry
 --- (fetch, http_post, webfetch, bash): its secret never reaches the script or

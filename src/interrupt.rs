@@ -44,7 +44,7 @@ use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The signal that asked the run to stop, or 0.
@@ -56,6 +56,11 @@ static WAKE: AtomicI32 = AtomicI32::new(-1);
 /// Steps in flight that end by themselves at a stop request (see
 /// [`Finishing`]).
 static FINISHING: AtomicU32 = AtomicU32::new(0);
+/// Requests of a served run's callers under way (see [`Serving`]).
+static SERVING: AtomicU32 = AtomicU32::new(0);
+/// Whether a caller's request was under way when the first stop request
+/// came.
+static SERVING_AT_STOP: AtomicBool = AtomicBool::new(false);
 
 /// How long after the script's end the cancelled tasks' calls get to stop
 /// and be recorded before the tasks' Lua code raises ([`ending_tasks`]).
@@ -91,6 +96,7 @@ const FIRST_NOTICE: &[u8] = b"\nsluice: stopping: the running command is killed 
 fn arrive(sig: i32) -> u32 {
     let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
     if n == 1 {
+        SERVING_AT_STOP.store(SERVING.load(Ordering::SeqCst) > 0, Ordering::SeqCst);
         REQUESTED.store(sig, Ordering::SeqCst);
     }
     let wake = WAKE.load(Ordering::SeqCst);
@@ -278,6 +284,35 @@ impl Drop for Finishing {
     fn drop(&mut self) {
         FINISHING.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Held while a served run's caller has a request under way (`sluice
+/// mcp`: from the moment the run takes the request up to its answer). A
+/// client that ends its session stops the server with a signal (Claude
+/// Code and Codex send SIGTERM, or SIGINT, once they are done): one that
+/// finds no request under way ends the run as its client meant, not in
+/// the middle of anything ([`served_call_at_stop`]).
+#[derive(Debug)]
+pub struct Serving(());
+
+impl Serving {
+    /// Counts a request under way until the guard drops.
+    pub fn start() -> Serving {
+        SERVING.fetch_add(1, Ordering::SeqCst);
+        Serving(())
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        SERVING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether a caller's request was under way ([`Serving`]) when the first
+/// stop request came; false when none came.
+pub fn served_call_at_stop() -> bool {
+    SERVING_AT_STOP.load(Ordering::SeqCst)
 }
 
 /// `SIGINT`, `SIGTERM`, ...

@@ -741,3 +741,43 @@ fn ctrl_c_during_shell_command_records_it_stopped_with_its_output_so_far() {
         "{show:#}"
     );
 }
+
+/// Ctrl-C in a terminal sends SIGINT to the whole foreground process
+/// group, sluice's: the command it runs is stopped by sluice, not killed
+/// under it by the signal (which left its row `ok` with the signal's exit
+/// code), and `audit show` says it was stopped.
+#[test]
+fn ctrl_c_to_the_whole_process_group_records_the_command_stopped() {
+    use std::os::unix::process::CommandExt;
+    let marker = unique_sleep();
+    let ws = workspace();
+    let script = common::script_file(
+        ws.path(),
+        &format!("print('ready')\nsluice.bash{{command = 'echo before; sleep {marker}'}}\n"),
+    );
+    let mut child = common::sluice_run(ws.path(), &script, &[], &[])
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn sluice");
+    wait_for_line(&mut child, "ready");
+    std::thread::sleep(Duration::from_millis(500));
+    // As the terminal does: to the group, whose id is sluice's pid.
+    kill(Pid::from_raw(-(child.id() as i32)), Signal::SIGINT).unwrap();
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    let stderr = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(survivors_with_arg(&marker, Duration::from_secs(2)).is_empty());
+    let (_, show) = audit_json(&ws, &["show", "last"]);
+    let call = &show["calls"][0];
+    assert_eq!(call["outcome"], "error", "{show:#}");
+    assert_eq!(call["error"]["interrupted"], "SIGINT", "{show:#}");
+    let text = sluice_on_record(&ws, &["audit", "show", "last"]);
+    let row = text
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("#1 "))
+        .unwrap_or_else(|| panic!("no row of call #1: {}", text.stdout));
+    assert!(row.contains(" STOPPED by SIGINT "), "{row}");
+}

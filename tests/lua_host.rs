@@ -431,3 +431,40 @@ fn sleep_refuses_what_it_could_not_finish_and_names_the_cap() {
     );
     assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
 }
+
+/// A name the module does not hold raises where it is named, listing the
+/// flows, instead of Lua's "attempt to call a nil value"; a bundled
+/// module's name says how to require it, and the module's one optional
+/// field is still nil when the host declared no runner.
+#[test]
+fn an_unknown_member_of_the_sluice_module_names_the_flows() {
+    let ws = workspace();
+    let out = lua_json(
+        ws.path(),
+        "local ok, e = pcall(function() return sluice.nosuch{} end)\n\
+         local ok2, e2 = pcall(function() return sluice.retry.busy end)\n\
+         emit({ok = ok, e = e, ok2 = ok2, e2 = e2, runner = sluice.test_runner == nil})",
+    );
+    assert_eq!(out[0]["ok"], false);
+    let e = out[0]["e"].as_str().unwrap();
+    assert!(
+        e.contains(":2: sluice.nosuch: no flow named nosuch; the flows are read, write, edit, apply_patch, ls, glob, grep, bash, shell_command, fetch, http_post, "),
+        "{e}"
+    );
+    assert!(!e.contains("attempt to call a nil value"), "{e}");
+    let e2 = out[0]["e2"].as_str().unwrap();
+    assert!(
+        e2.ends_with("; sluice.retry is a module: local retry = require(\"sluice.retry\")"),
+        "{e2}"
+    );
+    assert_eq!(out[0]["runner"], true);
+    // Outside a pcall, the run fails naming the script's line.
+    let run = run_lua(ws.path(), "local x = 1\nsluice.raed{path = 'a.txt'}\n", &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(".lua:2: sluice.raed: no flow named raed; the flows are read, "),
+        "{}",
+        run.stderr
+    );
+}

@@ -898,3 +898,150 @@ fn the_plan_a_client_sets_is_what_it_reads_back_from_the_plan_resource() {
     assert_eq!(listed["annotations"]["explore"]["readOnlyHint"], true);
     assert_eq!(listed["annotations"]["explore"]["openWorldHint"], true);
 }
+
+#[test]
+fn a_session_the_client_ends_over_http_is_answered_as_the_official_client_expects() {
+    let ws = workspace();
+    let server = Http::start(ws.path(), &[], None);
+    for form in ["2025-11-25", "2025-06-18"] {
+        let seen = drive("terminate", form, Server::Http(&server), &[]);
+        assert_eq!(seen["protocol"], form, "{seen}");
+        assert_eq!(
+            seen["warnings"],
+            json!([]),
+            "the client warned when it ended its session: {seen}"
+        );
+    }
+    // By hand: DELETE ends the session (200), and it is gone after.
+    let (status, reply) = server.post(&[]);
+    assert_eq!(status, 200, "{reply}");
+    let session = reply
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no session id: {reply}"));
+    let headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let (status, reply) = server.raw("DELETE", "/mcp", &server.addr(), &headers);
+    assert_eq!(status, 200, "{reply}");
+    let (status, reply) = server.raw("GET", "/mcp", &server.addr(), &headers);
+    assert_eq!(status, 404, "an ended session is gone: {reply}");
+}
+
+/// `sluice mcp` over stdio, driven by hand as a client that ends its
+/// session with a signal (Claude Code, Codex) rather than by closing stdin.
+struct Session {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Session {
+    /// Starts the server and initializes a 2025-11-25 session.
+    fn start(ws: &Path) -> Session {
+        let mut child = std::process::Command::new(common::sluice_bin())
+            .args(["mcp", "--workspace"])
+            .arg(ws)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn sluice mcp");
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut s = Session { child, out };
+        s.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "by-hand", "version": "1"}}}),
+        );
+        assert_eq!(s.reply()["id"], 1);
+        s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        s
+    }
+
+    fn send(&mut self, message: Value) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next message that answers a request.
+    fn reply(&mut self) -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(
+                std::io::BufRead::read_line(&mut self.out, &mut line).unwrap() > 0,
+                "the server closed its output"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id").is_some() {
+                return v;
+            }
+        }
+    }
+
+    /// `tools/call` of `tool` with `input`, as request `id`.
+    fn call(&mut self, id: u64, tool: &str, input: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": input}}));
+    }
+
+    /// Sends `sig` with stdin still open; the exit code.
+    fn signal(mut self, sig: nix::sys::signal::Signal) -> Option<i32> {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig).unwrap();
+        common::exit_within(&mut self.child, std::time::Duration::from_secs(10)).code()
+    }
+}
+
+/// The newest run's status in the workspace's record, and its calls.
+fn last_run(ws: &Path) -> (Value, Vec<Value>) {
+    let shown = sluice_in(ws, &["audit", "show", "last", "--json"]).ok();
+    let v: Value = serde_json::from_str(&shown.stdout).unwrap();
+    (
+        v["run"]["status"].clone(),
+        v["calls"].as_array().cloned().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn a_signal_with_no_call_under_way_ends_the_session_ok_and_one_mid_call_interrupts() {
+    use nix::sys::signal::Signal;
+    let ws = workspace();
+    std::fs::write(ws.file("a.txt"), "hi\n").unwrap();
+    for sig in [Signal::SIGTERM, Signal::SIGINT] {
+        let mut s = Session::start(ws.path());
+        s.call(2, "read", json!({"path": "a.txt"}));
+        let answer = s.reply();
+        assert_eq!(
+            answer["result"]["structuredContent"]["content"], "hi",
+            "{answer}"
+        );
+        assert_eq!(s.signal(sig), Some(0), "{sig}");
+        let (status, calls) = last_run(ws.path());
+        assert_eq!(status, "ok", "{sig}: the client ended its session");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0]["outcome"], "ok");
+    }
+    // The control: a signal while a command runs stops it and interrupts
+    // the run.
+    let marker = common::unique_sleep();
+    let mut s = Session::start(ws.path());
+    s.call(2, "bash", json!({"command": format!("sleep {marker}")}));
+    let started = std::time::Instant::now();
+    while last_run(ws.path()).1.is_empty() {
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "the call was never recorded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(s.signal(Signal::SIGTERM), Some(143));
+    let (status, calls) = last_run(ws.path());
+    assert_eq!(status, "interrupted");
+    assert_eq!(calls[0]["error"]["interrupted"], "SIGTERM", "{calls:?}");
+}

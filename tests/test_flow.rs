@@ -301,6 +301,37 @@ fn python_unittest_reports_are_parsed() {
     parsed(&out, "unittest", 1, &["test_calc.Calc.test_sub"], 1);
 }
 
+/// unittest reports a name it cannot find as an error of a test it makes
+/// up (`unittest.loader._FailedTest.test_nope`): the probe says so, and
+/// no test that never existed is listed as failed.
+#[test]
+fn an_unknown_unittest_name_is_a_probe_with_no_made_up_failure() {
+    let ws = workspace();
+    put(
+        &ws,
+        "test_calc.py",
+        "import unittest\n\nclass Calc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n",
+    );
+    for selection in ["test_calc.Calc.test_nope", "test_calc.Nope"] {
+        let out = test_call(
+            &ws,
+            "command = \"python3 -m unittest\"",
+            &format!("{{selection = {{\"{selection}\"}}}}"),
+        );
+        assert_eq!(out["exitCode"], 1, "{out}");
+        assert_eq!(out["invalidProbe"]["reason"], "unknown-test", "{out}");
+        assert!(
+            out["invalidProbe"]["evidence"]
+                .as_str()
+                .unwrap()
+                .contains("has no attribute"),
+            "{out}"
+        );
+        assert_eq!(out["failed"], json!([]), "{selection}: {out}");
+        assert_eq!(out["passed"], 0, "{out}");
+    }
+}
+
 fn cargo_crate(ws: &Workspace) {
     put(
         ws,

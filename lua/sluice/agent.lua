@@ -124,12 +124,22 @@ local function add(total, usage)
   total.cachedTokens = total.cachedTokens + usage.cachedTokens
 end
 
---- Runs the loop. Returns `{text, stopReason, turns, usage, transcript}`:
---- `stopReason` is "final" (the model answered without tools),
---- "max_turns", "budget" (maxOutputTokens reached) or the model's own
---- ("max_tokens", "content_filter") when it stopped otherwise. A model
---- call that fails returns `nil, err`, with the transcript so far in
---- `err.transcript`.
+--- Runs the loop. Returns `{text, stopReason, turns, usage, transcript}`,
+--- where `stopReason` says why the loop ended:
+---   "final"           the model answered without calling a tool (its own
+---                     stopReason was end_turn or stop_sequence); `text` is
+---                     the answer.
+---   "max_turns"       `maxTurns` model calls (default 20) were made and the
+---                     last still called tools; `text` is "".
+---   "budget"          the output tokens reached `maxOutputTokens` after a
+---                     turn of tool calls; `text` is that turn's.
+---   "max_tokens"      the last reply reached `maxTokens`: its text is cut.
+---   "content_filter"  the provider's filter or the model refused.
+---   "other"           the provider gave another reason (Anthropic's
+---                     pause_turn, for one) or none.
+---   "tool_use"        the provider said tool_use but sent no tool call.
+--- A model call that fails returns `nil, err`, with the transcript so far
+--- in `err.transcript`.
 ---@param opts {provider: string, model: string, task: string, system?: string, tools?: table[], maxTurns?: integer, maxOutputTokens?: integer, maxTokens?: integer, temperature?: number, onStep?: fun(step: table), onText?: fun(text: string)}
 function M.run(opts)
   check(opts)

@@ -36,7 +36,7 @@ waits for `sluice resolve`; an ask no terminal answers waits for `sluice answer`
 SIGTERM drains the worker: it takes no new run, waits --drain-grace for its runs, hands back those still going \
 (stopped, as Ctrl-C stops a run) and exits 0. The record's password comes from the `audit` credential \
 (--credentials, SLUICE_CREDENTIAL_AUDIT), PGPASSWORD or ~/.pgpass.",
-    after_help = "Example:\n  SLUICE_CREDENTIAL_AUDIT=... sluice worker --temporal 127.0.0.1:7233 --task-queue agents \\\n    --audit postgres://sluice@db.internal:5432/record --max-runs 4"
+    after_help = "Examples:\n  SLUICE_CREDENTIAL_AUDIT=... sluice worker --temporal 127.0.0.1:7233 --task-queue agents \\\n    --audit postgres://sluice@db.internal:5432/record --max-runs 4"
 )]
 pub struct WorkerArgs {
     #[command(flatten)]

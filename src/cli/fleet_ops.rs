@@ -24,6 +24,9 @@ pub struct Reach {
 
 /// List the fleet's runs: id, state on the engine, and what each waits for.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  sluice runs --temporal 127.0.0.1:7233\n  sluice runs --temporal 127.0.0.1:7233 --namespace agents --json"
+)]
 pub struct RunsArgs {
     #[command(flatten)]
     pub reach: Reach,
@@ -35,6 +38,9 @@ pub struct RunsArgs {
 /// One run: its state, the operator's word it waits for, its questions, and (with --audit)
 /// which worker ran which part.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  sluice status r-42 --temporal 127.0.0.1:7233\n  sluice status r-42 --temporal 127.0.0.1:7233 --audit postgres://sluice@db:5432/record --json"
+)]
 pub struct StatusArgs {
     /// The run's id (its workflow's).
     pub run: String,
@@ -53,6 +59,7 @@ pub struct StatusArgs {
 
 /// Cancel a run: its command is stopped (TERM, then KILL) and the workflow ends cancelled.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  sluice cancel r-42 --temporal 127.0.0.1:7233")]
 pub struct CancelArgs {
     /// The run's id, as `sluice submit` printed it.
     pub run: String,
@@ -65,7 +72,7 @@ pub struct CancelArgs {
 #[command(
     after_help = "Words:\n  ran          it happened: the run goes on without running it again (the call \
 returns {resolved = \"ran\"})\n  did-not-run  it did not: the run runs it, once\n  abandon      the run ends here\n\n\
-Example:\n  sluice status r-42 --temporal 127.0.0.1:7233      # waits on call #3 (http_post ...)\n  \
+Examples:\n  sluice status r-42 --temporal 127.0.0.1:7233      # waits on call #3 (http_post ...)\n  \
 sluice resolve r-42 --call 3 did-not-run --temporal 127.0.0.1:7233"
 )]
 pub struct ResolveArgs {
@@ -86,6 +93,9 @@ pub struct ResolveArgs {
 
 /// List the questions fleet runs wait on (of one run, or of every running run).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  sluice asks --temporal 127.0.0.1:7233          # every running run's questions\n  sluice asks r-42 --temporal 127.0.0.1:7233 --json"
+)]
 pub struct AsksArgs {
     /// Only this run's questions.
     pub run: Option<String>,
@@ -99,6 +109,9 @@ pub struct AsksArgs {
 /// Answer a run's question: allow or deny (the answer is recorded as the call's decision,
 /// naming who answered).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  sluice asks r-42 --temporal 127.0.0.1:7233                # lists ask-1\n  sluice answer r-42 ask-1 allow --temporal 127.0.0.1:7233\n  sluice answer r-42 ask-1 allow --for-run --by alice --temporal 127.0.0.1:7233"
+)]
 pub struct AnswerArgs {
     /// The run's id, as `sluice submit` printed it.
     pub run: String,

@@ -78,11 +78,13 @@ fn table(registry: &Registry) -> String {
             .unwrap_or(0)
     };
     let (w0, w1, w2) = (width(0), width(1), width(2));
+    // The manifest's `readOnly` set is an embedder's (the flows a host may
+    // hand an agent that only looks): `--json` has it; the table does not.
     let mut out = String::new();
     for r in [&head].into_iter().chain(&rows) {
         out += &format!("{:<w0$} {:<w1$} {:<w2$} {}\n", r[0], r[1], r[2], r[3]);
     }
-    out + &format!("\nread-only seat: {}\n", registry.read_only().join(", "))
+    out
 }
 
 #[cfg(test)]

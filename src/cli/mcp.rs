@@ -1,6 +1,6 @@
 //! `sluice mcp`: serve the flows as MCP tools.
 
-use super::run::{drive, options, recorded, RunOptions};
+use super::run::{drive, options, recorded, RunOptions, Work};
 use crate::mcp::{self, Catalog, Server, Transport};
 use crate::runtime::Runtime;
 use clap::Args;
@@ -27,7 +27,9 @@ its \"yes for the rest of the run\" are its own (--shared-run shares them). Prog
 client's cancellation stops the call's command (TERM, then KILL after \
 3 s), recorded as cancelled.\n\n\
 The record: one audit run per server process (`sluice audit show last`), every call with the client's name and \
-version. The run ends (sealed ok) when stdin closes, or on SIGINT/SIGTERM (interrupted).";
+version. The run ends (sealed ok) when the client ends the session: stdin closes, or SIGINT/SIGTERM comes with no call \
+under way (as Claude Code and Codex end it). A signal that comes while a call runs stops it (recorded as stopped by the \
+signal) and seals the run interrupted.";
 
 /// Serve sluice's flows as MCP tools to an agent.
 #[derive(Debug, Args)]
@@ -144,7 +146,7 @@ fn serve(runtime: &Runtime, args: &McpArgs) -> ExitCode {
         Ok((_thread, None)) => None,
         Err(e) => return fail(e),
     };
-    let exit = drive(runtime, runtime.serve(requests)).exit;
+    let exit = drive(runtime, runtime.serve(requests), Work::Served).exit;
     if let Some(file) = kept {
         let _ = std::fs::remove_file(file);
     }

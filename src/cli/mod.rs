@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand; this file holds the grammar.
 
 mod audit;
+mod completions;
 mod doctor;
 #[cfg(feature = "fleet")]
 mod fleet;
@@ -8,6 +9,7 @@ mod fleet;
 mod fleet_ops;
 mod flows;
 mod hide;
+mod man;
 mod mcp;
 mod otlp;
 mod policy;
@@ -28,7 +30,7 @@ use std::process::ExitCode;
     long_about = "sluice runs agent workflows written in Lua. Each tool a workflow uses (read, write, edit, ls, ...) \
 is a flow: a Lua function backed by Rust that passes one door, where its input is checked, its effects are \
 declared and authorized, and only then does it run.",
-    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit\n  sluice policy explain 'fs:write:/tmp/w/.git/config' --workspace /tmp/w\n  sluice audit list --workspace /tmp/w\n  sluice replay last --workspace /tmp/w\n  sluice doctor\n  sluice mcp --workspace /tmp/w\n  sluice worker --temporal 127.0.0.1:7233 --task-queue agents --audit postgres://sluice@db:5432/record\n  sluice submit fix.lua --temporal 127.0.0.1:7233 --task-queue agents --workspace /shared/app --wait"
+    after_help = "Examples:\n  sluice run examples/hello.lua --workspace /tmp/w\n  sluice flows\n  sluice flows edit\n  sluice policy explain 'fs:write:/tmp/w/.git/config' --workspace /tmp/w\n  sluice audit list --workspace /tmp/w\n  sluice replay last --workspace /tmp/w\n  sluice doctor\n  sluice mcp --workspace /tmp/w\n  sluice worker --temporal 127.0.0.1:7233 --task-queue agents --audit postgres://sluice@db:5432/record\n  sluice submit fix.lua --temporal 127.0.0.1:7233 --task-queue agents --workspace /shared/app --wait\n  sluice completions bash > ~/.local/share/bash-completion/completions/sluice\n  sluice man | man -l -"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -61,6 +63,8 @@ pub enum Command {
     Asks(fleet_ops::AsksArgs),
     #[cfg(feature = "fleet")]
     Answer(fleet_ops::AnswerArgs),
+    Completions(completions::CompletionsArgs),
+    Man(man::ManArgs),
 }
 
 /// `--policy NAME`: a file when one exists there, else a built-in policy
@@ -136,5 +140,7 @@ pub fn run_parsed(cli: Cli) -> ExitCode {
         Command::Asks(args) => fleet_ops::asks(args),
         #[cfg(feature = "fleet")]
         Command::Answer(args) => fleet_ops::answer(args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => man::man(args),
     }
 }

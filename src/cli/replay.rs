@@ -1,7 +1,7 @@
 //! `sluice replay` and `sluice resume`: re-run a recorded script against its
 //! record, or continue an interrupted run from where its record ends.
 
-use super::run::{drive, AuditRetry, Grants, RunArgs, RunOptions};
+use super::run::{drive, AuditRetry, Grants, RunArgs, RunOptions, Work};
 use crate::audit::db::{vals, Db};
 use crate::audit::lease;
 use crate::audit::open::{self, Opened};
@@ -188,11 +188,15 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
     if let Err(e) = runtime.before_output(move || held.flush()) {
         return settled(fail(format!("cannot hold the script's output: {e}")));
     }
-    let ended = drive(&runtime, async {
-        let ended = runtime.run_script(&script).await;
-        said.flush();
-        ended
-    });
+    let ended = drive(
+        &runtime,
+        async {
+            let ended = runtime.run_script(&script).await;
+            said.flush();
+            ended
+        },
+        Work::Script,
+    );
     let answered = runtime.replayed_calls() as usize;
     if runtime.halted().is_some() {
         // An interrupted run's record ends where it stopped: a replay
@@ -370,7 +374,7 @@ pub fn resume(args: ResumeArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(e.to_string()),
     };
-    let ended = drive(&runtime, runtime.run_script(&script));
+    let ended = drive(&runtime, runtime.run_script(&script), Work::Script);
     if runtime
         .halted()
         .is_some_and(|e| crate::audit::replay::record_unreachable(&e))

@@ -222,7 +222,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     match builder.build() {
         Ok(runtime) => {
             let live = otlp.and_then(|sender| exporter(sender, &args, runtime.run_id()));
-            let ended = drive(&runtime, runtime.run_script(&script));
+            let ended = drive(&runtime, runtime.run_script(&script), Work::Script);
             if let Some(live) = live {
                 live.finish();
             }
@@ -397,6 +397,17 @@ pub(crate) struct Ended {
 /// (see [`interrupt`]).
 const JOBS_GRACE_ON_STOP: Duration = Duration::from_millis(300);
 
+/// What `work` is, for how a stop signal ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// A script: a stop interrupts it.
+    Script,
+    /// The requests a served run answers (`sluice mcp`): a stop with no
+    /// request under way is its client ending the session (Claude Code and
+    /// Codex send SIGTERM or SIGINT once done), which ends the run `ok`.
+    Served,
+}
+
 /// Runs `work` (a script, or the requests a served run answers) to its
 /// end (or a stop signal), stops the run's jobs, records how it ended and
 /// says so on stderr. A stop signal ends the run within 2 s, sealed: by
@@ -405,6 +416,7 @@ const JOBS_GRACE_ON_STOP: Duration = Duration::from_millis(300);
 pub(crate) fn drive(
     runtime: &Runtime,
     work: impl std::future::Future<Output = Result<(), ScriptError>>,
+    kind: Work,
 ) -> Ended {
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -416,9 +428,47 @@ pub(crate) fn drive(
     if let Err(e) = interrupt::install_signal_handlers() {
         return usage(format!("cannot install signal handlers: {e}"));
     }
+    if let Err(e) = arm_backstop(runtime) {
+        return usage(format!("cannot start the stop backstop: {e}"));
+    }
+    let outcome = tokio.block_on(async {
+        tokio::select! {
+            result = work => result,
+            sig = interrupt::wait() => Err(ScriptError { message: format!("interrupted by {}", interrupt::name(sig)) }),
+        }
+    });
+    let cancelled = runtime.cancelled_tasks();
+    if !cancelled.is_empty() {
+        eprintln!(
+            "sluice: the script ended while task {} still ran; cancelled, each call it had under way stopped and recorded as cancelled (await a task with task:await() or sluice.all to let it finish)",
+            cancelled.join(", ")
+        );
+    }
+    let (status, exit, error) = ending(runtime, &outcome, kind);
+    if interrupt::requested().is_some() {
+        // The record first, then the jobs, briefly: one that ignores TERM
+        // must not hold the run past its bound.
+        close(runtime, status, error.as_deref());
+        tokio.block_on(async {
+            let _ = tokio::time::timeout(JOBS_GRACE_ON_STOP, runtime.shutdown()).await;
+        });
+        crate::exec::kill_all_groups();
+    } else {
+        // Background jobs end with the run, stopped and reaped.
+        tokio.block_on(runtime.shutdown());
+        close(runtime, status, error.as_deref());
+    }
+    // A name lookup still blocking on its thread must not hold the exit.
+    tokio.shutdown_background();
+    Ended { exit, error }
+}
+
+/// Arms the backstop of a stop signal: when the run cannot end by itself,
+/// it kills what the run started and seals the record `interrupted`.
+fn arm_backstop(runtime: &Runtime) -> std::io::Result<()> {
     let closer = runtime.closer();
     let containers = runtime.containers();
-    if let Err(e) = interrupt::arm_backstop(move |sig, why| {
+    interrupt::arm_backstop(move |sig, why| {
         crate::exec::kill_all_groups();
         containers.shutdown();
         let had_ended = closer.is_ended();
@@ -435,57 +485,41 @@ pub(crate) fn drive(
         if let Err(e) = sealed {
             eprintln!("sluice: the audit record could not be closed: {e}");
         }
-    }) {
-        return usage(format!("cannot start the stop backstop: {e}"));
-    }
-    let outcome = tokio.block_on(async {
-        tokio::select! {
-            result = work => result,
-            sig = interrupt::wait() => Err(ScriptError { message: format!("interrupted by {}", interrupt::name(sig)) }),
-        }
-    });
-    let cancelled = runtime.cancelled_tasks();
-    if !cancelled.is_empty() {
-        eprintln!(
-            "sluice: the script ended while task {} still ran; cancelled, each call it had under way stopped and recorded as cancelled (await a task with task:await() or sluice.all to let it finish)",
-            cancelled.join(", ")
-        );
-    }
+    })
+}
+
+/// The run's status, exit code and error, from how `work` ended.
+fn ending(
+    runtime: &Runtime,
+    outcome: &Result<(), ScriptError>,
+    kind: Work,
+) -> (&'static str, ExitCode, Option<String>) {
     // Whatever the script was doing when a stop came, it has been dropped.
-    let (status, exit, error) = if let Some(sig) = interrupt::requested() {
+    if let Some(sig) = interrupt::requested() {
+        if kind == Work::Served && !interrupt::served_call_at_stop() {
+            eprintln!(
+                "sluice: the client ended the session ({} with no call under way); the run ended ok",
+                interrupt::name(sig)
+            );
+            return ("ok", ExitCode::SUCCESS, None);
+        }
         let msg = format!(
             "interrupted by {}; the run stopped between flow steps",
             interrupt::name(sig)
         );
-        ("interrupted", ExitCode::from(128 + sig as u8), Some(msg))
-    } else if let Some(halt) = runtime.halted() {
-        let msg = match &outcome {
+        return ("interrupted", ExitCode::from(128 + sig as u8), Some(msg));
+    }
+    if let Some(halt) = runtime.halted() {
+        let msg = match outcome {
             Err(e) if e.message.contains(halt.message.as_str()) => e.message.clone(),
             _ => halt.to_string(),
         };
-        ("failed", ExitCode::from(1), Some(msg))
-    } else {
-        match &outcome {
-            Ok(()) => ("ok", ExitCode::SUCCESS, None),
-            Err(e) => ("failed", ExitCode::from(1), Some(e.message.clone())),
-        }
-    };
-    if status == "interrupted" {
-        // The record first, then the jobs, briefly: one that ignores TERM
-        // must not hold the run past its bound.
-        close(runtime, status, error.as_deref());
-        tokio.block_on(async {
-            let _ = tokio::time::timeout(JOBS_GRACE_ON_STOP, runtime.shutdown()).await;
-        });
-        crate::exec::kill_all_groups();
-    } else {
-        // Background jobs end with the run, stopped and reaped.
-        tokio.block_on(runtime.shutdown());
-        close(runtime, status, error.as_deref());
+        return ("failed", ExitCode::from(1), Some(msg));
     }
-    // A name lookup still blocking on its thread must not hold the exit.
-    tokio.shutdown_background();
-    Ended { exit, error }
+    match outcome {
+        Ok(()) => ("ok", ExitCode::SUCCESS, None),
+        Err(e) => ("failed", ExitCode::from(1), Some(e.message.clone())),
+    }
 }
 
 /// Says how the run ended and seals its record.

@@ -327,11 +327,19 @@ impl Declaration {
         let env = self.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
         let out = engine.output(&args, env, None, START_LIMIT).await?;
         if !out.status.success() {
+            let words = super::engine::said(&out);
+            // The refusal a default configuration gives on some hosts says
+            // nothing of its fix by itself.
+            let fix = match super::check::rlimit_refused(&words) {
+                Some(_) => format!(
+                    ". Fix: {}",
+                    super::check::advice(&engine.kind, &self.image, &words)
+                ),
+                None => String::new(),
+            };
             return Err(format!(
-                "{} could not start container {name} from image {}: {}",
-                engine.kind,
-                self.image,
-                super::engine::said(&out)
+                "{} could not start container {name} from image {}: {words}{fix}",
+                engine.kind, self.image,
             ));
         }
         let t = Transport {

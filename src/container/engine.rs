@@ -178,9 +178,10 @@ fn is_executable(p: &Path) -> bool {
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Whether engine `kind` works here (`ENGINE ps` answers): its version, or
-/// why not, in its own words. For `sluice doctor`.
-pub fn probe(kind: &str) -> Result<String, String> {
+/// Whether engine `kind` answers here (`ENGINE ps` succeeds): the engine
+/// and its program and version, or why not, in its own words. For `sluice
+/// doctor`, which then starts a container with it ([`super::check`]).
+pub fn probe(kind: &str) -> Result<(Engine, String), String> {
     let engine = Engine::find(kind)?;
     let limit = Duration::from_secs(20);
     let version = engine.output_blocking(&["--version".into()], limit)?;
@@ -193,5 +194,6 @@ pub fn probe(kind: &str) -> Result<String, String> {
         ));
     }
     let version = String::from_utf8_lossy(&version.stdout);
-    Ok(format!("{} ({})", engine.program.display(), version.trim()))
+    let what = format!("{} ({})", engine.program.display(), version.trim());
+    Ok((engine, what))
 }

@@ -3,6 +3,8 @@
 //!
 //! - [`engine`]: `podman` or `docker`, and the only host variables their
 //!   processes get;
+//! - [`check`]: whether an engine starts a container here (`sluice
+//!   doctor`), and what to do when it does not;
 //! - [`transport`]: a request becomes `ENGINE exec ... NAME sh -lc ...`;
 //! - [`declared`]: containers a policy declares and the run starts itself;
 //! - [`Containers`]: one run's routes: which names it can reach, the
@@ -20,6 +22,7 @@
 //! result says too. The transport process runs on the host, but no
 //! confined host command can reach the engine's socket or storage.
 
+pub mod check;
 pub mod declared;
 pub mod engine;
 pub mod files;

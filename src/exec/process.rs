@@ -999,6 +999,13 @@ pub async fn run(spec: Spec) -> Outcome {
         _ = abort_fut => cause = Some(Cause::Abort),
         sig = crate::interrupt::signalled() => cause = Some(Cause::Interrupt(sig)),
     }
+    // A command that the stop's own signal reached (sent to a whole group)
+    // ended by it before sluice stopped it: it was stopped all the same.
+    if let (None, Some(sig), Some(Ok(s))) = (&cause, crate::interrupt::requested(), &status) {
+        if s.signal().is_some() {
+            cause = Some(Cause::Interrupt(sig));
+        }
+    }
 
     // From here on the group is being wound down: TERM now (to the command on
     // a timeout/abort, to its leftovers after a normal exit), KILL at the

@@ -89,6 +89,14 @@ const TAIL: &str = "--- Calls any flow by name (\"http-post\" or \"http_post\").
 ---@return table?, sluice.Error?
 function sluice.call(name, input) end
 
+--- Tool definitions for sluice.model's `tools` (and sluice.agent's): each
+--- flow named becomes `{name, description, input}` from its schema; a tool
+--- table `{name, description, input, run}` (a Lua tool) is kept as it is.
+--- A name that is no flow raises, listing the flows.
+---@param list (string|sluice.Tool)[]
+---@return sluice.Tool[]
+function sluice.tools(list) end
+
 --- Named credential `name` as an opaque value for a `headers` or `env` entry
 --- (fetch, http_post, webfetch, bash): its secret never reaches the script or
 --- the record. Sending it needs cred:use:NAME@ORIGIN (cred:use:NAME@command

@@ -21,6 +21,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::time::Duration;
 
+/// What each `stopReason` value means: the model flow's schema says it, and
+/// so `sluice flows model` and lua/sluice.d.lua.
+pub const STOP_REASONS: &str = "Why it stopped: `end_turn`, a final answer (OpenAI's `stop`); `tool_use`, it asks \
+for the toolCalls (run them and call again with their results); `max_tokens`, it reached maxTokens and the text is \
+cut (raise maxTokens or ask for less); `stop_sequence`, a stop sequence ended it; `content_filter`, the provider's \
+filter or the model refused (Anthropic's `refusal`, OpenAI's `content_filter`); `other`, any other reason the \
+provider gave (Anthropic's `pause_turn`, for one) or none.";
+
 /// Milliseconds a call may take when the caller does not say: two minutes.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 /// The most a caller may ask for: ten minutes.
@@ -105,7 +113,7 @@ impl Flow for Model {
                     "stopReason",
                     super::choice(
                         &["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "other"],
-                        "Why it stopped: a final answer, tool calls, the token limit, a stop sequence, a refusal, or something else.",
+                        STOP_REASONS,
                     ),
                 ),
                 ("usage", nested("ModelUsage", "Tokens the call used.", usage)),

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// The Lua modules shipped in `lua/`, by module name.
-const BUNDLED: &[(&str, &str)] = &[
+pub(crate) const BUNDLED: &[(&str, &str)] = &[
     ("sluice.retry", include_str!("../../lua/sluice/retry.lua")),
     ("sluice.agent", include_str!("../../lua/sluice/agent.lua")),
     ("sluice.policy", include_str!("../../lua/sluice/policy.lua")),

@@ -2,7 +2,8 @@
 //! `/mcp` alone, checks the bearer token (there always is one) and refuses
 //! the connections of the run's own processes. `Origin` is checked as the
 //! spec requires against DNS rebinding: a browser page on another origin
-//! gets 403, whatever it resolved the name to.
+//! gets 403, whatever it resolved the name to. A session's end (DELETE) is
+//! answered 200, as the official clients expect.
 
 use super::handler::Server;
 use super::peer::{of_the_run, Holder};
@@ -69,7 +70,15 @@ pub async fn serve(server: Server, listener: tokio::net::TcpListener, token: Str
                     if let Some(refusal) = front(&req, &token, &holder) {
                         return Ok::<_, Infallible>(refusal);
                     }
-                    tower_service::Service::call(&mut mcp, req).await
+                    let ends_session = req.method() == hyper::Method::DELETE;
+                    let mut reply = tower_service::Service::call(&mut mcp, req).await?;
+                    if ends_session && reply.status() == hyper::StatusCode::ACCEPTED {
+                        // rmcp answers a session's end 202 Accepted; the
+                        // official clients take 200 (or 204) as ended and
+                        // warn at anything else.
+                        *reply.status_mut() = hyper::StatusCode::OK;
+                    }
+                    Ok(reply)
                 }
             });
             let _ = hyper::server::conn::http1::Builder::new()

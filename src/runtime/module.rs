@@ -36,7 +36,45 @@ pub fn build(lua: &Lua, core: Rc<Core>, args: &[String], others: Others) -> mlua
     m.set("sleep", sleep_function(lua, core.clone())?)?;
     m.set("credential", super::credential::function(lua)?)?;
     m.set("test_runner", test_runner(lua, &core)?)?;
+    m.set_metatable(Some(unknown_names(lua, &core)?));
     Ok(m)
+}
+
+/// The module's metatable: a name it does not hold raises "no flow named
+/// NAME", listing the flows, where Lua would say "attempt to call a nil
+/// value (field 'NAME')" only once the call is made; a bundled module's
+/// name says how to `require` it. The module's own optional field
+/// (`test_runner`) stays nil.
+fn unknown_names(lua: &Lua, core: &Core) -> mlua::Result<Table> {
+    let flows: Vec<String> = core
+        .registry()
+        .specs()
+        .map(|s| s.name.replace('-', "_"))
+        .collect();
+    let modules = lua.create_table()?;
+    for (name, _) in crate::luastate::BUNDLED {
+        if let Some(short) = name.strip_prefix("sluice.") {
+            modules.set(short, *name)?;
+        }
+    }
+    let index: Function = lua
+        .load(
+            r#"local flows, modules = ...
+            return function(_, name)
+              if name == "test_runner" then return nil end
+              local module = modules[name]
+              local hint = module
+                and (("; %s is a module: local %s = require(%q)"):format(module, name, module))
+                or " (sluice.call(name, input) calls one by a name held in a variable)"
+              error(("sluice.%s: no flow named %s; the flows are %s%s")
+                :format(tostring(name), tostring(name), flows, hint), 2)
+            end"#,
+        )
+        .set_name("=sluice")
+        .call((flows.join(", "), modules))?;
+    let meta = lua.create_table()?;
+    meta.set("__index", index)?;
+    Ok(meta)
 }
 
 /// `sluice.test_runner`: the runner the host declared for `sluice.test`

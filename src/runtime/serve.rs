@@ -406,6 +406,9 @@ struct Request {
     bound: RefCell<Option<(String, tokio::task::JoinHandle<()>)>>,
     /// The Lua tools' input schemas.
     inputs: Rc<RefCell<HashMap<String, Value>>>,
+    /// Held until the outcome is sent: a stop signal that finds no request
+    /// under way ends the run as its client meant ([`crate::interrupt::Serving`]).
+    under_way: RefCell<Option<crate::interrupt::Serving>>,
 }
 
 /// A request's work: what it runs, on what, for whom.
@@ -439,6 +442,7 @@ impl Request {
             callers,
             bound: RefCell::new(None),
             inputs,
+            under_way: RefCell::new(Some(crate::interrupt::Serving::start())),
         }
     }
 
@@ -483,6 +487,7 @@ impl Request {
         if let Some(tx) = self.reply.borrow_mut().take() {
             let _ = tx.send(outcome);
         }
+        self.under_way.borrow_mut().take();
         if let Some((task, watch)) = self.bound.borrow_mut().take() {
             watch.abort();
             self.core.release_task(&task);

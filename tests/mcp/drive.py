@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sys
 import time
@@ -240,6 +241,28 @@ async def scenario_job(a):
         kill = seen(await c.call_tool("job_kill", {"jobId": job}))
         wait = seen(await c.call_tool("job_wait", {"jobId": job, "timeoutMs": 5000}))
         return {"started": started, "read": read, "kill": kill, "wait": wait}
+
+
+async def scenario_terminate(a):
+    """A session the client ends: it lists the tools, then closes, which
+    sends DELETE over HTTP. What the client logged at warning level or above
+    while it did (the Python client warns when the server's answer to the
+    DELETE is not one it expects)."""
+    warned: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            warned.append(record.getMessage())
+
+    keep = Keep(level=logging.WARNING)
+    logging.getLogger("mcp").addHandler(keep)
+    try:
+        async with connect(a) as c:
+            tools = (await c.list_tools()).tools
+            session = c.protocol_version
+    finally:
+        logging.getLogger("mcp").removeHandler(keep)
+    return {"protocol": session, "tools": len(tools), "warnings": warned}
 
 
 def error_of(e: MCPError) -> dict:

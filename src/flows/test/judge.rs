@@ -151,7 +151,7 @@ const UNITTEST_FAILED_LOAD: &str = "unittest.loader._FailedTest.";
 /// failed to import or load: pytest's collection errors, jest's "Test
 /// suite failed to run", vitest's failed loads) or unittest's stand-in for
 /// a module it could not load: no test of it ran.
-fn load_failure(f: &super::report::Failure) -> bool {
+pub(super) fn load_failure(f: &super::report::Failure) -> bool {
     f.file.as_deref() == Some(f.name.as_str()) || f.name.starts_with(UNITTEST_FAILED_LOAD)
 }
 

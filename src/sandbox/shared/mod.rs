@@ -545,6 +545,10 @@ fn serve_replies(
             Ok(())
         });
     }
+    // A group of its own: a terminal's Ctrl-C goes to sluice's group, and
+    // must not kill the sandbox (and every command in it) before sluice
+    // stops the commands itself and records them stopped.
+    command.process_group(0);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
