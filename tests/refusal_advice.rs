@@ -173,3 +173,29 @@ fn a_refused_script_is_named_in_the_callers_words() {
     let passed = call(&ws, &p, input, &["--approve", &patterns[0]]);
     assert_eq!(passed["stdout"], "42\ndone\n", "{passed}");
 }
+
+/// A wrapper does not hide what it runs: `env git push origin main` is
+/// refused by the deny rule on `git push`, and the refusal names that rule
+/// and where it is written, not "no rule matched".
+#[test]
+fn a_refusal_through_env_names_the_deny_rule_on_what_env_runs() {
+    let ws = workspace();
+    let p = policy(
+        &ws,
+        "p.lua",
+        "local p = require(\"sluice.policy\")\nreturn { rules = {\n  p.allow \"proc:spawn:*\",\n  p.deny(\"proc:spawn:git push *\", \"pushing is for people\"),\n}, otherwise = \"ask\" }\n",
+    );
+    let refused = call(&ws, &p, r#"{command = "env git push origin main"}"#, &[]);
+    assert_eq!(refused["code"], "permission_denied", "{refused}");
+    assert_eq!(
+        refused["by"],
+        format!("deny \"proc:spawn:git push *\" (rules[2] of {p})").as_str()
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("for `git push origin main` in the line: pushing is for people."),
+        "{refused}"
+    );
+}
