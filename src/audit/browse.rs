@@ -264,6 +264,11 @@ pub fn each_call_of(
     Ok(())
 }
 
+/// How many calls run `run` holds.
+pub fn call_count(db: &dyn Db, run: &str) -> Result<i64, String> {
+    rows::call_count(db, run).map_err(rows::db)
+}
+
 /// Run `id` as the views show it, or what to do when there is none.
 pub fn run(db: &dyn Db, id: &str) -> Result<super::show::Run, String> {
     Ok(super::show::Run::of(&rows::load_run(db, id)?))

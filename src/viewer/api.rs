@@ -53,8 +53,8 @@ pub fn answer(r: &Reader, path: &str, query: &HashMap<String, String>) -> Result
         ["api", "runs", run] => summary(r, run).map_err(found),
         ["api", "runs", run, "state"] => {
             let shown = browse::run(r.db, run).map_err(found)?;
-            let page = browse::page(r.db, run, &Filter::default(), 0, 0).map_err(found)?;
-            Ok(json!({"status": shown.status, "calls": page.total}))
+            let calls = browse::call_count(r.db, run).map_err(found)?;
+            Ok(json!({"status": shown.status, "calls": calls}))
         }
         ["api", "runs", run, "verify"] => verdict(r, run)
             .map_err(found)
@@ -137,7 +137,7 @@ pub fn worker(db: &dyn Db, run: &str) -> Option<String> {
 /// What a run's model calls spent.
 pub fn models(r: &Reader, run: &str) -> ModelTotals {
     let mut totals = ModelTotals::default();
-    let _ = browse::each_call_of(r.db, run, "model", |c| totals.add(&c));
+    let _ = browse::each_call_of(r.db, run, detail::model(), |c| totals.add(&c));
     totals
 }
 
@@ -147,7 +147,7 @@ pub fn summary(r: &Reader, run: &str) -> Result<Value, String> {
     let tasks = browse::tasks(r.db, run)?;
     let calls: i64 = tasks.iter().map(|(_, n)| n).sum();
     let mut plan = Value::Null;
-    browse::each_call_of(r.db, run, "update_plan", |c| {
+    browse::each_call_of(r.db, run, detail::plan(), |c| {
         if let Some(p) = r.facts.plan(&c.flow, &c.input) {
             plan = p.clone();
         }
@@ -168,10 +168,7 @@ pub fn summary(r: &Reader, run: &str) -> Result<Value, String> {
 /// Run `run`'s verdict, verified again only when its rows changed.
 pub fn verdict(r: &Reader, run: &str) -> Result<Verdict, String> {
     let stored = browse::run(r.db, run)?;
-    let count = browse::tasks(r.db, run)?
-        .iter()
-        .map(|(_, n)| n)
-        .sum::<i64>();
+    let count = browse::call_count(r.db, run)?;
     let key = format!("{}:{:?}:{count}", stored.status, stored.seal);
     if let Some((k, v)) = r.verdicts.0.lock().ok().and_then(|m| m.get(run).cloned()) {
         if k == key {
@@ -232,7 +229,7 @@ pub fn whole(c: &Call, facts: &dyn FlowFacts, problem: Option<&verify::Problem>)
     let mut v = detail::bounded(&serde_json::to_value(c).unwrap_or_default(), &at);
     v["diff"] = json!(detail::diff(&c.flow, &c.input));
     v["streams"] = detail::bounded(&json!(detail::streams(c.output.as_ref())), &at);
-    v["conversation"] = match c.model_use().is_some() || c.flow == "model" {
+    v["conversation"] = match c.model_use().is_some() || c.flow == detail::model() {
         true => detail::bounded(
             &json!(detail::conversation(&c.input, c.output.as_ref())),
             &at,

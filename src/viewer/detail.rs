@@ -2,7 +2,28 @@
 //! command's streams, a model call as its conversation; and every value
 //! cut to a bound, so a 10 MB output is a page that loads at once.
 
+use crate::flows::apply_patch::ApplyPatch;
+use crate::flows::edit::Edit;
+use crate::flows::model::Model;
+use crate::flows::update_plan::UpdatePlan;
+use crate::flows::write::Write;
+use crate::flows::Flow;
 use serde_json::{json, Map, Value};
+
+/// Flow `F`'s name, as the record keeps it.
+pub fn name<F: Flow>() -> &'static str {
+    F::SPEC.name
+}
+
+/// The flow whose calls are model calls (their conversation is shown).
+pub fn model() -> &'static str {
+    name::<Model>()
+}
+
+/// The flow whose calls set the run's plan.
+pub fn plan() -> &'static str {
+    name::<UpdatePlan>()
+}
 
 /// The longest string a view holds whole; the rest is said, not sent.
 pub const TEXT_BOUND: usize = 64 * 1024;
@@ -46,8 +67,10 @@ type Line = (&'static str, String);
 pub fn diff(flow: &str, input: &Value) -> Option<Value> {
     let text = |k: &str| input.get(k).and_then(Value::as_str);
     let files: Vec<(String, Vec<Line>)> = match flow {
-        "write" => vec![(text("path")?.to_string(), lines_of(text("content")?, "add"))],
-        "edit" => {
+        f if f == name::<Write>() => {
+            vec![(text("path")?.to_string(), lines_of(text("content")?, "add"))]
+        }
+        f if f == name::<Edit>() => {
             let new = text("newString")?;
             let old = text("oldString").or_else(|| text("expect"));
             let mut lines = match old {
@@ -59,7 +82,7 @@ pub fn diff(flow: &str, input: &Value) -> Option<Value> {
             }
             vec![(text("path")?.to_string(), lines)]
         }
-        "apply_patch" => patch(text("input")?),
+        f if f == name::<ApplyPatch>() => patch(text("input")?),
         _ => return None,
     };
     Some(Value::Array(
