@@ -62,6 +62,13 @@ fn open(browser: &Browser, url: &str) -> Page {
     page
 }
 
+/// Opens `url` and waits until `js` holds, saying `what` it waited for.
+fn open_until(browser: &Browser, url: &str, js: &str, what: &str) -> Page {
+    let page = open(browser, url);
+    until(&page, js, what);
+    page
+}
+
 /// Waits until `js` is truthy on `page`, failing the test with `what`.
 fn until(page: &Page, js: &str, what: &str) {
     page.wait_for(js, WAIT)
@@ -264,12 +271,7 @@ both_stores! {
             &store.env(),
         );
         let browser = Browser::start();
-        let page = open(&browser, &format!("{}/#/", viewer.origin()));
-        until(
-            &page,
-            "document.querySelectorAll('tr.run td.verified[data-state=intact]').length === 2",
-            "both runs verified",
-        );
+        let page = open_until(&browser, &format!("{}/#/", viewer.origin()), "document.querySelectorAll('tr.run td.verified[data-state=intact]').length === 2", "both runs verified");
         assert_eq!(page.count("table#runs tr.run").unwrap(), 2);
         let kind = if store.kind == Kind::Sqlite { "sqlite" } else { "postgres" };
         for (id, status, calls) in [(&ok, "ok", "3"), (&failed, "failed", "1")] {
@@ -300,9 +302,9 @@ fn concurrent_calls_show_as_overlapping_bars_in_their_own_lanes() {
     );
     let viewer = serve(ws.path());
     let browser = Browser::start();
-    let page = open(&browser, &viewer.run_url(&run));
-    until(
-        &page,
+    let page = open_until(
+        &browser,
+        &viewer.run_url(&run),
         "document.querySelectorAll('#timeline .lane .bar').length === 3",
         "three bars",
     );
@@ -381,9 +383,9 @@ fn a_denied_call_shows_its_rule_and_the_policy_file_and_line() {
     );
     let viewer = serve(ws.path());
     let browser = Browser::start();
-    let page = open(&browser, &viewer.call_url(&run, 2));
-    until(
-        &page,
+    let page = open_until(
+        &browser,
+        &viewer.call_url(&run, 2),
         "document.querySelector('#call-decision .decision .rule')",
         "the decision",
     );
@@ -435,9 +437,9 @@ fn an_edit_shows_its_diff() {
     );
     let viewer = serve(ws.path());
     let browser = Browser::start();
-    let page = open(&browser, &viewer.call_url(&run, 2));
-    until(
-        &page,
+    let page = open_until(
+        &browser,
+        &viewer.call_url(&run, 2),
         "document.querySelector('#call-diff .add')",
         "the diff",
     );
@@ -472,9 +474,9 @@ fn a_model_call_shows_its_conversation_and_tokens() {
     );
     let viewer = serve(ws.path());
     let browser = Browser::start();
-    let page = open(&browser, &viewer.call_url(&run, 1));
-    until(
-        &page,
+    let page = open_until(
+        &browser,
+        &viewer.call_url(&run, 1),
         "document.querySelectorAll('#call-conversation .message').length >= 2",
         "the conversation",
     );
@@ -537,9 +539,9 @@ fn a_tampered_row_shows_the_break_at_that_call() {
     );
     let viewer = serve(ws.path());
     let browser = Browser::start();
-    let page = open(&browser, &viewer.run_url(&run));
-    until(
-        &page,
+    let page = open_until(
+        &browser,
+        &viewer.run_url(&run),
         "document.querySelector('#integrity[data-state=broken]')",
         "the break",
     );
@@ -563,9 +565,9 @@ fn a_tampered_row_shows_the_break_at_that_call() {
     assert_eq!(row_ns(&page), [1, 2, 3]);
     page.screenshot("run-tampered").unwrap();
     page.assert_clean("the run page");
-    let runs = open(&browser, &format!("{}/#/", viewer.origin()));
-    until(
-        &runs,
+    let runs = open_until(
+        &browser,
+        &format!("{}/#/", viewer.origin()),
         "document.querySelector('td.verified[data-state=broken]')",
         "the runs page's verdict",
     );
@@ -592,9 +594,9 @@ fn a_run_in_progress_gains_rows_without_a_reload() {
     let run = last_run(ws.path());
     let viewer = serve(ws.path());
     let browser = Browser::start();
-    let page = open(&browser, &viewer.run_url(&run));
-    until(
-        &page,
+    let page = open_until(
+        &browser,
+        &viewer.run_url(&run),
         "document.querySelector('#calls .row[data-n=\"1\"]')",
         "the first row",
     );
@@ -689,9 +691,9 @@ fn the_list_of_5000_calls_keeps_few_rows_in_the_dom_and_scrolls_to_the_last() {
     );
     let viewer = serve(ws.path());
     let browser = Browser::start();
-    let page = open(&browser, &viewer.run_url(&run));
-    until(
-        &page,
+    let page = open_until(
+        &browser,
+        &viewer.run_url(&run),
         "document.querySelector('#calls .row[data-n=\"1\"]')",
         "the first row",
     );
@@ -728,9 +730,9 @@ fn the_html_report_opens_offline_from_a_file_and_shows_the_same_run() {
     // The served viewer, for comparison.
     let viewer = serve(ws.path());
     let browser = Browser::start();
-    let served = open(&browser, &viewer.call_url(&run, 7));
-    until(
-        &served,
+    let served = open_until(
+        &browser,
+        &viewer.call_url(&run, 7),
         "document.querySelector('#call-decision .rule')",
         "the served decision",
     );
