@@ -178,7 +178,9 @@ const PROBE: &str = probe!();
 /// regular file of at most `$2` bytes, up to `$2 + 1` of its bytes read
 /// from that descriptor. A pipe is not opened (that would wait for a
 /// writer). Missing: what [`PROBE`] prints. A file removed while it was
-/// opened is [`GONE`].
+/// opened is [`GONE`], and so is one that could not be opened but can be
+/// now (a folder on its way was swapped for that instant): the call met
+/// a move, not a failure of its own.
 const OPEN: &str = concat!(
     r#"f=$1; max=$2
 if [ -p "$f" ]; then r=$(readlink -f -- "$f"); printf '%s\0%s\0fifo|0|0\n' "$r" "$r"; exit 0; fi
@@ -190,7 +192,7 @@ if { command exec 3<"$f"; } 2>/dev/null; then
   case $info in "regular file|"*) s=${info#*|}; s=${s%|*}; [ "$s" -gt "$max" ] || head -c $((max + 1)) <&3;; esac
   exit 0
 fi
-if [ -e "$f" ]; then head -c 0 -- "$f"; exit 1; fi
+if [ -e "$f" ]; then head -c 0 -- "$f" || exit 1; printf 'sluice-gone:%s' "$f" >&2; exit 4; fi
 "#,
     probe!()
 );
