@@ -10,6 +10,7 @@ mod common;
 #[path = "common/containers.rs"]
 mod containers;
 
+use common::guide::{fenced_blocks, file_name, guide_page, guide_pages, Block};
 use common::{run_lua, sluice_bin, workspace};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -18,68 +19,6 @@ const POLICIES_MD: &str = include_str!("../docs/policies.md");
 
 /// README's most lines: a front page, the guide holds the rest.
 const README_MOST_LINES: usize = 200;
-
-/// The guide's pages, `docs/*.md`, by name, with their text.
-fn guide_pages() -> Vec<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
-    let mut pages: Vec<(String, String)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .map(|p| {
-            let name = format!("docs/{}", p.file_name().unwrap().to_string_lossy());
-            (name, std::fs::read_to_string(&p).unwrap())
-        })
-        .collect();
-    pages.sort();
-    pages
-}
-
-fn guide_page(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("docs")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// A fenced block of a Markdown page: its info string and its text.
-struct Block {
-    info: String,
-    text: String,
-}
-
-fn fenced_blocks(page: &str) -> Vec<Block> {
-    let mut blocks = Vec::new();
-    let mut open: Option<Block> = None;
-    for line in page.lines() {
-        match open.as_mut() {
-            None => {
-                if let Some(info) = line.strip_prefix("```") {
-                    open = Some(Block {
-                        info: info.trim().to_string(),
-                        text: String::new(),
-                    });
-                }
-            }
-            Some(block) if line.starts_with("```") => {
-                let _ = block;
-                blocks.push(open.take().expect("open block"));
-            }
-            Some(block) => {
-                block.text.push_str(line);
-                block.text.push('\n');
-            }
-        }
-    }
-    assert!(open.is_none(), "a page has an unclosed code block");
-    blocks
-}
-
-/// The `file=NAME` of a block's info string.
-fn file_name(info: &str) -> Option<&str> {
-    info.split_whitespace()
-        .find_map(|w| w.strip_prefix("file="))
-}
 
 #[test]
 fn every_lua_block_of_the_policy_guide_is_a_file_the_test_runs() {
