@@ -324,3 +324,38 @@ fn with_a_declared_runner_the_example_agent_tests_through_the_test_flow() {
         ["read", "ls", "grep", "edit", "apply_patch", "bash", "test"]
     );
 }
+
+/// The agent commands of getting started and of the models chapter, run
+/// as the pages show them (the scripted model's port for the page's 8080, a
+/// scratch folder for `/tmp/calc`): the agent makes the tests pass, and the
+/// models chapter's replay answers every turn from the record.
+#[test]
+fn the_guides_agent_commands_run_as_the_pages_show() {
+    need_program("python3", "apt-get install -y python3");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (page, name) in [
+        ("getting-started.md", "first-agent.sh"),
+        ("models.md", "agent.sh"),
+    ] {
+        let mut server = ModelServer::respond(coder);
+        let scratch = tempfile::tempdir().unwrap();
+        let calc = scratch.path().join("calc");
+        let port = format!("127.0.0.1:{}", server.port());
+        let block = common::guide::named_block(page, name);
+        let out = common::guide::run_shell_block(
+            &block,
+            &[("127.0.0.1:8080", &port), ("/tmp/calc", calc.to_str().unwrap())],
+            repo,
+        );
+        server.stop();
+        let said = text(&out);
+        assert!(out.status.success(), "{name}: {said}");
+        assert!(!said.contains("UNEXPECTED"), "{name}: {said}");
+        assert!(said.contains("the tests pass"), "{name}: {said}");
+        let fixed = std::fs::read_to_string(calc.join("calc.py")).unwrap();
+        assert!(fixed.contains("return sum(values) / len(values)\n"), "{name}: {fixed}");
+        if name == "agent.sh" {
+            assert_eq!(said.matches("final after 6 turns").count(), 2, "{said}");
+        }
+    }
+}

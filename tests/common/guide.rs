@@ -79,3 +79,28 @@ pub fn named_block(page: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("docs/{page} shows no block named file={name}"))
         .text
 }
+
+/// Runs a shell block of the guide as a person would paste it, with each
+/// `(from, to)` of `swaps` replaced first (the test's own port for the
+/// page's `127.0.0.1:8080`, a scratch folder for its `/tmp/calc`): by
+/// `bash -eu` in `cwd`, the `sluice` under test first on `PATH`.
+pub fn run_shell_block(
+    text: &str,
+    swaps: &[(&str, &str)],
+    cwd: &Path,
+) -> std::process::Output {
+    let mut script = text.to_string();
+    for (from, to) in swaps {
+        assert!(script.contains(from), "the block has no {from:?}:\n{text}");
+        script = script.replace(from, to);
+    }
+    let bin_dir = super::sluice_bin().parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+    std::process::Command::new("bash")
+        .args(["-eu", "-c", &script])
+        .current_dir(cwd)
+        .env("PATH", path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
