@@ -7,6 +7,8 @@
 //! Each test asserts what the page says the example prints or does.
 
 mod common;
+#[path = "common/containers.rs"]
+mod containers;
 #[path = "common/model_server.rs"]
 mod model_server;
 
@@ -52,9 +54,15 @@ fn stdout(out: &Output) -> String {
 
 /// `sluice ARGS` in `dir`, no terminal.
 fn sluice_at(dir: &Path, args: &[&str]) -> Output {
+    sluice_env(dir, args, &[])
+}
+
+/// `sluice ARGS` in `dir` with `env` added, no terminal.
+fn sluice_env(dir: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
     std::process::Command::new(common::sluice_bin())
         .current_dir(dir)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap()
@@ -204,4 +212,123 @@ fn the_explore_example_prints_its_finding_and_the_line_it_rests_on() {
         "delay() doubles from 0.5 s up to 8 s, with jitter\n  net/retry.py:4      return min(8.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.0)\n"
     );
     assert_eq!(server.count(), 3);
+}
+
+/// The policy rules chapter's two policies, with the tests shown beside
+/// them, pass `sluice policy test` as the page says they do: every test.
+#[test]
+fn the_policy_rules_chapters_policies_pass_their_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    write_blocks(
+        dir.path(),
+        "policy-rules.md",
+        &["shape.lua", "shape_test.lua", "reviewed.lua", "reviewed_test.lua"],
+        &[],
+    );
+    let out = sluice_at(dir.path(), &["policy", "test", "."]);
+    let text = stdout(&out);
+    assert!(text.contains("4 passed, 0 failed"), "{text}");
+}
+
+/// Confinement's `danger-full-access` example: with no terminal it is
+/// `permission_required` naming the flag; followed, that flag runs the
+/// command outside the sandbox (its write lands outside the workspace),
+/// and the same command without the ask stays confined.
+#[test]
+fn the_full_access_example_asks_and_its_flag_runs_it_unconfined() {
+    let ws = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("installed.txt");
+    std::fs::write(
+        ws.file("Makefile"),
+        format!("install:\n\techo installed > {}\n", target.display()),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_blocks(dir.path(), "confinement.md", &["install.lua"], &[]);
+    let ws_arg = ws.path().to_str().unwrap();
+    let refused = stdout(&sluice_at(dir.path(), &["run", "install.lua", "--workspace", ws_arg]));
+    assert!(
+        refused.starts_with("permission_required\t")
+            && refused.contains("installs into /usr/local")
+            && refused.contains("--approve 'proc:spawn:make install'"),
+        "{refused}"
+    );
+    assert!(!target.exists());
+    let approved = stdout(&sluice_at(
+        dir.path(),
+        &["run", "install.lua", "--workspace", ws_arg, "--approve", "proc:spawn:make install"],
+    ));
+    assert_eq!(approved, "0\n");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "installed\n");
+    std::fs::remove_file(&target).unwrap();
+    std::fs::write(dir.path().join("confined.lua"), "local r = assert(sluice.bash{command = \"make install\"})\nprint(r.exitCode)\n").unwrap();
+    let confined = stdout(&sluice_at(
+        dir.path(),
+        &["run", "confined.lua", "--workspace", ws_arg, "--approve", "proc:spawn:make install"],
+    ));
+    assert_ne!(confined, "0\n");
+    assert!(!target.exists());
+}
+
+/// The page's `localhost/app`: the test's busybox image with a `pytest`
+/// that prints a pytest summary, built once (offline, by `podman build`).
+fn app_image() -> &'static str {
+    const APP: &str = "localhost/sluice-guide-app";
+    static MADE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    MADE.get_or_init(|| {
+        let base = containers::image();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Containerfile"),
+            format!("FROM {base}\nRUN printf '#!/bin/sh\\necho \"1 passed in 0.01s\"\\n' > /bin/pytest && chmod 755 /bin/pytest\n"),
+        )
+        .unwrap();
+        let dir_arg = dir.path().to_str().unwrap();
+        let out = containers::podman(&["build", "-q", "-t", APP, dir_arg]);
+        assert!(out.status.success(), "podman build: {}", said(&out));
+    });
+    APP
+}
+
+/// The containers chapter's policy: `pytest` goes to the declared `box`
+/// (the run starts it, and removes it at the end), the rest stays on the
+/// host, and `audit show` names the route.
+#[test]
+fn the_containers_policy_routes_pytest_into_its_box_and_the_rest_to_the_host() {
+    common::need_program("podman", "apt-get install -y podman runc busybox-static");
+    let image = app_image();
+    let ws = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    write_blocks(dir.path(), "containers.md", &["box.lua"], &[("localhost/app", image)]);
+    std::fs::write(
+        dir.path().join("routes.lua"),
+        "local t = assert(sluice.bash{command = \"pytest -q\"})\nprint(t.stdout)\nlocal h = assert(sluice.bash{command = \"echo on the host\"})\nprint(h.stdout)\n",
+    )
+    .unwrap();
+    let ws_arg = ws.path().to_str().unwrap();
+    let env = containers::env();
+    let run = ["run", "routes.lua", "--policy", "box.lua", "--workspace", ws_arg];
+    assert_eq!(
+        stdout(&sluice_env(dir.path(), &run, &env)),
+        "1 passed in 0.01s\n\non the host\n\n"
+    );
+    let shown = stdout(&sluice_env(
+        dir.path(),
+        &["audit", "show", "last", "--workspace", ws_arg],
+        &env,
+    ));
+    let routed: Vec<&str> = shown.lines().filter(|l| l.contains("container:box")).collect();
+    assert_eq!(routed.len(), 1, "{shown}");
+    assert!(routed[0].contains("pytest -q"), "{shown}");
+    let runs = stdout(&sluice_env(
+        dir.path(),
+        &["audit", "list", "--json", "--workspace", ws_arg],
+        &env,
+    ));
+    let run_id = serde_json::from_str::<serde_json::Value>(&runs).unwrap()["runs"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(containers::of_run(&run_id).is_empty(), "the box outlived its run");
 }
