@@ -344,7 +344,10 @@ fn the_guides_agent_commands_run_as_the_pages_show() {
         let block = common::guide::named_block(page, name);
         let out = common::guide::run_shell_block(
             &block,
-            &[("127.0.0.1:8080", &port), ("/tmp/calc", calc.to_str().unwrap())],
+            &[
+                ("127.0.0.1:8080", &port),
+                ("/tmp/calc", calc.to_str().unwrap()),
+            ],
             repo,
         );
         server.stop();
@@ -353,7 +356,10 @@ fn the_guides_agent_commands_run_as_the_pages_show() {
         assert!(!said.contains("UNEXPECTED"), "{name}: {said}");
         assert!(said.contains("the tests pass"), "{name}: {said}");
         let fixed = std::fs::read_to_string(calc.join("calc.py")).unwrap();
-        assert!(fixed.contains("return sum(values) / len(values)\n"), "{name}: {fixed}");
+        assert!(
+            fixed.contains("return sum(values) / len(values)\n"),
+            "{name}: {fixed}"
+        );
         if name == "agent.sh" {
             assert_eq!(said.matches("final after 6 turns").count(), 2, "{said}");
         }

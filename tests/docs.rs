@@ -10,7 +10,9 @@ mod common;
 #[path = "common/containers.rs"]
 mod containers;
 
-use common::guide::{fenced_blocks, file_name, guide_page, guide_pages, Block};
+use common::guide::{
+    fenced_blocks, file_name, guide_page, guide_pages, named_block, run_shell_block, Block,
+};
 use common::{run_lua, sluice_bin, workspace};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -161,7 +163,9 @@ fn every_sluice_command_the_docs_show_parses() {
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
     let mut checked = 0;
     for (page, text) in &pages {
-        for block in fenced_blocks(text).iter().filter(|b| b.info == "sh") {
+        // A block named `file=NAME` is run whole by a test; these are lines.
+        let lines = |b: &&Block| b.info == "sh";
+        for block in fenced_blocks(text).iter().filter(lines) {
             for line in commands_of(&block.text) {
                 if !line.starts_with("sluice ") {
                     continue;
@@ -358,51 +362,48 @@ fn the_readme_is_a_front_page_that_links_into_the_guide() {
 }
 
 /// Getting started's first workflow and first policy, written from the
-/// page's own blocks, run as the page says: under the policy, and under the
-/// built-in default.
+/// page's own blocks and run by the page's own commands: under the
+/// built-in default, then under the policy, whose `explain` names the rule
+/// for `wc` and the deny for `git push`; then the look back at the record
+/// (its browser line stopped after 2 s, on a port of its own).
 #[test]
 fn getting_started_runs_as_the_page_says() {
-    let page = guide_page("getting-started.md");
-    let ws = workspace();
-    let dir = ws.path().parent().unwrap();
-    for block in fenced_blocks(&page) {
-        if let Some(name) = file_name(&block.info) {
-            std::fs::write(dir.join(name), &block.text).unwrap();
-        }
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["first.lua", "mine.lua"] {
+        let text = named_block("getting-started.md", name);
+        std::fs::write(dir.path().join(name), text).unwrap();
     }
-    for policy in [Some("mine.lua"), None] {
-        let mut cmd = Command::new(sluice_bin());
-        cmd.current_dir(dir).arg("run").arg("first.lua");
-        if let Some(p) = policy {
-            cmd.args(["--policy", p]);
-        }
-        let out = cmd.arg("--workspace").arg(ws.path()).output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{policy:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            stdout, "wrote 14 bytes\nhello, sluice\n14 hello.txt\n\n",
-            "{policy:?}"
-        );
+    let printed = "wrote 14 bytes\nhello, sluice\n14 hello.txt\n\n";
+    let run = |name: &str, swaps: &[(&str, &str)]| {
+        let out = run_shell_block(&named_block("getting-started.md", name), swaps, dir.path());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{name}: {stdout}{stderr}");
+        (stdout, stderr)
+    };
+    assert_eq!(run("first-run.sh", &[]).0, printed);
+    let (policy, _) = run("first-policy.sh", &[]);
+    assert!(policy.starts_with(printed), "{policy}");
+    assert!(
+        policy.contains("by:         allow \"proc:spawn:wc *\" (rules[4] of mine.lua)"),
+        "{policy}"
+    );
+    assert!(policy.contains("pushing is for people"), "{policy}");
+    let serve = "{ timeout -s INT 2 sluice audit serve --http 127.0.0.1:0 || [ $? = 124 ]; }";
+    let (back, said) = run("look-back.sh", &[("sluice audit serve", serve)]);
+    assert!(back.starts_with(printed), "{back}");
+    for shown in ["first.lua", "wc -c hello.txt", "verified intact"] {
+        assert!(back.contains(shown), "no {shown:?} in:\n{back}");
     }
-    let explained = Command::new(sluice_bin())
-        .current_dir(dir)
-        .args([
-            "policy",
-            "explain",
-            "proc:spawn:git push origin main",
-            "--policy",
-            "mine.lua",
-        ])
-        .arg("--workspace")
-        .arg(ws.path())
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&explained.stdout);
-    assert!(said.contains("pushing is for people"), "{said}");
+    assert_eq!(
+        back.matches(printed).count(),
+        2,
+        "the replay prints again:\n{back}"
+    );
+    assert!(
+        said.contains("sluice audit serve: http://127.0.0.1:"),
+        "{said}"
+    );
 }
 
 /// README's one short example, run under the built-in default policy in a
@@ -412,7 +413,7 @@ fn the_readme_example_runs_as_it_says() {
     let readme = include_str!("../README.md");
     let script = fenced_blocks(readme)
         .into_iter()
-        .find(|b| b.info == "lua" && b.text.contains("review.lua"))
+        .find(|b| file_name(&b.info) == Some("review.lua"))
         .expect("README shows review.lua")
         .text;
     let ws = workspace();

@@ -1,5 +1,8 @@
 //! The library API: a Rust program calls flows through the same door as Lua.
 
+mod common;
+
+use common::guide::{fenced_blocks, file_name, guide_page, named_block, run_shell_block};
 use serde_json::json;
 use sluice::{ErrorCode, Runtime};
 
@@ -754,27 +757,103 @@ fn the_embedding_example_runs_and_its_record_verifies() {
     assert!(verify.status.success());
 }
 
-/// Each Rust block of the guide's embedding page is the example's code,
-/// line for line, so the page shows what `cargo test` builds and runs.
+/// Each Rust block of the guide's embedding page (`file=embed.rs`) is the
+/// example's code, line for line, so the page shows what `cargo test`
+/// builds and runs.
 #[test]
 fn the_guides_rust_blocks_are_the_examples_code() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let page = std::fs::read_to_string(root.join("docs/embedding.md")).unwrap();
     let example = std::fs::read_to_string(root.join("examples/embed.rs")).unwrap();
     let lines: Vec<&str> = example.lines().map(str::trim).collect();
-    let mut blocks = Vec::new();
-    let mut open: Option<Vec<&str>> = None;
-    for line in page.lines() {
-        match (&mut open, line.starts_with("```")) {
-            (None, true) if line.trim() == "```rust" => open = Some(Vec::new()),
-            (Some(_), true) => blocks.extend(open.take()),
-            (Some(block), false) => block.push(line.trim()),
-            _ => {}
-        }
-    }
+    let blocks: Vec<String> = fenced_blocks(&guide_page("embedding.md"))
+        .into_iter()
+        .filter(|b| b.info.starts_with("rust"))
+        .map(|b| {
+            assert_eq!(file_name(&b.info), Some("embed.rs"), "{}", b.text);
+            b.text
+        })
+        .collect();
     assert!(blocks.len() >= 4, "found {} Rust blocks", blocks.len());
     for block in &blocks {
+        let block: Vec<&str> = block.lines().map(str::trim).collect();
         let found = lines.windows(block.len()).any(|w| w == block.as_slice());
         assert!(found, "not in examples/embed.rs:\n{}", block.join("\n"));
+    }
+}
+
+/// The page's `cargo run --example embed` (the example binary `cargo test`
+/// built, given a folder), then the page's commands on the record it
+/// made, with that folder's project for `/srv/app/project`: listed, shown,
+/// verified, and a replay that ends short, as the page says.
+#[test]
+fn the_guides_embedding_commands_run_as_the_page_says() {
+    let run = named_block("embedding.md", "embed-run.sh");
+    assert_eq!(run.trim(), "cargo run --example embed");
+    let example = common::sluice_bin()
+        .parent()
+        .unwrap()
+        .join("examples/embed");
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(&example)
+        .arg(dir.path())
+        .env_remove("SLUICE_AUDIT")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e} (cargo test builds it)", example.display()));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.starts_with(
+            "the workflow wrote: README.md: 3 lines\na write of README.md: permission_required\n"
+        ),
+        "{said}"
+    );
+    let project = dir.path().join("project");
+    let record = named_block("embedding.md", "embed-record.sh");
+    let out = run_shell_block(
+        &record,
+        &[("/srv/app/project", project.to_str().unwrap())],
+        dir.path(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    for shown in [
+        "summarize.lua",
+        "chain        sealed, verified intact",
+        "intact (4 calls, sealed)",
+    ] {
+        assert!(stdout.contains(shown), "no {shown:?} in:\n{stdout}");
+    }
+    assert!(
+        stderr.contains("the script ended after 2 of the 4 calls"),
+        "{stderr}"
+    );
+}
+
+/// The page's dependency line for sluice turns the default features off
+/// and names only features Cargo.toml declares.
+#[test]
+fn the_guides_dependency_table_names_features_sluice_has() {
+    let deps = named_block("embedding.md", "Cargo.toml");
+    let ours = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
+    let line = deps
+        .lines()
+        .find(|l| l.starts_with("sluice = {"))
+        .expect("the page's table names sluice");
+    assert!(line.contains("default-features = false"), "{line}");
+    let listed = line.split("features = [").nth(1).expect("features listed");
+    let listed = &listed[..listed.find(']').unwrap()];
+    let features = ours
+        .split("\n[features]\n")
+        .nth(1)
+        .expect("Cargo.toml has [features]");
+    let features = &features[..features.find("\n[").unwrap_or(features.len())];
+    for name in listed.split(',').map(|f| f.trim().trim_matches('"')) {
+        assert!(
+            features
+                .lines()
+                .any(|l| l.starts_with(&format!("{name} = "))),
+            "Cargo.toml declares no feature {name}"
+        );
     }
 }

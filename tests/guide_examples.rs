@@ -94,7 +94,14 @@ fn the_models_chapter_asks_a_model_streamed_then_with_tools_as_the_page_says() {
     let ws_arg = ws.path().to_str().unwrap();
     let out = sluice_at(
         dir.path(),
-        &["run", "ask.lua", "--policy", "models-policy.lua", "--workspace", ws_arg],
+        &[
+            "run",
+            "ask.lua",
+            "--policy",
+            "models-policy.lua",
+            "--workspace",
+            ws_arg,
+        ],
     );
     assert_eq!(
         stdout(&out),
@@ -124,7 +131,12 @@ fn the_models_chapters_policy_refuses_a_model_it_does_not_name() {
     let ws = workspace();
     let dir = tempfile::tempdir().unwrap();
     let (from, to) = port_swap(&server);
-    write_blocks(dir.path(), "models.md", &["models-policy.lua"], &[(from, &to)]);
+    write_blocks(
+        dir.path(),
+        "models.md",
+        &["models-policy.lua"],
+        &[(from, &to)],
+    );
     std::fs::write(
         dir.path().join("other.lua"),
         "local out, err = sluice.model{provider = \"local\", model = \"llama-3\", messages = {{role = \"user\", content = \"hi\"}}}\nprint(out, err.code)\n",
@@ -133,7 +145,14 @@ fn the_models_chapters_policy_refuses_a_model_it_does_not_name() {
     let ws_arg = ws.path().to_str().unwrap();
     let out = sluice_at(
         dir.path(),
-        &["run", "other.lua", "--policy", "models-policy.lua", "--workspace", ws_arg],
+        &[
+            "run",
+            "other.lua",
+            "--policy",
+            "models-policy.lua",
+            "--workspace",
+            ws_arg,
+        ],
     );
     assert_eq!(stdout(&out), "nil\tpermission_required\n");
     assert_eq!(server.count(), 0);
@@ -147,7 +166,10 @@ fn the_plan_example_is_shown_under_the_timeline() {
     let dir = tempfile::tempdir().unwrap();
     write_blocks(dir.path(), "models.md", &["plan.lua"], &[]);
     let ws_arg = ws.path().to_str().unwrap();
-    stdout(&sluice_at(dir.path(), &["run", "plan.lua", "--workspace", ws_arg]));
+    stdout(&sluice_at(
+        dir.path(),
+        &["run", "plan.lua", "--workspace", ws_arg],
+    ));
     let shown = stdout(&sluice_at(
         dir.path(),
         &["audit", "show", "last", "--workspace", ws_arg],
@@ -179,7 +201,11 @@ fn explorer(req: &Request) -> Answer {
     let results = tool_results(req);
     let last = results.last().map(|(_, c)| c.clone()).unwrap_or_default();
     match results.len() {
-        0 => Answer::json(openai_tools(vec![("c1", "grep", json!({"pattern": "def delay"}))])),
+        0 => Answer::json(openai_tools(vec![(
+            "c1",
+            "grep",
+            json!({"pattern": "def delay"}),
+        )])),
         1 if last.contains("net/retry.py:3: def delay(attempt):") => Answer::json(openai_tools(
             vec![("c2", "read", json!({"path": "net/retry.py"}))],
         )),
@@ -222,7 +248,12 @@ fn the_policy_rules_chapters_policies_pass_their_tests() {
     write_blocks(
         dir.path(),
         "policy-rules.md",
-        &["shape.lua", "shape_test.lua", "reviewed.lua", "reviewed_test.lua"],
+        &[
+            "shape.lua",
+            "shape_test.lua",
+            "reviewed.lua",
+            "reviewed_test.lua",
+        ],
         &[],
     );
     let out = sluice_at(dir.path(), &["policy", "test", "."]);
@@ -247,7 +278,10 @@ fn the_full_access_example_asks_and_its_flag_runs_it_unconfined() {
     let dir = tempfile::tempdir().unwrap();
     write_blocks(dir.path(), "confinement.md", &["install.lua"], &[]);
     let ws_arg = ws.path().to_str().unwrap();
-    let refused = stdout(&sluice_at(dir.path(), &["run", "install.lua", "--workspace", ws_arg]));
+    let refused = stdout(&sluice_at(
+        dir.path(),
+        &["run", "install.lua", "--workspace", ws_arg],
+    ));
     assert!(
         refused.starts_with("permission_required\t")
             && refused.contains("installs into /usr/local")
@@ -257,15 +291,33 @@ fn the_full_access_example_asks_and_its_flag_runs_it_unconfined() {
     assert!(!target.exists());
     let approved = stdout(&sluice_at(
         dir.path(),
-        &["run", "install.lua", "--workspace", ws_arg, "--approve", "proc:spawn:make install"],
+        &[
+            "run",
+            "install.lua",
+            "--workspace",
+            ws_arg,
+            "--approve",
+            "proc:spawn:make install",
+        ],
     ));
     assert_eq!(approved, "0\n");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "installed\n");
     std::fs::remove_file(&target).unwrap();
-    std::fs::write(dir.path().join("confined.lua"), "local r = assert(sluice.bash{command = \"make install\"})\nprint(r.exitCode)\n").unwrap();
+    std::fs::write(
+        dir.path().join("confined.lua"),
+        "local r = assert(sluice.bash{command = \"make install\"})\nprint(r.exitCode)\n",
+    )
+    .unwrap();
     let confined = stdout(&sluice_at(
         dir.path(),
-        &["run", "confined.lua", "--workspace", ws_arg, "--approve", "proc:spawn:make install"],
+        &[
+            "run",
+            "confined.lua",
+            "--workspace",
+            ws_arg,
+            "--approve",
+            "proc:spawn:make install",
+        ],
     ));
     assert_ne!(confined, "0\n");
     assert!(!target.exists());
@@ -300,7 +352,12 @@ fn the_containers_policy_routes_pytest_into_its_box_and_the_rest_to_the_host() {
     let image = app_image();
     let ws = workspace();
     let dir = tempfile::tempdir().unwrap();
-    write_blocks(dir.path(), "containers.md", &["box.lua"], &[("localhost/app", image)]);
+    write_blocks(
+        dir.path(),
+        "containers.md",
+        &["box.lua"],
+        &[("localhost/app", image)],
+    );
     std::fs::write(
         dir.path().join("routes.lua"),
         "local t = assert(sluice.bash{command = \"pytest -q\"})\nprint(t.stdout)\nlocal h = assert(sluice.bash{command = \"echo on the host\"})\nprint(h.stdout)\n",
@@ -308,7 +365,14 @@ fn the_containers_policy_routes_pytest_into_its_box_and_the_rest_to_the_host() {
     .unwrap();
     let ws_arg = ws.path().to_str().unwrap();
     let env = containers::env();
-    let run = ["run", "routes.lua", "--policy", "box.lua", "--workspace", ws_arg];
+    let run = [
+        "run",
+        "routes.lua",
+        "--policy",
+        "box.lua",
+        "--workspace",
+        ws_arg,
+    ];
     assert_eq!(
         stdout(&sluice_env(dir.path(), &run, &env)),
         "1 passed in 0.01s\n\non the host\n\n"
@@ -318,7 +382,10 @@ fn the_containers_policy_routes_pytest_into_its_box_and_the_rest_to_the_host() {
         &["audit", "show", "last", "--workspace", ws_arg],
         &env,
     ));
-    let routed: Vec<&str> = shown.lines().filter(|l| l.contains("container:box")).collect();
+    let routed: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.contains("container:box"))
+        .collect();
     assert_eq!(routed.len(), 1, "{shown}");
     assert!(routed[0].contains("pytest -q"), "{shown}");
     let runs = stdout(&sluice_env(
@@ -330,5 +397,8 @@ fn the_containers_policy_routes_pytest_into_its_box_and_the_rest_to_the_host() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(containers::of_run(&run_id).is_empty(), "the box outlived its run");
+    assert!(
+        containers::of_run(&run_id).is_empty(),
+        "the box outlived its run"
+    );
 }

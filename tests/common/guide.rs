@@ -84,11 +84,7 @@ pub fn named_block(page: &str, name: &str) -> String {
 /// `(from, to)` of `swaps` replaced first (the test's own port for the
 /// page's `127.0.0.1:8080`, a scratch folder for its `/tmp/calc`): by
 /// `bash -eu` in `cwd`, the `sluice` under test first on `PATH`.
-pub fn run_shell_block(
-    text: &str,
-    swaps: &[(&str, &str)],
-    cwd: &Path,
-) -> std::process::Output {
+pub fn run_shell_block(text: &str, swaps: &[(&str, &str)], cwd: &Path) -> std::process::Output {
     let mut script = text.to_string();
     for (from, to) in swaps {
         assert!(script.contains(from), "the block has no {from:?}:\n{text}");
