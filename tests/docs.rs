@@ -11,7 +11,8 @@ mod common;
 mod containers;
 
 use common::guide::{
-    fenced_blocks, file_name, guide_page, guide_pages, named_block, run_shell_block, Block,
+    block_named, fenced_blocks, file_name, guide_page, guide_pages, named_block, run_shell_block,
+    Block,
 };
 use common::{run_lua, sluice_bin, workspace};
 use std::path::Path;
@@ -167,9 +168,9 @@ fn every_sluice_command_the_docs_show_parses() {
         let lines = |b: &&Block| b.info == "sh";
         for block in fenced_blocks(text).iter().filter(lines) {
             for line in commands_of(&block.text) {
-                if !line.starts_with("sluice ") {
+                let Some(line) = sluice_command(&line) else {
                     continue;
-                }
+                };
                 let with_help = match line.find(" -- ") {
                     Some(at) => format!("{} --help{}", &line[..at], &line[at..]),
                     None => format!("{line} --help"),
@@ -190,6 +191,26 @@ fn every_sluice_command_the_docs_show_parses() {
         }
     }
     assert!(checked >= 15, "checked only {checked} commands");
+}
+
+/// The `sluice ...` command of a shell line, after any `NAME=VALUE`
+/// assignments before it (which set its environment).
+fn sluice_command(line: &str) -> Option<&str> {
+    let mut rest = line;
+    loop {
+        if rest.starts_with("sluice ") {
+            return Some(rest);
+        }
+        let word = rest.split(' ').next()?;
+        let name = word.split('=').next()?;
+        if name.is_empty()
+            || name == word
+            || !name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+        {
+            return None;
+        }
+        rest = rest[word.len()..].trim_start();
+    }
 }
 
 /// A shell block's commands: continuation lines joined, comments dropped.
@@ -494,4 +515,110 @@ fn the_offline_image_recipe_makes_images_that_start() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).ends_with("built\n"));
     assert_eq!(String::from_utf8_lossy(&made.stdout), "imported\n");
+}
+
+const README: &str = include_str!("../README.md");
+
+/// README's and getting started's first command, run as shown in the
+/// checkout, with the binary `cargo test` built for `cargo run -q --` (a
+/// `cargo run` inside the suite could rebuild the binary other tests run):
+/// the example says what it did.
+#[test]
+fn the_first_command_runs_as_the_pages_show() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = sluice_bin().display().to_string();
+    for (page, text) in [
+        ("README.md", README.to_string()),
+        ("getting-started.md", guide_page("getting-started.md")),
+    ] {
+        let block = block_named(&text, "first-command.sh").expect(page);
+        let out = run_shell_block(&block, &[("cargo run -q --", &bin)], repo);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{page}: {said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in [
+            "write: 56 bytes to notes/todo.md (created: true)\n",
+            "bash: 3 items in the list (exit 0)\n",
+        ] {
+            assert!(said.contains(line), "{page}: no {line:?} in:\n{said}");
+        }
+    }
+}
+
+/// The test command the pages give is the one CI runs (`.ci/run`).
+#[test]
+fn the_test_command_is_what_ci_runs() {
+    let ci =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run")).unwrap();
+    let last = ci.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    for text in [README.to_string(), guide_page("getting-started.md")] {
+        let block = block_named(&text, "test-command.sh").expect("a test command");
+        assert_eq!(block.trim(), last.trim());
+    }
+}
+
+/// Blocks no test runs, each with why: what they show needs what a test
+/// cannot have, and what stands in for it.
+const NOT_RUN: &[(&str, &str, &str)] = &[
+    ("getting-started.md", "cargo install --path .", "a release build of minutes; the_binary_runs_the_example_from_outside_the_checkout runs the binary it installs"),
+    ("README.md", "cargo install --path .", "the same as getting started's"),
+    ("fleet.md", "# 1. The engine", "machines, terminals and a shared database; tests/fleet.rs runs each command against a real Temporal dev server and PostgreSQL, and its sluice lines parse here"),
+    ("viewer.md", "python3 -m venv ~/phoenix", "installs Phoenix from the registry; tests/otlp.rs starts the same Phoenix (scripts/test installs it) and sends runs both ways"),
+    ("mcp.md", "// Cursor:", "Cursor is a desktop program this machine cannot run"),
+    ("record.md", "export SLUICE_CREDENTIAL_AUDIT", "a PostgreSQL server with a certificate at db.internal; tests/audit_postgres.rs runs a real PostgreSQL with the same URL form and credential, and the sluice lines parse here"),
+];
+
+/// What a block's language makes it: one a test must run, or text.
+fn is_code(info: &str) -> bool {
+    !matches!(info.split_whitespace().next(), None | Some("text"))
+}
+
+/// Every code block of the guide and README runs in a test: a block named
+/// `file=NAME` is read by a test that names it (`docs/policies.md`'s are
+/// all run by one test), a shell block of `sluice ...` lines parses (see
+/// every_sluice_command_the_docs_show_parses), and the rest are listed in
+/// NOT_RUN with the reason.
+#[test]
+fn every_example_of_the_guide_runs_in_a_test() {
+    let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let tests: String = std::fs::read_dir(&tests_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let mut pages = vec![("README.md".to_string(), README.to_string())];
+    pages.extend(
+        guide_pages()
+            .into_iter()
+            .filter(|(n, _)| n != "docs/flows.md")
+            .map(|(n, t)| (n.trim_start_matches("docs/").to_string(), t)),
+    );
+    let mut unrun = Vec::new();
+    for (page, text) in &pages {
+        for block in fenced_blocks(text).iter().filter(|b| is_code(&b.info)) {
+            let covered = match file_name(&block.info) {
+                Some(_) if page == "policies.md" => true,
+                Some(name) => tests.contains(&format!("\"{name}\"")),
+                None if block.info == "sh" => {
+                    let commands = commands_of(&block.text);
+                    !commands.is_empty() && commands.iter().all(|c| sluice_command(c).is_some())
+                }
+                None => false,
+            } || NOT_RUN
+                .iter()
+                .any(|(p, first, _)| p == page && block.text.starts_with(first));
+            if !covered {
+                unrun.push(format!("{page}: ```{}\n{}", block.info, block.text));
+            }
+        }
+    }
+    assert!(
+        unrun.is_empty(),
+        "blocks no test runs (name each file=NAME and run it in a test, or list it in NOT_RUN with why):\n{}",
+        unrun.join("\n")
+    );
 }

@@ -402,3 +402,80 @@ fn the_containers_policy_routes_pytest_into_its_box_and_the_rest_to_the_host() {
         "the box outlived its run"
     );
 }
+
+/// A `src/main.rs` of 60 lines, line 41 `    let x = 1;`, with a test
+/// function for the tour's grep.
+fn tour_project() -> Workspace {
+    let ws = workspace();
+    std::fs::create_dir(ws.file("src")).unwrap();
+    let mut lines: Vec<String> = (1..=60).map(|n| format!("// line {n}")).collect();
+    lines[38] = "fn parse_test() {".into();
+    lines[40] = "    let x = 1;".into();
+    lines[41] = "}".into();
+    std::fs::write(ws.file("src/main.rs"), lines.join("\n") + "\n").unwrap();
+    ws
+}
+
+/// Runs the tour's `name` from `dir` in `ws` under the default policy,
+/// with `flags`; its standard output.
+fn tour(dir: &Path, ws: &Workspace, name: &str, flags: &[&str]) -> String {
+    write_blocks(dir, "workflows.md", &[name], &[]);
+    let mut args = vec!["run", name, "--workspace", ws.path().to_str().unwrap()];
+    args.extend(flags);
+    stdout(&sluice_env(
+        dir,
+        &args,
+        &[("SLUICE_CREDENTIAL_GITHUB", "not-a-token".into())],
+    ))
+}
+
+/// The Lua tour of writing workflows, its four scripts run in order in
+/// one workspace as the page says, each printing what its comments say.
+#[test]
+fn the_workflow_tour_runs_as_the_page_says() {
+    let ws = tour_project();
+    let dir = tempfile::tempdir().unwrap();
+    let files = tour(dir.path(), &ws, "tour-files.lua", &[]);
+    let main = std::fs::read_to_string(ws.file("src/main.rs")).unwrap();
+    assert_eq!(main.lines().nth(40), Some("    let x = 3;"));
+    assert!(
+        files.ends_with(
+            "// line 59\n40\t59\t60\ttrue\tShowing lines 40-59 of 60. Continue with offset = 60.\n# Notes (draft)\n"
+        ),
+        "{files}"
+    );
+    assert!(
+        files.starts_with("// line 40\n    let x = 1;\n}\n"),
+        "{files}"
+    );
+
+    let flag = ["--approve", "net:private:http://127.0.0.1:8000"];
+    let commands = tour(dir.path(), &ws, "tour-commands.lua", &flag);
+    assert_eq!(commands, "3\t1\n\tfalse\nrunning\n200\n\n200\n");
+
+    let network = tour(dir.path(), &ws, "tour-network.lua", &[]);
+    assert_eq!(
+        network,
+        "permission_required\nprovider_unavailable\ncredential(github)\n"
+    );
+
+    std::fs::write(dir.path().join("helpers.lua"), "return {}\n").unwrap();
+    let runtime = tour(dir.path(), &ws, "tour-runtime.lua", &[]);
+    let lines: Vec<&str> = runtime.lines().collect();
+    assert_eq!(lines[0], "0");
+    assert_eq!(lines[1], common::canon(ws.path()).display().to_string());
+    assert_eq!(lines[3], "true");
+    assert_eq!(lines.last(), Some(&"1"));
+    let notes = std::fs::read_to_string(ws.file("notes.md")).unwrap();
+    assert_eq!(notes, "# Notes (drbft)\n");
+}
+
+/// The tasks chapter's API example: a task awaited, two tasks' first
+/// results in order, one task per item of a map, as its last line prints.
+#[test]
+fn the_tasks_api_example_prints_each_tasks_result_in_order() {
+    let ws = tour_project();
+    let dir = tempfile::tempdir().unwrap();
+    let out = tour(dir.path(), &ws, "tasks-api.lua", &[]);
+    assert_eq!(out, "60\t10\t20\ta1\nb2\nc3\n\n");
+}

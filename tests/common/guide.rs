@@ -73,11 +73,16 @@ pub fn file_name(info: &str) -> Option<&str> {
 
 /// The text of the block of `docs/PAGE` named `file=NAME`.
 pub fn named_block(page: &str, name: &str) -> String {
-    fenced_blocks(&guide_page(page))
+    block_named(&guide_page(page), name)
+        .unwrap_or_else(|| panic!("docs/{page} shows no block named file={name}"))
+}
+
+/// The text of the block of Markdown `text` named `file=NAME`, if any.
+pub fn block_named(text: &str, name: &str) -> Option<String> {
+    fenced_blocks(text)
         .into_iter()
         .find(|b| file_name(&b.info) == Some(name))
-        .unwrap_or_else(|| panic!("docs/{page} shows no block named file={name}"))
-        .text
+        .map(|b| b.text)
 }
 
 /// Runs a shell block of the guide as a person would paste it, with each
