@@ -1,0 +1,116 @@
+//! The guide's examples that need a real server behind them, run as the
+//! pages show them: docs/lsp.md's tour with basedpyright, docs/tests.md's
+//! runner policy and calls with pytest in a git repository, and
+//! docs/mcp.md's Lua tool served by `sluice mcp` to the official MCP
+//! client. Each test reads its blocks from the page at run time, writes
+//! them into a fixture project and asserts what the page's comments say.
+//!
+//! `scripts/test` installs what these need: basedpyright into
+//! target/peers/basedpyright, pytest into target/peers/pytest and the `mcp`
+//! package into target/peers/mcp (PyPI), and Debian's python3-pytest.
+
+mod common;
+
+use common::guide::named_block;
+use common::mcp::{self, tools, Server};
+use common::test_runs::{git, need_file, peers, put};
+use common::*;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The project docs/lsp.md's tour runs in: `app/main.py` uses, on its line
+/// 12 at character 9, the `greet` that `lib/util.py` defines on its line 3.
+const UTIL_PY: &str = "\"\"\"Small helpers of the app.\"\"\"\n\ndef greet(name: str) -> str:\n    return \"hi \" + name\n\n\ndef parse_name(args: list[str]) -> str:\n    return args[0] if args else \"world\"\n";
+const MAIN_PY: &str = "\"\"\"Greets the person the command line names.\"\"\"\n\nimport sys\n\nfrom lib.util import greet, parse_name\n\n\ndef main(args: list[str]) -> None:\n    print(greet(parse_name(args)))\n\n\nhello = greet(\"bob\")\n\nif __name__ == \"__main__\":\n    main(sys.argv[1:])\n";
+
+/// A folder, beside the workspace, holding `basedpyright-langserver` as an
+/// installed console script (it finds the package where `scripts/test`
+/// put it), and a policy letting commands read it and the package: this
+/// machine's stand-in for a server on PATH in a tree `p.programs` opens.
+/// The folder to put first on PATH, and the policy's path.
+fn installed_basedpyright(ws: &Workspace) -> (String, String) {
+    let pkg = peers().join("basedpyright");
+    let script = pkg.join("bin/basedpyright-langserver");
+    need_file(
+        &script,
+        "python3 -m pip install --target target/peers/basedpyright basedpyright==1.40.2",
+    );
+    let shebang = std::fs::read_to_string(&script).unwrap();
+    let shebang = shebang.lines().next().unwrap();
+    let bin = ws.path().parent().unwrap().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let launcher = bin.join("basedpyright-langserver");
+    std::fs::write(
+        &launcher,
+        format!(
+            "{shebang}\nimport sys\nsys.path.insert(0, {:?})\nfrom basedpyright.langserver import main\nsys.exit(main())\n",
+            pkg.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let interpreter = std::fs::canonicalize(shebang.trim_start_matches("#!")).unwrap();
+    let prefix = interpreter.parent().unwrap().parent().unwrap();
+    let reads: Vec<String> = [bin.as_path(), pkg.as_path(), prefix]
+        .iter()
+        .flat_map(|d| {
+            let d = d.display();
+            [
+                format!("p.allow \"fs:read:{d}\""),
+                format!("p.allow \"fs:read:{d}/**\""),
+            ]
+        })
+        .collect();
+    let pol = policy(
+        ws,
+        "machine.lua",
+        &format!(
+            "local p = require(\"sluice.policy\")\nreturn {{ rules = {{ {} }} }}\n",
+            reads.join(", ")
+        ),
+    );
+    (bin.display().to_string(), pol)
+}
+
+#[test]
+fn the_lsp_tour_finds_the_definition_and_diagnoses_the_edit_as_the_page_says() {
+    let ws = workspace();
+    put(&ws, "lib/util.py", UTIL_PY);
+    put(&ws, "app/main.py", MAIN_PY);
+    let (bin, machine) = installed_basedpyright(&ws);
+    let servers = policy(&ws, "python-lsp.lua", &named_block("lsp.md", "python-lsp.lua"));
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap());
+    let run = run_lua_env(
+        ws.path(),
+        &named_block("lsp.md", "lsp-tour.lua"),
+        &["--policy", &servers, "--policy", &machine],
+        &[],
+        &[("PATH", &path)],
+    )
+    .ok();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        lines[..4],
+        ["lib/util.py\t3", "python", "parse_name\tlib/util.py", "errors"],
+        "{}",
+        run.stdout
+    );
+    let error = lines[4..].join("\n");
+    assert!(
+        error.starts_with(
+            "app/main.py\t12\t15\tArgument of type \"Literal[3]\" cannot be assigned to parameter \"name\""
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        error.ends_with("\tbasedpyright\treportArgumentType"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.file("app/main.py")).unwrap(),
+        MAIN_PY.replace("greet(\"bob\")", "greet(3)")
+    );
+}
