@@ -114,3 +114,87 @@ fn the_lsp_tour_finds_the_definition_and_diagnoses_the_edit_as_the_page_says() {
         MAIN_PY.replace("greet(\"bob\")", "greet(3)")
     );
 }
+
+/// docs/tests.md's project: `py/src/auth.py`'s `login`, which
+/// `py/tests/test_api.py` tests (`test_login` asserts on its line 5).
+const AUTH_PY: &str = "\"\"\"Who may log in.\"\"\"\n\nUSERS = {\"ada\": \"s3cret\"}\n\n\ndef login(user: str, password: str) -> bool:\n    return USERS.get(user) == password\n";
+const TEST_API_PY: &str = "from auth import login\n\n\ndef test_login():\n    assert login(\"ada\", \"s3cret\")\n\n\ndef test_wrong_password():\n    assert not login(\"ada\", \"guess\")\n";
+
+/// PATH with the system's Python first: `python3 -m pytest`, as the page's
+/// runner says it, finds Debian's python3-pytest there.
+fn path_to_system_pytest() -> String {
+    let has = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import pytest"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has,
+        "this test needs pytest for /usr/bin/python3: apt-get install python3-pytest (scripts/test installs it)"
+    );
+    format!("/usr/bin:{}", std::env::var("PATH").unwrap())
+}
+
+/// A git repository on `main` holding docs/tests.md's project, committed,
+/// with `auth` (the workspace's `py/src/auth.py`) changed since.
+fn repository_with_a_change(ws: &Workspace, auth: &str) {
+    put(ws, "py/src/auth.py", AUTH_PY);
+    put(ws, "py/tests/test_api.py", TEST_API_PY);
+    git(ws.path(), &["init", "-q", "-b", "main"]);
+    git(ws.path(), &["add", "."]);
+    git(ws.path(), &["commit", "-q", "-m", "login"]);
+    put(ws, "py/src/auth.py", auth);
+}
+
+/// docs/tests.md's workflow under the default policy and the page's
+/// runner policy: what it printed.
+fn run_test_calls(ws: &Workspace) -> Run {
+    let runner = policy(ws, "test-runner.lua", &named_block("tests.md", "test-runner.lua"));
+    run_lua_env(
+        ws.path(),
+        &named_block("tests.md", "test-calls.lua"),
+        &["--policy", "default", "--policy", &runner],
+        &[],
+        &[("PATH", &path_to_system_pytest())],
+    )
+    .ok()
+}
+
+#[test]
+fn the_test_pages_runner_names_the_failure_and_the_base_comparison_says_it_is_introduced() {
+    let ws = workspace();
+    // The bug: the arguments swapped.
+    repository_with_a_change(
+        &ws,
+        &AUTH_PY.replace("USERS.get(user) == password", "USERS.get(password) == user"),
+    );
+    let run = run_test_calls(&ws);
+    assert_eq!(
+        run.stdout,
+        "1\t0\t1\t0\ttrue\tpytest\n\
+         tests/test_api.py::test_login\ttests/test_api.py\t5\tAssertionError: assert False\n\
+         2\t1\n\
+         introduced\ttests/test_api.py::test_login\n",
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_test_pages_judge_says_a_refused_database_is_the_environments_fault() {
+    let ws = workspace();
+    // A stand-in for a database that is not running.
+    repository_with_a_change(
+        &ws,
+        "def login(user: str, password: str) -> bool:\n    raise ConnectionRefusedError(\"[Errno 111] the user database at 127.0.0.1:5432 refused\")\n",
+    );
+    let run = run_test_calls(&ws);
+    assert_eq!(
+        run.stdout,
+        "1\t0\t1\t0\ttrue\tpytest\n\
+         tests/test_api.py::test_login\tsrc/auth.py\t2\tConnectionRefusedError: [Errno 111] the user database at 127.0.0.1:5432 refused\n\
+         unknown-environment\tConnectionRefusedError\tthe test database is not running: start it, then run the tests again\n\
+         2\t0\n",
+        "{}",
+        run.stderr
+    );
+}
