@@ -16,7 +16,6 @@ use common::mcp::{self, tools, Server};
 use common::test_runs::{git, need_file, peers, put};
 use common::*;
 use serde_json::{json, Value};
-use std::path::Path;
 
 /// The project docs/lsp.md's tour runs in: `app/main.py` uses, on its line
 /// 12 at character 9, the `greet` that `lib/util.py` defines on its line 3.
@@ -48,8 +47,11 @@ fn installed_basedpyright(ws: &Workspace) -> (String, String) {
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&launcher, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        &launcher,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let interpreter = std::fs::canonicalize(shebang.trim_start_matches("#!")).unwrap();
     let prefix = interpreter.parent().unwrap().parent().unwrap();
     let reads: Vec<String> = [bin.as_path(), pkg.as_path(), prefix]
@@ -79,7 +81,11 @@ fn the_lsp_tour_finds_the_definition_and_diagnoses_the_edit_as_the_page_says() {
     put(&ws, "lib/util.py", UTIL_PY);
     put(&ws, "app/main.py", MAIN_PY);
     let (bin, machine) = installed_basedpyright(&ws);
-    let servers = policy(&ws, "python-lsp.lua", &named_block("lsp.md", "python-lsp.lua"));
+    let servers = policy(
+        &ws,
+        "python-lsp.lua",
+        &named_block("lsp.md", "python-lsp.lua"),
+    );
     let path = format!("{bin}:{}", std::env::var("PATH").unwrap());
     let run = run_lua_env(
         ws.path(),
@@ -92,7 +98,12 @@ fn the_lsp_tour_finds_the_definition_and_diagnoses_the_edit_as_the_page_says() {
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(
         lines[..4],
-        ["lib/util.py\t3", "python", "parse_name\tlib/util.py", "errors"],
+        [
+            "lib/util.py\t3",
+            "python",
+            "parse_name\tlib/util.py",
+            "errors"
+        ],
         "{}",
         run.stdout
     );
@@ -148,7 +159,11 @@ fn repository_with_a_change(ws: &Workspace, auth: &str) {
 /// docs/tests.md's workflow under the default policy and the page's
 /// runner policy: what it printed.
 fn run_test_calls(ws: &Workspace) -> Run {
-    let runner = policy(ws, "test-runner.lua", &named_block("tests.md", "test-runner.lua"));
+    let runner = policy(
+        ws,
+        "test-runner.lua",
+        &named_block("tests.md", "test-runner.lua"),
+    );
     run_lua_env(
         ws.path(),
         &named_block("tests.md", "test-calls.lua"),
@@ -196,5 +211,70 @@ fn the_test_pages_judge_says_a_refused_database_is_the_environments_fault() {
          2\t0\n",
         "{}",
         run.stderr
+    );
+}
+
+/// A suite of one passing and one failing test, for docs/mcp.md's tool.
+const TEST_SESSION_PY: &str = "def greeting(name):\n    return \"hi \" + name\n\n\ndef test_login():\n    assert greeting(\"ada\") == \"hello ada\"\n\n\ndef test_logout():\n    assert greeting(\"ada\").startswith(\"hi\")\n";
+
+/// docs/mcp.md's `run_tests` tool, served by `sluice mcp --tools` from a
+/// folder of its own, called by the official client with `filter`: the
+/// result's structured content.
+fn call_run_tests(ws: &Workspace, filter: &str) -> Value {
+    let dir = tools(&[("run_tests.lua", &named_block("mcp.md", "run_tests.lua"))]);
+    let extra = ["--tools", dir.path().to_str().unwrap()];
+    let spec = json!({"tool": "run_tests", "input": {"filter": filter}}).to_string();
+    let seen = mcp::driver(
+        "drive.py",
+        "call",
+        "2026",
+        Server::Stdio(ws.path(), &extra),
+        &["--arg", &spec],
+    );
+    let result = &seen["results"][0];
+    assert_eq!(result["isError"], false, "{seen}");
+    result["structured"].clone()
+}
+
+/// The summary line that ends `tail` (its last line, as the page shows
+/// it), without its time.
+fn summary(tail: &Value) -> String {
+    let tail = tail.as_str().unwrap();
+    let last = tail
+        .strip_suffix('\n')
+        .unwrap_or_else(|| panic!("{tail:?}"));
+    let last = last.lines().last().unwrap();
+    let (counts, time) = last
+        .rsplit_once(" in ")
+        .unwrap_or_else(|| panic!("{tail:?}"));
+    assert!(time.ends_with('s'), "{tail:?}");
+    counts.to_string()
+}
+
+#[test]
+fn the_mcp_pages_run_tests_tool_says_whether_the_filtered_tests_passed_with_pytests_summary() {
+    need_program("pytest", "apt-get install python3-pytest");
+    let ws = workspace();
+    put(&ws, "tests/test_session.py", TEST_SESSION_PY);
+    let failing = call_run_tests(&ws, "login");
+    assert_eq!(failing["passed"], false, "{failing}");
+    assert_eq!(
+        summary(&failing["tail"]),
+        "1 failed, 1 deselected",
+        "{failing}"
+    );
+    assert!(
+        failing["tail"]
+            .as_str()
+            .unwrap()
+            .contains("FAILED tests/test_session.py::test_login"),
+        "{failing}"
+    );
+    let passing = call_run_tests(&ws, "logout");
+    assert_eq!(passing["passed"], true, "{passing}");
+    assert_eq!(
+        summary(&passing["tail"]),
+        "1 passed, 1 deselected",
+        "{passing}"
     );
 }
