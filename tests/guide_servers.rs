@@ -6,8 +6,9 @@
 //! them into a fixture project and asserts what the page's comments say.
 //!
 //! `scripts/test` installs what these need: basedpyright into
-//! target/peers/basedpyright, pytest into target/peers/pytest and the `mcp`
-//! package into target/peers/mcp (PyPI), and Debian's python3-pytest.
+//! target/peers/basedpyright and the `mcp` package into target/peers/mcp
+//! (PyPI), and Debian's python3-pytest (the `python3 -m pytest` and
+//! `pytest` the pages' runner and tool call).
 
 mod common;
 
