@@ -194,22 +194,23 @@ fn every_sluice_command_the_docs_show_parses() {
 }
 
 /// The `sluice ...` command of a shell line, after any `NAME=VALUE`
-/// assignments before it (which set its environment).
+/// assignments before it (which set its environment; a VALUE may be a
+/// `$(...)` with spaces).
 fn sluice_command(line: &str) -> Option<&str> {
     let mut rest = line;
     loop {
         if rest.starts_with("sluice ") {
             return Some(rest);
         }
-        let word = rest.split(' ').next()?;
-        let name = word.split('=').next()?;
-        if name.is_empty()
-            || name == word
-            || !name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
-        {
+        let (name, value) = rest.split_once('=')?;
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
             return None;
         }
-        rest = rest[word.len()..].trim_start();
+        let end = match value.strip_prefix("$(") {
+            Some(inner) => inner.find(')')? + 3,
+            None => value.find(' ')?,
+        };
+        rest = value[end..].trim_start();
     }
 }
 
