@@ -324,9 +324,9 @@ pub fn name(sig: i32) -> String {
 /// first stop request, if the process is still here [`GRACE`] later, or at
 /// the second request, `finish(sig, why)` runs on the backstop's thread
 /// (kill what the run started, seal its record) and the process exits with
-/// 128 + the signal; if `finish` has not returned within a bound, the
-/// process exits all the same.
-pub fn arm_backstop(finish: impl FnOnce(i32, &str) + Send + 'static) -> std::io::Result<()> {
+/// the code it returns; if `finish` has not returned within a bound, the
+/// process exits all the same, with 128 + the signal.
+pub fn arm_backstop(finish: impl FnOnce(i32, &str) -> i32 + Send + 'static) -> std::io::Result<()> {
     if WAKE.load(Ordering::SeqCst) >= 0 {
         return Ok(());
     }
@@ -341,7 +341,7 @@ pub fn arm_backstop(finish: impl FnOnce(i32, &str) + Send + 'static) -> std::io:
 /// The backstop's thread. The counters say what happened; the pipe only
 /// wakes it (a request that came before the pipe existed wrote nothing, and
 /// the first look at the counters finds it).
-fn backstop(read: OwnedFd, finish: impl FnOnce(i32, &str) + Send + 'static) {
+fn backstop(read: OwnedFd, finish: impl FnOnce(i32, &str) -> i32 + Send + 'static) {
     let fd = read.as_raw_fd();
     let wait = |timeout: Option<Duration>| {
         let mut pfd = libc::pollfd {
@@ -380,11 +380,10 @@ fn backstop(read: OwnedFd, finish: impl FnOnce(i32, &str) + Send + 'static) {
     let _ = std::thread::Builder::new()
         .name("sluice-seal".into())
         .spawn(move || {
-            finish(sig, &why);
-            let _ = done_tx.send(());
+            let _ = done_tx.send(finish(sig, &why));
         });
-    let _ = done_rx.recv_timeout(SEAL_WITHIN);
+    let code = done_rx.recv_timeout(SEAL_WITHIN).unwrap_or(128 + sig);
     // SAFETY: _exit ends the process without running destructors or atexit
     // handlers, which could wait on the thread that is stuck.
-    unsafe { libc::_exit(128 + sig) };
+    unsafe { libc::_exit(code) };
 }

@@ -428,7 +428,7 @@ pub(crate) fn drive(
     if let Err(e) = interrupt::install_signal_handlers() {
         return usage(format!("cannot install signal handlers: {e}"));
     }
-    if let Err(e) = arm_backstop(runtime) {
+    if let Err(e) = arm_backstop(runtime, kind) {
         return usage(format!("cannot start the stop backstop: {e}"));
     }
     let outcome = tokio.block_on(async {
@@ -464,26 +464,39 @@ pub(crate) fn drive(
 }
 
 /// Arms the backstop of a stop signal: when the run cannot end by itself,
-/// it kills what the run started and seals the record `interrupted`.
-fn arm_backstop(runtime: &Runtime) -> std::io::Result<()> {
+/// it kills what the run started and seals the record `interrupted`, or,
+/// for a served run whose client ended the session with no call under way,
+/// `ok` with exit 0, as the run would have ended by itself (a loaded
+/// machine can take longer than the grace to tear a sandbox down).
+fn arm_backstop(runtime: &Runtime, kind: Work) -> std::io::Result<()> {
     let closer = runtime.closer();
     let containers = runtime.containers();
     interrupt::arm_backstop(move |sig, why| {
         crate::exec::kill_all_groups();
         containers.shutdown();
         let had_ended = closer.is_ended();
+        let client_ended = kind == Work::Served && !interrupt::served_call_at_stop();
         let msg = format!(
             "interrupted by {}; {why}, so sluice ended it at once",
             interrupt::name(sig)
         );
-        let sealed = closer.end("interrupted", Some(&msg));
+        let sealed = if client_ended {
+            closer.end("ok", None)
+        } else {
+            closer.end("interrupted", Some(&msg))
+        };
         if had_ended {
             eprintln!("sluice: the run had ended, but the process did not exit; {why}, so sluice ended it at once");
-        } else {
+        } else if !client_ended {
             eprintln!("sluice: {msg}");
         }
         if let Err(e) = sealed {
             eprintln!("sluice: the audit record could not be closed: {e}");
+        }
+        if client_ended {
+            0
+        } else {
+            128 + sig
         }
     })
 }

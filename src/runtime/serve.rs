@@ -484,10 +484,12 @@ impl Request {
 
     /// Sends the outcome (unless the caller gave up) and forgets the task.
     fn finish(&self, outcome: Outcome) {
+        // No longer under way before the caller can see the answer: a
+        // client that ends its session on reading it ends the run `ok`.
+        self.under_way.borrow_mut().take();
         if let Some(tx) = self.reply.borrow_mut().take() {
             let _ = tx.send(outcome);
         }
-        self.under_way.borrow_mut().take();
         if let Some((task, watch)) = self.bound.borrow_mut().take() {
             watch.abort();
             self.core.release_task(&task);
