@@ -748,3 +748,87 @@ fn a_worker_stopped_longer_than_its_pulse_but_not_its_heartbeat_has_its_run_resu
     );
     assert_eq!(log(&ws), "1\n2\n3\n4\n", "no call ran twice, none was lost");
 }
+
+/// The fleet page's one-machine setup, run by bash as it stands, with the
+/// test's own Temporal port, PostgreSQL database, password, workspace and
+/// HOME swapped in: the engine and a worker start in the background, the
+/// submitted run prints what its script printed, `sluice runs` lists it
+/// as ended, and the last line stops both (the worker drains, exit 0).
+#[test]
+fn the_fleet_pages_setup_runs_as_the_page_shows() {
+    use std::os::unix::process::CommandExt;
+    let pg = PgServer::shared();
+    let url = pg.fresh_database();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace();
+    std::fs::write(
+        dir.path().join("fix-tests.lua"),
+        "print(assert(sluice.bash{command = \"echo fixed on the fleet\"}).stdout)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("team.lua"),
+        "local p = require(\"sluice.policy\")\nreturn { rules = { p.allow \"proc:spawn:echo *\" } }\n",
+    )
+    .unwrap();
+    let mut script = common::guide::named_block("fleet.md", "fleet-try.sh");
+    for (from, to) in [
+        ("7233", port.as_str()),
+        ("postgres://sluice@db.internal:5432/record", url.as_str()),
+        ("'the-password'", &format!("'{}'", pg.password())),
+        ("/shared/app", ws.path().to_str().unwrap()),
+    ] {
+        assert!(script.contains(from), "the page's setup has no {from:?}");
+        script = script.replace(from, to);
+    }
+    let temporal_bin = common::temporal::cli().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}:{}",
+        temporal_bin.display(),
+        sluice_bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let out_path = dir.path().join("out.txt");
+    let child = Command::new("bash")
+        .args(["-eu", "-c", &script])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("HOME", dir.path())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("err.txt")).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    let mut child = child;
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > std::time::Duration::from_secs(240) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // Whatever the block left running goes with its group.
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    let out = std::fs::read_to_string(&out_path).unwrap();
+    let err = std::fs::read_to_string(dir.path().join("err.txt")).unwrap();
+    let status = status.unwrap_or_else(|| panic!("the setup did not end in 240 s:\n{out}\n{err}"));
+    assert!(status.success(), "{status:?}\n{out}\n{err}");
+    assert!(out.contains("fixed on the fleet\n"), "{out}\n{err}");
+    let listed = out.lines().skip_while(|l| !l.starts_with("RUN")).collect::<Vec<_>>();
+    assert!(
+        listed.iter().any(|l| l.contains("ok") || l.contains("completed")),
+        "{out}"
+    );
+}
