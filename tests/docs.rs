@@ -566,7 +566,6 @@ fn the_test_command_is_what_ci_runs() {
 const NOT_RUN: &[(&str, &str, &str)] = &[
     ("getting-started.md", "cargo install --path .", "a release build of minutes; the_binary_runs_the_example_from_outside_the_checkout runs the binary it installs"),
     ("README.md", "cargo install --path .", "the same as getting started's"),
-    ("fleet.md", "# 1. The engine", "machines, terminals and a shared database; tests/fleet.rs runs each command against a real Temporal dev server and PostgreSQL, and its sluice lines parse here"),
     ("viewer.md", "python3 -m venv ~/phoenix", "installs Phoenix from the registry; tests/otlp.rs starts the same Phoenix (scripts/test installs it) and sends runs both ways"),
     ("mcp.md", "// Cursor:", "Cursor is a desktop program this machine cannot run"),
     ("record.md", "export SLUICE_CREDENTIAL_AUDIT", "a PostgreSQL server with a certificate at db.internal; tests/audit_postgres.rs runs a real PostgreSQL with the same URL form and credential, and the sluice lines parse here"),

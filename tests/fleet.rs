@@ -774,7 +774,7 @@ fn the_fleet_pages_setup_runs_as_the_page_shows() {
     .unwrap();
     std::fs::write(
         dir.path().join("team.lua"),
-        "local p = require(\"sluice.policy\")\nreturn { rules = { p.allow \"proc:spawn:echo *\" } }\n",
+        "local p = require(\"sluice.policy\")\nreturn { rules = { p.programs, p.allow \"fs:read:${workspace}\", p.allow \"fs:read:${workspace}/**\", p.allow \"proc:spawn:echo *\" } }\n",
     )
     .unwrap();
     let mut script = common::guide::named_block("fleet.md", "fleet-try.sh");
@@ -826,9 +826,17 @@ fn the_fleet_pages_setup_runs_as_the_page_shows() {
     let status = status.unwrap_or_else(|| panic!("the setup did not end in 240 s:\n{out}\n{err}"));
     assert!(status.success(), "{status:?}\n{out}\n{err}");
     assert!(out.contains("fixed on the fleet\n"), "{out}\n{err}");
-    let listed = out.lines().skip_while(|l| !l.starts_with("RUN")).collect::<Vec<_>>();
-    assert!(
-        listed.iter().any(|l| l.contains("ok") || l.contains("completed")),
-        "{out}"
-    );
+    // submit prints the run's id first; runs lists it completed.
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == "fixed on the fleet")
+        .unwrap();
+    let id = lines[at - 1];
+    let row = lines
+        .iter()
+        .skip(at)
+        .find(|l| l.starts_with(id))
+        .unwrap_or_else(|| panic!("runs does not list {id}:\n{out}"));
+    assert_eq!(row.split_whitespace().nth(1), Some("COMPLETED"), "{out}");
 }
