@@ -479,3 +479,43 @@ fn the_tasks_api_example_prints_each_tasks_result_in_order() {
     let out = tour(dir.path(), &ws, "tasks-api.lua", &[]);
     assert_eq!(out, "60\t10\t20\ta1\nb2\nc3\n\n");
 }
+
+/// The record chapter's tour, run by bash in a workspace holding one run
+/// (a write and a command): listed, shown, exported, verified, anchored
+/// and the anchor proven, then replayed without touching the workspace.
+#[test]
+fn the_record_tour_runs_as_the_page_shows() {
+    let ws = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fix.lua"),
+        "assert(sluice.write{path = \"notes.md\", content = \"fixed\\n\"})\nprint(assert(sluice.bash{command = \"cat notes.md\"}).stdout)\n",
+    )
+    .unwrap();
+    let ws_arg = ws.path().to_str().unwrap();
+    stdout(&sluice_at(
+        dir.path(),
+        &["run", "fix.lua", "--workspace", ws_arg],
+    ));
+    std::fs::remove_file(ws.file("notes.md")).unwrap();
+    let out = run_shell_block(&named_block("record.md", "record-tour.sh"), &[], ws.path());
+    let said = stdout(&out);
+    let run_id = said
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    for shown in [
+        "chain        sealed, verified intact",
+        "run,n,task,seq,flow,tier,",
+        &format!("{run_id}  intact (2 calls, sealed)"),
+        ": held: run #1 (",
+        "fixed\n",
+    ] {
+        assert!(said.contains(shown), "no {shown:?} in:\n{said}");
+    }
+    assert!(!ws.file("notes.md").exists(), "the replay wrote the file");
+}
