@@ -105,6 +105,7 @@ impl Flow for Edit {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

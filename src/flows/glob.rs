@@ -146,6 +146,7 @@ impl Flow for Glob {
         summary: super::walk::summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -245,6 +245,7 @@ impl Flow for Grep {
         summary: super::walk::summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -73,6 +73,7 @@ impl Flow for Ls {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -89,6 +89,7 @@ impl Flow for Read {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -65,6 +65,7 @@ impl Flow for Write {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

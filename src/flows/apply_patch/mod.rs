@@ -151,6 +151,7 @@ impl Flow for ApplyPatch {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {
