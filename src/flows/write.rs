@@ -65,7 +65,13 @@ impl Flow for Write {
         summary,
         starts_jobs: false,
         stored_once: None,
-        errors: &[],
+        errors: &[
+            ErrorCode::NotAFile,
+            ErrorCode::NotADirectory,
+            ErrorCode::NoMatch,
+            ErrorCode::CommandFailed,
+            ErrorCode::ProviderUnavailable,
+        ],
     };
 
     fn output_schema() -> Value {
