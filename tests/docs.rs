@@ -622,3 +622,25 @@ fn every_example_of_the_guide_runs_in_a_test() {
         unrun.join("\n")
     );
 }
+
+/// Each flow's declared error codes are made to happen by exactly one of
+/// the two `flow_errors` test files: together they cover every flow.
+#[test]
+fn every_flow_has_its_error_scenarios_in_one_file() {
+    use common::flow_errors::{FILE_FLOWS, WORLD_FLOWS};
+    let out = Command::new(sluice_bin())
+        .args(["flows", "--json"])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut flows: Vec<String> = listed["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect();
+    flows.sort();
+    let mut covered: Vec<String> = FILE_FLOWS.iter().chain(WORLD_FLOWS).map(|f| f.to_string()).collect();
+    covered.sort();
+    assert_eq!(flows, covered);
+}

@@ -105,6 +105,18 @@ impl Flow for Edit {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[
+            ErrorCode::NotFound,
+            ErrorCode::NotAFile,
+            ErrorCode::NotADirectory,
+            ErrorCode::IsDirectory,
+            ErrorCode::BinaryFile,
+            ErrorCode::OffsetOutOfRange,
+            ErrorCode::NoMatch,
+            ErrorCode::CommandFailed,
+            ErrorCode::ProviderUnavailable,
+            ErrorCode::ResponseTooLarge,
+        ],
     };
 
     fn output_schema() -> Value {

@@ -54,6 +54,7 @@ impl Flow for Fetch {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -146,6 +146,14 @@ impl Flow for Glob {
         summary: super::walk::summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[
+            ErrorCode::NotFound,
+            ErrorCode::NotADirectory,
+            ErrorCode::InvalidPattern,
+            ErrorCode::CommandFailed,
+            ErrorCode::Timeout,
+            ErrorCode::ProviderUnavailable,
+        ],
     };
 
     fn output_schema() -> Value {

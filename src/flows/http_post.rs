@@ -62,6 +62,7 @@ impl Flow for HttpPost {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

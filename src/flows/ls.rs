@@ -73,6 +73,13 @@ impl Flow for Ls {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[
+            ErrorCode::NotFound,
+            ErrorCode::NotADirectory,
+            ErrorCode::OffsetOutOfRange,
+            ErrorCode::CommandFailed,
+            ErrorCode::ProviderUnavailable,
+        ],
     };
 
     fn output_schema() -> Value {

@@ -77,6 +77,7 @@ impl Flow for Lsp {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

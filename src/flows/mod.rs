@@ -77,7 +77,21 @@ pub struct FlowSpec {
     /// content: a conversation's messages, which every later turn repeats,
     /// so a long run's record does not grow with the square of its turns.
     pub stored_once: Option<&'static str>,
+    /// The error codes its calls may return besides the ones any call may
+    /// ([`COMMON_ERRORS`]), in [`ErrorCode::ALL`]'s order: the reference
+    /// lists them, and the `flow_errors` tests make each one happen.
+    pub errors: &'static [ErrorCode],
 }
+
+/// The error codes any call may return, whatever its flow: a malformed
+/// input, the policy's refusal or an ask nobody answered, and in a replay
+/// a call that differs from the record.
+pub const COMMON_ERRORS: [ErrorCode; 4] = [
+    ErrorCode::InvalidInput,
+    ErrorCode::PermissionDenied,
+    ErrorCode::PermissionRequired,
+    ErrorCode::ReplayDiverged,
+];
 
 impl FlowSpec {
     /// Whether the flow acts on files and nothing else (its capabilities
@@ -847,6 +861,7 @@ pub fn spec_json(flow: &dyn DynFlow) -> Value {
         "tier": s.tier,
         "capabilities": s.actions,
         "readOnly": s.read_only,
+        "errors": s.errors,
         "inputSchema": flow.input_schema(),
         "outputSchema": flow.output_schema(),
     })

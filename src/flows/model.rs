@@ -84,6 +84,7 @@ impl Flow for Model {
         summary,
         starts_jobs: false,
         stored_once: Some("messages"),
+        errors: &[],
     };
 
     fn output_schema() -> Value {

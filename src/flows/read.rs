@@ -89,6 +89,17 @@ impl Flow for Read {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[
+            ErrorCode::NotFound,
+            ErrorCode::NotAFile,
+            ErrorCode::NotADirectory,
+            ErrorCode::IsDirectory,
+            ErrorCode::BinaryFile,
+            ErrorCode::OffsetOutOfRange,
+            ErrorCode::CommandFailed,
+            ErrorCode::ProviderUnavailable,
+            ErrorCode::ResponseTooLarge,
+        ],
     };
 
     fn output_schema() -> Value {

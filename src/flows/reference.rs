@@ -16,10 +16,9 @@ the binary does. A flow is `sluice.NAME(input)`: one table in, a plain table
 back, or `nil, err` for an expected failure, whose `err.code` is one of the
 codes of [Troubleshooting](troubleshooting.md). Any call may fail with
 `invalid_input` (the message names the field), `permission_denied` or
-`permission_required` (the policy; [Policies](policies.md)); what else a
-flow's call may meet follows from what it touches: files (`not_found`,
-`not_a_file`, ...), commands (`command_failed`, `timeout`), the network
-(`request_failed`, `rate_limited`, `response_too_large`).
+`permission_required` (the policy; [Policies](policies.md)), and in a
+replay with `replay_diverged`; each flow's `errors` line lists what else its
+calls may return, and a test makes each of those happen.
 
 The tier says what a call can change: *sealed* nothing, *compensable* files
 the run can restore, *irreversible* what cannot be taken back (its intent is
@@ -49,6 +48,7 @@ pub fn render(registry: &Registry) -> String {
                 caps.join(", ")
             }
         );
+        let _ = writeln!(out, "- errors: {}", error_links(spec.errors));
         if spec.starts_jobs {
             out.push_str("- may start a background job (its output carries the job's id)\n");
         }
@@ -67,6 +67,18 @@ pub fn render(registry: &Registry) -> String {
         codes.join(", ")
     );
     out
+}
+
+/// A flow's own error codes, each linked to its troubleshooting entry.
+fn error_links(codes: &[ErrorCode]) -> String {
+    if codes.is_empty() {
+        return "none beyond those any call may return".to_string();
+    }
+    let links: Vec<String> = codes
+        .iter()
+        .map(|c| format!("[`{0}`](troubleshooting.md#{0})", c.as_str()))
+        .collect();
+    links.join(", ")
 }
 
 /// An object schema's fields as a table; another schema as its type.

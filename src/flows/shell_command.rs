@@ -91,6 +91,7 @@ impl Flow for ShellCommand {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -60,6 +60,7 @@ impl Flow for UpdatePlan {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -70,6 +70,7 @@ impl Flow for WebSearch {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

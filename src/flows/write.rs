@@ -65,6 +65,13 @@ impl Flow for Write {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[
+            ErrorCode::NotAFile,
+            ErrorCode::NotADirectory,
+            ErrorCode::NoMatch,
+            ErrorCode::CommandFailed,
+            ErrorCode::ProviderUnavailable,
+        ],
     };
 
     fn output_schema() -> Value {

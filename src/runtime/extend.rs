@@ -216,6 +216,8 @@ fn interned(info: &FlowInfo) -> &'static FlowSpec {
         summary: input_json,
         starts_jobs: false,
         stored_once: None,
+        // An embedder's flow declares no codes of its own.
+        errors: &[],
     }));
     specs.push(spec);
     spec

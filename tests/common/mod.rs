@@ -2,6 +2,7 @@
 //! run a Lua workflow through the real `sluice` binary.
 #![allow(dead_code)]
 
+pub mod flow_errors;
 pub mod guide;
 pub mod mcp;
 pub mod postgres;

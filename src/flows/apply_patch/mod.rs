@@ -151,6 +151,17 @@ impl Flow for ApplyPatch {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[
+            ErrorCode::NotFound,
+            ErrorCode::NotAFile,
+            ErrorCode::NotADirectory,
+            ErrorCode::IsDirectory,
+            ErrorCode::BinaryFile,
+            ErrorCode::NoMatch,
+            ErrorCode::CommandFailed,
+            ErrorCode::ProviderUnavailable,
+            ErrorCode::ResponseTooLarge,
+        ],
     };
 
     fn output_schema() -> Value {

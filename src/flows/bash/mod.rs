@@ -220,6 +220,7 @@ impl Flow for Bash {
         summary,
         starts_jobs: true,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -39,6 +39,7 @@ impl Flow for Count {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -71,6 +71,7 @@ impl Flow for Explore {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

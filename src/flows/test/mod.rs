@@ -154,6 +154,7 @@ impl Flow for Test {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {

@@ -80,6 +80,7 @@ impl Flow for WebFetch {
         summary,
         starts_jobs: false,
         stored_once: None,
+        errors: &[],
     };
 
     fn output_schema() -> Value {
