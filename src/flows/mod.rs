@@ -826,7 +826,7 @@ impl Registry {
     /// The manifest as JSON: every flow, and the read-only set.
     pub fn manifest(&self) -> Value {
         let flows: Vec<Value> = self.flows().map(spec_json).collect();
-        json!({ "flows": flows, "readOnly": self.read_only() })
+        json!({ "flows": flows, "readOnly": self.read_only(), "commonErrors": COMMON_ERRORS })
     }
 }
 

@@ -17,8 +17,12 @@ back, or `nil, err` for an expected failure, whose `err.code` is one of the
 codes of [Troubleshooting](troubleshooting.md). Any call may fail with
 `invalid_input` (the message names the field), `permission_denied` or
 `permission_required` (the policy; [Policies](policies.md)), and in a
-replay with `replay_diverged`; each flow's `errors` line lists what else its
-calls may return, and a test makes each of those happen.
+replay with `replay_diverged` (these four are `commonErrors` in `sluice
+flows --json`). A call the run stops (a signal, its task cancelled when
+the script ends or by its MCP caller) ends with `timeout`, and a replayed
+call whose output the record could not keep whole with `unsupported`. Each
+flow's `errors` line lists what else its calls may return; a test makes
+each one happen.
 
 The tier says what a call can change: *sealed* nothing, *compensable* files
 the run can restore, *irreversible* what cannot be taken back (its intent is
@@ -147,6 +151,13 @@ fn cell(text: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_header_names_every_code_any_call_may_return() {
+        for code in crate::flows::COMMON_ERRORS {
+            assert!(HEADER.contains(&format!("`{}`", code.as_str())), "{code:?}");
+        }
+    }
 
     #[test]
     fn a_schema_reads_as_a_table_of_its_fields_with_types_and_whether_required() {
