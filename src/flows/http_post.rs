@@ -62,7 +62,7 @@ impl Flow for HttpPost {
         summary,
         starts_jobs: false,
         stored_once: None,
-        errors: &[],
+        errors: &[crate::error::ErrorCode::CommandFailed, crate::error::ErrorCode::RequestFailed, crate::error::ErrorCode::Timeout, crate::error::ErrorCode::ProviderUnavailable, crate::error::ErrorCode::ResponseTooLarge],
     };
 
     fn output_schema() -> Value {

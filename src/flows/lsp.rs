@@ -77,7 +77,7 @@ impl Flow for Lsp {
         summary,
         starts_jobs: false,
         stored_once: None,
-        errors: &[],
+        errors: &[ErrorCode::NotFound, ErrorCode::NotADirectory, ErrorCode::BinaryFile, ErrorCode::CommandFailed, ErrorCode::RequestFailed, ErrorCode::Timeout, ErrorCode::ProviderUnavailable, ErrorCode::Unsupported, ErrorCode::ResponseTooLarge],
     };
 
     fn output_schema() -> Value {

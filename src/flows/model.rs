@@ -84,7 +84,7 @@ impl Flow for Model {
         summary,
         starts_jobs: false,
         stored_once: Some("messages"),
-        errors: &[],
+        errors: &[crate::error::ErrorCode::CommandFailed, crate::error::ErrorCode::RequestFailed, crate::error::ErrorCode::Timeout, crate::error::ErrorCode::RateLimited, crate::error::ErrorCode::ProviderUnavailable, crate::error::ErrorCode::ResponseTooLarge],
     };
 
     fn output_schema() -> Value {

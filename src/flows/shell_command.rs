@@ -91,7 +91,7 @@ impl Flow for ShellCommand {
         summary,
         starts_jobs: false,
         stored_once: None,
-        errors: &[],
+        errors: &[ErrorCode::NotFound, ErrorCode::OutsideContainer, ErrorCode::CommandFailed, ErrorCode::Timeout, ErrorCode::ProviderUnavailable],
     };
 
     fn output_schema() -> Value {

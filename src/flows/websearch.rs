@@ -70,7 +70,7 @@ impl Flow for WebSearch {
         summary,
         starts_jobs: false,
         stored_once: None,
-        errors: &[],
+        errors: &[ErrorCode::CommandFailed, ErrorCode::RequestFailed, ErrorCode::Timeout, ErrorCode::RateLimited, ErrorCode::ProviderUnavailable, ErrorCode::ResponseTooLarge],
     };
 
     fn output_schema() -> Value {

@@ -220,7 +220,7 @@ impl Flow for Bash {
         summary,
         starts_jobs: true,
         stored_once: None,
-        errors: &[],
+        errors: &[ErrorCode::OutsideDeclaredReads, ErrorCode::OutsideDeclaredWrites, ErrorCode::OutsideContainer, ErrorCode::CommandFailed, ErrorCode::Timeout, ErrorCode::ProviderUnavailable],
     };
 
     fn output_schema() -> Value {

@@ -71,7 +71,7 @@ impl Flow for Explore {
         summary,
         starts_jobs: false,
         stored_once: None,
-        errors: &[],
+        errors: &[ErrorCode::CommandFailed, ErrorCode::RequestFailed, ErrorCode::Timeout, ErrorCode::RateLimited, ErrorCode::ProviderUnavailable, ErrorCode::ResponseTooLarge],
     };
 
     fn output_schema() -> Value {

@@ -154,7 +154,7 @@ impl Flow for Test {
         summary,
         starts_jobs: false,
         stored_once: None,
-        errors: &[],
+        errors: &[ErrorCode::OutsideContainer, ErrorCode::CommandFailed, ErrorCode::Timeout, ErrorCode::ProviderUnavailable],
     };
 
     fn output_schema() -> Value {

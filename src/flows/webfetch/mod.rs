@@ -80,7 +80,7 @@ impl Flow for WebFetch {
         summary,
         starts_jobs: false,
         stored_once: None,
-        errors: &[],
+        errors: &[ErrorCode::CommandFailed, ErrorCode::RequestFailed, ErrorCode::Timeout, ErrorCode::ProviderUnavailable, ErrorCode::UnsupportedContentType, ErrorCode::ResponseTooLarge],
     };
 
     fn output_schema() -> Value {
