@@ -237,17 +237,7 @@
 ---@class sluice.ShellCommandOutput
 ---@field output string Codex's text: "Exit code: N\nWall time: S seconds\n", maybe "Total output lines: N\n", "Output:\n", then the output.
 ---@field exitCode integer The command's exit status; 124 after a timeout.
----@field sandbox? sluice.SandboxFacts How the command was confined, or the container it ran in; absent when the policy confines nothing.
-
----@class sluice.SandboxFacts
----@field mode "read-only"|"workspace-write"|"danger-full-access" What the command could change; container: it ran in a container, which its mounts bound.
----@field denied boolean Whether the sandbox refused it a file operation (a nonzero exit, the runner's words on stderr).
----@field enforcement "full"|"partial" partial: the runner could not express part of the policy (a deny by wildcard, a decide hook), or the command ran in a container.
----@field network "open"|"closed" Whether the command could open network sockets (closed: a connection fails; it opens only with net:get:*, net:post:* and net:private:* allowed). Absent in mode container, where the container decides.
----@field limits? sluice.Limits The policies' resource limits for the command (the strictest value of each), how each was enforced, and what it hit; absent when no policy sets limits.
----@field partial? string[] What the sandbox could not express, when enforcement is partial.
----@field reverted? string[] Repositories and git control files the command made, removed when it ended.
----@field runnerFailed? boolean Present (true) when the runner broke before the command ran (background jobs only; in the foreground that is a provider_unavailable error).
+---@field sandbox? sluice.PlaceFacts How the command was confined, or the container it ran in; absent when the policy confines nothing.
 
 ---@class sluice.FetchInput
 ---@field url string Absolute http or https URL, without user:password@.

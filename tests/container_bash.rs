@@ -685,3 +685,89 @@ fn a_bad_container_declaration_stops_the_run_naming_the_field() {
         format!("sluice: policy {two}: container box is already declared by policy {one}; give it another name\n")
     );
 }
+
+/// The attack: a policy routes every command into the container a host is
+/// sealed to, and a script calls `shell_command` (Codex's tool) instead of
+/// `bash`. It must run in the container as `bash` does, never on the host:
+/// a file it writes lands in the container, not at the host's path, and
+/// its result says where it ran. The control: `bash` under the same route.
+#[test]
+fn shell_command_follows_the_route_into_the_container_never_the_host() {
+    let c = Container::start();
+    let ws = workspace();
+    let host_dir = tempfile::tempdir().unwrap();
+    let marker = host_dir.path().join("escaped");
+    let route = format!(r#"route = function(req) return "{}" end,"#, c.name);
+    let body = format!(
+        r#"local r, e = sluice.shell_command{{command = "mkdir -p {dir}; echo in > {m}; cat {m}; cat /etc/profile.d/sluice.sh"}}
+emit(r or e)
+local b, e2 = sluice.bash{{command = "cat {m}"}}
+emit(b or e2)"#,
+        dir = host_dir.path().display(),
+        m = marker.display()
+    );
+    for env in [vec![], vec![("SLUICE_BASH_CONTAINER", c.name.as_str())]] {
+        // The policy would let the command write the host's folder too.
+        let pol = format!(
+            "local p = require(\"sluice.policy\")\nreturn {{ rules = {{ p.programs, p.allow \"proc:spawn:*\", p.allow \"fs:*:${{workspace}}/**\", p.allow \"fs:*:{}/**\" }}, {route} }}",
+            host_dir.path().display()
+        );
+        let (out, lines) = run(&ws, &pol, &["--container-engine", "podman"], &env, &body);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(lines[0]["exitCode"], 0, "{}", lines[0]);
+        let said = lines[0]["output"].as_str().unwrap();
+        assert!(
+            said.ends_with("Output:\nin\nexport SLUICE_TEST_PROFILE=loaded\n"),
+            "{said}"
+        );
+        assert_eq!(lines[0]["sandbox"]["mode"], "container");
+        assert_eq!(lines[0]["sandbox"]["container"], json!(c.name));
+        assert!(!marker.exists(), "shell_command wrote on the host");
+        assert_eq!(
+            lines[1]["stdout"], "in\n",
+            "bash sees the same container file"
+        );
+        c.sh(&format!("rm -f {}", marker.display()));
+    }
+}
+
+/// On a host sealed to a container the file flows act on the container's
+/// files, and language servers run on the host: `lsp` is `unsupported`
+/// naming the container (never a host server reading the host's file of
+/// that name), and an edit's diagnostics say they were not checked. The
+/// control: the edit itself lands in the container.
+#[test]
+fn lsp_on_a_sealed_host_is_unsupported_and_an_edits_diagnostics_unchecked() {
+    let c = Container::start();
+    let ws = workspace();
+    c.sh("mkdir -p /srv && printf 'x = 1\\n' > /srv/a.py");
+    let lsp = r#"lsp = { python = { command = { "/bin/false" }, extensions = { ".py" } } },"#;
+    let body = r#"
+local r, e = sluice.lsp{operation = "hover", path = "/srv/a.py", line = 1, character = 1}
+emit(r or e)
+local ed, e2 = sluice.edit{path = "/srv/a.py", oldString = "x = 1", newString = "x = 2"}
+emit(ed or e2)"#;
+    let (out, lines) = run(
+        &ws,
+        &format!(
+            "local p = require(\"sluice.policy\")\nreturn {{ rules = {{ p.programs, p.allow \"proc:spawn:*\", p.allow \"fs:*:/srv/**\", p.allow \"fs:*:{}:/srv/**\" }}, {lsp} }}",
+            c.name
+        ),
+        &[],
+        &[("SLUICE_BASH_CONTAINER", &c.name), ("SLUICE_TEST_CWD", "/srv")],
+        body,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(lines[0]["code"], "unsupported", "{}", lines[0]);
+    assert!(lines[0]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("this host is sealed to container {}", c.name)));
+    assert_eq!(lines[1]["replacements"], 1, "{}", lines[1]);
+    assert_eq!(
+        lines[1]["diagnostics"]["status"], "unchecked",
+        "{}",
+        lines[1]
+    );
+    assert_eq!(c.sh("cat /srv/a.py"), "x = 2\n");
+}

@@ -640,7 +640,11 @@ fn every_flow_has_its_error_scenarios_in_one_file() {
         .map(|f| f["name"].as_str().unwrap().to_string())
         .collect();
     flows.sort();
-    let mut covered: Vec<String> = FILE_FLOWS.iter().chain(WORLD_FLOWS).map(|f| f.to_string()).collect();
+    let mut covered: Vec<String> = FILE_FLOWS
+        .iter()
+        .chain(WORLD_FLOWS)
+        .map(|f| f.to_string())
+        .collect();
     covered.sort();
     assert_eq!(flows, covered);
 }

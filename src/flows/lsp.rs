@@ -185,6 +185,15 @@ impl Flow for Lsp {
     }
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        // A sealed host routes file flows to its container: the files asked
+        // about are there, and a server on the host would read the host's.
+        if let Some(name) = ctx.route.container() {
+            return Err(FlowError::new(
+                ErrorCode::Unsupported,
+                format!("this host is sealed to container {name}: the files are there, and language servers run on the host, so lsp cannot answer for them"),
+            )
+            .with("container", name));
+        }
         let servers = ctx.lsp.clone().ok_or_else(|| {
             FlowError::new(ErrorCode::Unsupported, "no language server is declared for this run: add a policy `lsp` table (docs/policies.md) or sluice run --lsp NAME=EXTS:COMMAND")
         })?;

@@ -400,6 +400,34 @@ fn limits_schema() -> Value {
     )
 }
 
+/// Where a command ran: confined on the host, or in a container (`bash`
+/// and `shell_command` follow the policy's route there).
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum Place {
+    /// Confined on the host: what the sandbox enforced.
+    Host(crate::sandbox::Facts),
+    /// In a container: which, through which engine, and what it protected.
+    Container(crate::container::Facts),
+}
+
+/// A container's facts for the schema tests, every field set.
+#[cfg(test)]
+pub(crate) fn container_sample() -> crate::container::Facts {
+    crate::container::Facts {
+        mode: "container",
+        container: "box".into(),
+        engine: "podman".into(),
+        denied: false,
+        enforcement: "partial",
+        partial: vec!["the command ran in container box".into()],
+        protected: true,
+        read_only: vec!["/srv/.git".into()],
+        hidden: vec!["/srv/.sluice".into()],
+        reverted: vec!["/w/sub/.git".into()],
+    }
+}
+
 /// Sandbox facts for the schema tests: every field, or the fewest.
 #[cfg(test)]
 pub(crate) fn sandbox_sample(full: bool) -> crate::sandbox::Facts {

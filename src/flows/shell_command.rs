@@ -8,7 +8,7 @@
 //! deliberately absent: the permission kernel owns sandboxing and
 //! escalation here. Prefer `bash` for new work.
 
-use super::shape::{codex_output, CODEX_CAPTURE_BUDGET, TIMEOUT_EXIT_CODE};
+use super::shape::{codex_output, Place, CODEX_CAPTURE_BUDGET, TIMEOUT_EXIT_CODE};
 use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use crate::exec::{self, CommandLine, SpawnFailureKind};
@@ -38,14 +38,17 @@ pub struct Output {
     pub output: String,
     /// 124 when the command timed out.
     pub exit_code: i32,
-    /// How the command was confined; absent when the grants confine nothing.
+    /// How the command was confined on the host, or the container it ran
+    /// in; absent when the grants confine nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<crate::sandbox::Facts>,
+    pub sandbox: Option<Place>,
 }
 
 pub struct ShellCommand {
     command: String,
     workdir: PathBuf,
+    /// `workdir` as given: inside a container it names the container's folder.
+    given_workdir: Option<String>,
     timeout: Duration,
 }
 
@@ -100,7 +103,7 @@ impl Flow for ShellCommand {
                 ("output", field("string", "Codex's text: \"Exit code: N\\nWall time: S seconds\\n\", maybe \"Total output lines: N\\n\", \"Output:\\n\", then the output.")),
                 ("exitCode", field("integer", "The command's exit status; 124 after a timeout.")),
             ],
-            &[("sandbox", super::shape::sandbox_schema(false))],
+            &[("sandbox", super::shape::sandbox_schema(true))],
         )
     }
 
@@ -111,11 +114,12 @@ impl Flow for ShellCommand {
             exit_code: 0,
             sandbox,
         };
-        use super::shape::{sandbox_sample, sandbox_sample_limited};
+        use super::shape::{container_sample, sandbox_sample, sandbox_sample_limited};
         vec![
-            ran(Some(sandbox_sample(true))),
-            ran(Some(sandbox_sample(false))),
-            ran(Some(sandbox_sample_limited())),
+            ran(Some(Place::Host(sandbox_sample(true)))),
+            ran(Some(Place::Host(sandbox_sample(false)))),
+            ran(Some(Place::Host(sandbox_sample_limited()))),
+            ran(Some(Place::Container(container_sample()))),
             ran(None),
         ]
     }
@@ -163,6 +167,7 @@ impl Flow for ShellCommand {
             ShellCommand {
                 command: input.command,
                 workdir,
+                given_workdir: input.workdir,
                 timeout,
             },
             envelope,
@@ -170,6 +175,9 @@ impl Flow for ShellCommand {
     }
 
     async fn execute(self, ctx: &Context, _: Authorized) -> FlowResult<Output> {
+        if let Some(name) = ctx.route.container() {
+            return self.in_container(ctx, name).await;
+        }
         let exec = &ctx.exec;
         // Codex runs the command with the user's shell; models trained on
         // it write bash.
@@ -225,11 +233,56 @@ impl Flow for ShellCommand {
             )
             .with("runnerFailed", true));
         }
-        let sandbox = confined.map(|c| c.facts(exit_code, &text, out.limits.as_ref()));
+        let sandbox = confined.map(|c| Place::Host(c.facts(exit_code, &text, out.limits.as_ref())));
         Ok(Output {
             output: codex_output(exit_code, out.elapsed, out.timed_out, &out.stdout),
             exit_code,
             sandbox,
+        })
+    }
+}
+
+/// The exit status engines give when they, not the command, failed.
+const ENGINE_FAILED: i32 = 125;
+
+impl ShellCommand {
+    /// Runs the command in container `name`, where the policy's route (or
+    /// a host sealed to it) placed it: through the container's transport,
+    /// never the host's sandbox. A relative `workdir` is under the
+    /// container's folder, as `bash`'s `cwd` is.
+    async fn in_container(self, ctx: &Context, name: &str) -> FlowResult<Output> {
+        let transport = ctx.container(name).await?;
+        let mut req = ctx.command(CommandLine::Shell(self.command.clone()));
+        req.timeout = Some(self.timeout);
+        req.output_budget = Some(CODEX_CAPTURE_BUDGET);
+        req.merge_output = true;
+        let cwd = ctx.containers.folder(name, self.given_workdir.as_deref());
+        req.wrap = Some(transport.call(std::iter::empty(), cwd));
+        let spec = exec::resolve(req, &ctx.exec.limits)?;
+        let guard = ctx.container_guard(&transport)?;
+        let out = ctx.run_command(spec).await;
+        if let Some(f) = &out.spawn_failure {
+            return Err(transport.failed(&f.message, "the command"));
+        }
+        if out.aborted || out.interrupted.is_some() {
+            let output = codex_output(-1, out.elapsed, false, &out.stdout);
+            return Err(out.stopped(FlowError::new(ErrorCode::Timeout, "").with("output", output)));
+        }
+        let exit_code = if out.timed_out {
+            TIMEOUT_EXIT_CODE
+        } else {
+            out.shell_status().unwrap_or(-1)
+        };
+        let said = String::from_utf8_lossy(&out.stdout.head).into_owned();
+        if exit_code == ENGINE_FAILED && said.starts_with("Error") {
+            return Err(transport.failed(said.trim(), "the command"));
+        }
+        let settled = guard.map(|g| g.settle()).unwrap_or_default();
+        let facts = crate::container::Facts::ended(&transport, settled.parts(), exit_code, &said);
+        Ok(Output {
+            output: codex_output(exit_code, out.elapsed, out.timed_out, &out.stdout),
+            exit_code,
+            sandbox: Some(Place::Container(facts)),
         })
     }
 }

@@ -65,6 +65,9 @@ pub fn assert_scenarios_match(flows: &[&str], scenarios: &[(&str, &str)]) {
         );
     }
     for (flow, _) in scenarios {
-        assert!(flows.contains(flow), "a scenario of {flow}, which this file does not cover");
+        assert!(
+            flows.contains(flow),
+            "a scenario of {flow}, which this file does not cover"
+        );
     }
 }

@@ -127,13 +127,7 @@ impl Finished {
     }
 }
 
-/// Where a command ran: confined on the host, or in a container.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-pub enum Place {
-    Host(crate::sandbox::Facts),
-    Container(crate::container::Facts),
-}
+pub use super::shape::Place;
 
 /// The handle of a background job.
 #[derive(Debug, Serialize)]
@@ -303,18 +297,7 @@ impl Flow for Bash {
             ),
             finished(
                 false,
-                Some(Place::Container(crate::container::Facts {
-                    mode: "container",
-                    container: "box".into(),
-                    engine: "podman".into(),
-                    denied: false,
-                    enforcement: "partial",
-                    partial: vec!["the command ran in container box".into()],
-                    protected: true,
-                    read_only: vec!["/srv/.git".into()],
-                    hidden: vec!["/srv/.sluice".into()],
-                    reverted: vec!["/w/sub/.git".into()],
-                })),
+                Some(Place::Container(super::shape::container_sample())),
             ),
             finished(false, None),
             started,

@@ -80,6 +80,14 @@ pub enum Missing {
 /// an edit does not fail because of its server.
 pub async fn after_change(ctx: &Context, path: &Path) -> Option<Diagnostics> {
     let servers = ctx.lsp.as_ref()?;
+    // The file is the container's; a server on the host would read the
+    // host's file of that name, which no check was made for.
+    if let Some(name) = ctx.route.container() {
+        return Some(Diagnostics::unknown(
+            Status::Unchecked,
+            format!("the file is in container {name}, and language servers run on the host"),
+        ));
+    }
     let Some(decl) = servers.serving(path) else {
         return Some(Diagnostics::unknown(
             Status::Unchecked,
