@@ -397,3 +397,28 @@ fn under_default_and(flags: &mut Vec<String>, policy: String) {
         policy,
     ]);
 }
+
+/// A failed model turn keeps the model call's details beside explore's
+/// message (`attempts` here; `interrupted` on a stop, which is what
+/// halts the run): explore names the turn, and takes nothing away.
+#[test]
+fn a_failed_turn_keeps_the_model_calls_details() {
+    let ws = project();
+    let server = ModelServer::respond(|_: &Request| {
+        Answer::error(
+            400,
+            model_server::openai_error("invalid_request_error", None, "bad request"),
+        )
+    });
+    let out = explore(&ws, &flags(&server));
+    let err = &out["err"];
+    assert_eq!(err["code"], "request_failed", "{out}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("explore's model call (turn 1) failed: "),
+        "{out}"
+    );
+    assert_eq!(err["attempts"], 1, "{out}");
+}

@@ -144,15 +144,19 @@ impl Exploration<'_> {
         if let Some(c) = choice {
             input["toolChoice"] = json!(c);
         }
-        let reply = self.inner.call("model", input).await.map_err(|e| {
-            FlowError::new(
-                e.code,
-                format!(
+        // Its details stay: `interrupted` or `cancelled` there is what
+        // halts the run on a stop, as it would for the model call itself.
+        let reply = self
+            .inner
+            .call("model", input)
+            .await
+            .map_err(|e| FlowError {
+                message: format!(
                     "explore's model call (turn {}) failed: {}",
                     self.turns, e.message
                 ),
-            )
-        })?;
+                ..e
+            })?;
         let used: Usage = serde_json::from_value(reply["usage"].clone()).unwrap_or_default();
         self.usage.input_tokens += used.input_tokens;
         self.usage.output_tokens += used.output_tokens;
