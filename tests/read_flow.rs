@@ -320,6 +320,25 @@ fn read_fifo_is_not_a_file() {
     );
 }
 
+/// A Unix socket cannot be opened at all; it is `not_a_file`, as a pipe
+/// is (and as `write` says of it), not the system's "no such device".
+#[test]
+fn read_socket_is_not_a_file() {
+    let ws = common::workspace();
+    let root = canon(ws.path());
+    let p = root.join("sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&p).unwrap();
+    let err = read_err(ws.path(), r#"{path = "sock"}"#);
+    assert_eq!(err["code"], "not_a_file", "{err}");
+    assert_eq!(
+        err["message"],
+        format!(
+            "{} is not a regular file (a device, socket or pipe); file flows only handle regular files.",
+            p.display()
+        )
+    );
+}
+
 #[test]
 fn read_missing_file_is_not_found_naming_the_nearest_existing_folder() {
     let ws = common::workspace();

@@ -187,9 +187,17 @@ pub fn checked_file(target: &Target, file: File) -> FlowResult<(File, Metadata)>
 }
 
 /// Opens without blocking, so a FIFO is refused as `not_a_file` instead of
-/// hanging the call until some writer appears.
+/// hanging the call until some writer appears. A socket cannot be opened
+/// at all (ENXIO): it is `not_a_file` too, as `write` says of it.
 fn open(target: &Target) -> FlowResult<File> {
-    super::checked::open_read(&target.real).map_err(|e| io_error(target, "read", e))
+    super::checked::open_read(&target.real).map_err(|e| {
+        if e.raw_os_error() == Some(nix::libc::ENXIO) {
+            if let Err(not_a_file) = check_kind(target, false, false) {
+                return not_a_file;
+            }
+        }
+        io_error(target, "read", e)
+    })
 }
 
 /// `is_directory` for a directory, `not_a_file` for anything else irregular.
