@@ -33,6 +33,13 @@ pub use engine::Engine;
 pub use files::ContainerFiles;
 pub use transport::Transport;
 
+/// Whether a command's exit and first words are the engine's own failure
+/// (engines exit 125 and say `Error: ...` when they, not the command,
+/// failed), not the command's.
+pub fn engine_failed(exit_code: i32, said: &str) -> bool {
+    exit_code == 125 && said.starts_with("Error")
+}
+
 use crate::error::{ErrorCode, FlowError, FlowResult};
 use serde::Serialize;
 use serde_json::{json, Value};

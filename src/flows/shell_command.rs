@@ -209,15 +209,7 @@ impl Flow for ShellCommand {
                     .with("field", "workdir"),
             );
         }
-        if out.aborted || out.interrupted.is_some() {
-            let output = codex_output(-1, out.elapsed, false, &out.stdout);
-            return Err(out.stopped(FlowError::new(ErrorCode::Timeout, "").with("output", output)));
-        }
-        let exit_code = if out.timed_out {
-            TIMEOUT_EXIT_CODE
-        } else {
-            out.shell_status().unwrap_or(-1)
-        };
+        let exit_code = exit_code(&out)?;
         let text = String::from_utf8_lossy(&out.stdout.head);
         if let Some(c) = confined
             .as_ref()
@@ -242,8 +234,20 @@ impl Flow for ShellCommand {
     }
 }
 
-/// The exit status engines give when they, not the command, failed.
-const ENGINE_FAILED: i32 = 125;
+/// The command's exit code as Codex gives it (124 after its timeout); a
+/// command the run stopped (a signal, its caller) is a `timeout` error
+/// holding the output so far.
+fn exit_code(out: &exec::Outcome) -> FlowResult<i32> {
+    if out.aborted || out.interrupted.is_some() {
+        let output = codex_output(-1, out.elapsed, false, &out.stdout);
+        return Err(out.stopped(FlowError::new(ErrorCode::Timeout, "").with("output", output)));
+    }
+    Ok(if out.timed_out {
+        TIMEOUT_EXIT_CODE
+    } else {
+        out.shell_status().unwrap_or(-1)
+    })
+}
 
 impl ShellCommand {
     /// Runs the command in container `name`, where the policy's route (or
@@ -264,17 +268,9 @@ impl ShellCommand {
         if let Some(f) = &out.spawn_failure {
             return Err(transport.failed(&f.message, "the command"));
         }
-        if out.aborted || out.interrupted.is_some() {
-            let output = codex_output(-1, out.elapsed, false, &out.stdout);
-            return Err(out.stopped(FlowError::new(ErrorCode::Timeout, "").with("output", output)));
-        }
-        let exit_code = if out.timed_out {
-            TIMEOUT_EXIT_CODE
-        } else {
-            out.shell_status().unwrap_or(-1)
-        };
+        let exit_code = exit_code(&out)?;
         let said = String::from_utf8_lossy(&out.stdout.head).into_owned();
-        if exit_code == ENGINE_FAILED && said.starts_with("Error") {
+        if crate::container::engine_failed(exit_code, &said) {
             return Err(transport.failed(said.trim(), "the command"));
         }
         let settled = guard.map(|g| g.settle()).unwrap_or_default();

@@ -15,9 +15,6 @@ use crate::flows::Context;
 use crate::sandbox::Guard;
 use std::sync::Arc;
 
-/// Engines exit 125 when they, not the command, failed.
-const ENGINE_FAILED: i32 = 125;
-
 impl Bash {
     /// Runs the planned command in container `name`.
     pub(super) async fn in_container(self, ctx: &Context, name: &str) -> FlowResult<Output> {
@@ -87,7 +84,7 @@ impl Bash {
         }
         let exit_code = out.shell_status().unwrap_or(-1);
         let said = String::from_utf8_lossy(&out.stderr.head).into_owned();
-        if exit_code == ENGINE_FAILED && said.starts_with("Error") {
+        if crate::container::engine_failed(exit_code, &said) {
             return Err(t
                 .failed(said.trim(), "the command")
                 .with("command", self.label.clone()));

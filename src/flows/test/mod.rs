@@ -645,21 +645,7 @@ fn samples() -> Vec<Output> {
             (false, false) => {
                 Some(serde_json::to_value(super::shape::sandbox_sample(false)).unwrap())
             }
-            (true, true) => Some(
-                serde_json::to_value(crate::container::Facts {
-                    mode: "container",
-                    container: "box".into(),
-                    engine: "podman".into(),
-                    denied: false,
-                    enforcement: "partial",
-                    partial: vec!["the command ran in container box".into()],
-                    protected: true,
-                    read_only: vec!["/srv/.git".into()],
-                    hidden: vec!["/srv/.sluice".into()],
-                    reverted: vec!["/w/sub/.git".into()],
-                })
-                .unwrap(),
-            ),
+            (true, true) => Some(serde_json::to_value(super::shape::container_sample()).unwrap()),
             (false, true) => None,
         },
         base: full.then(|| side(base_probe)),

@@ -169,16 +169,13 @@ async fn in_container(ctx: &Context, target: &Target<'_>, name: &str) -> FlowRes
         let l = l.to_ascii_lowercase();
         l.contains("no such container") || l.contains("no container with name or id")
     });
-    if exit_code == ENGINE_FAILED && ran.output.starts_with("Error") && !missing {
+    if crate::container::engine_failed(exit_code, &ran.output) && !missing {
         return Err(transport
             .failed(ran.output.trim(), "the tests")
             .with("command", target.line.shown.clone()));
     }
     Ok(ran)
 }
-
-/// Engines exit 125 when they, not the command, failed.
-const ENGINE_FAILED: i32 = 125;
 
 /// A command the host could not start: a missing program or folder is an
 /// answer with its probe (nothing ran, and the result says why); anything
