@@ -497,10 +497,18 @@ fn recorded(err: &str) -> (i64, i64) {
         .unwrap_or_else(|| panic!("the run says which calls are recorded: {err}"));
     let sure = number_after(err, &format!("Recorded: calls #1 to #{through} (#"))
         .map_or(through, |first| first - 1);
+    // `and perhaps #N` alone, or `and perhaps #N to #M`.
     let most = err
         .split("and perhaps #")
         .nth(1)
-        .and_then(|rest| number_after(rest, " to #"))
+        .map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            let first: i64 = digits.parse().unwrap();
+            match rest[digits.len()..].strip_prefix(" to #") {
+                Some(tail) => number_after(&format!("#{tail}"), "#").unwrap(),
+                None => first,
+            }
+        })
         .unwrap_or(through);
     (sure, most)
 }

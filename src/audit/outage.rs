@@ -363,14 +363,22 @@ impl Lost<'_> {
             ),
             _ => Ok(()),
         };
-        let maybe = rows(self.uncertain, |intent| !intent);
-        if let (Some(first), Some(last)) = (maybe.first(), maybe.last()) {
-            let _ = write!(
+        // An intent whose commit went unanswered may be there too: its
+        // call did not run (see "Not run" below), but its row may be kept.
+        let maybe = rows(self.uncertain, |_| true);
+        let _ = match (maybe.first(), maybe.last()) {
+            (Some(first), Some(last)) if first.0 == last.0 => write!(
+                s,
+                ", and perhaps #{} (the connection was lost as it was committed)",
+                first.0
+            ),
+            (Some(first), Some(last)) => write!(
                 s,
                 ", and perhaps #{} to #{} (the connection was lost as they were committed)",
                 first.0, last.0
-            );
-        }
+            ),
+            _ => Ok(()),
+        };
         let ran = rows(self.queued, |intent| !intent);
         let readings = self
             .queued
@@ -401,7 +409,8 @@ impl Lost<'_> {
                 named(&unknown)
             );
         }
-        let waiting = rows(self.queued, |intent| intent);
+        let mut waiting = rows(self.uncertain, |intent| intent);
+        waiting.extend(rows(self.queued, |intent| intent));
         if !waiting.is_empty() {
             let _ = write!(
                 s,
@@ -562,6 +571,23 @@ mod tests {
             said.contains(
                 ". Recorded: no call of the run. Not recorded: 8 call(s) that ran (#1 read, #2 read, #3 read, \
                  #4 read, #5 read and 3 more). No irreversible"
+            ),
+            "{said}"
+        );
+        // The full suite's case: the commit of a bash call's intent lost
+        // its answer and landed; the message must allow for its row.
+        let intent = Lost {
+            uncertain: &[row(6, "bash", true)],
+            queued: &[],
+            open: &[],
+            ..lost
+        };
+        let said = intent.describe();
+        assert!(
+            said.contains(
+                "Recorded: calls #1 to #5, and perhaps #6 (the connection was lost as it was committed). \
+                 Not recorded: nothing that ran. Not run: #6 bash (irreversible, waiting for its intent to be \
+                 recorded)"
             ),
             "{said}"
         );
