@@ -10,13 +10,59 @@
 //! ends.
 
 use super::Context;
-use crate::container::{Protections, Transport};
+use crate::container::{Facts, Protections, Transport};
 use crate::error::FlowResult;
+use crate::exec;
 use crate::sandbox::{outermost, Guard};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// A command made ready to run in a container (`bash`, `shell_command`,
+/// the `test` runner): its spec goes through the container's transport, in
+/// the container's folder, and its guard settles what it made there.
+pub struct Routed {
+    /// The container's transport: its name, engine and protections.
+    pub transport: Arc<Transport>,
+    /// The command as the executor runs it, wrapped for the container.
+    pub spec: exec::Spec,
+    /// The container folder it runs in, when one was named or declared.
+    pub cwd: Option<String>,
+    /// What removes the repositories it makes in writable mounts.
+    pub guard: Option<Arc<Guard>>,
+}
+
+impl Routed {
+    /// The container's facts for a command that ended with `exit_code`,
+    /// having said `said`: the guard settled first.
+    pub fn facts(guard: Option<Arc<Guard>>, t: &Transport, exit_code: i32, said: &str) -> Facts {
+        let settled = guard.map(|g| g.settle()).unwrap_or_default();
+        Facts::ended(t, settled.parts(), exit_code, said)
+    }
+}
+
 impl Context {
+    /// `req` made ready to run in container `name`, in the container's
+    /// folder for `given_cwd` (the caller's own words: relative means under
+    /// the container's workdir); only the variables `req` declares cross.
+    pub async fn routed(
+        &self,
+        name: &str,
+        mut req: exec::Request,
+        given_cwd: Option<&str>,
+    ) -> FlowResult<Routed> {
+        let transport = self.container(name).await?;
+        let cwd = self.containers.folder(name, given_cwd);
+        req.wrap = Some(transport.call(req.env.keys().cloned(), cwd.clone()));
+        let spec = exec::resolve(req, &self.exec.limits)?;
+        let guard = self.container_guard(&transport)?;
+        Ok(Routed {
+            transport,
+            spec,
+            cwd,
+            guard,
+        })
+    }
+
     /// The transport into container `name`, started with the policy's
     /// protections when this run starts it.
     pub async fn container(&self, name: &str) -> FlowResult<Arc<Transport>> {

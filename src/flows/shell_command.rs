@@ -8,6 +8,7 @@
 //! deliberately absent: the permission kernel owns sandboxing and
 //! escalation here. Prefer `bash` for new work.
 
+use super::container::Routed;
 use super::shape::{codex_output, Place, CODEX_CAPTURE_BUDGET, TIMEOUT_EXIT_CODE};
 use super::{closed, field, Context, Envelope, Flow, FlowSpec, Tier};
 use crate::error::{ErrorCode, FlowError, FlowResult};
@@ -255,26 +256,22 @@ impl ShellCommand {
     /// never the host's sandbox. A relative `workdir` is under the
     /// container's folder, as `bash`'s `cwd` is.
     async fn in_container(self, ctx: &Context, name: &str) -> FlowResult<Output> {
-        let transport = ctx.container(name).await?;
         let mut req = ctx.command(CommandLine::Shell(self.command.clone()));
         req.timeout = Some(self.timeout);
         req.output_budget = Some(CODEX_CAPTURE_BUDGET);
         req.merge_output = true;
-        let cwd = ctx.containers.folder(name, self.given_workdir.as_deref());
-        req.wrap = Some(transport.call(std::iter::empty(), cwd));
-        let spec = exec::resolve(req, &ctx.exec.limits)?;
-        let guard = ctx.container_guard(&transport)?;
-        let out = ctx.run_command(spec).await;
+        let routed = ctx.routed(name, req, self.given_workdir.as_deref()).await?;
+        let t = routed.transport;
+        let out = ctx.run_command(routed.spec).await;
         if let Some(f) = &out.spawn_failure {
-            return Err(transport.failed(&f.message, "the command"));
+            return Err(t.failed(&f.message, "the command"));
         }
         let exit_code = exit_code(&out)?;
         let said = String::from_utf8_lossy(&out.stdout.head).into_owned();
         if crate::container::engine_failed(exit_code, &said) {
-            return Err(transport.failed(said.trim(), "the command"));
+            return Err(t.failed(said.trim(), "the command"));
         }
-        let settled = guard.map(|g| g.settle()).unwrap_or_default();
-        let facts = crate::container::Facts::ended(&transport, settled.parts(), exit_code, &said);
+        let facts = Routed::facts(routed.guard, &t, exit_code, &said);
         Ok(Output {
             output: codex_output(exit_code, out.elapsed, out.timed_out, &out.stdout),
             exit_code,

@@ -9,6 +9,7 @@ use super::{Bash, Finished, Output, Place, Started};
 use crate::container::{Facts, Transport};
 use crate::error::FlowResult;
 use crate::exec::{self, CommandLine, Outcome};
+use crate::flows::container::Routed;
 use crate::flows::probe;
 use crate::flows::shape::bounded;
 use crate::flows::Context;
@@ -18,22 +19,22 @@ use std::sync::Arc;
 impl Bash {
     /// Runs the planned command in container `name`.
     pub(super) async fn in_container(self, ctx: &Context, name: &str) -> FlowResult<Output> {
-        let transport = ctx.container(name).await?;
-        let exec = &ctx.exec;
         let mut req = ctx.command(self.launch.clone());
         req.env = self.declared_env(ctx)?;
         req.stdin = self.stdin.clone();
         req.timeout = Some(self.timeout);
         req.output_budget = Some(exec::STREAM_BUDGET);
-        let cwd = ctx.containers.folder(name, self.given_cwd.as_deref());
-        req.wrap = Some(transport.call(req.env.keys().cloned(), cwd.clone()));
-        let spec = exec::resolve(req, &exec.limits)?;
-        let guard = ctx.container_guard(&transport)?;
+        let routed = ctx.routed(name, req, self.given_cwd.as_deref()).await?;
         if self.background {
-            return self.start_routed(ctx, spec, &transport, guard);
+            return self.start_routed(ctx, routed.spec, &routed.transport, routed.guard);
         }
-        let outcome = ctx.run_command(spec).await;
-        self.finish_routed(outcome, &transport, cwd.as_deref(), guard)
+        let outcome = ctx.run_command(routed.spec).await;
+        self.finish_routed(
+            outcome,
+            &routed.transport,
+            routed.cwd.as_deref(),
+            routed.guard,
+        )
     }
 
     fn start_routed(
@@ -99,15 +100,9 @@ impl Bash {
             _ => None,
         };
         let finished = Finished::ran(&out, exit_code, (stdout, stderr), out.signal.clone());
-        let settled = guard.map(|g| g.settle()).unwrap_or_default();
         Ok(Output::Finished(Box::new(Finished {
             invalid_probe,
-            sandbox: Some(Place::Container(Facts::ended(
-                t,
-                settled.parts(),
-                exit_code,
-                &said,
-            ))),
+            sandbox: Some(Place::Container(Routed::facts(guard, t, exit_code, &said))),
             ..finished
         })))
     }

@@ -146,13 +146,10 @@ fn request(ctx: &Context, target: &Target) -> exec::Request {
 /// container is an answer (the probe's `unknown-environment`), not an
 /// error: the command named an environment that does not exist.
 async fn in_container(ctx: &Context, target: &Target<'_>, name: &str) -> FlowResult<Ran> {
-    let transport = ctx.container(name).await?;
-    let mut req = request(ctx, target);
-    let cwd = ctx.containers.folder(name, target.runner.cwd.as_deref());
-    req.wrap = Some(transport.call(req.env.keys().cloned(), cwd));
-    let spec = exec::resolve(req, &ctx.exec.limits)?;
-    let guard = ctx.container_guard(&transport)?;
-    let out = ctx.run_command(spec).await;
+    let req = request(ctx, target);
+    let routed = ctx.routed(name, req, target.runner.cwd.as_deref()).await?;
+    let transport = routed.transport;
+    let out = ctx.run_command(routed.spec).await;
     if let Some(f) = &out.spawn_failure {
         return Err(transport
             .failed(&f.message, "the tests")
@@ -162,8 +159,8 @@ async fn in_container(ctx: &Context, target: &Target<'_>, name: &str) -> FlowRes
     let exit_code = out.shell_status().unwrap_or(-1);
     let mut ran = ran(&out, exit_code);
     ran.container = Some(name.to_string());
-    let settled = guard.map(|g| g.settle()).unwrap_or_default();
-    let facts = crate::container::Facts::ended(&transport, settled.parts(), exit_code, &ran.output);
+    let facts =
+        crate::flows::container::Routed::facts(routed.guard, &transport, exit_code, &ran.output);
     ran.place = serde_json::to_value(facts).ok();
     let missing = ran.output.lines().any(|l| {
         let l = l.to_ascii_lowercase();
