@@ -378,26 +378,10 @@ fn credentials(ws: &Workspace) -> Setup {
     ]))
 }
 
-/// The default policy with server `good` (the suite's fake server) for
-/// `.good` files, and what the servers of `lsp` need to read.
+/// A policy declaring the servers of `lsp` and letting them read `reads`.
 fn lsp_policy(ws: &Workspace, lsp: &str, reads: &[&Path]) -> String {
-    let rules: Vec<String> = reads
-        .iter()
-        .map(|r| {
-            format!(
-                "p.allow(\"fs:read:{0}/**\"), p.allow(\"fs:read:{0}\")",
-                r.display()
-            )
-        })
-        .collect();
-    policy(
-        ws,
-        "lsp.lua",
-        &format!(
-            "local p = require(\"sluice.policy\")\nreturn {{\n  rules = {{ {} }},\n  lsp = {{ {lsp} }},\n}}\n",
-            rules.join(", ")
-        ),
-    )
+    let reads: Vec<String> = reads.iter().map(|r| r.display().to_string()).collect();
+    common::lsp_policy(ws, &reads, &[], lsp)
 }
 
 fn lsp_dir() -> PathBuf {

@@ -36,27 +36,11 @@ fn needed(path: PathBuf, install: &str) -> String {
 /// A policy (beside the workspace) that lets commands read `reads` and
 /// write the workspace, and declares `lsp` (a Lua table's body).
 fn lsp_policy(ws: &Workspace, reads: &[String], lsp: &str) -> String {
-    let rules: Vec<String> = reads
-        .iter()
-        .flat_map(|r| {
-            [
-                format!("p.allow(\"fs:read:{r}/**\")"),
-                format!("p.allow(\"fs:read:{r}\")"),
-            ]
-        })
-        .chain([
-            "p.allow(\"fs:write:${workspace}/**\")".to_string(),
-            "p.allow(\"fs:read:/proc/**\")".to_string(),
-        ])
-        .collect();
-    policy(
-        ws,
-        "lsp.lua",
-        &format!(
-            "local p = require(\"sluice.policy\")\nreturn {{\n  rules = {{ {} }},\n  lsp = {{ {lsp} }},\n}}\n",
-            rules.join(", ")
-        ),
-    )
+    let rules = [
+        "p.allow(\"fs:write:${workspace}/**\")",
+        "p.allow(\"fs:read:/proc/**\")",
+    ];
+    common::lsp_policy(ws, reads, &rules, lsp)
 }
 
 /// Runs `body` (with `emit`) under the default policy and `pol`; each

@@ -575,3 +575,27 @@ pub fn record_files_holding(ws: &Path, secret: &str) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// A policy file (beside the workspace) whose rules let commands read each
+/// folder of `reads` (the folder and what it holds), then `rules`, and
+/// which declares the language servers `lsp` (a Lua table's body).
+pub fn lsp_policy(ws: &Workspace, reads: &[String], rules: &[&str], lsp: &str) -> String {
+    let rules: Vec<String> = reads
+        .iter()
+        .flat_map(|r| {
+            [
+                format!("p.allow(\"fs:read:{r}/**\")"),
+                format!("p.allow(\"fs:read:{r}\")"),
+            ]
+        })
+        .chain(rules.iter().map(|r| r.to_string()))
+        .collect();
+    policy(
+        ws,
+        "lsp.lua",
+        &format!(
+            "local p = require(\"sluice.policy\")\nreturn {{\n  rules = {{ {} }},\n  lsp = {{ {lsp} }},\n}}\n",
+            rules.join(", ")
+        ),
+    )
+}
