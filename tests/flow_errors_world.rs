@@ -20,7 +20,7 @@ use common::flow_errors::{assert_scenarios_match, WORLD_FLOWS};
 use common::{exported_calls, lua_str, policy, run_lua_env, Workspace};
 use model_server::{openai_error, openai_text, Answer, ModelServer};
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -184,7 +184,7 @@ fn web() -> String {
 }
 
 fn answer(mut conn: TcpStream) {
-    let Some(target) = read_target(&mut conn) else {
+    let Some(target) = common::http::read_request(&mut conn).map(|r| r.target) else {
         return;
     };
     let has = |word: &str| target == format!("/{word}") || target.contains(&format!("q={word}"));
@@ -211,38 +211,6 @@ fn answer(mut conn: TcpStream) {
     );
     let _ = conn.write_all(head.as_bytes());
     let _ = conn.write_all(&body);
-}
-
-/// The request's target, its body read too (a body left unread would
-/// reset the connection before the answer is read).
-fn read_target(conn: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = conn.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < end + length {
-        let n = conn.read(&mut chunk).ok()?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    head.split(' ').nth(1).map(str::to_string)
 }
 
 /// An origin nothing listens on.

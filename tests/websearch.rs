@@ -6,9 +6,10 @@
 
 mod common;
 
+use common::http::{read_request, Req};
 use common::{script_file, sluice_bin, workspace, Run, EMIT};
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -17,30 +18,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A key distinctive enough that any leak is found by a substring search.
 const KEY: &str = "exa-KEY-d3adb33f-never-shown";
-
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Req {
-    method: String,
-    /// Path and query, as sent.
-    target: String,
-    /// Names lowercased.
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Req {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-}
 
 /// What the server answers, in order, one per connection.
 struct Reply {
@@ -103,49 +80,6 @@ impl Server {
     fn origin(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
-}
-
-fn read_request(conn: &mut std::net::TcpStream) -> Option<Req> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = conn.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next()?.split(' ');
-    let method = first.next()?.to_string();
-    let target = first.next()?.to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = buf[end..].to_vec();
-    while body.len() < len {
-        let n = conn.read(&mut chunk).ok()?;
-        if n == 0 {
-            break;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some(Req {
-        method,
-        target,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
 }
 
 /// Runs `body` (with `emit`) under `flags`, with `env` on the sluice process

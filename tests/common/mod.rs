@@ -4,6 +4,7 @@
 
 pub mod flow_errors;
 pub mod guide;
+pub mod http;
 pub mod mcp;
 pub mod postgres;
 pub mod rng;
