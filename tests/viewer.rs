@@ -15,7 +15,7 @@ mod model_server;
 #[path = "common/viewer_server.rs"]
 mod viewer_server;
 
-use browser::{Browser, Page};
+use browser::{group_members, Browser, Page};
 use common::stores::Kind;
 use common::*;
 use serde_json::{json, Value};
@@ -220,19 +220,6 @@ fn harness_kills_chromium_whole_when_dropped() {
         left.is_empty(),
         "processes of Chromium's group left: {left:?}"
     );
-}
-
-/// The live processes of process group `group`.
-fn group_members(group: i32) -> Vec<i32> {
-    let group = nix::unistd::Pid::from_raw(group);
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*pid))).ok() == Some(group)
-        })
-        .filter(|pid| pid_alive(*pid))
-        .collect()
 }
 
 // ---------------------------------------------------------------------------

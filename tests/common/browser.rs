@@ -333,10 +333,40 @@ impl Drop for Browser {
     fn drop(&mut self) {
         // The group holds the browser, its zygotes, renderers and
         // utilities: none may outlive the test.
-        let group = nix::unistd::Pid::from_raw(-(self.child.id() as i32));
+        let pgid = self.child.id() as i32;
+        let group = nix::unistd::Pid::from_raw(-pgid);
         let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
         let _ = self.child.wait();
+        // A kill lands when each process next runs: on a loaded machine a
+        // renderer can outlive the wait above for a moment.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !group_members(pgid).is_empty() && std::time::Instant::now() < until {
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
+}
+
+/// The live (not zombie) processes of process group `group`.
+pub fn group_members(group: i32) -> Vec<i32> {
+    let alive = |pid: i32| match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            stat[stat.rfind(')').unwrap() + 1..]
+                .split_whitespace()
+                .next()
+                != Some("Z")
+        }
+        Err(_) => false,
+    };
+    let group = nix::unistd::Pid::from_raw(group);
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*pid))).ok() == Some(group)
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
 }
 
 /// Chromium's command line, the profile in `profile`.
